@@ -1,0 +1,38 @@
+/* formats.h — tensor block formats: sizes, reference dequantization, quantizers.
+ *
+ * A row of n elements of a quantized type is n / block_elems blocks of block_bytes
+ * each (n must be a multiple of block_elems). Layouts are the ggml/GGUF ones, byte for
+ * byte; formats.c documents each block as an OFFSET / SIZE table.
+ *
+ * The dequantizers are the reference every kernel (CPU SIMD, WGSL) is tested against.
+ * The quantizers follow ggml's reference (non-imatrix) quantizers, so files lean writes
+ * decode the same in llama.cpp.
+ */
+#ifndef LEAN_FORMATS_H
+#define LEAN_FORMATS_H
+
+#include "common.h"
+
+typedef struct lean_type_traits {
+    const char *name;      /* "q4_k" */
+    uint32_t block_elems;  /* elements per block (1 for F32/F16/BF16) */
+    uint32_t block_bytes;  /* bytes per block */
+    /* n: elements, a multiple of block_elems. src: n / block_elems blocks. */
+    void (*dequant)(const void *src, float *dst, int64_t n);
+    void (*quantize)(const float *src, void *dst, int64_t n);
+} lean_type_traits;
+
+/* NULL for a type id lean does not support. */
+const lean_type_traits *lean_type_traits_get(uint32_t type);
+
+/* Bytes of n elements of type; false if n is not a whole number of blocks or the
+ * product overflows. */
+bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes);
+
+/* Scalar conversions, bit-exact with ggml (round to nearest even; NaN stays NaN). */
+float lean_f16_to_f32(uint16_t h);
+uint16_t lean_f32_to_f16(float f);
+float lean_bf16_to_f32(uint16_t h);
+uint16_t lean_f32_to_bf16(float f);
+
+#endif

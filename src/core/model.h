@@ -1,0 +1,64 @@
+/* model.h — a loaded model: hyperparameters from the GGUF keys and validated views of
+ * every tensor the architectures need. Backend-neutral: weights stay in their file
+ * format; backends read them through lean_tensor views.
+ *
+ * Lifetimes (llama2.c's split): lean_hparams (numbers), the tensor views (point into
+ * the mapping or the streamed weight buffer, owned by lean_model), and per-sequence
+ * state (owned by a backend's context, never here). */
+#ifndef LEAN_MODEL_H
+#define LEAN_MODEL_H
+
+#include "common.h"
+#include "gguf.h"
+
+typedef enum lean_arch { LEAN_ARCH_LLAMA, LEAN_ARCH_QWEN2, LEAN_ARCH_QWEN3 } lean_arch;
+
+/* How RoPE pairs the dimensions of one head.
+ * NORM (llama in GGUF): pairs (2i, 2i+1) — llama.cpp's converter permutes the q/k rows
+ *   of HF checkpoints so that this equals HF's rotate_half on the original rows.
+ * NEOX (qwen2, qwen3): pairs (i, i + head_dim/2), HF's order kept. */
+typedef enum lean_rope_style { LEAN_ROPE_NORM, LEAN_ROPE_NEOX } lean_rope_style;
+
+typedef struct lean_tensor {
+    const char *name;   /* owned by the gguf_file */
+    uint32_t type;      /* lean_type */
+    int64_t ne[4];      /* ne[0] contiguous; a matrix (rows = ne[1], cols = ne[0]) */
+    uint64_t n_bytes;
+    const void *data;   /* NULL until weights are mapped/read */
+} lean_tensor;
+
+typedef struct lean_hparams {
+    lean_arch arch;
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    float rms_eps;
+    float rope_base;       /* theta base */
+    lean_rope_style rope_style;
+} lean_hparams;
+
+/* Shapes in comments are (rows, cols) = (ne[1], ne[0]); y = W x with x of length cols. */
+typedef struct lean_layer {
+    lean_tensor attn_norm;   /* (n_embd) */
+    lean_tensor wq;          /* (n_head * head_dim, n_embd) */
+    lean_tensor wk, wv;      /* (n_head_kv * head_dim, n_embd) */
+    lean_tensor wo;          /* (n_embd, n_head * head_dim) */
+    lean_tensor bq, bk, bv;  /* qwen2 only: (n_head * head_dim), (n_head_kv * head_dim) x2 */
+    lean_tensor q_norm, k_norm; /* qwen3 only: (head_dim), applied per head before RoPE */
+    lean_tensor ffn_norm;    /* (n_embd) */
+    lean_tensor w_gate, w_up;/* (n_ff, n_embd) */
+    lean_tensor w_down;      /* (n_embd, n_ff) */
+} lean_layer;
+
+struct lean_model {
+    gguf_file *gguf;
+    lean_hparams hp;
+    lean_tensor tok_embd;    /* (n_vocab, n_embd) */
+    lean_tensor output_norm; /* (n_embd) */
+    lean_tensor output;      /* (n_vocab, n_embd); == tok_embd when tied */
+    lean_tensor rope_freqs;  /* optional (head_dim / 2) F32: llama3 scaling, theta_i /= f_i */
+    bool tied_output;
+    lean_layer *layers;      /* n_layer */
+    lean_mapped_file map;    /* set when loaded with mmap */
+    void *weights;           /* set when streamed: the data section, owned */
+};
+
+#endif
