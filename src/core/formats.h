@@ -29,6 +29,21 @@ const lean_type_traits *lean_type_traits_get(uint32_t type);
  * product overflows. */
 bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes);
 
+/* The K-quant super-blocks (formats_k.c documents their layouts). */
+#define LEAN_QK_K 256        /* weights per K-quant super-block */
+#define LEAN_Q4_K_BYTES 144
+#define LEAN_Q5_K_BYTES 176
+#define LEAN_Q6_K_BYTES 210
+
+/* The K-quant reference kernels (also reachable through lean_type_traits_get); n is a
+ * multiple of LEAN_QK_K. */
+void lean_dequant_q4_k(const void *src, float *dst, int64_t n);
+void lean_dequant_q5_k(const void *src, float *dst, int64_t n);
+void lean_dequant_q6_k(const void *src, float *dst, int64_t n);
+void lean_quantize_q4_k(const float *src, void *dst, int64_t n);
+void lean_quantize_q5_k(const float *src, void *dst, int64_t n);
+void lean_quantize_q6_k(const float *src, void *dst, int64_t n);
+
 /* Scalar conversions, bit-exact with ggml (round to nearest even; NaN stays NaN). */
 float lean_f16_to_f32(uint16_t h);
 uint16_t lean_f32_to_f16(float f);

@@ -1,0 +1,464 @@
+/* formats.c — the tensor type table, f16/bf16 scalar conversions, and the plain and
+ * "legacy" block formats: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+ * The K-quants (Q4_K, Q5_K, Q6_K) live in formats_k.c.
+ *
+ * Every layout and every operation here is ggml's, bit for bit: the dequantizers are
+ * ggml's dequantize_row_* and the quantizers its reference (non-imatrix) quantizers
+ * quantize_row_*_ref, evaluated in the same float32 operation order. They are the
+ * reference every SIMD and WGSL kernel is tested against, so they stay plain: one
+ * element at a time, no tricks. tests/test_formats.c holds them to vectors made by an
+ * independent numpy implementation (scripts/quants.py).
+ *
+ * What it does not do: choose types (the quantizer's recipe does), or SIMD.
+ *
+ * Float rules that exactness depends on: every operation is float32 (FLT_EVAL_METHOD 0
+ * on x86-64, arm64, wasm); a*b + c is never fused into an fma (gcc does not contract
+ * in ISO C mode; clang is told so below). Quantizers expect finite input; for NaN or
+ * inf they give some defined block (ggml's result there is undefined behaviour).
+ * Multi-byte fields are little-endian; they are read and written byte by byte, so
+ * blocks need no alignment.
+ *
+ * Sections:
+ *   1. f16 / bf16 scalars
+ *   2. F32, F16, BF16 rows
+ *   3. Q8_0
+ *   4. Q4_0, Q4_1
+ *   5. Q5_0, Q5_1
+ *   6. the type table, lean_type_bytes, names
+ */
+#include "formats.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* ================================================================ 1. f16 / bf16 scalars
+ *
+ * IEEE binary16: sign 1 | exponent 5 (bias 15) | mantissa 10.
+ * bfloat16:      sign 1 | exponent 8 (bias 127) | mantissa 7  (the top half of an f32).
+ *
+ * f32 -> f16 rounds to nearest, ties to even, with subnormal results and overflow to
+ * inf (|x| >= 65520). A NaN becomes sign | 0x7e00 (ggml drops the payload).
+ * f16 -> f32 is exact; a NaN keeps its payload and gets the quiet bit (what ggml's
+ * arithmetic conversion produces).
+ * f32 -> bf16 rounds to nearest even; a NaN keeps its top bits and is made quiet
+ * (| 0x0040). bf16 -> f32 appends 16 zero bits, NaN or not. */
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float lean_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    if (exp == 0x1f) { /* inf, or NaN made quiet */
+        return f32_from_bits(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0));
+    }
+    if (exp == 0) { /* zero or subnormal: mant * 2^-24, exact in f32 */
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return f32_from_bits(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+}
+
+uint16_t lean_f32_to_f16(float f) {
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffffu;
+
+    if (ax > 0x7f800000u) return sign | 0x7e00; /* NaN */
+    if (ax >= 0x477ff000u) return sign | 0x7c00; /* >= 65520 (halfway past 65504): inf */
+    if (ax >= 0x38800000u) {                     /* >= 2^-14: a normal half */
+        /* rebias the exponent (127 -> 15), then round the 13 dropped mantissa bits to
+         * nearest even; a carry out of the mantissa correctly bumps the exponent */
+        uint32_t r = ax - ((127u - 15u) << 23);
+        r += 0x0fffu + ((r >> 13) & 1);
+        return sign | (uint16_t)(r >> 13);
+    }
+    /* a subnormal half (or zero): round |f| / 2^-24 to nearest even */
+    uint32_t exp = ax >> 23;
+    if (exp < 102) return sign; /* |f| < 2^-25 (f32 subnormals included): rounds to 0 */
+    uint32_t mant = (ax & 0x7fffffu) | 0x800000u; /* |f| = mant * 2^(exp - 150) */
+    uint32_t shift = 126 - exp;                   /* 14 .. 24 */
+    uint32_t q = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (q & 1))) q++; /* q may reach 0x400: the smallest normal */
+    return sign | (uint16_t)q;
+}
+
+float lean_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+uint16_t lean_f32_to_bf16(float f) {
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040); /* quiet NaN */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16); /* round to nearest even */
+}
+
+/* little-endian field access */
+static float load_f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+
+static void store_f16(uint8_t *p, float f) {
+    uint16_t h = lean_f32_to_f16(f);
+    p[0] = (uint8_t)(h & 0xff);
+    p[1] = (uint8_t)(h >> 8);
+}
+
+static uint32_t load_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void store_u32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* ggml's (int8_t)(v) / (uint8_t)(v) on v >= 0 followed by MIN(hi, .): truncation toward
+ * zero, capped. For every finite input the legacy quantizers produce v in [0, hi + 1.5],
+ * where this is exactly ggml's expression; NaN and negatives give 0 instead of UB. */
+static int trunc_cap(float v, int hi) {
+    if (!(v > 0.0f)) return 0;
+    if (v >= (float)hi) return hi;
+    return (int)v;
+}
+
+/* ggml's int8_t q = roundf(v): to nearest, halves away from zero. For every finite input
+ * Q8_0 produces |v| <= 127 (plus an ulp), where this is exactly ggml's expression;
+ * NaN gives 0 and infinities saturate instead of UB. */
+static int8_t round_to_int8(float v) {
+    float r = roundf(v);
+    if (r != r) return 0;
+    if (r >= 127.0f) return 127;
+    if (r <= -128.0f) return -128;
+    return (int8_t)r;
+}
+
+/* ================================================================ 2. F32, F16, BF16 rows
+ * One element per "block": 4, 2 and 2 bytes, little-endian. */
+
+static void dequant_f32(const void *src, float *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void quantize_f32(const float *src, void *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void dequant_f16(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = load_f16(p + 2 * i);
+}
+
+static void quantize_f16(const float *src, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    for (int64_t i = 0; i < n; i++) store_f16(p + 2 * i, src[i]);
+}
+
+static void dequant_bf16(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = lean_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+}
+
+static void quantize_bf16(const float *src, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = lean_f32_to_bf16(src[i]);
+        p[2 * i] = (uint8_t)(h & 0xff);
+        p[2 * i + 1] = (uint8_t)(h >> 8);
+    }
+}
+
+/* ================================================================ 3. Q8_0
+ *
+ * block_q8_0: 32 weights, 34 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale
+ *        2    32  qs[32]: int8 quants; weight j = qs[j] * d
+ *
+ * Quantize: amax = max |x|, d = amax / 127, qs = roundf(x * (1/d)) (half away from
+ * zero); d = 0 (id = 0) for an all-zero block. */
+#define QK8_0 32
+#define Q8_0_BYTES 34
+
+static void dequant_q8_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QK8_0; i++, b += Q8_0_BYTES, dst += QK8_0) {
+        const float d = load_f16(b);
+        const int8_t *qs = (const int8_t *)(b + 2);
+        for (int j = 0; j < QK8_0; j++) dst[j] = (float)qs[j] * d;
+    }
+}
+
+static void quantize_q8_0(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, b += Q8_0_BYTES, src += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(src[j]));
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        for (int j = 0; j < QK8_0; j++) b[2 + j] = (uint8_t)round_to_int8(src[j] * id);
+    }
+}
+
+/* ================================================================ 4. Q4_0, Q4_1
+ *
+ * Element j of a 32-weight block is in byte qs[j % 16]: the low nibble for j < 16, the
+ * high nibble for j >= 16.
+ *
+ * block_q4_0: 32 weights, 18 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale
+ *        2    16  qs[16]: 4-bit quants q; weight = (q - 8) * d
+ *
+ * block_q4_1: 32 weights, 20 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale
+ *        2     2  m: f16 minimum
+ *        4    16  qs[16]: 4-bit quants q; weight = q * d + m
+ *
+ * Quantize Q4_0: max = the first x of largest |x|; d = max / -8 (so max maps to -8
+ * and the range is asymmetric, [-8, 7]); q = min(15, trunc(x / d + 8.5)).
+ * Quantize Q4_1: d = (max - min) / 15, m = min; q = min(15, trunc((x - min) / d + 0.5)).
+ * In both, "/ d" is "* id" with id = 1/d (0 when d is 0). */
+#define QK4 32
+#define Q4_0_BYTES 18
+#define Q4_1_BYTES 20
+
+/* the first element of largest magnitude, with its sign (0 for an all-zero block) */
+static float signed_absmax(const float *x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+static void min_max(const float *x, int n, float *out_min, float *out_max) {
+    float min = 3.40282347e+38f, max = -3.40282347e+38f; /* FLT_MAX */
+    for (int j = 0; j < n; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    *out_min = min;
+    *out_max = max;
+}
+
+static void dequant_q4_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QK4; i++, b += Q4_0_BYTES, dst += QK4) {
+        const float d = load_f16(b);
+        const uint8_t *qs = b + 2;
+        for (int j = 0; j < QK4 / 2; j++) {
+            dst[j] = (float)((qs[j] & 0x0f) - 8) * d;
+            dst[j + QK4 / 2] = (float)((qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void quantize_q4_0(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK4; i++, b += Q4_0_BYTES, src += QK4) {
+        const float d = signed_absmax(src, QK4) / -8;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        for (int j = 0; j < QK4 / 2; j++) {
+            int q0 = trunc_cap(src[j] * id + 8.5f, 15);
+            int q1 = trunc_cap(src[j + QK4 / 2] * id + 8.5f, 15);
+            b[2 + j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+static void dequant_q4_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QK4; i++, b += Q4_1_BYTES, dst += QK4) {
+        const float d = load_f16(b);
+        const float m = load_f16(b + 2);
+        const uint8_t *qs = b + 4;
+        for (int j = 0; j < QK4 / 2; j++) {
+            dst[j] = (float)(qs[j] & 0x0f) * d + m;
+            dst[j + QK4 / 2] = (float)(qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static void quantize_q4_1(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK4; i++, b += Q4_1_BYTES, src += QK4) {
+        float min, max;
+        min_max(src, QK4, &min, &max);
+        const float d = (max - min) / 15;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        store_f16(b + 2, min);
+        for (int j = 0; j < QK4 / 2; j++) {
+            int q0 = trunc_cap((src[j] - min) * id + 0.5f, 15);
+            int q1 = trunc_cap((src[j + QK4 / 2] - min) * id + 0.5f, 15);
+            b[4 + j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+/* ================================================================ 5. Q5_0, Q5_1
+ *
+ * As Q4_0/Q4_1 with a fifth bit per weight: bit j of the little-endian u32 qh is the
+ * high bit of element j (j = 0..31), so element j's 5-bit quant is
+ *   (j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4) | (((qh >> j) & 1) << 4).
+ *
+ * block_q5_0: 32 weights, 22 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale
+ *        2     4  qh: u32, high bits
+ *        6    16  qs[16]: low nibbles; weight = (q - 16) * d
+ *
+ * block_q5_1: 32 weights, 24 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale
+ *        2     2  m: f16 minimum
+ *        4     4  qh: u32, high bits
+ *        8    16  qs[16]: low nibbles; weight = q * d + m
+ *
+ * Quantize Q5_0: d = max / -16, q = min(31, trunc(x * id + 16.5)).
+ * Quantize Q5_1: d = (max - min) / 31, m = min, q = trunc((x - min) * id + 0.5)
+ * (ggml applies no cap here; for finite input q <= 31 regardless). */
+#define QK5 32
+#define Q5_0_BYTES 22
+#define Q5_1_BYTES 24
+
+static void dequant_q5_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QK5; i++, b += Q5_0_BYTES, dst += QK5) {
+        const float d = load_f16(b);
+        const uint32_t qh = load_u32(b + 2);
+        const uint8_t *qs = b + 6;
+        for (int j = 0; j < QK5 / 2; j++) {
+            int q0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
+            int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            dst[j] = (float)(q0 - 16) * d;
+            dst[j + QK5 / 2] = (float)(q1 - 16) * d;
+        }
+    }
+}
+
+static void quantize_q5_0(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK5; i++, b += Q5_0_BYTES, src += QK5) {
+        const float d = signed_absmax(src, QK5) / -16;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK5 / 2; j++) {
+            int q0 = trunc_cap(src[j] * id + 16.5f, 31);
+            int q1 = trunc_cap(src[j + QK5 / 2] * id + 16.5f, 31);
+            b[6 + j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+            qh |= (uint32_t)(q0 >> 4) << j;
+            qh |= (uint32_t)(q1 >> 4) << (j + 16);
+        }
+        store_u32(b + 2, qh);
+    }
+}
+
+static void dequant_q5_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QK5; i++, b += Q5_1_BYTES, dst += QK5) {
+        const float d = load_f16(b);
+        const float m = load_f16(b + 2);
+        const uint32_t qh = load_u32(b + 4);
+        const uint8_t *qs = b + 8;
+        for (int j = 0; j < QK5 / 2; j++) {
+            int q0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
+            int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            dst[j] = (float)q0 * d + m;
+            dst[j + QK5 / 2] = (float)q1 * d + m;
+        }
+    }
+}
+
+static void quantize_q5_1(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK5; i++, b += Q5_1_BYTES, src += QK5) {
+        float min, max;
+        min_max(src, QK5, &min, &max);
+        const float d = (max - min) / 31;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        store_f16(b + 2, min);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK5 / 2; j++) {
+            int q0 = trunc_cap((src[j] - min) * id + 0.5f, 31);
+            int q1 = trunc_cap((src[j + QK5 / 2] - min) * id + 0.5f, 31);
+            b[8 + j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+            qh |= (uint32_t)(q0 >> 4) << j;
+            qh |= (uint32_t)(q1 >> 4) << (j + 16);
+        }
+        store_u32(b + 4, qh);
+    }
+}
+
+/* ================================================================ 6. the type table
+ * Indexed by the GGUF/ggml type id; an entry without a name is a type lean does not
+ * support. Ids only ever get appended (see lean_type in lean.h). */
+
+static const lean_type_traits type_table[] = {
+    [LEAN_TYPE_F32] = {"f32", 1, 4, dequant_f32, quantize_f32},
+    [LEAN_TYPE_F16] = {"f16", 1, 2, dequant_f16, quantize_f16},
+    [LEAN_TYPE_Q4_0] = {"q4_0", QK4, Q4_0_BYTES, dequant_q4_0, quantize_q4_0},
+    [LEAN_TYPE_Q4_1] = {"q4_1", QK4, Q4_1_BYTES, dequant_q4_1, quantize_q4_1},
+    [LEAN_TYPE_Q5_0] = {"q5_0", QK5, Q5_0_BYTES, dequant_q5_0, quantize_q5_0},
+    [LEAN_TYPE_Q5_1] = {"q5_1", QK5, Q5_1_BYTES, dequant_q5_1, quantize_q5_1},
+    [LEAN_TYPE_Q8_0] = {"q8_0", QK8_0, Q8_0_BYTES, dequant_q8_0, quantize_q8_0},
+    [LEAN_TYPE_Q4_K] = {"q4_k", LEAN_QK_K, LEAN_Q4_K_BYTES, lean_dequant_q4_k, lean_quantize_q4_k},
+    [LEAN_TYPE_Q5_K] = {"q5_k", LEAN_QK_K, LEAN_Q5_K_BYTES, lean_dequant_q5_k, lean_quantize_q5_k},
+    [LEAN_TYPE_Q6_K] = {"q6_k", LEAN_QK_K, LEAN_Q6_K_BYTES, lean_dequant_q6_k, lean_quantize_q6_k},
+    [LEAN_TYPE_BF16] = {"bf16", 1, 2, dequant_bf16, quantize_bf16},
+};
+
+#define N_TYPE_IDS (sizeof type_table / sizeof type_table[0])
+
+const lean_type_traits *lean_type_traits_get(uint32_t type) {
+    if (type >= N_TYPE_IDS || !type_table[type].name) return NULL;
+    return &type_table[type];
+}
+
+bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes) {
+    const lean_type_traits *t = lean_type_traits_get(type);
+    if (!t || n_elems % t->block_elems != 0) return false;
+    return lean_mul_u64(n_elems / t->block_elems, t->block_bytes, out_bytes);
+}
+
+const char *lean_type_name(int type) {
+    if (type < 0) return NULL;
+    const lean_type_traits *t = lean_type_traits_get((uint32_t)type);
+    return t ? t->name : NULL;
+}
+
+int lean_type_from_name(const char *name) {
+    if (!name) return -1;
+    for (uint32_t id = 0; id < N_TYPE_IDS; id++) {
+        const char *tn = type_table[id].name; /* lower case */
+        if (!tn) continue;
+        size_t k = 0;
+        while (tn[k] && tolower((unsigned char)name[k]) == tn[k]) k++;
+        if (!tn[k] && !name[k]) return (int)id;
+    }
+    return -1;
+}
