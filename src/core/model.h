@@ -24,9 +24,12 @@ typedef struct lean_tensor {
     uint32_t type;      /* lean_type */
     int64_t ne[4];      /* ne[0] contiguous; a matrix (rows = ne[1], cols = ne[0]) */
     uint64_t n_bytes;
-    const void *data;   /* NULL until weights are mapped/read */
+    uint64_t offset;    /* bytes from the start of the file's data section */
+    const void *data;   /* NULL until weights are mapped/read; NULL name = absent */
 } lean_tensor;
 
+/* Every count is >= 1 and bounded (model.c's limits) so that products of two or three
+ * of them fit easily in 64 bits; head_dim is even; n_head % n_head_kv == 0. */
 typedef struct lean_hparams {
     lean_arch arch;
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
@@ -60,5 +63,13 @@ struct lean_model {
     lean_mapped_file map;    /* set when loaded with mmap */
     void *weights;           /* set when streamed: the data section, owned */
 };
+
+/* The longest context lean allocates (tokens); with model.c's other limits it keeps
+ * every KV cache size far from overflow. */
+#define LEAN_MAX_N_CTX (1 << 24)
+
+/* Widths of one token's queries (all heads) and of its keys or values (all KV heads). */
+static inline int32_t lean_q_dim(const lean_hparams *hp) { return hp->n_head * hp->head_dim; }
+static inline int32_t lean_kv_dim(const lean_hparams *hp) { return hp->n_head_kv * hp->head_dim; }
 
 #endif

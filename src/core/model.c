@@ -1,0 +1,442 @@
+/* model.c — a GGUF file -> a lean_model: architecture, hyperparameters, validated
+ * tensor views.
+ *
+ * What it does: parses the header (gguf.c), picks the architecture from
+ * general.architecture, reads and bounds-checks the hyperparameters, finds every tensor
+ * the architecture needs and checks its shape and type, and only then points the tensor
+ * views at the weights: into the mapping (lean_model_load_file) or into one owned buffer
+ * filled by bounded reads in file order (lean_model_load_stream; also what load_file
+ * falls back to, through stdio, where the host has no mmap, as in WASI).
+ * What it does not: compute anything, or convert any weight (they stay in their format).
+ * Tensors the architecture does not use are ignored.
+ *
+ * Sections, in dependency order:
+ *   limits            the largest hyperparameters we accept (so sizes never overflow)
+ *   hyperparameters   <arch>.* keys -> lean_hparams
+ *   tensors           name -> lean_tensor, with shape and type checks
+ *   weights           binding views to mapped or streamed data
+ *   load / free       the two public loaders and their shared tail
+ *   info              lean_model_get_info, lean_model_n_vocab
+ */
+#include "model.h"
+
+#include "formats.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- limits ----
+ * Far above any model we run, far below what would overflow: the largest product a
+ * backend forms, n_layer * n_ctx * kv_dim * 4 bytes, stays below 2^63 for n_ctx <= 2^24. */
+#define MAX_EMBD     (1 << 16)
+#define MAX_FF       (1 << 20)
+#define MAX_LAYER    1024
+#define MAX_HEAD     1024
+#define MAX_HEAD_DIM 1024
+#define MAX_VOCAB    (1 << 22)
+#define MAX_CTX      LEAN_MAX_N_CTX
+
+/* Streamed loads read at most this many bytes per call (DESIGN.md: bounded chunks). */
+#define STREAM_CHUNK_BYTES ((size_t)8 << 20)
+
+/* ---- hyperparameters ---- */
+
+static const char *const arch_names[] = {
+    [LEAN_ARCH_LLAMA] = "llama", [LEAN_ARCH_QWEN2] = "qwen2", [LEAN_ARCH_QWEN3] = "qwen3"};
+
+static lean_status parse_arch(const gguf_file *f, lean_arch *out, lean_error *err) {
+    const char *name;
+    if (!gguf_find(f, "general.architecture"))
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "missing key 'general.architecture'");
+    lean_status st = gguf_get_str(f, "general.architecture", &name, err);
+    if (st != LEAN_OK) return st;
+    for (int a = 0; a < (int)(sizeof arch_names / sizeof arch_names[0]); a++) {
+        if (strcmp(name, arch_names[a]) == 0) {
+            *out = (lean_arch)a;
+            return LEAN_OK;
+        }
+    }
+    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                     "architecture '%s' is not supported (lean runs llama, qwen2, qwen3)", name);
+}
+
+/* Reads the integer key "<arch>.<suffix>" into *out, which must land in [lo, hi].
+ * def < 0: the key is required; otherwise it is the value when the key is absent. */
+static lean_status get_count(const gguf_file *f, const char *arch, const char *suffix,
+                             int64_t def, int32_t lo, int32_t hi, int32_t *out, lean_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    const bool absent = gguf_find(f, key) == NULL;
+    if (absent) {
+        if (def < 0) return LEAN_FAIL(err, LEAN_ERR_MODEL, "missing key '%s'", key);
+        v = (uint32_t)def;
+    } else {
+        lean_status st = gguf_get_u32(f, key, &v, err);
+        if (st != LEAN_OK) return st;
+    }
+    if (v < (uint32_t)lo || v > (uint32_t)hi)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "%s is %u%s, expected %d..%d", key, v,
+                         absent ? " (absent; the default)" : "", lo, hi);
+    *out = (int32_t)v;
+    return LEAN_OK;
+}
+
+/* Reads the float key "<arch>.<suffix>" (def used when absent, unless required), which
+ * must be finite and in (0, hi]. */
+static lean_status get_positive(const gguf_file *f, const char *arch, const char *suffix,
+                                bool required, float def, float hi, float *out, lean_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    float v = def;
+    if (!gguf_find(f, key)) {
+        if (required) return LEAN_FAIL(err, LEAN_ERR_MODEL, "missing key '%s'", key);
+    } else {
+        lean_status st = gguf_get_f32(f, key, &v, err);
+        if (st != LEAN_OK) return st;
+    }
+    if (!isfinite(v) || !(v > 0.0f) || v > hi)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "%s is %g, expected a number in (0, %g]", key,
+                         (double)v, (double)hi);
+    *out = v;
+    return LEAN_OK;
+}
+
+/* Everything but n_vocab, which comes from token_embd's shape (see load_tensors). */
+static lean_status parse_hparams(const gguf_file *f, lean_hparams *hp, lean_error *err) {
+    lean_status st = parse_arch(f, &hp->arch, err);
+    if (st != LEAN_OK) return st;
+    const char *a = arch_names[hp->arch];
+    if ((st = get_count(f, a, "context_length", -1, 1, MAX_CTX, &hp->n_ctx_train, err)) ||
+        (st = get_count(f, a, "embedding_length", -1, 1, MAX_EMBD, &hp->n_embd, err)) ||
+        (st = get_count(f, a, "block_count", -1, 1, MAX_LAYER, &hp->n_layer, err)) ||
+        (st = get_count(f, a, "feed_forward_length", -1, 1, MAX_FF, &hp->n_ff, err)) ||
+        (st = get_count(f, a, "attention.head_count", -1, 1, MAX_HEAD, &hp->n_head, err)) ||
+        (st = get_count(f, a, "attention.head_count_kv", hp->n_head, 1, MAX_HEAD, &hp->n_head_kv,
+                        err)))
+        return st;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "n_head (%d) is not a multiple of n_head_kv (%d)",
+                         hp->n_head, hp->n_head_kv);
+
+    /* head_dim defaults to n_embd / n_head; qwen3 sets it apart (key_length). */
+    int32_t head_dim_def = hp->n_embd / hp->n_head, v_dim, rope_dims;
+    if ((st = get_count(f, a, "attention.key_length", head_dim_def, 1, MAX_HEAD_DIM, &hp->head_dim,
+                        err)) ||
+        (st = get_count(f, a, "attention.value_length", hp->head_dim, 1, MAX_HEAD_DIM, &v_dim,
+                        err)) ||
+        (st = get_count(f, a, "rope.dimension_count", hp->head_dim, 1, MAX_HEAD_DIM, &rope_dims,
+                        err)))
+        return st;
+    if (v_dim != hp->head_dim)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "%s.attention.value_length is %d but key_length is %d: lean needs them equal",
+                         a, v_dim, hp->head_dim);
+    if (rope_dims != hp->head_dim)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "%s.rope.dimension_count is %d but head_dim is %d: partial RoPE is not supported",
+                         a, rope_dims, hp->head_dim);
+    if (hp->head_dim % 2 != 0)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "head_dim is %d, RoPE needs it even", hp->head_dim);
+
+    if ((st = get_positive(f, a, "attention.layer_norm_rms_epsilon", true, 0.0f, 1.0f,
+                           &hp->rms_eps, err)) ||
+        (st = get_positive(f, a, "rope.freq_base", false, 10000.0f, 1e12f, &hp->rope_base, err)))
+        return st;
+    hp->rope_style = hp->arch == LEAN_ARCH_LLAMA ? LEAN_ROPE_NORM : LEAN_ROPE_NEOX;
+    return LEAN_OK;
+}
+
+/* ---- tensors ---- */
+
+/* "[64, 32]": the first n_dims of ne. */
+static const char *shape_str(char *buf, size_t cap, const int64_t *ne, int n_dims) {
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < n_dims && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)ne[d]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+    return buf;
+}
+
+enum tensor_kind { T_MATRIX, T_F32 }; /* a matrix may have any supported type; T_F32 must be F32 */
+
+/* Finds tensor `name`, checks it has shape (ne1 rows, ne0 cols) — ne1 = 0 for a 1-D
+ * tensor — and a type its kind allows, and fills *out (data stays NULL until bind).
+ * An absent optional tensor leaves *out zeroed (name NULL). */
+static lean_status get_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1,
+                              enum tensor_kind kind, bool required, lean_tensor *out,
+                              lean_error *err) {
+    memset(out, 0, sizeof *out);
+    const gguf_tensor_info *ti = gguf_find_tensor(f, name);
+    if (!ti) {
+        if (!required) return LEAN_OK;
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor '%s' is missing", name);
+    }
+    const int64_t want[4] = {ne0, ne1 ? ne1 : 1, 1, 1};
+    if (memcmp(ti->ne, want, sizeof want) != 0) {
+        char got_s[96], want_s[64];
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor '%s' has shape %s, expected %s", name,
+                         shape_str(got_s, sizeof got_s, ti->ne, (int)ti->n_dims),
+                         shape_str(want_s, sizeof want_s, want, ne1 ? 2 : 1));
+    }
+    const lean_type_traits *tt = lean_type_traits_get(ti->type);
+    if (!tt)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "tensor '%s' has type %u, which lean does not support",
+                         name, ti->type);
+    if (kind == T_F32 && ti->type != LEAN_TYPE_F32)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor '%s' has type %s, expected f32", name, tt->name);
+    uint64_t row_bytes;
+    if (!lean_type_bytes(ti->type, (uint64_t)ne0, &row_bytes))
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor '%s': rows of %lld elements are not whole %s blocks of %u",
+                         name, (long long)ne0, tt->name, tt->block_elems);
+    /* F32 tensors are read through float pointers, so they must be 4-byte aligned; the
+     * data section start is (a multiple of the alignment, itself a power of two). */
+    if (ti->type == LEAN_TYPE_F32 && (f->data_offset + ti->offset) % sizeof(float) != 0)
+        return LEAN_FAIL(err, LEAN_ERR_FORMAT, "tensor '%s' (f32) starts at byte %llu, not a multiple of 4",
+                         name, (unsigned long long)(f->data_offset + ti->offset));
+    *out = (lean_tensor){.name = ti->name.ptr, .type = ti->type, .n_bytes = ti->n_bytes,
+                         .offset = ti->offset};
+    memcpy(out->ne, ti->ne, sizeof out->ne);
+    return LEAN_OK;
+}
+
+/* The tensors of block il, named as llama.cpp names them ("blk.3.attn_q.weight"). */
+static lean_status load_layer(const gguf_file *f, const lean_hparams *hp, int il, lean_layer *L,
+                              lean_error *err) {
+    const int64_t d = hp->n_embd, q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), ff = hp->n_ff;
+    const bool qwen2 = hp->arch == LEAN_ARCH_QWEN2, qwen3 = hp->arch == LEAN_ARCH_QWEN3;
+    /* used: whether this architecture reads the tensor; when it does, it is required.
+     * Others ignore it (a llama file with q/k norms still runs as llama). */
+    const struct {
+        const char *suffix;
+        int64_t ne0, ne1;
+        enum tensor_kind kind;
+        bool used;
+        lean_tensor *out;
+    } specs[] = {
+        {"attn_norm.weight", d, 0, T_F32, true, &L->attn_norm},
+        {"attn_q.weight", d, q_dim, T_MATRIX, true, &L->wq},
+        {"attn_k.weight", d, kv_dim, T_MATRIX, true, &L->wk},
+        {"attn_v.weight", d, kv_dim, T_MATRIX, true, &L->wv},
+        {"attn_output.weight", q_dim, d, T_MATRIX, true, &L->wo},
+        {"attn_q.bias", q_dim, 0, T_F32, qwen2, &L->bq},
+        {"attn_k.bias", kv_dim, 0, T_F32, qwen2, &L->bk},
+        {"attn_v.bias", kv_dim, 0, T_F32, qwen2, &L->bv},
+        {"attn_q_norm.weight", hp->head_dim, 0, T_F32, qwen3, &L->q_norm},
+        {"attn_k_norm.weight", hp->head_dim, 0, T_F32, qwen3, &L->k_norm},
+        {"ffn_norm.weight", d, 0, T_F32, true, &L->ffn_norm},
+        {"ffn_gate.weight", d, ff, T_MATRIX, true, &L->w_gate},
+        {"ffn_up.weight", d, ff, T_MATRIX, true, &L->w_up},
+        {"ffn_down.weight", ff, d, T_MATRIX, true, &L->w_down},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        if (!specs[i].used) continue;
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s", il, specs[i].suffix);
+        lean_status st = get_tensor(f, name, specs[i].ne0, specs[i].ne1, specs[i].kind, true,
+                                    specs[i].out, err);
+        if (st != LEAN_OK) return st;
+    }
+    return LEAN_OK;
+}
+
+/* token_embd first: its rows are n_vocab, which every other check may use. */
+static lean_status load_tensors(lean_model *m, lean_error *err) {
+    const gguf_file *f = m->gguf;
+    lean_hparams *hp = &m->hp;
+    const gguf_tensor_info *te = gguf_find_tensor(f, "token_embd.weight");
+    if (!te) return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor 'token_embd.weight' is missing");
+    if (te->ne[1] < 1 || te->ne[1] > MAX_VOCAB)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor 'token_embd.weight' has %lld rows (n_vocab), expected 1..%d",
+                         (long long)te->ne[1], MAX_VOCAB);
+    hp->n_vocab = (int32_t)te->ne[1];
+    const gguf_value *toks = gguf_find(f, "tokenizer.ggml.tokens");
+    if (toks && toks->type == GGUF_ARRAY && toks->v.arr.count != (uint64_t)hp->n_vocab)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL,
+                         "tokenizer.ggml.tokens has %llu tokens but token_embd.weight has %d rows",
+                         (unsigned long long)toks->v.arr.count, hp->n_vocab);
+
+    const int64_t d = hp->n_embd, V = hp->n_vocab;
+    lean_status st;
+    if ((st = get_tensor(f, "token_embd.weight", d, V, T_MATRIX, true, &m->tok_embd, err)) ||
+        (st = get_tensor(f, "output_norm.weight", d, 0, T_F32, true, &m->output_norm, err)) ||
+        (st = get_tensor(f, "output.weight", d, V, T_MATRIX, false, &m->output, err)) ||
+        (st = get_tensor(f, "rope_freqs.weight", hp->head_dim / 2, 0, T_F32, false, &m->rope_freqs,
+                         err)))
+        return st;
+    m->tied_output = m->output.name == NULL;
+    if (m->tied_output) m->output = m->tok_embd;
+
+    m->layers = lean_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d layer descriptors", hp->n_layer);
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((st = load_layer(f, hp, il, &m->layers[il], err)) != LEAN_OK) return st;
+    return LEAN_OK;
+}
+
+/* ---- weights ---- */
+
+static void bind(lean_tensor *t, const uint8_t *data_section) {
+    if (t->name) t->data = data_section + t->offset;
+}
+
+/* Points every view at data_section (the byte the file's data_offset maps to). */
+static void bind_all(lean_model *m, const uint8_t *data_section) {
+    bind(&m->tok_embd, data_section);
+    bind(&m->output_norm, data_section);
+    bind(&m->output, data_section);
+    bind(&m->rope_freqs, data_section);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        lean_layer *L = &m->layers[il];
+        lean_tensor *ts[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk,
+                             &L->bv, &L->q_norm, &L->k_norm, &L->ffn_norm, &L->w_gate, &L->w_up,
+                             &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) bind(ts[i], data_section);
+    }
+}
+
+/* Reads the data section [data_offset, end of the last tensor) in file order, in
+ * chunks of at most STREAM_CHUNK_BYTES, into one owned buffer m->weights. */
+static lean_status stream_weights(lean_model *m, lean_read_fn read, void *user, lean_error *err) {
+    const gguf_file *f = m->gguf;
+    uint64_t end = 0; /* bytes from data_offset; the reader checked each tensor fits the file */
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        uint64_t e = f->tensors[i].offset + f->tensors[i].n_bytes;
+        if (e > end) end = e;
+    }
+    if (end > SIZE_MAX)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "tensor data of %llu bytes does not fit in memory",
+                         (unsigned long long)end);
+    m->weights = lean_malloc((size_t)end);
+    if (!m->weights)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %llu bytes for tensor data",
+                         (unsigned long long)end);
+    uint8_t *dst = m->weights;
+    for (uint64_t done = 0; done < end;) {
+        size_t want = end - done < STREAM_CHUNK_BYTES ? (size_t)(end - done) : STREAM_CHUNK_BYTES;
+        uint64_t off = f->data_offset + done;
+        size_t got = read(user, off, dst + done, want);
+        if (got != want)
+            return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor data: %zu of %zu bytes at offset %llu",
+                             got, want, (unsigned long long)off);
+        done += want;
+    }
+    return LEAN_OK;
+}
+
+/* ---- load / free ---- */
+
+/* Header -> validated model without weights. On failure *out is NULL. */
+static lean_status load_header(lean_read_fn read, void *user, uint64_t file_size, lean_model **out,
+                               lean_error *err) {
+    *out = NULL;
+    lean_model *m = lean_calloc(1, sizeof *m);
+    if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the model");
+    lean_status st = gguf_read(read, user, file_size, &m->gguf, err);
+    if (st == LEAN_OK) st = parse_hparams(m->gguf, &m->hp, err);
+    if (st == LEAN_OK) st = load_tensors(m, err);
+    if (st != LEAN_OK) {
+        lean_model_free(m);
+        return st;
+    }
+    *out = m;
+    return LEAN_OK;
+}
+
+/* Hosts without mmap (WASI) stream the file through stdio instead. */
+static lean_status load_file_stdio(const char *path, lean_model **out, lean_error *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return LEAN_FAIL(err, LEAN_ERR_IO, "cannot open '%s'", path);
+    lean_status st;
+    off_t size;
+    if (fseeko(fp, 0, SEEK_END) != 0 || (size = ftello(fp)) < 0)
+        st = LEAN_FAIL(err, LEAN_ERR_IO, "cannot find the size of '%s'", path);
+    else
+        st = lean_model_load_stream(lean_read_stdio, fp, (uint64_t)size, out, err);
+    fclose(fp);
+    return st;
+}
+
+lean_status lean_model_load_file(const char *path, lean_model **out, lean_error *err) {
+    if (!path || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_file: NULL argument");
+    *out = NULL;
+    lean_mapped_file map;
+    lean_status st = lean_map_file(path, &map, err);
+    if (st == LEAN_ERR_UNSUPPORTED) return load_file_stdio(path, out, err);
+    if (st != LEAN_OK) return st;
+    lean_model *m;
+    st = load_header(lean_read_mapped, &map, map.size, &m, err);
+    if (st != LEAN_OK) {
+        lean_unmap_file(&map);
+        return st;
+    }
+    m->map = map;
+    bind_all(m, (const uint8_t *)map.data + m->gguf->data_offset);
+    *out = m;
+    return LEAN_OK;
+}
+
+lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_size,
+                                   lean_model **out, lean_error *err) {
+    if (!read || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_stream: NULL argument");
+    *out = NULL;
+    lean_model *m;
+    lean_status st = load_header(read, user, file_size, &m, err);
+    if (st != LEAN_OK) return st;
+    st = stream_weights(m, read, user, err);
+    if (st != LEAN_OK) {
+        lean_model_free(m);
+        return st;
+    }
+    bind_all(m, m->weights);
+    *out = m;
+    return LEAN_OK;
+}
+
+void lean_model_free(lean_model *m) {
+    if (!m) return;
+    gguf_free(m->gguf);
+    lean_free(m->layers);
+    lean_free(m->weights);
+    if (m->map.data) lean_unmap_file(&m->map);
+    lean_free(m);
+}
+
+/* ---- info ---- */
+
+static const char *str_or_empty(const gguf_file *f, const char *key) {
+    const gguf_value *v = gguf_find(f, key);
+    return v && v->type == GGUF_STRING ? v->v.str.ptr : "";
+}
+
+void lean_model_get_info(const lean_model *m, lean_model_info *out) {
+    const lean_hparams *hp = &m->hp;
+    const gguf_file *f = m->gguf;
+    memset(out, 0, sizeof *out);
+    out->arch = arch_names[hp->arch];
+    out->name = str_or_empty(f, "general.name");
+    out->n_vocab = hp->n_vocab;
+    out->n_embd = hp->n_embd;
+    out->n_layer = hp->n_layer;
+    out->n_head = hp->n_head;
+    out->n_head_kv = hp->n_head_kv;
+    out->head_dim = hp->head_dim;
+    out->n_ff = hp->n_ff;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->rope_base = hp->rope_base;
+    out->rms_eps = hp->rms_eps;
+    out->tied_output = m->tied_output;
+    out->n_tensors = f->n_tensors > INT32_MAX ? INT32_MAX : (int32_t)f->n_tensors;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        if (t->type < 32) out->n_tensors_by_type[t->type]++;
+        out->n_params += t->n_elems;
+        out->weight_bytes += t->n_bytes;
+    }
+    out->tokenizer = str_or_empty(f, "tokenizer.ggml.model");
+    out->has_chat_template = gguf_find(f, "tokenizer.chat_template") != NULL;
+}
+
+int32_t lean_model_n_vocab(const lean_model *m) { return m->hp.n_vocab; }

@@ -1,0 +1,120 @@
+/* session.c — lean_ctx: one sequence over a model, its position and its backend state.
+ *
+ * What it does: checks every request against the context (ids in [0, n_vocab), room in
+ * the KV cache) before touching any state, then feeds the backend n_batch tokens at a
+ * time, asking for logits only from the last chunk. The position is the number of tokens
+ * resident in the KV cache; truncating just lowers it, since a backend only ever reads
+ * cache rows below pos + n and overwrites the rest as they are reused.
+ * What it does not (yet): conversations, KV-prefix reuse, the generation pump, text.
+ *
+ * Sections: params · create / free · position · prefill / decode
+ */
+#include "backend.h"
+
+/* The backend every ctx uses, until the ladder (WebGPU -> CPU threads -> CPU ref) exists. */
+static const lean_backend *const default_backend = &lean_backend_cpu_ref;
+
+#define DEFAULT_N_CTX_CAP 4096
+#define DEFAULT_N_BATCH 64
+
+struct lean_ctx {
+    const lean_model *m;
+    const lean_backend *be;
+    lean_backend_state *state;
+    int32_t n_ctx;   /* KV cache length, tokens */
+    int32_t n_batch; /* most tokens per backend call */
+    int32_t pos;     /* tokens resident in the cache */
+};
+
+/* ---- params ---- */
+
+lean_ctx_params lean_ctx_default_params(void) {
+    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0};
+}
+
+/* ---- create / free ---- */
+
+lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_ctx **out,
+                            lean_error *err) {
+    if (!m || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_create: NULL argument");
+    *out = NULL;
+    lean_ctx_params params = p ? *p : lean_ctx_default_params();
+    if (params.n_ctx < 0 || params.n_batch < 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d) and n_batch (%d) must be >= 0", params.n_ctx,
+                         params.n_batch);
+    int32_t n_ctx = params.n_ctx;
+    if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
+    if (n_ctx > LEAN_MAX_N_CTX)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx %d is more than lean supports (%d)", n_ctx,
+                         LEAN_MAX_N_CTX);
+    int32_t n_batch = params.n_batch ? params.n_batch : DEFAULT_N_BATCH;
+    if (n_batch > n_ctx) n_batch = n_ctx; /* a chunk never holds more than the context */
+
+    lean_ctx *c = lean_calloc(1, sizeof *c);
+    if (!c) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
+    *c = (lean_ctx){.m = m, .be = default_backend, .n_ctx = n_ctx, .n_batch = n_batch};
+    lean_status st = c->be->create(m, n_ctx, n_batch, &c->state, err);
+    if (st != LEAN_OK) {
+        lean_free(c);
+        return st;
+    }
+    *out = c;
+    return LEAN_OK;
+}
+
+void lean_ctx_free(lean_ctx *c) {
+    if (!c) return;
+    c->be->destroy(c->state);
+    lean_free(c);
+}
+
+/* ---- position ---- */
+
+int32_t lean_ctx_pos(const lean_ctx *c) { return c->pos; }
+int32_t lean_ctx_n_ctx(const lean_ctx *c) { return c->n_ctx; }
+
+lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err) {
+    if (n_pos < 0 || n_pos > c->pos)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "truncate to %d: must be in 0..%d (the current position)",
+                         n_pos, c->pos);
+    c->pos = n_pos;
+    return LEAN_OK;
+}
+
+/* ---- prefill / decode ---- */
+
+/* Every check that can fail, done before anything runs. */
+static lean_status check_prefill(const lean_ctx *c, const int32_t *ids, int32_t n, lean_error *err) {
+    if (n < 1) return LEAN_FAIL(err, LEAN_ERR_ARG, "prefill of %d tokens: need at least 1", n);
+    if (!ids) return LEAN_FAIL(err, LEAN_ERR_ARG, "prefill of %d tokens: ids is NULL", n);
+    if (n > c->n_ctx - c->pos)
+        return LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL,
+                         "%d tokens at position %d do not fit in a context of %d (room for %d)", n,
+                         c->pos, c->n_ctx, c->n_ctx - c->pos);
+    const int32_t n_vocab = c->m->hp.n_vocab;
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "ids[%d] = %d is outside the vocabulary [0, %d)", i,
+                             ids[i], n_vocab);
+    return LEAN_OK;
+}
+
+lean_status lean_prefill(lean_ctx *c, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
+    if (!c) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_prefill: NULL context");
+    lean_status st = check_prefill(c, ids, n, err);
+    if (st != LEAN_OK) return st;
+    /* A backend failure midway leaves pos after the last chunk that completed. */
+    for (int32_t done = 0; done < n;) {
+        const int32_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
+        const bool last = done + chunk == n;
+        st = c->be->forward(c->state, ids + done, chunk, c->pos, last ? logits : NULL, err);
+        if (st != LEAN_OK) return st;
+        c->pos += chunk;
+        done += chunk;
+    }
+    return LEAN_OK;
+}
+
+lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err) {
+    return lean_prefill(c, &id, 1, logits, err);
+}

@@ -1,0 +1,51 @@
+/* ops_ref.h — the plain single-threaded kernels of the reference forward (ops_ref.c).
+ *
+ * Every op is written for clarity and determinism, not speed: float32 arithmetic,
+ * every sum accumulated in index order, nothing reassociated. A token's result
+ * therefore depends only on that token's inputs, never on how a prefill was split
+ * into batches — the property the tests check bit for bit.
+ *
+ * Activations are token-major: n tokens of width d are one (n, d) float array.
+ */
+#ifndef LEAN_OPS_REF_H
+#define LEAN_OPS_REF_H
+
+#include "model.h"
+
+/* sum_i a[i] * b[i], accumulated in float in index order. */
+float ref_dot(const float *a, const float *b, int64_t n);
+
+/* out (n) = x (n) / sqrt(mean(x^2) + eps) * w (n). out may equal x. */
+void ref_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+
+/* out (n_tok, rows) = x (n_tok, cols) @ W^T for W (rows, cols) in any format.
+ * row: scratch of cols floats. One weight row is dequantized at a time, then dotted
+ * with every token, so each row is decoded once per batch and no more than one row is
+ * ever widened to float. */
+void ref_matmul(float *out, const float *x, int32_t n_tok, const lean_tensor *w, float *row);
+
+/* x (n_tok, n) += b (n), b F32. */
+void ref_add_bias(float *x, const float *b, int32_t n_tok, int64_t n);
+
+/* out (cols) = row `id` of E (rows, cols), dequantized. */
+void ref_embed_row(float *out, const lean_tensor *E, int32_t id);
+
+/* The rotation angles of one position, as llama.cpp computes them:
+ *   theta_scale = base^(-2 / head_dim),  theta_i = pos * theta_scale^i / freq_factor_i
+ * (theta_scale^i by repeated multiplication in float, like ggml's rope cache).
+ * cos_out, sin_out: (head_dim / 2). freq_factors: (head_dim / 2) or NULL (all 1). */
+void ref_rope_angles(float *cos_out, float *sin_out, int32_t pos, int32_t head_dim, float base,
+                     const float *freq_factors);
+
+/* Rotates every head of x (n_heads, head_dim) by the angles of one position.
+ * NORM pairs (2i, 2i+1); NEOX pairs (i, i + head_dim/2) — see lean_rope_style. */
+void ref_rope(float *x, int32_t n_heads, int32_t head_dim, lean_rope_style style,
+              const float *cos_t, const float *sin_t);
+
+/* x (n) <- softmax(x), subtracting the max first so expf never overflows. */
+void ref_softmax(float *x, int32_t n);
+
+/* gate (n) <- silu(gate) * up, silu(g) = g / (1 + e^-g). */
+void ref_swiglu(float *gate, const float *up, int64_t n);
+
+#endif
