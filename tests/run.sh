@@ -1,22 +1,196 @@
 #!/usr/bin/env bash
-# Runs every test program of one build and prints the sum as "N passed, N failed".
-# Usage: tests/run.sh [BUILD_DIR]   (default: build). Exit status 1 if anything failed.
+# run.sh — the whole test suite in one command (`make test` runs it).
+#
+# Stages, in order (each prints a header, each program its tally, each stage its sum):
+#   native  build/       the default compiler (gcc): every tests/test_* program
+#   asan    build-asan/  clang -Werror with ASan + UBSan (leaks, UB and overflows are fatal):
+#                        the library, the CLI and the same programs
+#   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
+#                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
+#   fuzz    `make fuzz-run`, bounded; counts as one test. Only when the Makefile has it.
+# Parity tests (tests/test_parity*) are ordinary test programs and run in every stage.
+#
+# Counting: a program's "<name>: N passed, N failed" line is added to the sum. A program
+# that prints no tally, or exits non-zero while claiming 0 failed (a sanitizer report at
+# exit, a trap, a timeout), is one more failure. A build that fails (make -k: every error
+# is shown) is one failure; the programs that did build still run. The last line is the
+# total: "N passed, N failed".
+# Exit status 1 if anything failed.
+#
+# Usage: tests/run.sh [STAGE...]      (default: native asan wasm fuzz)
+# Environment: JOBS (parallel make jobs; default: the number of CPUs),
+#              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
 cd "$(dirname "$0")/.."
-build=${1:-build}
-passed=0; failed=0; broken=0
-for t in "$build"/tests/test_*; do
-    [ -x "$t" ] || continue
-    out=$("$t" 2>&1); rc=$?
-    line=$(printf '%s\n' "$out" | grep -E '^[a-z_0-9]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
-    if [ -z "$line" ]; then
-        printf '%s\n' "$out"; echo "$t: exited $rc without a tally"; broken=$((broken + 1)); continue
+
+MAKE=${MAKE:-make}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+TIMEOUT=${LEAN_TEST_TIMEOUT:-900}
+# Sub-makes get their own flags: the jobserver of a calling make is not ours to use.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+
+total_passed=0
+total_failed=0
+stage_passed=0
+stage_failed=0
+stage_start=0
+stage_name=
+
+# ---- bookkeeping ----
+stage_begin() { # stage_begin NAME DESCRIPTION
+    stage_name=$1
+    stage_passed=0
+    stage_failed=0
+    stage_start=$SECONDS
+    echo
+    echo "==== $1: $2 ===="
+}
+stage_end() {
+    echo "---- $stage_name: $stage_passed passed, $stage_failed failed ($((SECONDS - stage_start)) s)"
+    total_passed=$((total_passed + stage_passed))
+    total_failed=$((total_failed + stage_failed))
+}
+count() { # count PASSED FAILED
+    stage_passed=$((stage_passed + $1))
+    stage_failed=$((stage_failed + $2))
+}
+
+# build DESCRIPTION MAKE-ARGS...: runs make; a failure is one failed test. Returns make's status.
+build() {
+    local what=$1; shift
+    local t0=$SECONDS
+    if ! "$MAKE" -k -j"$JOBS" --no-print-directory "$@"; then
+        echo "$what: build failed (make $*)"
+        count 0 1
+        return 1
     fi
-    [ $rc -eq 0 ] || printf '%s\n' "$out"
-    echo "$line"
-    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/'); f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
-    passed=$((passed + p)); failed=$((failed + f))
+    echo "$what: built in $((SECONDS - t0)) s"
+}
+
+# run_prog NAME COMMAND...: runs one test program and adds its tally.
+run_prog() {
+    local name=$1; shift
+    local out rc line p f
+    out=$(timeout "$TIMEOUT" "$@" 2>&1 </dev/null); rc=$?
+    line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z_0-9]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then
+        printf '%s\n' "$out"
+        if [ $rc -eq 124 ]; then
+            echo "$name: timed out after $TIMEOUT s without a tally"
+        else
+            echo "$name: exited $rc without a tally"
+        fi
+        count 0 1
+        return
+    fi
+    p=$(printf '%s\n' "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    f=$(printf '%s\n' "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+    if [ $rc -eq 0 ]; then
+        echo "$line"
+    else
+        printf '%s\n' "$out" # the FAIL lines, the tally and whatever came after it
+        # A clean tally with a failing exit: the failure happened outside the CHECKs.
+        if [ "$f" -eq 0 ]; then
+            echo "$name: exited $rc after its tally"
+            f=1
+        fi
+    fi
+    count "$p" "$f"
+}
+
+# run_tests DIR SUFFIX BUILT RUNNER...: runs the program DIR/tests/test_<x>SUFFIX of every
+# tests/test_<x>.c (in wasm, those not marked native-only), through RUNNER if given.
+# After a failed build (BUILT=0) a program runs only if make says it is up to date, so
+# nothing stale runs; the build failure itself was already counted.
+run_tests() {
+    local dir=$1 suffix=$2 built=$3; shift 3
+    local src name prog n=0
+    for src in tests/test_*.c; do
+        [ -f "$src" ] || continue
+        name=$(basename "$src" .c)
+        if [ "$suffix" = .wasm ] && grep -q 'lean-test: native-only' "$src"; then continue; fi
+        prog=$dir/tests/$name$suffix
+        if [ "$built" = 0 ] && ! "$MAKE" -q "${qargs[@]}" "$prog" >/dev/null 2>&1; then
+            echo "$name: not built"
+            continue
+        fi
+        if [ ! -f "$prog" ]; then
+            echo "$name: $prog is missing"
+            count 0 1
+            continue
+        fi
+        run_prog "$name" "$@" "$prog"
+        n=$((n + 1))
+    done
+    [ $n -gt 0 ] || echo "(no test programs ran)"
+}
+
+# ---- the stages ----
+qargs=()
+
+stage_native() {
+    stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
+    local built=1
+    build native all || built=0
+    qargs=(BUILD=build)
+    run_tests build "" $built
+    stage_end
+}
+
+stage_asan() {
+    stage_begin asan "clang, ASan + UBSan, build-asan/"
+    local built=1
+    build asan asan || built=0
+    qargs=(BUILD=build-asan)
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        run_tests build-asan "" $built
+    stage_end
+}
+
+stage_wasm() {
+    stage_begin wasm "clang --target=wasm32-wasi, build-wasm/, under $(node --version 2>/dev/null || echo 'no node')"
+    local skipped built=1 node_flags=()
+    skipped=$(grep -l 'lean-test: native-only' tests/test_*.c 2>/dev/null | xargs -r -n 1 basename | paste -sd ' ')
+    [ -z "$skipped" ] || echo "native-only, not built for wasm: $skipped"
+    build wasm wasm || built=0
+    # Node 18 keeps WASI behind a flag; from Node 20 it needs none.
+    case $(node --version 2>/dev/null) in v18.*) node_flags=(--experimental-wasi-unstable-preview1) ;; esac
+    qargs=()
+    run_tests build-wasm .wasm $built node "${node_flags[@]}" tests/wasm_run.mjs
+    stage_end
+}
+
+stage_fuzz() {
+    if ! grep -qE '^fuzz-run[[:space:]]*:' Makefile; then
+        echo
+        echo "==== fuzz: no fuzz-run target in the Makefile; skipped ===="
+        return
+    fi
+    stage_begin fuzz "make fuzz-run (bounded), one test"
+    local t0=$SECONDS
+    if "$MAKE" -j"$JOBS" --no-print-directory fuzz-run </dev/null; then
+        echo "fuzz: 1 passed, 0 failed ($((SECONDS - t0)) s)"
+        count 1 0
+    else
+        echo "fuzz: 0 passed, 1 failed ($((SECONDS - t0)) s)"
+        count 0 1
+    fi
+    stage_end
+}
+
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(native asan wasm fuzz)
+for s in "${stages[@]}"; do
+    case $s in
+    native | asan | wasm | fuzz) "stage_$s" ;;
+    *)
+        echo "run.sh: unknown stage '$s' (native, asan, wasm, fuzz)" >&2
+        exit 2
+        ;;
+    esac
 done
-failed=$((failed + broken))
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+
+echo
+echo "$total_passed passed, $total_failed failed"
+[ $total_failed -eq 0 ]

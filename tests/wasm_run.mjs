@@ -1,0 +1,67 @@
+// wasm_run.mjs — runs one wasm32-wasi test program under Node's WASI and exits with its status.
+//
+//   node tests/wasm_run.mjs build-wasm/tests/test_gguf.wasm [args...]
+//
+// The file system the program sees, so the same relative paths work as natively:
+//   /      the repository root (read-write); the working directory is "/", so
+//          "tests/data/x.gguf" opens <repo>/tests/data/x.gguf
+//   /tmp   a fresh host temporary directory, removed afterwards; TMPDIR=/tmp
+// argv[0] is the test's name (test_gguf); the environment holds TMPDIR, PWD=/ and the
+// host's CI and LEAN_* variables, nothing else.
+//
+// Exit status: the program's own (main's return or exit()); 134 when it traps
+// (abort(), unreachable, out-of-bounds memory, stack overflow), with the trap on stderr.
+// Needs Node >= 18 (WASI preview1 without flags from Node 20; on 18 pass
+// --experimental-wasi-unstable-preview1).
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+
+// Node prints "ExperimentalWarning: WASI is an experimental feature" once per run; in a
+// suite of many programs it is noise. Every other warning still goes through.
+const emitWarning = process.emitWarning;
+process.emitWarning = function (warning, ...rest) {
+    const text = typeof warning === 'string' ? warning : String(warning?.message ?? '');
+    if (text.includes('WASI')) return;
+    return emitWarning.call(process, warning, ...rest);
+};
+const { WASI } = await import('node:wasi');
+
+const [file, ...args] = process.argv.slice(2);
+if (!file) {
+    process.stderr.write('usage: node tests/wasm_run.mjs TEST.wasm [args...]\n');
+    process.exit(2);
+}
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const name = path.basename(file).replace(/\.wasm$/, '');
+
+const env = { TMPDIR: '/tmp', PWD: '/' };
+for (const [k, v] of Object.entries(process.env)) {
+    if (k === 'CI' || k.startsWith('LEAN_')) env[k] = v;
+}
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), `lean-${name}-`));
+let status;
+try {
+    const wasi = new WASI({
+        version: 'preview1',
+        args: [name, ...args],
+        env,
+        preopens: { '/': repoRoot, '/tmp': tmp },
+        returnOnExit: true,
+    });
+    const module = await WebAssembly.compile(readFileSync(file));
+    const instance = await WebAssembly.instantiate(module, wasi.getImportObject());
+    status = wasi.start(instance);
+} catch (e) {
+    // The stack, cut short: a stack overflow would print every frame.
+    const trace = String(e && e.stack ? e.stack : e).split('\n');
+    const more = trace.length > 24 ? `\n    ... ${trace.length - 24} more frames` : '';
+    process.stderr.write(`${name}: trapped: ${trace.slice(0, 24).join('\n')}${more}\n`);
+    status = 134;
+} finally {
+    rmSync(tmp, { recursive: true, force: true });
+}
+process.exitCode = status;
