@@ -25,6 +25,26 @@
  * gguf_file.data_offset and each tensor's offset/size, which the reader has checked
  * against the file size. Every size read from the file is checked for overflow and
  * against the bytes that remain before anything is allocated.
+ *
+ * What the reader refuses (status, and the message names the item and byte offset):
+ *   LEAN_ERR_FORMAT       bad magic; any read past the end (header or tensor data);
+ *                         counts/lengths that cannot fit in the bytes left; unknown
+ *                         value type; bool other than 0/1; arrays nested deeper than
+ *                         GGUF_MAX_DEPTH; more than GGUF_MAX_VALUES array values in all;
+ *                         a NUL byte inside a key or tensor name; duplicate keys or
+ *                         tensor names; general.alignment not a u32 power of two;
+ *                         n_dims outside 1..4; ne[i] < 1 (as int64); an element count
+ *                         or byte size that overflows; a row (ne[0]) not a multiple of
+ *                         the type's block; an offset not a multiple of the alignment;
+ *                         tensor data outside the file; two tensors whose bytes overlap.
+ *   LEAN_ERR_UNSUPPORTED  version other than 2 or 3; a tensor type lean_type_traits_get
+ *                         does not know.
+ *   LEAN_ERR_IO           the read callback returned fewer bytes than file_size promised.
+ *   LEAN_ERR_NOMEM        an allocation failed (nothing leaks).
+ * Memory: at most ~32 bytes per array value (gguf_value) plus the strings, so a header
+ * of B bytes costs O(B) memory; the GGUF_MAX_VALUES cap bounds it at ~512 MiB whatever
+ * the file. Versions 2 and 3 have the same layout (3 only added big-endian files, which
+ * are refused: their version reads as 0x03000000).
  */
 #ifndef LEAN_GGUF_H
 #define LEAN_GGUF_H
@@ -37,6 +57,13 @@ enum gguf_vtype {
     GGUF_I64 = 11, GGUF_F64 = 12,
 };
 #define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_DEPTH 8              /* array nesting levels, the outermost counts 1 */
+#define GGUF_MAX_VALUES (1ull << 24)  /* array elements in one file, all arrays summed */
+#define GGUF_MAX_NAME 64              /* llama.cpp's GGML_MAX_NAME: the writer keeps tensor
+                                         names shorter (the reader takes any length) */
+
+/* "u8", "string", "array", ...; "?" for an unknown type id. */
+const char *gguf_vtype_name(uint32_t type);
 
 typedef struct gguf_string {
     uint64_t len;
@@ -70,8 +97,8 @@ typedef struct gguf_tensor_info {
     int64_t ne[4];      /* elements per dimension; unused dims are 1 */
     uint32_t type;      /* lean_type */
     uint64_t offset;    /* bytes from gguf_file.data_offset */
-    uint64_t n_elems;
-    uint64_t n_bytes;
+    uint64_t n_elems;   /* ne[0] * ne[1] * ne[2] * ne[3], <= INT64_MAX */
+    uint64_t n_bytes;   /* lean_type_bytes(type, n_elems) */
 } gguf_tensor_info;
 
 typedef struct gguf_file {
@@ -85,26 +112,44 @@ typedef struct gguf_file {
     uint64_t file_size;   /* bytes */
 } gguf_file;
 
-/* Parses the header through read() (see lean_read_fn). On success *out owns
- * everything it points to. Errors name the problem and the byte offset. */
+/* Parses the header through read() (see lean_read_fn) with a small buffered cursor:
+ * no mmap needed and the file is never copied whole. file_size is the file's length
+ * in bytes; nothing at or past it is read. On success *out owns everything it points
+ * to; on failure *out is left untouched. Errors name the problem and the byte offset.
+ * data_offset is the header's end rounded up to the alignment; when the file has no
+ * tensors it may lie past file_size. */
 lean_status gguf_read(lean_read_fn read, void *user, uint64_t file_size, gguf_file **out,
                       lean_error *err);
 void gguf_free(gguf_file *f);
 
-/* Lookups. find returns NULL when absent. The typed getters fail with LEAN_ERR_MODEL
- * naming the key when it is absent or has an incompatible type; integer getters accept
- * any integer type whose value fits. */
+/* Lookups (linear: O(n_kv) / O(n_tensors) string compares per call). find returns
+ * NULL when absent. The typed getters fail with LEAN_ERR_MODEL naming the key when it
+ * is absent or has an incompatible type; integer getters accept any integer type whose
+ * value fits; gguf_get_f32 accepts f32 and f64. */
 const gguf_value *gguf_find(const gguf_file *f, const char *key);
 const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name);
 lean_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, lean_error *err);
 lean_status gguf_get_f32(const gguf_file *f, const char *key, float *out, lean_error *err);
 /* The string stays owned by f. */
 lean_status gguf_get_str(const gguf_file *f, const char *key, const char **out, lean_error *err);
+/* An array whose elements have type elem_type (a gguf_vtype); *out stays owned by f. */
+lean_status gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type,
+                         const gguf_value **out, lean_error *err);
 
 /* ---- writing ----
  * A writer collects keys and tensors in memory order, then writes the file in one pass
  * (version 3, alignment 32 unless general.alignment is set). Tensor data is copied at
- * add time. Any failure is sticky: later calls do nothing and gguf_writer_write returns it. */
+ * add time. Any failure is sticky: later calls do nothing and gguf_writer_write returns it.
+ *
+ * The file is laid out the way llama.cpp's gguf writer does it, so llama.cpp loads it:
+ * keys in insertion order, tensor infos in insertion order, zero padding to the
+ * alignment after the infos and after every tensor's data (the last one included), and
+ * each offset = the previous offset + its size rounded up to the alignment.
+ * general.alignment, when given, must be a u32 power of two and applies to the whole
+ * file, whenever it is set. Refused with LEAN_ERR_ARG: NULL arguments, duplicate keys
+ * or tensor names, tensor names of GGUF_MAX_NAME bytes or more, bad shapes or types,
+ * n_bytes that differ from the shape's size, integer values that do not fit their type.
+ * Nested arrays are written (the reader takes them) but llama.cpp cannot read them. */
 typedef struct gguf_writer gguf_writer;
 gguf_writer *gguf_writer_new(void);
 void gguf_writer_free(gguf_writer *w);
@@ -115,15 +160,21 @@ void gguf_w_bool(gguf_writer *w, const char *key, bool v);
 void gguf_w_str(gguf_writer *w, const char *key, const char *v);
 /* Copies a value read by gguf_read (any type, nested arrays included). */
 void gguf_w_value(gguf_writer *w, const char *key, const gguf_value *v);
-/* Arrays of scalars: elem_type is a gguf_vtype other than STRING/ARRAY; data packed. */
+/* Arrays of scalars: elem_type is a gguf_vtype other than STRING/ARRAY; data holds count
+ * packed host C values of that type (uint16_t, float, ...; bool: one byte each). */
 void gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t count);
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t count);
 /* ne: elements per dim (ne[0] contiguous); data: n_bytes of the type's blocks. */
 void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                    const int64_t *ne, const void *data, uint64_t n_bytes);
+/* On an I/O failure the file may be left partly written: the caller removes it. */
 lean_status gguf_writer_write(gguf_writer *w, const char *path, lean_error *err);
+/* The same bytes into one lean_malloc'd buffer (*out, *out_bytes; free with lean_free). */
+lean_status gguf_writer_write_mem(gguf_writer *w, void **out, uint64_t *out_bytes, lean_error *err);
 
-/* File access shared by the loader and tools: mmap the whole file read-only. */
+/* File access shared by the loader and tools: mmap the whole file read-only (file.c).
+ * An empty file maps to data NULL, size 0. WASI builds have no mmap: lean_map_file
+ * returns LEAN_ERR_UNSUPPORTED there, and callers stream with lean_read_stdio. */
 typedef struct lean_mapped_file {
     void *data;
     uint64_t size;
@@ -132,5 +183,8 @@ lean_status lean_map_file(const char *path, lean_mapped_file *out, lean_error *e
 void lean_unmap_file(lean_mapped_file *f);
 /* A lean_read_fn over memory (user = a lean_mapped_file *). */
 size_t lean_read_mapped(void *user, uint64_t off, void *dst, size_t n);
+/* A lean_read_fn over an open stdio stream (user = a FILE * opened "rb"): fseeko + fread,
+ * for streamed loading where there is no mmap (wasm/WASI). */
+size_t lean_read_stdio(void *user /* FILE* */, uint64_t off, void *dst, size_t n);
 
 #endif

@@ -1,0 +1,1179 @@
+/* gguf.c — the GGUF reader and writer. The byte tables are in gguf.h; every check
+ * below points at a row there.
+ *
+ * Reading goes through a lean_read_fn and a 4 KiB cursor, so one parser serves mmap
+ * (lean_read_mapped) and streamed hosts (wasm) alike, and the file is never copied
+ * whole. Nothing read from the file is trusted: each count or length is first checked
+ * against the bytes that remain (with overflow-checked arithmetic), then allocated.
+ *
+ * Sections:
+ *   1. cursor      bounds-checked little-endian reads through the callback
+ *   2. values      scalars, strings, arrays (nested up to GGUF_MAX_DEPTH), freeing
+ *   3. name set    duplicate keys / tensor names in O(1) each (open addressing)
+ *   4. header      magic, version, counts, key/values, general.alignment
+ *   5. tensors     infos, shapes, types, offsets, data ranges, overlaps
+ *   6. gguf_read, gguf_free, lookups and typed getters
+ *   7. writer      collect keys and tensors, validate, then emit through a sink
+ *                  (count, memory or FILE) in llama.cpp's layout
+ * Not here: mmap and stdio reads (file.c), block sizes (formats.c), tensor data (the
+ * loader reads it using data_offset + offset, which the reader has range-checked).
+ */
+#include "gguf.h"
+
+#include "formats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U64 PRIu64
+#define I64 PRId64
+
+/* ====================================================================== 1. cursor */
+
+#define CUR_BUF_BYTES 4096
+
+typedef struct cursor {
+    lean_read_fn read;
+    void *user;
+    uint64_t file_size; /* bytes; nothing at or past it is read */
+    uint64_t pos;       /* file offset of the next byte to consume */
+    uint64_t buf_start; /* file offset of buf[0] */
+    size_t buf_len;     /* valid bytes in buf */
+    uint64_t n_values;  /* array values read so far, against GGUF_MAX_VALUES */
+    lean_error *err;
+    char where[160];    /* what is being read, for messages: "key 'general.name'" */
+    uint8_t buf[CUR_BUF_BYTES];
+} cursor;
+
+static uint64_t cur_left(const cursor *c) { return c->file_size - c->pos; }
+
+/* The file must still hold n bytes at pos. */
+static lean_status cur_need(cursor *c, uint64_t n, const char *what) {
+    if (n <= cur_left(c)) return LEAN_OK;
+    return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                     "truncated: %s: %s at offset %" U64 " needs %" U64 " bytes, the file has %" U64
+                     " bytes",
+                     c->where, what, c->pos, n, c->file_size);
+}
+
+/* Calls read() until n bytes arrive. cur_need has already promised they exist, so a
+ * short read means the callback (or file_size) lied: an I/O error, not a format one. */
+static lean_status cur_read_at(cursor *c, uint64_t off, uint8_t *dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        size_t got = c->read(c->user, off + done, dst + done, n - done);
+        if (got == 0 || got > n - done)
+            return LEAN_FAIL(c->err, LEAN_ERR_IO,
+                             "read of %zu bytes at offset %" U64 " returned %zu: the file is shorter "
+                             "than the %" U64 " bytes it was said to have, or reading failed",
+                             n - done, off + done, got, c->file_size);
+        done += got;
+    }
+    return LEAN_OK;
+}
+
+/* Copies n bytes at pos into dst and advances. Small reads come from the buffer; a read
+ * at least a buffer long (a long string) goes straight to dst. */
+static lean_status cur_read(cursor *c, void *dst, uint64_t n, const char *what) {
+    lean_status st = cur_need(c, n, what);
+    if (st != LEAN_OK) return st;
+    uint8_t *out = dst;
+    while (n > 0) {
+        uint64_t avail = c->buf_start + c->buf_len - c->pos; /* pos >= buf_start always */
+        if (avail == 0) {
+            if (n >= CUR_BUF_BYTES) { /* n fits size_t: the caller allocated n bytes */
+                st = cur_read_at(c, c->pos, out, (size_t)n);
+                if (st != LEAN_OK) return st;
+                c->pos += n;
+                c->buf_start = c->pos; /* the buffer is behind us now: empty it */
+                c->buf_len = 0;
+                return LEAN_OK;
+            }
+            uint64_t left = cur_left(c);
+            size_t want = left < CUR_BUF_BYTES ? (size_t)left : CUR_BUF_BYTES;
+            st = cur_read_at(c, c->pos, c->buf, want);
+            if (st != LEAN_OK) return st;
+            c->buf_start = c->pos;
+            c->buf_len = want;
+            continue;
+        }
+        size_t take = (size_t)(avail < n ? avail : n);
+        memcpy(out, c->buf + (c->pos - c->buf_start), take);
+        out += take;
+        c->pos += take;
+        n -= take;
+    }
+    return LEAN_OK;
+}
+
+static uint64_t le_decode(const uint8_t *b, unsigned bytes) {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; i++) v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+/* Reads a little-endian unsigned integer of 1, 2, 4 or 8 bytes. */
+static lean_status cur_uint(cursor *c, unsigned bytes, uint64_t *out, const char *what) {
+    uint8_t b[8];
+    lean_status st = cur_read(c, b, bytes, what);
+    if (st == LEAN_OK) *out = le_decode(b, bytes);
+    return st;
+}
+
+static lean_status cur_u32(cursor *c, uint32_t *out, const char *what) {
+    uint64_t v = 0;
+    lean_status st = cur_uint(c, 4, &v, what);
+    *out = (uint32_t)v;
+    return st;
+}
+
+/* ====================================================================== 2. values */
+
+/* Bytes of one scalar in the file; 0 for STRING/ARRAY (variable) and unknown types. */
+static const uint8_t vtype_bytes[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+static const char *const vtype_names[13] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+                                            "bool", "string", "array", "u64", "i64", "f64"};
+
+const char *gguf_vtype_name(uint32_t type) { return type < 13 ? vtype_names[type] : "?"; }
+
+static bool vtype_known(uint32_t type) { return type <= GGUF_F64; }
+static bool vtype_scalar(uint32_t type) { return vtype_known(type) && vtype_bytes[type] != 0; }
+
+/* The fewest file bytes one element of this type takes: a string is at least its u64
+ * length, an array its u32 type + u64 count. Used to bound counts before allocating. */
+static uint64_t vtype_min_bytes(uint32_t type) {
+    if (type == GGUF_STRING) return 8;
+    if (type == GGUF_ARRAY) return 12;
+    return vtype_bytes[type];
+}
+
+static void value_free(gguf_value *v) {
+    if (v->type == GGUF_STRING) {
+        lean_free(v->v.str.ptr);
+    } else if (v->type == GGUF_ARRAY) {
+        for (uint64_t i = 0; i < v->v.arr.count; i++) value_free(&v->v.arr.items[i]);
+        lean_free(v->v.arr.items);
+    }
+    memset(v, 0, sizeof *v);
+}
+
+/* string: len u64, then len bytes. The length is checked against the bytes left before
+ * the allocation, so a lying length costs nothing. */
+static lean_status rd_string(cursor *c, gguf_string *s, const char *what) {
+    uint64_t len = 0;
+    uint64_t at = c->pos;
+    lean_status st = cur_uint(c, 8, &len, what);
+    if (st != LEAN_OK) return st;
+    if (len > cur_left(c) || len >= SIZE_MAX)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s: %s at offset %" U64 " has length %" U64 ", but only %" U64
+                         " bytes remain in the file",
+                         c->where, what, at, len, cur_left(c));
+    char *p = lean_malloc((size_t)len + 1);
+    if (!p) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "%s: out of memory for a %" U64 "-byte string",
+                             c->where, len);
+    st = cur_read(c, p, len, what);
+    if (st != LEAN_OK) {
+        lean_free(p);
+        return st;
+    }
+    p[len] = 0;
+    s->ptr = p;
+    s->len = len;
+    return LEAN_OK;
+}
+
+/* One scalar of a known fixed-size type into v (widened: see gguf_value). */
+static lean_status rd_scalar(cursor *c, uint32_t type, gguf_value *v) {
+    uint64_t at = c->pos, raw = 0;
+    unsigned bytes = vtype_bytes[type];
+    lean_status st = cur_uint(c, bytes, &raw, vtype_names[type]);
+    if (st != LEAN_OK) return st;
+    v->type = type;
+    switch (type) {
+    case GGUF_I8: v->v.i64 = (int8_t)raw; break;
+    case GGUF_I16: v->v.i64 = (int16_t)raw; break;
+    case GGUF_I32: v->v.i64 = (int32_t)raw; break;
+    case GGUF_I64: v->v.i64 = (int64_t)raw; break;
+    case GGUF_F32: {
+        uint32_t u = (uint32_t)raw;
+        float f;
+        memcpy(&f, &u, 4);
+        v->v.f64 = f;
+        break;
+    }
+    case GGUF_F64: memcpy(&v->v.f64, &raw, 8); break;
+    case GGUF_BOOL:
+        if (raw > 1)
+            return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                             "%s: bool at offset %" U64 " is %" U64 "; it must be 0 or 1", c->where,
+                             at, raw);
+        v->v.u64 = raw;
+        break;
+    default: v->v.u64 = raw; break; /* U8, U16, U32, U64 */
+    }
+    return LEAN_OK;
+}
+
+/* depth: the nesting level v has if it is an array (a key's own value is level 1). */
+static lean_status rd_value(cursor *c, uint32_t type, gguf_value *v, unsigned depth);
+
+/* array: elem_type u32, count u64, count elements. depth is this array's level. The count must fit in the bytes left at the element type's minimum size
+ * and under GGUF_MAX_VALUES before the items are allocated. */
+static lean_status rd_array(cursor *c, gguf_value *v, unsigned depth) {
+    uint64_t at = c->pos, count = 0, need = 0;
+    uint32_t et = 0;
+    lean_status st = cur_u32(c, &et, "array element type");
+    if (st == LEAN_OK) st = cur_uint(c, 8, &count, "array count");
+    if (st != LEAN_OK) return st;
+    if (!vtype_known(et))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s: array at offset %" U64 " has unknown element type %u", c->where, at, et);
+    if (et == GGUF_ARRAY && depth >= GGUF_MAX_DEPTH)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s: array at offset %" U64 " nests deeper than %d levels", c->where, at,
+                         GGUF_MAX_DEPTH);
+    if (!lean_mul_u64(count, vtype_min_bytes(et), &need) || need > cur_left(c))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s: array at offset %" U64 " has %" U64 " elements of type %s, which cannot "
+                         "fit in the %" U64 " bytes left in the file",
+                         c->where, at, count, vtype_names[et], cur_left(c));
+    if (count > GGUF_MAX_VALUES - c->n_values)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s: array at offset %" U64 " has %" U64 " elements, taking the file past "
+                         "lean's limit of %llu array values",
+                         c->where, at, count, GGUF_MAX_VALUES);
+    c->n_values += count;
+    /* count <= GGUF_MAX_VALUES (2^24), so count * sizeof(gguf_value) fits size_t even on
+     * wasm32. */
+    gguf_value *items = lean_calloc((size_t)count, sizeof *items);
+    if (!items) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "%s: out of memory for %" U64
+                                 " array elements", c->where, count);
+    v->type = GGUF_ARRAY;
+    v->v.arr.elem_type = et;
+    v->v.arr.items = items;
+    v->v.arr.count = count; /* items are zeroed (u8): value_free is safe at any point */
+    for (uint64_t i = 0; i < count; i++) {
+        st = rd_value(c, et, &items[i], depth + 1);
+        if (st != LEAN_OK) return st;
+    }
+    return LEAN_OK;
+}
+
+static lean_status rd_value(cursor *c, uint32_t type, gguf_value *v, unsigned depth) {
+    if (type == GGUF_STRING) {
+        v->type = GGUF_STRING;
+        return rd_string(c, &v->v.str, "string");
+    }
+    if (type == GGUF_ARRAY) return rd_array(c, v, depth);
+    return rd_scalar(c, type, v);
+}
+
+/* ====================================================================== 3. name set */
+
+/* Open addressing over pointers to the names (which live in arrays allocated up front,
+ * so they do not move). Capacity is a power of two >= 2n: probes stay short. */
+typedef struct name_set {
+    const gguf_string **slots;
+    uint64_t mask;
+} name_set;
+
+static uint64_t name_hash(const gguf_string *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (uint64_t i = 0; i < s->len; i++) h = (h ^ (uint8_t)s->ptr[i]) * 1099511628211ull;
+    return h;
+}
+
+static lean_status set_init(name_set *s, uint64_t n, lean_error *err) {
+    uint64_t cap = 16;
+    while (cap < 2 * n) cap *= 2; /* n <= file bytes / 13, so 2n cannot overflow */
+    s->mask = cap - 1;
+    s->slots = n ? lean_calloc((size_t)cap, sizeof *s->slots) : NULL;
+    if (n && !s->slots) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for %" U64 " names", n);
+    return LEAN_OK;
+}
+
+/* Inserts name; returns false when an equal name is already there. */
+static bool set_insert(name_set *s, const gguf_string *name) {
+    for (uint64_t i = name_hash(name) & s->mask;; i = (i + 1) & s->mask) {
+        const gguf_string *o = s->slots[i];
+        if (!o) {
+            s->slots[i] = name;
+            return true;
+        }
+        if (o->len == name->len && memcmp(o->ptr, name->ptr, name->len) == 0) return false;
+    }
+}
+
+/* Reads a key or tensor name, refusing NUL bytes inside (lookups use C strings, so
+ * "a\0b" would shadow "a") and duplicates. */
+static lean_status rd_name(cursor *c, gguf_string *s, name_set *set, const char *kind) {
+    uint64_t at = c->pos;
+    lean_status st = rd_string(c, s, kind);
+    if (st != LEAN_OK) return st;
+    if (memchr(s->ptr, 0, s->len))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "%s at offset %" U64 " contains a NUL byte", kind,
+                         at);
+    if (!set_insert(set, s))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "duplicate %s '%.200s' at offset %" U64, kind, s->ptr,
+                         at);
+    return LEAN_OK;
+}
+
+/* ====================================================================== 4. header */
+
+/* magic "GGUF", version 2 or 3, n_tensors, n_kv; the counts must fit the file at the
+ * smallest size of a key/value (13 bytes) and of a tensor info (32 bytes). */
+static lean_status rd_preamble(cursor *c, gguf_file *f) {
+    uint8_t m[4];
+    strcpy(c->where, "header");
+    lean_status st = cur_read(c, m, 4, "magic");
+    if (st != LEAN_OK) return st;
+    if (memcmp(m, "GGUF", 4) != 0)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "bad magic %02x %02x %02x %02x at offset 0: not a GGUF file (expected "
+                         "'GGUF' = 47 47 55 46)",
+                         m[0], m[1], m[2], m[3]);
+    st = cur_u32(c, &f->version, "version");
+    if (st != LEAN_OK) return st;
+    if (f->version != 2 && f->version != 3)
+        return LEAN_FAIL(c->err, LEAN_ERR_UNSUPPORTED,
+                         "unsupported GGUF version %u (0x%08x) at offset 4: lean reads versions 2 and "
+                         "3%s",
+                         f->version, f->version,
+                         (f->version & 0xffff) == 0 && f->version ? " (a big-endian file?)" : "");
+    uint64_t n_t = 0, n_kv = 0, kv_min, t_min, need;
+    st = cur_uint(c, 8, &n_t, "n_tensors");
+    if (st == LEAN_OK) st = cur_uint(c, 8, &n_kv, "n_kv");
+    if (st != LEAN_OK) return st;
+    if (!lean_mul_u64(n_kv, 13, &kv_min) || !lean_mul_u64(n_t, 32, &t_min) ||
+        !lean_add_u64(kv_min, t_min, &need) || need > cur_left(c))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "header at offset 8 claims %" U64 " tensors and %" U64 " keys, which cannot "
+                         "fit in the %" U64 " bytes left in the file",
+                         n_t, n_kv, cur_left(c));
+    /* Each table below (infos, name set, sort spans) takes at most 128 bytes per entry,
+     * so this keeps every (size_t) cast exact: on wasm32 a stream larger than 4 GiB
+     * could otherwise claim more entries than the address space holds. */
+    if (n_kv > SIZE_MAX / 128 || n_t > SIZE_MAX / 128)
+        return LEAN_FAIL(c->err, LEAN_ERR_UNSUPPORTED,
+                         "header at offset 8 claims %" U64 " tensors and %" U64 " keys, more than "
+                         "this build can address",
+                         n_t, n_kv);
+    f->n_tensors = n_t;
+    f->n_kv = n_kv;
+    return LEAN_OK;
+}
+
+/* n_kv of: key string, value type u32, value. f->kv was allocated zeroed for n_kv. */
+static lean_status rd_kvs(cursor *c, gguf_file *f) {
+    name_set set;
+    lean_status st = set_init(&set, f->n_kv, c->err);
+    for (uint64_t i = 0; st == LEAN_OK && i < f->n_kv; i++) {
+        gguf_kv *kv = &f->kv[i];
+        snprintf(c->where, sizeof c->where, "key #%" U64, i);
+        st = rd_name(c, &kv->key, &set, "key");
+        if (st != LEAN_OK) break;
+        snprintf(c->where, sizeof c->where, "key '%.120s'", kv->key.ptr);
+        uint64_t at = c->pos;
+        uint32_t type = 0;
+        st = cur_u32(c, &type, "value type");
+        if (st != LEAN_OK) break;
+        if (!vtype_known(type)) {
+            st = LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "%s has unknown value type %u at offset %" U64,
+                           c->where, type, at);
+            break;
+        }
+        st = rd_value(c, type, &kv->value, 1);
+    }
+    lean_free(set.slots);
+    return st;
+}
+
+/* general.alignment: absent -> 32; present -> a u32, nonzero power of two. */
+static lean_status check_alignment(cursor *c, gguf_file *f) {
+    f->alignment = GGUF_DEFAULT_ALIGNMENT;
+    const gguf_value *v = gguf_find(f, "general.alignment");
+    if (!v) return LEAN_OK;
+    if (v->type != GGUF_U32)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "general.alignment has type %s; it must be u32",
+                         gguf_vtype_name(v->type));
+    if (v->v.u64 == 0 || (v->v.u64 & (v->v.u64 - 1)) != 0)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "general.alignment is %" U64 "; it must be a nonzero power of two", v->v.u64);
+    f->alignment = v->v.u64;
+    return LEAN_OK;
+}
+
+/* ====================================================================== 5. tensors */
+
+/* n_dims u32 (1..4), then ne[n_dims] u64 each >= 1 as int64, product <= INT64_MAX. */
+static lean_status rd_shape(cursor *c, gguf_tensor_info *t) {
+    uint64_t at = c->pos;
+    lean_status st = cur_u32(c, &t->n_dims, "n_dims");
+    if (st != LEAN_OK) return st;
+    if (t->n_dims < 1 || t->n_dims > 4)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "%s has n_dims %u at offset %" U64 "; it must be 1..4",
+                         c->where, t->n_dims, at);
+    uint64_t n = 1;
+    for (unsigned d = 0; d < 4; d++) t->ne[d] = 1;
+    for (unsigned d = 0; d < t->n_dims; d++) {
+        uint64_t ne = 0;
+        at = c->pos;
+        st = cur_uint(c, 8, &ne, "ne");
+        if (st != LEAN_OK) return st;
+        if (ne == 0 || ne > (uint64_t)INT64_MAX)
+            return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                             "%s has ne[%u] = %" I64 " at offset %" U64 "; every dimension must be >= 1",
+                             c->where, d, (int64_t)ne, at);
+        t->ne[d] = (int64_t)ne;
+        if (!lean_mul_u64(n, ne, &n) || n > (uint64_t)INT64_MAX)
+            return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                             "%s: the element count overflows at ne[%u] = %" U64 " (offset %" U64 ")",
+                             c->where, d, ne, at);
+    }
+    t->n_elems = n;
+    return LEAN_OK;
+}
+
+/* type u32 (known to formats.c), then the row must be whole blocks, then offset u64
+ * (a multiple of the alignment). n_bytes follows from the shape and type. */
+static lean_status rd_type_offset(cursor *c, gguf_tensor_info *t, uint64_t alignment) {
+    uint64_t at = c->pos;
+    lean_status st = cur_u32(c, &t->type, "type");
+    if (st != LEAN_OK) return st;
+    const lean_type_traits *tr = lean_type_traits_get(t->type);
+    if (!tr)
+        return LEAN_FAIL(c->err, LEAN_ERR_UNSUPPORTED,
+                         "%s has type id %u (offset %" U64 "), which lean does not support", c->where,
+                         t->type, at);
+    if ((uint64_t)t->ne[0] % tr->block_elems != 0)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s (%s): rows of %" I64 " elements are not a multiple of the block of %u",
+                         c->where, tr->name, t->ne[0], tr->block_elems);
+    if (!lean_type_bytes(t->type, t->n_elems, &t->n_bytes))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "%s (%s): the size in bytes of %" U64
+                         " elements overflows", c->where, tr->name, t->n_elems);
+    at = c->pos;
+    st = cur_uint(c, 8, &t->offset, "offset");
+    if (st != LEAN_OK) return st;
+    if (t->offset % alignment != 0)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s offset %" U64 " (at offset %" U64 ") is not a multiple of the alignment %" U64,
+                         c->where, t->offset, at, alignment);
+    return LEAN_OK;
+}
+
+static lean_status rd_tensor_infos(cursor *c, gguf_file *f) {
+    name_set set;
+    lean_status st = set_init(&set, f->n_tensors, c->err);
+    for (uint64_t i = 0; st == LEAN_OK && i < f->n_tensors; i++) {
+        gguf_tensor_info *t = &f->tensors[i];
+        snprintf(c->where, sizeof c->where, "tensor #%" U64, i);
+        st = rd_name(c, &t->name, &set, "tensor");
+        if (st != LEAN_OK) break;
+        snprintf(c->where, sizeof c->where, "tensor '%.120s'", t->name.ptr);
+        st = rd_shape(c, t);
+        if (st == LEAN_OK) st = rd_type_offset(c, t, f->alignment);
+    }
+    lean_free(set.slots);
+    return st;
+}
+
+typedef struct span {
+    uint64_t start, end; /* file offsets, end exclusive */
+    const char *name;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Every tensor's bytes [data_offset + offset, + n_bytes) inside the file, and no two
+ * overlapping (checked after a sort by start: O(n log n)). llama.cpp goes further and
+ * wants them packed in order; lean only needs them disjoint. */
+static lean_status check_data_ranges(cursor *c, gguf_file *f) {
+    if (f->n_tensors == 0) return LEAN_OK;
+    span *s = lean_calloc((size_t)f->n_tensors, sizeof *s); /* n <= file bytes / 32 */
+    if (!s) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "out of memory checking %" U64 " tensors",
+                             f->n_tensors);
+    lean_status st = LEAN_OK;
+    for (uint64_t i = 0; st == LEAN_OK && i < f->n_tensors; i++) {
+        const gguf_tensor_info *t = &f->tensors[i];
+        s[i].name = t->name.ptr;
+        if (!lean_add_u64(f->data_offset, t->offset, &s[i].start) ||
+            !lean_add_u64(s[i].start, t->n_bytes, &s[i].end))
+            st = LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                           "tensor '%.120s' data range overflows: data %" U64 " + offset %" U64
+                           " + %" U64 " bytes",
+                           t->name.ptr, f->data_offset, t->offset, t->n_bytes);
+        else if (s[i].end > f->file_size)
+            st = LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                           "tensor '%.120s' data ends at %" U64 ", the file has %" U64 " bytes",
+                           t->name.ptr, s[i].end, f->file_size);
+    }
+    if (st == LEAN_OK) qsort(s, (size_t)f->n_tensors, sizeof *s, span_cmp);
+    for (uint64_t i = 1; st == LEAN_OK && i < f->n_tensors; i++)
+        if (s[i].start < s[i - 1].end)
+            st = LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                           "tensors '%.100s' (bytes %" U64 "..%" U64 ") and '%.100s' (from %" U64
+                           ") overlap",
+                           s[i - 1].name, s[i - 1].start, s[i - 1].end, s[i].name, s[i].start);
+    lean_free(s);
+    return st;
+}
+
+/* ====================================================================== 6. read, free, get */
+
+static lean_status read_all(cursor *c, gguf_file *f) {
+    lean_status st = rd_preamble(c, f);
+    if (st != LEAN_OK) return st;
+    /* The preamble bounded both counts by the file size, so these fit size_t. */
+    f->kv = lean_calloc((size_t)f->n_kv, sizeof *f->kv);
+    f->tensors = lean_calloc((size_t)f->n_tensors, sizeof *f->tensors);
+    if (!f->kv || !f->tensors) {
+        /* gguf_free walks n_kv / n_tensors entries: forget the counts of what is NULL */
+        if (!f->kv) f->n_kv = 0;
+        if (!f->tensors) f->n_tensors = 0;
+        return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "out of memory for the key and tensor tables");
+    }
+    st = rd_kvs(c, f);
+    if (st == LEAN_OK) st = check_alignment(c, f);
+    if (st == LEAN_OK) st = rd_tensor_infos(c, f);
+    if (st != LEAN_OK) return st;
+    uint64_t pad = (f->alignment - c->pos % f->alignment) % f->alignment;
+    if (!lean_add_u64(c->pos, pad, &f->data_offset))
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "the data offset overflows");
+    return check_data_ranges(c, f);
+}
+
+lean_status gguf_read(lean_read_fn read, void *user, uint64_t file_size, gguf_file **out,
+                      lean_error *err) {
+    if (!read || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf_read: read and out must not be NULL");
+    cursor *c = lean_malloc(sizeof *c);
+    gguf_file *f = lean_calloc(1, sizeof *f);
+    lean_status st;
+    if (!c || !f) {
+        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory starting to read a GGUF header");
+        goto done;
+    }
+    memset(c, 0, offsetof(cursor, buf));
+    c->read = read;
+    c->user = user;
+    c->file_size = file_size;
+    c->err = err;
+    f->file_size = file_size;
+    st = read_all(c, f);
+done:
+    lean_free(c);
+    if (st == LEAN_OK) {
+        *out = f;
+    } else {
+        gguf_free(f);
+    }
+    return st;
+}
+
+void gguf_free(gguf_file *f) {
+    if (!f) return;
+    for (uint64_t i = 0; f->kv && i < f->n_kv; i++) {
+        lean_free(f->kv[i].key.ptr);
+        value_free(&f->kv[i].value);
+    }
+    for (uint64_t i = 0; f->tensors && i < f->n_tensors; i++) lean_free(f->tensors[i].name.ptr);
+    lean_free(f->kv);
+    lean_free(f->tensors);
+    lean_free(f);
+}
+
+const gguf_value *gguf_find(const gguf_file *f, const char *key) {
+    if (!f || !key) return NULL;
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        if (strcmp(f->kv[i].key.ptr, key) == 0) return &f->kv[i].value;
+    return NULL;
+}
+
+const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name) {
+    if (!f || !name) return NULL;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (strcmp(f->tensors[i].name.ptr, name) == 0) return &f->tensors[i];
+    return NULL;
+}
+
+static lean_status get_typed(const gguf_file *f, const char *key, const gguf_value **v,
+                             lean_error *err) {
+    *v = gguf_find(f, key);
+    if (!*v) return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' is missing", key ? key : "(null)");
+    return LEAN_OK;
+}
+
+lean_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, lean_error *err) {
+    const gguf_value *v;
+    lean_status st = get_typed(f, key, &v, err);
+    if (st != LEAN_OK) return st;
+    bool is_unsigned = v->type == GGUF_U8 || v->type == GGUF_U16 || v->type == GGUF_U32 ||
+                       v->type == GGUF_U64;
+    bool is_signed = v->type == GGUF_I8 || v->type == GGUF_I16 || v->type == GGUF_I32 ||
+                     v->type == GGUF_I64;
+    if (!is_unsigned && !is_signed)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' has type %s; expected an integer", key,
+                         gguf_vtype_name(v->type));
+    if (is_unsigned && v->v.u64 > UINT32_MAX)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' is %" U64 ", which does not fit in u32", key,
+                         v->v.u64);
+    if (is_signed && (v->v.i64 < 0 || v->v.i64 > (int64_t)UINT32_MAX))
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' is %" I64 ", which does not fit in u32", key,
+                         v->v.i64);
+    *out = (uint32_t)(is_unsigned ? v->v.u64 : (uint64_t)v->v.i64);
+    return LEAN_OK;
+}
+
+lean_status gguf_get_f32(const gguf_file *f, const char *key, float *out, lean_error *err) {
+    const gguf_value *v;
+    lean_status st = get_typed(f, key, &v, err);
+    if (st != LEAN_OK) return st;
+    if (v->type != GGUF_F32 && v->type != GGUF_F64)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' has type %s; expected f32", key,
+                         gguf_vtype_name(v->type));
+    *out = (float)v->v.f64;
+    return LEAN_OK;
+}
+
+lean_status gguf_get_str(const gguf_file *f, const char *key, const char **out, lean_error *err) {
+    const gguf_value *v;
+    lean_status st = get_typed(f, key, &v, err);
+    if (st != LEAN_OK) return st;
+    if (v->type != GGUF_STRING)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' has type %s; expected string", key,
+                         gguf_vtype_name(v->type));
+    *out = v->v.str.ptr;
+    return LEAN_OK;
+}
+
+lean_status gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type,
+                         const gguf_value **out, lean_error *err) {
+    const gguf_value *v;
+    lean_status st = get_typed(f, key, &v, err);
+    if (st != LEAN_OK) return st;
+    if (v->type != GGUF_ARRAY || v->v.arr.elem_type != elem_type)
+        return LEAN_FAIL(err, LEAN_ERR_MODEL, "key '%s' has type %s%s%s; expected array of %s", key,
+                         gguf_vtype_name(v->type), v->type == GGUF_ARRAY ? " of " : "",
+                         v->type == GGUF_ARRAY ? gguf_vtype_name(v->v.arr.elem_type) : "",
+                         gguf_vtype_name(elem_type));
+    *out = v;
+    return LEAN_OK;
+}
+
+/* ====================================================================== 7. writer */
+
+typedef struct w_tensor {
+    gguf_tensor_info info; /* offset is assigned when the file is written */
+    void *data;            /* info.n_bytes, owned */
+} w_tensor;
+
+struct gguf_writer {
+    gguf_kv *kv;
+    uint64_t n_kv, cap_kv;
+    w_tensor *t;
+    uint64_t n_t, cap_t;
+    uint64_t alignment; /* bytes; general.alignment or 32 */
+    uint64_t n_values;  /* array values, kept under the reader's GGUF_MAX_VALUES */
+    lean_error err;     /* err.status != LEAN_OK once anything failed: sticky */
+};
+
+gguf_writer *gguf_writer_new(void) {
+    gguf_writer *w = lean_calloc(1, sizeof *w);
+    if (w) w->alignment = GGUF_DEFAULT_ALIGNMENT;
+    return w;
+}
+
+void gguf_writer_free(gguf_writer *w) {
+    if (!w) return;
+    for (uint64_t i = 0; i < w->n_kv; i++) {
+        lean_free(w->kv[i].key.ptr);
+        value_free(&w->kv[i].value);
+    }
+    for (uint64_t i = 0; i < w->n_t; i++) {
+        lean_free(w->t[i].info.name.ptr);
+        lean_free(w->t[i].data);
+    }
+    lean_free(w->kv);
+    lean_free(w->t);
+    lean_free(w);
+}
+
+static bool w_ok(const gguf_writer *w) { return w && w->err.status == LEAN_OK; }
+
+/* Records the first failure only; later calls see !w_ok and do nothing. */
+__attribute__((format(printf, 3, 4))) static void w_fail(gguf_writer *w, lean_status st,
+                                                         const char *fmt, ...) {
+    if (!w_ok(w)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    w->err.status = st;
+    vsnprintf(w->err.msg, sizeof w->err.msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Returns arr grown (doubling: O(1) amortized) so that it holds more than n entries of
+ * elem_bytes, or NULL (failure recorded; arr is still valid and owned by the caller). */
+static void *w_grow(gguf_writer *w, void *arr, uint64_t n, uint64_t *cap, size_t elem_bytes) {
+    if (n < *cap) return arr;
+    uint64_t ncap = *cap ? *cap * 2 : 16, bytes;
+    if (!lean_mul_u64(ncap, elem_bytes, &bytes) || bytes > SIZE_MAX) {
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: table of %" U64 " entries is too large", ncap);
+        return NULL;
+    }
+    void *p = lean_realloc(arr, (size_t)bytes);
+    if (!p) {
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory growing a table to %" U64 " entries",
+               ncap);
+        return NULL;
+    }
+    *cap = ncap;
+    return p;
+}
+
+/* Checks a value the caller built (gguf_w_value) before it is copied: known types, items
+ * of the array's element type, integers in range, nesting and value count in the
+ * reader's limits. */
+static bool w_check_value(gguf_writer *w, const char *key, const gguf_value *v, unsigned depth) {
+    static const uint64_t umax[13] = {[GGUF_U8] = UINT8_MAX, [GGUF_U16] = UINT16_MAX,
+                                      [GGUF_U32] = UINT32_MAX, [GGUF_U64] = UINT64_MAX,
+                                      [GGUF_BOOL] = 1};
+    static const int64_t imax[13] = {[GGUF_I8] = INT8_MAX, [GGUF_I16] = INT16_MAX,
+                                     [GGUF_I32] = INT32_MAX, [GGUF_I64] = INT64_MAX};
+    uint32_t t = v->type;
+    if (!vtype_known(t)) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s' has unknown value type %u", key, t);
+        return false;
+    }
+    if (umax[t] && v->v.u64 > umax[t]) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': %" U64 " does not fit in %s", key, v->v.u64,
+               vtype_names[t]);
+        return false;
+    }
+    if (imax[t] && (v->v.i64 > imax[t] || v->v.i64 < -imax[t] - 1)) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': %" I64 " does not fit in %s", key, v->v.i64,
+               vtype_names[t]);
+        return false;
+    }
+    if (t == GGUF_STRING && !v->v.str.ptr && v->v.str.len) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s' has a NULL string", key);
+        return false;
+    }
+    if (t != GGUF_ARRAY) return true;
+    const uint32_t et = v->v.arr.elem_type;
+    const uint64_t n = v->v.arr.count;
+    if (depth > GGUF_MAX_DEPTH || (et == GGUF_ARRAY && depth == GGUF_MAX_DEPTH) ||
+        !vtype_known(et) || (n && !v->v.arr.items) || n > GGUF_MAX_VALUES - w->n_values) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': bad array (element type %u, %" U64
+               " items, depth %u; limits: depth %d, %llu values)", key, et, n, depth, GGUF_MAX_DEPTH,
+               GGUF_MAX_VALUES);
+        return false;
+    }
+    w->n_values += n;
+    for (uint64_t i = 0; i < n; i++) {
+        if (v->v.arr.items[i].type != et) {
+            w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': item %" U64 " has type %s in an array of %s",
+                   key, i, gguf_vtype_name(v->v.arr.items[i].type), vtype_names[et]);
+            return false;
+        }
+        if (!w_check_value(w, key, &v->v.arr.items[i], depth + 1)) return false;
+    }
+    return true;
+}
+
+/* Deep copy of a checked value; on failure *dst is still safe for value_free. */
+static bool w_copy_value(gguf_writer *w, gguf_value *dst, const gguf_value *src) {
+    memset(dst, 0, sizeof *dst);
+    if (src->type == GGUF_STRING) {
+        dst->type = GGUF_STRING;
+        dst->v.str.ptr = lean_strndup(src->v.str.ptr ? src->v.str.ptr : "", src->v.str.len);
+        dst->v.str.len = dst->v.str.ptr ? src->v.str.len : 0;
+    } else if (src->type == GGUF_ARRAY) {
+        uint64_t n = src->v.arr.count; /* <= GGUF_MAX_VALUES: fits size_t */
+        gguf_value *items = lean_calloc((size_t)n, sizeof *items);
+        if (!items) goto nomem;
+        dst->type = GGUF_ARRAY;
+        dst->v.arr.elem_type = src->v.arr.elem_type;
+        dst->v.arr.items = items;
+        dst->v.arr.count = n;
+        for (uint64_t i = 0; i < n; i++)
+            if (!w_copy_value(w, &items[i], &src->v.arr.items[i])) return false;
+        return true;
+    } else {
+        *dst = *src;
+        return true;
+    }
+    if (dst->v.str.ptr) return true;
+nomem:
+    w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory copying a value");
+    return false;
+}
+
+/* Appends key = *v, taking ownership of v's allocations (freed on failure). */
+static void w_add_kv(gguf_writer *w, const char *key, gguf_value *v) {
+    if (!w_ok(w)) goto fail;
+    if (!key) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: NULL key");
+        goto fail;
+    }
+    for (uint64_t i = 0; i < w->n_kv; i++) /* O(n_kv) per key: headers have dozens */
+        if (strcmp(w->kv[i].key.ptr, key) == 0) {
+            w_fail(w, LEAN_ERR_ARG, "gguf writer: duplicate key '%s'", key);
+            goto fail;
+        }
+    if (strcmp(key, "general.alignment") == 0) {
+        if (v->type != GGUF_U32 || v->v.u64 == 0 || (v->v.u64 & (v->v.u64 - 1)) != 0) {
+            w_fail(w, LEAN_ERR_ARG, "gguf writer: general.alignment must be a u32 power of two");
+            goto fail;
+        }
+        w->alignment = v->v.u64;
+    }
+    gguf_kv *grown = w_grow(w, w->kv, w->n_kv, &w->cap_kv, sizeof *w->kv);
+    if (!grown) goto fail;
+    w->kv = grown;
+    char *k = lean_strndup(key, strlen(key));
+    if (!k) {
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for key '%s'", key);
+        goto fail;
+    }
+    w->kv[w->n_kv].key.ptr = k;
+    w->kv[w->n_kv].key.len = strlen(k);
+    w->kv[w->n_kv].value = *v;
+    w->n_kv++;
+    return;
+fail:
+    value_free(v);
+}
+
+static void w_scalar(gguf_writer *w, const char *key, uint32_t type, uint64_t u, int64_t i,
+                     double f) {
+    gguf_value v = {.type = type};
+    if (type == GGUF_F32 || type == GGUF_F64) v.v.f64 = f;
+    else if (type == GGUF_I8 || type == GGUF_I16 || type == GGUF_I32 || type == GGUF_I64) v.v.i64 = i;
+    else v.v.u64 = u;
+    w_add_kv(w, key, &v);
+}
+
+void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v) { w_scalar(w, key, GGUF_U32, v, 0, 0); }
+void gguf_w_i32(gguf_writer *w, const char *key, int32_t v) { w_scalar(w, key, GGUF_I32, 0, v, 0); }
+void gguf_w_f32(gguf_writer *w, const char *key, float v) { w_scalar(w, key, GGUF_F32, 0, 0, v); }
+void gguf_w_bool(gguf_writer *w, const char *key, bool v) { w_scalar(w, key, GGUF_BOOL, v, 0, 0); }
+
+void gguf_w_str(gguf_writer *w, const char *key, const char *s) {
+    if (!w_ok(w)) return;
+    if (!s) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': NULL string", key ? key : "");
+        return;
+    }
+    gguf_value v = {.type = GGUF_STRING};
+    v.v.str.ptr = lean_strndup(s, strlen(s));
+    v.v.str.len = strlen(s);
+    if (!v.v.str.ptr) {
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for a string");
+        return;
+    }
+    w_add_kv(w, key, &v);
+}
+
+void gguf_w_value(gguf_writer *w, const char *key, const gguf_value *src) {
+    if (!w_ok(w)) return;
+    if (!src) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': NULL value", key ? key : "");
+        return;
+    }
+    gguf_value v;
+    if (!w_check_value(w, key ? key : "", src, 1)) return;
+    if (!w_copy_value(w, &v, src)) {
+        value_free(&v);
+        return;
+    }
+    w_add_kv(w, key, &v);
+}
+
+/* Builds an array value of count items (zeroed) for the gguf_w_arr* helpers. */
+static bool w_new_array(gguf_writer *w, const char *key, uint32_t et, uint64_t count,
+                        gguf_value *v) {
+    memset(v, 0, sizeof *v);
+    if (count > GGUF_MAX_VALUES - w->n_values) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': %" U64 " values exceed the limit of %llu",
+               key ? key : "", count, GGUF_MAX_VALUES);
+        return false;
+    }
+    gguf_value *items = lean_calloc((size_t)count, sizeof *items);
+    if (!items) {
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for %" U64 " array values", count);
+        return false;
+    }
+    w->n_values += count;
+    v->type = GGUF_ARRAY;
+    v->v.arr.elem_type = et;
+    v->v.arr.items = items;
+    v->v.arr.count = count;
+    return true;
+}
+
+void gguf_w_arr(gguf_writer *w, const char *key, uint32_t et, const void *data, uint64_t count) {
+    if (!w_ok(w)) return;
+    if (!vtype_scalar(et) || (count && !data)) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': bad scalar array (type %u, %s data)",
+               key ? key : "", et, data ? "with" : "NULL");
+        return;
+    }
+    gguf_value v;
+    if (!w_new_array(w, key, et, count, &v)) return;
+    const uint8_t *p = data;
+    for (uint64_t i = 0; i < count; i++, p += vtype_bytes[et]) {
+        gguf_value *it = &v.v.arr.items[i];
+        it->type = et;
+        switch (et) { /* data is packed host-order C values of the element type */
+        case GGUF_U8: it->v.u64 = *p; break;
+        case GGUF_I8: it->v.i64 = (int8_t)*p; break;
+        case GGUF_BOOL: it->v.u64 = *p != 0; break;
+        case GGUF_U16: { uint16_t x; memcpy(&x, p, 2); it->v.u64 = x; break; }
+        case GGUF_I16: { int16_t x; memcpy(&x, p, 2); it->v.i64 = x; break; }
+        case GGUF_U32: { uint32_t x; memcpy(&x, p, 4); it->v.u64 = x; break; }
+        case GGUF_I32: { int32_t x; memcpy(&x, p, 4); it->v.i64 = x; break; }
+        case GGUF_F32: { float x; memcpy(&x, p, 4); it->v.f64 = x; break; }
+        case GGUF_U64: memcpy(&it->v.u64, p, 8); break;
+        case GGUF_I64: memcpy(&it->v.i64, p, 8); break;
+        default: memcpy(&it->v.f64, p, 8); break; /* F64 */
+        }
+    }
+    w_add_kv(w, key, &v);
+}
+
+void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t count) {
+    if (!w_ok(w)) return;
+    for (uint64_t i = 0; i < count; i++) {
+        if (!strs || !strs[i]) {
+            w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': string %" U64 " is NULL",
+                   key ? key : "", i);
+            return;
+        }
+    }
+    gguf_value v;
+    if (!w_new_array(w, key, GGUF_STRING, count, &v)) return;
+    for (uint64_t i = 0; i < count; i++) {
+        gguf_value *it = &v.v.arr.items[i];
+        it->type = GGUF_STRING;
+        it->v.str.len = strlen(strs[i]);
+        it->v.str.ptr = lean_strndup(strs[i], it->v.str.len);
+        if (!it->v.str.ptr) {
+            it->v.str.len = 0;
+            value_free(&v);
+            w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for key '%s'", key ? key : "");
+            return;
+        }
+    }
+    w_add_kv(w, key, &v);
+}
+
+/* Shape and type as the reader will check them, plus llama.cpp's name limit. */
+static bool w_check_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                           const int64_t *ne, uint64_t n_bytes, gguf_tensor_info *t) {
+    const lean_type_traits *tr = lean_type_traits_get(type);
+    uint64_t n = 1, want = 0;
+    bool ok = name && strlen(name) < GGUF_MAX_NAME && n_dims >= 1 && n_dims <= 4 && ne && tr;
+    for (uint32_t d = 0; ok && d < n_dims; d++)
+        ok = ne[d] >= 1 && lean_mul_u64(n, (uint64_t)ne[d], &n) && n <= (uint64_t)INT64_MAX;
+    ok = ok && ne[0] % tr->block_elems == 0 && lean_type_bytes(type, n, &want);
+    if (!ok) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%.100s': bad name, shape or type (type %u, "
+               "n_dims %u; names must be < %d bytes, rows whole blocks)", name ? name : "(null)",
+               type, n_dims, GGUF_MAX_NAME);
+        return false;
+    }
+    if (want != n_bytes) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%s' (%s, %" U64 " elements) needs %" U64
+               " bytes, got %" U64, name, tr->name, n, want, n_bytes);
+        return false;
+    }
+    for (uint64_t i = 0; i < w->n_t; i++) /* O(n_t) per tensor: a few thousand at most */
+        if (strcmp(w->t[i].info.name.ptr, name) == 0) {
+            w_fail(w, LEAN_ERR_ARG, "gguf writer: duplicate tensor '%s'", name);
+            return false;
+        }
+    memset(t, 0, sizeof *t);
+    t->n_dims = n_dims;
+    for (uint32_t d = 0; d < 4; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
+    t->type = type;
+    t->n_elems = n;
+    t->n_bytes = n_bytes;
+    return true;
+}
+
+void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                   const int64_t *ne, const void *data, uint64_t n_bytes) {
+    gguf_tensor_info t;
+    if (!w_ok(w) || !w_check_tensor(w, name, type, n_dims, ne, n_bytes, &t)) return;
+    if (!data || n_bytes > SIZE_MAX) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%s': %s", name,
+               data ? "too large for this build" : "NULL data");
+        return;
+    }
+    w_tensor *grown = w_grow(w, w->t, w->n_t, &w->cap_t, sizeof *w->t);
+    if (!grown) return;
+    w->t = grown;
+    t.name.len = strlen(name);
+    t.name.ptr = lean_strndup(name, t.name.len);
+    void *copy = lean_malloc((size_t)n_bytes);
+    if (!t.name.ptr || !copy) {
+        lean_free(t.name.ptr);
+        lean_free(copy);
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for tensor '%s' (%" U64 " bytes)",
+               name, n_bytes);
+        return;
+    }
+    memcpy(copy, data, (size_t)n_bytes);
+    w->t[w->n_t].info = t;
+    w->t[w->n_t].data = copy;
+    w->n_t++;
+}
+
+/* Where emitted bytes go: nowhere (counting), a buffer of cap bytes, or a FILE. */
+typedef struct sink {
+    FILE *fp;
+    uint8_t *mem;
+    uint64_t cap;
+    uint64_t pos; /* bytes emitted so far */
+    bool failed;
+} sink;
+
+static void put(sink *s, const void *p, uint64_t n) {
+    if (s->fp && !s->failed && n && fwrite(p, 1, (size_t)n, s->fp) != n) s->failed = true;
+    if (s->mem) {
+        if (s->pos + n > s->cap) s->failed = true; /* cannot happen: sized by a count pass */
+        else if (n) memcpy(s->mem + s->pos, p, (size_t)n);
+    }
+    s->pos += n;
+}
+
+static void put_le(sink *s, uint64_t v, unsigned bytes) {
+    uint8_t b[8];
+    for (unsigned i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
+    put(s, b, bytes);
+}
+
+static void put_str(sink *s, const gguf_string *str) {
+    put_le(s, str->len, 8);
+    put(s, str->ptr, str->len);
+}
+
+static void put_pad(sink *s, uint64_t alignment) {
+    static const uint8_t zeros[256];
+    uint64_t pad = (alignment - s->pos % alignment) % alignment;
+    while (pad) {
+        uint64_t n = pad < sizeof zeros ? pad : sizeof zeros;
+        put(s, zeros, n);
+        pad -= n;
+    }
+}
+
+/* The value's payload (its type is written by the caller: the kv or the array). */
+static void put_value(sink *s, const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_STRING: put_str(s, &v->v.str); break;
+    case GGUF_ARRAY:
+        put_le(s, v->v.arr.elem_type, 4);
+        put_le(s, v->v.arr.count, 8);
+        for (uint64_t i = 0; i < v->v.arr.count; i++) put_value(s, &v->v.arr.items[i]);
+        break;
+    case GGUF_F32: {
+        float f = (float)v->v.f64;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        put_le(s, u, 4);
+        break;
+    }
+    case GGUF_F64: {
+        uint64_t u;
+        memcpy(&u, &v->v.f64, 8);
+        put_le(s, u, 8);
+        break;
+    }
+    default: put_le(s, v->v.u64, vtype_bytes[v->type]); break; /* ints: two's complement */
+    }
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return x + (a - x % a) % a; }
+
+/* The whole file, in gguf.h's table order. Offsets: each tensor starts where the last
+ * one's padded size ended, as llama.cpp requires. */
+static void emit(const gguf_writer *w, sink *s) {
+    put(s, "GGUF", 4);
+    put_le(s, 3, 4);
+    put_le(s, w->n_t, 8);
+    put_le(s, w->n_kv, 8);
+    for (uint64_t i = 0; i < w->n_kv; i++) {
+        put_str(s, &w->kv[i].key);
+        put_le(s, w->kv[i].value.type, 4);
+        put_value(s, &w->kv[i].value);
+    }
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < w->n_t; i++) {
+        const gguf_tensor_info *t = &w->t[i].info;
+        put_str(s, &t->name);
+        put_le(s, t->n_dims, 4);
+        for (uint32_t d = 0; d < t->n_dims; d++) put_le(s, (uint64_t)t->ne[d], 8);
+        put_le(s, t->type, 4);
+        put_le(s, off, 8);
+        off = align_up(off + t->n_bytes, w->alignment);
+    }
+    put_pad(s, w->alignment);
+    for (uint64_t i = 0; i < w->n_t; i++) {
+        put(s, w->t[i].data, w->t[i].info.n_bytes);
+        put_pad(s, w->alignment);
+    }
+}
+
+static lean_status w_status(gguf_writer *w, lean_error *err) {
+    if (!w) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: NULL writer (out of memory?)");
+    if (w->err.status != LEAN_OK) return LEAN_FAIL(err, w->err.status, "%s", w->err.msg);
+    return LEAN_OK;
+}
+
+lean_status gguf_writer_write(gguf_writer *w, const char *path, lean_error *err) {
+    lean_status st = w_status(w, err);
+    if (st != LEAN_OK) return st;
+    if (!path) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: NULL path");
+    sink s = {.fp = fopen(path, "wb")};
+    if (!s.fp) return LEAN_FAIL(err, LEAN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    emit(w, &s);
+    int saved = errno;
+    if (fclose(s.fp) != 0 && !s.failed) {
+        s.failed = true;
+        saved = errno;
+    }
+    if (!s.failed) return LEAN_OK;
+    /* The partial file stays: removing a path on error could delete what is not ours
+     * (a device, a file the caller meant to overwrite only on success). */
+    return LEAN_FAIL(err, LEAN_ERR_IO, "writing '%s' failed after %" U64 " bytes: %s", path, s.pos,
+                     strerror(saved));
+}
+
+lean_status gguf_writer_write_mem(gguf_writer *w, void **out, uint64_t *out_bytes, lean_error *err) {
+    lean_status st = w_status(w, err);
+    if (st != LEAN_OK) return st;
+    if (!out || !out_bytes) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: NULL output");
+    sink count = {0};
+    emit(w, &count);
+    if (count.pos > SIZE_MAX)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: %" U64 " bytes do not fit in memory",
+                         count.pos);
+    sink s = {.mem = lean_malloc((size_t)count.pos), .cap = count.pos};
+    if (!s.mem)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: out of memory for %" U64 " bytes",
+                         count.pos);
+    emit(w, &s);
+    *out = s.mem;
+    *out_bytes = s.pos;
+    return LEAN_OK;
+}
