@@ -1,0 +1,48 @@
+/* main.c — the `lean` command: dispatch to cli/cmd_<name>.c.
+ *
+ *   lean info FILE                               what a model file holds
+ *   lean run -m FILE --ids 1,2,3 -n 32 [--ctx N] [--batch N]
+ *                                                greedy generation from token ids
+ *   lean gen --preset P --type T [--vocab FILE] [--seed S] [--layers N] -o OUT
+ *                                                a random-weight model at a preset's shapes
+ *   lean quantize IN OUT TYPE                    re-encode a model's matrices
+ *
+ * Only lean.h is used: the CLI is a front end like any other. Results go to stdout,
+ * errors and timings to stderr; the exit status is 0 on success, 1 when the library
+ * reports an error, 2 for a usage error.
+ *
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const usage_main =
+    "usage: lean COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  info FILE            print a model's architecture, shapes and tensor types\n"
+    "  run -m FILE ...      generate token ids greedily from prompt ids\n"
+    "  gen --preset P ...   write a random-weight model at a preset's shapes\n"
+    "  quantize IN OUT TYPE re-encode every weight matrix of IN as TYPE\n"
+    "\n"
+    "'lean COMMAND --help' describes one command.\n";
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"info", cmd_info},
+    {"run", cmd_run},
+    {"gen", cmd_gen},
+    {"quantize", cmd_quantize},
+};
+
+int main(int argc, char **argv) {
+    if (argc < 2) return fprintf(stderr, "%s", usage_main), 2;
+    const char *cmd = argv[1];
+    if (is_help(cmd) || strcmp(cmd, "help") == 0) return printf("%s", usage_main), 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 2, argv + 2);
+    return usage_error(usage_main, "unknown command '%s'", cmd);
+}
