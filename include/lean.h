@@ -81,7 +81,8 @@ LEAN_API int lean_type_from_name(const char *name);
 /* ---- models ---- */
 typedef struct lean_model lean_model;
 
-/* Maps the file (mmap) and validates every tensor it needs. */
+/* Maps the file (mmap) and validates every tensor it needs. Where mmap does not exist
+ * (wasm32-wasi) it loads through lean_model_load_stream over stdio instead. */
 LEAN_API lean_status lean_model_load_file(const char *path, lean_model **out, lean_error *err);
 
 /* Streamed load for hosts without mmap (wasm): the header is parsed from small reads,
@@ -141,8 +142,8 @@ LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_er
 /* Writes a GGUF with seeded random weights at an architecture preset's shapes:
  * "smollm2-135m", "smollm2-360m", "smollm2-1.7b", "qwen2.5-0.5b", "qwen3-0.6b",
  * "llama-3.2-1b", or the tiny test shapes "tiny-llama", "tiny-qwen2", "tiny-qwen3".
- * recipe: a type name ("q4_0", "f16", ...) for every matrix, or "q4_k_m" (llama.cpp's
- * mixed layout). vocab_path (nullable): a GGUF whose tokenizer.* keys are copied in
+ * recipe: a type name ("q4_0", "f16", ...) for every matrix, or "q4_k_m" / "q5_k_m"
+ * (llama.cpp's mixed layouts). vocab_path (nullable): a GGUF whose tokenizer.* keys are copied in
  * (its token count sets n_vocab); without one a byte-level stand-in vocabulary is used. */
 typedef struct lean_gen_params {
     const char *preset;
@@ -157,6 +158,14 @@ LEAN_API lean_status lean_generate_model(const lean_gen_params *p, const char *o
  * and other 1-D tensors stay F32. */
 LEAN_API lean_status lean_quantize_file(const char *in_path, const char *out_path, const char *recipe,
                                         lean_error *err);
+
+/* ---- tokenizers (src/core/tokenizer.c) ---- */
+
+/* ---- chat templates (src/core/template.c) ---- */
+
+/* ---- sampling (src/core/sampler.c) ---- */
+
+/* ---- conversations (src/core/chat.c) ---- */
 
 #ifdef __cplusplus
 }
