@@ -43,7 +43,7 @@ $(BUILD)/liblean.so: $(PIC_OBJ)
 	$(CC) -shared $(CFLAGS) -o $@ $^ $(LIBS)
 $(BUILD)/lean: $(CLI_OBJ) $(BUILD)/liblean.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/tests/%: tests/%.c tests/testlib.c tests/test.h $(BUILD)/liblean.a
+$(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/liblean.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean.a $(LIBS)
 
@@ -95,12 +95,22 @@ $(WASM_BUILD)/obj/%.o: %.c | $(WASI_SYSROOT)
 $(WASM_BUILD)/liblean.a: $(WASM_OBJ)
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
-$(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c tests/test.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+$(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -Itests -o $@ $< tests/testlib.c \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 
 -include $(shell find $(WASM_BUILD)/obj -name '*.d' 2>/dev/null)
+
+# Test data made from committed scripts instead of committed blobs (see each script):
+# the parity models (numpy; each file's SHA-256 checked against the reference's).
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+FIXTURE_DEPS = scripts/make_fixtures.py scripts/quants.py scripts/gguf.py $(wildcard tests/data/fixtures/*.txt)
+.PHONY: test-data
+test-data: build/fixtures/.made
+build/fixtures/.made: $(FIXTURE_DEPS)
+	$(PYTHON) scripts/make_fixtures.py models build/fixtures
+	touch $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

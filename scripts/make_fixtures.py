@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """make_fixtures.py — the transformers reference fixtures for lean's parity tests.
 
-Run where torch + transformers exist (the H200 machine; CPU is enough):
-    python3 scripts/make_fixtures.py tests/data/fixtures
+Two commands:
+    python3 scripts/make_fixtures.py models DIR      numpy only; the test suite runs it
+    python3 scripts/make_fixtures.py reference DIR   needs torch + transformers (the H200
+                                                     machine; CPU is enough, ~20 s)
 
-For each architecture (llama, qwen2, qwen3) it builds a tiny random HF model, writes it
-as GGUF in every fixture format the way real converters do, and records what
-transformers computes from the weights each file actually holds:
+For each architecture (llama, qwen2, qwen3) it makes the weights of a tiny random HF model
+from numpy's frozen legacy RandomState stream (the same numbers on every numpy version),
+writes them as GGUF in every fixture format the way real converters do, and (reference)
+records what transformers computes from the weights each file actually holds:
 
   * llama files store attn_q / attn_k rows permuted for interleaved RoPE
     (convert_hf_to_gguf.py's LlamaModel.permute); qwen2/qwen3 keep HF's order (neox).
@@ -14,7 +17,12 @@ transformers computes from the weights each file actually holds:
   * For a quantized file, transformers gets the dequantized weights (dequantized by the
     independent numpy code in scripts/quants.py, never by lean's C).
 
-Output per arch: <arch>-<fmt>.gguf and <arch>.json with, per format, the prompt ids,
+The GGUF files are not committed (they would be 51 MB): `models` rebuilds them
+bit-identically and checks each file's SHA-256 against the one `reference` recorded in
+tests/data/fixtures/<arch>.txt, so the tests run on exactly the bytes transformers saw.
+
+Output per arch: <arch>-<fmt>.gguf and <arch>.json with, per format, the file's sha256, the
+prompt ids,
 the top-20 (id, logit) at the last prompt position, a 32-token greedy continuation and
 the top-20 after decoding all 32 of them (which checks the KV-cache path), the
 smallest top-1/top-2 logit gap met on the way (and <arch>.txt, the same in a
@@ -24,13 +32,13 @@ meaningless, so the script fails if that gap is below 1e-3).
 transformers runs in float32 on the CPU with eager attention (no TF32, no fused
 kernels), so its logits are plain float32 arithmetic like lean's reference.
 """
+import hashlib
 import json
 import math
 import os
 import sys
 
 import numpy as np
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf  # noqa: E402  (scripts/gguf.py: our pure-python GGUF writer)
@@ -55,7 +63,9 @@ ARCHS = {
 }
 
 
-def build_hf(arch, a, seed):
+def build_hf(arch, a, weights):
+    """The transformers model of arch with weights {HF name: float32 array}."""
+    import torch
     import transformers as tf
     common = dict(vocab_size=a["vocab"], hidden_size=a["hidden"], intermediate_size=a["ff"],
                   num_hidden_layers=a["layers"], num_attention_heads=a["heads"],
@@ -72,21 +82,68 @@ def build_hf(arch, a, seed):
         cfg = cls[0](rope_parameters=rope, **common)
     except TypeError:
         cfg = cls[0](rope_theta=a["theta"], rope_scaling=a["rope_scaling"], **common)
-    torch.manual_seed(seed)
     model = cls[1](cfg).float().eval()
-    # Random weights with enough spread that logits are not flat and norms are not 1.
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            elif name.endswith(".bias"):
-                p.copy_(0.2 * torch.randn(p.shape, generator=g))
-            elif "embed_tokens" in name or "lm_head" in name:
-                p.copy_(0.25 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
+    w = dict(weights)
+    if a["tied"]:
+        w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    keys = list(model.state_dict().keys())
+    missing = [k for k in keys if k not in w and "rotary" not in k]
+    assert not missing, f"{arch}: weights missing: {missing}"
+    model.load_state_dict({k: torch.from_numpy(np.array(w[k], dtype=np.float32)) for k in keys
+                           if k in w}, strict=False)
+    check_rope(model, arch, a)
     return model
+
+
+def tensor_map(arch, a):
+    """(gguf name, HF name, HF shape, heads to permute for or None), in file order."""
+    H, V, F, hd = a["hidden"], a["vocab"], a["ff"], a["head_dim"]
+    q, kv = a["heads"] * hd, a["kv"] * hd
+    out = [("token_embd.weight", "model.embed_tokens.weight", (V, H), None),
+           ("output_norm.weight", "model.norm.weight", (H,), None)]
+    if not a["tied"]:
+        out.append(("output.weight", "lm_head.weight", (V, H), None))
+    for i in range(a["layers"]):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        perm_q = a["heads"] if arch == "llama" else None
+        perm_k = a["kv"] if arch == "llama" else None
+        out += [(b + "attn_norm.weight", p + "input_layernorm.weight", (H,), None),
+                (b + "attn_q.weight", p + "self_attn.q_proj.weight", (q, H), perm_q),
+                (b + "attn_k.weight", p + "self_attn.k_proj.weight", (kv, H), perm_k),
+                (b + "attn_v.weight", p + "self_attn.v_proj.weight", (kv, H), None),
+                (b + "attn_output.weight", p + "self_attn.o_proj.weight", (H, q), None),
+                (b + "ffn_norm.weight", p + "post_attention_layernorm.weight", (H,), None),
+                (b + "ffn_gate.weight", p + "mlp.gate_proj.weight", (F, H), None),
+                (b + "ffn_up.weight", p + "mlp.up_proj.weight", (F, H), None),
+                (b + "ffn_down.weight", p + "mlp.down_proj.weight", (H, F), None)]
+        if arch == "qwen2":
+            out += [(b + "attn_q.bias", p + "self_attn.q_proj.bias", (q,), perm_q),
+                    (b + "attn_k.bias", p + "self_attn.k_proj.bias", (kv,), perm_k),
+                    (b + "attn_v.bias", p + "self_attn.v_proj.bias", (kv,), None)]
+        if arch == "qwen3":
+            out += [(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", (hd,), None),
+                    (b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", (hd,), None)]
+    return out
+
+
+def fixture_weights(arch, a, seed):
+    """HF-named float32 weights with enough spread that logits are not flat and norms are
+    not 1. RandomState's stream and standard_normal are frozen by numpy (NEP 19), and the
+    scaling is float64 then one rounding to float32, so every platform gets the same bits."""
+    rs = np.random.RandomState(seed)
+    out = {}
+    for _, hname, shape, _ in tensor_map(arch, a):
+        z = rs.standard_normal(shape)
+        if hname.endswith("norm.weight"):
+            w = 1.0 + 0.2 * z
+        elif hname.endswith(".bias"):
+            w = 0.2 * z
+        elif "embed_tokens" in hname or "lm_head" in hname:
+            w = 0.25 * z
+        else:
+            w = z / math.sqrt(shape[1])
+        out[hname] = w.astype(np.float32)
+    return out
 
 
 def check_rope(model, arch, a):
@@ -100,12 +157,14 @@ def check_rope(model, arch, a):
 
 
 def rope_factors(a):
-    """convert_hf_to_gguf.py's llama3 rope_freqs, computed the same way."""
+    """convert_hf_to_gguf.py's llama3 rope_freqs, by its formula (in float64 here, so that
+    the file does not depend on a float32 pow; the factors differ from the converter's
+    by at most an ulp of float32, and transformers is checked against them)."""
     rs = a["rope_scaling"]
     if not rs:
         return None
     d = a["head_dim"]
-    freqs = 1.0 / (a["theta"] ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    freqs = 1.0 / (a["theta"] ** (np.arange(0, d, 2, dtype=np.float64) / d))
     old = rs["original_max_position_embeddings"]
     low_wl, high_wl = old / rs["low_freq_factor"], old / rs["high_freq_factor"]
     out = []
@@ -132,38 +191,8 @@ def unpermute(w, n_head):
              .swapaxes(1, 2).reshape(w.shape))
 
 
-def gguf_tensors(model, arch, a):
-    """(gguf name, HF param name, float32 array in HF layout, permute heads or None)."""
-    sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}
-    out = [("token_embd.weight", "model.embed_tokens.weight", None),
-           ("output_norm.weight", "model.norm.weight", None)]
-    if not a["tied"]:
-        out.append(("output.weight", "lm_head.weight", None))
-    for i in range(a["layers"]):
-        p, b = f"model.layers.{i}.", f"blk.{i}."
-        perm_q = a["heads"] if arch == "llama" else None
-        perm_k = a["kv"] if arch == "llama" else None
-        out += [(b + "attn_norm.weight", p + "input_layernorm.weight", None),
-                (b + "attn_q.weight", p + "self_attn.q_proj.weight", perm_q),
-                (b + "attn_k.weight", p + "self_attn.k_proj.weight", perm_k),
-                (b + "attn_v.weight", p + "self_attn.v_proj.weight", None),
-                (b + "attn_output.weight", p + "self_attn.o_proj.weight", None),
-                (b + "ffn_norm.weight", p + "post_attention_layernorm.weight", None),
-                (b + "ffn_gate.weight", p + "mlp.gate_proj.weight", None),
-                (b + "ffn_up.weight", p + "mlp.up_proj.weight", None),
-                (b + "ffn_down.weight", p + "mlp.down_proj.weight", None)]
-        if arch == "qwen2":
-            out += [(b + "attn_q.bias", p + "self_attn.q_proj.bias", perm_q),
-                    (b + "attn_k.bias", p + "self_attn.k_proj.bias", perm_k),
-                    (b + "attn_v.bias", p + "self_attn.v_proj.bias", None)]
-        if arch == "qwen3":
-            out += [(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", None),
-                    (b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", None)]
-    return [(g, h, sd[h], perm) for g, h, perm in out]
-
-
-def write_gguf(path, arch, a, fmt, tensors):
-    """Writes the file and returns {hf name: float32 weights as the file holds them}."""
+def write_gguf(path, arch, a, fmt, weights):
+    """Writes the file; returns ({HF name: float32 weights as the file holds them}, sha256)."""
     w = gguf.GGUFWriter()
     w.add_string("general.architecture", arch)
     w.add_string("general.name", f"lean fixture {arch} {fmt}")
@@ -183,7 +212,8 @@ def write_gguf(path, arch, a, fmt, tensors):
     f = rope_factors(a)
     if f is not None:
         w.add_tensor("rope_freqs.weight", quants.TYPES["f32"][0], [len(f)], f.tobytes())
-    for gname, hname, arr, perm in tensors:
+    for gname, hname, _, perm in tensor_map(arch, a):
+        arr = weights[hname]
         x = permute(arr, perm) if perm is not None else arr
         x = np.ascontiguousarray(x, dtype=np.float32)
         t = fmt if x.ndim == 2 else "f32"  # norms and biases stay F32, as converters do
@@ -192,11 +222,17 @@ def write_gguf(path, arch, a, fmt, tensors):
         w.add_tensor(gname, quants.TYPES[t][0], list(reversed(x.shape)), data)
         seen[hname] = unpermute(back, perm) if perm is not None else back
     w.write(path)
-    return seen
+    with open(path, "rb") as fh:
+        return seen, hashlib.sha256(fh.read()).hexdigest()
 
 
-@torch.no_grad()
 def reference(model, prompt):
+    import torch
+    with torch.no_grad():
+        return _reference(model, prompt, torch)
+
+
+def _reference(model, prompt, torch):
     ids = torch.tensor([prompt])
     out = model(ids, use_cache=True)
     last = out.logits[0, -1].float()
@@ -219,37 +255,70 @@ def reference(model, prompt):
                 end_top_ids=end.indices.tolist(), end_top_logits=[float(v) for v in end.values])
 
 
-def main(outdir):
+ARCH_SEEDS = {arch: 1234 + k for k, arch in enumerate(ARCHS)}
+
+
+def write_models(outdir):
+    """Every fixture file; returns {(arch, fmt): (held weights, sha256)}."""
+    os.makedirs(outdir, exist_ok=True)
+    out = {}
+    for arch, a in ARCHS.items():
+        weights = fixture_weights(arch, a, ARCH_SEEDS[arch])
+        for fmt in FORMATS:
+            out[arch, fmt] = write_gguf(os.path.join(outdir, f"{arch}-{fmt}.gguf"), arch, a, fmt, weights)
+    return out
+
+
+def recorded_sha256(path):
+    """{fmt: sha256} from a committed <arch>.txt."""
+    out, fmt = {}, None
+    with open(path) as fh:
+        for line in fh:
+            w = line.split()
+            if w and w[0] == "format":
+                fmt = w[1]
+            elif w and w[0] == "sha256":
+                out[fmt] = w[1]
+    return out
+
+
+def main_models(outdir):
+    """Rebuilds the files and fails unless each is the one the reference was made from."""
+    made = write_models(outdir)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
+    bad = []
+    for arch in ARCHS:
+        want = recorded_sha256(os.path.join(here, f"{arch}.txt"))
+        for fmt in FORMATS:
+            if want.get(fmt) != made[arch, fmt][1]:
+                bad.append(f"{arch}-{fmt}.gguf: sha256 {made[arch, fmt][1]}, reference made from {want.get(fmt)}")
+    if bad:
+        sys.exit("make_fixtures.py: rebuilt fixture files differ from the reference's:\n  " + "\n  ".join(bad))
+    print(f"make_fixtures.py: {len(made)} fixture models in {outdir}, sha256 as recorded")
+
+
+def main_reference(outdir):
+    import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_num_threads(4)
-    os.makedirs(outdir, exist_ok=True)
-    for k, (arch, a) in enumerate(ARCHS.items()):
-        seed = 1234 + k
-        model = build_hf(arch, a, seed)
-        check_rope(model, arch, a)
-        tensors = gguf_tensors(model, arch, a)
+    made = write_models(outdir)
+    for arch, a in ARCHS.items():
+        seed = ARCH_SEEDS[arch]
         result = dict(arch=arch, n_gen=N_GEN, topk=TOPK,
                       shapes={kk: vv for kk, vv in a.items() if kk != "rope_scaling"},
                       rope_scaling=a["rope_scaling"], formats={})
-        keys = list(model.state_dict().keys())
         for fmt in FORMATS:
-            path = os.path.join(outdir, f"{arch}-{fmt}.gguf")
-            held = write_gguf(path, arch, a, fmt, tensors)
-            if a["tied"]:
-                held["lm_head.weight"] = held["model.embed_tokens.weight"]
-            missing = [k2 for k2 in keys if k2 not in held and "rotary" not in k2]
-            assert not missing, f"weights not written to the GGUF: {missing}"
-            model.load_state_dict({k2: torch.from_numpy(held[k2].copy()) for k2 in keys
-                                   if k2 in held}, strict=False)
+            held, sha = made[arch, fmt]
+            model = build_hf(arch, a, held)
             # The first seeded prompt whose greedy path has no near-tie (see MIN_GAP).
             for attempt in range(100):
-                rng = np.random.default_rng([seed, attempt])
-                prompt = [int(v) for v in rng.integers(0, a["vocab"], N_PROMPT)]
+                rng = np.random.RandomState([seed, attempt])
+                prompt = [int(v) for v in rng.randint(0, a["vocab"], N_PROMPT)]
                 r = reference(model, prompt)
                 if r["min_gap"] >= MIN_GAP:
                     break
             assert r["min_gap"] >= MIN_GAP, f"{arch} {fmt}: no prompt without a near-tie"
-            r["prompt"] = prompt
+            r["prompt"], r["sha256"] = prompt, sha
             result["formats"][fmt] = r
             print(f"{arch:6s} {fmt:5s} top1 {r['top_ids'][0]:4d} {r['top_logits'][0]:+.5f} "
                   f"gap {r['min_gap']:.4f} gen {r['continuation'][:8]}", flush=True)
@@ -265,6 +334,7 @@ def write_text(path, r):
         fh.write(f"# transformers reference for tiny {r['arch']}; made by scripts/make_fixtures.py\n")
         for fmt, f in r["formats"].items():
             fh.write(f"format {fmt}\n")
+            fh.write(f"sha256 {f['sha256']}\n")
             fh.write("prompt %d %s\n" % (len(f["prompt"]), " ".join(map(str, f["prompt"]))))
             fh.write("top %d %s\n" % (len(f["top_ids"]), " ".join(
                 f"{i}:{v:.9g}" for i, v in zip(f["top_ids"], f["top_logits"]))))
@@ -275,4 +345,6 @@ def write_text(path, r):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/fixtures")
+    if len(sys.argv) != 3 or sys.argv[1] not in ("models", "reference"):
+        sys.exit("usage: make_fixtures.py models|reference DIR")
+    (main_models if sys.argv[1] == "models" else main_reference)(sys.argv[2])

@@ -2,6 +2,8 @@
 # run.sh — the whole test suite in one command (`make test` runs it).
 #
 # Stages, in order (each prints a header, each program its tally, each stage its sum):
+#   data    `make test-data`: test inputs rebuilt from committed scripts (the parity
+#           models, checked against their recorded SHA-256); counts as one test
 #   native  build/       the default compiler (gcc): every tests/test_* program
 #   asan    build-asan/  clang -Werror with ASan + UBSan (leaks, UB and overflows are fatal):
 #                        the library, the CLI and the same programs
@@ -17,7 +19,7 @@
 # total: "N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Usage: tests/run.sh [STAGE...]      (default: native asan wasm fuzz)
+# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm fuzz)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
 #              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
@@ -161,6 +163,18 @@ stage_wasm() {
     stage_end
 }
 
+stage_data() {
+    stage_begin data "make test-data, one test"
+    if "$MAKE" --no-print-directory test-data </dev/null; then
+        echo "data: 1 passed, 0 failed"
+        count 1 0
+    else
+        echo "data: 0 passed, 1 failed"
+        count 0 1
+    fi
+    stage_end
+}
+
 stage_fuzz() {
     if ! grep -qE '^fuzz-run[[:space:]]*:' Makefile; then
         echo
@@ -180,12 +194,12 @@ stage_fuzz() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(native asan wasm fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm fuzz)
 for s in "${stages[@]}"; do
     case $s in
-    native | asan | wasm | fuzz) "stage_$s" ;;
+    data | native | asan | wasm | fuzz) "stage_$s" ;;
     *)
-        echo "run.sh: unknown stage '$s' (native, asan, wasm, fuzz)" >&2
+        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, fuzz)" >&2
         exit 2
         ;;
     esac

@@ -2,6 +2,10 @@
  * format fixture in tests/data/fixtures (made by scripts/make_fixtures.py on a machine
  * with torch + transformers; transformers saw exactly the weights each file holds).
  *
+ * The GGUF files themselves are rebuilt bit-identically into build/fixtures by
+ * `scripts/make_fixtures.py models build/fixtures` (numpy only), which checks each one's
+ * SHA-256 against the one recorded with the reference; tests/run.sh runs it first.
+ *
  * For each file: prefill the prompt, compare the logits of the reference's top-20 ids
  * (|delta| <= 1e-3) and require the same top-20 id set; then decode the 32-token
  * continuation, requiring lean's argmax to equal transformers' id at every step, and
@@ -78,7 +82,7 @@ static float compare_top(const float *logits, int n_vocab, const int *ids, const
 
 static void run_case(const char *arch, const int *prompt, int n_prompt, const fixture_case *c) {
     char path[256];
-    snprintf(path, sizeof path, "tests/data/fixtures/%s-%s.gguf", arch, c->fmt);
+    snprintf(path, sizeof path, "build/fixtures/%s-%s.gguf", arch, c->fmt);
     lean_error err;
     lean_model *m = NULL;
     lean_ctx *ctx = NULL;
@@ -147,6 +151,10 @@ static void run_arch(const char *arch) {
             n_prompt = read_ints(f, prompt, MAX_IDS);
         } else if (!strcmp(word, "format")) {
             CHECK(fscanf(f, "%15s", c.fmt) == 1, "%s: format name", path);
+        } else if (!strcmp(word, "sha256")) {
+            /* The file's hash: scripts/make_fixtures.py models checks it when it
+             * rebuilds build/fixtures (tests/run.sh does that before any test runs). */
+            CHECK(fscanf(f, "%*64s") == 0, "%s: sha256", path);
         } else if (!strcmp(word, "top")) {
             c.n_top = read_top(f, c.top_ids, c.top_logits);
         } else if (!strcmp(word, "continuation")) {
