@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,4 +39,62 @@ double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- sampling flags ---- */
+
+/* A whole decimal number (strtod syntax, finite); 0 on success. */
+static int parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v != v) return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_sampling_flag(const char *usage, int argc, char **argv, int *i, lean_sampler_params *p) {
+    const char *o = argv[*i];
+    if (strcmp(o, "--greedy") == 0) {
+        p->greedy = 1;
+        return 0;
+    }
+    const bool is_seed = strcmp(o, "--seed") == 0 || strcmp(o, "-s") == 0;
+    double *real = strcmp(o, "--temp") == 0             ? &p->temperature
+                   : strcmp(o, "--top-p") == 0          ? &p->top_p
+                   : strcmp(o, "--repeat-penalty") == 0 ? &p->repeat_penalty : NULL;
+    int32_t *count = strcmp(o, "--top-k") == 0           ? &p->top_k
+                     : strcmp(o, "--repeat-last-n") == 0 ? &p->repeat_last_n : NULL;
+    if (!is_seed && !real && !count) return -1;
+    if (*i + 1 >= argc) return usage_error(usage, "'%s' needs a value", o);
+    const char *v = argv[++*i];
+    long long n;
+    if (is_seed) {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (strcmp(v, "-1") == 0) p->seed = LEAN_SEED_RANDOM;
+        else if (errno || end == v || *end || v[0] == '-' || v[0] == '+' || x == UINT64_MAX)
+            return usage_error(usage, "%s expects -1 or a whole number in [0, 2^64 - 1), got '%s'", o, v);
+        else p->seed = x;
+        return 0;
+    }
+    if (real && parse_double(v, real) != 0) return usage_error(usage, "%s expects a number, got '%s'", o, v);
+    if (count) {
+        if (parse_long(v, INT32_MIN, INT32_MAX, &n) != 0)
+            return usage_error(usage, "%s expects a whole number, got '%s'", o, v);
+        *count = (int32_t)n;
+    }
+    lean_error err;
+    if (lean_sampler_params_check(p, &err) != LEAN_OK) return usage_error(usage, "%s %s: %s", o, v, err.msg);
+    return 0;
+}
+
+void print_sampling(const lean_sampler_params *p, uint64_t seed) {
+    if (p->greedy || p->temperature == 0) {
+        fprintf(stderr, "sampling: greedy, repeat-penalty %g (last %d)\n", p->repeat_penalty, p->repeat_last_n);
+        return;
+    }
+    fprintf(stderr, "sampling: seed %llu, temp %g, top-k %d, top-p %g, repeat-penalty %g (last %d)\n",
+            (unsigned long long)seed, p->temperature, p->top_k, p->top_p, p->repeat_penalty, p->repeat_last_n);
 }

@@ -16,6 +16,28 @@ int is_help(const char *arg);
 int parse_long(const char *s, long long lo, long long hi, long long *out);
 double now_ms(void);
 
+/* ---- sampling flags, shared by `lean run` and `lean chat` (llama.cpp's names) ---- */
+/* Their help lines, for a command's usage text. */
+#define SAMPLING_USAGE                                                                       \
+    "sampling (transformers' order: penalty, temperature, top-k, top-p; defaults llama.cpp's):\n" \
+    "  --temp T             temperature (default 0.8; 0 = greedy)\n"                         \
+    "  --top-k K            keep the K most likely ids (default 40; 0 = off, at most 64 then)\n" \
+    "  --top-p P            keep the fewest most likely ids whose probability reaches P\n"   \
+    "                       (default 0.95; 1 = off)\n"                                      \
+    "  --repeat-penalty R   ids in the window: positive logits / R, negative * R, once per id\n" \
+    "                       (default 1.0 = off)\n"                                          \
+    "  --repeat-last-n N    the window: the last N ids, prompt included (default 64;\n"     \
+    "                       -1 = the whole history, 0 = off)\n"                             \
+    "  -s, --seed S         seed of the draws (default -1: pick one, printed on stderr);\n"  \
+    "                       the same seed gives the same reply on every backend\n"          \
+    "  --greedy             always the most likely id (the lowest id on ties)\n"
+/* If argv[*i] is a sampling flag, stores it (and its value, advancing *i) in *p and returns
+ * 0; returns -1 when argv[*i] is not a sampling flag; on a bad or out-of-range value prints a
+ * usage error (with usage) and returns its exit status, 2. */
+int parse_sampling_flag(const char *usage, int argc, char **argv, int *i, lean_sampler_params *p);
+/* One stderr line saying how ids are chosen (the seed included, so a run can be replayed). */
+void print_sampling(const lean_sampler_params *p, uint64_t seed);
+
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);

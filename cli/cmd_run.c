@@ -1,4 +1,8 @@
-/* cmd_run.c — `lean run`: greedy generation from token ids, with speeds on stderr. */
+/* cmd_run.c — `lean run`: generation from token ids through the sampler, with speeds on stderr.
+ *
+ * Argument parsing is one loop: --help, then the sampling flags (shared with
+ * `lean chat`: cli.c's parse_sampling_flag), then flags with a value. A new flag is one more
+ * branch in parse_run and one more line in usage_run. */
 #include "cli.h"
 
 #include <errno.h>
@@ -7,15 +11,17 @@
 #include <string.h>
 
 static const char *const usage_run =
-    "usage: lean run -m FILE --ids ID,ID,... [-n N] [--ctx N] [--batch N]\n"
-    "Prefills the ids, then generates N more (default 16), each the argmax of the logits\n"
-    "(the lowest id on ties). Prints the generated ids on stdout, space-separated, and the\n"
-    "prefill and decode speeds on stderr.\n"
+    "usage: lean run -m FILE --ids ID,ID,... [-n N] [--ctx N] [--batch N] [sampling flags]\n"
+    "Prefills the ids, then generates N more (default 16), each drawn by the sampler from\n"
+    "the logits (or their argmax with --greedy or --temp 0). Prints the generated ids on\n"
+    "stdout, space-separated, and the sampling settings with the seed, the prefill and the\n"
+    "decode speeds on stderr. A run with a given --seed prints the same ids every time.\n"
     "  -m FILE      the model (GGUF)\n"
     "  --ids LIST   prompt token ids, comma-separated\n"
     "  -n N         tokens to generate (default 16)\n"
     "  --ctx N      context length in tokens (default: the model's, at most 4096)\n"
-    "  --batch N    prefill chunk in tokens (default 64)\n";
+    "  --batch N    prefill chunk in tokens (default 64)\n"
+    SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     int32_t cap = 1;
@@ -40,25 +46,22 @@ static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     return 0;
 }
 
-/* The index of the largest logit; the lowest index among equals. */
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 typedef struct run_args {
     const char *model, *ids;
     long long n_gen, n_ctx, n_batch;
+    lean_sampler_params sampling;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
 static int parse_run(int argc, char **argv, run_args *a) {
-    *a = (run_args){.n_gen = 16};
+    *a = (run_args){.n_gen = 16, .sampling = lean_sampler_default_params()};
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (is_help(o)) return printf("%s", usage_run), -1;
+        int rc = parse_sampling_flag(usage_run, argc, argv, &i, &a->sampling);
+        if (rc == 0) continue;
+        if (rc > 0) return rc;
+        /* flags with a value */
         if (i + 1 >= argc) return usage_error(usage_run, "'%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
         long long *num = strcmp(o, "-n") == 0 ? &a->n_gen
@@ -86,6 +89,7 @@ int cmd_run(int argc, char **argv) {
     lean_error err;
     lean_model *m = NULL;
     lean_ctx *c = NULL;
+    lean_sampler *smp = NULL;
     float *logits = NULL;
     rc = 1;
     if (lean_model_load_file(a.model, &m, &err) != LEAN_OK) goto fail;
@@ -94,6 +98,10 @@ int cmd_run(int argc, char **argv) {
     cp.n_batch = (int32_t)a.n_batch;
     if (lean_ctx_create(m, &cp, &c, &err) != LEAN_OK) goto fail;
     const int32_t n_vocab = lean_model_n_vocab(m);
+    if (lean_sampler_create(&a.sampling, n_vocab, &smp, &err) != LEAN_OK) goto fail;
+    /* The prompt is history too: the penalty's window counts it, as transformers' does. */
+    if (lean_sampler_accept(smp, ids, n_ids, &err) != LEAN_OK) goto fail;
+    print_sampling(&a.sampling, lean_sampler_seed(smp));
     logits = malloc(sizeof *logits * (size_t)n_vocab);
     if (!logits) {
         fprintf(stderr, "lean: out of memory\n");
@@ -105,7 +113,13 @@ int cmd_run(int argc, char **argv) {
     double t1 = now_ms();
     /* The first token comes from the prefill's logits; each later one needs a decode. */
     for (long long i = 0; i < a.n_gen; i++) {
-        int32_t next = argmax(logits, n_vocab);
+        int32_t next;
+        /* The draw is keyed by the position the token will occupy: the same on every backend. */
+        if (lean_sampler_sample(smp, logits, lean_ctx_pos(c), NULL, &next, &err) != LEAN_OK ||
+            lean_sampler_accept(smp, &next, 1, &err) != LEAN_OK) {
+            printf("\n");
+            goto fail;
+        }
         printf("%s%d", i ? " " : "", next);
         fflush(stdout);
         if (i + 1 < a.n_gen && lean_decode(c, next, logits, &err) != LEAN_OK) {
@@ -126,6 +140,7 @@ fail:
 done:
     free(logits);
     free(ids);
+    lean_sampler_free(smp);
     lean_ctx_free(c);
     lean_model_free(m);
     return rc;

@@ -159,11 +159,306 @@ LEAN_API lean_status lean_generate_model(const lean_gen_params *p, const char *o
 LEAN_API lean_status lean_quantize_file(const char *in_path, const char *out_path, const char *recipe,
                                         lean_error *err);
 
-/* ---- tokenizers (src/core/tokenizer.c) ---- */
+/* ---- tokenizers (src/core/tokenizer.c) ----
+ * Text <-> token ids with the vocabulary a GGUF file carries (its tokenizer.ggml.* keys),
+ * giving the ids Hugging Face `tokenizers` gives for the same tokenizer.json. Works on any
+ * GGUF with those keys: a model, or a vocabulary-only file (no tensors).
+ *
+ *   lean_tokenizer *tok;
+ *   if (lean_tokenizer_load_file("vocab.gguf", &tok, &err) != LEAN_OK) puts(err.msg);
+ *   int32_t ids[256], n;
+ *   lean_tokenize(tok, text, strlen(text), LEAN_TOKENIZE_ADD_SPECIAL, ids, 256, &n, &err);
+ *   if (n > 256) { ... the buffer was short: n ids are needed; call again with more room }
+ *   char out[1024]; size_t len;
+ *   lean_detokenize(tok, ids, n, 0, out, sizeof out, &len, &err);   // out == text, here
+ *   lean_tokenizer_free(tok);
+ *
+ * What is implemented (tokenizer.ggml.model / tokenizer.ggml.pre):
+ *   "gpt2"  byte-level BPE, with the pre-tokenizer (word-splitting regex) the file names:
+ *           "gpt-2" (GPT-2), "llama-bpe" / "llama3" / "llama-v3" (Llama 3), "qwen2" (Qwen2,
+ *           Qwen2.5, Qwen3; NFC-normalized first, as their tokenizer.json says), "smollm" and
+ *           "starcoder" (SmolLM/SmolLM2, StarCoder: digits one by one, then GPT-2's regex).
+ *   "llama" SentencePiece-style BPE with byte fallback (Llama 2, TinyLlama): spaces as
+ *           U+2581, one before each run of text (tokenizer.ggml.add_space_prefix).
+ * Anything else fails to load with LEAN_ERR_UNSUPPORTED naming it.
+ *
+ * Text in is any bytes: invalid UTF-8 is first replaced, each maximal invalid subpart by
+ * U+FFFD (as Python's errors="replace", JS's TextDecoder and Rust's from_utf8_lossy do before
+ * HF sees the text). Text out is always valid UTF-8, with the same replacement for byte
+ * sequences the ids spell that are not UTF-8. Lengths are bytes; counts of ids are int32.
+ * Unicode data is version 15.0: characters assigned later count as unassigned.
+ *
+ * Special tokens: the tokens of type CONTROL, USER_DEFINED and UNKNOWN are matched in the
+ * text (leftmost, longest first) and never split; CONTROL and UNKNOWN ones only with
+ * LEAN_TOKENIZE_PARSE_SPECIAL (so user text cannot inject "<|im_end|>"), USER_DEFINED ones
+ * always (as in HF and llama.cpp).
+ *
+ * A lean_tokenizer is immutable once loaded: any number of threads may use one at once.
+ * A model's tokenizer (lean_model_tokenizer) lives as long as the model. */
+typedef struct lean_tokenizer lean_tokenizer;
+
+/* Reads only the tokenizer.* keys of any GGUF (the header; tensor data is not touched).
+ * Errors: LEAN_ERR_IO/FORMAT from reading the file, LEAN_ERR_MODEL for missing or
+ * ill-typed keys (naming the key and the numbers: "tokenizer.ggml.token_type has 3 entries
+ * for 5 tokens", merges that name tokens not in the vocabulary, ids out of range),
+ * LEAN_ERR_UNSUPPORTED for a model or pre-tokenizer lean does not implement. */
+LEAN_API lean_status lean_tokenizer_load_file(const char *path, lean_tokenizer **out, lean_error *err);
+/* The same through a read callback (see lean_read_fn), for hosts without files. */
+LEAN_API lean_status lean_tokenizer_load_stream(lean_read_fn read, void *user, uint64_t file_size,
+                                                lean_tokenizer **out, lean_error *err);
+LEAN_API void lean_tokenizer_free(lean_tokenizer *t);
+
+/* The tokenizer of a model's file, owned by the model (do not free it); NULL when the file
+ * has no tokenizer.ggml.model key. A tokenizer whose keys are broken does not stop the model
+ * from loading: it is returned all the same, and every call on it fails with the reason
+ * (lean_tokenizer_check says it up front). */
+LEAN_API const lean_tokenizer *lean_model_tokenizer(const lean_model *m);
+/* LEAN_OK, or why this tokenizer cannot be used (into *err). */
+LEAN_API lean_status lean_tokenizer_check(const lean_tokenizer *t, lean_error *err);
+
+typedef enum lean_tokenize_flags {
+    LEAN_TOKENIZE_ADD_SPECIAL = 1,   /* add BOS / EOS where the file says so
+                                        (tokenizer.ggml.add_bos_token / add_eos_token): HF's
+                                        add_special_tokens=True */
+    LEAN_TOKENIZE_PARSE_SPECIAL = 2, /* control tokens written in the text ("<|im_start|>",
+                                        "<s>") become their ids; without it they are text */
+} lean_tokenize_flags;
+
+/* text[0..text_bytes) -> ids. Writes min(*n_ids, max_ids) ids and sets *n_ids to the number
+ * of ids the text makes: when *n_ids > max_ids the buffer was too small (ids = NULL,
+ * max_ids = 0 just counts). Never more than 3 * text_bytes + 3 ids. */
+LEAN_API lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text_bytes,
+                                   uint32_t flags, int32_t *ids, int32_t max_ids, int32_t *n_ids,
+                                   lean_error *err);
+
+typedef enum lean_detokenize_flags {
+    LEAN_DETOKENIZE_SKIP_SPECIAL = 1, /* leave out CONTROL and UNKNOWN tokens (BOS, EOS,
+                                         "<|im_end|>"...): HF's skip_special_tokens=True */
+} lean_detokenize_flags;
+
+/* ids -> UTF-8 text, as HF's decode: each token's bytes (lean_token_piece), concatenated and
+ * made valid UTF-8; for "llama" vocabularies with add_space_prefix, one leading space is
+ * dropped (the one encoding added). Writes min(*n_bytes, max_bytes) bytes, then a NUL when
+ * there is room; *n_bytes is the text's full length (so *n_bytes >= max_bytes means the
+ * buffer was too small). LEAN_ERR_ARG names an id outside [0, n_tokens). */
+LEAN_API lean_status lean_detokenize(const lean_tokenizer *t, const int32_t *ids, int32_t n_ids,
+                                     uint32_t flags, char *text, size_t max_bytes, size_t *n_bytes,
+                                     lean_error *err);
+
+/* ---- token access (all return 0 / NULL / -1 for an id outside the vocabulary) */
+typedef enum lean_token_type { /* GGUF's tokenizer.ggml.token_type values */
+    LEAN_TOKEN_NORMAL = 1, LEAN_TOKEN_UNKNOWN = 2, LEAN_TOKEN_CONTROL = 3,
+    LEAN_TOKEN_USER_DEFINED = 4, LEAN_TOKEN_UNUSED = 5, LEAN_TOKEN_BYTE = 6,
+} lean_token_type;
+LEAN_API int32_t lean_tokenizer_n_tokens(const lean_tokenizer *t);
+LEAN_API int32_t lean_token_get_type(const lean_tokenizer *t, int32_t id); /* a lean_token_type */
+/* The token as the vocabulary writes it ("Ġhello", "▁Hello", "<0x0A>"); *n_bytes (nullable)
+ * gets its length. Owned by the tokenizer; NUL-terminated. */
+LEAN_API const char *lean_token_text(const lean_tokenizer *t, int32_t id, size_t *n_bytes);
+/* The bytes the token stands for (" hello", "\n"; maybe part of a UTF-8 character), the
+ * SentencePiece prefix space not removed. Owned by the tokenizer; NUL-terminated. */
+LEAN_API const char *lean_token_piece(const lean_tokenizer *t, int32_t id, size_t *n_bytes);
+/* Special ids, -1 when the vocabulary has none. eot: tokenizer.ggml.eot_token_id, else the
+ * first of "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", ... */
+LEAN_API int32_t lean_token_bos(const lean_tokenizer *t);
+LEAN_API int32_t lean_token_eos(const lean_tokenizer *t);
+LEAN_API int32_t lean_token_eot(const lean_tokenizer *t);
+/* 1 when generation should stop at id (llama.cpp's end-of-generation set): eos, eot, eom,
+ * and the tokens "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "<end_of_turn>",
+ * "<|eom_id|>", "<|end_of_text|>", "</s>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"... */
+LEAN_API int lean_token_is_eog(const lean_tokenizer *t, int32_t id);
+
+typedef struct lean_tokenizer_info {
+    const char *model;       /* "gpt2" or "llama" ("" when unusable) */
+    const char *pre;         /* tokenizer.ggml.pre, or "" */
+    int32_t n_tokens;
+    int32_t bos, eos, eot, unk, pad; /* -1 when absent */
+    int32_t add_bos, add_eos;        /* what LEAN_TOKENIZE_ADD_SPECIAL adds */
+    int32_t add_space_prefix;        /* "llama": U+2581 before each run of text */
+    int32_t normalize_nfc;           /* text is NFC-normalized first (qwen2) */
+} lean_tokenizer_info;
+LEAN_API void lean_tokenizer_get_info(const lean_tokenizer *t, lean_tokenizer_info *out);
+
+/* ---- streaming: ids as they are generated -> text, whole characters only.
+ * push() returns the text that id completes: a character split over several ids (a byte-
+ * level emoji, SentencePiece byte tokens) comes out once its last byte is there. The
+ * concatenation of everything push() and flush() return is exactly lean_detokenize of all
+ * the ids with the same flags (the SentencePiece leading-space rule included). The text
+ * handed back is owned by the stream and valid until its next call. flush() ends the
+ * sequence: it returns what is held back (an unfinished character becomes U+FFFD) and
+ * starts the stream afresh. The tokenizer must outlive the stream. */
+typedef struct lean_text_stream lean_text_stream;
+LEAN_API lean_status lean_text_stream_create(const lean_tokenizer *t, uint32_t flags /* lean_detokenize_flags */,
+                                             lean_text_stream **out, lean_error *err);
+LEAN_API lean_status lean_text_stream_push(lean_text_stream *s, int32_t id, const char **text,
+                                           size_t *n_bytes, lean_error *err);
+LEAN_API lean_status lean_text_stream_flush(lean_text_stream *s, const char **text, size_t *n_bytes,
+                                            lean_error *err);
+LEAN_API void lean_text_stream_free(lean_text_stream *s);
 
 /* ---- chat templates (src/core/template.c) ---- */
 
+/* Turning a conversation into the prompt text a model was trained on, by rendering the
+ * model's own chat template (tokenizer.chat_template, a Jinja template) exactly as Hugging
+ * Face transformers does with jinja2: the same bytes, or an error.
+ *
+ *   lean_chat_message msgs[] = {{"system", "You are terse."}, {"user", "Hi"}};
+ *   lean_chat_params cp = lean_chat_default_params();
+ *   lean_chat_params_from_model(m, &cp);          // bos_token / eos_token strings
+ *   cp.add_generation_prompt = 1;
+ *   char *text; size_t len;
+ *   if (lean_chat_render_ex(lean_model_chat_template(m), msgs, 2, &cp, &text, &len, &err))
+ *       ...;                                      // err.msg names the construct and where
+ *   lean_chat_free(text);
+ *
+ * The template sees the variables transformers passes: messages (a list of {"role",
+ * "content"} dicts), add_generation_prompt, bos_token and eos_token (undefined when NULL),
+ * tools = none, documents = none; the globals raise_exception(msg) and strftime_now(fmt)
+ * (now_s, UTC), range, dict, namespace; the filter tojson as transformers defines it
+ * (json.dumps(x, ensure_ascii=False)).
+ *
+ * The Jinja subset (src/core/template_*.c say more): {{ }}, {% %}, {# #} with -/+ whitespace
+ * control, trim_blocks and lstrip_blocks; if/elif/else, for (else, filtering "if", tuple
+ * targets, loop.index/index0/revindex/first/last/length/previtem/nextitem/cycle/changed,
+ * break/continue), set (names, tuples, namespace attributes, blocks), macro, filter blocks,
+ * with, raw, generation; Python's operators, literals, slices and comparisons with its
+ * semantics; the filters and tests jinja2 has except those listed below; str methods (strip,
+ * split, startswith, replace, format, ...), dict.items/keys/values/get, list.index/count.
+ * Refused with LEAN_ERR_UNSUPPORTED, the message naming the construct and its line/column:
+ * include/import/extends/block, call blocks, recursive loops, autoescape, *args and **kwargs in
+ * calls; the filters filesizeformat, groupby, pprint, random, striptags, urlencode, urlize,
+ * wordwrap, xmlattr; the globals lipsum, cycler, joiner; integers beyond 64 bits; a
+ * render past 256 MiB, nesting deeper than 100 levels, 64 nested macro calls or 20 million
+ * steps. Case mapping (upper, lower, title, capitalize) is ASCII-only; repr() of strings
+ * treats every non-ASCII character but a few spaces and format characters as printable.
+ *
+ * Errors: LEAN_ERR_FORMAT, a malformed template ("template line 1 col 9: unexpected end of
+ * template: {% for %} at line 1 col 1 is not closed"); LEAN_ERR_UNSUPPORTED, see above;
+ * LEAN_ERR_ARG, the template refused the conversation: raise_exception (the message is the
+ * template's, "template raised: Conversation roles must alternate ..."), or a runtime error
+ * jinja2 would raise too (an undefined variable's attribute, a type error).
+ *
+ * Fallback: a model without a template, or one whose template lean cannot render, can be
+ * rendered as ChatML by asking for it explicitly: template_source NULL renders
+ * lean_chat_template_chatml(). lean never falls back by itself. */
+typedef struct lean_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool", ...: any string */
+    const char *content; /* UTF-8 text */
+} lean_chat_message;
+
+typedef struct lean_chat_params {
+    int32_t add_generation_prompt; /* 1: end with the assistant turn's opening */
+    const char *bos_token;         /* nullable: the template's bos_token (undefined if NULL) */
+    const char *eos_token;         /* nullable: the template's eos_token */
+    int64_t now_s;                 /* strftime_now's clock, seconds since 1970 UTC;
+                                      LEAN_CHAT_NOW (the default) = the current time */
+} lean_chat_params;
+#define LEAN_CHAT_NOW INT64_MIN
+LEAN_API lean_chat_params lean_chat_default_params(void);
+
+/* Renders n messages through template_source (a NUL-terminated Jinja template; NULL = the
+ * ChatML fallback). *out: a NUL-terminated string of *out_len bytes (out_len nullable),
+ * owned by the caller, freed with lean_chat_free. On failure *out is left untouched. */
+LEAN_API lean_status lean_chat_render(const char *template_source, const lean_chat_message *messages,
+                                      size_t n, int add_generation_prompt, const char *bos_token,
+                                      const char *eos_token, char **out, size_t *out_len,
+                                      lean_error *err);
+LEAN_API lean_status lean_chat_render_ex(const char *template_source,
+                                         const lean_chat_message *messages, size_t n,
+                                         const lean_chat_params *p, char **out, size_t *out_len,
+                                         lean_error *err);
+LEAN_API void lean_chat_free(char *s);
+
+/* The model file's tokenizer.chat_template, owned by the model; NULL when it has none. */
+LEAN_API const char *lean_model_chat_template(const lean_model *m);
+/* Sets p->bos_token / p->eos_token to the text of the model's tokenizer.ggml.bos_token_id /
+ * eos_token_id tokens (owned by the model); leaves each untouched when the file lacks it. */
+LEAN_API void lean_chat_params_from_model(const lean_model *m, lean_chat_params *p);
+/* The ChatML template used when template_source is NULL:
+ * <|im_start|>ROLE\nCONTENT<|im_end|>\n per message, then <|im_start|>assistant\n if asked. */
+LEAN_API const char *lean_chat_template_chatml(void);
+
+/* Parses a conversation written as JSON, [{"role": "...", "content": "..."}, ...] (other
+ * keys are ignored), into *out (n messages, freed with lean_chat_messages_free). */
+LEAN_API lean_status lean_chat_parse_messages(const char *json, size_t len, lean_chat_message **out,
+                                              size_t *n, lean_error *err);
+LEAN_API void lean_chat_messages_free(lean_chat_message *messages, size_t n);
+
 /* ---- sampling (src/core/sampler.c) ---- */
+
+/* Choosing the next id from logits with transformers' semantics and order:
+ * repetition penalty (RepetitionPenaltyLogitsProcessor), temperature, top-k, top-p, draw;
+ * the argmax after the penalty when greedy. The same seed gives the same ids on every
+ * backend: the draw for a position depends only on (seed, position, logits, history), never
+ * on what ran before. It is not torch's random stream (so not transformers' exact ids for a
+ * seed); the distribution is transformers' (sampler.c lists every deviation: float32
+ * rounding, ties at the k-th logit cut at k with the lower id first, at most 64 candidates).
+ *
+ *   lean_sampler_params sp = lean_sampler_default_params();
+ *   sp.seed = 42;
+ *   lean_sampler *s;
+ *   lean_sampler_create(&sp, lean_model_n_vocab(m), &s, &err);
+ *   lean_sampler_accept(s, prompt, n_prompt, &err);        // history for the penalty
+ *   lean_prefill(c, prompt, n_prompt, logits, &err);
+ *   for (...) {
+ *       int32_t id;
+ *       lean_sampler_sample(s, logits, lean_ctx_pos(c), NULL, &id, &err);
+ *       lean_sampler_accept(s, &id, 1, &err);
+ *       lean_decode(c, id, logits, &err);
+ *   }
+ *   lean_sampler_free(s);
+ *
+ * Defaults are llama.cpp's (common_params_sampling): temperature 0.8, top_k 40, top_p 0.95,
+ * repeat_penalty 1.0 (off), repeat_last_n 64, a random seed. llama.cpp's min_p (0.05) has no
+ * counterpart here: transformers applies none by default. Real-valued parameters are doubles
+ * so that they round to float32 where Python's floats do in transformers (0.9 -> 1 - 0.9). */
+#define LEAN_SEED_RANDOM UINT64_MAX /* a seed chosen at create time; see lean_sampler_seed */
+
+typedef struct lean_sampler_params {
+    double temperature;    /* >= 0; 0 = greedy (the argmax); default 0.8 */
+    int32_t top_k;         /* >= 0; keep the k most likely ids; 0 = off; default 40. Above 64
+                              (and off) the draw still considers at most the 64 most likely */
+    double top_p;          /* in [0, 1]; keep the fewest most likely ids whose probabilities
+                              reach top_p; 1 = off; default 0.95 */
+    double repeat_penalty; /* > 0; logits of ids in the window: positive / penalty, negative
+                              * penalty, once per distinct id; 1 = off; default 1.0 */
+    int32_t repeat_last_n; /* the window: the last n accepted ids; -1 = the whole history
+                              (prompt included, as transformers does); 0 = off; default 64 */
+    uint64_t seed;         /* keys the draws; LEAN_SEED_RANDOM (default) = pick one */
+    int32_t greedy;        /* nonzero: always the argmax after the penalty and mask */
+} lean_sampler_params;
+LEAN_API lean_sampler_params lean_sampler_default_params(void);
+/* LEAN_OK if every parameter is in range; otherwise LEAN_ERR_ARG naming it and its value. */
+LEAN_API lean_status lean_sampler_params_check(const lean_sampler_params *p, lean_error *err);
+
+/* Logit masks for constrained decoding: a packed bitset of n_vocab bits, bit (id % 32) of
+ * bits[id / 32] set when id may be drawn. Masked-out ids are never drawn (nor the argmax). */
+typedef struct lean_mask {
+    const uint32_t *bits;  /* LEAN_MASK_WORDS(n_vocab) words */
+    int32_t n_vocab;       /* must equal the sampler's */
+} lean_mask;
+#define LEAN_MASK_WORDS(n_vocab) (((size_t)(n_vocab) + 31) / 32)
+static inline void lean_mask_allow(uint32_t *bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
+static inline int lean_mask_allows(const uint32_t *bits, int32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
+
+/* One sequence's sampler: its parameters, its seed and the history the penalty sees. */
+typedef struct lean_sampler lean_sampler;
+LEAN_API lean_status lean_sampler_create(const lean_sampler_params *p, int32_t n_vocab,
+                                         lean_sampler **out, lean_error *err);
+LEAN_API void lean_sampler_free(lean_sampler *s);
+/* Forgets the history (the seed and parameters stay). */
+LEAN_API void lean_sampler_reset(lean_sampler *s);
+/* The seed in use: the one given, or the one chosen for LEAN_SEED_RANDOM (print it to
+ * replay a run). */
+LEAN_API uint64_t lean_sampler_seed(const lean_sampler *s);
+/* Appends ids (each in [0, n_vocab)) to the history: the prompt, then every drawn id. */
+LEAN_API lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, int32_t n, lean_error *err);
+/* Draws the next id from logits[n_vocab] (not modified). pos: the position the drawn token
+ * will occupy (lean_ctx_pos before its decode); it keys the draw with the seed. mask
+ * (nullable): only allowed ids are drawn. Does not add the id to the history.
+ * LEAN_ERR_ARG if the mask does not match n_vocab or allows no id with a finite logit. */
+LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t pos,
+                                         const lean_mask *mask, int32_t *out_id, lean_error *err);
 
 /* ---- conversations (src/core/chat.c) ---- */
 

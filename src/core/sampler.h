@@ -1,0 +1,108 @@
+/* sampler.h — the sampler's internals, exposed for tests (tests/test_sampler.c) and, later,
+ * for the GPU backend, which must reproduce sample_reference bit for bit.
+ *
+ * Two computations live in sampler.c:
+ *
+ *   hf_*            transformers' logits processors, transcribed in float32 with torch's CPU
+ *                   rounding (RepetitionPenalty, Temperature, TopK, TopP). They define what
+ *                   the distribution *is*; tests hold them to transformers' own output bit
+ *                   for bit. Nothing at run time samples through them.
+ *   sample_reference the resident computation every backend reproduces: multiplications,
+ *                   additions and comparisons on float32, a fixed polynomial exp, top-k by a
+ *                   comparison network, and Philox4x32-10 keyed by (seed, position). It draws
+ *                   from the same distribution as transformers (up to float32 rounding; see
+ *                   sampler.c for every deviation) with a different random stream.
+ */
+#ifndef LEAN_SAMPLER_H
+#define LEAN_SAMPLER_H
+
+#include "common.h"
+
+/* The most candidates sample_reference draws among: with top_k = 0 (off) or top_k > 64 it
+ * draws among at most the 64 most likely ids (sampler.c's deviation 4 says what that costs). */
+#define SAMPLER_K_CAP 64
+/* Ids per partial sum when top-p needs the mass of the whole vocabulary (sampler.c). */
+#define SAMPLER_SUM_BLOCK 256
+
+/* The validated parameters in the form both computations use. Where torch rounds a Python
+ * float to float32 before using it, the float32 value is kept here. */
+typedef struct sampler_cfg {
+    bool greedy;          /* params.greedy or temperature == 0: argmax after penalty and mask */
+    bool use_penalty;     /* repeat_penalty != 1 and repeat_last_n != 0 */
+    float penalty;        /* (float)repeat_penalty: torch's scalar in score * penalty */
+    float inv_penalty;    /* fl(1 / penalty): sample_reference multiplies instead of dividing */
+    float temperature;    /* (float)temperature: torch's scalar in scores / temperature */
+    float inv_temperature;/* fl(1 / temperature) (1 when greedy) */
+    int32_t top_k;        /* 0 = off */
+    bool use_top_p;       /* top_p < 1 */
+    double top_p;         /* as given: transformers' threshold is (float)(1.0 - top_p) */
+    float top_p_f;        /* (float)top_p: sample_reference's p */
+    int32_t repeat_last_n;/* -1 = the whole history */
+    uint64_t seed;        /* resolved (never LEAN_SEED_RANDOM) */
+} sampler_cfg;
+
+/* Checks p (every range, with the value in the message) and fills *out. A random seed
+ * request stays LEAN_SEED_RANDOM in out->seed; lean_sampler_create resolves it. */
+lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_error *err);
+
+/* ---- transformers' processors, in place on x[n_vocab] (float32, torch CPU semantics) ---- */
+
+/* RepetitionPenaltyLogitsProcessor: for every distinct id in ids[0..n_ids) (duplicates are
+ * harmless: gather/scatter penalizes each id once), x = x < 0 ? x * penalty : x / penalty.
+ * O(n_ids^2) deduplication: a test reference, not a run-time path. */
+void hf_repetition_penalty(float *x, int32_t n_vocab, const int32_t *ids, int32_t n_ids, float penalty);
+/* TemperatureLogitsWarper: x = x / temperature. */
+void hf_temperature(float *x, int32_t n_vocab, float temperature);
+/* TopKLogitsWarper: x = -inf where x < the k-th largest value (ties at it are all kept).
+ * Allocates a copy of x; LEAN_ERR_NOMEM only. */
+lean_status hf_top_k(float *x, int32_t n_vocab, int32_t k, lean_error *err);
+/* TopPLogitsWarper (min_tokens_to_keep 1): sorts ascending (ties: lower id first), removes
+ * ids whose cumulative probability is <= (float)(1 - top_p), keeps the last. Probabilities
+ * are float32 roundings of a double-precision softmax, summed in double as torch's CPU
+ * cumsum does. Allocates; LEAN_ERR_NOMEM only. */
+lean_status hf_top_p(float *x, int32_t n_vocab, double top_p, lean_error *err);
+/* The whole chain as transformers' generate() builds it for these settings, after setting
+ * masked-out ids to -inf (mask_bits nullable): penalty (if on), then, unless greedy,
+ * temperature, top-k (if top_k > 0) and top-p (if top_p < 1). history: the penalty's window. */
+lean_status hf_process(const sampler_cfg *cfg, float *x, int32_t n_vocab, const uint32_t *mask_bits,
+                       const int32_t *history, int32_t n_history, lean_error *err);
+/* p = softmax(x) in double (p = 0 where x = -inf). All -inf: p = 0 everywhere. */
+void softmax_f64(const float *x, int32_t n, double *p);
+
+/* ---- the resident computation ---- */
+
+/* Philox4x32-10 (Salmon et al., SC'11; Random123's philox4x32_R(10, ctr, key)), written
+ * with 32-bit operations only (mulhi from 16-bit halves) exactly as WGSL must write it. */
+void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* The high and low 32 bits of a * b, from u32 multiplies, adds and shifts only. */
+uint32_t sampler_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi);
+/* The draw's uniform for (seed, position): word 0 of Philox(ctr = {pos, 0, 0, 0},
+ * key = {seed low, seed high}), top 24 bits * 2^-24. In [0, 1), a multiple of 2^-24. */
+float sampler_uniform(uint64_t seed, uint32_t pos);
+/* exp(d) for d <= 0 by range reduction and a fixed polynomial (sampler.c, section 3):
+ * 0 for d < -86 (and -inf, NaN); never a subnormal; sampler_exp(0) == 1 exactly. */
+float sampler_exp(float d);
+
+/* What sample_reference saw, for tests (and for comparing a GPU's read-back). */
+typedef struct sample_trace {
+    int32_t n_cand;                /* candidates after top-k (<= SAMPLER_K_CAP) */
+    int32_t n_kept;                /* of those, kept by top-p (a prefix) */
+    int32_t ids[SAMPLER_K_CAP];    /* candidates, best first (logit desc, then id asc) */
+    float logit[SAMPLER_K_CAP];    /* their penalized logits */
+    float weight[SAMPLER_K_CAP];   /* sampler_exp((logit - logit[0]) * inv_temperature) */
+    float cum[SAMPLER_K_CAP];      /* running sums of weight, in order */
+    float u, target;               /* the uniform and u * cum[n_kept - 1] */
+    int32_t pick;                  /* index into ids of the drawn id */
+} sample_trace;
+
+/* The resident sampler. logits[n_vocab] are read, never written; work holds n_vocab floats
+ * (scratch). penalty_ids: the distinct ids of the penalty window. mask_bits (nullable): a
+ * packed bitset of allowed ids. pos: the position keying the random draw (the position the
+ * drawn token will occupy). trace (nullable) receives the intermediate values.
+ * LEAN_ERR_ARG when no id is allowed and finite. */
+lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_t n_vocab,
+                             const uint32_t *mask_bits, const int32_t *penalty_ids,
+                             int32_t n_penalty_ids, uint32_t pos, float *work, int32_t *out_id,
+                             sample_trace *trace, lean_error *err);
+
+#endif

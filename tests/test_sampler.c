@@ -1,0 +1,908 @@
+/* test_sampler.c — src/core/sampler.c: transformers' processors bit for bit, the resident
+ * sampler (sample_reference) statistically and bit for bit across builds, masks, greedy,
+ * the history window, seeded determinism through the API, and parameter errors.
+ *
+ * Sections:
+ *   1. transformers fixtures   tests/data/sampler/sampler.txt (scripts/make_sampler_fixtures.py):
+ *                              every stage bit for bit, kept sets, probabilities, and
+ *                              sample_reference's kept set and probabilities against them
+ *   2. resident arithmetic     Philox known answers, u32-only mulhi, the uniform, exp accuracy
+ *   3. top-k network           against a brute-force sort (ties, masks, ragged sizes)
+ *   4. ties at the k-th logit  where transformers and sample_reference differ
+ *   5. chi-square              draws against the exact distribution; a wrong one must fail
+ *   6. determinism             golden ids (the same in every build), position keying, seeds,
+ *                              generation through lean.h twice
+ *   7. masks, greedy, penalty window, parameter errors, allocation failures
+ */
+#include "lean.h"
+#include "sampler.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXV 512
+#define FIXTURE "tests/data/sampler/sampler.txt"
+
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static float float_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* A small deterministic generator for test data (not the sampler's). */
+static uint64_t rng_state = 88172645463325252u;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static sampler_cfg make_cfg(double temp, int32_t top_k, double top_p, double penalty, int32_t last_n,
+                            uint64_t seed) {
+    lean_sampler_params p = {.temperature = temp, .top_k = top_k, .top_p = top_p, .repeat_penalty = penalty,
+                             .repeat_last_n = last_n, .seed = seed};
+    sampler_cfg c;
+    lean_error err;
+    lean_status st = sampler_config(&p, &c, &err);
+    CHECK(st == LEAN_OK, "sampler_config: %s", err.msg);
+    return c;
+}
+
+/* The distinct ids of ids[0..n) (order of first appearance). */
+static int32_t distinct(const int32_t *ids, int32_t n, int32_t *out) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t j = 0;
+        while (j < k && out[j] != ids[i]) j++;
+        if (j == k) out[k++] = ids[i];
+    }
+    return k;
+}
+
+/* ================================================================ 1. transformers fixtures */
+
+typedef struct fx_point {
+    char name[64], arch[32];
+    int32_t n_vocab, n_hist, hist[256];
+    float logits[MAXV];
+} fx_point;
+
+enum { ST_PENALIZED, ST_TEMPERED, ST_TOPK, ST_PROCESSED, ST_PROBS, N_STAGES };
+static const char *const stage_names[N_STAGES] = {"penalized", "tempered", "topk", "processed", "probs"};
+
+typedef struct fx_case {
+    double penalty, temperature, top_p, margin;
+    int32_t top_k;
+    int have[N_STAGES];
+    float stage[N_STAGES][MAXV];
+} fx_case;
+
+static int read_hex(FILE *f, float *dst, int32_t want) {
+    int n;
+    if (fscanf(f, "%d", &n) != 1 || n != want) return -1;
+    for (int i = 0; i < n; i++) {
+        unsigned u;
+        if (fscanf(f, "%x", &u) != 1) return -1;
+        dst[i] = float_of((uint32_t)u);
+    }
+    return 0;
+}
+
+/* First differing index of two float vectors, bitwise; -1 if identical. */
+static int first_diff(const float *a, const float *b, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (bits_of(a[i]) != bits_of(b[i])) return i;
+    return -1;
+}
+
+static int n_fixture_cases, n_capped_cases;
+static double worst_prob_rel, worst_resident_rel;
+
+static void check_stage(const fx_point *pt, const fx_case *c, int stage, const float *lean) {
+    const int d = first_diff(lean, c->stage[stage], pt->n_vocab);
+    CHECK(d < 0, "%s case (%g, %g, %d, %g): %s differs at id %d: lean %08x (%.9g), transformers %08x (%.9g)",
+          pt->name, c->penalty, c->temperature, c->top_k, c->top_p, stage_names[stage], d,
+          d < 0 ? 0 : bits_of(lean[d]), d < 0 ? 0.0 : lean[d], d < 0 ? 0 : bits_of(c->stage[stage][d]),
+          d < 0 ? 0.0 : c->stage[stage][d]);
+}
+
+static void run_fixture_case(const fx_point *pt, const fx_case *c) {
+    const int32_t n = pt->n_vocab;
+    for (int s = 0; s < N_STAGES; s++)
+        CHECK(c->have[s], "%s: case without a %s line", pt->name, stage_names[s]);
+    sampler_cfg cfg = make_cfg(c->temperature, c->top_k, c->top_p, c->penalty, -1, 7);
+    float x[MAXV], y[MAXV];
+    memcpy(x, pt->logits, sizeof(float) * (size_t)n);
+    if (c->penalty != 1.0) hf_repetition_penalty(x, n, pt->hist, pt->n_hist, cfg.penalty);
+    check_stage(pt, c, ST_PENALIZED, x);
+    if (c->temperature != 1.0) hf_temperature(x, n, cfg.temperature);
+    check_stage(pt, c, ST_TEMPERED, x);
+    CHECK(hf_top_k(x, n, c->top_k, NULL) == LEAN_OK, "hf_top_k");
+    check_stage(pt, c, ST_TOPK, x);
+    if (c->top_p < 1.0) CHECK(hf_top_p(x, n, c->top_p, NULL) == LEAN_OK, "hf_top_p");
+    check_stage(pt, c, ST_PROCESSED, x);
+    /* The whole chain in one call, as the sampler builds it. */
+    memcpy(y, pt->logits, sizeof(float) * (size_t)n);
+    CHECK(hf_process(&cfg, y, n, NULL, pt->hist, pt->n_hist, NULL) == LEAN_OK, "hf_process");
+    check_stage(pt, c, ST_PROCESSED, y);
+
+    /* Probabilities: the same zeros exactly; torch's float32 softmax (its own vectorised exp)
+     * within 1e-5 relative of the double-precision one. */
+    double p[MAXV];
+    softmax_f64(c->stage[ST_PROCESSED], n, p);
+    int zeros_equal = 1;
+    for (int32_t i = 0; i < n; i++) {
+        const double q = c->stage[ST_PROBS][i];
+        if (isinf(c->stage[ST_PROCESSED][i]) && q != 0) zeros_equal = 0;
+        if (q > 1e-30) { /* far from float32's subnormals, where relative error is meaningless */
+            const double rel = fabs(p[i] - q) / q;
+            if (rel > worst_prob_rel) worst_prob_rel = rel;
+            CHECK(rel <= 1e-5, "%s: probability of id %d: lean %.9g, transformers %.9g", pt->name, i, p[i], q);
+        } else {
+            CHECK(fabs(p[i] - q) <= 1e-30, "%s: probability of id %d: lean %.9g, transformers %.9g", pt->name, i,
+                  p[i], q);
+        }
+    }
+    CHECK(zeros_equal, "%s: filtered ids do not have probability 0 in both", pt->name);
+
+    /* The resident sampler on the same logits: the same kept set (the 64 most likely when
+     * transformers keeps more) and the same probabilities to float32 rounding. */
+    int32_t pen_ids[256];
+    const int32_t n_pen = distinct(pt->hist, pt->n_hist, pen_ids);
+    sample_trace tr;
+    int32_t id;
+    float work[MAXV];
+    lean_status st = sample_reference(&cfg, pt->logits, n, NULL, pen_ids, n_pen, 0, work, &id, &tr, NULL);
+    CHECK(st == LEAN_OK, "%s: sample_reference failed", pt->name);
+    if (st != LEAN_OK) return;
+    n_fixture_cases++;
+    int32_t n_hf = 0;
+    for (int32_t i = 0; i < n; i++) n_hf += !isinf(c->stage[ST_PROCESSED][i]);
+    /* Where the sets may differ (deviations 3 and 4 in sampler.c): transformers keeps more
+     * than k because of ties at the k-th logit, or more than the 64-candidate cap. */
+    const int32_t k_eff = c->top_k > 0 && c->top_k < SAMPLER_K_CAP ? c->top_k : SAMPLER_K_CAP;
+    const int same_sets = n_hf <= k_eff;
+    int subset = 1;
+    for (int32_t j = 0; j < tr.n_kept; j++) subset &= !isinf(c->stage[ST_PROCESSED][tr.ids[j]]);
+    CHECK(subset, "%s: the resident sampler keeps an id transformers filters", pt->name);
+    if (!same_sets) {
+        n_capped_cases++;
+        double dropped = 1;
+        for (int32_t j = 0; j < tr.n_kept; j++) dropped -= p[tr.ids[j]];
+        if (c->top_p >= 1.0)
+            CHECK(tr.n_kept == k_eff, "%s: keeps %d, expected k = %d", pt->name, tr.n_kept, k_eff);
+        printf("  %s (%g, %g, %d, %g): transformers keeps %d ids (%s), the resident sampler %d: "
+               "probability %.3g not drawn\n", pt->name, c->penalty, c->temperature, c->top_k, c->top_p, n_hf,
+               n_hf > SAMPLER_K_CAP ? "above the cap of 64" : "ties at the k-th logit", tr.n_kept, dropped);
+        return;
+    }
+    CHECK(tr.n_kept == n_hf, "%s (%g, %g, %d, %g): resident keeps %d ids, transformers %d (top-p margin %.3g)",
+          pt->name, c->penalty, c->temperature, c->top_k, c->top_p, tr.n_kept, n_hf, c->margin);
+    double total = 0;
+    for (int32_t j = 0; j < tr.n_kept; j++) total += tr.weight[j];
+    for (int32_t j = 0; j < tr.n_kept; j++) {
+        const int32_t i = tr.ids[j];
+        const double rel = fabs(tr.weight[j] / total - p[i]) / p[i];
+        if (p[i] > 1e-30 && rel > worst_resident_rel) worst_resident_rel = rel;
+        CHECK(p[i] < 1e-30 || rel <= 1e-5, "%s (%g, %g, %d, %g): resident probability of id %d: %.9g, exact %.9g",
+              pt->name, c->penalty, c->temperature, c->top_k, c->top_p, i, tr.weight[j] / total, p[i]);
+    }
+}
+
+static void test_fixtures(void) {
+    FILE *f = fopen(FIXTURE, "r");
+    CHECK(f != NULL, "cannot open %s: run scripts/make_sampler_fixtures.py %s where torch and transformers "
+                     "exist, and commit its output", FIXTURE, "tests/data/sampler");
+    if (!f) return;
+    char line[512];
+    int real = fgets(line, sizeof line, f) && strstr(line, "transformers ") && !strstr(line, "PLUMBING");
+    CHECK(real, "%s was not made by transformers (first line: %s)", FIXTURE, line);
+    rewind(f);
+    static fx_point pt;
+    static fx_case c;
+    int have_point = 0, in_case = 0, n_points = 0, ok = 1;
+    char word[64];
+    while (ok && fscanf(f, "%63s", word) == 1) {
+        if (word[0] == '#') {
+            int ch;
+            while ((ch = fgetc(f)) != '\n' && ch != EOF) {}
+        } else if (!strcmp(word, "point")) {
+            memset(&pt, 0, sizeof pt);
+            ok = fscanf(f, "%63s %31s %d", pt.name, pt.arch, &pt.n_vocab) == 3 && pt.n_vocab > 0 &&
+                 pt.n_vocab <= MAXV;
+            have_point = ok;
+            n_points++;
+        } else if (!strcmp(word, "history") && have_point) {
+            ok = fscanf(f, "%d", &pt.n_hist) == 1 && pt.n_hist >= 0 && pt.n_hist <= 256;
+            for (int i = 0; ok && i < pt.n_hist; i++) ok = fscanf(f, "%d", &pt.hist[i]) == 1;
+        } else if (!strcmp(word, "logits") && have_point) {
+            ok = read_hex(f, pt.logits, pt.n_vocab) == 0;
+        } else if (!strcmp(word, "case") && have_point) {
+            memset(&c, 0, sizeof c);
+            ok = fscanf(f, "%lf %lf %d %lf", &c.penalty, &c.temperature, &c.top_k, &c.top_p) == 4;
+            in_case = 1;
+        } else if (!strcmp(word, "margin") && in_case) {
+            ok = fscanf(f, "%lf", &c.margin) == 1;
+        } else if (!strcmp(word, "end") && in_case) {
+            run_fixture_case(&pt, &c);
+            in_case = 0;
+        } else {
+            int s = 0;
+            while (s < N_STAGES && strcmp(word, stage_names[s]) != 0) s++;
+            ok = in_case && s < N_STAGES && read_hex(f, c.stage[s], pt.n_vocab) == 0;
+            if (ok) c.have[s] = 1;
+        }
+    }
+    CHECK(ok, "%s: malformed near '%s'", FIXTURE, word);
+    fclose(f);
+    CHECK(n_points == 7 && n_fixture_cases == 57, "%s: %d points, %d cases (expected 7 and 57)", FIXTURE, n_points,
+          n_fixture_cases);
+    printf("fixtures: %d cases bit-exact through every stage; probabilities within %.2g relative of torch's; "
+           "resident within %.2g of exact; %d cases where the kept sets differ by design (above)\n",
+           n_fixture_cases, worst_prob_rel, worst_resident_rel, n_capped_cases);
+}
+
+/* ================================================================ 2. resident arithmetic */
+
+static void test_philox(void) {
+    /* Random123 kat_vectors: philox4x32 10 CTR(4) KEY(2) -> OUT(4). */
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d, 0x41c83b0e,
+         0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb,
+         0x5001e420, 0x24126ea1},
+    };
+    for (int t = 0; t < 3; t++) {
+        uint32_t out[4];
+        philox4x32_10(kat[t], kat[t] + 4, out);
+        CHECK(!memcmp(out, kat[t] + 6, sizeof out), "philox KAT %d: %08x %08x %08x %08x", t, out[0], out[1], out[2],
+              out[3]);
+    }
+    /* The u32-only product against 64-bit arithmetic, edges and random pairs. */
+    static const uint32_t edge[] = {0, 1, 2, 0xffff, 0x10000, 0xffffffff, 0xfffffffe, 0x80000000, 0xD2511F53, 0xCD9E8D57};
+    int bad = 0;
+    for (int i = 0; i < 10; i++)
+        for (int j = 0; j < 10; j++) {
+            uint32_t hi, lo = sampler_mulhilo32(edge[i], edge[j], &hi);
+            uint64_t p = (uint64_t)edge[i] * edge[j];
+            bad += hi != (uint32_t)(p >> 32) || lo != (uint32_t)p;
+        }
+    for (int i = 0; i < 200000; i++) {
+        uint32_t a = rnd() ^ (rnd() << 16), b = rnd() ^ (rnd() << 16), hi, lo = sampler_mulhilo32(a, b, &hi);
+        uint64_t p = (uint64_t)a * b;
+        bad += hi != (uint32_t)(p >> 32) || lo != (uint32_t)p;
+    }
+    CHECK(bad == 0, "sampler_mulhilo32 wrong in %d products", bad);
+    /* The uniform: 24 bits of word 0, in [0, 1). */
+    int range = 1, grid = 1;
+    for (uint32_t pos = 0; pos < 4096; pos++) {
+        const float u = sampler_uniform(0x0123456789abcdefu, pos);
+        range &= u >= 0 && u < 1;
+        grid &= u * 16777216.0f == floorf(u * 16777216.0f);
+    }
+    CHECK(range && grid, "uniform out of [0,1) or off the 2^-24 grid");
+    const uint32_t ctr[4] = {5, 0, 0, 0}, key[2] = {0x89abcdef, 0x01234567};
+    uint32_t out[4];
+    philox4x32_10(ctr, key, out);
+    CHECK(sampler_uniform(0x0123456789abcdefu, 5) == (float)(out[0] >> 8) * 0x1p-24f, "uniform != word 0 >> 8");
+}
+
+static void test_exp(void) {
+    CHECK(sampler_exp(0.0f) == 1.0f, "exp(0) = %a", sampler_exp(0.0f));
+    CHECK(sampler_exp(-INFINITY) == 0 && sampler_exp(-86.01f) == 0 && sampler_exp(NAN) == 0, "exp cut-off");
+    CHECK(sampler_exp(-86.0f) > 0 && isnormal(sampler_exp(-86.0f)), "exp(-86) = %a", sampler_exp(-86.0f));
+    /* Over a million float32 inputs in [-86, 0] (evenly spread bit patterns): <= 3 ulp from
+     * the correctly rounded exp (the whole range, every float, measured 3). */
+    int32_t worst = 0;
+    float at = 0;
+    const uint32_t lo = bits_of(-0.0f), hi = bits_of(-86.0f);
+    for (uint32_t b = lo; b <= hi; b += 997) {
+        const float d = float_of(b);
+        const float e = sampler_exp(d), r = (float)exp((double)d);
+        const int32_t ulp = abs((int32_t)bits_of(e) - (int32_t)bits_of(r));
+        if (ulp > worst) worst = ulp, at = d;
+        if (!isnormal(e)) worst = 1000, at = d;
+    }
+    CHECK(worst <= 3, "sampler_exp: %d ulp at %a", worst, at);
+}
+
+/* ================================================================ 3. top-k network */
+
+static int ref_better(const float *x, int32_t i, int32_t j) { return x[i] > x[j] || (x[i] == x[j] && i < j); }
+
+static void test_network(void) {
+    static float x[5000];
+    static int32_t order[5000];
+    static uint32_t mask[LEAN_MASK_WORDS(5000)];
+    float work[5000];
+    const int32_t sizes[] = {1, 2, 63, 64, 65, 127, 128, 129, 256, 1000, 4999};
+    int bad = 0, runs = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int variant = 0; variant < 6; variant++) {
+            const int32_t n = sizes[si];
+            for (int32_t i = 0; i < n; i++) {
+                /* few distinct values (many ties), or spread values, or descending runs */
+                x[i] = variant % 3 == 0 ? (float)(rnd() % 7) : variant % 3 == 1 ? (float)(int32_t)(rnd() % 20001) * 0.01f - 100
+                                                                                 : (float)(n - i) * 0.5f;
+            }
+            const int masked = variant >= 3;
+            memset(mask, 0, sizeof mask);
+            for (int32_t i = 0; i < n; i++)
+                if (!masked || rnd() % 3) lean_mask_allow(mask, i);
+            int32_t m = 0;
+            for (int32_t i = 0; i < n; i++)
+                if (lean_mask_allows(mask, i)) order[m++] = i;
+            for (int32_t a = 1; a < m; a++) /* insertion sort under the reference order */
+                for (int32_t b = a; b > 0 && ref_better(x, order[b], order[b - 1]); b--) {
+                    int32_t t = order[b];
+                    order[b] = order[b - 1];
+                    order[b - 1] = t;
+                }
+            if (m == 0) continue;
+            for (int32_t k = 1; k <= 64; k += k < 8 ? 1 : 13) {
+                sampler_cfg cfg = make_cfg(1.0, k, 1.0, 1.0, 0, 3);
+                sample_trace tr;
+                int32_t id;
+                lean_status st = sample_reference(&cfg, x, n, mask, NULL, 0, 0, work, &id, &tr, NULL);
+                const int32_t want = k < m ? k : m;
+                runs++;
+                if (st != LEAN_OK || tr.n_cand != want) {
+                    bad++;
+                    continue;
+                }
+                for (int32_t j = 0; j < want; j++) bad += tr.ids[j] != order[j];
+            }
+        }
+    CHECK(bad == 0, "top-k network differs from a full sort in %d places (%d runs)", bad, runs);
+}
+
+/* ================================================================ 4. ties at the k-th logit */
+
+static void test_ties(void) {
+    /* Logits 3, 3 at ids 1, 3; 2 at ids 2, 4, 5, 8. top_k = 3: the 3rd largest is 2. */
+    const float x[16] = {1.0f, 3.0f, 2.0f, 3.0f, 2.0f, 2.0f, 0.5f, -1.0f, 2.0f, -0.5f, 1.5f, 0.25f, 0.0f, -2.0f, 1.0f, 2.5f};
+    float y[16], work[16];
+    memcpy(y, x, sizeof y);
+    CHECK(hf_top_k(y, 16, 3, NULL) == LEAN_OK, "hf_top_k");
+    int32_t hf_kept = 0;
+    for (int i = 0; i < 16; i++) hf_kept += !isinf(y[i]);
+    /* transformers: 2.5 (id 15) is the 3rd largest here, so k = 3 keeps 3, 3, 2.5 exactly. */
+    CHECK(hf_kept == 3, "hf top-3 keeps %d", hf_kept);
+    memcpy(y, x, sizeof y);
+    CHECK(hf_top_k(y, 16, 4, NULL) == LEAN_OK, "hf_top_k");
+    hf_kept = 0;
+    for (int i = 0; i < 16; i++) hf_kept += !isinf(y[i]);
+    /* k = 4: the 4th largest is 2, shared by ids 2, 4, 5, 8: transformers keeps all 7. */
+    CHECK(hf_kept == 7, "transformers' rule keeps every id tied at the k-th logit: %d, expected 7", hf_kept);
+    sampler_cfg cfg = make_cfg(1.0, 4, 1.0, 1.0, 0, 3);
+    sample_trace tr;
+    int32_t id;
+    sample_reference(&cfg, x, 16, NULL, NULL, 0, 0, work, &id, &tr, NULL);
+    const int32_t want[4] = {1, 3, 15, 2}; /* 3, 3, 2.5, then the lowest id among the 2s */
+    CHECK(tr.n_cand == 4 && !memcmp(tr.ids, want, sizeof want),
+          "resident top-4 with ties: %d ids: %d %d %d %d, expected 1 3 15 2", tr.n_cand, tr.ids[0], tr.ids[1],
+          tr.ids[2], tr.ids[3]);
+    /* Over many draws, ids 4, 5 and 8 (kept by transformers) never appear here. */
+    int never = 1;
+    for (uint32_t pos = 0; pos < 20000; pos++) {
+        sample_reference(&cfg, x, 16, NULL, NULL, 0, pos, work, &id, NULL, NULL);
+        never &= id == 1 || id == 3 || id == 15 || id == 2;
+    }
+    CHECK(never, "resident top-4 drew an id beyond the 4 it keeps");
+}
+
+/* ================================================================ 5. chi-square */
+
+/* The p = 0.001 critical value of chi-square with df degrees of freedom: the exact table
+ * to 10, Wilson-Hilferty above (within 0.5% there). */
+static double chi2_critical(int df) {
+    static const double table[11] = {0, 10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322, 26.124, 27.877, 29.588};
+    if (df <= 10) return table[df < 1 ? 1 : df];
+    const double z = 3.090232306, h = 2.0 / (9.0 * df), t = 1 - h + z * sqrt(h);
+    return df * t * t * t;
+}
+
+/* Pearson's statistic of counts against n * expected; bins with expected count < 5 are
+ * pooled (into the last bin). Returns the statistic; *df its degrees of freedom. */
+static double chi2(const int64_t *counts, const double *expected, int32_t n_bins, int64_t n, int *df) {
+    double stat = 0, pool_e = 0, pool_o = 0;
+    int bins = 0;
+    for (int32_t i = 0; i < n_bins; i++) {
+        const double e = expected[i] * (double)n;
+        if (e < 5) {
+            pool_e += e;
+            pool_o += (double)counts[i];
+            continue;
+        }
+        stat += (counts[i] - e) * (counts[i] - e) / e;
+        bins++;
+    }
+    if (pool_e >= 5) {
+        stat += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        bins++;
+    } else if (pool_o > 0 && pool_e == 0) {
+        stat = INFINITY; /* drew something that has probability 0 */
+    }
+    *df = bins - 1;
+    return stat;
+}
+
+/* Draws n ids with sample_reference at positions 0..n-1 (or seeds 0..n-1 when by_seed) and
+ * returns the chi-square statistic against the distribution transformers defines for
+ * (temp_expected, ...), i.e. softmax(hf_process(logits)). */
+static double draw_chi2(const float *logits, int32_t n_vocab, double temp, int32_t top_k, double top_p,
+                        double temp_expected, int64_t n, int by_seed, int *df, int *outside) {
+    static float x[MAXV], work[MAXV];
+    static double p[MAXV];
+    static int64_t counts[MAXV];
+    sampler_cfg want = make_cfg(temp_expected, top_k, top_p, 1.0, 0, 0);
+    memcpy(x, logits, sizeof(float) * (size_t)n_vocab);
+    hf_process(&want, x, n_vocab, NULL, NULL, 0, NULL);
+    softmax_f64(x, n_vocab, p);
+    memset(counts, 0, sizeof counts);
+    sampler_cfg cfg = make_cfg(temp, top_k, top_p, 1.0, 0, 0x5eed);
+    *outside = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id;
+        if (by_seed) cfg.seed = 0x9e3779b97f4a7c15u * (uint64_t)(i + 1);
+        sample_reference(&cfg, logits, n_vocab, NULL, NULL, 0, by_seed ? 17 : (uint32_t)i, work, &id, NULL, NULL);
+        counts[id]++;
+        *outside += p[id] == 0;
+    }
+    return chi2(counts, p, n_vocab, n, df);
+}
+
+static void test_chi_square(void) {
+    /* Logits with a realistic shape: a few large, a long tail (deterministic). */
+    float logits[MAXV];
+    rng_state = 12345;
+    for (int i = 0; i < 256; i++) logits[i] = (float)(rnd() % 10000) * 0.0008f - 4.0f;
+    logits[17] = 6.0f, logits[99] = 5.5f, logits[3] = 5.2f, logits[250] = 4.9f, logits[128] = 4.0f;
+    const struct {
+        double temp, top_p;
+        int32_t top_k;
+        int by_seed;
+    } cases[] = {
+        {1.0, 1.0, 40, 0},  /* top-k only */
+        {0.8, 0.95, 40, 0}, /* llama.cpp's defaults */
+        {1.5, 0.9, 64, 0},  /* top-p at work among 64 */
+        {1.2, 0.6, 20, 0},  /* a small kept set */
+        {1.0, 0.5, 0, 0},   /* top-p without top-k: the whole vocabulary's mass */
+        {1.0, 1.0, 40, 1},  /* across seeds at one position */
+    };
+    const int64_t n = 60000;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int df, outside;
+        const double stat = draw_chi2(logits, 256, cases[c].temp, cases[c].top_k, cases[c].top_p, cases[c].temp, n,
+                                      cases[c].by_seed, &df, &outside);
+        const double crit = chi2_critical(df);
+        printf("chi-square: temp %.2f top-k %d top-p %.2f%s: %.1f with %d df (p = 0.001 critical %.1f)\n",
+               cases[c].temp, cases[c].top_k, cases[c].top_p, cases[c].by_seed ? " (seeds)" : "", stat, df, crit);
+        CHECK(df >= 3 && stat < crit, "draws do not follow the distribution: chi-square %.1f >= %.1f (df %d)", stat,
+              crit, df);
+        CHECK(outside == 0, "%d draws of ids transformers filters", outside);
+    }
+    /* The test can fail: draws at temperature 0.84 against the distribution at 0.8 (the same
+     * 40 ids, probabilities a few percent off) must be rejected. */
+    int df, outside;
+    const double stat = draw_chi2(logits, 256, 0.84, 40, 1.0, 0.8, n, 0, &df, &outside);
+    printf("chi-square against a wrong distribution (temperature 5%% off): %.1f with %d df (critical %.1f)\n", stat,
+           df, chi2_critical(df));
+    CHECK(stat > chi2_critical(df), "chi-square did not reject a wrong distribution: %.1f", stat);
+
+    /* The uniform itself: 64 bins over 2^17 positions, and over 2^17 seeds. */
+    for (int by_seed = 0; by_seed < 2; by_seed++) {
+        int64_t counts[64] = {0};
+        double expected[64];
+        for (int i = 0; i < 64; i++) expected[i] = 1.0 / 64;
+        for (uint32_t i = 0; i < (1u << 17); i++) {
+            const float u = by_seed ? sampler_uniform((uint64_t)i << 20, 3) : sampler_uniform(42, i);
+            counts[(int)(u * 64)]++;
+        }
+        const double s = chi2(counts, expected, 64, 1 << 17, &df);
+        CHECK(s < chi2_critical(df), "uniform (%s): chi-square %.1f >= %.1f", by_seed ? "seeds" : "positions", s,
+              chi2_critical(df));
+    }
+}
+
+/* ================================================================ 6. determinism */
+
+/* 32 draws of the resident sampler on fixed logits; any build (gcc, clang + sanitizers, wasm)
+ * and any future backend must give these ids. */
+static void test_golden(void) {
+    float logits[256];
+    rng_state = 777;
+    for (int i = 0; i < 256; i++) logits[i] = (float)(int32_t)(rnd() % 4001) * 0.0025f - 5.0f;
+    lean_sampler_params p = lean_sampler_default_params();
+    p.temperature = 1.3;
+    p.top_k = 50;
+    p.top_p = 0.97;
+    p.repeat_penalty = 1.2;
+    p.repeat_last_n = -1;
+    p.seed = 0xfeedbeefcafe1234u;
+    lean_sampler *s = NULL;
+    lean_error err;
+    CHECK(lean_sampler_create(&p, 256, &s, &err) == LEAN_OK, "create: %s", err.msg);
+    if (!s) return;
+    const int32_t prompt[6] = {5, 17, 5, 200, 31, 17};
+    lean_sampler_accept(s, prompt, 6, &err);
+    int32_t got[32];
+    for (int i = 0; i < 32; i++) {
+        CHECK(lean_sampler_sample(s, logits, 6 + i, NULL, &got[i], &err) == LEAN_OK, "sample: %s", err.msg);
+        lean_sampler_accept(s, &got[i], 1, &err);
+    }
+        static const int32_t golden[32] = {182, 231, 247, 244, 43,  142, 33, 169, 191, 169, 137,
+                                       219, 79,  87,  21,  67,  33,  113, 57, 145, 62,  130,
+                                       78,  214, 7,   58,  192, 105, 33,  169, 203, 169};
+    int same = !memcmp(got, golden, sizeof got);
+    CHECK(same, "golden ids differ: the resident computation changed (or this build computes differently)");
+    if (!same) {
+        for (int i = 0; i < 32; i++) fprintf(stderr, "%d, ", got[i]);
+        fputc('\n', stderr);
+    }
+    lean_sampler_free(s);
+}
+
+/* A draw depends on (seed, position, logits, window) only: not on earlier draws. */
+static void test_position_keying(void) {
+    float logits[64];
+    for (int i = 0; i < 64; i++) logits[i] = (float)(i % 9) * 0.3f;
+    lean_sampler_params p = lean_sampler_default_params();
+    p.temperature = 2.0;
+    p.seed = 99;
+    lean_sampler *a = NULL, *b = NULL, *c = NULL;
+    lean_sampler_create(&p, 64, &a, NULL);
+    lean_sampler_create(&p, 64, &b, NULL);
+    p.seed = 100;
+    lean_sampler_create(&p, 64, &c, NULL);
+    if (!a || !b || !c) {
+        CHECK(0, "create");
+        goto done;
+    }
+    int32_t ia, ib, ic, n_diff = 0, same = 1;
+    for (int32_t pos = 0; pos < 64; pos++) lean_sampler_sample(a, logits, pos, NULL, &ia, NULL);
+    lean_sampler_sample(a, logits, 40, NULL, &ia, NULL);
+    lean_sampler_sample(b, logits, 40, NULL, &ib, NULL); /* fresh: no draws before */
+    CHECK(ia == ib, "the draw at position 40 depends on earlier draws (%d vs %d)", ia, ib);
+    for (int32_t pos = 0; pos < 64; pos++) {
+        lean_sampler_sample(a, logits, pos, NULL, &ia, NULL);
+        lean_sampler_sample(b, logits, pos, NULL, &ib, NULL);
+        lean_sampler_sample(c, logits, pos, NULL, &ic, NULL);
+        same &= ia == ib;
+        n_diff += ia != ic;
+    }
+    CHECK(same, "the same seed gave different ids");
+    CHECK(n_diff >= 32, "seeds 99 and 100 agree on %d of 64 draws", 64 - n_diff);
+    /* A random seed is resolved and reported. */
+    p.seed = LEAN_SEED_RANDOM;
+    lean_sampler *r = NULL;
+    lean_sampler_create(&p, 64, &r, NULL);
+    CHECK(r && lean_sampler_seed(r) != LEAN_SEED_RANDOM, "random seed not resolved");
+    lean_sampler_free(r);
+done:
+    lean_sampler_free(a);
+    lean_sampler_free(b);
+    lean_sampler_free(c);
+}
+
+/* What `lean run -m qwen2-q8_0.gguf --ids ... -n 24 --seed S ...` does, through lean.h. */
+static int generate(lean_model *m, const lean_sampler_params *p, const int32_t *prompt, int32_t n_prompt,
+                    int32_t *out, int32_t n_out) {
+    lean_error err;
+    lean_ctx *c = NULL;
+    lean_sampler *s = NULL;
+    float *logits = malloc(sizeof(float) * (size_t)lean_model_n_vocab(m));
+    int ok = logits && lean_ctx_create(m, NULL, &c, &err) == LEAN_OK &&
+             lean_sampler_create(p, lean_model_n_vocab(m), &s, &err) == LEAN_OK &&
+             lean_sampler_accept(s, prompt, n_prompt, &err) == LEAN_OK &&
+             lean_prefill(c, prompt, n_prompt, logits, &err) == LEAN_OK;
+    for (int32_t i = 0; ok && i < n_out; i++)
+        ok = lean_sampler_sample(s, logits, lean_ctx_pos(c), NULL, &out[i], &err) == LEAN_OK &&
+             lean_sampler_accept(s, &out[i], 1, &err) == LEAN_OK &&
+             (i + 1 == n_out || lean_decode(c, out[i], logits, &err) == LEAN_OK);
+    CHECK(ok, "generate: %s", err.msg);
+    lean_sampler_free(s);
+    lean_ctx_free(c);
+    free(logits);
+    return ok;
+}
+
+static void test_seeded_generation(void) {
+    lean_model *m = NULL;
+    lean_error err;
+    if (lean_model_load_file("build/fixtures/qwen2-q8_0.gguf", &m, &err) != LEAN_OK) {
+        CHECK(0, "load: %s", err.msg);
+        return;
+    }
+    const int32_t prompt[8] = {170, 42, 9, 201, 77, 13, 250, 64};
+    lean_sampler_params p = lean_sampler_default_params();
+    p.temperature = 4.0;
+    p.top_k = 0;
+    p.top_p = 1.0;
+    p.repeat_penalty = 1.3;
+    p.seed = 20261202;
+    int32_t a[24], b[24], c[24], g[24], g2[24];
+    generate(m, &p, prompt, 8, a, 24);
+    generate(m, &p, prompt, 8, b, 24);
+    p.seed = 20261203;
+    generate(m, &p, prompt, 8, c, 24);
+    CHECK(!memcmp(a, b, sizeof a), "two runs with the same seed differ");
+    CHECK(memcmp(a, c, sizeof a) != 0, "seeds 20261202 and 20261203 gave the same 24 ids");
+    /* Greedy ignores the seed. */
+    p.greedy = 1;
+    generate(m, &p, prompt, 8, g, 24);
+    p.seed = 1;
+    generate(m, &p, prompt, 8, g2, 24);
+    CHECK(!memcmp(g, g2, sizeof g), "greedy depends on the seed");
+    lean_model_free(m);
+}
+
+/* ================================================================ 7. masks, greedy, penalty, errors */
+
+static void test_masks(void) {
+    float logits[100];
+    for (int i = 0; i < 100; i++) logits[i] = (float)((i * 37) % 100) * 0.05f;
+    uint32_t bits[LEAN_MASK_WORDS(100)] = {0};
+    const int32_t allowed[5] = {3, 31, 32, 64, 99}; /* word edges */
+    for (int i = 0; i < 5; i++) lean_mask_allow(bits, allowed[i]);
+    lean_mask mask = {bits, 100};
+    lean_sampler_params p = lean_sampler_default_params();
+    p.temperature = 5.0;
+    p.seed = 3;
+    lean_sampler *s = NULL;
+    lean_error err;
+    lean_sampler_create(&p, 100, &s, &err);
+    if (!s) {
+        CHECK(0, "create");
+        return;
+    }
+    int hits[100] = {0}, inside = 1;
+    for (int32_t pos = 0; pos < 5000; pos++) {
+        int32_t id = -1;
+        lean_sampler_sample(s, logits, pos, &mask, &id, &err);
+        inside &= id >= 0 && lean_mask_allows(bits, id);
+        if (id >= 0) hits[id]++;
+    }
+    CHECK(inside, "a masked-out id was drawn");
+    CHECK(hits[3] && hits[31] && hits[32] && hits[64] && hits[99], "an allowed id was never drawn at temperature 5");
+    /* hf_process sets masked-out ids to -inf. */
+    sampler_cfg cfg = make_cfg(1.0, 0, 1.0, 1.0, 0, 1);
+    float x[100];
+    memcpy(x, logits, sizeof x);
+    hf_process(&cfg, x, 100, bits, NULL, 0, NULL);
+    int ok = 1;
+    for (int i = 0; i < 100; i++) ok &= lean_mask_allows(bits, i) ? x[i] == logits[i] : x[i] == -INFINITY;
+    CHECK(ok, "hf_process mask");
+    /* Greedy under a mask: the argmax among allowed ids (logit of 99 is (99*37)%100*0.05 = 3.15). */
+    lean_sampler_params g = p;
+    g.greedy = 1;
+    lean_sampler *sg = NULL;
+    lean_sampler_create(&g, 100, &sg, NULL);
+    int32_t id = -1, want = 3;
+    for (int i = 0; i < 5; i++)
+        if (logits[allowed[i]] > logits[want]) want = allowed[i];
+    lean_sampler_sample(sg, logits, 0, &mask, &id, NULL);
+    CHECK(id == want, "greedy with a mask: %d, expected %d", id, want);
+    /* One allowed id: always it. Nothing allowed, or a mask of the wrong size: an error. */
+    uint32_t one[LEAN_MASK_WORDS(100)] = {0};
+    lean_mask_allow(one, 50);
+    lean_mask m1 = {one, 100};
+    int always = 1;
+    for (int32_t pos = 0; pos < 200; pos++) {
+        lean_sampler_sample(s, logits, pos, &m1, &id, NULL);
+        always &= id == 50;
+    }
+    CHECK(always, "a one-id mask drew another id");
+    uint32_t none[LEAN_MASK_WORDS(100)] = {0};
+    lean_mask m0 = {none, 100}, wrong = {bits, 99};
+    CHECK(lean_sampler_sample(s, logits, 0, &m0, &id, &err) == LEAN_ERR_ARG && strstr(err.msg, "allowed"),
+          "empty mask: %s", err.msg);
+    CHECK(lean_sampler_sample(s, logits, 0, &wrong, &id, &err) == LEAN_ERR_ARG && strstr(err.msg, "mask"),
+          "wrong-size mask: %s", err.msg);
+    lean_sampler_free(s);
+    lean_sampler_free(sg);
+}
+
+static void test_greedy(void) {
+    float logits[300];
+    for (int i = 0; i < 300; i++) logits[i] = (float)(i % 50) * 0.1f;
+    logits[120] = logits[7] = logits[250] = 9.0f; /* a three-way tie at the max */
+    lean_sampler_params p = lean_sampler_default_params();
+    int32_t id;
+    for (int mode = 0; mode < 2; mode++) { /* temperature 0, or --greedy at temperature 0.8 */
+        p.temperature = mode ? 0.8 : 0.0;
+        p.greedy = mode;
+        lean_sampler *s = NULL;
+        lean_sampler_create(&p, 300, &s, NULL);
+        id = -1;
+        if (s) lean_sampler_sample(s, logits, 5, NULL, &id, NULL);
+        CHECK(id == 7, "greedy (mode %d) with ties: %d, expected the lowest id 7", mode, id);
+        /* With a penalty on 7 (positive logit / 1.5): 120 wins. */
+        lean_sampler_free(s);
+        p.repeat_penalty = 1.5;
+        lean_sampler_create(&p, 300, &s, NULL);
+        const int32_t hist[2] = {7, 7};
+        lean_sampler_accept(s, hist, 2, NULL);
+        id = -1;
+        if (s) lean_sampler_sample(s, logits, 5, NULL, &id, NULL);
+        CHECK(id == 120, "greedy after penalizing 7: %d, expected 120", id);
+        lean_sampler_free(s);
+        p.repeat_penalty = 1.0;
+    }
+    /* NaN and infinite logits count as masked out. */
+    logits[7] = NAN;
+    logits[120] = INFINITY;
+    p.temperature = 0;
+    p.greedy = 0;
+    lean_sampler *s = NULL;
+    lean_sampler_create(&p, 300, &s, NULL);
+    if (s) lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
+    CHECK(id == 250, "greedy skips NaN and inf: %d", id);
+    lean_sampler_free(s);
+}
+
+static void test_penalty(void) {
+    /* Once per distinct id, not once per occurrence: 3 occurrences of id 2 divide once. */
+    float x[8] = {1.0f, -1.0f, 2.0f, -2.0f, 0.5f, 0.0f, 3.0f, -0.0f};
+    const int32_t hist[7] = {2, 2, 1, 2, 5, 7, 1};
+    const float pen = (float)1.3;
+    hf_repetition_penalty(x, 8, hist, 7, pen);
+    CHECK(x[2] == 2.0f / pen && x[1] == -1.0f * pen && x[5] == 0.0f && x[7] == 0.0f && x[0] == 1.0f && x[6] == 3.0f,
+          "hf penalty: %g %g %g", x[2], x[1], x[5]);
+    /* The window: repeat_last_n = 2 sees only the last two accepted ids. */
+    float logits[10], work[10];
+    for (int i = 0; i < 10; i++) logits[i] = 2.0f;
+    logits[0] = 2.5f;
+    lean_sampler_params p = lean_sampler_default_params();
+    p.greedy = 1;
+    p.repeat_penalty = 2.0;
+    const struct {
+        int32_t last_n;
+        int32_t want;
+    } w[] = {{2, 0}, {4, 1}, {-1, 1}, {0, 0}};
+    /* history 0, 3, 4: last 2 = {3, 4} (0 unpenalized, wins at 2.5); last 4 / all include 0
+     * (2.5 / 2 = 1.25; id 1 is the lowest unpenalized 2.0); off: 0 wins. */
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        p.repeat_last_n = w[i].last_n;
+        lean_sampler *s = NULL;
+        lean_sampler_create(&p, 10, &s, NULL);
+        const int32_t h[3] = {0, 3, 4};
+        lean_sampler_accept(s, h, 3, NULL);
+        int32_t id = -1;
+        if (s) lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
+        CHECK(id == w[i].want, "repeat_last_n %d: %d, expected %d", w[i].last_n, id, w[i].want);
+        /* reset forgets the history */
+        lean_sampler_reset(s);
+        if (s) lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
+        CHECK(id == 0, "after reset: %d", id);
+        lean_sampler_free(s);
+    }
+    /* The window slides over many accepts (compaction) and keeps the newest ids. */
+    p.repeat_last_n = 3;
+    lean_sampler *s = NULL;
+    lean_sampler_create(&p, 10, &s, NULL);
+    for (int i = 0; i < 5000; i++) {
+        int32_t id = i % 7 == 0 ? 5 : 6;
+        lean_sampler_accept(s, &id, 1, NULL);
+    }
+    int32_t last[3] = {0, 8, 9}, id = -1;
+    lean_sampler_accept(s, last, 3, NULL);
+    if (s) lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
+    CHECK(id == 1, "sliding window: %d, expected 1 (0, 8, 9 penalized)", id);
+    lean_error err;
+    const int32_t bad = 10;
+    CHECK(lean_sampler_accept(s, &bad, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "vocabulary"), "accept 10: %s",
+          err.msg);
+    lean_sampler_free(s);
+    /* sample_reference multiplies by the float32 reciprocal: at most one rounding from / */
+    sampler_cfg cfg = make_cfg(1.0, 10, 1.0, 1.1, -1, 1);
+    const int32_t ids[1] = {0};
+    sample_trace tr;
+    sample_reference(&cfg, logits, 10, NULL, ids, 1, 0, work, &id, &tr, NULL);
+    float want = 2.5f / (float)1.1;
+    int32_t pos0 = -1;
+    for (int j = 0; j < tr.n_cand; j++)
+        if (tr.ids[j] == 0) pos0 = j;
+    CHECK(pos0 >= 0 && abs((int32_t)bits_of(tr.logit[pos0]) - (int32_t)bits_of(want)) <= 1,
+          "resident penalty %a vs %a", pos0 >= 0 ? tr.logit[pos0] : 0.0f, want);
+}
+
+static void test_params(void) {
+    lean_sampler_params d = lean_sampler_default_params();
+    CHECK(d.temperature == 0.8 && d.top_k == 40 && d.top_p == 0.95 && d.repeat_penalty == 1.0 &&
+              d.repeat_last_n == 64 && d.seed == LEAN_SEED_RANDOM && !d.greedy,
+          "defaults are not llama.cpp's");
+    CHECK(lean_sampler_params_check(&d, NULL) == LEAN_OK, "defaults rejected");
+    const struct {
+        const char *name;
+        lean_sampler_params p;
+    } bad[] = {
+        {"temperature", {.temperature = -0.1, .top_p = 1, .repeat_penalty = 1}},
+        {"temperature", {.temperature = NAN, .top_p = 1, .repeat_penalty = 1}},
+        {"temperature", {.temperature = 1e-300, .top_p = 1, .repeat_penalty = 1}},
+        {"top_p", {.temperature = 1, .top_p = 1.01, .repeat_penalty = 1}},
+        {"top_p", {.temperature = 1, .top_p = -0.5, .repeat_penalty = 1}},
+        {"top_k", {.temperature = 1, .top_k = -1, .top_p = 1, .repeat_penalty = 1}},
+        {"repeat_penalty", {.temperature = 1, .top_p = 1, .repeat_penalty = 0}},
+        {"repeat_penalty", {.temperature = 1, .top_p = 1, .repeat_penalty = -1.1}},
+        {"repeat_penalty", {.temperature = 1, .top_p = 1, .repeat_penalty = INFINITY}},
+        {"repeat_last_n", {.temperature = 1, .top_p = 1, .repeat_penalty = 1, .repeat_last_n = -2}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lean_error err = {0};
+        lean_sampler *s = (lean_sampler *)&err; /* must be set to NULL */
+        lean_status st = lean_sampler_create(&bad[i].p, 10, &s, &err);
+        CHECK(st == LEAN_ERR_ARG && s == NULL && strstr(err.msg, bad[i].name), "bad %s: status %d, '%s'", bad[i].name,
+              st, err.msg);
+    }
+    lean_error err;
+    lean_sampler *s = NULL;
+    CHECK(lean_sampler_create(&d, 0, &s, &err) == LEAN_ERR_ARG && !s, "n_vocab 0");
+    CHECK(lean_sampler_create(NULL, 10, &s, &err) == LEAN_ERR_ARG && !s, "NULL params");
+    lean_sampler_create(&d, 10, &s, NULL);
+    float l[10] = {0};
+    int32_t id;
+    CHECK(lean_sampler_sample(s, l, -1, NULL, &id, &err) == LEAN_ERR_ARG && strstr(err.msg, "position"), "pos -1");
+    CHECK(lean_sampler_sample(s, NULL, 0, NULL, &id, &err) == LEAN_ERR_ARG, "NULL logits");
+    lean_sampler_free(s);
+    /* top_p = 0 keeps the most likely id only (transformers keeps min_tokens_to_keep = 1). */
+    float x[10];
+    for (int i = 0; i < 10; i++) x[i] = (float)i * 0.01f;
+    lean_sampler_params p0 = {.temperature = 1, .top_p = 0, .repeat_penalty = 1, .seed = 5};
+    lean_sampler_create(&p0, 10, &s, NULL);
+    int only = 1;
+    for (int32_t pos = 0; s && pos < 100; pos++) {
+        lean_sampler_sample(s, x, pos, NULL, &id, NULL);
+        only &= id == 9;
+    }
+    CHECK(only, "top_p 0 drew something other than the argmax");
+    lean_sampler_free(s);
+}
+
+/* Every allocation failure in create and accept ends cleanly (ASan checks the leaks). */
+static void test_alloc_failures(void) {
+    lean_sampler_params p = lean_sampler_default_params();
+    p.repeat_penalty = 1.1;
+    p.repeat_last_n = -1;
+    int32_t ids[300];
+    for (int i = 0; i < 300; i++) ids[i] = i % 50;
+    int clean = 1;
+    for (uint64_t n = 1; n < 20; n++) {
+        lean_alloc_fail_at(n, false);
+        lean_sampler *s = NULL;
+        lean_error err;
+        lean_status st = lean_sampler_create(&p, 50, &s, &err);
+        if (st == LEAN_OK) st = lean_sampler_accept(s, ids, 300, &err);
+        lean_alloc_fail_at(0, false);
+        clean &= st == LEAN_OK || st == LEAN_ERR_NOMEM;
+        lean_sampler_free(s);
+    }
+    CHECK(clean, "an allocation failure gave another status");
+}
+
+int main(void) {
+    test_fixtures();
+    test_philox();
+    test_exp();
+    test_network();
+    test_ties();
+    test_chi_square();
+    test_golden();
+    test_position_keying();
+    test_seeded_generation();
+    test_masks();
+    test_greedy();
+    test_penalty();
+    test_params();
+    test_alloc_failures();
+    return test_finish("test_sampler");
+}
