@@ -12,8 +12,9 @@
 
 static const char *const usage_run =
     "usage: lean run -m FILE --ids ID,ID,... [-n N] [--ctx N] [--batch N] [sampling flags]\n"
-    "Prefills the ids, then generates N more (default 16), each drawn by the sampler from\n"
-    "the logits (or their argmax with --greedy or --temp 0). Prints the generated ids on\n"
+    "Prefills the ids, then generates N more (default 16): greedily (the argmax, the lowest\n"
+    "id on ties) unless --temp T > 0 is given, then drawn by the sampler with the flags\n"
+    "below (their defaults are llama.cpp's). Prints the generated ids on\n"
     "stdout, space-separated, and the sampling settings with the seed, the prefill and the\n"
     "decode speeds on stderr. A run with a given --seed prints the same ids every time.\n"
     "  -m FILE      the model (GGUF)\n"
@@ -55,6 +56,7 @@ typedef struct run_args {
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
 static int parse_run(int argc, char **argv, run_args *a) {
     *a = (run_args){.n_gen = 16, .sampling = lean_sampler_default_params()};
+    a->sampling.temperature = 0; /* `run` is greedy unless asked: reproducible ids by default */
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (is_help(o)) return printf("%s", usage_run), -1;
