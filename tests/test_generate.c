@@ -137,6 +137,18 @@ static lean_status gen(const char *preset, const char *recipe, uint64_t seed, in
     return lean_generate_model(&p, path, err);
 }
 
+/* Generates preset in recipe (stand-in vocabulary) into a temporary file and opens it;
+ * open_gguf reads the file whole, so it is removed at once. 0 when it cannot be opened. */
+static int gen_open(const char *preset, const char *recipe, uint64_t seed, int n_layer, opened *o) {
+    char path[256];
+    lean_error err;
+    tmp_path(path, sizeof path, recipe);
+    CHECK(gen(preset, recipe, seed, n_layer, NULL, path, &err) == LEAN_OK, "%s %s: %s", preset, recipe, err.msg);
+    int ok = open_gguf(path, o);
+    unlink(path);
+    return ok;
+}
+
 static void mean_std(const float *x, uint64_t n, double *mean, double *sd) {
     double s = 0, s2 = 0;
     for (uint64_t i = 0; i < n; i++) s += x[i];
@@ -149,12 +161,8 @@ static void mean_std(const float *x, uint64_t n, double *mean, double *sd) {
 
 /* tiny-llama in F32: every key, every tensor, the stand-in vocabulary, value statistics. */
 static void test_tiny_llama_f32(void) {
-    char path[256];
-    lean_error err;
-    tmp_path(path, sizeof path, "tl_f32");
-    CHECK(gen("tiny-llama", "f32", 7, 0, NULL, path, &err) == LEAN_OK, "%s", err.msg);
     opened o;
-    if (!open_gguf(path, &o)) return;
+    if (!gen_open("tiny-llama", "f32", 7, 0, &o)) return;
 
     CHECK(strcmp(strkey(&o, "general.architecture"), "llama") == 0, "arch");
     CHECK(strcmp(strkey(&o, "general.type"), "model") == 0, "type");
@@ -254,17 +262,12 @@ static void test_tiny_llama_f32(void) {
         CHECK(memcmp(tdata(&o, te), tdata(&o, tq), 256 * 4) != 0, "tensors differ");
     }
     close_gguf(&o);
-    unlink(path);
 }
 
 /* qwen2 (biases, tied) and qwen3 (q/k norms, key_length) layouts. */
 static void test_arch_layouts(void) {
-    char path[256];
-    lean_error err;
     opened o;
-    tmp_path(path, sizeof path, "tq2");
-    CHECK(gen("tiny-qwen2", "f16", 1, 0, NULL, path, &err) == LEAN_OK, "%s", err.msg);
-    if (open_gguf(path, &o)) {
+    if (gen_open("tiny-qwen2", "f16", 1, 0, &o)) {
         CHECK(strcmp(strkey(&o, "general.architecture"), "qwen2") == 0, "arch");
         CHECK(u32key(&o, "general.file_type") == 1, "file_type f16");
         CHECK(o.f->n_tensors == 1 + 2 * 12 + 1, "n_tensors %llu", (unsigned long long)o.f->n_tensors);
@@ -278,11 +281,7 @@ static void test_arch_layouts(void) {
         CHECK(v && v->v.f64 == 1e6, "qwen2 freq_base");
         close_gguf(&o);
     }
-    unlink(path);
-
-    tmp_path(path, sizeof path, "tq3");
-    CHECK(gen("tiny-qwen3", "bf16", 1, 0, NULL, path, &err) == LEAN_OK, "%s", err.msg);
-    if (open_gguf(path, &o)) {
+    if (gen_open("tiny-qwen3", "bf16", 1, 0, &o)) {
         CHECK(strcmp(strkey(&o, "general.architecture"), "qwen3") == 0, "arch");
         CHECK(u32key(&o, "general.file_type") == 32, "file_type bf16");
         CHECK(u32key(&o, "qwen3.attention.key_length") == 64, "key_length");
@@ -295,13 +294,10 @@ static void test_arch_layouts(void) {
         CHECK(gguf_find_tensor(o.f, "blk.0.attn_q.bias") == NULL, "no biases");
         close_gguf(&o);
     }
-    unlink(path);
 }
 
 /* Single-type recipes put every matrix in the type; Q4_K_M follows llama.cpp's rules. */
 static void test_recipes(void) {
-    char path[256];
-    lean_error err;
     opened o;
     static const struct { const char *recipe; uint32_t type, ftype; } single[] = {
         {"q8_0", LEAN_TYPE_Q8_0, 7}, {"q4_0", LEAN_TYPE_Q4_0, 2}, {"q4_1", LEAN_TYPE_Q4_1, 3},
@@ -309,10 +305,7 @@ static void test_recipes(void) {
         {"q5_k", LEAN_TYPE_Q5_K, 16}, {"q6_k", LEAN_TYPE_Q6_K, 18},
     };
     for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
-        tmp_path(path, sizeof path, single[i].recipe);
-        CHECK(gen("tiny-llama", single[i].recipe, 3, 0, NULL, path, &err) == LEAN_OK, "%s: %s", single[i].recipe,
-              err.msg);
-        if (!open_gguf(path, &o)) continue;
+        if (!gen_open("tiny-llama", single[i].recipe, 3, 0, &o)) continue;
         CHECK(u32key(&o, "general.file_type") == single[i].ftype, "%s file_type", single[i].recipe);
         int ok = 1;
         for (uint64_t k = 0; k < o.f->n_tensors; k++) {
@@ -325,14 +318,11 @@ static void test_recipes(void) {
         }
         CHECK(ok, "%s layout", single[i].recipe);
         close_gguf(&o);
-        unlink(path);
     }
 
     /* Q4_K_M, untied (tiny-llama, 2 layers): output Q6_K; token_embd keeps Q4_K;
      * use_more_bits(i, 2) is true for layer 1 only -> attn_v / ffn_down Q6_K there. */
-    tmp_path(path, sizeof path, "q4km");
-    CHECK(gen("tiny-llama", "q4_k_m", 3, 0, NULL, path, &err) == LEAN_OK, "%s", err.msg);
-    if (open_gguf(path, &o)) {
+    if (gen_open("tiny-llama", "q4_k_m", 3, 0, &o)) {
         CHECK(u32key(&o, "general.file_type") == 15, "Q4_K_M file_type");
         check_tensor(&o, "token_embd.weight", 256, 512, LEAN_TYPE_Q4_K);
         check_tensor(&o, "output.weight", 256, 512, LEAN_TYPE_Q6_K);
@@ -348,13 +338,10 @@ static void test_recipes(void) {
         check_tensor(&o, "blk.1.ffn_norm.weight", 256, 1, LEAN_TYPE_F32);
         close_gguf(&o);
     }
-    unlink(path);
 
     /* Q4_K_M, tied (tiny-qwen2): token_embd is the output -> Q6_K; biases F32. With 8
      * layers use_more_bits(i, 8) = i < 1 || i >= 7 || (i - 1) % 3 == 2: layers 0, 3, 6, 7. */
-    tmp_path(path, sizeof path, "q4km8");
-    CHECK(gen("tiny-qwen2", "q4_k_m", 3, 8, NULL, path, &err) == LEAN_OK, "%s", err.msg);
-    if (open_gguf(path, &o)) {
+    if (gen_open("tiny-qwen2", "q4_k_m", 3, 8, &o)) {
         check_tensor(&o, "token_embd.weight", 256, 512, LEAN_TYPE_Q6_K);
         check_tensor(&o, "blk.0.attn_q.bias", 256, 1, LEAN_TYPE_F32);
         for (int il = 0; il < 8; il++) {
@@ -368,11 +355,7 @@ static void test_recipes(void) {
         CHECK(u32key(&o, "qwen2.block_count") == 8, "n_layer 8");
         close_gguf(&o);
     }
-    unlink(path);
-
-    tmp_path(path, sizeof path, "q5km");
-    CHECK(gen("tiny-qwen3", "q5_k_m", 3, 0, NULL, path, &err) == LEAN_OK, "%s", err.msg);
-    if (open_gguf(path, &o)) {
+    if (gen_open("tiny-qwen3", "q5_k_m", 3, 0, &o)) {
         CHECK(u32key(&o, "general.file_type") == 17, "Q5_K_M file_type");
         check_tensor(&o, "token_embd.weight", 256, 512, LEAN_TYPE_Q6_K);
         check_tensor(&o, "blk.0.attn_v.weight", 256, 128, LEAN_TYPE_Q5_K);
@@ -380,7 +363,6 @@ static void test_recipes(void) {
         check_tensor(&o, "blk.0.attn_q.weight", 256, 256, LEAN_TYPE_Q5_K);
         close_gguf(&o);
     }
-    unlink(path);
 }
 
 /* The same seed gives the same bytes; another seed, other bytes; n_layer shortens. */
@@ -692,13 +674,10 @@ static void test_real_presets(void) {
         {"qwen3-0.6b", "qwen3", 1024, 16, 8, 128, 3072, 151936, 40960, 1e6, 0, 1},
         {"llama-3.2-1b", "llama", 2048, 32, 8, 64, 8192, 128256, 131072, 5e5, 1, 1},
     };
-    char path[256], key[128];
-    lean_error err;
+    char key[128];
     opened o;
-    tmp_path(path, sizeof path, "real");
     for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
-        CHECK(gen(P[i].name, "q4_k_m", 1, 1, NULL, path, &err) == LEAN_OK, "%s: %s", P[i].name, err.msg);
-        if (!open_gguf(path, &o)) continue;
+        if (!gen_open(P[i].name, "q4_k_m", 1, 1, &o)) continue;
 #define KEY(s) (snprintf(key, sizeof key, "%s.%s", P[i].arch, s), key)
         CHECK(strcmp(strkey(&o, "general.architecture"), P[i].arch) == 0, "%s arch", P[i].name);
         CHECK(u32key(&o, KEY("embedding_length")) == P[i].n_embd, "%s n_embd", P[i].name);
@@ -735,7 +714,6 @@ static void test_real_presets(void) {
         }
         close_gguf(&o);
     }
-    unlink(path);
 }
 
 int main(void) {

@@ -94,99 +94,99 @@ static void test_info(void) {
     unlink(path);
 }
 
+/* One way to break tiny_default(arch) (the fields as in tiny_spec), and what loading the
+ * file must then say (LEAN_ERR_MODEL). */
+typedef struct broken {
+    const char *arch, *omit, *reshape, *as_f16;
+    int rope_freqs, n_tokens;
+    const char *set_key; /* set[0] */
+    uint32_t set_value;
+    const char *want;
+} broken;
+
+static void expect_broken(const broken *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        tiny_spec sp = tiny_default(cases[i].arch);
+        sp.omit = cases[i].omit;
+        sp.reshape = cases[i].reshape;
+        sp.as_f16 = cases[i].as_f16;
+        sp.rope_freqs = cases[i].rope_freqs;
+        sp.n_tokens = cases[i].n_tokens;
+        sp.set[0].key = cases[i].set_key;
+        sp.set[0].value = cases[i].set_value;
+        EXPECT_FAIL(sp, LEAN_ERR_MODEL, cases[i].want);
+    }
+}
+
 static void test_missing(void) {
-    tiny_spec sp = tiny_default("llama");
-    sp.omit = "blk.1.attn_k.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.1.attn_k.weight' is missing");
-    sp.omit = "token_embd.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'token_embd.weight' is missing");
-    sp.omit = "output_norm.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'output_norm.weight' is missing");
-
-    sp = tiny_default("qwen2");
-    sp.omit = "blk.0.attn_v.bias";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.0.attn_v.bias' is missing");
-    sp = tiny_default("qwen3");
-    sp.omit = "blk.1.attn_k_norm.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.1.attn_k_norm.weight' is missing");
-
-    sp = tiny_default("llama");
-    sp.omit = "llama.block_count";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "missing key 'llama.block_count'");
-    sp.omit = "llama.attention.layer_norm_rms_epsilon";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "missing key 'llama.attention.layer_norm_rms_epsilon'");
-    sp.omit = "general.architecture";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "missing key 'general.architecture'");
-    sp = tiny_default("qwen2");
-    sp.omit = "qwen2.embedding_length";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "missing key 'qwen2.embedding_length'");
+    static const broken cases[] = {
+        {"llama", .omit = "blk.1.attn_k.weight", .want = "tensor 'blk.1.attn_k.weight' is missing"},
+        {"llama", .omit = "token_embd.weight", .want = "tensor 'token_embd.weight' is missing"},
+        {"llama", .omit = "output_norm.weight", .want = "tensor 'output_norm.weight' is missing"},
+        {"qwen2", .omit = "blk.0.attn_v.bias", .want = "tensor 'blk.0.attn_v.bias' is missing"},
+        {"qwen3", .omit = "blk.1.attn_k_norm.weight", .want = "tensor 'blk.1.attn_k_norm.weight' is missing"},
+        {"llama", .omit = "llama.block_count", .want = "missing key 'llama.block_count'"},
+        {"llama", .omit = "llama.attention.layer_norm_rms_epsilon",
+         .want = "missing key 'llama.attention.layer_norm_rms_epsilon'"},
+        {"llama", .omit = "general.architecture", .want = "missing key 'general.architecture'"},
+        {"qwen2", .omit = "qwen2.embedding_length", .want = "missing key 'qwen2.embedding_length'"},
+        /* without head_count_kv it is head_count (4), and k/v are [64, 32] */
+        {"qwen2", .omit = "qwen2.attention.head_count_kv",
+         .want = "tensor 'blk.0.attn_k.weight' has shape [64, 32], expected [64, 64]"},
+    };
+    expect_broken(cases, sizeof cases / sizeof cases[0]);
     /* optional keys take their defaults */
+    tiny_spec sp = tiny_default("qwen2");
     sp.omit = "qwen2.rope.freq_base";
     lean_error err = {0};
     CHECK(load_spec(&sp, &err) == LEAN_OK, "without rope.freq_base: %s", err.msg);
-    sp.omit = "qwen2.attention.head_count_kv"; /* then = head_count (4), and k/v are [64, 32] */
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.0.attn_k.weight' has shape [64, 32], expected [64, 64]");
 }
 
 static void test_shapes_and_types(void) {
-    tiny_spec sp = tiny_default("llama");
-    sp.reshape = "blk.0.attn_q.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.0.attn_q.weight' has shape [64, 65], expected [64, 64]");
-    sp.reshape = "blk.1.ffn_down.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.1.ffn_down.weight' has shape [96, 65], expected [96, 64]");
-    sp.reshape = "output_norm.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'output_norm.weight' has shape [65], expected [64]");
-    sp.reshape = "output.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'output.weight' has shape [64, 98], expected [64, 97]");
-    sp.reshape = NULL;
-    sp.rope_freqs = 1;
-    sp.reshape = "rope_freqs.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'rope_freqs.weight' has shape [9], expected [8]");
-
-    sp = tiny_default("llama");
-    sp.as_f16 = "blk.0.ffn_norm.weight";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.0.ffn_norm.weight' has type f16, expected f32");
-    sp = tiny_default("qwen2");
-    sp.as_f16 = "blk.1.attn_q.bias";
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tensor 'blk.1.attn_q.bias' has type f16, expected f32");
+    static const broken cases[] = {
+        {"llama", .reshape = "blk.0.attn_q.weight",
+         .want = "tensor 'blk.0.attn_q.weight' has shape [64, 65], expected [64, 64]"},
+        {"llama", .reshape = "blk.1.ffn_down.weight",
+         .want = "tensor 'blk.1.ffn_down.weight' has shape [96, 65], expected [96, 64]"},
+        {"llama", .reshape = "output_norm.weight", .want = "tensor 'output_norm.weight' has shape [65], expected [64]"},
+        {"llama", .reshape = "output.weight", .want = "tensor 'output.weight' has shape [64, 98], expected [64, 97]"},
+        {"llama", .reshape = "rope_freqs.weight", .rope_freqs = 1,
+         .want = "tensor 'rope_freqs.weight' has shape [9], expected [8]"},
+        {"llama", .as_f16 = "blk.0.ffn_norm.weight",
+         .want = "tensor 'blk.0.ffn_norm.weight' has type f16, expected f32"},
+        {"qwen2", .as_f16 = "blk.1.attn_q.bias", .want = "tensor 'blk.1.attn_q.bias' has type f16, expected f32"},
+        /* the tokenizer's vocabulary must agree with token_embd's rows */
+        {"llama", .n_tokens = 50, .want = "tokenizer.ggml.tokens has 50 tokens but token_embd.weight has 97 rows"},
+    };
+    expect_broken(cases, sizeof cases / sizeof cases[0]);
     /* matrices and the embedding may have any supported type */
-    sp = tiny_default("llama");
+    tiny_spec sp = tiny_default("llama");
     sp.as_f16 = "blk.0.attn_v.weight";
     lean_error err = {0};
     CHECK(load_spec(&sp, &err) == LEAN_OK, "f16 matrix: %s", err.msg);
     sp.as_f16 = "token_embd.weight";
     CHECK(load_spec(&sp, &err) == LEAN_OK, "f16 token_embd: %s", err.msg);
-
-    /* tokenizer vocabulary must agree with token_embd rows */
-    sp = tiny_default("llama");
-    sp.n_tokens = 50;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "tokenizer.ggml.tokens has 50 tokens but token_embd.weight has 97 rows");
 }
 
 static void test_hparams(void) {
-    tiny_spec sp = tiny_default("llama");
-    sp.set[0].key = "llama.attention.head_count_kv";
-    sp.set[0].value = 3;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "n_head (4) is not a multiple of n_head_kv (3)");
-    sp.set[0].value = 0;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "llama.attention.head_count_kv is 0, expected 1..1024");
-    sp.set[0].key = "llama.attention.head_count";
-    sp.set[0].value = 0;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "llama.attention.head_count is 0");
-    sp.set[0].key = "llama.embedding_length";
-    sp.set[0].value = 1u << 30;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "llama.embedding_length is 1073741824, expected 1..65536");
-    sp.set[0].key = "llama.block_count";
-    sp.set[0].value = 0xffffffffu;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "llama.block_count is 4294967295");
-    sp.set[0].key = "llama.context_length";
-    sp.set[0].value = 0;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "llama.context_length is 0");
-    sp.set[0].key = "llama.feed_forward_length";
-    sp.set[0].value = 1u << 31;
-    EXPECT_FAIL(sp, LEAN_ERR_MODEL, "llama.feed_forward_length is 2147483648");
+    static const broken cases[] = {
+        {"llama", .set_key = "llama.attention.head_count_kv", .set_value = 3,
+         .want = "n_head (4) is not a multiple of n_head_kv (3)"},
+        {"llama", .set_key = "llama.attention.head_count_kv", .set_value = 0,
+         .want = "llama.attention.head_count_kv is 0, expected 1..1024"},
+        {"llama", .set_key = "llama.attention.head_count", .set_value = 0,
+         .want = "llama.attention.head_count is 0"},
+        {"llama", .set_key = "llama.embedding_length", .set_value = 1u << 30,
+         .want = "llama.embedding_length is 1073741824, expected 1..65536"},
+        {"llama", .set_key = "llama.block_count", .set_value = 0xffffffffu,
+         .want = "llama.block_count is 4294967295"},
+        {"llama", .set_key = "llama.context_length", .set_value = 0, .want = "llama.context_length is 0"},
+        {"llama", .set_key = "llama.feed_forward_length", .set_value = 1u << 31,
+         .want = "llama.feed_forward_length is 2147483648"},
+    };
+    expect_broken(cases, sizeof cases / sizeof cases[0]);
 
-    sp = tiny_default("llama");
+    tiny_spec sp = tiny_default("llama");
     sp.rope_dims = 8;
     EXPECT_FAIL(sp, LEAN_ERR_UNSUPPORTED, "llama.rope.dimension_count is 8 but head_dim is 16");
     sp.rope_dims = 16;

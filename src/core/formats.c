@@ -22,9 +22,8 @@
  *   1. f16 / bf16 scalars
  *   2. F32, F16, BF16 rows
  *   3. Q8_0
- *   4. Q4_0, Q4_1
- *   5. Q5_0, Q5_1
- *   6. the type table, lean_type_bytes, names
+ *   4. Q4_0, Q4_1, Q5_0, Q5_1 (one dequantizer and one quantizer per kind, for 4 or 5 bits)
+ *   5. the type table, lean_type_bytes, names
  */
 #include "formats.h"
 
@@ -216,29 +215,40 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ================================================================ 4. Q4_0, Q4_1
+/* ================================================================ 4. Q4_0, Q4_1, Q5_0, Q5_1
  *
- * Element j of a 32-weight block is in byte qs[j % 16]: the low nibble for j < 16, the
- * high nibble for j >= 16.
+ * Four formats from two choices: 4 or 5 bits per quant, and a symmetric scale (_0) or a
+ * scale and a minimum (_1). Element j of a 32-weight block keeps its low 4 bits in byte
+ * qs[j % 16] (the low nibble for j < 16, the high nibble for j >= 16); with 5 bits, bit j
+ * of the little-endian u32 qh is its fifth bit, so element j's quant is
+ *   (j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4) | (((qh >> j) & 1) << 4).
  *
- * block_q4_0: 32 weights, 18 bytes.
- *   OFFSET  SIZE  DESCRIPTION
- *        0     2  d: f16 scale
- *        2    16  qs[16]: 4-bit quants q; weight = (q - 8) * d
+ * block_q4_0: 32 weights, 18 bytes.        block_q5_0: 32 weights, 22 bytes.
+ *   OFFSET  SIZE  DESCRIPTION                OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale                    0     2  d: f16 scale
+ *        2    16  qs[16]: low 4 bits              2     4  qh: u32, fifth bits
+ *                                                 6    16  qs[16]: low 4 bits
+ * weight = (q - 8) * d                     weight = (q - 16) * d
  *
- * block_q4_1: 32 weights, 20 bytes.
- *   OFFSET  SIZE  DESCRIPTION
- *        0     2  d: f16 scale
- *        2     2  m: f16 minimum
- *        4    16  qs[16]: 4-bit quants q; weight = q * d + m
+ * block_q4_1: 32 weights, 20 bytes.        block_q5_1: 32 weights, 24 bytes.
+ *   OFFSET  SIZE  DESCRIPTION                OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 scale                    0     2  d: f16 scale
+ *        2     2  m: f16 minimum                  2     2  m: f16 minimum
+ *        4    16  qs[16]: low 4 bits              4     4  qh: u32, fifth bits
+ *                                                 8    16  qs[16]: low 4 bits
+ * weight = q * d + m                       weight = q * d + m
  *
- * Quantize Q4_0: max = the first x of largest |x|; d = max / -8 (so max maps to -8
- * and the range is asymmetric, [-8, 7]); q = min(15, trunc(x / d + 8.5)).
- * Quantize Q4_1: d = (max - min) / 15, m = min; q = min(15, trunc((x - min) / d + 0.5)).
- * In both, "/ d" is "* id" with id = 1/d (0 when d is 0). */
-#define QK4 32
+ * Quantize, with Z = 2^(bits-1) and Q = 2^bits - 1 (8 and 15 for 4 bits, 16 and 31 for 5):
+ *   _0: max = the first x of largest |x|; d = max / -Z (so max maps to -Z and the range
+ *       is asymmetric, [-Z, Z - 1]); q = min(Q, trunc(x / d + Z + 0.5)).
+ *   _1: d = (max - min) / Q, m = min; q = min(Q, trunc((x - min) / d + 0.5)) (ggml caps
+ *       Q4_1 only; for finite input Q5_1's q <= 31 regardless).
+ * In all four, "/ d" is "* id" with id = 1/d (0 when d is 0). */
+#define QK_LEGACY 32 /* weights per block of all four */
 #define Q4_0_BYTES 18
 #define Q4_1_BYTES 20
+#define Q5_0_BYTES 22
+#define Q5_1_BYTES 24
 
 /* the first element of largest magnitude, with its sign (0 for an all-zero block) */
 static float signed_absmax(const float *x, int n) {
@@ -262,169 +272,100 @@ static void min_max(const float *x, int n, float *out_min, float *out_max) {
     *out_max = max;
 }
 
-static void dequant_q4_0(const void *src, float *dst, int64_t n) {
+/* Quant j of a block whose fields after the scale(s) start at p: qh (5 bits), then qs. */
+static int load_quant(const uint8_t *p, int bits, int j) {
+    const uint8_t *qs = bits == 5 ? p + 4 : p;
+    int q = j < QK_LEGACY / 2 ? qs[j] & 0x0f : qs[j - QK_LEGACY / 2] >> 4;
+    if (bits == 5) q |= (int)((load_u32(p) >> j) & 1) << 4;
+    return q;
+}
+
+/* The 32 quants q[] (each < 2^bits) into qh (5 bits) and qs at p. */
+static void store_quants(uint8_t *p, int bits, const int *q) {
+    uint8_t *qs = bits == 5 ? p + 4 : p;
+    uint32_t qh = 0;
+    for (int j = 0; j < QK_LEGACY / 2; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + QK_LEGACY / 2] & 0x0f) << 4));
+        qh |= (uint32_t)(q[j] >> 4) << j;
+        qh |= (uint32_t)(q[j + QK_LEGACY / 2] >> 4) << (j + QK_LEGACY / 2);
+    }
+    if (bits == 5) store_u32(p, qh);
+}
+
+/* Q4_0 / Q5_0: d, then the quants; weight = (q - 2^(bits-1)) * d. */
+static void dequant_sym(const void *src, float *dst, int64_t n, int bits) {
+    const int zero = 1 << (bits - 1);
+    const size_t block_bytes = bits == 5 ? Q5_0_BYTES : Q4_0_BYTES;
     const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK4; i++, b += Q4_0_BYTES, dst += QK4) {
+    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, dst += QK_LEGACY) {
         const float d = load_f16(b);
-        const uint8_t *qs = b + 2;
-        for (int j = 0; j < QK4 / 2; j++) {
-            dst[j] = (float)((qs[j] & 0x0f) - 8) * d;
-            dst[j + QK4 / 2] = (float)((qs[j] >> 4) - 8) * d;
-        }
+        for (int j = 0; j < QK_LEGACY; j++) dst[j] = (float)(load_quant(b + 2, bits, j) - zero) * d;
     }
 }
 
-static void quantize_q4_0(const float *src, void *dst, int64_t n) {
+static void quantize_sym(const float *src, void *dst, int64_t n, int bits) {
+    const int zero = 1 << (bits - 1), qmax = (1 << bits) - 1;
+    const float offset = (float)zero + 0.5f; /* 8.5 or 16.5: rounds, and shifts to unsigned */
+    const size_t block_bytes = bits == 5 ? Q5_0_BYTES : Q4_0_BYTES;
     uint8_t *b = dst;
-    for (int64_t i = 0; i < n / QK4; i++, b += Q4_0_BYTES, src += QK4) {
-        const float d = signed_absmax(src, QK4) / -8;
+    int q[QK_LEGACY];
+    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, src += QK_LEGACY) {
+        const float d = signed_absmax(src, QK_LEGACY) / -zero;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         store_f16(b, d);
-        for (int j = 0; j < QK4 / 2; j++) {
-            int q0 = trunc_cap(src[j] * id + 8.5f, 15);
-            int q1 = trunc_cap(src[j + QK4 / 2] * id + 8.5f, 15);
-            b[2 + j] = (uint8_t)(q0 | (q1 << 4));
-        }
+        for (int j = 0; j < QK_LEGACY; j++) q[j] = trunc_cap(src[j] * id + offset, qmax);
+        store_quants(b + 2, bits, q);
     }
 }
 
-static void dequant_q4_1(const void *src, float *dst, int64_t n) {
+/* Q4_1 / Q5_1: d, m, then the quants; weight = q * d + m. */
+static void dequant_min(const void *src, float *dst, int64_t n, int bits) {
+    const size_t block_bytes = bits == 5 ? Q5_1_BYTES : Q4_1_BYTES;
     const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK4; i++, b += Q4_1_BYTES, dst += QK4) {
+    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, dst += QK_LEGACY) {
         const float d = load_f16(b);
         const float m = load_f16(b + 2);
-        const uint8_t *qs = b + 4;
-        for (int j = 0; j < QK4 / 2; j++) {
-            dst[j] = (float)(qs[j] & 0x0f) * d + m;
-            dst[j + QK4 / 2] = (float)(qs[j] >> 4) * d + m;
-        }
+        for (int j = 0; j < QK_LEGACY; j++) dst[j] = (float)load_quant(b + 4, bits, j) * d + m;
     }
 }
 
-static void quantize_q4_1(const float *src, void *dst, int64_t n) {
+static void quantize_min(const float *src, void *dst, int64_t n, int bits) {
+    const int qmax = (1 << bits) - 1;
+    const size_t block_bytes = bits == 5 ? Q5_1_BYTES : Q4_1_BYTES;
     uint8_t *b = dst;
-    for (int64_t i = 0; i < n / QK4; i++, b += Q4_1_BYTES, src += QK4) {
+    int q[QK_LEGACY];
+    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, src += QK_LEGACY) {
         float min, max;
-        min_max(src, QK4, &min, &max);
-        const float d = (max - min) / 15;
+        min_max(src, QK_LEGACY, &min, &max);
+        const float d = (max - min) / qmax;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         store_f16(b, d);
         store_f16(b + 2, min);
-        for (int j = 0; j < QK4 / 2; j++) {
-            int q0 = trunc_cap((src[j] - min) * id + 0.5f, 15);
-            int q1 = trunc_cap((src[j + QK4 / 2] - min) * id + 0.5f, 15);
-            b[4 + j] = (uint8_t)(q0 | (q1 << 4));
-        }
+        for (int j = 0; j < QK_LEGACY; j++) q[j] = trunc_cap((src[j] - min) * id + 0.5f, qmax);
+        store_quants(b + 4, bits, q);
     }
 }
 
-/* ================================================================ 5. Q5_0, Q5_1
- *
- * As Q4_0/Q4_1 with a fifth bit per weight: bit j of the little-endian u32 qh is the
- * high bit of element j (j = 0..31), so element j's 5-bit quant is
- *   (j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4) | (((qh >> j) & 1) << 4).
- *
- * block_q5_0: 32 weights, 22 bytes.
- *   OFFSET  SIZE  DESCRIPTION
- *        0     2  d: f16 scale
- *        2     4  qh: u32, high bits
- *        6    16  qs[16]: low nibbles; weight = (q - 16) * d
- *
- * block_q5_1: 32 weights, 24 bytes.
- *   OFFSET  SIZE  DESCRIPTION
- *        0     2  d: f16 scale
- *        2     2  m: f16 minimum
- *        4     4  qh: u32, high bits
- *        8    16  qs[16]: low nibbles; weight = q * d + m
- *
- * Quantize Q5_0: d = max / -16, q = min(31, trunc(x * id + 16.5)).
- * Quantize Q5_1: d = (max - min) / 31, m = min, q = trunc((x - min) * id + 0.5)
- * (ggml applies no cap here; for finite input q <= 31 regardless). */
-#define QK5 32
-#define Q5_0_BYTES 22
-#define Q5_1_BYTES 24
+static void dequant_q4_0(const void *src, float *dst, int64_t n) { dequant_sym(src, dst, n, 4); }
+static void dequant_q5_0(const void *src, float *dst, int64_t n) { dequant_sym(src, dst, n, 5); }
+static void dequant_q4_1(const void *src, float *dst, int64_t n) { dequant_min(src, dst, n, 4); }
+static void dequant_q5_1(const void *src, float *dst, int64_t n) { dequant_min(src, dst, n, 5); }
+static void quantize_q4_0(const float *src, void *dst, int64_t n) { quantize_sym(src, dst, n, 4); }
+static void quantize_q5_0(const float *src, void *dst, int64_t n) { quantize_sym(src, dst, n, 5); }
+static void quantize_q4_1(const float *src, void *dst, int64_t n) { quantize_min(src, dst, n, 4); }
+static void quantize_q5_1(const float *src, void *dst, int64_t n) { quantize_min(src, dst, n, 5); }
 
-static void dequant_q5_0(const void *src, float *dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK5; i++, b += Q5_0_BYTES, dst += QK5) {
-        const float d = load_f16(b);
-        const uint32_t qh = load_u32(b + 2);
-        const uint8_t *qs = b + 6;
-        for (int j = 0; j < QK5 / 2; j++) {
-            int q0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
-            int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
-            dst[j] = (float)(q0 - 16) * d;
-            dst[j + QK5 / 2] = (float)(q1 - 16) * d;
-        }
-    }
-}
-
-static void quantize_q5_0(const float *src, void *dst, int64_t n) {
-    uint8_t *b = dst;
-    for (int64_t i = 0; i < n / QK5; i++, b += Q5_0_BYTES, src += QK5) {
-        const float d = signed_absmax(src, QK5) / -16;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(b, d);
-        uint32_t qh = 0;
-        for (int j = 0; j < QK5 / 2; j++) {
-            int q0 = trunc_cap(src[j] * id + 16.5f, 31);
-            int q1 = trunc_cap(src[j + QK5 / 2] * id + 16.5f, 31);
-            b[6 + j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
-            qh |= (uint32_t)(q0 >> 4) << j;
-            qh |= (uint32_t)(q1 >> 4) << (j + 16);
-        }
-        store_u32(b + 2, qh);
-    }
-}
-
-static void dequant_q5_1(const void *src, float *dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK5; i++, b += Q5_1_BYTES, dst += QK5) {
-        const float d = load_f16(b);
-        const float m = load_f16(b + 2);
-        const uint32_t qh = load_u32(b + 4);
-        const uint8_t *qs = b + 8;
-        for (int j = 0; j < QK5 / 2; j++) {
-            int q0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
-            int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
-            dst[j] = (float)q0 * d + m;
-            dst[j + QK5 / 2] = (float)q1 * d + m;
-        }
-    }
-}
-
-static void quantize_q5_1(const float *src, void *dst, int64_t n) {
-    uint8_t *b = dst;
-    for (int64_t i = 0; i < n / QK5; i++, b += Q5_1_BYTES, src += QK5) {
-        float min, max;
-        min_max(src, QK5, &min, &max);
-        const float d = (max - min) / 31;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(b, d);
-        store_f16(b + 2, min);
-        uint32_t qh = 0;
-        for (int j = 0; j < QK5 / 2; j++) {
-            int q0 = trunc_cap((src[j] - min) * id + 0.5f, 31);
-            int q1 = trunc_cap((src[j + QK5 / 2] - min) * id + 0.5f, 31);
-            b[8 + j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
-            qh |= (uint32_t)(q0 >> 4) << j;
-            qh |= (uint32_t)(q1 >> 4) << (j + 16);
-        }
-        store_u32(b + 4, qh);
-    }
-}
-
-/* ================================================================ 6. the type table
+/* ================================================================ 5. the type table
  * Indexed by the GGUF/ggml type id; an entry without a name is a type lean does not
  * support. Ids only ever get appended (see lean_type in lean.h). */
 
 static const lean_type_traits type_table[] = {
     [LEAN_TYPE_F32] = {"f32", 1, 4, dequant_f32, quantize_f32},
     [LEAN_TYPE_F16] = {"f16", 1, 2, dequant_f16, quantize_f16},
-    [LEAN_TYPE_Q4_0] = {"q4_0", QK4, Q4_0_BYTES, dequant_q4_0, quantize_q4_0},
-    [LEAN_TYPE_Q4_1] = {"q4_1", QK4, Q4_1_BYTES, dequant_q4_1, quantize_q4_1},
-    [LEAN_TYPE_Q5_0] = {"q5_0", QK5, Q5_0_BYTES, dequant_q5_0, quantize_q5_0},
-    [LEAN_TYPE_Q5_1] = {"q5_1", QK5, Q5_1_BYTES, dequant_q5_1, quantize_q5_1},
+    [LEAN_TYPE_Q4_0] = {"q4_0", QK_LEGACY, Q4_0_BYTES, dequant_q4_0, quantize_q4_0},
+    [LEAN_TYPE_Q4_1] = {"q4_1", QK_LEGACY, Q4_1_BYTES, dequant_q4_1, quantize_q4_1},
+    [LEAN_TYPE_Q5_0] = {"q5_0", QK_LEGACY, Q5_0_BYTES, dequant_q5_0, quantize_q5_0},
+    [LEAN_TYPE_Q5_1] = {"q5_1", QK_LEGACY, Q5_1_BYTES, dequant_q5_1, quantize_q5_1},
     [LEAN_TYPE_Q8_0] = {"q8_0", QK8_0, Q8_0_BYTES, dequant_q8_0, quantize_q8_0},
     [LEAN_TYPE_Q4_K] = {"q4_k", LEAN_QK_K, LEAN_Q4_K_BYTES, lean_dequant_q4_k, lean_quantize_q4_k},
     [LEAN_TYPE_Q5_K] = {"q5_k", LEAN_QK_K, LEAN_Q5_K_BYTES, lean_dequant_q5_k, lean_quantize_q5_k},

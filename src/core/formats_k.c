@@ -16,9 +16,8 @@
  * Sections:
  *   1. helpers: nearest_int, the 6-bit scale packing (get_scale_min_k4)
  *   2. the scale searches: make_qkx2_quants, make_qx_quants
- *   3. Q4_K
- *   4. Q5_K
- *   5. Q6_K
+ *   3. Q4_K, Q5_K (one dequantizer and one quantizer, for 4 or 5 bits)
+ *   4. Q6_K
  */
 #include "formats.h"
 
@@ -210,11 +209,10 @@ static float make_qx_quants(int n, int nmax, const float *x, uint8_t *L) {
     return scale;
 }
 
-/* Q4_K and Q5_K share everything up to the packing of the quants: per 32-weight
- * sub-block a (scale, min) fit, then the 6-bit quantization of the 8 scales and 8 mins
- * against the super-block's d and dmin, then the quants again against the rounded
- * scales. Writes d, dmin and the 12 scale bytes into block (offsets 0, 2, 4) and the
- * quants (0..nmax) into L. */
+/* The scales of a Q4_K or Q5_K super-block: per 32-weight sub-block a (scale, min) fit,
+ * then the 6-bit quantization of the 8 scales and 8 mins against the super-block's d and
+ * dmin, then the quants again against the rounded scales. Writes d, dmin and the 12
+ * scale bytes into block (offsets 0, 2, 4) and the quants (0..nmax) into L. */
 static void quantize_k_scales(const float *x, uint8_t *block, uint8_t *L, int nmax, float rmin, float rdelta,
                               int nstep) {
     uint8_t Laux[32];
@@ -258,7 +256,7 @@ static void quantize_k_scales(const float *x, uint8_t *block, uint8_t *L, int nm
     }
 }
 
-/* ================================================================ 3. Q4_K
+/* ================================================================ 3. Q4_K, Q5_K
  *
  * block_q4_K: 256 weights, 144 bytes.
  *   OFFSET  SIZE  DESCRIPTION
@@ -267,43 +265,7 @@ static void quantize_k_scales(const float *x, uint8_t *block, uint8_t *L, int nm
  *        4    12  scales: 8 six-bit scales sc[j] and 8 six-bit mins m[j] (table above)
  *       16   128  qs: 4-bit quants q
  *
- * Sub-block j (0..7) is weights 32j .. 32j + 31; they sit in qs[32 * (j / 2) + l],
- * the low nibble for even j, the high nibble for odd j (l = 0..31). Weight:
- *   (d * sc[j]) * q - (dmin * m[j]) */
-
-void lean_dequant_q4_k(const void *src, float *dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q4_K_BYTES) {
-        const float d = load_f16(b);
-        const float dmin = load_f16(b + 2);
-        const uint8_t *qs = b + 16;
-        for (int j = 0; j < QK_K / 32; j += 2, qs += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, b + 4, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            get_scale_min_k4(j + 1, b + 4, &sc, &m);
-            const float d2 = d * (float)sc, m2 = dmin * (float)m;
-            for (int l = 0; l < 32; l++) *dst++ = d1 * (float)(qs[l] & 0x0f) - m1;
-            for (int l = 0; l < 32; l++) *dst++ = d2 * (float)(qs[l] >> 4) - m2;
-        }
-    }
-}
-
-void lean_quantize_q4_k(const float *src, void *dst, int64_t n) {
-    uint8_t *b = dst;
-    uint8_t L[QK_K];
-    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q4_K_BYTES, src += QK_K) {
-        quantize_k_scales(src, b, L, 15, -1.0f, 0.1f, 20);
-        uint8_t *qs = b + 16;
-        for (int j = 0; j < QK_K; j += 64, qs += 32) {
-            for (int l = 0; l < 32; l++) qs[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
-        }
-    }
-}
-
-/* ================================================================ 4. Q5_K
- *
- * block_q5_K: 256 weights, 176 bytes.
+ * block_q5_K: 256 weights, 176 bytes: Q4_K with a fifth bit per quant.
  *   OFFSET  SIZE  DESCRIPTION
  *        0     2  d: f16 super-scale of the sub-block scales
  *        2     2  dmin: f16 super-scale of the sub-block mins
@@ -311,15 +273,19 @@ void lean_quantize_q4_k(const float *src, void *dst, int64_t n) {
  *       16    32  qh: high bits; bit j of qh[l] is the fifth bit of weight 32j + l
  *       48   128  qs: low 4 bits, placed exactly as Q4_K's quants
  *
- * Weight 32j + l: (d * sc[j]) * (nibble + 16 * bit) - (dmin * m[j]). */
+ * Sub-block j (0..7) is weights 32j .. 32j + 31; their low 4 bits sit in
+ * qs[32 * (j / 2) + l], the low nibble for even j, the high nibble for odd j
+ * (l = 0..31). Weight 32j + l, q its 4 or 5 bits:
+ *   (d * sc[j]) * q - (dmin * m[j]) */
 
-void lean_dequant_q5_k(const void *src, float *dst, int64_t n) {
+static void dequant_k45(const void *src, float *dst, int64_t n, int bits) {
+    const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
     const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q5_K_BYTES) {
+    for (int64_t i = 0; i < n / QK_K; i++, b += block_bytes) {
         const float d = load_f16(b);
         const float dmin = load_f16(b + 2);
-        const uint8_t *qh = b + 16;
-        const uint8_t *qs = b + 48;
+        const uint8_t *qh = b + 16; /* Q5_K only */
+        const uint8_t *qs = bits == 5 ? b + 48 : b + 16;
         for (int j = 0; j < QK_K / 32; j += 2, qs += 32) {
             uint8_t sc, m;
             get_scale_min_k4(j, b + 4, &sc, &m);
@@ -327,31 +293,44 @@ void lean_dequant_q5_k(const void *src, float *dst, int64_t n) {
             get_scale_min_k4(j + 1, b + 4, &sc, &m);
             const float d2 = d * (float)sc, m2 = dmin * (float)m;
             const uint8_t u1 = (uint8_t)(1u << j), u2 = (uint8_t)(2u << j);
-            for (int l = 0; l < 32; l++) *dst++ = d1 * (float)((qs[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; l++) *dst++ = d2 * (float)((qs[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            for (int l = 0; l < 32; l++) {
+                int h = bits == 5 && (qh[l] & u1) ? 16 : 0;
+                *dst++ = d1 * (float)((qs[l] & 0x0f) + h) - m1;
+            }
+            for (int l = 0; l < 32; l++) {
+                int h = bits == 5 && (qh[l] & u2) ? 16 : 0;
+                *dst++ = d2 * (float)((qs[l] >> 4) + h) - m2;
+            }
         }
     }
 }
 
-void lean_quantize_q5_k(const float *src, void *dst, int64_t n) {
+static void quantize_k45(const float *src, void *dst, int64_t n, int bits) {
+    const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
     uint8_t *b = dst;
     uint8_t L[QK_K];
-    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q5_K_BYTES, src += QK_K) {
-        quantize_k_scales(src, b, L, 31, -0.5f, 0.1f, 15);
-        uint8_t *qh = b + 16;
-        uint8_t *qs = b + 48;
-        memset(qh, 0, QK_K / 8);
+    for (int64_t i = 0; i < n / QK_K; i++, b += block_bytes, src += QK_K) {
+        if (bits == 5) quantize_k_scales(src, b, L, 31, -0.5f, 0.1f, 15); /* ggml's grids */
+        else quantize_k_scales(src, b, L, 15, -1.0f, 0.1f, 20);
+        uint8_t *qh = b + 16; /* Q5_K only */
+        uint8_t *qs = bits == 5 ? b + 48 : b + 16;
+        if (bits == 5) memset(qh, 0, QK_K / 8);
         for (int j = 0; j < QK_K / 32; j += 2, qs += 32) {
             for (int l = 0; l < 32; l++) {
                 int l1 = L[32 * j + l], l2 = L[32 * j + 32 + l];
-                qh[l] |= (uint8_t)(((l1 >> 4) << j) | ((l2 >> 4) << (j + 1)));
+                if (bits == 5) qh[l] |= (uint8_t)(((l1 >> 4) << j) | ((l2 >> 4) << (j + 1)));
                 qs[l] = (uint8_t)((l1 & 0x0f) | ((l2 & 0x0f) << 4));
             }
         }
     }
 }
 
-/* ================================================================ 5. Q6_K
+void lean_dequant_q4_k(const void *src, float *dst, int64_t n) { dequant_k45(src, dst, n, 4); }
+void lean_dequant_q5_k(const void *src, float *dst, int64_t n) { dequant_k45(src, dst, n, 5); }
+void lean_quantize_q4_k(const float *src, void *dst, int64_t n) { quantize_k45(src, dst, n, 4); }
+void lean_quantize_q5_k(const float *src, void *dst, int64_t n) { quantize_k45(src, dst, n, 5); }
+
+/* ================================================================ 4. Q6_K
  *
  * block_q6_K: 256 weights, 210 bytes.
  *   OFFSET  SIZE  DESCRIPTION

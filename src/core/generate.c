@@ -9,11 +9,11 @@
  * of a generated F32 file gives tensors byte-identical to what this file writes for
  * Q4_K_M and Q5_K_M (types and data), and for Q8_0, Q6_K, F16, BF16.
  *
- * Memory: nothing big is ever held. The header (keys, tensor infos) is built in memory
- * (a few MB with a 150k-token vocabulary); tensor data is then produced one row at a
- * time — random floats, quantized — and streamed to the file. A 1.7B-parameter model
- * needs two row buffers, not gigabytes. (gguf.h's writer copies tensor data at add
- * time, so this file has its own small streaming encoder for the header; see section 4.)
+ * Memory: nothing big is ever held. The header (keys, tensor infos) is built in a
+ * gguf_writer (a few MB with a 150k-token vocabulary), every tensor declared without
+ * data; gguf_writer_write_stream then has each one produced a row at a time — random
+ * floats, quantized — straight into the file. A 1.7B-parameter model needs two row
+ * buffers, not gigabytes.
  *
  * What it does not do: real weights, imatrix quantization, 3-D (expert) tensors in the
  * generator, or any type choice other than llama.cpp's rules transcribed in section 2.
@@ -22,11 +22,10 @@
  *   1. presets         the architectures' shapes, each with where it comes from
  *   2. recipes         the type each tensor gets (one type, or llama.cpp's _K_M mixes)
  *   3. random numbers  counter-based, integer-only: identical bytes on every platform
- *   4. header bytes    a growable buffer and the GGUF key/value/tensor-info encoders
- *   5. vocabularies    the built-in stand-in, or tokenizer.* keys copied from a file
- *   6. the streaming writer (header, then tensor data row by row, temp file + rename)
- *   7. lean_generate_model
- *   8. lean_quantize_file
+ *   4. vocabularies    the built-in stand-in, or tokenizer.* keys copied from a file
+ *   5. streaming the tensors: how each tensor's bytes are made, row by row
+ *   6. lean_generate_model
+ *   7. lean_quantize_file
  */
 #include "common.h"
 #include "formats.h"
@@ -254,106 +253,7 @@ static float draw_normal(uint64_t key, uint64_t i) {
     return (float)(s - IH_MEAN) * IH_INV_SD;
 }
 
-/* ================================================================ 4. header bytes
- *
- * A growable byte buffer with a sticky failure flag, and encoders for GGUF's pieces in
- * its little-endian layout (see the byte table in gguf.h). */
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-} wbuf;
-
-static void wb_bytes(wbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (n > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < n) {
-            if (cap > SIZE_MAX / 2) { b->oom = true; return; }
-            cap *= 2;
-        }
-        uint8_t *p = lean_realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-static void wb_uint(wbuf *b, uint64_t v, int n_bytes) {
-    uint8_t t[8];
-    for (int i = 0; i < n_bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
-    wb_bytes(b, t, (size_t)n_bytes);
-}
-static void wb_u32(wbuf *b, uint32_t v) { wb_uint(b, v, 4); }
-static void wb_u64(wbuf *b, uint64_t v) { wb_uint(b, v, 8); }
-static void wb_f32(wbuf *b, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    wb_u32(b, u);
-}
-static void wb_str(wbuf *b, const char *s, size_t len) {
-    wb_u64(b, len);
-    wb_bytes(b, s, len);
-}
-
-/* Keys: the caller counts them in *n_kv. */
-typedef struct kvbuf {
-    wbuf b;
-    uint64_t n;
-} kvbuf;
-
-static void kv_key(kvbuf *kv, const char *key, uint32_t type) {
-    wb_str(&kv->b, key, strlen(key));
-    wb_u32(&kv->b, type);
-    kv->n++;
-}
-static void kv_u32(kvbuf *kv, const char *key, uint32_t v) { kv_key(kv, key, GGUF_U32); wb_u32(&kv->b, v); }
-static void kv_u64(kvbuf *kv, const char *key, uint64_t v) { kv_key(kv, key, GGUF_U64); wb_u64(&kv->b, v); }
-static void kv_f32(kvbuf *kv, const char *key, float v) { kv_key(kv, key, GGUF_F32); wb_f32(&kv->b, v); }
-static void kv_bool(kvbuf *kv, const char *key, bool v) { kv_key(kv, key, GGUF_BOOL); wb_uint(&kv->b, v, 1); }
-static void kv_str(kvbuf *kv, const char *key, const char *v) { kv_key(kv, key, GGUF_STRING); wb_str(&kv->b, v, strlen(v)); }
-static void kv_arr_head(kvbuf *kv, const char *key, uint32_t elem_type, uint64_t count) {
-    kv_key(kv, key, GGUF_ARRAY);
-    wb_u32(&kv->b, elem_type);
-    wb_u64(&kv->b, count);
-}
-
-/* The payload of a value read by gguf_read (its type is written by the caller). */
-static void wb_value(wbuf *b, const gguf_value *v) {
-    switch (v->type) {
-    case GGUF_U8: case GGUF_BOOL: wb_uint(b, v->v.u64, 1); break;
-    case GGUF_I8: wb_uint(b, (uint64_t)v->v.i64, 1); break;
-    case GGUF_U16: wb_uint(b, v->v.u64, 2); break;
-    case GGUF_I16: wb_uint(b, (uint64_t)v->v.i64, 2); break;
-    case GGUF_U32: wb_uint(b, v->v.u64, 4); break;
-    case GGUF_I32: wb_uint(b, (uint64_t)v->v.i64, 4); break;
-    case GGUF_U64: wb_u64(b, v->v.u64); break;
-    case GGUF_I64: wb_u64(b, (uint64_t)v->v.i64); break;
-    case GGUF_F32: wb_f32(b, (float)v->v.f64); break;
-    case GGUF_F64: {
-        uint64_t u;
-        memcpy(&u, &v->v.f64, 8);
-        wb_u64(b, u);
-        break;
-    }
-    case GGUF_STRING: wb_str(b, v->v.str.ptr, (size_t)v->v.str.len); break;
-    case GGUF_ARRAY:
-        wb_u32(b, v->v.arr.elem_type);
-        wb_u64(b, v->v.arr.count);
-        for (uint64_t i = 0; i < v->v.arr.count; i++) wb_value(b, &v->v.arr.items[i]);
-        break;
-    default: b->oom = true; break; /* unreachable: gguf_read refuses unknown types */
-    }
-}
-
-static void kv_value(kvbuf *kv, const char *key, const gguf_value *v) {
-    kv_key(kv, key, v->type);
-    wb_value(&kv->b, v);
-}
-
-/* ================================================================ 5. vocabularies
+/* ================================================================ 4. vocabularies
  *
  * The stand-in (no vocab file): a real byte-level BPE vocabulary in GPT-2's format, of
  * any size, made by rule:
@@ -418,35 +318,67 @@ static void standin_merge(uint64_t m, char *left, char *right) {
     }
 }
 
-static void write_standin_vocab(kvbuf *kv, uint64_t n_vocab) {
+/* Stand-in token id, written into out unless it is a (static) special. A merged token
+ * has at most three 2-byte symbols, a rule "left right" 7 bytes: out[16] holds either
+ * with room for what snprintf's length check assumes of l and r. */
+static const char *standin_token(uint64_t id, uint64_t n_vocab, char out[16]) {
+    uint64_t first_special = n_vocab - STANDIN_SPECIALS;
+    if (id >= first_special) return standin_specials[id - first_special];
+    if (id < 256) {
+        out[gpt2_byte_token((int)id, out)] = 0;
+        return out;
+    }
+    char l[8], r[8];
+    standin_merge(id - 256, l, r);
+    snprintf(out, 16, "%s%s", l, r);
+    return out;
+}
+
+/* Stand-in merge m as its rule "left right". */
+static const char *standin_rule(uint64_t m, uint64_t n_vocab, char out[16]) {
+    (void)n_vocab;
+    char l[8], r[8];
+    standin_merge(m, l, r);
+    snprintf(out, 16, "%s %s", l, r);
+    return out;
+}
+
+/* A string array of n strings made by make(), held only while the writer encodes it. */
+static lean_status w_made_strs(gguf_writer *w, const char *key, uint64_t n, uint64_t n_vocab,
+                               const char *(*make)(uint64_t i, uint64_t n_vocab, char out[16]), lean_error *err) {
+    char(*text)[16] = lean_calloc((size_t)n, sizeof *text);
+    const char **strs = lean_calloc((size_t)n, sizeof *strs);
+    lean_status st = LEAN_OK;
+    if (text && strs) {
+        for (uint64_t i = 0; i < n; i++) strs[i] = make(i, n_vocab, text[i]);
+        gguf_w_arr_str(w, key, strs, n);
+    } else {
+        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for the %llu strings of %s", (unsigned long long)n, key);
+    }
+    lean_free(text);
+    lean_free(strs);
+    return st;
+}
+
+static lean_status write_standin_vocab(gguf_writer *w, uint64_t n_vocab, lean_error *err) {
     uint64_t n_merges = n_vocab - 256 - STANDIN_SPECIALS;
-    char l[8], r[8], tok[3];
-    kv_str(kv, "tokenizer.ggml.model", "gpt2");
-    kv_str(kv, "tokenizer.ggml.pre", "gpt-2");
-    kv_arr_head(kv, "tokenizer.ggml.tokens", GGUF_STRING, n_vocab);
-    for (int i = 0; i < 256; i++) wb_str(&kv->b, tok, gpt2_byte_token(i, tok));
-    for (uint64_t m = 0; m < n_merges; m++) {
-        char both[16];
-        standin_merge(m, l, r);
-        int n = snprintf(both, sizeof both, "%s%s", l, r);
-        wb_str(&kv->b, both, (size_t)n);
-    }
-    for (int i = 0; i < STANDIN_SPECIALS; i++) wb_str(&kv->b, standin_specials[i], strlen(standin_specials[i]));
-    kv_arr_head(kv, "tokenizer.ggml.token_type", GGUF_I32, n_vocab);
-    for (uint64_t i = 0; i < n_vocab; i++) wb_u32(&kv->b, i < n_vocab - STANDIN_SPECIALS ? 1 : 3);
-    kv_arr_head(kv, "tokenizer.ggml.merges", GGUF_STRING, n_merges);
-    for (uint64_t m = 0; m < n_merges; m++) {
-        char both[16];
-        standin_merge(m, l, r);
-        int n = snprintf(both, sizeof both, "%s %s", l, r);
-        wb_str(&kv->b, both, (size_t)n);
-    }
     uint32_t first_special = (uint32_t)(n_vocab - STANDIN_SPECIALS);
-    kv_u32(kv, "tokenizer.ggml.bos_token_id", first_special);
-    kv_u32(kv, "tokenizer.ggml.eos_token_id", first_special + 2);
-    kv_u32(kv, "tokenizer.ggml.padding_token_id", first_special);
-    kv_bool(kv, "tokenizer.ggml.add_bos_token", false);
-    kv_str(kv, "tokenizer.chat_template", standin_template);
+    int32_t *types = lean_calloc((size_t)n_vocab, sizeof *types);
+    if (!types)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for %llu token types", (unsigned long long)n_vocab);
+    for (uint64_t i = 0; i < n_vocab; i++) types[i] = i < first_special ? 1 : 3; /* normal, control */
+    gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_w_str(w, "tokenizer.ggml.pre", "gpt-2");
+    lean_status st = w_made_strs(w, "tokenizer.ggml.tokens", n_vocab, n_vocab, standin_token, err);
+    gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, types, n_vocab);
+    lean_free(types);
+    if (st == LEAN_OK) st = w_made_strs(w, "tokenizer.ggml.merges", n_merges, n_vocab, standin_rule, err);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", first_special);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", first_special + 2);
+    gguf_w_u32(w, "tokenizer.ggml.padding_token_id", first_special);
+    gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
+    gguf_w_str(w, "tokenizer.chat_template", standin_template);
+    return st;
 }
 
 /* A GGUF opened for reading: mapped where the platform maps, else read through stdio. */
@@ -498,10 +430,43 @@ static lean_status src_open(gguf_src *s, const char *path, const char *what, lea
 
 static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
-/* Copies every tokenizer.* key of vf, padding the per-token arrays from n_tokens to
- * n_vocab entries the way llama.cpp's converter pads (convert_hf_to_gguf.py,
- * get_vocab_base): "[PAD<i>]" tokens of type UNUSED (5), score -1000. */
-static lean_status copy_vocab(kvbuf *kv, const gguf_file *vf, uint64_t n_tokens, uint64_t n_vocab,
+/* v, a per-token array of n_tokens, padded to n_vocab entries the way llama.cpp's
+ * converter pads (convert_hf_to_gguf.py, get_vocab_base): "[PAD<i>]" tokens of type
+ * UNUSED (5), score -1000. The first n_tokens items are v's own (not copied). */
+static lean_status w_padded(gguf_writer *w, const char *key, const gguf_value *v, uint64_t n_vocab, lean_error *err) {
+    const uint32_t et = v->v.arr.elem_type;
+    const uint64_t n_tokens = v->v.arr.count;
+    gguf_value *items = lean_calloc((size_t)n_vocab, sizeof *items);
+    char(*pads)[24] = et == GGUF_STRING ? lean_calloc((size_t)(n_vocab - n_tokens), sizeof *pads) : NULL;
+    if (!items || (et == GGUF_STRING && !pads)) {
+        lean_free(items);
+        lean_free(pads);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory padding %s to %llu entries", key,
+                         (unsigned long long)n_vocab);
+    }
+    memcpy(items, v->v.arr.items, (size_t)n_tokens * sizeof *items);
+    for (uint64_t k = n_tokens; k < n_vocab; k++) {
+        gguf_value *it = &items[k];
+        it->type = et;
+        if (et == GGUF_STRING) {
+            it->v.str.ptr = pads[k - n_tokens];
+            it->v.str.len = (uint64_t)snprintf(it->v.str.ptr, sizeof *pads, "[PAD%llu]", (unsigned long long)k);
+        } else if (et == GGUF_I32) {
+            it->v.i64 = 5;
+        } else {
+            it->v.f64 = -1000.0f;
+        }
+    }
+    gguf_value padded = {.type = GGUF_ARRAY, .v.arr = {et, n_vocab, items}};
+    gguf_w_value(w, key, &padded);
+    lean_free(items);
+    lean_free(pads);
+    return LEAN_OK;
+}
+
+/* Copies every tokenizer.* key of vf, the per-token arrays padded from n_tokens to
+ * n_vocab entries. */
+static lean_status copy_vocab(gguf_writer *w, const gguf_file *vf, uint64_t n_tokens, uint64_t n_vocab,
                               const char *path, lean_error *err) {
     for (uint64_t i = 0; i < vf->n_kv; i++) {
         const char *key = vf->kv[i].key.ptr;
@@ -511,36 +476,26 @@ static lean_status copy_vocab(kvbuf *kv, const gguf_file *vf, uint64_t n_tokens,
                          (strcmp(key, "tokenizer.ggml.tokens") == 0 || strcmp(key, "tokenizer.ggml.token_type") == 0 ||
                           strcmp(key, "tokenizer.ggml.scores") == 0);
         if (!per_token || n_vocab == n_tokens) {
-            kv_value(kv, key, v);
+            gguf_w_value(w, key, v);
             continue;
         }
         uint32_t et = v->v.arr.elem_type;
         if (!(et == GGUF_STRING || et == GGUF_I32 || et == GGUF_F32))
             return LEAN_FAIL(err, LEAN_ERR_MODEL, "vocab '%s': %s has element type %s; cannot pad it", path, key,
                              gguf_vtype_name(et));
-        kv_arr_head(kv, key, et, n_vocab);
-        for (uint64_t k = 0; k < n_tokens; k++) wb_value(&kv->b, &v->v.arr.items[k]);
-        for (uint64_t k = n_tokens; k < n_vocab; k++) {
-            if (et == GGUF_STRING) {
-                char pad[32];
-                int n = snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)k);
-                wb_str(&kv->b, pad, (size_t)n);
-            } else if (et == GGUF_I32) {
-                wb_u32(&kv->b, 5);
-            } else {
-                wb_f32(&kv->b, -1000.0f);
-            }
-        }
+        lean_status st = w_padded(w, key, v, n_vocab, err);
+        if (st != LEAN_OK) return st;
     }
     return LEAN_OK;
 }
 
-/* ================================================================ 6. the streaming writer
+/* ================================================================ 5. streaming the tensors
  *
- * An out_file is the header (keys + tensor infos) and, per tensor, how to produce its
- * bytes. out_write writes <path>.tmp — header, zero padding to the alignment, then each
- * tensor's data followed by zero padding (llama.cpp's layout) — and renames it to path,
- * so a failed run never leaves a half-written file under the final name. */
+ * An out_file is a gguf_writer holding the header (keys, and every tensor declared
+ * without data) and, per tensor, how to produce its bytes. out_write hands fill_tensor to
+ * gguf_writer_write_stream, which writes the header and then calls it for each tensor
+ * in turn; fill_tensor makes the tensor a row at a time (random floats or a source row,
+ * quantized) in buffers sized for the largest row. */
 typedef enum fill_kind {
     FILL_NORMAL,     /* generate: mean + std * N(0,1), quantized row by row */
     FILL_ROPE_FREQS, /* generate: llama3 rope factors */
@@ -548,62 +503,56 @@ typedef enum fill_kind {
     FILL_REQUANT,    /* quantize: dequantize the source row, quantize to type */
 } fill_kind;
 
+/* How a tensor's bytes are made (its name, shape and type are the writer's). */
 typedef struct out_tensor {
-    char name[GGUF_MAX_NAME];
-    uint32_t n_dims;
-    int64_t ne[4];
-    uint32_t type;
-    uint64_t n_elems, n_bytes, offset; /* offset: bytes from the data section's start */
     fill_kind fill;
-    float mean, std;                   /* FILL_NORMAL */
-    const gguf_tensor_info *src;       /* FILL_COPY, FILL_REQUANT */
+    float mean, std;             /* FILL_NORMAL */
+    const gguf_tensor_info *src; /* FILL_COPY, FILL_REQUANT */
 } out_tensor;
 
+#define CHUNK_BYTES ((size_t)1 << 20) /* FILL_COPY reads and writes this much at a time */
+
 typedef struct out_file {
-    kvbuf kv;
-    out_tensor *t;
+    gguf_writer *w; /* NULL when out of memory: the gguf_w_* calls do nothing, the write says so */
+    out_tensor *t;  /* n_t, in the writer's order */
     uint32_t n_t, cap_t;
-    uint64_t alignment;
+    uint64_t max_cols, max_row; /* the longest row (elements), the largest row (bytes, source rows too) */
     /* sources of the fills */
     uint64_t seed;
     const gen_preset *preset;
     gguf_src *src;
+    /* while out_write runs */
+    float *xrow;    /* max_cols floats */
+    uint8_t *qrow;  /* max_row bytes */
+    uint8_t *chunk; /* max(CHUNK_BYTES, max_row) bytes */
 } out_file;
 
 static void out_free(out_file *o) {
-    lean_free(o->kv.b.p);
+    gguf_writer_free(o->w);
     lean_free(o->t);
+    lean_free(o->xrow);
+    lean_free(o->qrow);
+    lean_free(o->chunk);
     memset(o, 0, sizeof *o);
 }
 
-/* Appends a tensor info (its data comes later, from its fill). */
+/* Declares a tensor (the writer checks the name, shape and type; a bad one fails the
+ * write) and how its bytes will be made. */
 static lean_status out_tensor_add(out_file *o, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
-                                  lean_error *err) {
-    if (strlen(name) >= GGUF_MAX_NAME)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor name '%s' is %zu bytes; GGUF allows %d", name, strlen(name),
-                         GGUF_MAX_NAME - 1);
+                                  out_tensor how, lean_error *err) {
     if (o->n_t == o->cap_t) {
         uint32_t cap = o->cap_t ? o->cap_t * 2 : 64;
         out_tensor *t = lean_realloc(o->t, (size_t)cap * sizeof *t);
-        if (!t) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for %u tensor infos", cap);
+        if (!t) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for %u tensors", cap);
         o->t = t;
         o->cap_t = cap;
     }
-    out_tensor *t = &o->t[o->n_t];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->type = type;
-    t->n_dims = n_dims;
-    t->n_elems = 1;
-    for (uint32_t d = 0; d < 4; d++) {
-        t->ne[d] = d < n_dims ? ne[d] : 1;
-        if (!lean_mul_u64(t->n_elems, (uint64_t)t->ne[d], &t->n_elems))
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': element count overflows", name);
-    }
-    if (!lean_type_bytes(type, t->n_elems, &t->n_bytes) || t->ne[0] % block_elems(type) != 0)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': rows of %lld elements do not fit type %s", name,
-                         (long long)t->ne[0], lean_type_name((int)type) ? lean_type_name((int)type) : "?");
-    o->n_t++;
+    gguf_w_tensor_info(o->w, name, type, n_dims, ne);
+    o->t[o->n_t++] = how;
+    uint64_t row = 0;
+    if ((uint64_t)ne[0] > o->max_cols) o->max_cols = (uint64_t)ne[0];
+    if (lean_type_bytes(type, (uint64_t)ne[0], &row) && row > o->max_row) o->max_row = row;
+    if (how.src && lean_type_bytes(how.src->type, (uint64_t)ne[0], &row) && row > o->max_row) o->max_row = row;
     return LEAN_OK;
 }
 
@@ -631,64 +580,56 @@ static void llama3_rope_factors(const gen_preset *p, float *out) {
     }
 }
 
-static lean_status write_or_fail(FILE *fp, const void *p, size_t n, const char *path, lean_error *err) {
-    if (n && fwrite(p, 1, n, fp) != n)
-        return LEAN_FAIL(err, LEAN_ERR_IO, "writing '%s' failed: %s", path, strerror(errno));
-    return LEAN_OK;
-}
-
-static const uint8_t zeros[256];
-
-/* Produces tensor t's n_bytes into fp. xrow: ne[0] floats; qrow: one row's bytes; chunk:
- * a copy buffer of chunk_bytes. */
-static lean_status fill_tensor(out_file *o, const out_tensor *t, FILE *fp, float *xrow, uint8_t *qrow, uint8_t *chunk,
-                               size_t chunk_bytes, const char *path, lean_error *err) {
+/* gguf_fill_fn: tensor i's n_bytes, a row (or, copying, a chunk) at a time. */
+static lean_status fill_tensor(void *user, uint64_t i, const gguf_tensor_info *t, gguf_sink *sink, lean_error *err) {
+    out_file *o = user;
+    const out_tensor *how = &o->t[i];
     const lean_type_traits *tr = lean_type_traits_get(t->type);
     int64_t ncols = t->ne[0];
     uint64_t nrows = t->n_elems / (uint64_t)ncols;
     size_t row_bytes = (size_t)(t->n_bytes / nrows);
     lean_status st = LEAN_OK;
-    switch (t->fill) {
+    switch (how->fill) {
     case FILL_NORMAL: {
-        uint64_t key = tensor_key(o->seed, t->name);
+        uint64_t key = tensor_key(o->seed, t->name.ptr);
         for (uint64_t r = 0; r < nrows && st == LEAN_OK; r++) {
             for (int64_t c = 0; c < ncols; c++) {
-                float d = t->std * draw_normal(key, r * (uint64_t)ncols + (uint64_t)c);
-                xrow[c] = t->mean + d;
+                float d = how->std * draw_normal(key, r * (uint64_t)ncols + (uint64_t)c);
+                o->xrow[c] = how->mean + d;
             }
-            tr->quantize(xrow, qrow, ncols);
-            st = write_or_fail(fp, qrow, row_bytes, path, err);
+            tr->quantize(o->xrow, o->qrow, ncols);
+            st = gguf_sink_write(sink, o->qrow, row_bytes, err);
         }
         break;
     }
     case FILL_ROPE_FREQS:
-        llama3_rope_factors(o->preset, xrow);
-        st = write_or_fail(fp, xrow, (size_t)t->n_bytes, path, err);
+        llama3_rope_factors(o->preset, o->xrow);
+        st = gguf_sink_write(sink, o->xrow, (size_t)t->n_bytes, err);
         break;
     case FILL_COPY: {
         const gguf_src *s = o->src;
-        uint64_t off = s->f->data_offset + t->src->offset;
+        uint64_t off = s->f->data_offset + how->src->offset;
         for (uint64_t done = 0; done < t->n_bytes && st == LEAN_OK;) {
-            size_t n = t->n_bytes - done < chunk_bytes ? (size_t)(t->n_bytes - done) : chunk_bytes;
-            if (s->read(s->user, off + done, chunk, n) != n)
-                return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s' failed", t->name);
-            st = write_or_fail(fp, chunk, n, path, err);
+            size_t n = t->n_bytes - done < CHUNK_BYTES ? (size_t)(t->n_bytes - done) : CHUNK_BYTES;
+            if (s->read(s->user, off + done, o->chunk, n) != n)
+                return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s' failed", t->name.ptr);
+            st = gguf_sink_write(sink, o->chunk, n, err);
             done += n;
         }
         break;
     }
     case FILL_REQUANT: {
         const gguf_src *s = o->src;
-        const lean_type_traits *str = lean_type_traits_get(t->src->type);
-        size_t src_row = (size_t)(t->src->n_bytes / nrows);
-        uint64_t off = s->f->data_offset + t->src->offset;
+        const lean_type_traits *str = lean_type_traits_get(how->src->type);
+        size_t src_row = (size_t)(how->src->n_bytes / nrows);
+        uint64_t off = s->f->data_offset + how->src->offset;
         for (uint64_t r = 0; r < nrows && st == LEAN_OK; r++) {
-            if (s->read(s->user, off + r * src_row, chunk, src_row) != src_row)
-                return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s' row %llu failed", t->name,
+            if (s->read(s->user, off + r * src_row, o->chunk, src_row) != src_row)
+                return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s' row %llu failed", t->name.ptr,
                                  (unsigned long long)r);
-            str->dequant(chunk, xrow, ncols);
-            tr->quantize(xrow, qrow, ncols);
-            st = write_or_fail(fp, qrow, row_bytes, path, err);
+            str->dequant(o->chunk, o->xrow, ncols);
+            tr->quantize(o->xrow, o->qrow, ncols);
+            st = gguf_sink_write(sink, o->qrow, row_bytes, err);
         }
         break;
     }
@@ -697,93 +638,18 @@ static lean_status fill_tensor(out_file *o, const out_tensor *t, FILE *fp, float
 }
 
 static lean_status out_write(out_file *o, const char *path, lean_error *err) {
-    lean_status st = LEAN_OK;
-    wbuf info = {0};
-    char *tmp = NULL;
-    FILE *fp = NULL;
-    float *xrow = NULL;
-    uint8_t *qrow = NULL, *chunk = NULL;
-    const size_t chunk_bytes = 1 << 20;
-
-    if (o->kv.b.oom) { st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory building the header"); goto done; }
-
-    /* Tensor infos, offsets, and the largest row for the buffers. */
-    uint64_t off = 0, max_cols = 1, max_row = 1;
-    for (uint32_t i = 0; i < o->n_t; i++) {
-        out_tensor *t = &o->t[i];
-        t->offset = off;
-        uint64_t padded = (t->n_bytes + o->alignment - 1) / o->alignment * o->alignment;
-        if (!lean_add_u64(off, padded, &off)) { st = LEAN_FAIL(err, LEAN_ERR_ARG, "data size overflows"); goto done; }
-        wb_str(&info, t->name, strlen(t->name));
-        wb_u32(&info, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) wb_u64(&info, (uint64_t)t->ne[d]);
-        wb_u32(&info, t->type);
-        wb_u64(&info, t->offset);
-        uint64_t rows = t->n_elems / (uint64_t)t->ne[0];
-        if ((uint64_t)t->ne[0] > max_cols) max_cols = (uint64_t)t->ne[0];
-        if (t->n_bytes / rows > max_row) max_row = t->n_bytes / rows;
-        if (t->src && t->src->n_bytes / rows > max_row) max_row = t->src->n_bytes / rows;
-    }
-    if (info.oom) { st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory building the tensor infos"); goto done; }
-    if (max_cols > SIZE_MAX / sizeof(float) || max_row > SIZE_MAX) {
-        st = LEAN_FAIL(err, LEAN_ERR_ARG, "a row is too long for this platform");
-        goto done;
-    }
-    xrow = lean_malloc((size_t)max_cols * sizeof(float));
-    qrow = lean_malloc((size_t)max_row);
-    chunk = lean_malloc(chunk_bytes > max_row ? chunk_bytes : (size_t)max_row);
-    size_t n_path = strlen(path);
-    tmp = lean_malloc(n_path + 5);
-    if (!xrow || !qrow || !chunk || !tmp) {
-        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for row buffers (%llu floats)", (unsigned long long)max_cols);
-        goto done;
-    }
-    memcpy(tmp, path, n_path);
-    memcpy(tmp + n_path, ".tmp", 5);
-    fp = fopen(tmp, "wb");
-    if (!fp) { st = LEAN_FAIL(err, LEAN_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno)); goto done; }
-    setvbuf(fp, NULL, _IOFBF, 1 << 20); /* rows are small; write in 1 MiB pieces */
-
-    /* Header: magic, version 3, counts, keys, tensor infos, padding. */
-    uint8_t head[24] = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
-    for (int i = 0; i < 8; i++) head[8 + i] = (uint8_t)((uint64_t)o->n_t >> (8 * i));
-    for (int i = 0; i < 8; i++) head[16 + i] = (uint8_t)(o->kv.n >> (8 * i));
-    uint64_t hlen = 24 + o->kv.b.len + info.len;
-    uint64_t hpad = (o->alignment - hlen % o->alignment) % o->alignment;
-    if ((st = write_or_fail(fp, head, 24, tmp, err)) || (st = write_or_fail(fp, o->kv.b.p, o->kv.b.len, tmp, err)) ||
-        (st = write_or_fail(fp, info.p, info.len, tmp, err)) || (st = write_or_fail(fp, zeros, (size_t)hpad, tmp, err)))
-        goto done;
-    for (uint32_t i = 0; i < o->n_t; i++) {
-        const out_tensor *t = &o->t[i];
-        if ((st = fill_tensor(o, t, fp, xrow, qrow, chunk, chunk_bytes, tmp, err))) goto done;
-        uint64_t pad = (o->alignment - t->n_bytes % o->alignment) % o->alignment;
-        while (pad && st == LEAN_OK) {
-            size_t n = pad < sizeof zeros ? (size_t)pad : sizeof zeros;
-            st = write_or_fail(fp, zeros, n, tmp, err);
-            pad -= n;
-        }
-        if (st) goto done;
-    }
-    if (fclose(fp) != 0) {
-        fp = NULL;
-        st = LEAN_FAIL(err, LEAN_ERR_IO, "closing '%s' failed: %s", tmp, strerror(errno));
-        goto done;
-    }
-    fp = NULL;
-    if (rename(tmp, path) != 0) st = LEAN_FAIL(err, LEAN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-
-done:
-    if (fp) fclose(fp);
-    if (st != LEAN_OK && tmp) remove(tmp);
-    lean_free(tmp);
-    lean_free(xrow);
-    lean_free(qrow);
-    lean_free(chunk);
-    lean_free(info.p);
-    return st;
+    if (o->max_cols > SIZE_MAX / sizeof(float) || o->max_row > SIZE_MAX)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "a row is too long for this platform");
+    o->xrow = lean_malloc((size_t)o->max_cols * sizeof(float));
+    o->qrow = lean_malloc((size_t)o->max_row);
+    o->chunk = lean_malloc(CHUNK_BYTES > o->max_row ? CHUNK_BYTES : (size_t)o->max_row);
+    if (!o->xrow || !o->qrow || !o->chunk)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for row buffers (%llu floats)",
+                         (unsigned long long)o->max_cols);
+    return gguf_writer_write_stream(o->w, path, fill_tensor, o, err);
 }
 
-/* ================================================================ 7. lean_generate_model */
+/* ================================================================ 6. lean_generate_model */
 
 typedef enum tkind { T_MATRIX, T_NORM, T_BIAS } tkind;
 
@@ -794,13 +660,8 @@ static lean_status add_gen_tensor(out_file *o, const gen_recipe *r, const char *
     int64_t ne[2] = {ne0, ne1};
     uint32_t n_dims = kind == T_MATRIX ? 2 : 1;
     uint32_t type = kind == T_MATRIX ? recipe_type(r, name, ne0, n_layer, tied) : LEAN_TYPE_F32;
-    lean_status st = out_tensor_add(o, name, type, n_dims, ne, err);
-    if (st) return st;
-    out_tensor *t = &o->t[o->n_t - 1];
-    t->fill = FILL_NORMAL;
-    t->mean = kind == T_NORM ? 1.0f : 0.0f;
-    t->std = kind == T_NORM ? 0.05f : 0.02f;
-    return LEAN_OK;
+    out_tensor how = {FILL_NORMAL, kind == T_NORM ? 1.0f : 0.0f, kind == T_NORM ? 0.05f : 0.02f, NULL};
+    return out_tensor_add(o, name, type, n_dims, ne, how, err);
 }
 
 static lean_status add_gen_tensors(out_file *o, const gen_preset *p, const gen_recipe *r, int n_layer, int64_t n_vocab,
@@ -819,8 +680,8 @@ static lean_status add_gen_tensors(out_file *o, const gen_preset *p, const gen_r
     ADD(T_MATRIX, p->n_embd, n_vocab, "token_embd.weight");              /* (n_vocab, n_embd) */
     if (p->llama3_factor > 0) {
         int64_t ne = p->head_dim / 2;
-        if ((st = out_tensor_add(o, "rope_freqs.weight", LEAN_TYPE_F32, 1, &ne, err))) return st;
-        o->t[o->n_t - 1].fill = FILL_ROPE_FREQS;                          /* (head_dim / 2) */
+        out_tensor how = {.fill = FILL_ROPE_FREQS};                       /* (head_dim / 2) */
+        if ((st = out_tensor_add(o, "rope_freqs.weight", LEAN_TYPE_F32, 1, &ne, how, err))) return st;
     }
     for (int il = 0; il < n_layer; il++) {
         ADD(T_NORM, p->n_embd, 1, "blk.%d.attn_norm.weight", il);         /* (n_embd) */
@@ -848,23 +709,23 @@ static lean_status add_gen_tensors(out_file *o, const gen_preset *p, const gen_r
 
 /* The architecture keys, as convert_hf_to_gguf.py writes them (TextModel and LlamaModel
  * set_gguf_parameters; llama.cpp reads them in llama_model::load_hparams). */
-static void write_arch_keys(kvbuf *kv, const gen_preset *p, int n_layer, uint64_t n_vocab) {
+static void write_arch_keys(gguf_writer *w, const gen_preset *p, int n_layer, uint64_t n_vocab) {
     char key[96];
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", p->arch, suffix), key)
-    kv_u32(kv, K("context_length"), (uint32_t)p->n_ctx);
-    kv_u32(kv, K("embedding_length"), (uint32_t)p->n_embd);
-    kv_u32(kv, K("block_count"), (uint32_t)n_layer);
-    kv_u32(kv, K("feed_forward_length"), (uint32_t)p->n_ff);
-    kv_u32(kv, K("attention.head_count"), (uint32_t)p->n_head);
-    kv_u32(kv, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
-    kv_f32(kv, K("rope.freq_base"), p->rope_base);
-    kv_f32(kv, K("attention.layer_norm_rms_epsilon"), p->rms_eps);
+    gguf_w_u32(w, K("context_length"), (uint32_t)p->n_ctx);
+    gguf_w_u32(w, K("embedding_length"), (uint32_t)p->n_embd);
+    gguf_w_u32(w, K("block_count"), (uint32_t)n_layer);
+    gguf_w_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff);
+    gguf_w_u32(w, K("attention.head_count"), (uint32_t)p->n_head);
+    gguf_w_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
+    gguf_w_f32(w, K("rope.freq_base"), p->rope_base);
+    gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), p->rms_eps);
     if (p->head_dim_keys) {
-        kv_u32(kv, K("attention.key_length"), (uint32_t)p->head_dim);
-        kv_u32(kv, K("attention.value_length"), (uint32_t)p->head_dim);
+        gguf_w_u32(w, K("attention.key_length"), (uint32_t)p->head_dim);
+        gguf_w_u32(w, K("attention.value_length"), (uint32_t)p->head_dim);
     }
-    kv_u32(kv, K("rope.dimension_count"), (uint32_t)p->head_dim);
-    kv_u32(kv, K("vocab_size"), (uint32_t)n_vocab);
+    gguf_w_u32(w, K("rope.dimension_count"), (uint32_t)p->head_dim);
+    gguf_w_u32(w, K("vocab_size"), (uint32_t)n_vocab);
 #undef K
 }
 
@@ -894,7 +755,7 @@ lean_status lean_generate_model(const lean_gen_params *p, const char *out_path, 
     out_file o = {0};
     gguf_src vs = {0};
     uint64_t n_tokens = 0, n_vocab = (uint64_t)pre->n_vocab;
-    o.alignment = GGUF_DEFAULT_ALIGNMENT;
+    o.w = gguf_writer_new();
     o.seed = p->seed;
     o.preset = pre;
 
@@ -918,20 +779,20 @@ lean_status lean_generate_model(const lean_gen_params *p, const char *out_path, 
     }
 
     char text[160];
-    kv_str(&o.kv, "general.architecture", pre->arch);
-    kv_str(&o.kv, "general.type", "model");
+    gguf_w_str(o.w, "general.architecture", pre->arch);
+    gguf_w_str(o.w, "general.type", "model");
     snprintf(text, sizeof text, "%s (lean random weights, seed %llu)", pre->name, (unsigned long long)p->seed);
-    kv_str(&o.kv, "general.name", text);
-    kv_str(&o.kv, "lean.generator.preset", pre->name);
-    kv_u64(&o.kv, "lean.generator.seed", p->seed);
-    kv_str(&o.kv, "lean.generator.recipe", rec->name);
-    kv_u32(&o.kv, "general.file_type", rec->file_type);
-    kv_u32(&o.kv, "general.quantization_version", 2); /* GGML_QNT_VERSION */
-    write_arch_keys(&o.kv, pre, n_layer, n_vocab);
+    gguf_w_str(o.w, "general.name", text);
+    gguf_w_str(o.w, "lean.generator.preset", pre->name);
+    gguf_w_u64(o.w, "lean.generator.seed", p->seed);
+    gguf_w_str(o.w, "lean.generator.recipe", rec->name);
+    gguf_w_u32(o.w, "general.file_type", rec->file_type);
+    gguf_w_u32(o.w, "general.quantization_version", 2); /* GGML_QNT_VERSION */
+    write_arch_keys(o.w, pre, n_layer, n_vocab);
     if (p->vocab_path) {
-        if ((st = copy_vocab(&o.kv, vs.f, n_tokens, n_vocab, p->vocab_path, err))) goto done;
-    } else {
-        write_standin_vocab(&o.kv, n_vocab);
+        if ((st = copy_vocab(o.w, vs.f, n_tokens, n_vocab, p->vocab_path, err))) goto done;
+    } else if ((st = write_standin_vocab(o.w, n_vocab, err))) {
+        goto done;
     }
     if ((st = add_gen_tensors(&o, pre, rec, n_layer, (int64_t)n_vocab, err))) goto done;
     st = out_write(&o, out_path, err);
@@ -942,7 +803,7 @@ done:
     return st;
 }
 
-/* ================================================================ 8. lean_quantize_file */
+/* ================================================================ 7. lean_quantize_file */
 
 /* The layer count for the _K_M rules: <arch>.block_count, else 1 + the highest blk.N. */
 static int file_layers(const gguf_file *f) {
@@ -978,7 +839,7 @@ lean_status lean_quantize_file(const char *in_path, const char *out_path, const 
     out_file o = {0};
     if ((st = src_open(&s, in_path, "input", err))) return st;
     const gguf_file *f = s.f;
-    o.alignment = f->alignment;
+    o.w = gguf_writer_new(); /* general.alignment, when f has it, is copied below */
     o.src = &s;
 
     /* Keys: all of them, general.file_type / quantization_version / lean.generator.recipe
@@ -987,19 +848,19 @@ lean_status lean_quantize_file(const char *in_path, const char *out_path, const 
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const char *key = f->kv[i].key.ptr;
         if (strcmp(key, "general.file_type") == 0) {
-            kv_u32(&o.kv, key, rec->file_type);
+            gguf_w_u32(o.w, key, rec->file_type);
             had_ftype = true;
         } else if (strcmp(key, "general.quantization_version") == 0) {
-            kv_u32(&o.kv, key, 2);
+            gguf_w_u32(o.w, key, 2);
             had_qv = true;
         } else if (strcmp(key, "lean.generator.recipe") == 0) {
-            kv_str(&o.kv, key, rec->name);
+            gguf_w_str(o.w, key, rec->name);
         } else {
-            kv_value(&o.kv, key, &f->kv[i].value);
+            gguf_w_value(o.w, key, &f->kv[i].value);
         }
     }
-    if (!had_ftype) kv_u32(&o.kv, "general.file_type", rec->file_type);
-    if (!had_qv) kv_u32(&o.kv, "general.quantization_version", 2);
+    if (!had_ftype) gguf_w_u32(o.w, "general.file_type", rec->file_type);
+    if (!had_qv) gguf_w_u32(o.w, "general.quantization_version", 2);
 
     int n_layer = file_layers(f);
     bool tied = gguf_find_tensor(f, "output.weight") == NULL;
@@ -1007,10 +868,8 @@ lean_status lean_quantize_file(const char *in_path, const char *out_path, const 
         const gguf_tensor_info *ti = &f->tensors[i];
         bool matrix = is_weight_matrix(ti->name.ptr, ti->n_dims);
         uint32_t type = matrix ? recipe_type(rec, ti->name.ptr, ti->ne[0], n_layer, tied) : ti->type;
-        if ((st = out_tensor_add(&o, ti->name.ptr, type, ti->n_dims, ti->ne, err))) break;
-        out_tensor *t = &o.t[o.n_t - 1];
-        t->src = ti;
-        t->fill = type == ti->type ? FILL_COPY : FILL_REQUANT;
+        out_tensor how = {.fill = type == ti->type ? FILL_COPY : FILL_REQUANT, .src = ti};
+        st = out_tensor_add(&o, ti->name.ptr, type, ti->n_dims, ti->ne, how, err);
     }
     if (st == LEAN_OK) st = out_write(&o, out_path, err);
     out_free(&o);

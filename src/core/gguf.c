@@ -13,8 +13,9 @@
  *   4. header      magic, version, counts, key/values, general.alignment
  *   5. tensors     infos, shapes, types, offsets, data ranges, overlaps
  *   6. gguf_read, gguf_free, lookups and typed getters
- *   7. writer      collect keys and tensors, validate, then emit through a sink
- *                  (count, memory or FILE) in llama.cpp's layout
+ *   7. writer      keys encoded as they are added, tensors copied or declared; one
+ *                  emitter through a sink (count, memory or FILE) in llama.cpp's
+ *                  layout, tensor data from the copies or streamed by a fill
  * Not here: mmap and stdio reads (file.c), block sizes (formats.c), tensor data (the
  * loader reads it using data_offset + offset, which the reader has range-checked).
  */
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define U64 PRIu64
 #define I64 PRId64
@@ -669,15 +671,27 @@ lean_status gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type
     return LEAN_OK;
 }
 
-/* ====================================================================== 7. writer */
+/* ====================================================================== 7. writer
+ *
+ * Keys are encoded when they are added, each into one record of the bytes the file will
+ * hold (key string, value type u32, value), so a 150k-token vocabulary costs about its
+ * size in the file, not a gguf_value per token. Tensors are either copied at add time
+ * (gguf_w_tensor) or only declared (gguf_w_tensor_info), their bytes then coming from
+ * gguf_writer_write_stream's fill. One emitter writes the file, counts it, or fills a
+ * buffer, through a sink. */
+
+typedef struct w_kv {
+    uint8_t *rec;     /* key string, value type, value; owned */
+    uint64_t n_bytes;
+} w_kv;
 
 typedef struct w_tensor {
-    gguf_tensor_info info; /* offset is assigned when the file is written */
-    void *data;            /* info.n_bytes, owned */
+    gguf_tensor_info info; /* offset unused: emit lays the tensors out */
+    void *data;            /* info.n_bytes, owned; NULL: declared, the fill writes it */
 } w_tensor;
 
 struct gguf_writer {
-    gguf_kv *kv;
+    w_kv *kv;
     uint64_t n_kv, cap_kv;
     w_tensor *t;
     uint64_t n_t, cap_t;
@@ -694,10 +708,7 @@ gguf_writer *gguf_writer_new(void) {
 
 void gguf_writer_free(gguf_writer *w) {
     if (!w) return;
-    for (uint64_t i = 0; i < w->n_kv; i++) {
-        lean_free(w->kv[i].key.ptr);
-        value_free(&w->kv[i].value);
-    }
+    for (uint64_t i = 0; i < w->n_kv; i++) lean_free(w->kv[i].rec);
     for (uint64_t i = 0; i < w->n_t; i++) {
         lean_free(w->t[i].info.name.ptr);
         lean_free(w->t[i].data);
@@ -739,7 +750,129 @@ static void *w_grow(gguf_writer *w, void *arr, uint64_t n, uint64_t *cap, size_t
     return p;
 }
 
-/* Checks a value the caller built (gguf_w_value) before it is copied: known types, items
+/* ---- the sink and the encoders ----
+ * Where emitted bytes go: a FILE, a buffer of cap bytes, or nowhere (counting). */
+struct gguf_sink {
+    FILE *fp;
+    const char *path;            /* fp's name, for messages */
+    int io_errno;                /* nonzero once a write to fp failed: its errno */
+    uint8_t *mem;
+    uint64_t cap;
+    uint64_t pos;                /* bytes emitted so far */
+    const gguf_tensor_info *t;   /* the tensor a fill is writing, which ends at end */
+    uint64_t end;
+    bool overran;                /* the fill tried to write past end */
+};
+
+static void put(gguf_sink *s, const void *p, uint64_t n) {
+    if (s->fp && !s->io_errno && n && fwrite(p, 1, (size_t)n, s->fp) != n)
+        s->io_errno = errno ? errno : EIO;
+    /* a buffer is sized by a count pass of the same bytes: the check cannot fail, but
+     * keeps a bug from writing past it */
+    if (s->mem && n && s->pos + n <= s->cap) memcpy(s->mem + s->pos, p, (size_t)n);
+    s->pos += n;
+}
+
+static void put_le(gguf_sink *s, uint64_t v, unsigned bytes) {
+    uint8_t b[8];
+    for (unsigned i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
+    put(s, b, bytes);
+}
+
+static void put_str(gguf_sink *s, const char *p, uint64_t len) {
+    put_le(s, len, 8);
+    put(s, p, len);
+}
+
+static void put_pad(gguf_sink *s, uint64_t alignment) {
+    static const uint8_t zeros[256];
+    uint64_t pad = (alignment - s->pos % alignment) % alignment;
+    while (pad) {
+        uint64_t n = pad < sizeof zeros ? pad : sizeof zeros;
+        put(s, zeros, n);
+        pad -= n;
+    }
+}
+
+/* The value's payload (its type is written by the caller: the kv or the array). */
+static void put_value(gguf_sink *s, const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_STRING: put_str(s, v->v.str.ptr, v->v.str.len); break;
+    case GGUF_ARRAY:
+        put_le(s, v->v.arr.elem_type, 4);
+        put_le(s, v->v.arr.count, 8);
+        for (uint64_t i = 0; i < v->v.arr.count; i++) put_value(s, &v->v.arr.items[i]);
+        break;
+    case GGUF_F32: {
+        float f = (float)v->v.f64;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        put_le(s, u, 4);
+        break;
+    }
+    case GGUF_F64: {
+        uint64_t u;
+        memcpy(&u, &v->v.f64, 8);
+        put_le(s, u, 8);
+        break;
+    }
+    default: put_le(s, v->v.u64, vtype_bytes[v->type]); break; /* ints: two's complement */
+    }
+}
+
+/* One packed host C value of scalar type et (uint16_t, float, ...; bool: one byte). */
+static void put_packed(gguf_sink *s, uint32_t et, const uint8_t *p) {
+    unsigned bytes = vtype_bytes[et];
+    uint64_t u = 0;
+    if (et == GGUF_BOOL) {
+        u = *p != 0;
+    } else if (bytes == 1) {
+        u = *p;
+    } else if (bytes == 2) {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        u = x;
+    } else if (bytes == 4) { /* u32, i32, f32: the bits as they are */
+        uint32_t x;
+        memcpy(&x, p, 4);
+        u = x;
+    } else {
+        memcpy(&u, p, 8);
+    }
+    put_le(s, u, bytes);
+}
+
+/* What a key's value is made from: a gguf_value, or else an array of count packed C
+ * values (data) or C strings (strs) of elem_type. */
+typedef struct w_src {
+    const gguf_value *v;
+    uint32_t elem_type;
+    uint64_t count;
+    const void *data;
+    const char *const *strs;
+} w_src;
+
+/* A key's record: key string, value type, value. */
+static void put_kv(gguf_sink *s, const char *key, const w_src *src) {
+    put_str(s, key, strlen(key));
+    if (src->v) {
+        put_le(s, src->v->type, 4);
+        put_value(s, src->v);
+        return;
+    }
+    put_le(s, GGUF_ARRAY, 4);
+    put_le(s, src->elem_type, 4);
+    put_le(s, src->count, 8);
+    const uint8_t *p = src->data;
+    for (uint64_t i = 0; i < src->count; i++) {
+        if (src->strs) put_str(s, src->strs[i], strlen(src->strs[i]));
+        else put_packed(s, src->elem_type, p + i * vtype_bytes[src->elem_type]);
+    }
+}
+
+/* ---- keys ---- */
+
+/* Checks a value the caller built (gguf_w_value) before it is encoded: known types, items
  * of the array's element type, integers in range, nesting and value count in the
  * reader's limits. */
 static bool w_check_value(gguf_writer *w, const char *key, const gguf_value *v, unsigned depth) {
@@ -789,68 +922,43 @@ static bool w_check_value(gguf_writer *w, const char *key, const gguf_value *v, 
     return true;
 }
 
-/* Deep copy of a checked value; on failure *dst is still safe for value_free. */
-static bool w_copy_value(gguf_writer *w, gguf_value *dst, const gguf_value *src) {
-    memset(dst, 0, sizeof *dst);
-    if (src->type == GGUF_STRING) {
-        dst->type = GGUF_STRING;
-        dst->v.str.ptr = lean_strndup(src->v.str.ptr ? src->v.str.ptr : "", src->v.str.len);
-        dst->v.str.len = dst->v.str.ptr ? src->v.str.len : 0;
-    } else if (src->type == GGUF_ARRAY) {
-        uint64_t n = src->v.arr.count; /* <= GGUF_MAX_VALUES: fits size_t */
-        gguf_value *items = lean_calloc((size_t)n, sizeof *items);
-        if (!items) goto nomem;
-        dst->type = GGUF_ARRAY;
-        dst->v.arr.elem_type = src->v.arr.elem_type;
-        dst->v.arr.items = items;
-        dst->v.arr.count = n;
-        for (uint64_t i = 0; i < n; i++)
-            if (!w_copy_value(w, &items[i], &src->v.arr.items[i])) return false;
-        return true;
-    } else {
-        *dst = *src;
-        return true;
-    }
-    if (dst->v.str.ptr) return true;
-nomem:
-    w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory copying a value");
-    return false;
-}
-
-/* Appends key = *v, taking ownership of v's allocations (freed on failure). */
-static void w_add_kv(gguf_writer *w, const char *key, gguf_value *v) {
-    if (!w_ok(w)) goto fail;
+/* Appends key = src as one record (a count pass sizes it, a second fills it). */
+static void w_add_kv(gguf_writer *w, const char *key, const w_src *src) {
+    if (!w_ok(w)) return;
     if (!key) {
         w_fail(w, LEAN_ERR_ARG, "gguf writer: NULL key");
-        goto fail;
+        return;
     }
+    size_t len = strlen(key);
     for (uint64_t i = 0; i < w->n_kv; i++) /* O(n_kv) per key: headers have dozens */
-        if (strcmp(w->kv[i].key.ptr, key) == 0) {
+        if (le_decode(w->kv[i].rec, 8) == len && memcmp(w->kv[i].rec + 8, key, len) == 0) {
             w_fail(w, LEAN_ERR_ARG, "gguf writer: duplicate key '%s'", key);
-            goto fail;
+            return;
         }
     if (strcmp(key, "general.alignment") == 0) {
-        if (v->type != GGUF_U32 || v->v.u64 == 0 || (v->v.u64 & (v->v.u64 - 1)) != 0) {
+        const gguf_value *v = src->v;
+        if (!v || v->type != GGUF_U32 || v->v.u64 == 0 || (v->v.u64 & (v->v.u64 - 1)) != 0) {
             w_fail(w, LEAN_ERR_ARG, "gguf writer: general.alignment must be a u32 power of two");
-            goto fail;
+            return;
         }
         w->alignment = v->v.u64;
     }
-    gguf_kv *grown = w_grow(w, w->kv, w->n_kv, &w->cap_kv, sizeof *w->kv);
-    if (!grown) goto fail;
+    w_kv *grown = w_grow(w, w->kv, w->n_kv, &w->cap_kv, sizeof *w->kv);
+    if (!grown) return;
     w->kv = grown;
-    char *k = lean_strndup(key, strlen(key));
-    if (!k) {
-        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for key '%s'", key);
-        goto fail;
+    gguf_sink count = {0};
+    put_kv(&count, key, src);
+    gguf_sink s = {.mem = count.pos <= SIZE_MAX ? lean_malloc((size_t)count.pos) : NULL,
+                   .cap = count.pos};
+    if (!s.mem) {
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for key '%s' (%" U64 " bytes)", key,
+               count.pos);
+        return;
     }
-    w->kv[w->n_kv].key.ptr = k;
-    w->kv[w->n_kv].key.len = strlen(k);
-    w->kv[w->n_kv].value = *v;
+    put_kv(&s, key, src);
+    w->kv[w->n_kv].rec = s.mem;
+    w->kv[w->n_kv].n_bytes = s.pos;
     w->n_kv++;
-    return;
-fail:
-    value_free(v);
 }
 
 static void w_scalar(gguf_writer *w, const char *key, uint32_t type, uint64_t u, int64_t i,
@@ -859,10 +967,11 @@ static void w_scalar(gguf_writer *w, const char *key, uint32_t type, uint64_t u,
     if (type == GGUF_F32 || type == GGUF_F64) v.v.f64 = f;
     else if (type == GGUF_I8 || type == GGUF_I16 || type == GGUF_I32 || type == GGUF_I64) v.v.i64 = i;
     else v.v.u64 = u;
-    w_add_kv(w, key, &v);
+    w_add_kv(w, key, &(w_src){.v = &v});
 }
 
 void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v) { w_scalar(w, key, GGUF_U32, v, 0, 0); }
+void gguf_w_u64(gguf_writer *w, const char *key, uint64_t v) { w_scalar(w, key, GGUF_U64, v, 0, 0); }
 void gguf_w_i32(gguf_writer *w, const char *key, int32_t v) { w_scalar(w, key, GGUF_I32, 0, v, 0); }
 void gguf_w_f32(gguf_writer *w, const char *key, float v) { w_scalar(w, key, GGUF_F32, 0, 0, v); }
 void gguf_w_bool(gguf_writer *w, const char *key, bool v) { w_scalar(w, key, GGUF_BOOL, v, 0, 0); }
@@ -873,50 +982,27 @@ void gguf_w_str(gguf_writer *w, const char *key, const char *s) {
         w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': NULL string", key ? key : "");
         return;
     }
-    gguf_value v = {.type = GGUF_STRING};
-    v.v.str.ptr = lean_strndup(s, strlen(s));
-    v.v.str.len = strlen(s);
-    if (!v.v.str.ptr) {
-        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for a string");
-        return;
-    }
-    w_add_kv(w, key, &v);
+    gguf_value v = {.type = GGUF_STRING, .v.str = {strlen(s), (char *)s}};
+    w_add_kv(w, key, &(w_src){.v = &v});
 }
 
-void gguf_w_value(gguf_writer *w, const char *key, const gguf_value *src) {
+void gguf_w_value(gguf_writer *w, const char *key, const gguf_value *v) {
     if (!w_ok(w)) return;
-    if (!src) {
+    if (!v) {
         w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': NULL value", key ? key : "");
         return;
     }
-    gguf_value v;
-    if (!w_check_value(w, key ? key : "", src, 1)) return;
-    if (!w_copy_value(w, &v, src)) {
-        value_free(&v);
-        return;
-    }
-    w_add_kv(w, key, &v);
+    if (w_check_value(w, key ? key : "", v, 1)) w_add_kv(w, key, &(w_src){.v = v});
 }
 
-/* Builds an array value of count items (zeroed) for the gguf_w_arr* helpers. */
-static bool w_new_array(gguf_writer *w, const char *key, uint32_t et, uint64_t count,
-                        gguf_value *v) {
-    memset(v, 0, sizeof *v);
+/* The gguf_w_arr* helpers' share of the reader's GGUF_MAX_VALUES. */
+static bool w_count_values(gguf_writer *w, const char *key, uint64_t count) {
     if (count > GGUF_MAX_VALUES - w->n_values) {
         w_fail(w, LEAN_ERR_ARG, "gguf writer: key '%s': %" U64 " values exceed the limit of %llu",
                key ? key : "", count, GGUF_MAX_VALUES);
         return false;
     }
-    gguf_value *items = lean_calloc((size_t)count, sizeof *items);
-    if (!items) {
-        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for %" U64 " array values", count);
-        return false;
-    }
     w->n_values += count;
-    v->type = GGUF_ARRAY;
-    v->v.arr.elem_type = et;
-    v->v.arr.items = items;
-    v->v.arr.count = count;
     return true;
 }
 
@@ -927,27 +1013,8 @@ void gguf_w_arr(gguf_writer *w, const char *key, uint32_t et, const void *data, 
                key ? key : "", et, data ? "with" : "NULL");
         return;
     }
-    gguf_value v;
-    if (!w_new_array(w, key, et, count, &v)) return;
-    const uint8_t *p = data;
-    for (uint64_t i = 0; i < count; i++, p += vtype_bytes[et]) {
-        gguf_value *it = &v.v.arr.items[i];
-        it->type = et;
-        switch (et) { /* data is packed host-order C values of the element type */
-        case GGUF_U8: it->v.u64 = *p; break;
-        case GGUF_I8: it->v.i64 = (int8_t)*p; break;
-        case GGUF_BOOL: it->v.u64 = *p != 0; break;
-        case GGUF_U16: { uint16_t x; memcpy(&x, p, 2); it->v.u64 = x; break; }
-        case GGUF_I16: { int16_t x; memcpy(&x, p, 2); it->v.i64 = x; break; }
-        case GGUF_U32: { uint32_t x; memcpy(&x, p, 4); it->v.u64 = x; break; }
-        case GGUF_I32: { int32_t x; memcpy(&x, p, 4); it->v.i64 = x; break; }
-        case GGUF_F32: { float x; memcpy(&x, p, 4); it->v.f64 = x; break; }
-        case GGUF_U64: memcpy(&it->v.u64, p, 8); break;
-        case GGUF_I64: memcpy(&it->v.i64, p, 8); break;
-        default: memcpy(&it->v.f64, p, 8); break; /* F64 */
-        }
-    }
-    w_add_kv(w, key, &v);
+    if (w_count_values(w, key, count))
+        w_add_kv(w, key, &(w_src){.elem_type = et, .count = count, .data = data});
 }
 
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t count) {
@@ -959,48 +1026,28 @@ void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, ui
             return;
         }
     }
-    gguf_value v;
-    if (!w_new_array(w, key, GGUF_STRING, count, &v)) return;
-    for (uint64_t i = 0; i < count; i++) {
-        gguf_value *it = &v.v.arr.items[i];
-        it->type = GGUF_STRING;
-        it->v.str.len = strlen(strs[i]);
-        it->v.str.ptr = lean_strndup(strs[i], it->v.str.len);
-        if (!it->v.str.ptr) {
-            it->v.str.len = 0;
-            value_free(&v);
-            w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for key '%s'", key ? key : "");
-            return;
-        }
-    }
-    w_add_kv(w, key, &v);
+    if (w_count_values(w, key, count))
+        w_add_kv(w, key, &(w_src){.elem_type = GGUF_STRING, .count = count, .strs = strs});
 }
 
-/* Shape and type as the reader will check them, plus llama.cpp's name limit. */
+/* ---- tensors ---- */
+
+/* Shape and type as the reader will check them, plus llama.cpp's name limit; *t gets
+ * the shape, type, element count and size. */
 static bool w_check_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                           const int64_t *ne, uint64_t n_bytes, gguf_tensor_info *t) {
+                           const int64_t *ne, gguf_tensor_info *t) {
     const lean_type_traits *tr = lean_type_traits_get(type);
-    uint64_t n = 1, want = 0;
+    uint64_t n = 1, n_bytes = 0;
     bool ok = name && strlen(name) < GGUF_MAX_NAME && n_dims >= 1 && n_dims <= 4 && ne && tr;
     for (uint32_t d = 0; ok && d < n_dims; d++)
         ok = ne[d] >= 1 && lean_mul_u64(n, (uint64_t)ne[d], &n) && n <= (uint64_t)INT64_MAX;
-    ok = ok && ne[0] % tr->block_elems == 0 && lean_type_bytes(type, n, &want);
+    ok = ok && ne[0] % tr->block_elems == 0 && lean_type_bytes(type, n, &n_bytes);
     if (!ok) {
         w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%.100s': bad name, shape or type (type %u, "
                "n_dims %u; names must be < %d bytes, rows whole blocks)", name ? name : "(null)",
                type, n_dims, GGUF_MAX_NAME);
         return false;
     }
-    if (want != n_bytes) {
-        w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%s' (%s, %" U64 " elements) needs %" U64
-               " bytes, got %" U64, name, tr->name, n, want, n_bytes);
-        return false;
-    }
-    for (uint64_t i = 0; i < w->n_t; i++) /* O(n_t) per tensor: a few thousand at most */
-        if (strcmp(w->t[i].info.name.ptr, name) == 0) {
-            w_fail(w, LEAN_ERR_ARG, "gguf writer: duplicate tensor '%s'", name);
-            return false;
-        }
     memset(t, 0, sizeof *t);
     t->n_dims = n_dims;
     for (uint32_t d = 0; d < 4; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
@@ -1010,117 +1057,93 @@ static bool w_check_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     return true;
 }
 
+/* Appends tensor t named name, with a copy of data (n_bytes) unless data is NULL. */
+static void w_add_tensor(gguf_writer *w, const char *name, gguf_tensor_info *t, const void *data) {
+    for (uint64_t i = 0; i < w->n_t; i++) /* O(n_t) per tensor: a few thousand at most */
+        if (strcmp(w->t[i].info.name.ptr, name) == 0) {
+            w_fail(w, LEAN_ERR_ARG, "gguf writer: duplicate tensor '%s'", name);
+            return;
+        }
+    w_tensor *grown = w_grow(w, w->t, w->n_t, &w->cap_t, sizeof *w->t);
+    if (!grown) return;
+    w->t = grown;
+    t->name.len = strlen(name);
+    t->name.ptr = lean_strndup(name, t->name.len);
+    void *copy = data ? lean_malloc((size_t)t->n_bytes) : NULL;
+    if (!t->name.ptr || (data && !copy)) {
+        lean_free(t->name.ptr);
+        lean_free(copy);
+        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for tensor '%s' (%" U64 " bytes)",
+               name, data ? t->n_bytes : 0);
+        return;
+    }
+    if (data) memcpy(copy, data, (size_t)t->n_bytes);
+    w->t[w->n_t].info = *t;
+    w->t[w->n_t].data = copy;
+    w->n_t++;
+}
+
 void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                    const int64_t *ne, const void *data, uint64_t n_bytes) {
     gguf_tensor_info t;
-    if (!w_ok(w) || !w_check_tensor(w, name, type, n_dims, ne, n_bytes, &t)) return;
+    if (!w_ok(w) || !w_check_tensor(w, name, type, n_dims, ne, &t)) return;
+    if (t.n_bytes != n_bytes) {
+        w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%s' (%s, %" U64 " elements) needs %" U64
+               " bytes, got %" U64, name, lean_type_traits_get(type)->name, t.n_elems, t.n_bytes,
+               n_bytes);
+        return;
+    }
     if (!data || n_bytes > SIZE_MAX) {
         w_fail(w, LEAN_ERR_ARG, "gguf writer: tensor '%s': %s", name,
                data ? "too large for this build" : "NULL data");
         return;
     }
-    w_tensor *grown = w_grow(w, w->t, w->n_t, &w->cap_t, sizeof *w->t);
-    if (!grown) return;
-    w->t = grown;
-    t.name.len = strlen(name);
-    t.name.ptr = lean_strndup(name, t.name.len);
-    void *copy = lean_malloc((size_t)n_bytes);
-    if (!t.name.ptr || !copy) {
-        lean_free(t.name.ptr);
-        lean_free(copy);
-        w_fail(w, LEAN_ERR_NOMEM, "gguf writer: out of memory for tensor '%s' (%" U64 " bytes)",
-               name, n_bytes);
-        return;
-    }
-    memcpy(copy, data, (size_t)n_bytes);
-    w->t[w->n_t].info = t;
-    w->t[w->n_t].data = copy;
-    w->n_t++;
+    w_add_tensor(w, name, &t, data);
 }
 
-/* Where emitted bytes go: nowhere (counting), a buffer of cap bytes, or a FILE. */
-typedef struct sink {
-    FILE *fp;
-    uint8_t *mem;
-    uint64_t cap;
-    uint64_t pos; /* bytes emitted so far */
-    bool failed;
-} sink;
-
-static void put(sink *s, const void *p, uint64_t n) {
-    if (s->fp && !s->failed && n && fwrite(p, 1, (size_t)n, s->fp) != n) s->failed = true;
-    if (s->mem) {
-        if (s->pos + n > s->cap) s->failed = true; /* cannot happen: sized by a count pass */
-        else if (n) memcpy(s->mem + s->pos, p, (size_t)n);
-    }
-    s->pos += n;
+void gguf_w_tensor_info(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                        const int64_t *ne) {
+    gguf_tensor_info t;
+    if (w_ok(w) && w_check_tensor(w, name, type, n_dims, ne, &t)) w_add_tensor(w, name, &t, NULL);
 }
 
-static void put_le(sink *s, uint64_t v, unsigned bytes) {
-    uint8_t b[8];
-    for (unsigned i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
-    put(s, b, bytes);
-}
-
-static void put_str(sink *s, const gguf_string *str) {
-    put_le(s, str->len, 8);
-    put(s, str->ptr, str->len);
-}
-
-static void put_pad(sink *s, uint64_t alignment) {
-    static const uint8_t zeros[256];
-    uint64_t pad = (alignment - s->pos % alignment) % alignment;
-    while (pad) {
-        uint64_t n = pad < sizeof zeros ? pad : sizeof zeros;
-        put(s, zeros, n);
-        pad -= n;
-    }
-}
-
-/* The value's payload (its type is written by the caller: the kv or the array). */
-static void put_value(sink *s, const gguf_value *v) {
-    switch (v->type) {
-    case GGUF_STRING: put_str(s, &v->v.str); break;
-    case GGUF_ARRAY:
-        put_le(s, v->v.arr.elem_type, 4);
-        put_le(s, v->v.arr.count, 8);
-        for (uint64_t i = 0; i < v->v.arr.count; i++) put_value(s, &v->v.arr.items[i]);
-        break;
-    case GGUF_F32: {
-        float f = (float)v->v.f64;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        put_le(s, u, 4);
-        break;
-    }
-    case GGUF_F64: {
-        uint64_t u;
-        memcpy(&u, &v->v.f64, 8);
-        put_le(s, u, 8);
-        break;
-    }
-    default: put_le(s, v->v.u64, vtype_bytes[v->type]); break; /* ints: two's complement */
-    }
-}
+/* ---- emitting ---- */
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return x + (a - x % a) % a; }
 
+static lean_status sink_io_error(const gguf_sink *s, lean_error *err) {
+    return LEAN_FAIL(err, LEAN_ERR_IO, "writing '%s' failed after %" U64 " bytes: %s", s->path,
+                     s->pos, strerror(s->io_errno));
+}
+
+static lean_status fill_overran(const gguf_tensor_info *t, lean_error *err) {
+    return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: the fill of tensor '%s' wrote more than its %"
+                     U64 " bytes", t->name.ptr, t->n_bytes);
+}
+
+lean_status gguf_sink_write(gguf_sink *s, const void *p, size_t n, lean_error *err) {
+    if (n > s->end - s->pos) { /* pos <= end while a fill runs */
+        s->overran = true;
+        return fill_overran(s->t, err);
+    }
+    put(s, p, n);
+    return s->io_errno ? sink_io_error(s, err) : LEAN_OK;
+}
+
 /* The whole file, in gguf.h's table order. Offsets: each tensor starts where the last
- * one's padded size ended, as llama.cpp requires. */
-static void emit(const gguf_writer *w, sink *s) {
+ * one's padded size ended, as llama.cpp requires. A tensor's bytes are its copy, or what
+ * fill writes (w_ready has made sure there is a fill where a tensor has no copy). */
+static lean_status emit(const gguf_writer *w, gguf_sink *s, gguf_fill_fn fill, void *user,
+                        lean_error *err) {
     put(s, "GGUF", 4);
     put_le(s, 3, 4);
     put_le(s, w->n_t, 8);
     put_le(s, w->n_kv, 8);
-    for (uint64_t i = 0; i < w->n_kv; i++) {
-        put_str(s, &w->kv[i].key);
-        put_le(s, w->kv[i].value.type, 4);
-        put_value(s, &w->kv[i].value);
-    }
+    for (uint64_t i = 0; i < w->n_kv; i++) put(s, w->kv[i].rec, w->kv[i].n_bytes);
     uint64_t off = 0;
     for (uint64_t i = 0; i < w->n_t; i++) {
         const gguf_tensor_info *t = &w->t[i].info;
-        put_str(s, &t->name);
+        put_str(s, t->name.ptr, t->name.len);
         put_le(s, t->n_dims, 4);
         for (uint32_t d = 0; d < t->n_dims; d++) put_le(s, (uint64_t)t->ne[d], 8);
         put_le(s, t->type, 4);
@@ -1129,50 +1152,103 @@ static void emit(const gguf_writer *w, sink *s) {
     }
     put_pad(s, w->alignment);
     for (uint64_t i = 0; i < w->n_t; i++) {
-        put(s, w->t[i].data, w->t[i].info.n_bytes);
+        const gguf_tensor_info *t = &w->t[i].info;
+        if (w->t[i].data) {
+            put(s, w->t[i].data, t->n_bytes);
+        } else {
+            const uint64_t start = s->pos;
+            s->t = t;
+            s->end = start + t->n_bytes;
+            lean_status st = fill(user, i, t, s, err);
+            if (st != LEAN_OK) return st;
+            /* the same failures again, for a fill that dropped gguf_sink_write's status */
+            if (s->io_errno) return sink_io_error(s, err);
+            if (s->overran) return fill_overran(t, err);
+            if (s->pos != s->end)
+                return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: the fill of tensor '%s' wrote %"
+                                 U64 " of its %" U64 " bytes", t->name.ptr, s->pos - start,
+                                 t->n_bytes);
+        }
         put_pad(s, w->alignment);
     }
+    return s->io_errno ? sink_io_error(s, err) : LEAN_OK;
 }
 
-static lean_status w_status(gguf_writer *w, lean_error *err) {
+/* The writer's sticky failure, a declared tensor and no fill to write it, or a data
+ * section that overflows 64 bits (declared tensors are not held: they may claim any
+ * size). */
+static lean_status w_ready(const gguf_writer *w, gguf_fill_fn fill, lean_error *err) {
     if (!w) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: NULL writer (out of memory?)");
     if (w->err.status != LEAN_OK) return LEAN_FAIL(err, w->err.status, "%s", w->err.msg);
+    uint64_t end = 0; /* a bound on the data section's end: each tensor padded by a whole alignment */
+    for (uint64_t i = 0; i < w->n_t; i++) {
+        const gguf_tensor_info *t = &w->t[i].info;
+        if (!w->t[i].data && !fill)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: tensor '%s' has no data (declared "
+                             "with gguf_w_tensor_info: write with gguf_writer_write_stream)",
+                             t->name.ptr);
+        if (!lean_add_u64(end, t->n_bytes, &end) || !lean_add_u64(end, w->alignment, &end))
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: the data section overflows at "
+                             "tensor '%s' (%" U64 " bytes)", t->name.ptr, t->n_bytes);
+        end -= end % w->alignment;
+    }
     return LEAN_OK;
 }
 
-lean_status gguf_writer_write(gguf_writer *w, const char *path, lean_error *err) {
-    lean_status st = w_status(w, err);
+lean_status gguf_writer_write_stream(gguf_writer *w, const char *path, gguf_fill_fn fill,
+                                     void *user, lean_error *err) {
+    lean_status st = w_ready(w, fill, err);
     if (st != LEAN_OK) return st;
     if (!path) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: NULL path");
-    sink s = {.fp = fopen(path, "wb")};
-    if (!s.fp) return LEAN_FAIL(err, LEAN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    emit(w, &s);
-    int saved = errno;
-    if (fclose(s.fp) != 0 && !s.failed) {
-        s.failed = true;
-        saved = errno;
+    /* A regular file is written as <path>.tmp, renamed to path once complete. Anything
+     * else that exists (a device, a pipe) is written in place and left as it is on
+     * failure: removing it could delete what is not ours. */
+    struct stat sb;
+    char *tmp = NULL;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) {
+        size_t n = strlen(path);
+        tmp = lean_malloc(n + 5);
+        if (!tmp) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: out of memory for a path");
+        memcpy(tmp, path, n);
+        memcpy(tmp + n, ".tmp", 5);
     }
-    if (!s.failed) return LEAN_OK;
-    /* The partial file stays: removing a path on error could delete what is not ours
-     * (a device, a file the caller meant to overwrite only on success). */
-    return LEAN_FAIL(err, LEAN_ERR_IO, "writing '%s' failed after %" U64 " bytes: %s", path, s.pos,
-                     strerror(saved));
+    gguf_sink s = {.path = tmp ? tmp : path};
+    s.fp = fopen(s.path, "wb");
+    if (!s.fp) {
+        st = LEAN_FAIL(err, LEAN_ERR_IO, "cannot create '%s': %s", s.path, strerror(errno));
+        goto done;
+    }
+    setvbuf(s.fp, NULL, _IOFBF, 1 << 20); /* fills write rows: gather them in 1 MiB pieces */
+    st = emit(w, &s, fill, user, err);
+    if (fclose(s.fp) != 0 && !s.io_errno) s.io_errno = errno;
+    if (st == LEAN_OK && s.io_errno) st = sink_io_error(&s, err);
+    if (st == LEAN_OK && tmp && rename(tmp, path) != 0)
+        st = LEAN_FAIL(err, LEAN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path,
+                       strerror(errno));
+done:
+    if (st != LEAN_OK && tmp) remove(tmp);
+    lean_free(tmp);
+    return st;
+}
+
+lean_status gguf_writer_write(gguf_writer *w, const char *path, lean_error *err) {
+    return gguf_writer_write_stream(w, path, NULL, NULL, err);
 }
 
 lean_status gguf_writer_write_mem(gguf_writer *w, void **out, uint64_t *out_bytes, lean_error *err) {
-    lean_status st = w_status(w, err);
+    lean_status st = w_ready(w, NULL, err);
     if (st != LEAN_OK) return st;
     if (!out || !out_bytes) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf writer: NULL output");
-    sink count = {0};
-    emit(w, &count);
+    gguf_sink count = {0};
+    emit(w, &count, NULL, NULL, err); /* every tensor has its copy: nothing can fail */
     if (count.pos > SIZE_MAX)
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: %" U64 " bytes do not fit in memory",
                          count.pos);
-    sink s = {.mem = lean_malloc((size_t)count.pos), .cap = count.pos};
+    gguf_sink s = {.mem = lean_malloc((size_t)count.pos), .cap = count.pos};
     if (!s.mem)
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gguf writer: out of memory for %" U64 " bytes",
                          count.pos);
-    emit(w, &s);
+    emit(w, &s, NULL, NULL, err);
     *out = s.mem;
     *out_bytes = s.pos;
     return LEAN_OK;
