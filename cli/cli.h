@@ -42,5 +42,6 @@ int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

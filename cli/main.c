@@ -6,6 +6,8 @@
  *   lean gen --preset P --type T [--vocab FILE] [--seed S] [--layers N] -o OUT
  *                                                a random-weight model at a preset's shapes
  *   lean quantize IN OUT TYPE                    re-encode a model's matrices
+ *   lean tokenize -m FILE (-p TEXT | -f TEXTFILE) [--no-bos] [--parse-special] [--pieces]
+ *                                                token ids of a text, by the file's vocabulary
  *
  * Only lean.h is used: the CLI is a front end like any other. Results go to stdout,
  * errors and timings to stderr; the exit status is 0 on success, 1 when the library
@@ -25,6 +27,7 @@ static const char *const usage_main =
     "  run -m FILE ...      generate token ids greedily from prompt ids\n"
     "  gen --preset P ...   write a random-weight model at a preset's shapes\n"
     "  quantize IN OUT TYPE re-encode every weight matrix of IN as TYPE\n"
+    "  tokenize -m FILE ... print the token ids of a text (-p TEXT or -f FILE)\n"
     "\n"
     "'lean COMMAND --help' describes one command.\n";
 
@@ -36,6 +39,7 @@ static const struct {
     {"run", cmd_run},
     {"gen", cmd_gen},
     {"quantize", cmd_quantize},
+    {"tokenize", cmd_tokenize},
 };
 
 int main(int argc, char **argv) {

@@ -185,7 +185,9 @@ LEAN_API lean_status lean_quantize_file(const char *in_path, const char *out_pat
  * Text in is any bytes: invalid UTF-8 is first replaced, each maximal invalid subpart by
  * U+FFFD (as Python's errors="replace", JS's TextDecoder and Rust's from_utf8_lossy do before
  * HF sees the text). Text out is always valid UTF-8, with the same replacement for byte
- * sequences the ids spell that are not UTF-8. Lengths are bytes; counts of ids are int32.
+ * sequences the ids spell that are not UTF-8 (HF's byte-level decoder does that too; its
+ * SentencePiece one writes one U+FFFD per byte of such a run of <0xNN> tokens, and llama.cpp
+ * hands the bytes out raw). Lengths are bytes; counts of ids are int32.
  * Unicode data is version 15.0: characters assigned later count as unassigned.
  *
  * Special tokens: the tokens of type CONTROL, USER_DEFINED and UNKNOWN are matched in the
@@ -226,7 +228,8 @@ typedef enum lean_tokenize_flags {
 
 /* text[0..text_bytes) -> ids. Writes min(*n_ids, max_ids) ids and sets *n_ids to the number
  * of ids the text makes: when *n_ids > max_ids the buffer was too small (ids = NULL,
- * max_ids = 0 just counts). Never more than 3 * text_bytes + 3 ids. */
+ * max_ids = 0 just counts). Never more than 3 * text_bytes + 3 ids. text_bytes is at most
+ * 2^29 (512 MiB; more is LEAN_ERR_ARG): split longer texts. */
 LEAN_API lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text_bytes,
                                    uint32_t flags, int32_t *ids, int32_t max_ids, int32_t *n_ids,
                                    lean_error *err);
@@ -328,7 +331,7 @@ LEAN_API void lean_text_stream_free(lean_text_stream *s);
  * include/import/extends/block, call blocks, recursive loops, autoescape, *args and **kwargs in
  * calls; the filters filesizeformat, groupby, pprint, random, striptags, urlencode, urlize,
  * wordwrap, xmlattr; the globals lipsum, cycler, joiner; integers beyond 64 bits; a
- * render past 256 MiB, nesting deeper than 100 levels, 64 nested macro calls or 20 million
+ * render past 256 MiB, nesting deeper than 100 levels, 32 nested macro calls or 10 million
  * steps. Case mapping (upper, lower, title, capitalize) is ASCII-only; repr() of strings
  * treats every non-ASCII character but a few spaces and format characters as printable.
  *

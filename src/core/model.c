@@ -21,6 +21,7 @@
 #include "model.h"
 
 #include "formats.h"
+#include "tokenizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -337,6 +338,8 @@ static lean_status load_header(lean_read_fn read, void *user, uint64_t file_size
     lean_status st = gguf_read(read, user, file_size, &m->gguf, err);
     if (st == LEAN_OK) st = parse_hparams(m->gguf, &m->hp, err);
     if (st == LEAN_OK) st = load_tensors(m, err);
+    /* a broken tokenizer does not stop the load: it keeps its error (tokenizer.c) */
+    if (st == LEAN_OK) st = lean_tokenizer_for_model(m->gguf, &m->tokenizer, err);
     if (st != LEAN_OK) {
         lean_model_free(m);
         return st;
@@ -398,6 +401,7 @@ lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_
 void lean_model_free(lean_model *m) {
     if (!m) return;
     gguf_free(m->gguf);
+    lean_tokenizer_free(m->tokenizer);
     lean_free(m->layers);
     lean_free(m->weights);
     if (m->map.data) lean_unmap_file(&m->map);

@@ -62,6 +62,8 @@ struct lean_model {
     lean_layer *layers;      /* n_layer */
     lean_mapped_file map;    /* set when loaded with mmap */
     void *weights;           /* set when streamed: the data section, owned */
+    struct lean_tokenizer *tokenizer; /* from the tokenizer.* keys (tokenizer.h); NULL when
+                                         the file has none; owned */
 };
 
 /* The longest context lean allocates (tokens); with model.c's other limits it keeps
