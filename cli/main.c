@@ -8,6 +8,8 @@
  *   lean quantize IN OUT TYPE                    re-encode a model's matrices
  *   lean tokenize -m FILE (-p TEXT | -f TEXTFILE) [--no-bos] [--parse-special] [--pieces]
  *                                                token ids of a text, by the file's vocabulary
+ *   lean template [-m FILE] [--template JINJAFILE | --chatml] [--add-generation-prompt] < messages.json
+ *                                                a conversation rendered through a chat template
  *
  * Only lean.h is used: the CLI is a front end like any other. Results go to stdout,
  * errors and timings to stderr; the exit status is 0 on success, 1 when the library
@@ -28,6 +30,7 @@ static const char *const usage_main =
     "  gen --preset P ...   write a random-weight model at a preset's shapes\n"
     "  quantize IN OUT TYPE re-encode every weight matrix of IN as TYPE\n"
     "  tokenize -m FILE ... print the token ids of a text (-p TEXT or -f FILE)\n"
+    "  template -m FILE ... render JSON messages (stdin) through the chat template\n"
     "\n"
     "'lean COMMAND --help' describes one command.\n";
 
@@ -40,6 +43,7 @@ static const struct {
     {"gen", cmd_gen},
     {"quantize", cmd_quantize},
     {"tokenize", cmd_tokenize},
+    {"template", cmd_template},
 };
 
 int main(int argc, char **argv) {

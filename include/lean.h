@@ -332,14 +332,14 @@ LEAN_API void lean_text_stream_free(lean_text_stream *s);
  * calls; the filters filesizeformat, groupby, pprint, random, striptags, urlencode, urlize,
  * wordwrap, xmlattr; the globals lipsum, cycler, joiner; integers beyond 64 bits; a
  * render past 256 MiB, nesting deeper than 100 levels, 32 nested macro calls or 10 million
- * steps. Case mapping (upper, lower, title, capitalize) is ASCII-only; repr() of strings
- * treats every non-ASCII character but a few spaces and format characters as printable.
+ * steps. Case mapping (upper, lower, title, capitalize) is ASCII-only.
  *
- * Errors: LEAN_ERR_FORMAT, a malformed template ("template line 1 col 9: unexpected end of
- * template: {% for %} at line 1 col 1 is not closed"); LEAN_ERR_UNSUPPORTED, see above;
- * LEAN_ERR_ARG, the template refused the conversation: raise_exception (the message is the
- * template's, "template raised: Conversation roles must alternate ..."), or a runtime error
- * jinja2 would raise too (an undefined variable's attribute, a type error).
+ * Errors: LEAN_ERR_FORMAT, a malformed template ("template line 1 col 36: unexpected end of
+ * template: the 'for' at line 1 col 4 is not closed (expected 'endfor')"); LEAN_ERR_UNSUPPORTED,
+ * see above ("template line 3 col 15: filter 'groupby' is not supported"); LEAN_ERR_ARG, the
+ * template refused the conversation: raise_exception ("template line 1 col 56: template
+ * raised: System role not supported"), or a runtime error jinja2 raises too (an undefined
+ * variable's attribute, a type error); LEAN_ERR_NOMEM.
  *
  * Fallback: a model without a template, or one whose template lean cannot render, can be
  * rendered as ChatML by asking for it explicitly: template_source NULL renders
@@ -463,7 +463,131 @@ LEAN_API lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, in
 LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t pos,
                                          const lean_mask *mask, int32_t *out_id, lean_error *err);
 
-/* ---- conversations (src/core/chat.c) ---- */
+/* ---- conversations (src/core/chat.c) ----
+ * A chat session: a conversation with a model whose tokens stay resident in the KV cache
+ * from one turn to the next.
+ *
+ *   lean_chat_session_params sp = lean_chat_session_default_params();
+ *   sp.system = "You are terse.";
+ *   sp.sampling.seed = 42;
+ *   lean_chat_session *s;
+ *   if (lean_chat_session_create(m, &sp, &s, &err) != LEAN_OK) puts(err.msg);
+ *   lean_chat_turn_stats st;
+ *   lean_chat_turn(s, "Hi", print_text, NULL, &st, &err);   // the reply, streamed to print_text
+ *   lean_chat_turn(s, "And?", print_text, NULL, &st, &err); // st.n_reused > 0: the first turn
+ *   lean_chat_session_free(s);                               // was not computed again
+ *
+ * A turn renders the whole conversation (the system prompt, every earlier turn, the new user
+ * text) through the chat template with add_generation_prompt, tokenizes that text with
+ * LEAN_TOKENIZE_PARSE_SPECIAL and without ADD_SPECIAL (the template writes the BOS itself, as
+ * transformers' apply_chat_template(tokenize=True) does), keeps the longest prefix of those ids
+ * that the KV cache already holds, prefills the rest and draws the reply until one of:
+ * an end-of-generation token (lean_token_is_eog; it is not part of the reply), a stop string
+ * (the reply ends before it; text that might still grow into one is held back and never
+ * handed out), n_predict ids, a full context, lean_chat_abort, or the text callback asking to
+ * stop. The reply text (special tokens skipped, as HF's skip_special_tokens=True) becomes the
+ * assistant's message. The ids kept resident are exactly those in the cache, generated ones
+ * included, so the KV state after any number of turns is that of one fresh prefill of them.
+ * Like transformers, control-token text written by the user ("<|im_end|>") is parsed into
+ * the control token, since the whole rendering is tokenized at once.
+ *
+ * The pump: lean_chat_submit starts a turn (render, tokenize, reuse the prefix: no model
+ * work), then each lean_chat_step does one bounded piece of work (one prefill chunk of
+ * n_batch ids, or one generated id) and hands back the reply text it made final; it says
+ * whether more is coming. lean_chat_turn is that loop with a callback.
+ *
+ * Overflow: a turn needs n_prompt + max(n_predict, 1) <= n_ctx. When it does not fit, the
+ * turn fails with LEAN_ERR_CONTEXT_FULL (naming the numbers; nothing changes), or, with
+ * drop_oldest, the oldest user/assistant pairs are left out (never the system prompt) until
+ * it fits; they leave the conversation when the turn ends. A reply that fills the context
+ * before it is done ends with LEAN_CHAT_STOP_CONTEXT.
+ *
+ * Failure: a submit that fails changes nothing. A step that fails ends the turn: the
+ * conversation stays as it was before the turn (the user text is not kept), the resident
+ * ids stay exact, and the session can take the next turn. An aborted turn (lean_chat_abort
+ * or the callback) is kept, with the reply text handed out so far.
+ *
+ * Threads: a session is used by one thread at a time, except lean_chat_abort, which any
+ * thread (or a signal handler: it is one atomic store) may call at any time. */
+typedef struct lean_chat_session lean_chat_session;
+
+typedef struct lean_chat_session_params {
+    int32_t n_ctx;                /* KV cache length in tokens; 0 = lean_ctx's default */
+    int32_t n_batch;              /* prefill chunk in tokens (one step); 0 = 64 */
+    lean_sampler_params sampling; /* how reply ids are drawn; default lean_sampler_default_params */
+    const char *template_source;  /* nullable: a Jinja chat template used instead of the model's */
+    int32_t chatml_fallback;      /* nonzero: ChatML (lean_chat_template_chatml) when the model has
+                                     no template and none is given; otherwise that is an error */
+    const char *system;           /* nullable: the system prompt, the first message of every turn */
+    const char *const *stop;      /* n_stop stop strings (non-empty); copied */
+    int32_t n_stop;
+    int32_t n_predict;            /* most ids drawn per reply (the end-of-generation id included);
+                                     0 = no limit but the context */
+    int32_t drop_oldest;          /* nonzero: drop the oldest turns instead of failing on overflow */
+} lean_chat_session_params;
+LEAN_API lean_chat_session_params lean_chat_session_default_params(void);
+
+/* Why a turn ended (lean_chat_turn_stats.stop); appended only. */
+typedef enum lean_chat_stop {
+    LEAN_CHAT_STOP_NONE = 0,     /* the turn is still going (or none ran) */
+    LEAN_CHAT_STOP_EOG = 1,      /* the model drew an end-of-generation token */
+    LEAN_CHAT_STOP_STRING = 2,   /* a stop string appeared */
+    LEAN_CHAT_STOP_LIMIT = 3,    /* n_predict ids were drawn */
+    LEAN_CHAT_STOP_CONTEXT = 4,  /* the context is full */
+    LEAN_CHAT_STOP_ABORT = 5,    /* lean_chat_abort */
+    LEAN_CHAT_STOP_CALLBACK = 6, /* the text callback returned nonzero */
+} lean_chat_stop;
+
+typedef struct lean_chat_turn_stats {
+    int32_t n_prompt;    /* ids of the rendered conversation */
+    int32_t n_reused;    /* of them, already in the KV cache (not computed again) */
+    int32_t n_prefilled; /* n_prompt - n_reused: prefilled by this turn */
+    int32_t n_generated; /* ids drawn (the end-of-generation id included) */
+    int32_t n_dropped;   /* earlier messages left out to fit (drop_oldest) */
+    int32_t stop;        /* a lean_chat_stop */
+} lean_chat_turn_stats;
+
+/* Text callback: n_bytes (> 0) of reply text, whole UTF-8 characters, not NUL-terminated,
+ * valid during the call. Return nonzero to end the reply there. */
+typedef int (*lean_chat_text_fn)(void *user, const char *text, size_t n_bytes);
+
+/* Creates the session's own lean_ctx and lean_sampler over m (which must outlive it).
+ * Errors: LEAN_ERR_MODEL when the model has no usable tokenizer, or no chat template (and
+ * neither template_source nor chatml_fallback); LEAN_ERR_ARG for bad params (an empty stop
+ * string, n_predict >= n_ctx, sampler ranges). */
+LEAN_API lean_status lean_chat_session_create(const lean_model *m, const lean_chat_session_params *p,
+                                              lean_chat_session **out, lean_error *err);
+LEAN_API void lean_chat_session_free(lean_chat_session *s);
+/* Forgets every turn (the system prompt stays) and ends a turn in progress. The KV cache
+ * is kept: the next turn reuses whatever prefix it shares with it. */
+LEAN_API void lean_chat_session_reset(lean_chat_session *s);
+
+/* One turn: submit, then steps until the reply ends, on_text (nullable) receiving the text.
+ * stats (nullable) is filled on success and failure alike. */
+LEAN_API lean_status lean_chat_turn(lean_chat_session *s, const char *user_text, lean_chat_text_fn on_text,
+                                    void *user, lean_chat_turn_stats *stats, lean_error *err);
+/* Starts a turn (LEAN_ERR_ARG if one is in progress). */
+LEAN_API lean_status lean_chat_submit(lean_chat_session *s, const char *user_text, lean_error *err);
+/* Does one piece of the turn's work. *text / *n_bytes: reply text made final by it (maybe
+ * none), owned by the session until its next call. *more: 1 while the turn goes on, 0 once it
+ * has ended (or when no turn was in progress). */
+LEAN_API lean_status lean_chat_step(lean_chat_session *s, const char **text, size_t *n_bytes, int *more,
+                                    lean_error *err);
+/* Ends the turn in progress at its next step (any thread, any time; a no-op between turns:
+ * lean_chat_submit clears it). */
+LEAN_API void lean_chat_abort(lean_chat_session *s);
+/* The turn in progress, or the last one. */
+LEAN_API void lean_chat_session_stats(const lean_chat_session *s, lean_chat_turn_stats *out);
+
+/* The conversation: the system prompt (if any), then user and assistant messages in turn
+ * order; the last is the latest reply. Owned by the session, valid until it changes. */
+LEAN_API const lean_chat_message *lean_chat_session_messages(const lean_chat_session *s, size_t *n);
+/* The ids resident in the KV cache, in position order (*n = lean_ctx_pos). Owned by the
+ * session, valid until its next call. */
+LEAN_API const int32_t *lean_chat_session_ids(const lean_chat_session *s, int32_t *n);
+/* The session's context (its lean_ctx_n_ctx, lean_ctx_pos) and sampler (its seed). */
+LEAN_API const lean_ctx *lean_chat_session_ctx(const lean_chat_session *s);
+LEAN_API const lean_sampler *lean_chat_session_sampler(const lean_chat_session *s);
 
 #ifdef __cplusplus
 }
