@@ -44,5 +44,6 @@ int cmd_gen(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 #endif

@@ -1,4 +1,11 @@
-/* cmd_run.c — `lean run`: generation from token ids through the sampler, with speeds on stderr.
+/* cmd_run.c — `lean run`: raw completion of a prompt (text streamed, or token ids), with
+ * speeds on stderr.
+ *
+ * The prompt is text (-p TEXT, -f FILE, or stdin when neither nor --ids is given), tokenized
+ * the way transformers' tokenizer(text) does it (BOS where the file says so, special tokens
+ * written in the text parsed), and the completion streams to stdout as whole characters
+ * (lean_text_stream) until -n tokens or an end-of-generation token; or the prompt is --ids,
+ * and exactly -n generated ids are printed, space-separated.
  *
  * Argument parsing is one loop: --help, then the sampling flags (shared with
  * `lean chat`: cli.c's parse_sampling_flag), then flags with a value. A new flag is one more
@@ -9,16 +16,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const usage_run =
-    "usage: lean run -m FILE --ids ID,ID,... [-n N] [--ctx N] [--batch N] [sampling flags]\n"
-    "Prefills the ids, then generates N more (default 16): greedily (the argmax, the lowest\n"
-    "id on ties) unless --temp T > 0 is given, then drawn by the sampler with the flags\n"
-    "below (their defaults are llama.cpp's). Prints the generated ids on\n"
-    "stdout, space-separated, and the sampling settings with the seed, the prefill and the\n"
-    "decode speeds on stderr. A run with a given --seed prints the same ids every time.\n"
+    "usage: lean run -m FILE (-p TEXT | -f FILE | --ids ID,ID,... | < FILE) [-n N] [--ctx N]\n"
+    "                [--batch N] [sampling flags]\n"
+    "Prefills the prompt, then generates N more tokens (default 16): greedily (the argmax, the\n"
+    "lowest id on ties) unless --temp T > 0 is given, then drawn by the sampler with the flags\n"
+    "below (their defaults are llama.cpp's). A text prompt is tokenized with the model's\n"
+    "vocabulary (BOS added where the file says so; special tokens in the text parsed) and the\n"
+    "completion streams to stdout as text, ending early at an end-of-generation token. With\n"
+    "--ids the generated ids are printed on stdout, space-separated. The sampling settings with\n"
+    "the seed, the prefill and the decode speeds go to stderr. A run with a given --seed prints\n"
+    "the same output every time.\n"
     "  -m FILE      the model (GGUF)\n"
+    "  -p TEXT      the prompt\n"
+    "  -f FILE      the prompt, read from FILE ('-': stdin)\n"
     "  --ids LIST   prompt token ids, comma-separated\n"
+    "               (with none of the three, the prompt is read from stdin)\n"
     "  -n N         tokens to generate (default 16)\n"
     "  --ctx N      context length in tokens (default: the model's, at most 4096)\n"
     "  --batch N    prefill chunk in tokens (default 64)\n"
@@ -47,8 +62,26 @@ static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     return 0;
 }
 
+/* All of f, NUL-terminated (*len bytes); NULL on failure. */
+static char *read_all(FILE *f, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += k;
+        if (cap - n < 2) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) free(buf), buf = NULL;
+    if (buf) buf[n] = 0, *len = n;
+    return buf;
+}
+
 typedef struct run_args {
-    const char *model, *ids;
+    const char *model, *ids, *prompt, *prompt_file;
     long long n_gen, n_ctx, n_batch;
     lean_sampler_params sampling;
 } run_args;
@@ -56,7 +89,7 @@ typedef struct run_args {
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
 static int parse_run(int argc, char **argv, run_args *a) {
     *a = (run_args){.n_gen = 16, .sampling = lean_sampler_default_params()};
-    a->sampling.temperature = 0; /* `run` is greedy unless asked: reproducible ids by default */
+    a->sampling.temperature = 0; /* `run` is greedy unless asked: reproducible output by default */
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (is_help(o)) return printf("%s", usage_run), -1;
@@ -71,13 +104,56 @@ static int parse_run(int argc, char **argv, run_args *a) {
                          : strcmp(o, "--batch") == 0 ? &a->n_batch : NULL;
         if (strcmp(o, "-m") == 0) a->model = v;
         else if (strcmp(o, "--ids") == 0) a->ids = v;
+        else if (strcmp(o, "-p") == 0) a->prompt = v;
+        else if (strcmp(o, "-f") == 0) a->prompt_file = v;
         else if (!num) return usage_error(usage_run, "unknown option '%s'", o);
         else if (parse_long(v, 0, INT32_MAX, num) != 0)
             return usage_error(usage_run, "expected a count >= 0, got '%s'", v);
     }
     if (!a->model) return usage_error(usage_run, "-m FILE is required");
-    if (!a->ids) return usage_error(usage_run, "--ids is required");
+    if (!!a->ids + !!a->prompt + !!a->prompt_file > 1)
+        return usage_error(usage_run, "give one prompt: -p TEXT, -f FILE or --ids");
     return 0;
+}
+
+/* The prompt as text (-p, -f, or stdin), tokenized as transformers' tokenizer(text) does:
+ * ADD_SPECIAL and PARSE_SPECIAL. 0 on success; 1 after printing the error. */
+static int text_prompt(const run_args *a, const lean_tokenizer *tok, int32_t **ids, int32_t *n_ids) {
+    lean_error err;
+    char *text = NULL;
+    size_t len = 0;
+    if (a->prompt) {
+        len = strlen(a->prompt);
+        text = malloc(len + 1);
+        if (text) memcpy(text, a->prompt, len + 1);
+    } else {
+        const char *path = a->prompt_file ? a->prompt_file : "-";
+        FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+        if (!f) return fprintf(stderr, "lean: cannot open '%s': %s\n", path, strerror(errno)), 1;
+        if (f == stdin && isatty(STDIN_FILENO)) fprintf(stderr, "lean: reading the prompt from stdin (end it with Ctrl-D)\n");
+        text = read_all(f, &len);
+        if (f != stdin) fclose(f);
+        if (!text) return fprintf(stderr, "lean: cannot read the prompt from '%s'\n", path), 1;
+    }
+    if (!text) return fprintf(stderr, "lean: out of memory\n"), 1;
+    const uint32_t flags = LEAN_TOKENIZE_ADD_SPECIAL | LEAN_TOKENIZE_PARSE_SPECIAL;
+    int32_t n = 0;
+    int rc = 1;
+    if (lean_tokenize(tok, text, len, flags, NULL, 0, &n, &err) != LEAN_OK) {
+        lib_error(&err);
+    } else if (n == 0) {
+        fprintf(stderr, "lean: the prompt is empty (no tokens)\n");
+    } else if (!(*ids = malloc(sizeof **ids * (size_t)n))) {
+        fprintf(stderr, "lean: out of memory\n");
+    } else if (lean_tokenize(tok, text, len, flags, *ids, n, n_ids, &err) != LEAN_OK) {
+        lib_error(&err);
+        free(*ids);
+        *ids = NULL;
+    } else {
+        rc = 0;
+    }
+    free(text);
+    return rc;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -85,16 +161,30 @@ int cmd_run(int argc, char **argv) {
     int rc = parse_run(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     int32_t *ids = NULL, n_ids = 0;
-    if (parse_ids(a.ids, &ids, &n_ids) != 0)
+    if (a.ids && parse_ids(a.ids, &ids, &n_ids) != 0)
         return usage_error(usage_run, "--ids expects comma-separated ids >= 0, got '%s'", a.ids);
+    const int as_text = !a.ids; /* a text prompt: the completion is printed as text */
 
     lean_error err;
     lean_model *m = NULL;
     lean_ctx *c = NULL;
     lean_sampler *smp = NULL;
+    lean_text_stream *ts = NULL;
     float *logits = NULL;
+    const lean_tokenizer *tok = NULL;
+    const char *stopped = "";
     rc = 1;
     if (lean_model_load_file(a.model, &m, &err) != LEAN_OK) goto fail;
+    if (as_text) {
+        tok = lean_model_tokenizer(m);
+        if (!tok) {
+            fprintf(stderr, "lean: the model has no tokenizer: give the prompt as --ids\n");
+            goto done;
+        }
+        if (lean_tokenizer_check(tok, &err) != LEAN_OK) goto fail;
+        if (text_prompt(&a, tok, &ids, &n_ids) != 0) goto done;
+        if (lean_text_stream_create(tok, LEAN_DETOKENIZE_SKIP_SPECIAL, &ts, &err) != LEAN_OK) goto fail;
+    }
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = (int32_t)a.n_ctx;
     cp.n_batch = (int32_t)a.n_batch;
@@ -114,34 +204,52 @@ int cmd_run(int argc, char **argv) {
     if (lean_prefill(c, ids, n_ids, logits, &err) != LEAN_OK) goto fail;
     double t1 = now_ms();
     /* The first token comes from the prefill's logits; each later one needs a decode. */
+    long long n_drawn = 0;
     for (long long i = 0; i < a.n_gen; i++) {
         int32_t next;
+        const char *piece;
+        size_t n_piece;
         /* The draw is keyed by the position the token will occupy: the same on every backend. */
         if (lean_sampler_sample(smp, logits, lean_ctx_pos(c), NULL, &next, &err) != LEAN_OK ||
-            lean_sampler_accept(smp, &next, 1, &err) != LEAN_OK) {
-            printf("\n");
-            goto fail;
+            lean_sampler_accept(smp, &next, 1, &err) != LEAN_OK)
+            goto fail_line;
+        n_drawn++;
+        if (!as_text) {
+            printf("%s%d", i ? " " : "", next);
+        } else if (lean_token_is_eog(tok, next)) {
+            stopped = "; stopped at an end-of-generation token";
+            break;
+        } else if (next < lean_tokenizer_n_tokens(tok)) {
+            if (lean_text_stream_push(ts, next, &piece, &n_piece, &err) != LEAN_OK) goto fail_line;
+            fwrite(piece, 1, n_piece, stdout);
         }
-        printf("%s%d", i ? " " : "", next);
         fflush(stdout);
-        if (i + 1 < a.n_gen && lean_decode(c, next, logits, &err) != LEAN_OK) {
-            printf("\n");
-            goto fail;
-        }
+        if (i + 1 < a.n_gen && lean_decode(c, next, logits, &err) != LEAN_OK) goto fail_line;
     }
-    printf("\n");
+    if (as_text) {
+        const char *rest;
+        size_t n_rest;
+        if (lean_text_stream_flush(ts, &rest, &n_rest, &err) != LEAN_OK) goto fail_line;
+        fwrite(rest, 1, n_rest, stdout);
+    }
+    /* ids end with a newline; text gets one only on a terminal, so piped text stays exact */
+    if (!as_text || isatty(STDOUT_FILENO)) printf("\n");
+    fflush(stdout);
     double t2 = now_ms();
-    long long n_dec = a.n_gen > 1 ? a.n_gen - 1 : 0;
-    fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)\n",
-            n_ids, t1 - t0, n_ids / ((t1 - t0) / 1e3), n_dec, t2 - t1,
-            n_dec ? n_dec / ((t2 - t1) / 1e3) : 0.0);
+    long long n_dec = n_drawn > 1 ? n_drawn - 1 : 0;
+    fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
+            n_ids, t1 - t0, n_ids / ((t1 - t0) / 1e3), n_dec, t2 - t1, n_dec ? n_dec / ((t2 - t1) / 1e3) : 0.0,
+            stopped);
     rc = 0;
     goto done;
+fail_line:
+    printf("\n");
 fail:
     lib_error(&err);
 done:
     free(logits);
     free(ids);
+    lean_text_stream_free(ts);
     lean_sampler_free(smp);
     lean_ctx_free(c);
     lean_model_free(m);

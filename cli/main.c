@@ -1,8 +1,10 @@
 /* main.c — the `lean` command: dispatch to cli/cmd_<name>.c.
  *
  *   lean info FILE                               what a model file holds
- *   lean run -m FILE --ids 1,2,3 -n 32 [--ctx N] [--batch N]
- *                                                greedy generation from token ids
+ *   lean run -m FILE (-p TEXT | -f FILE | --ids 1,2,3) -n 32 [--ctx N] [--batch N]
+ *                                                completion (streamed text, or ids), greedy by default
+ *   lean chat -m FILE [--system TEXT] [--stop S]... [-n N]
+ *                                                a conversation through the chat template, on stdin
  *   lean gen --preset P --type T [--vocab FILE] [--seed S] [--layers N] -o OUT
  *                                                a random-weight model at a preset's shapes
  *   lean quantize IN OUT TYPE                    re-encode a model's matrices
@@ -26,7 +28,8 @@ static const char *const usage_main =
     "\n"
     "commands:\n"
     "  info FILE            print a model's architecture, shapes and tensor types\n"
-    "  run -m FILE ...      generate token ids greedily from prompt ids\n"
+    "  run -m FILE ...      complete a prompt (text or ids), greedily unless --temp\n"
+    "  chat -m FILE ...     talk with the model through its chat template (stdin)\n"
     "  gen --preset P ...   write a random-weight model at a preset's shapes\n"
     "  quantize IN OUT TYPE re-encode every weight matrix of IN as TYPE\n"
     "  tokenize -m FILE ... print the token ids of a text (-p TEXT or -f FILE)\n"
@@ -40,6 +43,7 @@ static const struct {
 } commands[] = {
     {"info", cmd_info},
     {"run", cmd_run},
+    {"chat", cmd_chat},
     {"gen", cmd_gen},
     {"quantize", cmd_quantize},
     {"tokenize", cmd_tokenize},

@@ -1,0 +1,289 @@
+/* cmd_chat.c — `lean chat`: an interactive conversation through the model's chat template.
+ *
+ *   lean chat -m model.gguf --system "You are terse."
+ *   printf 'Hi\nWhat is 2+2?\n' | lean chat -m model.gguf -n 64 --seed 1
+ *
+ * One lean_chat_session (lean.h, "conversations") holds the conversation and its KV cache:
+ * each line read from stdin is a user message, the reply streams to stdout as it is drawn,
+ * and one line on stderr says how much of the conversation was reused from the cache.
+ * Ctrl-C (SIGINT) aborts the reply in progress through lean_chat_abort (one atomic store,
+ * safe in a signal handler) and returns to the prompt; at the prompt it exits, as EOF does.
+ *
+ * Sections: usage · arguments · input · signals · the loop */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- usage ---- */
+
+static const char *const usage_chat =
+    "usage: lean chat -m FILE [--ctx N] [--batch N] [-n N] [--system TEXT] [--stop S]...\n"
+    "                 [--template JINJAFILE | --chatml] [--drop-oldest] [sampling flags]\n"
+    "A conversation with the model through its chat template. Each line on stdin is a message\n"
+    "(a line ending in '\\' goes on with the next); the reply streams to stdout, and a line on\n"
+    "stderr tells how many prompt tokens were reused from the cache and how many computed.\n"
+    "Typing /reset forgets the conversation (the system prompt stays); /quit or end of input\n"
+    "(Ctrl-D) exits. Ctrl-C stops the reply in progress; at the prompt it exits.\n"
+    "  -m FILE              the model (GGUF, with a tokenizer)\n"
+    "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
+    "  --batch N            prefill chunk in tokens (default 64)\n"
+    "  -n N                 most tokens per reply (default 0: until the model ends it or the\n"
+    "                       context is full)\n"
+    "  --system TEXT        the system prompt\n"
+    "  --stop S             end the reply before S (repeatable); S is never printed\n"
+    "  --template JINJAFILE this chat template instead of the model's\n"
+    "  --chatml             the ChatML template instead of the model's (a model without a\n"
+    "                       template gets ChatML anyway, said on stderr)\n"
+    "  --drop-oldest        when the conversation outgrows the context, leave out its oldest\n"
+    "                       turns (default: say so, and keep the conversation as it is)\n"
+    SAMPLING_USAGE;
+
+/* ---- arguments ---- */
+
+#define MAX_STOPS 16
+
+typedef struct chat_args {
+    const char *model, *system, *template_path;
+    const char *stops[MAX_STOPS];
+    int n_stops, chatml, drop_oldest;
+    long long n_predict, n_ctx, n_batch;
+    lean_sampler_params sampling;
+} chat_args;
+
+/* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
+static int parse_chat(int argc, char **argv, chat_args *a) {
+    *a = (chat_args){.sampling = lean_sampler_default_params()}; /* chat samples: llama.cpp's defaults */
+    for (int i = 0; i < argc; i++) {
+        const char *o = argv[i];
+        if (is_help(o)) return printf("%s", usage_chat), -1;
+        int rc = parse_sampling_flag(usage_chat, argc, argv, &i, &a->sampling);
+        if (rc == 0) continue;
+        if (rc > 0) return rc;
+        if (strcmp(o, "--chatml") == 0) {
+            a->chatml = 1;
+            continue;
+        }
+        if (strcmp(o, "--drop-oldest") == 0) {
+            a->drop_oldest = 1;
+            continue;
+        }
+        /* flags with a value */
+        if (i + 1 >= argc) return usage_error(usage_chat, "'%s' needs a value (or is unknown)", o);
+        const char *v = argv[++i];
+        long long *num = strcmp(o, "-n") == 0 ? &a->n_predict
+                         : strcmp(o, "--ctx") == 0 ? &a->n_ctx
+                         : strcmp(o, "--batch") == 0 ? &a->n_batch : NULL;
+        if (strcmp(o, "-m") == 0) a->model = v;
+        else if (strcmp(o, "--system") == 0) a->system = v;
+        else if (strcmp(o, "--template") == 0) a->template_path = v;
+        else if (strcmp(o, "--stop") == 0) {
+            if (!*v) return usage_error(usage_chat, "--stop needs a non-empty string");
+            if (a->n_stops == MAX_STOPS) return usage_error(usage_chat, "at most %d --stop strings", MAX_STOPS);
+            a->stops[a->n_stops++] = v;
+        } else if (!num) return usage_error(usage_chat, "unknown option '%s'", o);
+        else if (parse_long(v, 0, INT32_MAX, num) != 0)
+            return usage_error(usage_chat, "%s expects a count >= 0, got '%s'", o, v);
+    }
+    if (!a->model) return usage_error(usage_chat, "-m FILE is required");
+    if (a->chatml && a->template_path) return usage_error(usage_chat, "--chatml and --template exclude each other");
+    return 0;
+}
+
+/* ---- input ---- */
+
+/* A whole text file, NUL-terminated; NULL on failure (errno says why). */
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += k;
+        if (cap - n < 2) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) free(buf), buf = NULL;
+    fclose(f);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+/* One message: lines joined while they end in '\'. Returns 1 with *msg (malloc'd, without
+ * the newline), 0 at end of input, -1 when interrupted (SIGINT at the prompt). */
+static int read_message(char **msg, int interactive) {
+    char *out = NULL, *line = NULL;
+    size_t n_out = 0, cap = 0;
+    for (;;) {
+        errno = 0;
+        ssize_t len = getline(&line, &cap, stdin);
+        if (len < 0) {
+            const int interrupted = errno == EINTR;
+            clearerr(stdin);
+            free(line);
+            if (out && !interrupted) break; /* a last line without its newline */
+            free(out);
+            return interrupted ? -1 : 0;
+        }
+        if (len > 0 && line[len - 1] == '\n') line[--len] = 0;
+        if (len > 0 && line[len - 1] == '\r') line[--len] = 0;
+        const int more = len > 0 && line[len - 1] == '\\';
+        if (more) line[--len] = 0;
+        char *grown = realloc(out, n_out + (size_t)len + 2);
+        if (!grown) {
+            free(out);
+            free(line);
+            return 0;
+        }
+        out = grown;
+        memcpy(out + n_out, line, (size_t)len);
+        n_out += (size_t)len;
+        out[n_out] = 0;
+        if (!more) {
+            free(line);
+            break;
+        }
+        out[n_out++] = '\n';
+        out[n_out] = 0;
+        if (interactive) fputs("... ", stderr);
+    }
+    *msg = out;
+    return 1;
+}
+
+/* ---- signals ---- */
+
+static lean_chat_session *volatile g_session;
+static volatile sig_atomic_t g_in_reply;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (g_in_reply && g_session) lean_chat_abort(g_session); /* the reply stops at its next step */
+    /* at the prompt: getline fails with EINTR (no SA_RESTART) and the loop ends */
+}
+
+/* ---- the loop ---- */
+
+static int print_text(void *user, const char *text, size_t n) {
+    (void)user;
+    fwrite(text, 1, n, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static const char *stop_name(int stop) {
+    switch (stop) {
+    case LEAN_CHAT_STOP_EOG: return "end of generation";
+    case LEAN_CHAT_STOP_STRING: return "stop string";
+    case LEAN_CHAT_STOP_LIMIT: return "-n limit";
+    case LEAN_CHAT_STOP_CONTEXT: return "context full";
+    case LEAN_CHAT_STOP_ABORT: return "interrupted";
+    case LEAN_CHAT_STOP_CALLBACK: return "stopped";
+    }
+    return "?";
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_args a;
+    int rc = parse_chat(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+
+    lean_error err;
+    lean_model *m = NULL;
+    lean_chat_session *s = NULL;
+    char *tpl = NULL;
+    rc = 1;
+    if (a.template_path && !(tpl = read_file(a.template_path))) {
+        fprintf(stderr, "lean: cannot read the template '%s': %s\n", a.template_path, strerror(errno));
+        return 1;
+    }
+    if (lean_model_load_file(a.model, &m, &err) != LEAN_OK) goto fail;
+    lean_chat_session_params p = lean_chat_session_default_params();
+    p.n_ctx = (int32_t)a.n_ctx;
+    p.n_batch = (int32_t)a.n_batch;
+    p.n_predict = (int32_t)a.n_predict;
+    p.sampling = a.sampling;
+    p.system = a.system;
+    p.stop = a.stops;
+    p.n_stop = a.n_stops;
+    p.drop_oldest = a.drop_oldest;
+    p.template_source = a.chatml ? lean_chat_template_chatml() : tpl;
+    p.chatml_fallback = 1;
+    if (!p.template_source && !lean_model_chat_template(m))
+        fprintf(stderr, "lean: the model has no chat template; using ChatML\n");
+    if (lean_chat_session_create(m, &p, &s, &err) != LEAN_OK) goto fail;
+    print_sampling(&a.sampling, lean_sampler_seed(lean_chat_session_sampler(s)));
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
+    g_session = s;
+    sigaction(SIGINT, &sa, NULL);
+
+    const int interactive = isatty(STDIN_FILENO);
+    for (;;) {
+        if (interactive) fputs("> ", stderr);
+        char *msg = NULL;
+        int got = read_message(&msg, interactive);
+        if (got <= 0) {
+            if (interactive) fputc('\n', stderr);
+            break;
+        }
+        if (strcmp(msg, "/quit") == 0 || strcmp(msg, "/exit") == 0) {
+            free(msg);
+            break;
+        }
+        if (strcmp(msg, "/reset") == 0) {
+            lean_chat_session_reset(s);
+            fprintf(stderr, "[conversation cleared]\n");
+            free(msg);
+            continue;
+        }
+        if (!msg[0]) { /* an empty line is no message */
+            free(msg);
+            continue;
+        }
+        lean_chat_turn_stats st;
+        const double t0 = now_ms();
+        g_in_reply = 1;
+        lean_status ts = lean_chat_turn(s, msg, print_text, NULL, &st, &err);
+        g_in_reply = 0;
+        const double t1 = now_ms();
+        free(msg);
+        if (ts != LEAN_OK) {
+            lib_error(&err);
+            if (ts == LEAN_ERR_CONTEXT_FULL)
+                fprintf(stderr, "lean: type /reset to start afresh%s\n",
+                        a.drop_oldest ? "" : ", or run with --drop-oldest");
+            continue;
+        }
+        printf("\n");
+        fflush(stdout);
+        const double secs = (t1 - t0) / 1e3;
+        fprintf(stderr, "[%d prompt tokens: %d reused, %d computed; %d generated; %.2f s (%.1f tok/s); %s%s]\n",
+                st.n_prompt, st.n_reused, st.n_prefilled, st.n_generated, secs,
+                secs > 0 ? (st.n_prefilled + st.n_generated) / secs : 0.0, stop_name(st.stop),
+                st.n_dropped ? ", oldest turns dropped" : "");
+    }
+    rc = 0;
+    goto done;
+fail:
+    lib_error(&err);
+done:
+    signal(SIGINT, SIG_DFL);
+    g_session = NULL;
+    lean_chat_session_free(s);
+    lean_model_free(m);
+    free(tpl);
+    return rc;
+}
