@@ -4,6 +4,8 @@
 #ifndef LEAN_TEST_H
 #define LEAN_TEST_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern int t_passed, t_failed;
@@ -22,5 +24,13 @@ extern int t_passed, t_failed;
 
 /* Ends main(): prints the tally and returns the exit status. */
 int test_finish(const char *name);
+
+/* The whole file at path in a malloc'd buffer (the caller frees it), its length in
+ * *out_len; NULL when the file cannot be opened. */
+uint8_t *test_read_file(const char *path, size_t *out_len);
+
+/* A float's bit pattern and back (memcpy, so no aliasing or rounding surprises). */
+uint32_t bits_of(float f);
+float float_of(uint32_t u);
 
 #endif

@@ -19,18 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* the types lean.h names, with their ggml block sizes */
 static const struct {
     int id;
@@ -256,27 +244,6 @@ static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-static uint8_t *read_file(const char *path, size_t *out_len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 1 << 16;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb) break;
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    *out_len = len;
-    return buf;
-}
-
 /* index of the first differing block, or -1 */
 static int64_t first_diff(const uint8_t *a, const uint8_t *b, size_t nbytes, size_t unit) {
     for (size_t i = 0; i < nbytes; i++)
@@ -294,7 +261,7 @@ static int test_vector_file(const char *dir, int type_id, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     size_t len = 0;
-    uint8_t *buf = read_file(path, &len);
+    uint8_t *buf = test_read_file(path, &len);
     CHECK(buf != NULL, "cannot read %s", path);
     if (!buf) return 0;
     const lean_type_traits *t = lean_type_traits_get((uint32_t)type_id);

@@ -25,17 +25,6 @@
 #define MAXV 512
 #define FIXTURE "tests/data/sampler/sampler.txt"
 
-static uint32_t bits_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-static float float_of(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* A small deterministic generator for test data (not the sampler's). */
 static uint64_t rng_state = 88172645463325252u;
 static uint32_t rnd(void) {

@@ -36,30 +36,9 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *buf = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 1 << 16;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb) break;
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    *n = len;
-    return buf;
-}
-
 static gguf_file *read_gguf(const char *path) {
     size_t n;
-    uint8_t *data = read_all(path, &n);
+    uint8_t *data = test_read_file(path, &n);
     if (!data) {
         CHECK(0, "cannot read %s", path);
         return NULL;
@@ -220,7 +199,7 @@ static int stream_matches(const lean_tokenizer *t, const int32_t *ids, int32_t n
 
 static void test_refs(void) {
     size_t n;
-    char *data = (char *)read_all(DATA "refs.tsv", &n);
+    char *data = (char *)test_read_file(DATA "refs.tsv", &n);
     CHECK(data != NULL, "cannot read " DATA "refs.tsv");
     if (!data) return;
     int failures_shown = 0;

@@ -1,9 +1,45 @@
-/* testlib.c — the tally behind test.h. */
+/* testlib.c — the tally behind test.h, and the helpers tests share. */
 #include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 int t_passed, t_failed;
 
 int test_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, t_passed, t_failed);
     return t_failed ? 1 : 0;
+}
+
+uint8_t *test_read_file(const char *path, size_t *out_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 1 << 16;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) break;
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    *out_len = len;
+    return buf;
+}
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }

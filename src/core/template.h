@@ -341,6 +341,9 @@ lean_status tj_chat_render(const char *template_source, const lean_chat_message 
                            lean_error *err);
 
 /* ---- shared by the builtins (template_text.c) ---- */
+/* tj_fail at a node's position (at nullable: no position). */
+bool tj_fail_at(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Binds positional and keyword arguments to parameter names: slots[i] is the argument for
  * params[i] or NULL; too many, unknown or repeated arguments fail naming fname. */
 bool tj_bind(tj_ctx *c, const tj_node *at, const char *fname, const char *const *params, int n_params,

@@ -19,23 +19,13 @@
 #include "unicode.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static bool bfail(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static bool bfail(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tj_fail(c, at ? at->line : 0, at ? at->col : 0, st, "%s", msg);
-}
-#define RT(...) bfail(c, at, LEAN_ERR_ARG, __VA_ARGS__)
-#define UNSUP(...) bfail(c, at, LEAN_ERR_UNSUPPORTED, __VA_ARGS__)
+#define RT(...) tj_fail_at(c, at, LEAN_ERR_ARG, __VA_ARGS__)
+#define UNSUP(...) tj_fail_at(c, at, LEAN_ERR_UNSUPPORTED, __VA_ARGS__)
 
 /* ---- 1. names ---- */
 
@@ -196,7 +186,7 @@ static bool select_reject(tj_ctx *c, const tj_node *at, const tj_value *v, const
         bool known;
         test = tj_test_id(name, &known);
         if (test < 0) return known ? UNSUP("test '%.*s' is not supported", (int)name.n, name.p)
-                                   : bfail(c, at, LEAN_ERR_FORMAT, "no test named '%.*s'", (int)name.n, name.p);
+                                   : tj_fail_at(c, at, LEAN_ERR_FORMAT, "no test named '%.*s'", (int)name.n, name.p);
     }
     tj_list *items = NULL;
     if (!iter_list(c, at, v, &items)) return false;
@@ -239,7 +229,7 @@ static bool filter_map(tj_ctx *c, const tj_node *at, const tj_value *v, const tj
         bool known;
         filt = tj_filter_id(name, &known);
         if (filt < 0) return known ? UNSUP("filter '%.*s' is not supported", (int)name.n, name.p)
-                                   : bfail(c, at, LEAN_ERR_FORMAT, "no filter named '%.*s'", (int)name.n, name.p);
+                                   : tj_fail_at(c, at, LEAN_ERR_FORMAT, "no filter named '%.*s'", (int)name.n, name.p);
     }
     tj_list *items = NULL;
     if (!iter_list(c, at, v, &items)) return false;

@@ -1,7 +1,7 @@
 /* template_text.c — Python's str as chat templates use it: str()/repr() of any value, float
  * repr, json.dumps (transformers' tojson), % and str.format, the str/dict/list/loop methods,
  * and the helpers the filters share (strip, split, replace, padding, case mapping, sorting,
- * int()/float() parsing, argument binding).
+ * int()/float() parsing, argument binding, errors at a node).
  *
  * What it does not do: Unicode case mapping (upper/lower/title/capitalize change ASCII
  * letters only; other characters are copied), format specs in str.format, %(name)s formats.
@@ -23,8 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-static bool bfail(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static bool bfail(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...) {
+bool tj_fail_at(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -32,8 +31,8 @@ static bool bfail(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt,
     va_end(ap);
     return tj_fail(c, at ? at->line : 0, at ? at->col : 0, st, "%s", msg);
 }
-#define RT(...) bfail(c, at, LEAN_ERR_ARG, __VA_ARGS__)
-#define UNSUP(...) bfail(c, at, LEAN_ERR_UNSUPPORTED, __VA_ARGS__)
+#define RT(...) tj_fail_at(c, at, LEAN_ERR_ARG, __VA_ARGS__)
+#define UNSUP(...) tj_fail_at(c, at, LEAN_ERR_UNSUPPORTED, __VA_ARGS__)
 
 /* ---- 1. arguments ---- */
 
