@@ -21,7 +21,6 @@
 #include "template.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -139,25 +138,9 @@ static tj_value *frame_lookup(tj_frame *f, tj_str name) {
 
 /* ---- 2. Python semantics ---- */
 
-static bool rt_fail(tj_ctx *c, const tj_node *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool rt_fail(tj_ctx *c, const tj_node *at, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tj_fail(c, at ? at->line : 0, at ? at->col : 0, LEAN_ERR_ARG, "%s", msg);
-}
-
-static bool unsupported(tj_ctx *c, const tj_node *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool unsupported(tj_ctx *c, const tj_node *at, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tj_fail(c, at ? at->line : 0, at ? at->col : 0, LEAN_ERR_UNSUPPORTED, "%s", msg);
-}
+/* Errors at a node: a runtime error jinja2 raises too, or a construct lean refuses. */
+#define rt_fail(c, at, ...) tj_fail_at((c), (at), LEAN_ERR_ARG, __VA_ARGS__)
+#define unsupported(c, at, ...) tj_fail_at((c), (at), LEAN_ERR_UNSUPPORTED, __VA_ARGS__)
 
 static bool step(tj_ctx *c, const tj_node *at) {
     if (++c->steps <= TJ_MAX_STEPS) return true;
