@@ -115,8 +115,17 @@ LEAN_API int32_t lean_model_n_vocab(const lean_model *m);
 typedef struct lean_ctx lean_ctx;
 
 typedef struct lean_ctx_params {
-    int32_t n_ctx;   /* KV cache length in tokens; 0 = the model's n_ctx_train capped at 4096 */
-    int32_t n_batch; /* prefill chunk in tokens; 0 = 64 */
+    int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's n_ctx_train capped at 4096 */
+    int32_t n_batch;   /* prefill chunk in tokens; 0 = 64 */
+    int32_t n_threads; /* CPU threads; 0 = one per CPU this process may use (1 in wasm) */
+    /* Which backend computes: "cpu" = the CPU kernels (the best instruction set this CPU
+     * has, threads); "cpu-generic", "cpu-avx2", "cpu-avx512" = that kernel table (for tests
+     * and measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it); NULL, "auto" or
+     * "cpu-ref" = the plain single-threaded reference (the default for now: the CPU kernels
+     * are opt-in until they are held to the transformers fixtures). The CPU kernels compute with 8-bit activations, so
+     * their logits are close to, not the same bits as, the reference's; they are the same
+     * bits for every n_threads and every n_batch. */
+    const char *backend;
 } lean_ctx_params;
 LEAN_API lean_ctx_params lean_ctx_default_params(void);
 

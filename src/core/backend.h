@@ -8,11 +8,23 @@
 
 typedef struct lean_backend_state lean_backend_state;
 
+/* Everything a backend is created with (create_config). */
+typedef struct lean_backend_config {
+    int32_t n_ctx;     /* KV cache length in tokens */
+    int32_t n_batch;   /* the most tokens one forward call gets (1 <= n_batch <= n_ctx) */
+    int32_t n_threads; /* CPU threads; 0 = one per CPU; backends without threads ignore it */
+    const char *isa;   /* CPU kernel table (kernels.h): NULL = the best this CPU runs */
+} lean_backend_config;
+
 typedef struct lean_backend {
     const char *name;
     /* n_ctx: KV cache length; n_batch: the most tokens one prefill call gets. */
     lean_status (*create)(const lean_model *m, int32_t n_ctx, int32_t n_batch,
                           lean_backend_state **out, lean_error *err);
+    /* Optional (NULL: create is used, with the config's n_ctx and n_batch): create with
+     * every setting of the config. */
+    lean_status (*create_config)(const lean_model *m, const lean_backend_config *cfg,
+                                 lean_backend_state **out, lean_error *err);
     /* Runs ids[0..n) at positions pos..pos+n (n <= n_batch), writing their K/V.
      * logits (nullable): n_vocab floats for the last of the n tokens. */
     lean_status (*forward)(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos,
@@ -20,6 +32,7 @@ typedef struct lean_backend {
     void (*destroy)(lean_backend_state *s);
 } lean_backend;
 
-extern const lean_backend lean_backend_cpu_ref;
+extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */
+extern const lean_backend lean_backend_cpu;     /* src/cpu/forward.c: kernels, threads */
 
 #endif

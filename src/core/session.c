@@ -11,8 +11,29 @@
  */
 #include "backend.h"
 
-/* The backend every ctx uses, until the ladder (WebGPU -> CPU threads -> CPU ref) exists. */
-static const lean_backend *const default_backend = &lean_backend_cpu_ref;
+#include <string.h>
+
+/* The backends lean_ctx_params.backend names, until the ladder (WebGPU -> CPU threads ->
+ * CPU ref) exists. "cpu-<isa>" is the CPU backend with one kernel table (kernels.h). */
+typedef struct backend_choice {
+    const lean_backend *be;
+    const char *isa; /* for the CPU backend: NULL = the best this CPU runs */
+} backend_choice;
+
+static bool choose_backend(const char *name, backend_choice *out) {
+    if (!strcmp(name ? name : "auto", "cpu")) {
+        *out = (backend_choice){&lean_backend_cpu, NULL};
+    } else if (!name || !strcmp(name, "auto") || !strcmp(name, "cpu-ref")) {
+        /* The default stays the reference until the CPU kernels are held to the
+         * transformers fixtures with a stated tolerance (issue 5). */
+        *out = (backend_choice){&lean_backend_cpu_ref, NULL};
+    } else if (!strncmp(name, "cpu-", 4) && name[4]) {
+        *out = (backend_choice){&lean_backend_cpu, name + 4};
+    } else {
+        return false;
+    }
+    return true;
+}
 
 #define DEFAULT_N_CTX_CAP 4096
 #define DEFAULT_N_BATCH 64
@@ -29,7 +50,7 @@ struct lean_ctx {
 /* ---- params ---- */
 
 lean_ctx_params lean_ctx_default_params(void) {
-    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0};
+    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .backend = NULL};
 }
 
 /* ---- create / free ---- */
@@ -39,9 +60,14 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     if (!m || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_create: NULL argument");
     *out = NULL;
     lean_ctx_params params = p ? *p : lean_ctx_default_params();
-    if (params.n_ctx < 0 || params.n_batch < 0)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d) and n_batch (%d) must be >= 0", params.n_ctx,
-                         params.n_batch);
+    if (params.n_ctx < 0 || params.n_batch < 0 || params.n_threads < 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d), n_batch (%d) and n_threads (%d) must be >= 0",
+                         params.n_ctx, params.n_batch, params.n_threads);
+    backend_choice bc;
+    if (!choose_backend(params.backend, &bc))
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "unknown backend '%s' (auto, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, cpu-avx512)",
+                         params.backend);
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
     if (n_ctx > LEAN_MAX_N_CTX)
@@ -52,8 +78,11 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
 
     lean_ctx *c = lean_calloc(1, sizeof *c);
     if (!c) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
-    *c = (lean_ctx){.m = m, .be = default_backend, .n_ctx = n_ctx, .n_batch = n_batch};
-    lean_status st = c->be->create(m, n_ctx, n_batch, &c->state, err);
+    *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = n_batch};
+    const lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = params.n_threads,
+                                     .isa = bc.isa};
+    lean_status st = c->be->create_config ? c->be->create_config(m, &cfg, &c->state, err)
+                                          : c->be->create(m, n_ctx, n_batch, &c->state, err);
     if (st != LEAN_OK) {
         lean_free(c);
         return st;

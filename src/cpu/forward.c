@@ -1,0 +1,519 @@
+/* forward.c — lean_backend_cpu: the fast CPU forward pass (kernel table + thread pool).
+ *
+ * What it does: the same decoder as forward_ref.c (llama / qwen2 / qwen3; read that file
+ * for the math), computed with the kernels of kernels.h on the weights' own blocks, by a
+ * pool of persistent threads (pool.h). Per layer, for n tokens at pos..pos+n, one parallel
+ * region per line, its work cut into chunks that the threads claim:
+ *
+ *   region                      one chunk is               writes
+ *   norm + quantize             a token                    xn, the activations of Wq/Wk/Wv
+ *   Wq Wk Wv                    rows of one of the three   q, the K and V cache rows
+ *   bias, q/k norm, RoPE        a token                    q, K
+ *   attention                   (head, token tile)         att
+ *   quantize                    a token                    the activations of Wo
+ *   Wo, x += .                  rows                       x
+ *   norm + quantize             a token                    xn, the activations of Wgate/Wup
+ *   Wgate Wup, silu(g) * u      the same rows of both      gate
+ *   quantize                    a token                    the activations of Wdown
+ *   Wdown, x += .               rows                       x
+ * then the logits of the last token (norm, quantize, Wout by rows). Row chunks are 64 rows
+ * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
+ * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
+ * is allocated after create.
+ *
+ * Exactness: not the reference's bits (8-bit activations, other summation orders; the
+ * tests hold it to the reference), but every output is computed by one thread, within one
+ * chunk, in an order fixed by the kernel (kernels.h's contract: it does not depend on the row
+ * range, the tokens alongside or the thread). So the logits are the same bits for any thread
+ * count, and for a prefill split into any batches or decoded token by token.
+ *
+ * Attention streams the softmax (one pass over the keys, in blocks of ATTN_KB keys, with a
+ * running maximum and sum): one query per (head, token), ATTN_TQ tokens per tile so a block
+ * of keys is read once per tile while it sits in L1. A query's arithmetic depends only on
+ * its own keys (block boundaries at multiples of ATTN_KB from position 0), never on the
+ * tile it was computed in.
+ *
+ * Sections: state · create / destroy · regions (token work, matmul groups, attention) ·
+ *           forward · table
+ */
+#include "backend.h"
+
+#include "kernels.h"
+#include "ops_ref.h"
+#include "pool.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define ATTN_KB 32  /* keys per block of the streaming softmax */
+#define ATTN_TQ 16  /* tokens per attention tile */
+#define ROW_ALIGN 16 /* row chunks start at multiples of this (64-byte lines of y) */
+
+/* ---- state ---- */
+
+struct lean_backend_state {
+    const lean_model *m;
+    lean_kernels k;
+    lean_pool *pool;
+    int32_t n_ctx, n_batch;
+    float *k_cache;   /* (n_layer, n_ctx, kv_dim) keys, after RoPE */
+    float *v_cache;   /* (n_layer, n_ctx, kv_dim) values */
+    float *x;         /* (n_batch, n_embd) residual stream */
+    float *xn;        /* (n_batch, n_embd) normed input of the current sub-block */
+    float *proj;      /* (n_batch, n_embd) output of Wo or Wdown before it is added to x */
+    float *q;         /* (n_batch, q_dim) queries, after RoPE */
+    float *att;       /* (n_batch, q_dim) attention output, heads concatenated */
+    float *gate, *up; /* (n_batch, n_ff) FFN hidden; gate becomes silu(gate) * up */
+    float *rope_cos;  /* (n_batch, head_dim / 2) */
+    float *rope_sin;  /* (n_batch, head_dim / 2) */
+    float *attn_tmp;  /* (n_threads, 2 * ATTN_TQ + ATTN_KB): per-thread m, l, scores */
+    void *act[LEAN_N_ACT_TYPES]; /* (n_batch, act row of max_cols) quantized activations; F32 unused */
+};
+
+static const float *f32(const lean_tensor *t) { return (const float *)t->data; }
+
+static size_t row_bytes(const lean_tensor *t) {
+    uint64_t b = 0;
+    lean_type_bytes(t->type, (uint64_t)t->ne[0], &b);
+    return (size_t)b;
+}
+
+/* ---- create / destroy ---- */
+
+static lean_status alloc_bytes(void **out, uint64_t a, uint64_t b, uint64_t c, const char *what,
+                               lean_error *err) {
+    uint64_t n;
+    if (!lean_mul_u64(a, b, &n) || !lean_mul_u64(n, c, &n) || n > SIZE_MAX)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: %llu x %llu x %llu bytes do not fit in memory", what,
+                         (unsigned long long)a, (unsigned long long)b, (unsigned long long)c);
+    *out = lean_calloc((size_t)n, 1);
+    if (!*out) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %s (%llu bytes)", what, (unsigned long long)n);
+    return LEAN_OK;
+}
+
+static lean_status alloc_f32(float **out, uint64_t a, uint64_t b, const char *what, lean_error *err) {
+    void *p = NULL;
+    lean_status st = alloc_bytes(&p, a, b, sizeof(float), what, err);
+    *out = p;
+    return st;
+}
+
+static void cpu_destroy(lean_backend_state *s) {
+    if (!s) return;
+    lean_pool_free(s->pool);
+    float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xn,       s->proj,    s->q,
+                     s->att,     s->gate,    s->up,       s->rope_cos, s->rope_sin, s->attn_tmp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_free(bufs[i]);
+    for (int i = 0; i < LEAN_N_ACT_TYPES; i++) lean_free(s->act[i]);
+    lean_free(s);
+}
+
+/* The weight matrices of the model, for checking that every type has a kernel. */
+static lean_status check_types(const lean_model *m, const lean_kernels *k, bool *need_act, lean_error *err) {
+    const lean_tensor *ts[8];
+    for (int32_t il = -1; il < m->hp.n_layer; il++) {
+        int n = 0;
+        if (il < 0) {
+            ts[n++] = &m->output;
+        } else {
+            const lean_layer *L = &m->layers[il];
+            ts[n++] = &L->wq, ts[n++] = &L->wk, ts[n++] = &L->wv, ts[n++] = &L->wo;
+            ts[n++] = &L->w_gate, ts[n++] = &L->w_up, ts[n++] = &L->w_down;
+        }
+        for (int i = 0; i < n; i++) {
+            const int act = lean_act_for(ts[i]->type);
+            if (act < 0 || !k->matmul[ts[i]->type])
+                return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s kernel for tensor '%s' of type %s",
+                                 k->name, ts[i]->name, lean_type_name((int)ts[i]->type));
+            need_act[act] = true;
+        }
+    }
+    return LEAN_OK;
+}
+
+static lean_status cpu_create_config(const lean_model *m, const lean_backend_config *cfg,
+                                     lean_backend_state **out, lean_error *err) {
+    *out = NULL;
+    const int32_t n_ctx = cfg->n_ctx, n_batch = cfg->n_batch;
+    if (n_ctx < 1 || n_batch < 1 || n_batch > n_ctx)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: n_ctx %d, n_batch %d (need 1 <= n_batch <= n_ctx)", n_ctx,
+                         n_batch);
+    if (cfg->n_threads < 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: n_threads %d (need >= 0)", cfg->n_threads);
+    lean_kernels k;
+    if (lean_kernels_select(cfg->isa, &k) != 0)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: kernel table '%s' is unknown or not supported by this CPU",
+                         cfg->isa);
+    bool need_act[LEAN_N_ACT_TYPES] = {false};
+    lean_status st = check_types(m, &k, need_act, err);
+    if (st != LEAN_OK) return st;
+
+    const lean_hparams *hp = &m->hp;
+    lean_backend_state *s = lean_calloc(1, sizeof *s);
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the cpu state");
+    s->m = m;
+    s->k = k;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    const int32_t n_threads = cfg->n_threads ? cfg->n_threads : lean_cpu_count();
+    if ((st = lean_pool_create(n_threads, &s->pool, err)) != LEAN_OK) {
+        cpu_destroy(s);
+        return st;
+    }
+    const uint64_t L = (uint64_t)hp->n_layer, C = (uint64_t)n_ctx, B = (uint64_t)n_batch;
+    const uint64_t d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp), kvd = (uint64_t)lean_kv_dim(hp),
+                   ff = (uint64_t)hp->n_ff, half = (uint64_t)hp->head_dim / 2;
+    uint64_t max_cols = d > ff ? d : ff;
+    if (qd > max_cols) max_cols = qd;
+    const uint64_t nt = (uint64_t)lean_pool_size(s->pool);
+    if ((st = alloc_f32(&s->k_cache, L * C, kvd, "the key cache", err)) ||
+        (st = alloc_f32(&s->v_cache, L * C, kvd, "the value cache", err)) ||
+        (st = alloc_f32(&s->x, B, d, "activations", err)) || (st = alloc_f32(&s->xn, B, d, "activations", err)) ||
+        (st = alloc_f32(&s->proj, B, d, "activations", err)) ||
+        (st = alloc_f32(&s->q, B, qd, "activations", err)) ||
+        (st = alloc_f32(&s->att, B, qd, "activations", err)) ||
+        (st = alloc_f32(&s->gate, B, ff, "activations", err)) ||
+        (st = alloc_f32(&s->up, B, ff, "activations", err)) ||
+        (st = alloc_f32(&s->rope_cos, B, half, "RoPE angles", err)) ||
+        (st = alloc_f32(&s->rope_sin, B, half, "RoPE angles", err)) ||
+        (st = alloc_f32(&s->attn_tmp, nt, 2 * ATTN_TQ + ATTN_KB, "attention scratch", err))) {
+        cpu_destroy(s);
+        return st;
+    }
+    for (int a = 1; a < LEAN_N_ACT_TYPES; a++) {
+        if (!need_act[a]) continue;
+        /* rows of max_cols rounded down to the format's block: only whole rows are used */
+        const int64_t blk = a == LEAN_ACT_Q8_K ? LEAN_QK_K : 32;
+        const size_t rb = lean_act_row_bytes((lean_act_type)a, (int64_t)max_cols / blk * blk);
+        if ((st = alloc_bytes(&s->act[a], B, rb ? rb : 1, 1, "quantized activations", err))) {
+            cpu_destroy(s);
+            return st;
+        }
+    }
+    *out = s;
+    return LEAN_OK;
+}
+
+static lean_status cpu_create(const lean_model *m, int32_t n_ctx, int32_t n_batch, lean_backend_state **out,
+                              lean_error *err) {
+    const lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = n_batch};
+    return cpu_create_config(m, &cfg, out, err);
+}
+
+/* ---- regions ---- */
+
+/* -- token work: fn(s, t, arg) for every token t of the batch, split over threads -- */
+
+typedef void (*token_fn)(lean_backend_state *s, int32_t t, const void *arg);
+
+typedef struct token_job {
+    lean_backend_state *s;
+    token_fn fn;
+    const void *arg;
+} token_job;
+
+static void token_chunk(void *vj, int64_t t, int32_t ith) {
+    (void)ith;
+    const token_job *j = vj;
+    j->fn(j->s, (int32_t)t, j->arg);
+}
+
+/* One chunk per token (one token runs on the caller alone: lean_pool_run wakes nobody). */
+static void for_tokens(lean_backend_state *s, int32_t n, token_fn fn, const void *arg) {
+    token_job j = {.s = s, .fn = fn, .arg = arg};
+    lean_pool_run(s->pool, n, token_chunk, &j);
+}
+
+/* What a matmul group reads: the float source rows (n, cols) and which activation formats
+ * the group's weights need; quantize_task fills s->act[...] from it. */
+typedef struct act_src {
+    const float *src;    /* (n, cols) */
+    int64_t cols;
+    bool need[LEAN_N_ACT_TYPES];
+    const float *norm_w; /* non-NULL: src <- rmsnorm(x) * norm_w first (src is s->xn) */
+} act_src;
+
+static void quantize_token(lean_backend_state *s, int32_t t, const void *varg) {
+    const act_src *a = varg;
+    const float *row = a->src + (int64_t)t * a->cols;
+    if (a->norm_w) {
+        const int32_t d = s->m->hp.n_embd;
+        ref_rmsnorm(s->xn + (int64_t)t * d, s->x + (int64_t)t * d, a->norm_w, d, s->m->hp.rms_eps);
+    }
+    for (int ty = 1; ty < LEAN_N_ACT_TYPES; ty++) {
+        if (!a->need[ty]) continue;
+        const size_t rb = lean_act_row_bytes((lean_act_type)ty, a->cols);
+        s->k.quantize_act((lean_act_type)ty, row, (char *)s->act[ty] + (size_t)t * rb, a->cols);
+    }
+}
+
+/* -- matmul groups: up to three matrices reading the same activations -- */
+
+enum { EPI_NONE, EPI_RESIDUAL, EPI_SWIGLU };
+
+typedef struct mm_item {
+    const lean_tensor *w;
+    float *y;            /* (n, y_row_elems) */
+    int64_t y_row_elems;
+} mm_item;
+
+typedef struct mm_group {
+    lean_backend_state *s;
+    const act_src *in;
+    mm_item items[3];
+    int n_items;
+    int32_t n_tok;
+    int epilogue; /* EPI_RESIDUAL: x += items[0].y; EPI_SWIGLU: items[0].y = silu(.) * items[1].y */
+    bool paired;  /* every item has the same rows; a chunk is the same rows of each */
+    int64_t chunk_rows;        /* rows per chunk (a multiple of ROW_ALIGN) */
+    int64_t first_chunk[4];    /* unpaired: item i's chunks are [first_chunk[i], first_chunk[i + 1]) */
+} mm_group;
+
+static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_t r1) {
+    if (r0 >= r1) return;
+    lean_backend_state *s = g->s;
+    const int act = lean_act_for(it->w->type);
+    const void *x = act == LEAN_ACT_F32 ? (const void *)g->in->src : s->act[act];
+    const size_t x_row_bytes = lean_act_row_bytes((lean_act_type)act, g->in->cols);
+    s->k.matmul[it->w->type](it->w->ne[0], it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok,
+                             it->y, it->y_row_elems);
+}
+
+/* Chunk c: rows [lo, hi) of every item (paired), or of the one item whose chunks hold c. */
+static void mm_chunk(void *vg, int64_t c, int32_t ith) {
+    (void)ith;
+    const mm_group *g = vg;
+    int64_t lo, hi;
+    if (g->paired) {
+        lo = c * g->chunk_rows;
+        hi = lo + g->chunk_rows < g->items[0].w->ne[1] ? lo + g->chunk_rows : g->items[0].w->ne[1];
+        for (int i = 0; i < g->n_items; i++) mm_run_item(g, &g->items[i], lo, hi);
+    } else {
+        int i = 0;
+        while (c >= g->first_chunk[i + 1]) i++;
+        const int64_t rows = g->items[i].w->ne[1];
+        lo = (c - g->first_chunk[i]) * g->chunk_rows;
+        hi = lo + g->chunk_rows < rows ? lo + g->chunk_rows : rows;
+        mm_run_item(g, &g->items[i], lo, hi);
+    }
+    if (g->epilogue == EPI_NONE) return;
+    lean_backend_state *s = g->s;
+    const mm_item *y0 = &g->items[0];
+    for (int32_t t = 0; t < g->n_tok; t++) {
+        float *a = y0->y + (int64_t)t * y0->y_row_elems;
+        if (g->epilogue == EPI_RESIDUAL) {
+            float *x = s->x + (int64_t)t * s->m->hp.n_embd;
+            for (int64_t r = lo; r < hi; r++) x[r] += a[r];
+        } else {
+            const float *u = g->items[1].y + (int64_t)t * g->items[1].y_row_elems;
+            ref_swiglu(a + lo, u + lo, hi - lo);
+        }
+    }
+}
+
+/* Quantizes (and first normalizes, if asked) the group's input, then runs the group. */
+static void run_group(mm_group *g, act_src *in) {
+    lean_backend_state *s = g->s;
+    for (int i = 0; i < g->n_items; i++) in->need[lean_act_for(g->items[i].w->type)] = true;
+    bool any = in->norm_w != NULL;
+    for (int ty = 1; ty < LEAN_N_ACT_TYPES; ty++) any |= in->need[ty];
+    if (any) for_tokens(s, g->n_tok, quantize_token, in);
+    g->in = in;
+    /* Decode: 64-row chunks (a few microseconds each); a batch: 16 rows x its tokens. */
+    g->chunk_rows = g->n_tok < 4 ? 4 * ROW_ALIGN : ROW_ALIGN;
+    int64_t n_chunks = 0;
+    for (int i = 0; i < g->n_items; i++) {
+        g->first_chunk[i] = n_chunks;
+        if (i == 0 || !g->paired) n_chunks += (g->items[i].w->ne[1] + g->chunk_rows - 1) / g->chunk_rows;
+    }
+    g->first_chunk[g->n_items] = n_chunks;
+    lean_pool_run(s->pool, n_chunks, mm_chunk, g);
+}
+
+/* -- bias, q/k norm, RoPE of one token -- */
+
+typedef struct qk_arg {
+    int32_t il;
+    float *k; /* (n, kv_dim) the batch's new keys */
+    float *v; /* (n, kv_dim) its new values */
+} qk_arg;
+
+static void norm_heads(float *x, int32_t n_heads, const lean_tensor *w, const lean_hparams *hp) {
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *xh = x + (int64_t)h * hp->head_dim;
+        ref_rmsnorm(xh, xh, f32(w), hp->head_dim, hp->rms_eps);
+    }
+}
+
+static void qk_token(lean_backend_state *s, int32_t t, const void *varg) {
+    const qk_arg *a = varg;
+    const lean_hparams *hp = &s->m->hp;
+    const lean_layer *L = &s->m->layers[a->il];
+    const int32_t q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), half = hp->head_dim / 2;
+    float *qt = s->q + (int64_t)t * q_dim, *kt = a->k + (int64_t)t * kv_dim, *vt = a->v + (int64_t)t * kv_dim;
+    if (L->bq.data) { /* qwen2 */
+        ref_add_bias(qt, f32(&L->bq), 1, q_dim);
+        ref_add_bias(kt, f32(&L->bk), 1, kv_dim);
+        ref_add_bias(vt, f32(&L->bv), 1, kv_dim);
+    }
+    if (L->q_norm.data) { /* qwen3 */
+        norm_heads(qt, hp->n_head, &L->q_norm, hp);
+        norm_heads(kt, hp->n_head_kv, &L->k_norm, hp);
+    }
+    const float *c = s->rope_cos + (int64_t)t * half, *sn = s->rope_sin + (int64_t)t * half;
+    ref_rope(qt, hp->n_head, hp->head_dim, hp->rope_style, c, sn);
+    ref_rope(kt, hp->n_head_kv, hp->head_dim, hp->rope_style, c, sn);
+}
+
+/* -- attention -- */
+
+typedef struct attn_job {
+    lean_backend_state *s;
+    const float *kc, *vc; /* (n_ctx, kv_dim) this layer's cache */
+    int32_t n, pos;
+} attn_job;
+
+/* Queries of head h for tokens [t0, t1) (at most ATTN_TQ), streaming over their keys. */
+static void attend_tile(const attn_job *j, int32_t h, int32_t t0, int32_t t1, float *tmp) {
+    lean_backend_state *s = j->s;
+    const lean_hparams *hp = &s->m->hp;
+    const int32_t hd = hp->head_dim, q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp);
+    const int64_t kv_off = (int64_t)(h / (hp->n_head / hp->n_head_kv)) * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *mx = tmp, *l = tmp + ATTN_TQ, *sc = tmp + 2 * ATTN_TQ;
+    for (int32_t t = t0; t < t1; t++) {
+        mx[t - t0] = -INFINITY;
+        l[t - t0] = 0.0f;
+        memset(s->att + (int64_t)t * q_dim + (int64_t)h * hd, 0, sizeof(float) * (size_t)hd);
+    }
+    const int32_t n_keys_max = j->pos + t1; /* the last token sees positions 0..pos+t1-1 */
+    for (int32_t k0 = 0; k0 < n_keys_max; k0 += ATTN_KB) {
+        const float *kb = j->kc + (int64_t)k0 * kv_dim + kv_off, *vb = j->vc + (int64_t)k0 * kv_dim + kv_off;
+        for (int32_t t = t0; t < t1; t++) {
+            const int32_t n_keys = j->pos + t + 1;
+            if (k0 >= n_keys) continue;
+            const int32_t nb = n_keys - k0 < ATTN_KB ? n_keys - k0 : ATTN_KB;
+            const float *qh = s->q + (int64_t)t * q_dim + (int64_t)h * hd;
+            float *o = s->att + (int64_t)t * q_dim + (int64_t)h * hd;
+            s->k.attn_scores(qh, kb, kv_dim, nb, hd, sc);
+            float bmax = -INFINITY;
+            for (int32_t i = 0; i < nb; i++) {
+                sc[i] *= scale;
+                bmax = sc[i] > bmax ? sc[i] : bmax;
+            }
+            const float m_old = mx[t - t0], m_new = bmax > m_old ? bmax : m_old;
+            const float c = expf(m_old - m_new); /* 0 for the first block */
+            float sum = 0.0f;
+            for (int32_t i = 0; i < nb; i++) {
+                sc[i] = expf(sc[i] - m_new);
+                sum += sc[i];
+            }
+            l[t - t0] = l[t - t0] * c + sum;
+            mx[t - t0] = m_new;
+            s->k.attn_accum(o, c, vb, kv_dim, sc, nb, hd);
+        }
+    }
+    for (int32_t t = t0; t < t1; t++) {
+        float *o = s->att + (int64_t)t * q_dim + (int64_t)h * hd;
+        const float inv = 1.0f / l[t - t0];
+        for (int32_t i = 0; i < hd; i++) o[i] *= inv;
+    }
+}
+
+/* Chunk c: head c / n_tiles, token tile c % n_tiles. */
+static void attn_chunk(void *vj, int64_t c, int32_t ith) {
+    const attn_job *j = vj;
+    const int32_t n_tiles = (j->n + ATTN_TQ - 1) / ATTN_TQ;
+    const int32_t h = (int32_t)(c / n_tiles), tile = (int32_t)(c % n_tiles);
+    const int32_t t0 = tile * ATTN_TQ, t1 = t0 + ATTN_TQ < j->n ? t0 + ATTN_TQ : j->n;
+    attend_tile(j, h, t0, t1, j->s->attn_tmp + (int64_t)ith * (2 * ATTN_TQ + ATTN_KB));
+}
+
+/* ---- forward ---- */
+
+typedef struct embed_arg {
+    const int32_t *ids;
+    int32_t pos;
+} embed_arg;
+
+/* x of token t = its embedding row; its RoPE angles (position pos + t). */
+static void embed_token(lean_backend_state *s, int32_t t, const void *varg) {
+    const embed_arg *a = varg;
+    const lean_model *m = s->m;
+    const int32_t half = m->hp.head_dim / 2;
+    ref_embed_row(s->x + (int64_t)t * m->hp.n_embd, &m->tok_embd, a->ids[t]);
+    ref_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, a->pos + t, m->hp.head_dim,
+                    m->hp.rope_base, m->rope_freqs.data ? f32(&m->rope_freqs) : NULL);
+}
+
+static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos) {
+    const lean_hparams *hp = &s->m->hp;
+    const lean_layer *L = &s->m->layers[il];
+    const int32_t q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), d = hp->n_embd;
+    float *kc = s->k_cache + (int64_t)il * s->n_ctx * kv_dim; /* (n_ctx, kv_dim) */
+    float *vc = s->v_cache + (int64_t)il * s->n_ctx * kv_dim; /* (n_ctx, kv_dim) */
+    float *k = kc + (int64_t)pos * kv_dim, *v = vc + (int64_t)pos * kv_dim;
+
+    act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->attn_norm)};
+    mm_group g = {.s = s, .n_tok = n, .n_items = 3,
+                  .items = {{&L->wq, s->q, q_dim}, {&L->wk, k, kv_dim}, {&L->wv, v, kv_dim}}};
+    run_group(&g, &in);
+    qk_arg qa = {.il = il, .k = k, .v = v};
+    for_tokens(s, n, qk_token, &qa);
+
+    attn_job aj = {.s = s, .kc = kc, .vc = vc, .n = n, .pos = pos};
+    lean_pool_run(s->pool, (int64_t)hp->n_head * ((n + ATTN_TQ - 1) / ATTN_TQ), attn_chunk, &aj);
+
+    act_src ain = {.src = s->att, .cols = q_dim};
+    mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d}}};
+    run_group(&o, &ain);
+}
+
+static void ffn(lean_backend_state *s, int32_t il, int32_t n) {
+    const lean_hparams *hp = &s->m->hp;
+    const lean_layer *L = &s->m->layers[il];
+    const int32_t d = hp->n_embd, ff = hp->n_ff;
+    act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->ffn_norm)};
+    mm_group gu = {.s = s, .n_tok = n, .n_items = 2, .epilogue = EPI_SWIGLU, .paired = true,
+                   .items = {{&L->w_gate, s->gate, ff}, {&L->w_up, s->up, ff}}};
+    run_group(&gu, &in);
+    act_src hin = {.src = s->gate, .cols = ff};
+    mm_group dn = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->w_down, s->proj, d}}};
+    run_group(&dn, &hin);
+}
+
+static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
+                               lean_error *err) {
+    if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
+                         s->n_batch, s->n_ctx);
+    const lean_model *m = s->m;
+    const lean_hparams *hp = &m->hp;
+    const embed_arg ea = {.ids = ids, .pos = pos};
+    for_tokens(s, n, embed_token, &ea);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        attention(s, il, n, pos);
+        ffn(s, il, n);
+    }
+    if (logits) { /* the last token only: logits (n_vocab) = Wout (rmsnorm(x) * output_norm) */
+        const int32_t d = hp->n_embd;
+        ref_rmsnorm(s->xn, s->x + (int64_t)(n - 1) * d, f32(&m->output_norm), d, hp->rms_eps);
+        act_src in = {.src = s->xn, .cols = d};
+        mm_group g = {.s = s, .n_tok = 1, .n_items = 1, .items = {{&m->output, logits, hp->n_vocab}}};
+        run_group(&g, &in);
+    }
+    return LEAN_OK;
+}
+
+/* ---- table ---- */
+
+const lean_backend lean_backend_cpu = {
+    .name = "cpu",
+    .create = cpu_create,
+    .create_config = cpu_create_config,
+    .forward = cpu_forward,
+    .destroy = cpu_destroy,
+};

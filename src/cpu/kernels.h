@@ -1,0 +1,138 @@
+/* kernels.h — the CPU kernel table: matrix x activations in every weight format, and the
+ * two attention primitives, behind one struct of function pointers per instruction set.
+ *
+ * One ISA per file (STYLE habit 10):
+ *   kernels_generic.c  portable C, the twin every other table is tested against (and what
+ *                      wasm32 and any CPU without a better table runs)
+ *   x86_avx2.c         AVX2 + FMA + F16C (x86-64, chosen at run time with cpuid)
+ *   x86_avx512.c       AVX-512 F/BW/VL + VNNI (x86-64, chosen at run time with cpuid)
+ * A file implements the signatures below for the formats it has; a NULL entry is filled from
+ * the next table the CPU runs when the table is chosen (lean_kernels_select), so a chosen
+ * table is always complete. tests/test_kernels.c holds every table to the reference dequantizers
+ * (formats.c) on random blocks of every format and ragged shapes.
+ *
+ * ---- activations: quantized once per op, in one of three formats ----
+ * A weight matrix W (rows, cols) is never widened to float. Its rows are dotted with the
+ * activations x (n_tok, cols) stored in the format its type asks for (lean_act_for):
+ *   F32 weights, F16, BF16   LEAN_ACT_F32   the floats themselves
+ *   Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 LEAN_ACT_Q8_32 lean_q8_32 blocks (ggml's Q8_0/Q8_1 role)
+ *   Q4_K Q5_K Q6_K           LEAN_ACT_Q8_K  lean_q8_k blocks  (ggml's Q8_K role)
+ * so every dot product of a quantized format is an integer dot product of its quants with
+ * 8-bit activations, scaled once per block. quant_act.c defines the two quantizers, once,
+ * for every table (scalar C: the same bits on every ISA and thread count).
+ *
+ * block lean_q8_32: 32 activations, 40 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     4  d: f32 scale = max |x| / 127 (0 for an all-zero block)
+ *        4     4  s: int32, the sum of the 32 qs (for the formats' offsets and minimums)
+ *        8    32  qs: int8 in [-127, 127], qs[j] = round_half_even(x[j] / d); x[j] ~ qs[j] * d
+ *
+ * block lean_q8_k: 256 activations, 292 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     4  d: f32 scale = max |x| / 127
+ *        4   256  qs: int8 in [-127, 127], as above
+ *      260    32  bsums: int16 sums of qs[16i .. 16i + 15], i = 0..15
+ *
+ * Error: |x[j] - qs[j] * d| <= d / 2 (plus one rounding of x * (1/d)), so a dot product
+ * with weights w moves by at most sum over blocks of d_b / 2 * sum_{j in b} |w_j|; the
+ * kernel tests derive their tolerances from this bound.
+ *
+ * ---- exactness contract of every table ----
+ * Each output y[t][r] is computed by one call in an order fixed by the kernel alone: it does
+ * not depend on r0/r1, on n_tok or on which other rows and tokens share the call. So a
+ * row range split across threads, a prefill split into batches and a decode of one token
+ * all give the same bits (tests/test_kernels.c checks it for every format).
+ */
+#ifndef LEAN_KERNELS_H
+#define LEAN_KERNELS_H
+
+#include "formats.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- activation formats (quant_act.c) ---- */
+
+typedef enum lean_act_type {
+    LEAN_ACT_F32 = 0,   /* float rows */
+    LEAN_ACT_Q8_32 = 1, /* lean_q8_32 blocks */
+    LEAN_ACT_Q8_K = 2,  /* lean_q8_k blocks */
+} lean_act_type;
+#define LEAN_N_ACT_TYPES 3
+
+typedef struct lean_q8_32 {
+    float d;
+    int32_t s;
+    int8_t qs[32];
+} lean_q8_32;
+
+typedef struct lean_q8_k {
+    float d;
+    int8_t qs[LEAN_QK_K];
+    int16_t bsums[LEAN_QK_K / 16];
+} lean_q8_k;
+
+/* The activation format weights of type `type` are dotted with; -1 for a type with no
+ * kernel. */
+int lean_act_for(uint32_t type);
+
+/* Bytes of one activation row of n elements (n a multiple of the format's block). */
+size_t lean_act_row_bytes(lean_act_type act, int64_t n);
+
+/* dst = x (n) in format act (for LEAN_ACT_F32 a copy). n: a multiple of 32 (Q8_32) or
+ * 256 (Q8_K). The same bits on every ISA. */
+void lean_quantize_act(lean_act_type act, const float *x, void *dst, int64_t n);
+
+/* ---- the table ---- */
+
+/* The weight types lean_type can name, as table indices. */
+#define LEAN_N_TYPE_IDS 32
+
+/* y[t * y_row_elems + r] = W[r, :] . x_t   for r in [r0, r1), t in [0, n_tok)
+ *   cols         elements per row (a multiple of the type's block)
+ *   w            the whole matrix: row r starts at w + r * w_row_bytes (no alignment)
+ *   x            n_tok activation rows in lean_act_for(type)'s format; token t starts at
+ *                (const char *)x + t * x_row_bytes
+ *   y            output floats; only y[t][r0..r1) are written */
+typedef void (*lean_matmul_fn)(int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                               const void *x, size_t x_row_bytes, int32_t n_tok, float *y,
+                               int64_t y_row_elems);
+
+/* Attention scores of one query against n keys: s[j] = q . k_j, k_j = k + j * k_row_elems,
+ * each over hd floats. */
+typedef void (*lean_attn_scores_fn)(const float *q, const float *k, int64_t k_row_elems, int32_t n,
+                                    int32_t hd, float *s);
+
+/* The weighted sum of n value rows, added in key order: o[i] += sum_j p[j] * v_j[i],
+ * v_j = v + j * v_row_elems, i in [0, hd). Before that o is scaled: o[i] *= c. */
+typedef void (*lean_attn_accum_fn)(float *o, float c, const float *v, int64_t v_row_elems, const float *p,
+                                   int32_t n, int32_t hd);
+
+/* lean_quantize_act computed with this ISA: the same bytes (tests/test_kernels.c checks), only
+ * faster. The generic table's is lean_quantize_act itself. */
+typedef void (*lean_quantize_act_fn)(lean_act_type act, const float *x, void *dst, int64_t n);
+
+typedef struct lean_kernels {
+    const char *name;                        /* "generic", "avx2", ... */
+    lean_matmul_fn matmul[LEAN_N_TYPE_IDS];  /* indexed by lean_type; NULL: none */
+    lean_attn_scores_fn attn_scores;
+    lean_attn_accum_fn attn_accum;
+    lean_quantize_act_fn quantize_act;
+} lean_kernels;
+
+/* The portable table: every format, every platform. */
+extern const lean_kernels lean_kernels_generic;
+
+/* The ISA tables, as their files define them (entries they lack are NULL). NULL when the
+ * file is not compiled for this target or the CPU lacks the instructions (cpuid). */
+const lean_kernels *lean_kernels_avx2(void);   /* x86_avx2.c: AVX2 + FMA + F16C, every entry */
+const lean_kernels *lean_kernels_avx512(void); /* x86_avx512.c: AVX-512 F/BW/VL + VNNI, the
+                                                  quantized formats */
+
+/* The table named `name` ("generic", "avx2", "avx512"), or the best the CPU runs for NULL /
+ * "auto", each empty entry filled from the next table in the order avx512, avx2, generic
+ * that the CPU runs. *out stays untouched and -1 is returned for an unknown name or one this
+ * CPU cannot run. Thread-safe. */
+int lean_kernels_select(const char *name, lean_kernels *out);
+
+#endif

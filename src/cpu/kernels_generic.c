@@ -1,0 +1,315 @@
+/* kernels_generic.c — the portable kernel table (kernels.h) and the one place that chooses
+ * a table at start-up.
+ *
+ * What it does: for every weight format, y = W x over a row range and a batch of tokens,
+ * computed on the quantized blocks: the integer dot product of a block's quants with the
+ * 8-bit activations (quant_act.c), exact in int32, then one float multiply-add per block
+ * with the two scales. F32 / F16 / BF16 rows are dotted with float activations in eight
+ * interleaved partial sums. Plus the two attention primitives (scores, weighted sum).
+ * It is the twin every ISA file is tested against, so each kernel reads like the format's
+ * definition in formats.c / formats_k.c: one block at a time, no tricks.
+ * What it does not: threads (forward.c partitions rows), SIMD (the ISA files).
+ *
+ * Order of operations (fixed, whatever the row range or batch): per output, blocks in
+ * index order, sum += (d_w * d_x) * (float)isum (+ the format's minimum term).
+ *
+ * Sections: helpers · F32 F16 BF16 · Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 · Q4_K Q5_K Q6_K ·
+ *           matmul drivers · attention · table · choosing a table
+ */
+#include "kernels.h"
+
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* ---- helpers ---- */
+
+static float load_f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+
+static uint32_t load_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* One output: a weight row (cols elements) . one activation row. */
+typedef float (*dot_fn)(int64_t cols, const uint8_t *w, const void *x);
+
+/* ---- F32, F16, BF16 (float activations) ----
+ * Eight partial sums, lane i % 8 taking element i, combined pairwise at the end; cols need
+ * not be a multiple of 8 (the tail goes to the lanes in order). */
+
+static float combine8(const float *acc) {
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static float dot_f32(int64_t cols, const uint8_t *w, const void *x) {
+    const float *xf = x;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < cols; i++) {
+        float wi;
+        memcpy(&wi, w + 4 * i, sizeof wi);
+        acc[i % 8] += wi * xf[i];
+    }
+    return combine8(acc);
+}
+
+static float dot_f16(int64_t cols, const uint8_t *w, const void *x) {
+    const float *xf = x;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < cols; i++) acc[i % 8] += load_f16(w + 2 * i) * xf[i];
+    return combine8(acc);
+}
+
+static float dot_bf16(int64_t cols, const uint8_t *w, const void *x) {
+    const float *xf = x;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < cols; i++)
+        acc[i % 8] += lean_bf16_to_f32((uint16_t)(w[2 * i] | (w[2 * i + 1] << 8))) * xf[i];
+    return combine8(acc);
+}
+
+/* ---- Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations) ----
+ * Element j of a 32-weight block: low 4 bits in qs[j % 16] (low nibble for j < 16), fifth
+ * bit (Q5) bit j of qh (formats.c). With s = sum of the activation quants:
+ *   Q4_0: sum (q - 8) a = sum q a - 8 s      Q5_0: sum q a - 16 s
+ *   Q4_1 / Q5_1: w = q d + m, so sum w a dx = d dx sum q a + m dx s */
+
+static float dot_q8_0(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_32 *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++, w += 34, a++) {
+        const int8_t *q = (const int8_t *)(w + 2);
+        int32_t isum = 0;
+        for (int j = 0; j < 32; j++) isum += q[j] * a->qs[j];
+        sum += (load_f16(w) * a->d) * (float)isum;
+    }
+    return sum;
+}
+
+/* sum over the block of q_j * a_j for the 4 low bits in qs (16 bytes) and, when qh is not
+ * NULL, the fifth bits. */
+static int32_t legacy_isum(const uint8_t *qs, const uint8_t *qh, const int8_t *a) {
+    const uint32_t h = qh ? load_u32(qh) : 0;
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) {
+        int lo = (qs[j] & 0x0f) | (int)(((h >> j) & 1) << 4);
+        int hi = (qs[j] >> 4) | (int)(((h >> (j + 16)) & 1) << 4);
+        isum += lo * a[j] + hi * a[j + 16];
+    }
+    return isum;
+}
+
+static float dot_q4_0(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_32 *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++, w += 18, a++)
+        sum += (load_f16(w) * a->d) * (float)(legacy_isum(w + 2, NULL, a->qs) - 8 * a->s);
+    return sum;
+}
+
+static float dot_q5_0(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_32 *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++, w += 22, a++)
+        sum += (load_f16(w) * a->d) * (float)(legacy_isum(w + 6, w + 2, a->qs) - 16 * a->s);
+    return sum;
+}
+
+static float dot_q4_1(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_32 *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++, w += 20, a++) {
+        float dq = (load_f16(w) * a->d) * (float)legacy_isum(w + 4, NULL, a->qs);
+        float mq = load_f16(w + 2) * (a->d * (float)a->s);
+        sum += dq + mq;
+    }
+    return sum;
+}
+
+static float dot_q5_1(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_32 *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / 32; i++, w += 24, a++) {
+        float dq = (load_f16(w) * a->d) * (float)legacy_isum(w + 8, w + 4, a->qs);
+        float mq = load_f16(w + 2) * (a->d * (float)a->s);
+        sum += dq + mq;
+    }
+    return sum;
+}
+
+/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+ * Q4_K / Q5_K: sub-block j (32 weights) is d sc[j] q - dmin m[j], so per super-block
+ *   sum w a dx = d dx sum_j sc[j] (sum q a) - dmin dx sum_j m[j] (sum a),
+ * the second sum from bsums. Q6_K: 16 sub-blocks of 16, w = d sc[k] (q - 32). */
+
+/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (formats_k.c's table). */
+static void k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+static float dot_k45(int64_t cols, const uint8_t *w, const void *x, int bits) {
+    const lean_q8_k *a = x;
+    const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += block_bytes, a++) {
+        uint8_t sc[8], m[8];
+        k4_scales(w + 4, sc, m);
+        const uint8_t *qh = w + 16; /* Q5_K only */
+        const uint8_t *qs = bits == 5 ? w + 48 : w + 16;
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < 8; j += 2, qs += 32) {
+            int32_t s1 = 0, s2 = 0;
+            for (int l = 0; l < 32; l++) {
+                int h1 = bits == 5 ? ((qh[l] >> j) & 1) << 4 : 0;
+                int h2 = bits == 5 ? ((qh[l] >> (j + 1)) & 1) << 4 : 0;
+                s1 += ((qs[l] & 0x0f) | h1) * a->qs[32 * j + l];
+                s2 += ((qs[l] >> 4) | h2) * a->qs[32 * j + 32 + l];
+            }
+            isum += sc[j] * s1 + sc[j + 1] * s2;
+        }
+        for (int j = 0; j < 8; j++) msum += m[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+        const float d = load_f16(w) * a->d, dmin = load_f16(w + 2) * a->d;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    return sum;
+}
+
+static float dot_q4_k(int64_t cols, const uint8_t *w, const void *x) { return dot_k45(cols, w, x, 4); }
+static float dot_q5_k(int64_t cols, const uint8_t *w, const void *x) { return dot_k45(cols, w, x, 5); }
+
+static float dot_q6_k(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_k *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += LEAN_Q6_K_BYTES, a++) {
+        const int8_t *sc = (const int8_t *)(w + 192);
+        int32_t isum = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
+            const int8_t *ax = a->qs + 128 * h;
+            int32_t s[8] = {0}; /* the 8 sub-blocks of this half, in element order */
+            for (int l = 0; l < 32; l++) {
+                const int g = l / 16;
+                s[g + 0] += ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) * ax[l];
+                s[g + 2] += ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) * ax[l + 32];
+                s[g + 4] += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * ax[l + 64];
+                s[g + 6] += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * ax[l + 96];
+            }
+            for (int k = 0; k < 8; k++) isum += sc[8 * h + k] * s[k];
+        }
+        int32_t osum = 0; /* the -32 offset: sum_k sc[k] * 32 * bsums[k] */
+        for (int k = 0; k < 16; k++) osum += sc[k] * a->bsums[k];
+        sum += (load_f16(w + 208) * a->d) * (float)(isum - 32 * osum);
+    }
+    return sum;
+}
+
+/* ---- matmul drivers ----
+ * Rows outer, tokens inner: a weight row is read from memory once per call and stays in
+ * L1 for every token. */
+
+static inline void matmul_rows(dot_fn dot, int64_t cols, const void *w, size_t w_row_bytes, int64_t r0,
+                               int64_t r1, const void *x, size_t x_row_bytes, int32_t n_tok, float *y,
+                               int64_t y_row_elems) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
+        for (int32_t t = 0; t < n_tok; t++)
+            y[(int64_t)t * y_row_elems + r] = dot(cols, row, (const char *)x + (size_t)t * x_row_bytes);
+    }
+}
+
+#define MATMUL_ARGS                                                                                  \
+    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
+        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
+#define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
+
+static void matmul_f32(MATMUL_ARGS) { matmul_rows(dot_f32, MATMUL_PASS); }
+static void matmul_f16(MATMUL_ARGS) { matmul_rows(dot_f16, MATMUL_PASS); }
+static void matmul_bf16(MATMUL_ARGS) { matmul_rows(dot_bf16, MATMUL_PASS); }
+static void matmul_q8_0(MATMUL_ARGS) { matmul_rows(dot_q8_0, MATMUL_PASS); }
+static void matmul_q4_0(MATMUL_ARGS) { matmul_rows(dot_q4_0, MATMUL_PASS); }
+static void matmul_q4_1(MATMUL_ARGS) { matmul_rows(dot_q4_1, MATMUL_PASS); }
+static void matmul_q5_0(MATMUL_ARGS) { matmul_rows(dot_q5_0, MATMUL_PASS); }
+static void matmul_q5_1(MATMUL_ARGS) { matmul_rows(dot_q5_1, MATMUL_PASS); }
+static void matmul_q4_k(MATMUL_ARGS) { matmul_rows(dot_q4_k, MATMUL_PASS); }
+static void matmul_q5_k(MATMUL_ARGS) { matmul_rows(dot_q5_k, MATMUL_PASS); }
+static void matmul_q6_k(MATMUL_ARGS) { matmul_rows(dot_q6_k, MATMUL_PASS); }
+
+/* ---- attention ---- */
+
+static void attn_scores(const float *q, const float *k, int64_t k_row_elems, int32_t n, int32_t hd, float *s) {
+    for (int32_t j = 0; j < n; j++) {
+        const float *kj = k + (int64_t)j * k_row_elems;
+        float acc[8] = {0};
+        for (int32_t i = 0; i < hd; i++) acc[i % 8] += q[i] * kj[i];
+        s[j] = combine8(acc);
+    }
+}
+
+static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, const float *p, int32_t n,
+                       int32_t hd) {
+    for (int32_t i = 0; i < hd; i++) o[i] *= c;
+    for (int32_t j = 0; j < n; j++) {
+        const float *vj = v + (int64_t)j * v_row_elems;
+        for (int32_t i = 0; i < hd; i++) o[i] += p[j] * vj[i];
+    }
+}
+
+/* ---- table ---- */
+
+const lean_kernels lean_kernels_generic = {
+    .name = "generic",
+    .matmul =
+        {
+            [LEAN_TYPE_F32] = matmul_f32,
+            [LEAN_TYPE_F16] = matmul_f16,
+            [LEAN_TYPE_BF16] = matmul_bf16,
+            [LEAN_TYPE_Q8_0] = matmul_q8_0,
+            [LEAN_TYPE_Q4_0] = matmul_q4_0,
+            [LEAN_TYPE_Q4_1] = matmul_q4_1,
+            [LEAN_TYPE_Q5_0] = matmul_q5_0,
+            [LEAN_TYPE_Q5_1] = matmul_q5_1,
+            [LEAN_TYPE_Q4_K] = matmul_q4_k,
+            [LEAN_TYPE_Q5_K] = matmul_q5_k,
+            [LEAN_TYPE_Q6_K] = matmul_q6_k,
+        },
+    .attn_scores = attn_scores,
+    .attn_accum = attn_accum,
+    .quantize_act = lean_quantize_act,
+};
+
+/* ---- choosing a table ----
+ * The candidates, best first; each ISA file's function says whether this CPU runs it. */
+
+static const lean_kernels *generic_table(void) { return &lean_kernels_generic; }
+
+static const lean_kernels *(*const candidates[])(void) = {lean_kernels_avx512, lean_kernels_avx2, generic_table};
+#define N_CANDIDATES (sizeof candidates / sizeof candidates[0])
+
+int lean_kernels_select(const char *name, lean_kernels *out) {
+    const bool any = !name || !strcmp(name, "auto");
+    for (size_t i = 0; i < N_CANDIDATES; i++) {
+        const lean_kernels *t = candidates[i]();
+        if (!t || (!any && strcmp(t->name, name) != 0)) continue;
+        lean_kernels k = *t;
+        for (size_t j = i + 1; j < N_CANDIDATES; j++) { /* the gaps, from the next ones it runs */
+            const lean_kernels *next = candidates[j]();
+            if (!next) continue;
+            for (int ty = 0; ty < LEAN_N_TYPE_IDS; ty++)
+                if (!k.matmul[ty]) k.matmul[ty] = next->matmul[ty];
+            if (!k.attn_scores) k.attn_scores = next->attn_scores;
+            if (!k.attn_accum) k.attn_accum = next->attn_accum;
+            if (!k.quantize_act) k.quantize_act = next->quantize_act;
+        }
+        *out = k;
+        return 0;
+    }
+    return -1;
+}

@@ -1,0 +1,242 @@
+/* pool.c — persistent worker threads and one parallel region at a time (see pool.h).
+ *
+ * Protocol. One 64-bit atomic word, `claim`, holds a run's number, its chunk count and the
+ * next chunk to hand out (RUN | N | NEXT, 20 + 22 + 22 bits): the caller stores (fn, arg),
+ * sets `done` to 0 and claim to (run, n, 0), then bumps the generation `gen` under the mutex
+ * (broadcasting to sleepers). Every thread, the caller included, claims chunks by
+ * compare-and-swap of NEXT -> NEXT + 1 while NEXT < N, which fails if the word changed (a
+ * newer run): a thread only ever runs a chunk of the run whose word it read. After each chunk
+ * it adds 1 to `done`; the caller returns once done == n_chunks.
+ * A worker that wakes late (its run over, or a newer one started) finds NEXT == N or another
+ * run number and goes back to waiting, so the caller never waits for a worker that holds no
+ * chunk. fn and arg are read after a successful claim of a chunk that is not done yet, and the
+ * caller does not rewrite them until every chunk is done, so they are the claimed run's.
+ * Memory order: the store of claim (release) publishes the run's fields and everything the
+ * caller wrote before (a worker may see the new claim before the generation bump); each
+ * `done` increment publishes a chunk's writes, and the caller's acquire load of the final
+ * count makes them visible.
+ * Waiting: both sides spin on the atomics for a while, then sleep on their condition variable
+ * and re-check under the mutex, so no wake-up is lost. With more threads than CPUs nobody
+ * spins (a spinner would steal the CPU it waits for).
+ *
+ * Sections: single-thread build · pthreads build (state, claiming, workers, create / free, run)
+ */
+#include "pool.h"
+
+#if defined(__wasi__) && !defined(_REENTRANT)
+
+/* ---- single-thread build: wasm32-wasi has no pthread.h ---- */
+
+struct lean_pool {
+    int32_t n;
+};
+
+int32_t lean_cpu_count(void) { return 1; }
+
+lean_status lean_pool_create(int32_t n_threads, lean_pool **out, lean_error *err) {
+    (void)n_threads;
+    *out = NULL;
+    lean_pool *p = lean_calloc(1, sizeof *p);
+    if (!p) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the thread pool");
+    p->n = 1;
+    *out = p;
+    return LEAN_OK;
+}
+
+void lean_pool_free(lean_pool *p) { lean_free(p); }
+int32_t lean_pool_size(const lean_pool *p) { return p->n; }
+
+void lean_pool_run(lean_pool *p, int64_t n_chunks, lean_pool_fn fn, void *arg) {
+    (void)p;
+    for (int64_t c = 0; c < n_chunks; c++) fn(arg, c, 0);
+}
+
+#else
+
+/* ---- pthreads build ---- */
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+/* Spin iterations before sleeping: tens of microseconds, longer than the serial work between
+ * two regions of a decode step, shorter than a sampling step between tokens. */
+#define SPIN_ITERS 4096
+#define RUN_SHIFT 44 /* claim = run << 44 | n_chunks << 22 | next */
+#define N_SHIFT 22
+#define FIELD_MASK (((uint64_t)1 << N_SHIFT) - 1)
+#define RUN_MASK (((uint64_t)1 << 20) - 1)
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+typedef struct worker {
+    struct lean_pool *pool;
+    int32_t ith;
+    pthread_t thread;
+} worker;
+
+struct lean_pool {
+    int32_t n;       /* threads, the caller included */
+    int32_t spin;    /* spin iterations before sleeping (0 when oversubscribed) */
+    worker *workers; /* n - 1 */
+    int32_t n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;    /* workers wait here for a new generation */
+    pthread_cond_t all_done; /* the caller waits here for done == n_chunks */
+    atomic_uint gen;        /* bumped once per run (that wakes workers) */
+    atomic_uint_fast64_t claim; /* RUN | N | NEXT, see above */
+    atomic_int_fast64_t done;   /* chunks finished in the current run */
+    atomic_bool caller_sleeps;  /* the caller is (about to be) waiting on all_done */
+    atomic_bool stop;
+    uint64_t run;           /* the current run's number (the caller's copy) */
+    _Atomic(lean_pool_fn) fn;
+    _Atomic(void *) arg;
+};
+
+int32_t lean_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > LEAN_POOL_MAX_THREADS ? LEAN_POOL_MAX_THREADS : (int32_t)n;
+}
+
+/* Claims and runs chunks of run `run` until none are left. */
+static void work(lean_pool *p, uint64_t run, int32_t ith) {
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    for (;;) {
+        const int64_t chunk = (int64_t)(c & FIELD_MASK), n = (int64_t)((c >> N_SHIFT) & FIELD_MASK);
+        if (c >> RUN_SHIFT != run || chunk >= n) return; /* a newer run, or nothing left */
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue; /* c was reloaded */
+        atomic_load_explicit(&p->fn, memory_order_relaxed)(atomic_load_explicit(&p->arg, memory_order_relaxed),
+                                                            chunk, ith);
+        /* seq_cst pairs with the caller's store of caller_sleeps and load of done: either it
+         * sees the last increment or this sees it asleep (and signals under the mutex) */
+        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1 == n &&
+            atomic_load_explicit(&p->caller_sleeps, memory_order_seq_cst)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->all_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    }
+}
+
+static void *worker_main(void *vw) {
+    worker *w = vw;
+    lean_pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        for (int32_t i = 0; g == seen && i < p->spin; i++) {
+            cpu_relax();
+            g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+                   !atomic_load_explicit(&p->stop, memory_order_acquire))
+                pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+        seen = g;
+        /* the run number of generation g is in claim's high bits (set before gen moved) */
+        work(p, atomic_load_explicit(&p->claim, memory_order_acquire) >> RUN_SHIFT, w->ith);
+    }
+    return NULL;
+}
+
+void lean_pool_free(lean_pool *p) {
+    if (!p) return;
+    if (p->n_started) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store_explicit(&p->stop, true, memory_order_release);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+        for (int32_t i = 0; i < p->n_started; i++) pthread_join(p->workers[i].thread, NULL);
+    }
+    pthread_cond_destroy(&p->all_done);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    lean_free(p->workers);
+    lean_free(p);
+}
+
+lean_status lean_pool_create(int32_t n_threads, lean_pool **out, lean_error *err) {
+    *out = NULL;
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > LEAN_POOL_MAX_THREADS) n_threads = LEAN_POOL_MAX_THREADS;
+    lean_pool *p = lean_calloc(1, sizeof *p);
+    if (!p) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the thread pool");
+    p->n = n_threads;
+    p->spin = n_threads <= lean_cpu_count() ? SPIN_ITERS : 0;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->claim, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->caller_sleeps, false);
+    atomic_init(&p->stop, false);
+    atomic_init(&p->fn, NULL);
+    atomic_init(&p->arg, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->all_done, NULL);
+    if (n_threads > 1) {
+        p->workers = lean_calloc((size_t)n_threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            lean_pool_free(p);
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d worker threads", n_threads - 1);
+        }
+        for (int32_t i = 0; i < n_threads - 1; i++) {
+            worker *w = &p->workers[i];
+            w->pool = p;
+            w->ith = i + 1;
+            if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+                lean_pool_free(p);
+                return LEAN_FAIL(err, LEAN_ERR_NOMEM, "starting worker thread %d of %d", i + 1, n_threads - 1);
+            }
+            p->n_started++;
+        }
+    }
+    *out = p;
+    return LEAN_OK;
+}
+
+int32_t lean_pool_size(const lean_pool *p) { return p->n; }
+
+void lean_pool_run(lean_pool *p, int64_t n_chunks, lean_pool_fn fn, void *arg) {
+    if (p->n == 1 || n_chunks <= 1 || n_chunks > LEAN_POOL_MAX_CHUNKS) {
+        for (int64_t c = 0; c < n_chunks; c++) fn(arg, c, 0);
+        return;
+    }
+    const uint64_t run = ++p->run & RUN_MASK;
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    /* release: after the fields above */
+    atomic_store_explicit(&p->claim, run << RUN_SHIFT | (uint64_t)n_chunks << N_SHIFT, memory_order_release);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+
+    work(p, run, 0);
+
+    for (int32_t i = 0; i < p->spin; i++) {
+        if (atomic_load_explicit(&p->done, memory_order_acquire) == n_chunks) return;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mu);
+    atomic_store_explicit(&p->caller_sleeps, true, memory_order_seq_cst);
+    while (atomic_load_explicit(&p->done, memory_order_seq_cst) != n_chunks) pthread_cond_wait(&p->all_done, &p->mu);
+    atomic_store_explicit(&p->caller_sleeps, false, memory_order_relaxed);
+    pthread_mutex_unlock(&p->mu);
+}
+
+#endif

@@ -1,0 +1,643 @@
+/* x86_avx2.c — the AVX2 + FMA + F16C kernel table (kernels.h), for x86-64 CPUs that have
+ * them (chosen at run time: lean_kernels_avx2 asks cpuid).
+ *
+ * What it does: the matmuls of every weight format and the attention primitives with 256-bit
+ * vectors. Every function carries the target attribute (AVX2 below), so the file builds with
+ * the same flags as the rest of the tree and nothing here runs on a CPU without AVX2. On any
+ * other target the file is only the stub at the end.
+ *
+ * How a quantized dot product is computed (per 32 weights, per row r and token t):
+ *   q   the weight quants as unsigned bytes in element order (nibbles split, fifth or sixth
+ *       bits merged in), unpacked once per row and reused for every token of a tile
+ *   a   the token's int8 activations (lean_q8_32 / lean_q8_k)
+ *   vpmaddubsw(q, a) -> 16 x i16 pair sums (no saturation: |q| <= 63, |a| <= 127),
+ *   vpmaddwd with ones (or the K-quant sub-block scales) -> 8 x i32, exact;
+ *   the formats' offsets come from the activation sums: Q4_0 sum (q - 8) a = sum q a - 8 s
+ *   is one vpsubd of s from each of the 8 lanes (16 s for Q5_0: 2 s per lane); Q6_K's -32 and
+ *   the K mins go through vpmaddwd with the bsums. Q8_0's weights are signed: |w| and
+ *   sign(a, w) (ggml's trick).
+ *   Then one float step per block (legacy) or super-block (K): acc = fma(d_w * d_x, float(isum),
+ *   acc), 8 lanes per (row, token), summed across lanes once at the end (hsum).
+ *
+ * Tiles: rows x tokens of 2 x 4 (4 x 1 when a call has fewer than 4 tokens, 1 x 4 and 1 x 1 at
+ * the edges), so a weight block is unpacked once for 4 tokens and 8 accumulators stay in
+ * registers. The per-(row, token) arithmetic is the same in every tile shape — the same
+ * operations in the same order, each product of scales one IEEE multiply — so any split of
+ * rows or tokens gives the same bits (kernels.h's contract; tests/test_kernels.c checks it).
+ *
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ */
+#include "kernels.h"
+
+#if defined(__x86_64__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* Tile loops have constant trip counts once inlined; unrolled, their arrays live in registers. */
+#define UNROLL _Pragma("GCC unroll 8")
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+#define MATMUL_ARGS                                                                                  \
+    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
+        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
+#define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
+
+/* ---- helpers ---- */
+
+/* A batch's row tiles are unpacked once for all their token tiles when a row has at most this
+ * many weights (the unpacked tile lives on the stack: ~20 KiB); longer rows unpack per token
+ * tile. Either way the arithmetic of an output is the same. */
+#define CACHE_COLS 4096
+
+/* Decode streams every weight once from DRAM (a model is larger than the caches); the
+ * hardware prefetchers stop at 4 KiB pages, so each row's reads also ask for the line
+ * PREFETCH_BYTES ahead, which doubled a Q4_0 matvec's throughput from DRAM here (5.3 -> 9.9
+ * GB/s on one core). Prefetches never fault, so reading past the matrix is harmless. */
+#define PREFETCH_BYTES 4096
+
+AVX2_INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)p + PREFETCH_BYTES, _MM_HINT_T0); }
+
+AVX2_INLINE float f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* The lanes' sum in one fixed order: (0+4, 1+5, 2+6, 3+7), then (.0+.2, .1+.3), then the two. */
+AVX2_INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes: the low nibbles (elements 0..15), then the high. */
+AVX2_INLINE __m256i nibbles(const uint8_t *p) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)p);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* Bit j of the little-endian u32 at p -> 0x10 in byte j (the fifth bit of element j). */
+AVX2_INLINE __m256i fifth_bits(const uint8_t *p) {
+    uint32_t x32;
+    memcpy(&x32, p, sizeof x32);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32), shuf); /* byte j = byte j/8 of x */
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)); /* all but bit j%8 set */
+    bytes = _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));               /* 0xff where bit j is */
+    return _mm256_and_si256(bytes, _mm256_set1_epi8(0x10));
+}
+
+/* ---- F32, F16, BF16 (float activations) ----
+ * Per (row, token) one 8-lane accumulator: lane i takes elements 8k + i in order; a partial
+ * last vector is zero-padded (so rows of any length). */
+
+enum { W_F32, W_F16, W_BF16 };
+
+/* Elements c .. c + n (n <= 8) of a row as 8 floats, zero-padded. */
+AVX2_INLINE __m256 load_w8(int f, const uint8_t *row, int64_t c, int n) {
+    if (n == 8) {
+        if (f == W_F32) return _mm256_loadu_ps((const float *)(row + 4 * c));
+        const __m128i h = _mm_loadu_si128((const __m128i *)(row + 2 * c));
+        if (f == W_F16) return _mm256_cvtph_ps(h);
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    uint8_t tmp[32] = {0};
+    memcpy(tmp, row + (f == W_F32 ? 4 : 2) * c, (size_t)n * (f == W_F32 ? 4 : 2));
+    return load_w8(f, tmp, 0, 8);
+}
+
+AVX2_INLINE __m256 load_x8(const float *x, int64_t c, int n) {
+    if (n == 8) return _mm256_loadu_ps(x + c);
+    float tmp[8] = {0};
+    memcpy(tmp, x + c, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(tmp);
+}
+
+AVX2_INLINE void float_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r,
+                            const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy) {
+    __m256 acc[4][4];
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int j = 0; j < TT; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < cols; c += 8) {
+        const int n = cols - c < 8 ? (int)(cols - c) : 8;
+        __m256 wv[4];
+        UNROLL
+        for (int i = 0; i < RT; i++) {
+            prefetch_ahead(w + (size_t)(r + i) * wrb + (size_t)c * (f == W_F32 ? 4 : 2));
+            wv[i] = load_w8(f, w + (size_t)(r + i) * wrb, c, n);
+        }
+        UNROLL
+        for (int j = 0; j < TT; j++) {
+            const __m256 xv = load_x8((const float *)(x + (size_t)(t + j) * xrb), c, n);
+            UNROLL
+            for (int i = 0; i < RT; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]);
+}
+
+/* The tile schedule shared by every format: 2 x 4 tiles when there are 4 tokens or more,
+ * else 4 x 1; then the edges. TILE(RT, TT, r, t) computes rows r.. and tokens t... */
+#define TILE_SCHEDULE(TILE)                                                                         \
+    do {                                                                                            \
+        int64_t r = r0;                                                                             \
+        if (n_tok >= 4) {                                                                           \
+            for (; r + 2 <= r1; r += 2) {                                                           \
+                int32_t t = 0;                                                                      \
+                for (; t + 4 <= n_tok; t += 4) TILE(2, 4, r, t);                                    \
+                for (; t < n_tok; t++) TILE(2, 1, r, t);                                            \
+            }                                                                                       \
+        } else {                                                                                    \
+            for (; r + 4 <= r1; r += 4)                                                             \
+                for (int32_t t = 0; t < n_tok; t++) TILE(4, 1, r, t);                               \
+        }                                                                                           \
+        for (; r < r1; r++) {                                                                       \
+            int32_t t = 0;                                                                          \
+            for (; t + 4 <= n_tok; t += 4) TILE(1, 4, r, t);                                        \
+            for (; t < n_tok; t++) TILE(1, 1, r, t);                                                \
+        }                                                                                           \
+    } while (0)
+
+AVX2_INLINE void matmul_float(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                              const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
+#define FT(RT, TT, r, t) float_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems)
+    TILE_SCHEDULE(FT);
+#undef FT
+}
+
+static AVX2 void matmul_f32(MATMUL_ARGS) { matmul_float(W_F32, MATMUL_PASS); }
+static AVX2 void matmul_f16(MATMUL_ARGS) { matmul_float(W_F16, MATMUL_PASS); }
+static AVX2 void matmul_bf16(MATMUL_ARGS) { matmul_float(W_BF16, MATMUL_PASS); }
+
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
+
+enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
+
+static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
+
+/* One weight block, unpacked for vpmaddubsw. */
+typedef struct lblock {
+    __m256i q;    /* unsigned quants (Q8_0: |w|) */
+    __m256i sgn;  /* Q8_0: the signed weights, for sign(a, w) */
+    float d, m;   /* scale; minimum (_1 formats) */
+} lblock;
+
+AVX2_INLINE lblock legacy_unpack(int f, const uint8_t *b) {
+    lblock u;
+    u.d = f16(b);
+    u.m = f == L_Q4_1 || f == L_Q5_1 ? f16(b + 2) : 0.0f;
+    switch (f) {
+    case L_Q4_0: u.q = nibbles(b + 2); break;
+    case L_Q4_1: u.q = nibbles(b + 4); break;
+    case L_Q5_0: u.q = _mm256_or_si256(nibbles(b + 6), fifth_bits(b + 2)); break;
+    case L_Q5_1: u.q = _mm256_or_si256(nibbles(b + 8), fifth_bits(b + 4)); break;
+    default:
+        u.sgn = _mm256_loadu_si256((const __m256i *)(b + 2));
+        u.q = _mm256_sign_epi8(u.sgn, u.sgn);
+        break;
+    }
+    return u;
+}
+
+/* sum over the block of (weight quant - offset) * a, as 8 int32 lanes */
+AVX2_INLINE __m256i legacy_isum(int f, const lblock *u, const lean_q8_32 *a) {
+    __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
+    if (f == L_Q8_0) av = _mm256_sign_epi8(av, u->sgn);
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u->q, av), _mm256_set1_epi16(1));
+    if (f == L_Q4_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(a->s));
+    if (f == L_Q5_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(2 * a->s));
+    return p;
+}
+
+/* Rows r .. r + RT - 1 x tokens t .. t + TT - 1. U (nullable): those rows' blocks already
+ * unpacked, U[i * n_blocks + b] for row i and block b; without it they are unpacked here. */
+AVX2_INLINE void legacy_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r,
+                             const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy, const lblock *U) {
+    const size_t bb = legacy_bytes[f];
+    const bool has_min = f == L_Q4_1 || f == L_Q5_1;
+    __m256 acc[4][4];
+    float sm[4][4]; /* _1 formats: sum of m * (d_x * s), in block order */
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int j = 0; j < TT; j++) acc[i][j] = _mm256_setzero_ps(), sm[i][j] = 0.0f;
+    for (int64_t b = 0; b < cols / 32; b++) {
+        lblock u[4];
+        UNROLL
+        for (int i = 0; i < RT; i++) {
+            if (U) {
+                u[i] = U[(size_t)i * (size_t)(cols / 32) + (size_t)b];
+                continue;
+            }
+            const uint8_t *blk = w + (size_t)(r + i) * wrb + (size_t)b * bb;
+            prefetch_ahead(blk);
+            u[i] = legacy_unpack(f, blk);
+        }
+        UNROLL
+        for (int j = 0; j < TT; j++) {
+            const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)(t + j) * xrb) + b;
+            const float ms = a->d * (float)a->s;
+            UNROLL
+            for (int i = 0; i < RT; i++) {
+                const __m256i p = legacy_isum(f, &u[i], a);
+                const float d = u[i].d * a->d;
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc[i][j]);
+                if (has_min) sm[i][j] += u[i].m * ms;
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]) + sm[i][j];
+}
+
+AVX2_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                               const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
+    const int64_t nb = cols / 32;
+    if (n_tok >= 4 && nb <= CACHE_COLS / 32) {
+        /* a batch: each 2-row tile's blocks unpacked once, for all of its token tiles */
+        lblock U[2 * (CACHE_COLS / 32)];
+        int64_t r = r0;
+        for (; r + 2 <= r1; r += 2) {
+            for (int i = 0; i < 2; i++)
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)b * legacy_bytes[f];
+                    prefetch_ahead(blk);
+                    U[i * nb + b] = legacy_unpack(f, blk);
+                }
+            int32_t t = 0;
+            for (; t + 4 <= n_tok; t += 4) legacy_tile(f, 2, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
+            for (; t < n_tok; t++) legacy_tile(f, 2, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
+        }
+        for (; r < r1; r++) {
+            int32_t t = 0;
+            for (; t + 4 <= n_tok; t += 4) legacy_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
+            for (; t < n_tok; t++) legacy_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
+        }
+        return;
+    }
+#define LT(RT, TT, r, t) legacy_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
+    TILE_SCHEDULE(LT);
+#undef LT
+}
+
+static AVX2 void matmul_q4_0(MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }
+static AVX2 void matmul_q4_1(MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }
+static AVX2 void matmul_q5_0(MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }
+static AVX2 void matmul_q5_1(MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }
+static AVX2 void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }
+
+/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+ * A super-block of a row is first unpacked (kblock: 8 chunks of 32 unsigned quants in
+ * element order, with the i16 multipliers of each chunk's pairs), then dotted with each
+ * token of the tile: isum = sum_k vpmaddwd(vpmaddubsw(q_k, a_k), sc_k), 8 int32 lanes.
+ *   Q4_K / Q5_K: chunk k is sub-block k (scale sc[k]); the mins give
+ *                msum = vpmaddwd([m0 m0 m1 m1 ... m7 m7], bsums), and
+ *                acc += d dx isum - dmin dx msum.
+ *   Q6_K:        chunk k holds sub-blocks 2k (elements 0..15) and 2k + 1 (16..31), scales
+ *                sc[2k] in the low 128-bit lane and sc[2k + 1] in the high one; the -32
+ *                offset is 32 sum_g sc[g] bsums[g] = vpmaddwd(sc (16 x i16), bsums) << 5,
+ *                taken from isum; acc += d dx isum. */
+
+enum { K_Q4, K_Q5, K_Q6 };
+
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+
+typedef struct kblock {
+    __m256i q[8];
+    __m256i sc[8];
+    __m256i m16; /* Q4_K/Q5_K: the mins, each twice; Q6_K: the 16 scales */
+    float d, dmin;
+} kblock;
+
+AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03);
+    if (f == K_Q6) {
+        u->d = f16(b + 208);
+        const int8_t *sc = (const int8_t *)(b + 192);
+        for (int k = 0; k < 8; k++) u->sc[k] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+        u->m16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4);
+            const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4);
+            const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4);
+            u->q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), h0);
+            u->q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), h1);
+            u->q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), h2);
+            u->q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), h3);
+        }
+        return;
+    }
+    u->d = f16(b);
+    u->dmin = f16(b + 2);
+    const uint8_t *q = b + 4; /* the 12 scale bytes: formats_k.c's get_scale_min_k4 */
+    int16_t mins[16];
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        if (j < 4) {
+            sc = q[j] & 63;
+            m = q[j + 4] & 63;
+        } else {
+            sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+            m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        }
+        u->sc[j] = _mm256_set1_epi16((int16_t)sc);
+        mins[2 * j] = mins[2 * j + 1] = (int16_t)m;
+    }
+    u->m16 = _mm256_loadu_si256((const __m256i *)mins);
+    const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
+    const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += 2) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 16 * j));
+        u->q[j] = _mm256_and_si256(raw, m4);
+        u->q[j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        if (f == K_Q5) {
+            const __m256i one = _mm256_set1_epi8(1);
+            const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hb, j), one);
+            const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hb, j + 1), one);
+            u->q[j] = _mm256_or_si256(u->q[j], _mm256_slli_epi16(b0, 4));
+            u->q[j + 1] = _mm256_or_si256(u->q[j + 1], _mm256_slli_epi16(b1, 4));
+        }
+    }
+}
+
+/* The float step of one (row, token) after its isum: the offsets / mins from the bsums. */
+AVX2_INLINE __m256 k_finish(int f, const kblock *u, const lean_q8_k *a, __m256i isum, __m256 acc) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+    const __m256i off = _mm256_madd_epi16(u->m16, bs);
+    if (f == K_Q6) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(u->d * a->d), _mm256_cvtepi32_ps(isum), acc);
+    if (f != K_Q6) acc = _mm256_fnmadd_ps(_mm256_set1_ps(u->dmin * a->d), _mm256_cvtepi32_ps(off), acc);
+    return acc;
+}
+
+/* As legacy_tile; U[i * n_superblocks + b]. */
+AVX2_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r,
+                        const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy, const kblock *U) {
+    __m256 acc[4][4];
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int j = 0; j < TT; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
+        kblock u[4];
+        const kblock *ui[4];
+        UNROLL
+        for (int i = 0; i < RT; i++) {
+            if (U) {
+                ui[i] = &U[(size_t)i * (size_t)(cols / LEAN_QK_K) + (size_t)b];
+                continue;
+            }
+            const uint8_t *blk = w + (size_t)(r + i) * wrb + (size_t)b * kblock_bytes[f];
+            prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
+            k_unpack(f, blk, &u[i]);
+            ui[i] = &u[i];
+        }
+        /* isum[i][j] = sum over the 8 chunks k, in order: each row's quants and multipliers
+         * are loaded once per k for all TT tokens */
+        const lean_q8_k *a[4];
+        __m256i isum[4][4];
+        UNROLL
+        for (int j = 0; j < TT; j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + b;
+        UNROLL
+        for (int i = 0; i < RT; i++)
+            UNROLL
+            for (int j = 0; j < TT; j++) isum[i][j] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            UNROLL
+            for (int i = 0; i < RT; i++) {
+                const __m256i q = ui[i]->q[k], sc = ui[i]->sc[k];
+                UNROLL
+                for (int j = 0; j < TT; j++) {
+                    const __m256i av = _mm256_loadu_si256((const __m256i *)(a[j]->qs + 32 * k));
+                    isum[i][j] = _mm256_add_epi32(isum[i][j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sc));
+                }
+            }
+        }
+        UNROLL
+        for (int i = 0; i < RT; i++)
+            UNROLL
+            for (int j = 0; j < TT; j++) acc[i][j] = k_finish(f, ui[i], a[j], isum[i][j], acc[i][j]);
+    }
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]);
+}
+
+AVX2_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                          const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
+    const int64_t nsb = cols / LEAN_QK_K;
+    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) {
+        /* a batch: each 2-row tile's super-blocks unpacked once, for all of its token tiles */
+        kblock U[2 * (CACHE_COLS / LEAN_QK_K)];
+        int64_t r = r0;
+        for (; r + 2 <= r1; r += 2) {
+            for (int i = 0; i < 2; i++)
+                for (int64_t b = 0; b < nsb; b++) {
+                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)b * kblock_bytes[f];
+                    prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
+                    k_unpack(f, blk, &U[i * nsb + b]);
+                }
+            int32_t t = 0;
+            for (; t + 4 <= n_tok; t += 4) k_tile(f, 2, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
+            for (; t < n_tok; t++) k_tile(f, 2, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
+        }
+        for (; r < r1; r++) {
+            int32_t t = 0;
+            for (; t + 4 <= n_tok; t += 4) k_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
+            for (; t < n_tok; t++) k_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
+        }
+        return;
+    }
+#define KT(RT, TT, r, t) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
+    TILE_SCHEDULE(KT);
+#undef KT
+}
+
+static AVX2 void matmul_q4_k(MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }
+static AVX2 void matmul_q5_k(MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }
+static AVX2 void matmul_q6_k(MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+
+/* ---- attention ---- */
+
+/* Eight keys at a time: eight FMA chains (lane i of key k's accumulator takes elements
+ * 8m + i), then one reduction network that sums each accumulator's lanes (hadd pairs, hadd
+ * again, then the two 128-bit halves) into one vector of the eight scores. A key's score
+ * depends only on its own accumulator and that fixed tree, so a group short of eight keys
+ * (zero accumulators for the missing ones) gives the same bits; hd of any size (the last
+ * partial vector zero-padded). */
+static AVX2 void attn_scores(const float *q, const float *k, int64_t k_row_elems, int32_t n, int32_t hd, float *s) {
+    for (int32_t j = 0; j < n; j += 8) {
+        const int nk = n - j < 8 ? n - j : 8;
+        __m256 acc[8];
+        UNROLL
+        for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
+        for (int32_t i = 0; i < hd; i += 8) {
+            const int nv = hd - i < 8 ? hd - i : 8;
+            const __m256 qv = load_x8(q, i, nv);
+            if (nk == 8) {
+                UNROLL
+                for (int u = 0; u < 8; u++)
+                    acc[u] = _mm256_fmadd_ps(qv, load_x8(k + (int64_t)(j + u) * k_row_elems, i, nv), acc[u]);
+            } else {
+                for (int u = 0; u < nk; u++)
+                    acc[u] = _mm256_fmadd_ps(qv, load_x8(k + (int64_t)(j + u) * k_row_elems, i, nv), acc[u]);
+            }
+        }
+        const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+        const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+        const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+        const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+        if (nk == 8) {
+            _mm256_storeu_ps(s + j, r);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, r);
+            memcpy(s + j, tmp, sizeof(float) * (size_t)nk);
+        }
+    }
+}
+
+/* o = o * c, then += p[j] v_j in key order; 8 output elements at a time. */
+static AVX2 void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, const float *p, int32_t n,
+                            int32_t hd) {
+    int32_t i = 0;
+    const __m256 cv = _mm256_set1_ps(c);
+    for (; i + 8 <= hd; i += 8) {
+        __m256 ov = _mm256_mul_ps(_mm256_loadu_ps(o + i), cv);
+        for (int32_t j = 0; j < n; j++)
+            ov = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + (int64_t)j * v_row_elems + i), ov);
+        _mm256_storeu_ps(o + i, ov);
+    }
+    for (; i < hd; i++) {
+        float acc = o[i] * c;
+        for (int32_t j = 0; j < n; j++) acc = __builtin_fmaf(p[j], v[(int64_t)j * v_row_elems + i], acc);
+        o[i] = acc;
+    }
+}
+
+/* ---- activation quantization ----
+ * quant_act.c's definition, 8 values per vector: max |x| on the bit patterns (integer max,
+ * exact), the same two scalar divisions, then x * id rounded with the same magic-number add,
+ * clamped, narrowed. Every step is the scalar one on each lane, so the bytes are the same. */
+
+AVX2_INLINE float block_quant(const float *x, int8_t *qs, int n) {
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    __m256i mx = _mm256_setzero_si256();
+    for (int j = 0; j < n; j += 8)
+        mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + j)), abs_mask));
+    __m128i m = _mm_max_epu32(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+    m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    const float amax = _mm_cvtss_f32(_mm_castsi128_ps(m));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id), magic = _mm256_set1_ps(12582912.f);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    for (int j = 0; j < n; j += 32) {
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), idv), magic);
+            __m256i i = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x007fffff)),
+                                         _mm256_set1_epi32(0x00400000));
+            q[k] = _mm256_min_epi32(_mm256_max_epi32(i, lo), hi);
+        }
+        /* int32 -> int8 in element order: the packs interleave 128-bit lanes, the permute undoes it */
+        const __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        _mm256_storeu_si256((__m256i *)(qs + j),
+                            _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+    return d;
+}
+
+static AVX2 void quantize_act(lean_act_type act, const float *x, void *dst, int64_t n) {
+    if (act == LEAN_ACT_Q8_32) {
+        lean_q8_32 *b = dst;
+        for (int64_t i = 0; i < n / 32; i++, x += 32, b++) {
+            b->d = block_quant(x, b->qs, 32);
+            const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)b->qs));
+            __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+            s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+            s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+            b->s = _mm_cvtsi128_si32(s);
+        }
+    } else if (act == LEAN_ACT_Q8_K) {
+        lean_q8_k *b = dst;
+        for (int64_t i = 0; i < n / LEAN_QK_K; i++, x += LEAN_QK_K, b++) {
+            b->d = block_quant(x, b->qs, LEAN_QK_K);
+            for (int g = 0; g < 16; g += 2) { /* two sums of 16 per 32 bytes */
+                const __m256i s16 =
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)(b->qs + 16 * g)));
+                const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1)); /* 4 per 16 bytes */
+                __m128i s = _mm_hadd_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+                s = _mm_hadd_epi32(s, s); /* [sum of group g, sum of group g + 1, ...] */
+                b->bsums[g] = (int16_t)_mm_cvtsi128_si32(s);
+                b->bsums[g + 1] = (int16_t)_mm_extract_epi32(s, 1);
+            }
+        }
+    } else {
+        lean_quantize_act(act, x, dst, n);
+    }
+}
+
+/* ---- table ---- */
+
+static const lean_kernels table = {
+    .name = "avx2",
+    .matmul =
+        {
+            [LEAN_TYPE_F32] = matmul_f32,
+            [LEAN_TYPE_F16] = matmul_f16,
+            [LEAN_TYPE_BF16] = matmul_bf16,
+            [LEAN_TYPE_Q8_0] = matmul_q8_0,
+            [LEAN_TYPE_Q4_0] = matmul_q4_0,
+            [LEAN_TYPE_Q4_1] = matmul_q4_1,
+            [LEAN_TYPE_Q5_0] = matmul_q5_0,
+            [LEAN_TYPE_Q5_1] = matmul_q5_1,
+            [LEAN_TYPE_Q4_K] = matmul_q4_k,
+            [LEAN_TYPE_Q5_K] = matmul_q5_k,
+            [LEAN_TYPE_Q6_K] = matmul_q6_k,
+        },
+    .attn_scores = attn_scores,
+    .attn_accum = attn_accum,
+    .quantize_act = quantize_act,
+};
+
+/* AVX2 and FMA from the compiler's cpuid cache (which also checks that the OS saves the
+ * YMM registers); F16C, which __builtin_cpu_supports does not name in every compiler, from
+ * cpuid leaf 1 (ECX bit 29). */
+const lean_kernels *lean_kernels_avx2(void) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NULL;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return NULL;
+    return &table;
+}
+
+#else /* not x86-64 */
+
+const lean_kernels *lean_kernels_avx2(void) { return NULL; }
+
+#endif

@@ -1,0 +1,465 @@
+/* test_cpu_backend.c — src/cpu/forward.c and pool.c (lean_backend_cpu), and the backend choice
+ * of lean_ctx_params (src/core/session.c), through lean.h.
+ *
+ * The fast backend is held to the reference backend ("cpu-ref") and to transformers:
+ *
+ *   threads     the logits of a prefill and of the decode steps after it are the same bits for
+ *               1, 2, 3 and 16 threads, for every kernel table this CPU runs (generic, avx2...)
+ *               and formats of every family (legacy, K-quants, floats, mixed).
+ *   batches     the same bits for a prefill split into batches of any size or into calls of
+ *               any size, for decoding after a prefill, and after truncating and re-prefilling.
+ *   reference   tiny random models (tiny_model.h), every architecture and format, decoded token
+ *               by token, logits against cpu-ref at every step:
+ *                 F32 / F16 / BF16 weights: the activations stay float, only the summation
+ *                 order differs: |delta| <= 1e-4 (1 + |ref|), test_forward.c's tolerance.
+ *                 quantized weights: every matmul reads 8-bit activations (quant_act.c), whose
+ *                 rounding error is uniform in +-d/2 with d = max|x| / 127 per block: about
+ *                 0.5% rms of the input of each of the ~4 matmuls of a layer. Those errors add
+ *                 up through the layers and are amplified by these untrained random models; we
+ *                 measured |delta| <= 3.5% of max |logit| over every format and fixture (the
+ *                 K-quants, whose activation scale covers 256 values, the largest) and allow
+ *                 QTOL = 6% of max |ref logit|.
+ *   fixtures    the parity fixtures (build/fixtures, made by `make test-data`) against
+ *               transformers' top-20 logits after the prompt and after 32 decoded tokens, with
+ *               1e-3 (test_parity.c's tolerance) for float weights and QTOL for quantized ones;
+ *               the greedy continuation must match transformers' at every step where the
+ *               reference's top-2 gap is larger than twice the fast backend's worst logit error
+ *               there (at a near-tie inside the tolerance either pick is right; this file
+ *               prints how many steps were near-ties, and at float weights there are none).
+ *   params      backend names, n_threads, and failing allocations (NOMEM, no leak).
+ */
+#include "lean.h"
+#include "test.h"
+#include "tiny_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_SEQ 13
+#define QTOL 0.06 /* of max |reference logit|, for quantized weights (see above) */
+
+/* The CPU backends with their own kernel table that this CPU runs. */
+static const char *isa_backends[4];
+static int n_isa;
+
+static void find_isas(const lean_model *m) {
+    const char *cands[] = {"cpu-generic", "cpu-avx2", "cpu-avx512"};
+    n_isa = 0;
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        lean_ctx_params p = lean_ctx_default_params();
+        p.backend = cands[i];
+        lean_ctx *c = NULL;
+        lean_error err;
+        lean_status st = lean_ctx_create(m, &p, &c, &err);
+        CHECK(st == LEAN_OK || st == LEAN_ERR_UNSUPPORTED, "%s: %s", cands[i], err.msg);
+        if (st == LEAN_OK) isa_backends[n_isa++] = cands[i];
+        lean_ctx_free(c);
+    }
+}
+
+static lean_ctx *new_ctx(const lean_model *m, const char *backend, int n_threads, int n_ctx, int n_batch) {
+    lean_ctx_params p = lean_ctx_default_params();
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.n_threads = n_threads;
+    p.backend = backend;
+    lean_ctx *c = NULL;
+    lean_error err = {0};
+    lean_status st = lean_ctx_create(m, &p, &c, &err);
+    CHECK(st == LEAN_OK, "ctx (%s, %d threads): %s", backend ? backend : "default", n_threads, err.msg);
+    return c;
+}
+
+static void make_ids(int32_t *ids, int n, int n_vocab, uint64_t seed) {
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(tiny_rng(&seed) % (uint64_t)n_vocab);
+}
+
+/* logits (n_steps, V): after prefilling ids[0..n_pre) in calls of `step`, then after decoding
+ * each of ids[n_pre..n). */
+static void run_seq(const lean_model *m, const char *backend, int n_threads, int n_batch, int step,
+                    const int32_t *ids, int n_pre, int n, float *logits) {
+    const int V = lean_model_n_vocab(m);
+    lean_ctx *c = new_ctx(m, backend, n_threads, 64, n_batch);
+    lean_error err = {0};
+    for (int done = 0; c && done < n_pre; done += step) {
+        const int k = n_pre - done < step ? n_pre - done : step;
+        CHECK(lean_prefill(c, ids + done, k, logits, &err) == LEAN_OK, "%s", err.msg);
+    }
+    for (int t = n_pre; c && t < n; t++)
+        CHECK(lean_decode(c, ids[t], logits + (int64_t)(t - n_pre + 1) * V, &err) == LEAN_OK, "%s", err.msg);
+    lean_ctx_free(c);
+}
+
+/* ---- models ---- */
+
+typedef struct model_case {
+    const char *what;
+    tiny_spec sp;
+} model_case;
+
+static tiny_spec spec(const char *arch, uint32_t mt, uint32_t et, int wide) {
+    tiny_spec sp = tiny_default(arch);
+    sp.matrix_type = mt;
+    sp.embd_type = et;
+    if (wide) { /* K-quant rows are multiples of 256 */
+        sp.n_embd = 256;
+        sp.n_ff = 512;
+        sp.head_dim = 64;
+        sp.n_layer = 1;
+    }
+    return sp;
+}
+
+static lean_model *load_spec(const tiny_spec *sp, tiny_model *tm, char *path, size_t cap) {
+    tiny_path(path, cap);
+    lean_error err = {0};
+    lean_model *m = NULL;
+    CHECK(tiny_write(sp, path, tm, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s", err.msg);
+    return m;
+}
+
+/* ---- threads and batches ---- */
+
+static void check_invariance(const char *what, const lean_model *m) {
+    const int V = lean_model_n_vocab(m), n_pre = 9, n = N_SEQ, steps = n - n_pre + 1;
+    int32_t ids[N_SEQ];
+    make_ids(ids, n, V, 11);
+    const size_t lb = sizeof(float) * (size_t)V * steps;
+    float *want = calloc(1, lb), *got = calloc(1, lb);
+    for (int b = 0; b < n_isa; b++) {
+        const char *be = isa_backends[b];
+        run_seq(m, be, 1, n_pre, n_pre, ids, n_pre, n, want);
+        const int threads[] = {2, 3, 16};
+        for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
+            memset(got, 0, lb);
+            run_seq(m, be, threads[i], n_pre, n_pre, ids, n_pre, n, got);
+            CHECK(memcmp(got, want, lb) == 0, "%s %s: %d threads differ from 1", what, be, threads[i]);
+        }
+        const int batches[] = {1, 2, 4, 5};
+        for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+            memset(got, 0, lb);
+            run_seq(m, be, 2, batches[i], n_pre, ids, n_pre, n, got);
+            CHECK(memcmp(got, want, lb) == 0, "%s %s: n_batch %d differs from one batch", what, be, batches[i]);
+            memset(got, 0, lb);
+            run_seq(m, be, 3, n_pre, batches[i], ids, n_pre, n, got);
+            CHECK(memcmp(got, want, lb) == 0, "%s %s: prefill calls of %d differ from one call", what, be,
+                  batches[i]);
+        }
+        /* truncate over other tokens, then re-prefill */
+        lean_ctx *c = new_ctx(m, be, 2, 64, 4);
+        lean_error err = {0};
+        const int32_t other[6] = {1, 2, 3, 4, 5, 6};
+        CHECK(c && lean_prefill(c, ids, 5, NULL, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(c && lean_prefill(c, other, 6, NULL, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(c && lean_ctx_truncate(c, 5, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(c && lean_prefill(c, ids + 5, n_pre - 5, got, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(memcmp(got, want, sizeof(float) * (size_t)V) == 0, "%s %s: re-prefill after truncate differs", what, be);
+        lean_ctx_free(c);
+    }
+    free(want), free(got);
+}
+
+static void test_invariance(void) {
+    const model_case cases[] = {
+        {"llama q4_0", spec("llama", LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, 0)},
+        {"qwen2 q5_0/q5_1", spec("qwen2", LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1, 0)},
+        {"qwen3 q4_1/f16", spec("qwen3", LEAN_TYPE_Q4_1, LEAN_TYPE_F16, 0)},
+        {"llama q4_k/q6_k", spec("llama", LEAN_TYPE_Q4_K, LEAN_TYPE_Q6_K, 1)},
+        {"qwen3 q5_k/q8_0", spec("qwen3", LEAN_TYPE_Q5_K, LEAN_TYPE_Q8_0, 1)},
+        {"llama bf16/f32", spec("llama", LEAN_TYPE_BF16, LEAN_TYPE_F32, 0)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[256];
+        lean_model *m = load_spec(&cases[i].sp, NULL, path, sizeof path);
+        if (m) {
+            if (i == 0) find_isas(m);
+            check_invariance(cases[i].what, m);
+        }
+        lean_model_free(m);
+        unlink(path);
+    }
+}
+
+/* ---- against the reference ---- */
+
+static bool is_float_type(uint32_t t) { return t == LEAN_TYPE_F32 || t == LEAN_TYPE_F16 || t == LEAN_TYPE_BF16; }
+
+/* The worst error of fast against ref over one step's logits, in the format's measure:
+ * float weights |d| / (1 + |ref|) against 1e-4; quantized |d| / max|ref| against QTOL.
+ * Returns error / tolerance. */
+static double step_error(const float *fast, const float *ref, int V, bool float_w) {
+    double worst = 0, maxabs = 0;
+    for (int i = 0; i < V; i++) maxabs = fmax(maxabs, fabs(ref[i]));
+    for (int i = 0; i < V; i++) {
+        const double d = fabs((double)fast[i] - ref[i]);
+        const double e = float_w ? d / (1 + fabs(ref[i])) / 1e-4 : d / (QTOL * maxabs);
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+    return worst;
+}
+
+static void test_reference(void) {
+    const char *archs[] = {"llama", "qwen2", "qwen3"};
+    for (size_t ai = 0; ai < 3; ai++) {
+        for (size_t ti = 0; ti < 11; ti++) {
+            const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
+                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
+                                      LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+            const uint32_t t = types[ti];
+            const bool k = lean_type_traits_get(t)->block_elems == LEAN_QK_K;
+            tiny_spec sp = spec(archs[ai], t, t, k);
+            sp.seed = 5 + ti;
+            char path[256];
+            lean_model *m = load_spec(&sp, NULL, path, sizeof path);
+            if (!m) continue;
+            const int V = lean_model_n_vocab(m);
+            int32_t ids[N_SEQ];
+            make_ids(ids, N_SEQ, V, 3 + ti);
+            float *ref = malloc(sizeof(float) * (size_t)V * N_SEQ), *fast = malloc(sizeof(float) * (size_t)V * N_SEQ);
+            run_seq(m, "cpu-ref", 1, 8, 1, ids, 1, N_SEQ, ref);
+            for (int b = 0; b < n_isa; b++) {
+                run_seq(m, isa_backends[b], 2, 8, 1, ids, 1, N_SEQ, fast);
+                double worst = 0;
+                for (int s = 0; s < N_SEQ; s++)
+                    worst = fmax(worst, step_error(fast + (int64_t)s * V, ref + (int64_t)s * V, V, is_float_type(t)));
+                CHECK(worst <= 1, "%s %s %s: logits %.3g tolerances from cpu-ref", archs[ai], lean_type_name((int)t),
+                      isa_backends[b], worst);
+            }
+            free(ref), free(fast);
+            lean_model_free(m);
+            unlink(path);
+        }
+    }
+}
+
+/* ---- the parity fixtures ---- */
+
+#define MAX_IDS 64
+
+typedef struct fixture {
+    char fmt[16];
+    int n_prompt, prompt[MAX_IDS];
+    int n_top, top_ids[MAX_IDS];
+    float top_logits[MAX_IDS];
+    int n_cont, cont[MAX_IDS];
+    int n_end, end_ids[MAX_IDS];
+    float end_logits[MAX_IDS];
+} fixture;
+
+static int read_ints(FILE *f, int *dst) {
+    int n = 0;
+    if (fscanf(f, "%d", &n) != 1 || n < 0 || n > MAX_IDS) return -1;
+    for (int i = 0; i < n; i++)
+        if (fscanf(f, "%d", &dst[i]) != 1) return -1;
+    return n;
+}
+
+static int read_top(FILE *f, int *ids, float *logits) {
+    int n = 0;
+    if (fscanf(f, "%d", &n) != 1 || n < 0 || n > MAX_IDS) return -1;
+    for (int i = 0; i < n; i++)
+        if (fscanf(f, " %d:%f", &ids[i], &logits[i]) != 2) return -1;
+    return n;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static float top2_gap(const float *x, int n) {
+    const int b = argmax(x, n);
+    float second = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (i != b && x[i] > second) second = x[i];
+    return x[b] - second;
+}
+
+/* max over the reference's top ids of |lean - transformers| */
+static float top_delta(const float *logits, const int *ids, const float *want, int n) {
+    float worst = 0;
+    for (int i = 0; i < n; i++) {
+        const float d = fabsf(logits[ids[i]] - want[i]);
+        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+    }
+    return worst;
+}
+
+static void run_fixture(const char *arch, const fixture *fx, const char *backend) {
+    char path[256];
+    snprintf(path, sizeof path, "build/fixtures/%s-%s.gguf", arch, fx->fmt);
+    lean_error err;
+    lean_model *m = NULL;
+    if (lean_model_load_file(path, &m, &err) != LEAN_OK) {
+        CHECK(0, "%s: %s (make test-data builds it)", path, err.msg);
+        return;
+    }
+    const int V = lean_model_n_vocab(m);
+    const bool float_w = !strcmp(fx->fmt, "f32") || !strcmp(fx->fmt, "f16") || !strcmp(fx->fmt, "bf16");
+    lean_ctx *ref = new_ctx(m, "cpu-ref", 1, 128, 64), *fast = new_ctx(m, backend, 2, 128, 64);
+    float *lr = malloc(sizeof(float) * (size_t)V), *lf = malloc(sizeof(float) * (size_t)V);
+    if (!ref || !fast) goto done;
+    CHECK(lean_prefill(ref, fx->prompt, fx->n_prompt, lr, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_prefill(fast, fx->prompt, fx->n_prompt, lf, &err) == LEAN_OK, "%s", err.msg);
+    float maxabs = 0;
+    for (int i = 0; i < fx->n_top; i++) maxabs = fmaxf(maxabs, fabsf(fx->top_logits[i]));
+    const double tol = float_w ? 1e-3 : QTOL * maxabs;
+    double delta = top_delta(lf, fx->top_ids, fx->top_logits, fx->n_top);
+    int n_match = 0, n_decided = 0, n_ties = 0;
+    for (int i = 0; i < fx->n_cont; i++) {
+        double e = 0;
+        for (int v = 0; v < V; v++) e = fmax(e, fabs((double)lf[v] - lr[v]));
+        if (top2_gap(lr, V) > 2 * e) {
+            n_decided++;
+            n_match += argmax(lf, V) == fx->cont[i];
+        } else {
+            n_ties++;
+        }
+        /* both decode transformers' ids, so every step stays comparable */
+        CHECK(lean_decode(ref, fx->cont[i], lr, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_decode(fast, fx->cont[i], lf, &err) == LEAN_OK, "%s", err.msg);
+    }
+    delta = fmax(delta, top_delta(lf, fx->end_ids, fx->end_logits, fx->n_end));
+    CHECK(delta <= tol, "%s %s: max |delta logit| vs transformers %.3g > %.3g", path, backend, delta, tol);
+    CHECK(n_match == n_decided, "%s %s: greedy pick differs from transformers at %d of %d decided steps", path,
+          backend, n_decided - n_match, n_decided);
+    CHECK(!float_w || n_ties == 0, "%s %s: %d near-ties with float weights", path, backend, n_ties);
+    printf("| %-5s | %-4s | %-11s | %.2e | %2d/%2d | %d |\n", arch, fx->fmt, backend, delta, n_match, n_decided, n_ties);
+done:
+    free(lr), free(lf);
+    lean_ctx_free(ref);
+    lean_ctx_free(fast);
+    lean_model_free(m);
+}
+
+static void test_fixtures(void) {
+    printf("| arch  | fmt  | backend     | max abs delta vs transformers | greedy = transformers (decided steps) | near-ties |\n");
+    const char *archs[] = {"llama", "qwen2", "qwen3"};
+    for (size_t ai = 0; ai < 3; ai++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/data/fixtures/%s.txt", archs[ai]);
+        FILE *f = fopen(path, "r");
+        CHECK(f != NULL, "cannot open %s", path);
+        if (!f) continue;
+        fixture *fx = calloc(1, sizeof *fx);
+        int n_prompt = -1, prompt[MAX_IDS], n_cases = 0;
+        char word[32];
+        while (fscanf(f, "%31s", word) == 1) {
+            if (word[0] == '#') {
+                int ch;
+                while ((ch = fgetc(f)) != '\n' && ch != EOF) {}
+            } else if (!strcmp(word, "prompt")) {
+                n_prompt = read_ints(f, prompt);
+            } else if (!strcmp(word, "format")) {
+                CHECK(fscanf(f, "%15s", fx->fmt) == 1, "format");
+            } else if (!strcmp(word, "sha256")) {
+                CHECK(fscanf(f, "%*64s") == 0, "sha256");
+            } else if (!strcmp(word, "top")) {
+                fx->n_top = read_top(f, fx->top_ids, fx->top_logits);
+            } else if (!strcmp(word, "continuation")) {
+                fx->n_cont = read_ints(f, fx->cont);
+            } else if (!strcmp(word, "end_top")) {
+                fx->n_end = read_top(f, fx->end_ids, fx->end_logits);
+                const int ok = n_prompt > 0 && fx->n_top > 0 && fx->n_cont > 0 && fx->n_end > 0;
+                CHECK(ok, "%s: malformed before %s", path, fx->fmt);
+                if (ok) {
+                    fx->n_prompt = n_prompt;
+                    memcpy(fx->prompt, prompt, sizeof prompt);
+                    for (int b = 0; b < n_isa; b++) run_fixture(archs[ai], fx, isa_backends[b]);
+                }
+                n_cases++;
+            } else {
+                CHECK(0, "%s: unknown line '%s'", path, word);
+                break;
+            }
+        }
+        fclose(f);
+        free(fx);
+        CHECK(n_cases == 9, "%s: %d formats", path, n_cases);
+    }
+}
+
+/* ---- params ---- */
+
+static void test_params(void) {
+    tiny_spec sp = tiny_default("llama");
+    char path[256];
+    lean_model *m = load_spec(&sp, NULL, path, sizeof path);
+    if (!m) return;
+    lean_ctx_params p = lean_ctx_default_params();
+    CHECK(p.n_threads == 0 && p.backend == NULL, "defaults");
+    const char *ok[] = {NULL, "auto", "cpu", "cpu-ref", "cpu-generic"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        lean_ctx *c = new_ctx(m, ok[i], 0, 32, 8);
+        lean_ctx_free(c);
+    }
+    lean_ctx *c = (lean_ctx *)&p;
+    lean_error err = {0};
+    p.backend = "gpu";
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_ERR_ARG && c == NULL, "unknown backend");
+    CHECK(strstr(err.msg, "unknown backend 'gpu'") != NULL, "message: %s", err.msg);
+    p.backend = "cpu-no-such-isa";
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_ERR_UNSUPPORTED && c == NULL, "unknown isa: %s", err.msg);
+    p.backend = "cpu-";
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_ERR_ARG && c == NULL, "empty isa: %s", err.msg);
+    p.backend = NULL;
+    p.n_threads = -1;
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_ERR_ARG && c == NULL, "n_threads -1: %s", err.msg);
+    lean_model_free(m);
+    unlink(path);
+}
+
+/* Fails the n-th allocation of load -> ctx (3 threads) -> prefill for every n, once and from
+ * then on: each must end in LEAN_ERR_NOMEM with nothing leaked (ASan checks at exit). */
+static void test_alloc_failures(void) {
+    tiny_spec sp = spec("qwen3", LEAN_TYPE_Q4_K, LEAN_TYPE_Q8_0, 1);
+    char path[256];
+    tiny_path(path, sizeof path);
+    lean_error err = {0};
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
+    const int32_t ids[3] = {5, 6, 7};
+    float logits[97];
+    for (int sticky = 0; sticky < 2; sticky++) {
+        for (uint64_t n = 1; n < 10000; n++) {
+            lean_model *m = NULL;
+            lean_ctx *c = NULL;
+            lean_alloc_fail_at(n, sticky);
+            lean_status st = lean_model_load_file(path, &m, &err);
+            if (st == LEAN_OK) {
+                lean_ctx_params p = lean_ctx_default_params();
+                p.n_threads = 3;
+                p.n_ctx = 16;
+                st = lean_ctx_create(m, &p, &c, &err);
+            }
+            if (st == LEAN_OK) st = lean_prefill(c, ids, 3, logits, &err);
+            lean_alloc_fail_at(0, false);
+            lean_ctx_free(c);
+            lean_model_free(m);
+            if (st == LEAN_OK) {
+                CHECK(n > 10, "only %llu allocations?", (unsigned long long)n);
+                break;
+            }
+            CHECK(st == LEAN_ERR_NOMEM, "failing allocation %llu (sticky %d): status %d: %s", (unsigned long long)n,
+                  sticky, st, err.msg);
+            if (st != LEAN_ERR_NOMEM) break;
+        }
+    }
+    unlink(path);
+}
+
+int main(void) {
+    test_invariance(); /* first: it finds the kernel tables this CPU runs */
+    CHECK(n_isa >= 1, "no CPU kernel table runs here");
+    printf("CPU backends tested:");
+    for (int i = 0; i < n_isa; i++) printf(" %s", isa_backends[i]);
+    printf("\n");
+    test_reference();
+    test_fixtures();
+    test_params();
+    test_alloc_failures();
+    return test_finish("test_cpu_backend");
+}
