@@ -158,3 +158,17 @@ fuzz-seeds: $(BUILD)/liblean.a
 	$(FUZZ_DIR)/fuzz_gguf_seeds tests/data/fuzz_gguf
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
+
+# ---- the streaming-read bandwidth probe (tools/bandwidth.c): decode's roofline denominator ----
+# make bandwidth && build/bandwidth   (then: lean bench --bandwidth GBPS)
+# Built for this machine's vector ISA: the probe measures the most the memory gives.
+BW_ARCH ?= -march=native
+.PHONY: bandwidth
+bandwidth: $(BUILD)/bandwidth
+$(BUILD)/bandwidth: tools/bandwidth.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g $(WARN) -D_DEFAULT_SOURCE $(BW_ARCH) $(CFLAGS) -pthread -o $@ $< -lpthread
+
+# tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
+$(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h
+$(WASM_BUILD)/tests/test_bench.wasm: cli/cmd_bench.c cli/cli.c cli/cli.h

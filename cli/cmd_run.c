@@ -37,6 +37,9 @@ static const char *const usage_run =
     "  -n N         tokens to generate (default 16)\n"
     "  --ctx N      context length in tokens (default: the model's, at most 4096)\n"
     "  --batch N    prefill chunk in tokens (default 64)\n"
+    "  -t N         CPU threads (default 0: one per CPU)\n"
+    "  --backend B  cpu (default: the CPU kernels), cpu-ref (the reference), cpu-generic,\n"
+    "               cpu-avx2, cpu-avx512 (one kernel table)\n"
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
@@ -84,6 +87,8 @@ typedef struct run_args {
     const char *model, *ids, *prompt, *prompt_file;
     long long n_gen, n_ctx, n_batch;
     lean_sampler_params sampling;
+    long long n_threads;
+    const char *backend;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -101,11 +106,13 @@ static int parse_run(int argc, char **argv, run_args *a) {
         const char *v = argv[++i];
         long long *num = strcmp(o, "-n") == 0 ? &a->n_gen
                          : strcmp(o, "--ctx") == 0 ? &a->n_ctx
-                         : strcmp(o, "--batch") == 0 ? &a->n_batch : NULL;
+                         : strcmp(o, "--batch") == 0 ? &a->n_batch
+                         : strcmp(o, "-t") == 0 ? &a->n_threads : NULL;
         if (strcmp(o, "-m") == 0) a->model = v;
         else if (strcmp(o, "--ids") == 0) a->ids = v;
         else if (strcmp(o, "-p") == 0) a->prompt = v;
         else if (strcmp(o, "-f") == 0) a->prompt_file = v;
+        else if (strcmp(o, "--backend") == 0) a->backend = v;
         else if (!num) return usage_error(usage_run, "unknown option '%s'", o);
         else if (parse_long(v, 0, INT32_MAX, num) != 0)
             return usage_error(usage_run, "expected a count >= 0, got '%s'", v);
@@ -188,6 +195,8 @@ int cmd_run(int argc, char **argv) {
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = (int32_t)a.n_ctx;
     cp.n_batch = (int32_t)a.n_batch;
+    cp.n_threads = (int32_t)a.n_threads;
+    cp.backend = a.backend;
     if (lean_ctx_create(m, &cp, &c, &err) != LEAN_OK) goto fail;
     const int32_t n_vocab = lean_model_n_vocab(m);
     if (lean_sampler_create(&a.sampling, n_vocab, &smp, &err) != LEAN_OK) goto fail;

@@ -12,6 +12,8 @@
  *                                                token ids of a text, by the file's vocabulary
  *   lean template [-m FILE] [--template JINJAFILE | --chatml] [--add-generation-prompt] < messages.json
  *                                                a conversation rendered through a chat template
+ *   lean bench -m FILE [-p 128] [-n 64] [--suffix 128+32] [-r 3] [-t LIST] [--backend LIST] [--json]
+ *                                                load / prefill / decode speeds, greedy-id hash
  *
  * Only lean.h is used: the CLI is a front end like any other. Results go to stdout,
  * errors and timings to stderr; the exit status is 0 on success, 1 when the library
@@ -34,6 +36,7 @@ static const char *const usage_main =
     "  quantize IN OUT TYPE re-encode every weight matrix of IN as TYPE\n"
     "  tokenize -m FILE ... print the token ids of a text (-p TEXT or -f FILE)\n"
     "  template -m FILE ... render JSON messages (stdin) through the chat template\n"
+    "  bench -m FILE ...    time load, prefill and decode; hash the greedy ids\n"
     "\n"
     "'lean COMMAND --help' describes one command.\n";
 
@@ -48,6 +51,7 @@ static const struct {
     {"quantize", cmd_quantize},
     {"tokenize", cmd_tokenize},
     {"template", cmd_template},
+    {"bench", cmd_bench},
 };
 
 int main(int argc, char **argv) {
