@@ -98,3 +98,33 @@ void print_sampling(const lean_sampler_params *p, uint64_t seed) {
     fprintf(stderr, "sampling: seed %llu, temp %g, top-k %d, top-p %g, repeat-penalty %g (last %d)\n",
             (unsigned long long)seed, p->temperature, p->top_k, p->top_p, p->repeat_penalty, p->repeat_last_n);
 }
+
+/* ---- input ---- */
+
+char *read_all(FILE *f, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += k;
+        if (cap - n < 2) {
+            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) free(buf), buf = NULL;
+    if (buf) {
+        buf[n] = 0;
+        if (len) *len = n;
+    }
+    return buf;
+}
+
+char *read_path(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = read_all(f, len);
+    if (f != stdin) fclose(f);
+    return buf;
+}

@@ -6,6 +6,7 @@
 #include "lean.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Prints "lean: <message>" and the command's usage on stderr; returns exit status 2. */
 int usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -15,6 +16,11 @@ int is_help(const char *arg);
 /* Parses a whole decimal integer in [lo, hi]; 0 on success. */
 int parse_long(const char *s, long long lo, long long hi, long long *out);
 double now_ms(void);
+/* All of f, NUL-terminated, *len bytes (len nullable); NULL on failure (a read error or out
+ * of memory). Does not close f. */
+char *read_all(FILE *f, size_t *len);
+/* read_all of the file at path ("-" = stdin); NULL on failure (errno says why). */
+char *read_path(const char *path, size_t *len);
 
 /* ---- sampling flags, shared by `lean run` and `lean chat` (llama.cpp's names) ---- */
 /* Their help lines, for a command's usage text. */

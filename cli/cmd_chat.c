@@ -96,27 +96,6 @@ static int parse_chat(int argc, char **argv, chat_args *a) {
 
 /* ---- input ---- */
 
-/* A whole text file, NUL-terminated; NULL on failure (errno says why). */
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += k;
-        if (cap - n < 2) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (buf && ferror(f)) free(buf), buf = NULL;
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 /* One message: lines joined while they end in '\'. Returns 1 with *msg (malloc'd, without
  * the newline), 0 at end of input, -1 when interrupted (SIGINT at the prompt). */
 static int read_message(char **msg, int interactive) {
@@ -201,7 +180,7 @@ int cmd_chat(int argc, char **argv) {
     lean_chat_session *s = NULL;
     char *tpl = NULL;
     rc = 1;
-    if (a.template_path && !(tpl = read_file(a.template_path))) {
+    if (a.template_path && !(tpl = read_path(a.template_path, NULL))) {
         fprintf(stderr, "lean: cannot read the template '%s': %s\n", a.template_path, strerror(errno));
         return 1;
     }

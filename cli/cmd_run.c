@@ -38,8 +38,8 @@ static const char *const usage_run =
     "  --ctx N      context length in tokens (default: the model's, at most 4096)\n"
     "  --batch N    prefill chunk in tokens (default 64)\n"
     "  -t N         CPU threads (default 0: one per CPU)\n"
-    "  --backend B  cpu (default: the CPU kernels), cpu-ref (the reference), cpu-generic,\n"
-    "               cpu-avx2, cpu-avx512 (one kernel table)\n"
+    "  --backend B  cpu-ref (the reference; the default for now), cpu (the CPU kernels: the best\n"
+    "               table this CPU runs, threads), cpu-generic, cpu-avx2, cpu-avx512 (one table)\n"
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
@@ -63,24 +63,6 @@ static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     *ids = v;
     *n = k;
     return 0;
-}
-
-/* All of f, NUL-terminated (*len bytes); NULL on failure. */
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += k;
-        if (cap - n < 2) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (buf && ferror(f)) free(buf), buf = NULL;
-    if (buf) buf[n] = 0, *len = n;
-    return buf;
 }
 
 typedef struct run_args {

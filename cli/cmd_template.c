@@ -27,33 +27,6 @@ static const char *const usage_template =
     "A model without a template is rendered as ChatML (said on stderr). A template lean cannot\n"
     "render is an error naming the construct and its line and column; --chatml renders anyway.\n";
 
-/* All of f (text), NUL-terminated; NULL on failure. */
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        n += k;
-        if (k == 0) break;
-        if (cap - n < 2) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                return NULL;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (!buf || ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 int cmd_template(int argc, char **argv) {
     const char *model_path = NULL, *template_path = NULL, *bos = NULL, *eos = NULL;
     int chatml = 0, agp = 0, have_now = 0;

@@ -20,38 +20,6 @@ static const char *const usage_tokenize =
     "  --pieces         one line per token instead: the id and what it stands for, quoted\n"
     "                   (\\n, \\t, \\\\, \\' and \\xNN for other control bytes and broken UTF-8)\n";
 
-/* The whole file (or stdin for "-") into *buf (malloc'd), *n bytes. 0 on success. */
-static int read_text(const char *path, char **buf, size_t *n) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return -1;
-    size_t cap = 1 << 12, len = 0;
-    char *b = malloc(cap);
-    while (b) {
-        if (len == cap) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t got = fread(b + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    const int bad = !b || ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad) {
-        free(b);
-        return -1;
-    }
-    *buf = b;
-    *n = len;
-    return 0;
-}
-
 /* A token's bytes quoted: printable ASCII and valid UTF-8 as they are, the rest escaped. */
 static void print_piece(const char *p, size_t n) {
     putchar('\'');
@@ -95,7 +63,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *owned = NULL;
     size_t n_text = text ? strlen(text) : 0;
     if (file) {
-        if (read_text(file, &owned, &n_text) != 0) {
+        if (!(owned = read_path(file, &n_text))) {
             fprintf(stderr, "lean: cannot read '%s'\n", file);
             return 1;
         }

@@ -431,6 +431,7 @@ static void test_alloc_failures(void) {
             lean_status st = lean_model_load_file(path, &m, &err);
             if (st == LEAN_OK) {
                 lean_ctx_params p = lean_ctx_default_params();
+                p.backend = "cpu";
                 p.n_threads = 3;
                 p.n_ctx = 16;
                 st = lean_ctx_create(m, &p, &c, &err);
