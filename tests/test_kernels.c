@@ -28,7 +28,8 @@
  *   invariance   the same outputs, bit for bit, computed one row and one token per call, and
  *                over random row ranges [r0, r1) (which must leave the other rows untouched):
  *                the contract that makes logits independent of threads and batches.
- *   attention    scores and weighted sums against double, with the same kind of bound.
+ *   attention    scores and weighted sums against double, with the same kind of bound;
+ *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
  */
 #include "kernels.h"
 #include "test.h"
@@ -383,6 +384,39 @@ static void test_attention(const lean_kernels *kt) {
     }
 }
 
+/* exp_sum and swiglu against double precision: within 1e-6 relative (expf is within 1 ulp,
+ * the vector polynomials within 2; a few more roundings follow). */
+static void test_exp(const lean_kernels *kt) {
+    const int32_t ns[] = {1, 7, 8, 32, 37};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int32_t n = ns[ni];
+        float s[64], g[64], u[64], g0[64];
+        double want_sum = 0, worst = 0;
+        const float m = 3.0f;
+        for (int32_t i = 0; i < n; i++) {
+            s[i] = m - (float)(40 * unit()); /* exponents in (-40, 0] */
+            g0[i] = g[i] = (float)(60 * unit() - 30), u[i] = normal();
+        }
+        float s0[64];
+        memcpy(s0, s, sizeof s);
+        const double got_sum = kt->exp_sum(s, n, m);
+        for (int32_t i = 0; i < n; i++) {
+            const double e = exp((double)s0[i] - m);
+            want_sum += e;
+            worst = fmax(worst, fabs(s[i] - e) / (e + 1e-300));
+        }
+        CHECK(worst <= 1e-6 && fabs(got_sum - want_sum) <= 1e-6 * want_sum, "%s exp_sum n %d: %.3g relative", kt->name,
+              n, fmax(worst, fabs(got_sum - want_sum) / want_sum));
+        kt->swiglu(g, u, n);
+        worst = 0;
+        for (int32_t i = 0; i < n; i++) {
+            const double want = g0[i] / (1 + exp(-(double)g0[i])) * u[i];
+            worst = fmax(worst, fabs(g[i] - want) / (fabs(want) + 1e-30));
+        }
+        CHECK(worst <= 1e-6, "%s swiglu n %d: %.3g relative", kt->name, n, worst);
+    }
+}
+
 /* ---- choosing ---- */
 
 static void test_select(void) {
@@ -399,7 +433,7 @@ static void test_select(void) {
     const char *names[] = {"generic", "avx2", "avx512"};
     for (int i = 0; i < 3; i++) {
         if (lean_kernels_select(names[i], &k) != 0) continue;
-        int holes = !k.attn_scores || !k.attn_accum;
+        int holes = !k.attn_scores || !k.attn_accum || !k.exp_sum || !k.swiglu || !k.quantize_act;
         for (size_t ti = 0; ti < N_TYPES; ti++) holes += k.matmul[all_types[ti]] == NULL;
         CHECK(holes == 0, "the selected %s table has %d empty entries", names[i], holes);
     }
@@ -420,6 +454,7 @@ int main(void) {
         test_quant_same(tables[i]);
         test_matmul(tables[i]);
         if (tables[i]->attn_scores) test_attention(tables[i]);
+        if (tables[i]->exp_sum && tables[i]->swiglu) test_exp(tables[i]);
     }
     return test_finish("test_kernels");
 }

@@ -309,7 +309,7 @@ static void mm_chunk(void *vg, int64_t c, int32_t ith) {
             for (int64_t r = lo; r < hi; r++) x[r] += a[r];
         } else {
             const float *u = g->items[1].y + (int64_t)t * g->items[1].y_row_elems;
-            ref_swiglu(a + lo, u + lo, hi - lo);
+            s->k.swiglu(a + lo, u + lo, hi - lo);
         }
     }
 }
@@ -406,11 +406,7 @@ static void attend_tile(const attn_job *j, int32_t h, int32_t t0, int32_t t1, fl
             }
             const float m_old = mx[t - t0], m_new = bmax > m_old ? bmax : m_old;
             const float c = expf(m_old - m_new); /* 0 for the first block */
-            float sum = 0.0f;
-            for (int32_t i = 0; i < nb; i++) {
-                sc[i] = expf(sc[i] - m_new);
-                sum += sc[i];
-            }
+            const float sum = s->k.exp_sum(sc, nb, m_new);
             l[t - t0] = l[t - t0] * c + sum;
             mx[t - t0] = m_new;
             s->k.attn_accum(o, c, vb, kv_dim, sc, nb, hd);

@@ -1,5 +1,6 @@
-/* kernels.h — the CPU kernel table: matrix x activations in every weight format, and the
- * two attention primitives, behind one struct of function pointers per instruction set.
+/* kernels.h — the CPU kernel table: matrix x activations in every weight format, the
+ * attention primitives, SwiGLU and the activation quantizer, behind one struct of function
+ * pointers per instruction set.
  *
  * One ISA per file (STYLE habit 10):
  *   kernels_generic.c  portable C, the twin every other table is tested against (and what
@@ -19,7 +20,8 @@
  *   Q4_K Q5_K Q6_K           LEAN_ACT_Q8_K  lean_q8_k blocks  (ggml's Q8_K role)
  * so every dot product of a quantized format is an integer dot product of its quants with
  * 8-bit activations, scaled once per block. quant_act.c defines the two quantizers, once,
- * for every table (scalar C: the same bits on every ISA and thread count).
+ * for every table; a table may compute them faster, but only to the same bytes (tested), so
+ * the activations are the same on every ISA and thread count.
  *
  * block lean_q8_32: 32 activations, 40 bytes.
  *   OFFSET  SIZE  DESCRIPTION
@@ -41,7 +43,10 @@
  * Each output y[t][r] is computed by one call in an order fixed by the kernel alone: it does
  * not depend on r0/r1, on n_tok or on which other rows and tokens share the call. So a
  * row range split across threads, a prefill split into batches and a decode of one token
- * all give the same bits (tests/test_kernels.c checks it for every format).
+ * all give the same bits (tests/test_kernels.c checks it for every format). Likewise every
+ * other entry computes each output element from its own inputs in a fixed order. Tables
+ * differ from one another (other orders, FMA, polynomial exp): the same table must be used
+ * for a whole sequence, which lean_backend_cpu does (chosen once, at create).
  */
 #ifndef LEAN_KERNELS_H
 #define LEAN_KERNELS_H
@@ -108,6 +113,13 @@ typedef void (*lean_attn_scores_fn)(const float *q, const float *k, int64_t k_ro
 typedef void (*lean_attn_accum_fn)(float *o, float c, const float *v, int64_t v_row_elems, const float *p,
                                    int32_t n, int32_t hd);
 
+/* gate[i] = silu(gate[i]) * up[i] = gate / (1 + e^-gate) * up, i in [0, n). */
+typedef void (*lean_swiglu_fn)(float *gate, const float *up, int64_t n);
+
+/* The softmax numerators of a block of scores: s[i] = e^(s[i] - m), i in [0, n); returns their
+ * sum, added in an order fixed by n alone. */
+typedef float (*lean_exp_sum_fn)(float *s, int32_t n, float m);
+
 /* lean_quantize_act computed with this ISA: the same bytes (tests/test_kernels.c checks), only
  * faster. The generic table's is lean_quantize_act itself. */
 typedef void (*lean_quantize_act_fn)(lean_act_type act, const float *x, void *dst, int64_t n);
@@ -117,6 +129,8 @@ typedef struct lean_kernels {
     lean_matmul_fn matmul[LEAN_N_TYPE_IDS];  /* indexed by lean_type; NULL: none */
     lean_attn_scores_fn attn_scores;
     lean_attn_accum_fn attn_accum;
+    lean_exp_sum_fn exp_sum;
+    lean_swiglu_fn swiglu;
     lean_quantize_act_fn quantize_act;
 } lean_kernels;
 

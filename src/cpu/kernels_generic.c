@@ -5,7 +5,8 @@
  * computed on the quantized blocks: the integer dot product of a block's quants with the
  * 8-bit activations (quant_act.c), exact in int32, then one float multiply-add per block
  * with the two scales. F32 / F16 / BF16 rows are dotted with float activations in eight
- * interleaved partial sums. Plus the two attention primitives (scores, weighted sum).
+ * interleaved partial sums. Plus the attention primitives (scores, softmax numerators,
+ * weighted sum) and SwiGLU, with libm's expf.
  * It is the twin every ISA file is tested against, so each kernel reads like the format's
  * definition in formats.c / formats_k.c: one block at a time, no tricks.
  * What it does not: threads (forward.c partitions rows), SIMD (the ISA files).
@@ -18,6 +19,7 @@
  */
 #include "kernels.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -27,10 +29,6 @@
 /* ---- helpers ---- */
 
 static float load_f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
-
-static uint32_t load_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 /* One output: a weight row (cols elements) . one activation row. */
 typedef float (*dot_fn)(int64_t cols, const uint8_t *w, const void *x);
@@ -87,17 +85,17 @@ static float dot_q8_0(int64_t cols, const uint8_t *w, const void *x) {
     return sum;
 }
 
-/* sum over the block of q_j * a_j for the 4 low bits in qs (16 bytes) and, when qh is not
- * NULL, the fifth bits. */
-static int32_t legacy_isum(const uint8_t *qs, const uint8_t *qh, const int8_t *a) {
-    const uint32_t h = qh ? load_u32(qh) : 0;
+/* sum over the block of q_j * a_j, q_j the 4 low bits in qs (16 bytes) plus, when qh is not
+ * NULL, the fifth bits: the low nibbles are elements 0..15, the high nibbles 16..31. Plain
+ * loops that compilers vectorize. */
+static inline int32_t legacy_isum(const uint8_t *qs, const uint8_t *qh, const int8_t *a) {
     int32_t isum = 0;
-    for (int j = 0; j < 16; j++) {
-        int lo = (qs[j] & 0x0f) | (int)(((h >> j) & 1) << 4);
-        int hi = (qs[j] >> 4) | (int)(((h >> (j + 16)) & 1) << 4);
-        isum += lo * a[j] + hi * a[j + 16];
-    }
-    return isum;
+    for (int j = 0; j < 16; j++) isum += (qs[j] & 0x0f) * a[j] + (qs[j] >> 4) * a[j + 16];
+    if (!qh) return isum;
+    const uint32_t h = (uint32_t)qh[0] | ((uint32_t)qh[1] << 8) | ((uint32_t)qh[2] << 16) | ((uint32_t)qh[3] << 24);
+    int32_t hsum = 0; /* the fifth bits: 16 * the sum of a_j where bit j is set */
+    for (int j = 0; j < 32; j++) hsum += (int32_t)((h >> j) & 1) * a[j];
+    return isum + 16 * hsum;
 }
 
 static float dot_q4_0(int64_t cols, const uint8_t *w, const void *x) {
@@ -194,15 +192,16 @@ static float dot_q6_k(int64_t cols, const uint8_t *w, const void *x) {
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
             const int8_t *ax = a->qs + 128 * h;
-            int32_t s[8] = {0}; /* the 8 sub-blocks of this half, in element order */
-            for (int l = 0; l < 32; l++) {
-                const int g = l / 16;
-                s[g + 0] += ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) * ax[l];
-                s[g + 2] += ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) * ax[l + 32];
-                s[g + 4] += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * ax[l + 64];
-                s[g + 6] += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * ax[l + 96];
+            for (int g = 0; g < 2; g++) { /* sub-blocks g, g + 2, g + 4, g + 6 of this half */
+                int32_t s0 = 0, s2 = 0, s4 = 0, s6 = 0;
+                for (int l = 16 * g; l < 16 * g + 16; l++) {
+                    s0 += ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) * ax[l];
+                    s2 += ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) * ax[l + 32];
+                    s4 += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * ax[l + 64];
+                    s6 += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * ax[l + 96];
+                }
+                isum += sc[8 * h + g] * s0 + sc[8 * h + g + 2] * s2 + sc[8 * h + g + 4] * s4 + sc[8 * h + g + 6] * s6;
             }
-            for (int k = 0; k < 8; k++) isum += sc[8 * h + k] * s[k];
         }
         int32_t osum = 0; /* the -32 offset: sum_k sc[k] * 32 * bsums[k] */
         for (int k = 0; k < 16; k++) osum += sc[k] * a->bsums[k];
@@ -262,6 +261,23 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
     }
 }
 
+/* libm's expf, one element at a time, summed in index order */
+static float exp_sum(float *s, int32_t n, float m) {
+    float sum = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        s[i] = expf(s[i] - m);
+        sum += s[i];
+    }
+    return sum;
+}
+
+static void swiglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
 /* ---- table ---- */
 
 const lean_kernels lean_kernels_generic = {
@@ -282,6 +298,8 @@ const lean_kernels lean_kernels_generic = {
         },
     .attn_scores = attn_scores,
     .attn_accum = attn_accum,
+    .exp_sum = exp_sum,
+    .swiglu = swiglu,
     .quantize_act = lean_quantize_act,
 };
 
@@ -307,6 +325,8 @@ int lean_kernels_select(const char *name, lean_kernels *out) {
             if (!k.attn_scores) k.attn_scores = next->attn_scores;
             if (!k.attn_accum) k.attn_accum = next->attn_accum;
             if (!k.quantize_act) k.quantize_act = next->quantize_act;
+            if (!k.exp_sum) k.exp_sum = next->exp_sum;
+            if (!k.swiglu) k.swiglu = next->swiglu;
         }
         *out = k;
         return 0;

@@ -1,8 +1,8 @@
 /* x86_avx2.c — the AVX2 + FMA + F16C kernel table (kernels.h), for x86-64 CPUs that have
  * them (chosen at run time: lean_kernels_avx2 asks cpuid).
  *
- * What it does: the matmuls of every weight format and the attention primitives with 256-bit
- * vectors. Every function carries the target attribute (AVX2 below), so the file builds with
+ * What it does: the matmuls of every weight format, the attention primitives, SwiGLU (with a
+ * polynomial exp) and the activation quantizer (quant_act.c's bytes) with 256-bit vectors. Every function carries the target attribute (AVX2 below), so the file builds with
  * the same flags as the rest of the tree and nothing here runs on a CPU without AVX2. On any
  * other target the file is only the stub at the end.
  *
@@ -20,12 +20,14 @@
  *   acc), 8 lanes per (row, token), summed across lanes once at the end (hsum).
  *
  * Tiles: rows x tokens of 2 x 4 (4 x 1 when a call has fewer than 4 tokens, 1 x 4 and 1 x 1 at
- * the edges), so a weight block is unpacked once for 4 tokens and 8 accumulators stay in
- * registers. The per-(row, token) arithmetic is the same in every tile shape — the same
+ * the edges), so 8 accumulators stay in registers; in a batch each 2-row tile is unpacked
+ * once (onto the stack) for all its token tiles. For the K-quants the 8 (row, token) integer
+ * sums of a super-block are built chunk by chunk, each row's chunk loaded once for 4 tokens. The per-(row, token) arithmetic is the same in every tile shape — the same
  * operations in the same order, each product of scales one IEEE multiply — so any split of
  * rows or tokens gives the same bits (kernels.h's contract; tests/test_kernels.c checks it).
  *
- * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · exponentials ·
+ *           activation quantization · table
  */
 #include "kernels.h"
 
@@ -536,6 +538,71 @@ static AVX2 void attn_accum(float *o, float c, const float *v, int64_t v_row_ele
     }
 }
 
+/* ---- exponentials: SwiGLU and the softmax numerators ----
+ * e^x as Cephes' expf: x = n ln2 + r with n = round(x / ln2) (ln2 in two parts, so r is
+ * exact), e^r by a degree-6 polynomial, 2^n put in the exponent; x clamped to [-87.3, 88.7]
+ * (normal results; e^-87.3 ~ 1.2e-38 stands in for smaller ones). Within 2 ulp of expf. */
+
+AVX2_INLINE __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* n in [-126, 128]: 2^n in two steps, so 2^128 (x near 88.7) does not overflow the exponent */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i h = _mm256_srai_epi32(ni, 1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* Eight at a time; the tail through the same vector code, zero-padded. */
+static AVX2 void swiglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        const int nv = n - i < 8 ? (int)(n - i) : 8;
+        const __m256 g = load_x8(gate, i, nv), u = load_x8(up, i, nv);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        const __m256 v = _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+        if (nv == 8) {
+            _mm256_storeu_ps(gate + i, v);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, v);
+            memcpy(gate + i, tmp, sizeof(float) * (size_t)nv);
+        }
+    }
+}
+
+/* Eight lanes of partial sums (lane i takes elements 8k + i; the padding of a partial last
+ * vector is masked to 0), summed with hsum. */
+static AVX2 float exp_sum(float *s, int32_t n, float m) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256 mv = _mm256_set1_ps(m);
+    for (int32_t i = 0; i < n; i += 8) {
+        const int nv = n - i < 8 ? n - i : 8;
+        __m256 e = exp8(_mm256_sub_ps(load_x8(s, i, nv), mv));
+        if (nv == 8) {
+            _mm256_storeu_ps(s + i, e);
+        } else {
+            float tmp[8];
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nv), lane)));
+            _mm256_storeu_ps(tmp, e);
+            memcpy(s + i, tmp, sizeof(float) * (size_t)nv);
+        }
+        acc = _mm256_add_ps(acc, e);
+    }
+    return hsum(acc);
+}
+
 /* ---- activation quantization ----
  * quant_act.c's definition, 8 values per vector: max |x| on the bit patterns (integer max,
  * exact), the same two scalar divisions, then x * id rounded with the same magic-number add,
@@ -622,6 +689,8 @@ static const lean_kernels table = {
         },
     .attn_scores = attn_scores,
     .attn_accum = attn_accum,
+    .exp_sum = exp_sum,
+    .swiglu = swiglu,
     .quantize_act = quantize_act,
 };
 

@@ -2,7 +2,7 @@
  * have them (chosen at run time: lean_kernels_avx512 asks cpuid).
  *
  * What it does: the matmuls of the quantized formats with 512-bit vectors and the VNNI dot
- * products; the float formats and attention are the AVX2 table's (lean_kernels_select fills
+ * products; the float formats, attention, SwiGLU and quantization are the AVX2 table's (lean_kernels_select fills
  * this table's empty entries from the next table the CPU runs). Every function carries the
  * target attribute (AVX512 below); on any other target the file is only the stub at the end.
  *
@@ -20,11 +20,12 @@
  * K-quants (Q4_K Q5_K Q6_K), 64 weights per vector: the super-block is unpacked as in the AVX2
  * file (4 zmm of quants, the i16 multiplier of every pair), then per token
  *   isum = sum over 4 vectors of vpdpwssd(isum, vpmaddubsw(q, a), sc)
- * and the mins / Q6_K's -32 offset from the bsums (vpmaddwd), exactly the AVX2 arithmetic
- * (integers are exact), then one float step.
+ * (the 16 sums of a 4 x 4 tile built vector by vector, each row's vector loaded once) and the
+ * mins / Q6_K's -32 offset from the bsums (vpmaddwd), then one float step.
  *
  * Tiles: 4 rows x 4 tokens (16 accumulators of the 32 registers) when a call has 4 tokens or
- * more, else 4 x 1 (8 x 1 was slower from DRAM: more streams); 1 x 4 and 1 x 1 at the edges. Every (row, token) output is computed by the
+ * more, else 4 x 1 (8 x 1 was slower from DRAM: more streams); 1 x 4 and 1 x 1 at the edges.
+ * In a batch each 4-row tile is unpacked once (onto the stack) for all its token tiles. Every (row, token) output is computed by the
  * same operations in the same order in every tile shape, so any split of rows or tokens gives
  * the same bits (kernels.h's contract; tests/test_kernels.c checks it).
  *
