@@ -48,6 +48,7 @@ typedef enum lean_status {
     LEAN_ERR_NOMEM = 5,        /* an allocation failed */
     LEAN_ERR_ARG = 6,          /* the caller asked for something that makes no sense */
     LEAN_ERR_CONTEXT_FULL = 7, /* the tokens do not fit in the context */
+    LEAN_ERR_DEVICE = 8,       /* the GPU device was lost or failed mid-work (the message says why) */
 } lean_status;
 
 LEAN_API const char *lean_status_str(lean_status s);

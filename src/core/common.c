@@ -27,6 +27,7 @@ const char *lean_status_str(lean_status s) {
     case LEAN_ERR_NOMEM: return "out of memory";
     case LEAN_ERR_ARG: return "invalid argument";
     case LEAN_ERR_CONTEXT_FULL: return "context full";
+    case LEAN_ERR_DEVICE: return "device lost or failed";
     }
     return "unknown status";
 }

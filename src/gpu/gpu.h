@@ -1,0 +1,127 @@
+/* gpu.h — lean's WebGPU runtime: the only door the GPU backend (forward.c, the kernel
+ * files) goes through to reach a GPU. Natively it is implemented over the standard webgpu.h
+ * C API, dlopened at run time (native.c, device.c); in a browser build a web.c implements
+ * the same functions over JavaScript imports. Nothing above this header sees a WGPU type.
+ *
+ * The model of work (DESIGN.md principle 4): at load, buffers, pipelines and bind groups are
+ * made once; a forward step writes a few bytes of parameters, records a list of dispatches
+ * (and copies) into one command buffer, submits it, and — only where a result is needed on
+ * the host — reads a buffer back.
+ *
+ * Errors: every function that can fail returns a lean_status and fills *err (nullable) with
+ * a message naming what failed (the pipeline label, the buffer label, the adapter). Once the
+ * device is lost, every later call fails with LEAN_ERR_DEVICE and the loss's message. */
+#ifndef LEAN_GPU_H
+#define LEAN_GPU_H
+
+#include "common.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct lean_gpu lean_gpu;                     /* library, instance, adapter, device, queue */
+typedef struct lean_gpu_buf lean_gpu_buf;             /* a GPU buffer and its size */
+typedef struct lean_gpu_pipeline lean_gpu_pipeline;   /* a compute pipeline, layout "auto" */
+typedef struct lean_gpu_bindgroup lean_gpu_bindgroup; /* bind group 0 of a pipeline */
+typedef struct lean_gpu_cmd lean_gpu_cmd;             /* a command buffer being recorded */
+
+/* What the adapter is and what the device was created with (the adapter's own limits,
+ * requested explicitly; the optional features only when offered). */
+typedef struct lean_gpu_info {
+    char adapter[128];      /* the adapter's device name, e.g. "NVIDIA H200" or "llvmpipe ..." */
+    char vendor[64];
+    char architecture[64];
+    char backend[16];       /* "Vulkan", "OpenGLES", "Metal", "D3D12", "WebGPU" (browser) */
+    char feature_level[16]; /* "core" or "compatibility" */
+    bool shader_f16, subgroups, timestamp_query; /* granted on the device */
+    uint32_t subgroup_min_size, subgroup_max_size; /* 0 when unknown */
+    uint64_t max_storage_binding;  /* maxStorageBufferBindingSize, bytes */
+    uint64_t max_buffer;           /* maxBufferSize, bytes */
+    uint32_t max_storage_buffers_per_stage;
+    uint32_t max_workgroup_storage; /* bytes */
+    uint32_t max_invocations;       /* per workgroup */
+    uint32_t max_workgroup_x, max_workgroup_y, max_workgroup_z;
+    uint32_t max_workgroups_per_dim;
+    uint32_t min_storage_offset_align, min_uniform_offset_align;
+} lean_gpu_info;
+
+/* Finds a webgpu.h library (LEAN_WEBGPU_LIB, then the copy the setup step installs next to
+ * the lean binary, then common names), creates the instance, asks for a high-performance
+ * adapter (on a machine whose only GPU path is Mesa: OpenGL ES at compatibility level) and a
+ * device with the adapter's limits. LEAN_ERR_UNSUPPORTED when no library or no adapter is
+ * found (the message says which and where it looked): callers fall back to the CPU. */
+lean_status lean_gpu_open(lean_gpu **out, lean_error *err);
+/* Destroys the device (every buffer, pipeline and bind group with it) and frees g. */
+void lean_gpu_close(lean_gpu *g);
+const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g);
+/* One line per fact, for `lean info`: adapter, backend, features, limits. */
+void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap);
+
+/* ---- buffers ---- */
+enum {
+    LEAN_GPU_STORAGE = 1u << 0,  /* bound as var<storage>; also a copy source and destination */
+    LEAN_GPU_UNIFORM = 1u << 1,  /* bound as var<uniform>; written with lean_gpu_buf_write */
+    LEAN_GPU_READBACK = 1u << 2, /* a host-mappable staging buffer (copy destination, map read) */
+};
+/* size is rounded up to a multiple of 4; contents start zeroed. */
+lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, const char *label,
+                                lean_gpu_buf **out, lean_error *err);
+void lean_gpu_buf_free(lean_gpu_buf *b); /* NULL is fine */
+uint64_t lean_gpu_buf_size(const lean_gpu_buf *b);
+/* Queues a write (offset and size multiples of 4): in pieces of at most 8 MiB with a submit
+ * between them, so staging memory is released as a large upload proceeds. Ordered before any
+ * command buffer submitted after it. */
+lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, const void *data,
+                               uint64_t size, lean_error *err);
+/* Waits for all submitted work, then copies [offset, offset + size) of a STORAGE buffer to
+ * dst (through an internal staging buffer). Blocking: the native host loop's read-back. */
+lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, void *dst, uint64_t size,
+                              lean_error *err);
+
+/* ---- pipelines ---- */
+/* The text of src/gpu/shaders/NAME.wgsl, embedded at build time (a generated C file, made by
+ * the Makefile from every .wgsl there); NULL for an unknown name. */
+const char *lean_gpu_shader(const char *name);
+
+/* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the
+ * code (no `override`): type 'u' (u32), 'i' (i32) or 'f' (f32). */
+typedef struct lean_gpu_const {
+    const char *name;
+    char type;
+    double value;
+} lean_gpu_const;
+
+/* Compiles consts + src[0] + src[1] + ... (concatenated in that order; a format's helper
+ * functions then a kernel, say) with entry point "main", inside validation and internal
+ * error scopes. A rejected shader or pipeline fails with LEAN_ERR_UNSUPPORTED and a message
+ * "pipeline 'LABEL': ..." with the compiler's first message and its line. */
+lean_status lean_gpu_pipeline_create(lean_gpu *g, const char *label, const char *const *src, int n_src,
+                                     const lean_gpu_const *consts, int n_consts, lean_gpu_pipeline **out,
+                                     lean_error *err);
+void lean_gpu_pipeline_free(lean_gpu_pipeline *p);
+
+/* Bind group 0 of a pipeline: entry i is @binding(i). Every binding the shader declares must
+ * be given and none other (the layout is the shader's "auto" layout). size 0 = to the end. */
+typedef struct lean_gpu_bind {
+    lean_gpu_buf *buf;
+    uint64_t offset, size;
+} lean_gpu_bind;
+lean_status lean_gpu_bindgroup_create(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *binds, int n,
+                                      const char *label, lean_gpu_bindgroup **out, lean_error *err);
+void lean_gpu_bindgroup_free(lean_gpu_bindgroup *bg);
+
+/* ---- recording and submitting work ---- */
+/* Consecutive dispatches share one compute pass; a copy ends the pass. Nothing runs until
+ * lean_gpu_submit, which also frees the recorder (on success and on failure). */
+lean_status lean_gpu_begin(lean_gpu *g, lean_gpu_cmd **out, lean_error *err);
+void lean_gpu_dispatch(lean_gpu_cmd *c, lean_gpu_pipeline *p, lean_gpu_bindgroup *bg, uint32_t x, uint32_t y,
+                       uint32_t z);
+void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean_gpu_buf *dst,
+                   uint64_t dst_offset, uint64_t size);
+/* Submits; fails if recording hit a validation error (the message names the first one) or the
+ * device is lost. Does not wait. */
+lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
+/* Blocks until all submitted work is done; reports a device loss or an uncaptured error. */
+lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);
+
+#endif
