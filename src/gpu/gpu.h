@@ -33,6 +33,7 @@ typedef struct lean_gpu_info {
     char architecture[64];
     char backend[16];       /* "Vulkan", "OpenGLES", "Metal", "D3D12", "WebGPU" (browser) */
     char feature_level[16]; /* "core" or "compatibility" */
+    bool software;          /* adapterType CPU (llvmpipe, SwiftShader): `auto` prefers the CPU backend */
     bool shader_f16, subgroups, timestamp_query; /* granted on the device */
     uint32_t subgroup_min_size, subgroup_max_size; /* 0 when unknown */
     uint64_t max_storage_binding;  /* maxStorageBufferBindingSize, bytes */
@@ -98,7 +99,9 @@ typedef struct lean_gpu_const {
 lean_status lean_gpu_pipeline_create(lean_gpu *g, const char *label, const char *const *src, int n_src,
                                      const lean_gpu_const *consts, int n_consts, lean_gpu_pipeline **out,
                                      lean_error *err);
-void lean_gpu_pipeline_free(lean_gpu_pipeline *p);
+/* Pipelines belong to g and live until lean_gpu_close. They are cached by their full source
+ * text: a second call with the same constants and sources returns the same pipeline without
+ * compiling again, so every layer's matmul of one shape shares one pipeline. */
 
 /* Bind group 0 of a pipeline: entry i is @binding(i). Every binding the shader declares must
  * be given and none other (the layout is the shader's "auto" layout). size 0 = to the end. */
@@ -123,5 +126,8 @@ void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean
 lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
 /* Blocks until all submitted work is done; reports a device loss or an uncaptured error. */
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);
+/* Tests only: destroys the device now, as a driver reset would; every later call fails with
+ * LEAN_ERR_DEVICE. */
+void lean_gpu_lose_device(lean_gpu *g);
 
 #endif

@@ -1,0 +1,47 @@
+/* weights.h — weight matrices on the GPU in their own block formats: upload (with the
+ * load-time repacking each format's kernels want, documented in weights.c), matrix x
+ * activations for decode (one token: a vector kernel) and prefill (n tokens: a tiled kernel),
+ * and the embedding gather (one row per token, dequantized). Every format lean reads:
+ * F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K.
+ *
+ * Shapes follow model.h: W is (rows, cols), y = W x. Activations are F32, token-major:
+ * x[t * cols + c], y[t * rows + r], t < n_tok. The number of tokens of the current call is
+ * read by the kernels from the step uniform (forward.c owns it): a 16-byte uniform buffer
+ * whose first u32 is n_tok (WGSL: struct Step { n_tok: u32, pos: u32, a: u32, b: u32 }). */
+#ifndef LEAN_GPU_WEIGHTS_H
+#define LEAN_GPU_WEIGHTS_H
+
+#include "gpu.h"
+#include "model.h"
+
+/* One weight matrix (or vector) resident on the GPU. */
+typedef struct gpu_weight {
+    uint32_t type;       /* lean_type of the file */
+    int64_t rows, cols;  /* a vector is (1, cols) */
+    lean_gpu_buf *buf;   /* the (repacked) blocks */
+} gpu_weight;
+
+/* Repacks t (whose data is mapped) and uploads it; a tensor larger than the device's storage
+ * binding limit fails with LEAN_ERR_UNSUPPORTED naming it, its size and the limit. */
+lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err);
+void gpu_weight_free(gpu_weight *w);
+
+/* y = W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
+ * weight use (a layer's wq, wk, ...), made at load; recording it costs no allocation. */
+typedef struct gpu_matmul gpu_matmul;
+lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
+                              lean_gpu_buf *x, uint64_t x_offset, lean_gpu_buf *y, uint64_t y_offset,
+                              gpu_matmul **out, lean_error *err);
+/* Records the dispatches for n_tok tokens (1 <= n_tok <= max_tok; the step uniform must say
+ * the same n_tok when the command buffer runs). */
+void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok);
+void gpu_matmul_free(gpu_matmul *m);
+
+/* out[t * cols + c] = dequantized row ids[t] of W, for t < n_tok (ids: one u32 per token). */
+typedef struct gpu_get_rows gpu_get_rows;
+lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
+                                lean_gpu_buf *ids, lean_gpu_buf *out, gpu_get_rows **res, lean_error *err);
+void gpu_get_rows_record(lean_gpu_cmd *c, const gpu_get_rows *gr, int32_t n_tok);
+void gpu_get_rows_free(gpu_get_rows *gr);
+
+#endif
