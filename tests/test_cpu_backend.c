@@ -29,6 +29,7 @@
  *   params      backend names, n_threads, and failing allocations (NOMEM, no leak).
  */
 #include "lean.h"
+#include "fixture.h"
 #include "test.h"
 #include "tiny_model.h"
 
@@ -69,10 +70,6 @@ static lean_ctx *new_ctx(const lean_model *m, const char *backend, int n_threads
     lean_status st = lean_ctx_create(m, &p, &c, &err);
     CHECK(st == LEAN_OK, "ctx (%s, %d threads): %s", backend ? backend : "default", n_threads, err.msg);
     return c;
-}
-
-static void make_ids(int32_t *ids, int n, int n_vocab, uint64_t seed) {
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(tiny_rng(&seed) % (uint64_t)n_vocab);
 }
 
 /* logits (n_steps, V): after prefilling ids[0..n_pre) in calls of `step`, then after decoding
@@ -125,7 +122,7 @@ static lean_model *load_spec(const tiny_spec *sp, tiny_model *tm, char *path, si
 static void check_invariance(const char *what, const lean_model *m) {
     const int V = lean_model_n_vocab(m), n_pre = 9, n = N_SEQ, steps = n - n_pre + 1;
     int32_t ids[N_SEQ];
-    make_ids(ids, n, V, 11);
+    tiny_ids(ids, n, V, 11);
     const size_t lb = sizeof(float) * (size_t)V * steps;
     float *want = calloc(1, lb), *got = calloc(1, lb);
     for (int b = 0; b < n_isa; b++) {
@@ -216,7 +213,7 @@ static void test_reference(void) {
             if (!m) continue;
             const int V = lean_model_n_vocab(m);
             int32_t ids[N_SEQ];
-            make_ids(ids, N_SEQ, V, 3 + ti);
+            tiny_ids(ids, N_SEQ, V, 3 + ti);
             float *ref = malloc(sizeof(float) * (size_t)V * N_SEQ), *fast = malloc(sizeof(float) * (size_t)V * N_SEQ);
             run_seq(m, "cpu-ref", 1, 8, 1, ids, 1, N_SEQ, ref);
             for (int b = 0; b < n_isa; b++) {
@@ -236,62 +233,8 @@ static void test_reference(void) {
 
 /* ---- the parity fixtures ---- */
 
-#define MAX_IDS 64
-
-typedef struct fixture {
-    char fmt[16];
-    int n_prompt, prompt[MAX_IDS];
-    int n_top, top_ids[MAX_IDS];
-    float top_logits[MAX_IDS];
-    int n_cont, cont[MAX_IDS];
-    int n_end, end_ids[MAX_IDS];
-    float end_logits[MAX_IDS];
-} fixture;
-
-static int read_ints(FILE *f, int *dst) {
-    int n = 0;
-    if (fscanf(f, "%d", &n) != 1 || n < 0 || n > MAX_IDS) return -1;
-    for (int i = 0; i < n; i++)
-        if (fscanf(f, "%d", &dst[i]) != 1) return -1;
-    return n;
-}
-
-static int read_top(FILE *f, int *ids, float *logits) {
-    int n = 0;
-    if (fscanf(f, "%d", &n) != 1 || n < 0 || n > MAX_IDS) return -1;
-    for (int i = 0; i < n; i++)
-        if (fscanf(f, " %d:%f", &ids[i], &logits[i]) != 2) return -1;
-    return n;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static float top2_gap(const float *x, int n) {
-    const int b = argmax(x, n);
-    float second = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (i != b && x[i] > second) second = x[i];
-    return x[b] - second;
-}
-
-/* max over the reference's top ids of |lean - transformers| */
-static float top_delta(const float *logits, const int *ids, const float *want, int n) {
-    float worst = 0;
-    for (int i = 0; i < n; i++) {
-        const float d = fabsf(logits[ids[i]] - want[i]);
-        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
-    }
-    return worst;
-}
-
-static void run_fixture(const char *arch, const fixture *fx, const char *backend) {
-    char path[256];
-    snprintf(path, sizeof path, "build/fixtures/%s-%s.gguf", arch, fx->fmt);
+static void run_fixture(const fixture *fx, const char *backend) {
+    const char *path = fx->model;
     lean_error err;
     lean_model *m = NULL;
     if (lean_model_load_file(path, &m, &err) != LEAN_OK) {
@@ -299,7 +242,7 @@ static void run_fixture(const char *arch, const fixture *fx, const char *backend
         return;
     }
     const int V = lean_model_n_vocab(m);
-    const bool float_w = !strcmp(fx->fmt, "f32") || !strcmp(fx->fmt, "f16") || !strcmp(fx->fmt, "bf16");
+    const bool float_w = fixture_float_weights(fx);
     lean_ctx *ref = new_ctx(m, "cpu-ref", 1, 128, 64), *fast = new_ctx(m, backend, 2, 128, 64);
     float *lr = malloc(sizeof(float) * (size_t)V), *lf = malloc(sizeof(float) * (size_t)V);
     if (!ref || !fast) goto done;
@@ -308,14 +251,14 @@ static void run_fixture(const char *arch, const fixture *fx, const char *backend
     float maxabs = 0;
     for (int i = 0; i < fx->n_top; i++) maxabs = fmaxf(maxabs, fabsf(fx->top_logits[i]));
     const double tol = float_w ? 1e-3 : QTOL * maxabs;
-    double delta = top_delta(lf, fx->top_ids, fx->top_logits, fx->n_top);
+    double delta = fixture_top_delta(lf, V, fx->top_ids, fx->top_logits, fx->n_top, NULL);
     int n_match = 0, n_decided = 0, n_ties = 0;
     for (int i = 0; i < fx->n_cont; i++) {
         double e = 0;
         for (int v = 0; v < V; v++) e = fmax(e, fabs((double)lf[v] - lr[v]));
-        if (top2_gap(lr, V) > 2 * e) {
+        if (fixture_top2_gap(lr, V) > 2 * e) {
             n_decided++;
-            n_match += argmax(lf, V) == fx->cont[i];
+            n_match += fixture_argmax(lf, V) == fx->cont[i];
         } else {
             n_ties++;
         }
@@ -323,12 +266,12 @@ static void run_fixture(const char *arch, const fixture *fx, const char *backend
         CHECK(lean_decode(ref, fx->cont[i], lr, &err) == LEAN_OK, "%s", err.msg);
         CHECK(lean_decode(fast, fx->cont[i], lf, &err) == LEAN_OK, "%s", err.msg);
     }
-    delta = fmax(delta, top_delta(lf, fx->end_ids, fx->end_logits, fx->n_end));
+    delta = fmax(delta, fixture_top_delta(lf, V, fx->end_ids, fx->end_logits, fx->n_end, NULL));
     CHECK(delta <= tol, "%s %s: max |delta logit| vs transformers %.3g > %.3g", path, backend, delta, tol);
     CHECK(n_match == n_decided, "%s %s: greedy pick differs from transformers at %d of %d decided steps", path,
           backend, n_decided - n_match, n_decided);
     CHECK(!float_w || n_ties == 0, "%s %s: %d near-ties with float weights", path, backend, n_ties);
-    printf("| %-5s | %-4s | %-11s | %.2e | %2d/%2d | %d |\n", arch, fx->fmt, backend, delta, n_match, n_decided, n_ties);
+    printf("| %-5s | %-4s | %-11s | %.2e | %2d/%2d | %d |\n", fx->arch, fx->fmt, backend, delta, n_match, n_decided, n_ties);
 done:
     free(lr), free(lf);
     lean_ctx_free(ref);
@@ -336,51 +279,16 @@ done:
     lean_model_free(m);
 }
 
+static void run_fixture_all_isas(const fixture *fx, void *user) {
+    (void)user;
+    for (int b = 0; b < n_isa; b++) run_fixture(fx, isa_backends[b]);
+}
+
 static void test_fixtures(void) {
     printf("| arch  | fmt  | backend     | max abs delta vs transformers | greedy = transformers (decided steps) | near-ties |\n");
-    const char *archs[] = {"llama", "qwen2", "qwen3"};
-    for (size_t ai = 0; ai < 3; ai++) {
-        char path[256];
-        snprintf(path, sizeof path, "tests/data/fixtures/%s.txt", archs[ai]);
-        FILE *f = fopen(path, "r");
-        CHECK(f != NULL, "cannot open %s", path);
-        if (!f) continue;
-        fixture *fx = calloc(1, sizeof *fx);
-        int n_prompt = -1, prompt[MAX_IDS], n_cases = 0;
-        char word[32];
-        while (fscanf(f, "%31s", word) == 1) {
-            if (word[0] == '#') {
-                int ch;
-                while ((ch = fgetc(f)) != '\n' && ch != EOF) {}
-            } else if (!strcmp(word, "prompt")) {
-                n_prompt = read_ints(f, prompt);
-            } else if (!strcmp(word, "format")) {
-                CHECK(fscanf(f, "%15s", fx->fmt) == 1, "format");
-            } else if (!strcmp(word, "sha256")) {
-                CHECK(fscanf(f, "%*64s") == 0, "sha256");
-            } else if (!strcmp(word, "top")) {
-                fx->n_top = read_top(f, fx->top_ids, fx->top_logits);
-            } else if (!strcmp(word, "continuation")) {
-                fx->n_cont = read_ints(f, fx->cont);
-            } else if (!strcmp(word, "end_top")) {
-                fx->n_end = read_top(f, fx->end_ids, fx->end_logits);
-                const int ok = n_prompt > 0 && fx->n_top > 0 && fx->n_cont > 0 && fx->n_end > 0;
-                CHECK(ok, "%s: malformed before %s", path, fx->fmt);
-                if (ok) {
-                    fx->n_prompt = n_prompt;
-                    memcpy(fx->prompt, prompt, sizeof prompt);
-                    for (int b = 0; b < n_isa; b++) run_fixture(archs[ai], fx, isa_backends[b]);
-                }
-                n_cases++;
-            } else {
-                CHECK(0, "%s: unknown line '%s'", path, word);
-                break;
-            }
-        }
-        fclose(f);
-        free(fx);
-        CHECK(n_cases == 9, "%s: %d formats", path, n_cases);
-    }
+    fixture_each("llama", run_fixture_all_isas, NULL);
+    fixture_each("qwen2", run_fixture_all_isas, NULL);
+    fixture_each("qwen3", run_fixture_all_isas, NULL);
 }
 
 /* ---- params ---- */
@@ -399,9 +307,9 @@ static void test_params(void) {
     }
     lean_ctx *c = (lean_ctx *)&p;
     lean_error err = {0};
-    p.backend = "gpu";
+    p.backend = "tpu";
     CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_ERR_ARG && c == NULL, "unknown backend");
-    CHECK(strstr(err.msg, "unknown backend 'gpu'") != NULL, "message: %s", err.msg);
+    CHECK(strstr(err.msg, "unknown backend 'tpu'") != NULL, "message: %s", err.msg);
     p.backend = "cpu-no-such-isa";
     CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_ERR_UNSUPPORTED && c == NULL, "unknown isa: %s", err.msg);
     p.backend = "cpu-";

@@ -155,7 +155,7 @@ static double max_rel_err(const float *a, const double *b, int n) {
 }
 
 static lean_ctx *new_ctx(const lean_model *m, int n_ctx, int n_batch) {
-    lean_ctx_params p = {.n_ctx = n_ctx, .n_batch = n_batch};
+    lean_ctx_params p = {.n_ctx = n_ctx, .n_batch = n_batch, .backend = "cpu-ref"};
     lean_ctx *c = NULL;
     lean_error err = {0};
     lean_status st = lean_ctx_create(m, &p, &c, &err);
@@ -176,17 +176,13 @@ static void prefill_steps(const lean_model *m, int n_batch, int step, const int3
     lean_ctx_free(c);
 }
 
-static void make_ids(int32_t *ids, int n, int n_vocab, uint64_t seed) {
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(tiny_rng(&seed) % (uint64_t)n_vocab);
-}
-
 /* ---- numbers ---- */
 
 /* Decodes ids one at a time and compares the logits after each with the double forward. */
 static void check_numbers(const char *what, const tiny_model *tm, const lean_model *m, double tol) {
     const int V = tm->sp.n_vocab;
     int32_t ids[N_SEQ];
-    make_ids(ids, N_SEQ, V, tm->sp.seed + 99);
+    tiny_ids(ids, N_SEQ, V, tm->sp.seed + 99);
     double *want = malloc(sizeof(double) * N_SEQ * V), *wrong = malloc(sizeof(double) * N_SEQ * V);
     d_forward(tm, ids, N_SEQ, want, 0);
     d_forward(tm, ids, N_SEQ, wrong, 1);
@@ -213,7 +209,7 @@ static void check_numbers(const char *what, const tiny_model *tm, const lean_mod
 static void check_properties(const char *what, const lean_model *m, lean_model *streamed) {
     const int V = lean_model_n_vocab(m);
     int32_t ids[N_SEQ];
-    make_ids(ids, N_SEQ, V, 7);
+    tiny_ids(ids, N_SEQ, V, 7);
     const size_t lb = sizeof(float) * (size_t)V;
     float *full = malloc(lb), *got = malloc(lb);
     lean_error err = {0};

@@ -84,6 +84,10 @@ static inline uint64_t tiny_rng(uint64_t *s) { /* splitmix64 */
 static inline float tiny_unit(uint64_t *s) { /* uniform in [0, 1) */
     return (float)(tiny_rng(s) >> 40) / (float)(1ull << 24);
 }
+/* n token ids in [0, n_vocab), seeded. */
+static inline void tiny_ids(int32_t *ids, int n, int n_vocab, uint64_t seed) {
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(tiny_rng(&seed) % (uint64_t)n_vocab);
+}
 
 enum tiny_fill { FILL_MATRIX, FILL_EMBD, FILL_NORM, FILL_BIAS, FILL_FREQS };
 
