@@ -29,6 +29,10 @@ int test_finish(const char *name);
  * *out_len; NULL when the file cannot be opened. */
 uint8_t *test_read_file(const char *path, size_t *out_len);
 
+/* A fresh temporary file name in $TMPDIR (else /tmp), unique in this process and across
+ * processes, ending in tag ("model.gguf"); the caller unlinks the file. */
+const char *test_tmp_path(char *buf, size_t cap, const char *tag);
+
 /* A float's bit pattern and back (memcpy, so no aliasing or rounding surprises). */
 uint32_t bits_of(float f);
 float float_of(uint32_t u);

@@ -28,18 +28,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static const char *tmp_path(char *buf, size_t cap, const char *tag) {
-    static int counter;
-    const char *dir = getenv("TMPDIR");
-#ifdef __wasi__
-    int pid = 0; /* no process ids; wasm_run.mjs gives every run its own /tmp */
-#else
-    int pid = (int)getpid();
-#endif
-    snprintf(buf, cap, "%s/lean_bench_%d_%d_%s", dir && *dir ? dir : "/tmp", pid, counter++, tag);
-    return buf;
-}
-
 /* parse_bench on a NULL-terminated list of arguments. */
 static int parse(bench_args *a, char *msg, size_t cap, const char *const *args) {
     int argc = 0;
@@ -313,7 +301,7 @@ done:
 
 static void test_run(void) {
     char model[256], out_path[256];
-    tmp_path(model, sizeof model, "model.gguf");
+    test_tmp_path(model, sizeof model, "model.gguf");
     lean_gen_params gp = {.preset = "tiny-llama", .recipe = "q8_0", .seed = 5};
     lean_error err;
     if (lean_generate_model(&gp, model, &err) != LEAN_OK) {
@@ -322,7 +310,7 @@ static void test_run(void) {
     }
 
     /* --json: one object per row */
-    tmp_path(out_path, sizeof out_path, "out.jsonl");
+    test_tmp_path(out_path, sizeof out_path, "out.jsonl");
     FILE *out = fopen(out_path, "w");
     CHECK(out != NULL, "open %s", out_path);
     if (!out) return;
@@ -419,7 +407,7 @@ static void test_run(void) {
 
     /* a missing model is the library's error: exit status 1 */
     char missing[256];
-    tmp_path(missing, sizeof missing, "missing.gguf");
+    test_tmp_path(missing, sizeof missing, "missing.gguf");
     char *margs[] = {"-m", missing, "-r", "1", NULL};
     out = fopen(out_path, "w");
     if (out) {

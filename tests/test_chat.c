@@ -35,18 +35,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static const char *tmp_path(char *buf, size_t cap, const char *tag) {
-    static int counter;
-    const char *dir = getenv("TMPDIR");
-#ifdef __wasi__
-    int pid = 0; /* wasm_run.mjs gives every run its own /tmp */
-#else
-    int pid = (int)getpid();
-#endif
-    snprintf(buf, cap, "%s/lean_chat_%d_%d_%s.gguf", dir && *dir ? dir : "/tmp", pid, counter++, tag);
-    return buf;
-}
-
 static char model_path[512], eos_model_path[512], notpl_model_path[512];
 static lean_model *model;
 static const lean_tokenizer *tok;
@@ -530,8 +518,8 @@ static void test_eog(void) {
         return;
     }
     char vocab[512];
-    tmp_path(vocab, sizeof vocab, "vocab_eos");
-    tmp_path(eos_model_path, sizeof eos_model_path, "eos");
+    test_tmp_path(vocab, sizeof vocab, "vocab_eos.gguf");
+    test_tmp_path(eos_model_path, sizeof eos_model_path, "eos.gguf");
     if (write_vocab(model_path, vocab, eog_id, 0) || gen_model(vocab, eos_model_path)) return;
     remove(vocab);
     lean_model *m = load(eos_model_path);
@@ -746,8 +734,8 @@ static void test_templates_and_params(void) {
     lean_chat_turn_stats st;
     /* a model without a template: an error, unless ChatML is asked for or one is given */
     char vocab[512];
-    tmp_path(vocab, sizeof vocab, "vocab_notpl");
-    tmp_path(notpl_model_path, sizeof notpl_model_path, "notpl");
+    test_tmp_path(vocab, sizeof vocab, "vocab_notpl.gguf");
+    test_tmp_path(notpl_model_path, sizeof notpl_model_path, "notpl.gguf");
     if (write_vocab(model_path, vocab, -1, 1) || gen_model(vocab, notpl_model_path)) return;
     remove(vocab);
     lean_model *m = load(notpl_model_path);
@@ -876,7 +864,7 @@ static void test_alloc_failures(void) {
 }
 
 int main(void) {
-    tmp_path(model_path, sizeof model_path, "tiny");
+    test_tmp_path(model_path, sizeof model_path, "tiny.gguf");
     if (gen_model(NULL, model_path) == 0 && (model = load(model_path)) != NULL) {
         tok = lean_model_tokenizer(model);
         CHECK(lean_model_chat_template(model) != NULL, "the stand-in vocabulary has a chat template");

@@ -23,18 +23,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static const char *tmp_path(char *buf, size_t cap, const char *tag) {
-    static int counter;
-    const char *dir = getenv("TMPDIR");
-#ifdef __wasi__
-    int pid = 0; /* no process ids; wasm_run.mjs gives every run its own /tmp */
-#else
-    int pid = (int)getpid();
-#endif
-    snprintf(buf, cap, "%s/lean_gen_%d_%d_%s.gguf", dir && *dir ? dir : "/tmp", pid, counter++, tag);
-    return buf;
-}
-
 /* A file read whole into memory and parsed (mmap is not there under WASI). */
 typedef struct opened {
     lean_mapped_file map; /* data: malloc'd */
@@ -142,7 +130,7 @@ static lean_status gen(const char *preset, const char *recipe, uint64_t seed, in
 static int gen_open(const char *preset, const char *recipe, uint64_t seed, int n_layer, opened *o) {
     char path[256];
     lean_error err;
-    tmp_path(path, sizeof path, recipe);
+    test_tmp_path(path, sizeof path, recipe);
     CHECK(gen(preset, recipe, seed, n_layer, NULL, path, &err) == LEAN_OK, "%s %s: %s", preset, recipe, err.msg);
     int ok = open_gguf(path, o);
     unlink(path);
@@ -369,9 +357,9 @@ static void test_recipes(void) {
 static void test_determinism(void) {
     char a[256], b[256], c[256];
     lean_error err;
-    tmp_path(a, sizeof a, "det_a");
-    tmp_path(b, sizeof b, "det_b");
-    tmp_path(c, sizeof c, "det_c");
+    test_tmp_path(a, sizeof a, "det_a.gguf");
+    test_tmp_path(b, sizeof b, "det_b.gguf");
+    test_tmp_path(c, sizeof c, "det_c.gguf");
     CHECK(gen("tiny-qwen3", "q4_k_m", 42, 0, NULL, a, &err) == LEAN_OK, "%s", err.msg);
     CHECK(gen("tiny-qwen3", "q4_k_m", 42, 0, NULL, b, &err) == LEAN_OK, "%s", err.msg);
     CHECK(gen("tiny-qwen3", "q4_k_m", 43, 0, NULL, c, &err) == LEAN_OK, "%s", err.msg);
@@ -412,11 +400,11 @@ static void test_determinism(void) {
 static void test_quantize_file(void) {
     char f32[256], q8[256], back[256], direct[256], viaq[256];
     lean_error err;
-    tmp_path(f32, sizeof f32, "qf_f32");
-    tmp_path(q8, sizeof q8, "qf_q8");
-    tmp_path(back, sizeof back, "qf_back");
-    tmp_path(direct, sizeof direct, "qf_direct");
-    tmp_path(viaq, sizeof viaq, "qf_viaq");
+    test_tmp_path(f32, sizeof f32, "qf_f32.gguf");
+    test_tmp_path(q8, sizeof q8, "qf_q8.gguf");
+    test_tmp_path(back, sizeof back, "qf_back.gguf");
+    test_tmp_path(direct, sizeof direct, "qf_direct.gguf");
+    test_tmp_path(viaq, sizeof viaq, "qf_viaq.gguf");
     CHECK(gen("tiny-llama", "f32", 5, 0, NULL, f32, &err) == LEAN_OK, "%s", err.msg);
     CHECK(lean_quantize_file(f32, q8, "q8_0", &err) == LEAN_OK, "%s", err.msg);
     CHECK(lean_quantize_file(q8, back, "f32", &err) == LEAN_OK, "%s", err.msg);
@@ -531,8 +519,8 @@ static void test_vocab_file(void) {
     char vocab[256], path[256];
     lean_error err;
     opened o;
-    tmp_path(vocab, sizeof vocab, "vocab");
-    tmp_path(path, sizeof path, "withvocab");
+    test_tmp_path(vocab, sizeof vocab, "vocab.gguf");
+    test_tmp_path(path, sizeof path, "withvocab.gguf");
     if (!write_vocab(vocab, 300, 1)) return;
     CHECK(gen("tiny-llama", "q8_0", 1, 0, vocab, path, &err) == LEAN_OK, "%s", err.msg);
     if (open_gguf(path, &o)) {
@@ -584,7 +572,7 @@ static void test_vocab_file(void) {
 static void test_bad_params(void) {
     char path[256], bad[300];
     lean_error err;
-    tmp_path(path, sizeof path, "bad");
+    test_tmp_path(path, sizeof path, "bad.gguf");
     lean_gen_params p = {.preset = "tiny-llama", .recipe = "q8_0", .seed = 1};
     CHECK(lean_generate_model(NULL, path, &err) == LEAN_ERR_ARG, "NULL params");
     CHECK(lean_generate_model(&p, NULL, &err) == LEAN_ERR_ARG, "NULL path");
@@ -615,7 +603,7 @@ static void test_bad_params(void) {
         fclose(fp);
     }
     char out[256];
-    tmp_path(out, sizeof out, "bad_out");
+    test_tmp_path(out, sizeof out, "bad_out.gguf");
     CHECK(lean_quantize_file(path, out, "q8_0", &err) == LEAN_ERR_FORMAT, "not GGUF: %s", err.msg);
     CHECK(lean_quantize_file(path, out, "q9", &err) == LEAN_ERR_ARG, "bad recipe: %s", err.msg);
     CHECK(access(out, F_OK) != 0, "nothing written on failure");
@@ -627,8 +615,8 @@ static void test_bad_params(void) {
 static void test_alloc_failures(void) {
     char path[256], src[256];
     lean_error err;
-    tmp_path(path, sizeof path, "oom");
-    tmp_path(src, sizeof src, "oom_src");
+    test_tmp_path(path, sizeof path, "oom.gguf");
+    test_tmp_path(src, sizeof src, "oom_src.gguf");
     CHECK(gen("tiny-qwen2", "q4_k_m", 1, 1, NULL, src, &err) == LEAN_OK, "%s", err.msg);
     int failures = 0, ok_runs = 0, other = 0;
     for (uint64_t n = 1; n < 200; n++) {

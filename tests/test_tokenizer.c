@@ -613,14 +613,8 @@ static void test_small_vocab(void) {
 
 static void test_model_tokenizer(void) {
     char path[256], vpath[256];
-    const char *dir = getenv("TMPDIR");
-#ifdef __wasi__
-    int pid = 0;
-#else
-    int pid = (int)getpid();
-#endif
-    snprintf(path, sizeof path, "%s/lean_tok_%d_model.gguf", dir && *dir ? dir : "/tmp", pid);
-    snprintf(vpath, sizeof vpath, "%s/lean_tok_%d_vocab.gguf", dir && *dir ? dir : "/tmp", pid);
+    test_tmp_path(path, sizeof path, "model.gguf");
+    test_tmp_path(vpath, sizeof vpath, "vocab.gguf");
     lean_error err = {0};
     /* a model made with a real vocabulary: its tokenizer is the vocabulary's */
     lean_gen_params p = {.preset = "tiny-llama", .recipe = "q8_0", .vocab_path = VOCAB "llama2.gguf", .seed = 1};

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int t_passed, t_failed;
 
@@ -42,4 +43,16 @@ float float_of(uint32_t u) {
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+
+const char *test_tmp_path(char *buf, size_t cap, const char *tag) {
+    static int counter;
+    const char *dir = getenv("TMPDIR");
+#ifdef __wasi__
+    const int pid = 0; /* no process ids in WASI; tests/wasm_run.mjs gives every run its own /tmp */
+#else
+    const int pid = (int)getpid();
+#endif
+    snprintf(buf, cap, "%s/lean_test_%d_%d_%s", dir && *dir ? dir : "/tmp", pid, counter++, tag);
+    return buf;
 }

@@ -14,6 +14,7 @@
 
 #include "formats.h"
 #include "gguf.h"
+#include "test.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -226,19 +227,7 @@ static inline lean_status tiny_write(const tiny_spec *sp, const char *path, tiny
     return st;
 }
 
-#ifdef __wasi__
-#define tiny_pid() 0 /* no getpid in WASI; each wasm run has its own /tmp (tests/wasm_run.mjs) */
-#else
-#define tiny_pid() ((int)getpid())
-#endif
-
 /* A fresh temporary file name (the caller unlinks it). */
-static inline const char *tiny_path(char *buf, size_t cap) {
-    static int counter;
-    const char *dir = getenv("TMPDIR");
-    snprintf(buf, cap, "%s/lean_test_%d_%d.gguf", dir && *dir ? dir : "/tmp", tiny_pid(),
-             counter++);
-    return buf;
-}
+static inline const char *tiny_path(char *buf, size_t cap) { return test_tmp_path(buf, cap, "tiny.gguf"); }
 
 #endif
