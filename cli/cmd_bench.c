@@ -51,7 +51,7 @@ static const char *const usage_bench =
     "  --suffix LIST    D+N: prefill N tokens after a resident prefix of D (default 128+32)\n"
     "  -r R             repetitions of each measurement (default 3)\n"
     "  -t LIST          thread counts (default: the library's, one per CPU)\n"
-    "  --backend LIST   backends: cpu, cpu-ref, cpu-generic, cpu-avx2, ... (default: the\n"
+    "  --backend LIST   backends: auto, gpu, cpu, cpu-ref, cpu-generic, cpu-avx2, ... (default: the\n"
     "                   library's choice, shown as 'default')\n"
     "  --batch N        prefill chunk in tokens (default: the library's, 64)\n"
     "  --seed S         seed of the pseudo-random ids (default 42)\n"

@@ -22,7 +22,7 @@
 /* ---- usage ---- */
 
 static const char *const usage_chat =
-    "usage: lean chat -m FILE [--ctx N] [--batch N] [-n N] [--system TEXT] [--stop S]...\n"
+    "usage: lean chat -m FILE [--ctx N] [--batch N] [--backend B] [-n N] [--system TEXT] [--stop S]...\n"
     "                 [--template JINJAFILE | --chatml] [--drop-oldest] [sampling flags]\n"
     "A conversation with the model through its chat template. Each line on stdin is a message\n"
     "(a line ending in '\\' goes on with the next); the reply streams to stdout, and a line on\n"
@@ -32,6 +32,8 @@ static const char *const usage_chat =
     "  -m FILE              the model (GGUF, with a tokenizer)\n"
     "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
     "  --batch N            prefill chunk in tokens (default 64)\n"
+    "  --backend B          auto (default: WebGPU on a hardware GPU, else cpu), gpu, cpu, cpu-ref,\n"
+    "                       cpu-generic, cpu-avx2, cpu-avx512 (see lean run --help)\n"
     "  -n N                 most tokens per reply (default 0: until the model ends it or the\n"
     "                       context is full)\n"
     "  --system TEXT        the system prompt\n"
@@ -48,7 +50,7 @@ static const char *const usage_chat =
 #define MAX_STOPS 16
 
 typedef struct chat_args {
-    const char *model, *system, *template_path;
+    const char *model, *system, *template_path, *backend;
     const char *stops[MAX_STOPS];
     int n_stops, chatml, drop_oldest;
     long long n_predict, n_ctx, n_batch;
@@ -81,6 +83,7 @@ static int parse_chat(int argc, char **argv, chat_args *a) {
         if (strcmp(o, "-m") == 0) a->model = v;
         else if (strcmp(o, "--system") == 0) a->system = v;
         else if (strcmp(o, "--template") == 0) a->template_path = v;
+        else if (strcmp(o, "--backend") == 0) a->backend = v;
         else if (strcmp(o, "--stop") == 0) {
             if (!*v) return usage_error(usage_chat, "--stop needs a non-empty string");
             if (a->n_stops == MAX_STOPS) return usage_error(usage_chat, "at most %d --stop strings", MAX_STOPS);
@@ -188,6 +191,7 @@ int cmd_chat(int argc, char **argv) {
     lean_chat_session_params p = lean_chat_session_default_params();
     p.n_ctx = (int32_t)a.n_ctx;
     p.n_batch = (int32_t)a.n_batch;
+    p.backend = a.backend;
     p.n_predict = (int32_t)a.n_predict;
     p.sampling = a.sampling;
     p.system = a.system;

@@ -1,4 +1,5 @@
-/* cmd_info.c — `lean info FILE`: what a model file holds. */
+/* cmd_info.c — `lean info FILE`: what a model file holds; `lean info --gpu`: the WebGPU
+ * adapter lean would use. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -7,8 +8,12 @@
 
 static const char *const usage_info =
     "usage: lean info FILE\n"
+    "       lean info --gpu [FILE]\n"
     "Prints the architecture, name, shapes, context length, tensor count per type, total\n"
-    "parameters and bytes, tokenizer kind and whether a chat template is present.\n";
+    "parameters and bytes, tokenizer kind and whether a chat template is present.\n"
+    "--gpu: first the WebGPU adapter lean would use: its backend and feature level,\n"
+    "features, limits and the library it came from (exit status 1 if there is none; the\n"
+    "message says where the library was searched for).\n";
 
 static void print_count(const char *label, uint64_t n) {
     const char *unit = "";
@@ -21,8 +26,24 @@ static void print_count(const char *label, uint64_t n) {
     printf("\n");
 }
 
+/* `lean info --gpu`: the adapter, or why there is none. */
+static int print_gpu(void) {
+    char text[2048];
+    lean_error err;
+    if (lean_gpu_probe(text, sizeof text, &err) != LEAN_OK) return lib_error(&err);
+    printf("%s", text);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     if (argc >= 1 && is_help(argv[0])) return printf("%s", usage_info), 0;
+    if (argc >= 1 && strcmp(argv[0], "--gpu") == 0) {
+        if (argc > 2) return usage_error(usage_info, "info --gpu takes at most one FILE");
+        int rc = print_gpu();
+        if (rc != 0 || argc == 1) return rc;
+        printf("\n");
+        argc--, argv++;
+    }
     if (argc != 1) return usage_error(usage_info, "info takes one FILE");
     lean_error err;
     lean_model *m;

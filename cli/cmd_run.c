@@ -38,8 +38,9 @@ static const char *const usage_run =
     "  --ctx N      context length in tokens (default: the model's, at most 4096)\n"
     "  --batch N    prefill chunk in tokens (default 64)\n"
     "  -t N         CPU threads (default 0: one per CPU)\n"
-    "  --backend B  cpu-ref (the reference; the default for now), cpu (the CPU kernels: the best\n"
-    "               table this CPU runs, threads), cpu-generic, cpu-avx2, cpu-avx512 (one table)\n"
+    "  --backend B  auto (the default: gpu on a hardware GPU adapter, else cpu), gpu (WebGPU,\n"
+    "               software adapters too), cpu (the CPU kernels: the best table this CPU runs,\n"
+    "               threads), cpu-generic, cpu-avx2, cpu-avx512 (one table), cpu-ref (the reference)\n"
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {

@@ -1,6 +1,6 @@
 /* main.c — the `lean` command: dispatch to cli/cmd_<name>.c.
  *
- *   lean info FILE                               what a model file holds
+ *   lean info FILE | --gpu [FILE]                what a model file holds; the WebGPU adapter
  *   lean run -m FILE (-p TEXT | -f FILE | --ids 1,2,3) -n 32 [--ctx N] [--batch N]
  *                                                completion (streamed text, or ids), greedy by default
  *   lean chat -m FILE [--system TEXT] [--stop S]... [-n N]
@@ -29,7 +29,7 @@ static const char *const usage_main =
     "usage: lean COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  info FILE            print a model's architecture, shapes and tensor types\n"
+    "  info FILE | --gpu    print a model's architecture, shapes and tensor types; the GPU\n"
     "  run -m FILE ...      complete a prompt (text or ids), greedily unless --temp\n"
     "  chat -m FILE ...     talk with the model through its chat template (stdin)\n"
     "  gen --preset P ...   write a random-weight model at a preset's shapes\n"

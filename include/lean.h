@@ -119,13 +119,19 @@ typedef struct lean_ctx_params {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's n_ctx_train capped at 4096 */
     int32_t n_batch;   /* prefill chunk in tokens; 0 = 64 */
     int32_t n_threads; /* CPU threads; 0 = one per CPU this process may use (1 in wasm) */
-    /* Which backend computes: "cpu" = the CPU kernels (the best instruction set this CPU
-     * has, threads); "cpu-generic", "cpu-avx2", "cpu-avx512" = that kernel table (for tests
-     * and measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it); NULL, "auto" or
-     * "cpu-ref" = the plain single-threaded reference (the default for now: the CPU kernels
-     * are opt-in until they are held to the transformers fixtures). The CPU kernels compute with 8-bit activations, so
-     * their logits are close to, not the same bits as, the reference's; they are the same
-     * bits for every n_threads and every n_batch. */
+    /* Which backend computes:
+     *   NULL or "auto": WebGPU when a hardware GPU adapter is found and the model loads onto
+     *     it, else "cpu" (no WebGPU library, a software adapter such as llvmpipe, or any
+     *     failure creating the GPU backend);
+     *   "gpu": WebGPU on whatever adapter there is (software ones too); fails with the
+     *     runtime's message (LEAN_ERR_UNSUPPORTED) when there is none;
+     *   "cpu": the CPU kernels (the best instruction set this CPU has, threads);
+     *   "cpu-generic", "cpu-avx2", "cpu-avx512": that kernel table (for tests and
+     *     measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it);
+     *   "cpu-ref": the plain single-threaded reference.
+     * The CPU kernels compute with 8-bit activations, so their logits are close to, not the
+     * same bits as, the reference's; they are the same bits for every n_threads and every
+     * n_batch. The GPU computes in F32 like the reference, in another summation order. */
     const char *backend;
 } lean_ctx_params;
 LEAN_API lean_ctx_params lean_ctx_default_params(void);
@@ -534,6 +540,7 @@ typedef struct lean_chat_session_params {
     int32_t n_predict;            /* most ids drawn per reply (the end-of-generation id included);
                                      0 = no limit but the context */
     int32_t drop_oldest;          /* nonzero: drop the oldest turns instead of failing on overflow */
+    const char *backend;          /* lean_ctx_params.backend: NULL = "auto" */
 } lean_chat_session_params;
 LEAN_API lean_chat_session_params lean_chat_session_default_params(void);
 
@@ -598,6 +605,14 @@ LEAN_API const int32_t *lean_chat_session_ids(const lean_chat_session *s, int32_
 /* The session's context (its lean_ctx_n_ctx, lean_ctx_pos) and sampler (its seed). */
 LEAN_API const lean_ctx *lean_chat_session_ctx(const lean_chat_session *s);
 LEAN_API const lean_sampler *lean_chat_session_sampler(const lean_chat_session *s);
+
+/* ---- WebGPU (src/gpu) ---- */
+/* Opens the WebGPU device the "gpu" backend would use (the library search and adapter
+ * choice of src/gpu/native.c and device.c), writes what it is into text (NUL-terminated,
+ * at most cap bytes; one fact per line: adapter, backend and feature level, features,
+ * limits, library path) and closes it. LEAN_ERR_UNSUPPORTED, the message naming every
+ * place searched or why no adapter came, where there is none. For `lean info --gpu`. */
+LEAN_API lean_status lean_gpu_probe(char *text, size_t cap, lean_error *err);
 
 #ifdef __cplusplus
 }

@@ -121,7 +121,11 @@ run_tests() {
             count 0 1
             continue
         fi
-        run_prog "$name" "$@" "$prog"
+        case $name in
+        # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp.
+        test_gpu_*) run_prog "$name" env LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}" "$@" "$prog" ;;
+        *) run_prog "$name" "$@" "$prog" ;;
+        esac
         n=$((n + 1))
     done
     [ $n -gt 0 ] || echo "(no test programs ran)"

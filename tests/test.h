@@ -37,4 +37,8 @@ const char *test_tmp_path(char *buf, size_t cap, const char *tag);
 uint32_t bits_of(float f);
 float float_of(uint32_t u);
 
+/* For the GPU tests: nonzero, after a line saying so, when LEAN_TEST_GPU=0 asks to skip them
+ * (machines without a WebGPU library); otherwise a missing GPU is a failure. */
+int test_gpu_skipped(const char *name);
+
 #endif

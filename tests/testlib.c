@@ -56,3 +56,10 @@ const char *test_tmp_path(char *buf, size_t cap, const char *tag) {
     snprintf(buf, cap, "%s/lean_test_%d_%d_%s", dir && *dir ? dir : "/tmp", pid, counter++, tag);
     return buf;
 }
+
+int test_gpu_skipped(const char *name) {
+    const char *env = getenv("LEAN_TEST_GPU");
+    if (!env || strcmp(env, "0") != 0) return 0;
+    printf("%s: SKIPPED: LEAN_TEST_GPU=0 (no GPU test ran)\n", name);
+    return 1;
+}

@@ -14,11 +14,13 @@ typedef struct lean_backend_config {
     int32_t n_batch;   /* the most tokens one forward call gets (1 <= n_batch <= n_ctx) */
     int32_t n_threads; /* CPU threads; 0 = one per CPU; backends without threads ignore it */
     const char *isa;   /* CPU kernel table (kernels.h): NULL = the best this CPU runs */
+    bool hardware_only; /* GPU backends: fail (LEAN_ERR_UNSUPPORTED) on a software adapter */
 } lean_backend_config;
 
 typedef struct lean_backend {
     const char *name;
-    /* n_ctx: KV cache length; n_batch: the most tokens one prefill call gets. */
+    /* n_ctx: KV cache length; n_batch: the most tokens one prefill call gets. NULL when
+     * create_config is given (session.c calls create_config first). */
     lean_status (*create)(const lean_model *m, int32_t n_ctx, int32_t n_batch,
                           lean_backend_state **out, lean_error *err);
     /* Optional (NULL: create is used, with the config's n_ctx and n_batch): create with
@@ -34,5 +36,16 @@ typedef struct lean_backend {
 
 extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */
 extern const lean_backend lean_backend_cpu;     /* src/cpu/forward.c: kernels, threads */
+extern const lean_backend lean_backend_gpu;     /* src/gpu/forward.c: WebGPU */
+
+/* Internal, for tests: the backend a context runs on and its state (session.c). */
+const lean_backend *lean_ctx_backend(const lean_ctx *c);
+lean_backend_state *lean_ctx_backend_state(lean_ctx *c);
+/* Internal, for tests, on a lean_backend_gpu state (src/gpu/forward.c): its device (to lose it
+ * with lean_gpu_lose_device), and the GPU's argmax of the logits of the last call that asked
+ * for logits (argmax.wgsl; waits for the GPU). */
+struct lean_gpu;
+struct lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
+lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err);
 
 #endif

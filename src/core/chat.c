@@ -162,6 +162,7 @@ lean_status lean_chat_session_create(const lean_model *m, const lean_chat_sessio
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = p.n_ctx;
     cp.n_batch = p.n_batch;
+    cp.backend = p.backend;
     if ((st = lean_ctx_create(m, &cp, &s->ctx, err)) != LEAN_OK) goto fail;
     s->n_ctx = lean_ctx_n_ctx(s->ctx);
     s->n_batch = p.n_batch ? p.n_batch : DEFAULT_N_BATCH;

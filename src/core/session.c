@@ -7,32 +7,45 @@
  * cache rows below pos + n and overwrites the rest as they are reused.
  * What it does not (yet): conversations, KV-prefix reuse, the generation pump, text.
  *
- * Sections: params · create / free · position · prefill / decode
+ * Sections: params · create / free · backend · position · prefill / decode
  */
 #include "backend.h"
 
 #include <string.h>
 
-/* The backends lean_ctx_params.backend names, until the ladder (WebGPU -> CPU threads ->
- * CPU ref) exists. "cpu-<isa>" is the CPU backend with one kernel table (kernels.h). */
+/* The backends lean_ctx_params.backend names. "gpu" is WebGPU (gpu/forward.c), "cpu" the CPU
+ * kernels, "cpu-<isa>" the CPU kernels with one kernel table (kernels.h), "cpu-ref" the
+ * reference. "auto" (and NULL) is the ladder: WebGPU on a hardware adapter, else the CPU
+ * kernels — when there is no WebGPU library, only a software adapter (llvmpipe, SwiftShader:
+ * the CPU kernels are faster), or the GPU backend fails to build for any reason but running
+ * out of memory. */
 typedef struct backend_choice {
     const lean_backend *be;
     const char *isa; /* for the CPU backend: NULL = the best this CPU runs */
+    bool ladder;     /* auto: a hardware GPU only, and the CPU kernels when it fails */
 } backend_choice;
 
 static bool choose_backend(const char *name, backend_choice *out) {
-    if (!strcmp(name ? name : "auto", "cpu")) {
-        *out = (backend_choice){&lean_backend_cpu, NULL};
-    } else if (!name || !strcmp(name, "auto") || !strcmp(name, "cpu-ref")) {
-        /* The default stays the reference until the CPU kernels are held to the
-         * transformers fixtures with a stated tolerance (issue 5). */
-        *out = (backend_choice){&lean_backend_cpu_ref, NULL};
+    if (!name || !strcmp(name, "auto")) {
+        *out = (backend_choice){&lean_backend_gpu, NULL, true};
+    } else if (!strcmp(name, "gpu")) {
+        *out = (backend_choice){&lean_backend_gpu, NULL, false};
+    } else if (!strcmp(name, "cpu")) {
+        *out = (backend_choice){&lean_backend_cpu, NULL, false};
+    } else if (!strcmp(name, "cpu-ref")) {
+        *out = (backend_choice){&lean_backend_cpu_ref, NULL, false};
     } else if (!strncmp(name, "cpu-", 4) && name[4]) {
-        *out = (backend_choice){&lean_backend_cpu, name + 4};
+        *out = (backend_choice){&lean_backend_cpu, name + 4, false};
     } else {
         return false;
     }
     return true;
+}
+
+static lean_status create_state(const lean_backend *be, const lean_model *m, const lean_backend_config *cfg,
+                                lean_backend_state **out, lean_error *err) {
+    return be->create_config ? be->create_config(m, cfg, out, err)
+                             : be->create(m, cfg->n_ctx, cfg->n_batch, out, err);
 }
 
 #define DEFAULT_N_CTX_CAP 4096
@@ -66,7 +79,7 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     backend_choice bc;
     if (!choose_backend(params.backend, &bc))
         return LEAN_FAIL(err, LEAN_ERR_ARG,
-                         "unknown backend '%s' (auto, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, cpu-avx512)",
+                         "unknown backend '%s' (auto, gpu, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, cpu-avx512)",
                          params.backend);
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
@@ -80,9 +93,12 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     if (!c) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
     *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = n_batch};
     const lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = params.n_threads,
-                                     .isa = bc.isa};
-    lean_status st = c->be->create_config ? c->be->create_config(m, &cfg, &c->state, err)
-                                          : c->be->create(m, n_ctx, n_batch, &c->state, err);
+                                     .isa = bc.isa, .hardware_only = bc.ladder};
+    lean_status st = create_state(c->be, m, &cfg, &c->state, err);
+    if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.ladder) { /* out of memory stays an error */
+        c->be = &lean_backend_cpu;
+        st = create_state(c->be, m, &cfg, &c->state, err);
+    }
     if (st != LEAN_OK) {
         lean_free(c);
         return st;
@@ -96,6 +112,11 @@ void lean_ctx_free(lean_ctx *c) {
     c->be->destroy(c->state);
     lean_free(c);
 }
+
+/* ---- backend (internal: backend.h) ---- */
+
+const lean_backend *lean_ctx_backend(const lean_ctx *c) { return c->be; }
+lean_backend_state *lean_ctx_backend_state(lean_ctx *c) { return c->state; }
 
 /* ---- position ---- */
 

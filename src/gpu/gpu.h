@@ -52,7 +52,8 @@ typedef struct lean_gpu_info {
  * device with the adapter's limits. LEAN_ERR_UNSUPPORTED when no library or no adapter is
  * found (the message says which and where it looked): callers fall back to the CPU. */
 lean_status lean_gpu_open(lean_gpu **out, lean_error *err);
-/* Destroys the device (every buffer, pipeline and bind group with it) and frees g. */
+/* Destroys the device (every buffer, pipeline and bind group with it) and frees g. Buffers
+ * and bind groups not freed yet are freed here: free none of them after this call. */
 void lean_gpu_close(lean_gpu *g);
 const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g);
 /* One line per fact, for `lean info`: adapter, backend, features, limits. */

@@ -27,7 +27,12 @@ lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out
 void gpu_weight_free(gpu_weight *w);
 
 /* y = W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
- * weight use (a layer's wq, wk, ...), made at load; recording it costs no allocation. */
+ * weight use (a layer's wq, wk, ...), made at load; recording it costs no allocation.
+ * x (max_tok, cols) at x_offset and y (max_tok, rows) at y_offset: offsets multiples of the
+ * device's min_storage_offset_align (LEAN_ERR_ARG otherwise, or when a buffer is too small);
+ * step may be NULL when max_tok is 1. n_tok == 1 runs matmul_vec.wgsl, n_tok > 1
+ * matmul_tiled.wgsl; each fixes its summation order by its own shape (the files say which), so
+ * a prefill's results do not depend on n_tok, and equal a decode's only to rounding. */
 typedef struct gpu_matmul gpu_matmul;
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
                               lean_gpu_buf *x, uint64_t x_offset, lean_gpu_buf *y, uint64_t y_offset,

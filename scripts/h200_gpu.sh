@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# h200_gpu.sh — what runs on the H200 machine (the `device` tool): Vulkan loader from the
+# carried Debian package, lean built there, the GPU tests, and `lean bench --backend gpu`.
+#
+#   carry: .gl (Debian's libvulkan1 .deb), build/webgpu (libwebgpu_wrapper.so from
+#          scripts/setup_webgpu.sh), build/vocab (tokenizer GGUFs from scripts/make_vocabs.sh)
+#   run:   bash scripts/h200_gpu.sh tests          # the GPU test programs, against fixtures
+#          bash scripts/h200_gpu.sh bench MODEL... # MODEL = preset:type, e.g. smollm2-360m:q4_0
+# Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
+out=${OUT:-/tmp}
+make -j16 BUILD=build-dev build-dev/lean >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
+build-dev/lean info --gpu | tee "$out/h200-info.txt"
+
+mode=${1:-tests}; shift || true
+case "$mode" in
+tests)
+    python3 scripts/make_fixtures.py models build/fixtures >/dev/null || exit 1
+    tests=$(ls tests/test_gpu_*.c | sed 's|tests/\(.*\)\.c|build-dev/tests/\1|')
+    make -j16 BUILD=build-dev $tests >>/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
+    for t in $tests; do echo "== $t"; timeout 300 "$t" 2>&1 | tail -40; done | tee "$out/h200-tests.txt"
+    ;;
+bench)
+    mkdir -p build/models
+    for spec in "$@"; do
+        preset=${spec%%:*} type=${spec#*:}
+        case "$preset" in qwen*) vocab=build/vocab/qwen.gguf ;; *) vocab=build/vocab/smollm2.gguf ;; esac
+        f=build/models/$preset-$type.gguf
+        [ -f "$f" ] || build-dev/lean gen --preset "$preset" --type "$type" --vocab "$vocab" -o "$f" >/dev/null || exit 1
+        build-dev/lean bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
+    done 2>&1 | tee "$out/h200-bench.txt"
+    ;;
+esac

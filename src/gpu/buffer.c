@@ -1,0 +1,179 @@
+/* buffer.c — GPU buffers: creation (checked against the device's limits, inside error
+ * scopes), chunked writes, and blocking read-back through a mappable staging buffer.
+ *
+ * Usages (gpu.h -> WebGPU): STORAGE = Storage|CopySrc|CopyDst, UNIFORM = Uniform|CopyDst,
+ * READBACK = MapRead|CopyDst (WebGPU allows MapRead only with CopyDst). A read of a STORAGE
+ * buffer copies the range into g->staging (grown on demand, at most STAGING_MAX bytes, so a
+ * larger read goes in pieces) and maps that; a READBACK buffer is mapped directly. */
+#include "gpu_impl.h"
+
+#include <stdio.h>
+
+#define WRITE_PIECE ((uint64_t)8 << 20) /* bytes per queue write; DESIGN.md principle 1 */
+#define STAGING_MAX ((uint64_t)64 << 20)
+
+static uint64_t round_up(uint64_t n, uint64_t to) {
+    return (n + to - 1) / to * to;
+}
+
+static WGPUBufferUsage wgpu_usage(unsigned usage) {
+    WGPUBufferUsage u = 0;
+    if (usage & LEAN_GPU_STORAGE) u |= WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    if (usage & LEAN_GPU_UNIFORM) u |= WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
+    if (usage & LEAN_GPU_READBACK) u |= WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    return u;
+}
+
+lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, const char *label, lean_gpu_buf **out,
+                                lean_error *err) {
+    *out = NULL;
+    lean_status st = gpu_check(g, err);
+    if (st != LEAN_OK) return st;
+    label = label ? label : "";
+    unsigned known = LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM | LEAN_GPU_READBACK;
+    if (!usage || (usage & ~known) || ((usage & LEAN_GPU_READBACK) && usage != LEAN_GPU_READBACK))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "buffer '%s': usage 0x%x is not STORAGE and/or UNIFORM, or READBACK alone",
+                         label, usage);
+    if (size > g->info.max_buffer / 4 * 4)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "buffer '%s': %llu bytes is more than the device's maxBufferSize %llu",
+                         label, (unsigned long long)size, (unsigned long long)g->info.max_buffer);
+    uint64_t bytes = size < 4 ? 4 : round_up(size, 4); /* 4: a zero-size buffer cannot be bound */
+    lean_gpu_buf *b = lean_calloc(1, sizeof *b);
+    if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "buffer '%s': out of memory", label);
+    snprintf(b->label, sizeof b->label, "%s", label);
+    WGPUBufferDescriptor desc = {NULL, gpu_sv(b->label), wgpu_usage(usage), bytes, 0};
+    gpu_scope_push(g);
+    b->buf = g->w.DeviceCreateBuffer(g->device, &desc);
+    char msg[400];
+    WGPUErrorType e = gpu_scope_pop(g, msg, sizeof msg);
+    if (e != WGPUErrorType_NoError || !b->buf) {
+        if (b->buf) g->w.BufferRelease(b->buf);
+        lean_free(b);
+        return LEAN_FAIL(err, gpu_error_status(e, LEAN_ERR_ARG), "buffer '%s' (%llu bytes): %s", label,
+                         (unsigned long long)bytes, e != WGPUErrorType_NoError ? msg : "creation failed");
+    }
+    b->g = g;
+    b->size = bytes;
+    b->usage = usage;
+    b->next = g->bufs;
+    if (g->bufs) g->bufs->prev = b;
+    g->bufs = b;
+    *out = b;
+    return LEAN_OK;
+}
+
+void lean_gpu_buf_free(lean_gpu_buf *b) {
+    if (!b) return;
+    lean_gpu *g = b->g;
+    if (b->prev) b->prev->next = b->next;
+    else g->bufs = b->next;
+    if (b->next) b->next->prev = b->prev;
+    if (g->staging == b) g->staging = NULL;
+    g->w.BufferDestroy(b->buf);
+    g->w.BufferRelease(b->buf);
+    lean_free(b);
+}
+
+uint64_t lean_gpu_buf_size(const lean_gpu_buf *b) {
+    return b->size;
+}
+
+/* [offset, offset + size) inside b, or LEAN_ERR_ARG naming what is wrong. */
+static lean_status check_range(const lean_gpu_buf *b, uint64_t offset, uint64_t size, const char *what,
+                               lean_error *err) {
+    if (!b) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: no buffer", what);
+    if (offset > b->size || size > b->size - offset)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s of %llu bytes at offset %llu: buffer '%s' has %llu bytes", what,
+                         (unsigned long long)size, (unsigned long long)offset, b->label, (unsigned long long)b->size);
+    return LEAN_OK;
+}
+
+lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, const void *data, uint64_t size,
+                               lean_error *err) {
+    lean_status st = gpu_check(g, err);
+    if (st == LEAN_OK) st = check_range(b, offset, size, "write", err);
+    if (st != LEAN_OK) return st;
+    if (offset % 4 || size % 4 || (size && !data))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "write to buffer '%s': offset %llu and size %llu must be multiples of 4%s",
+                         b->label, (unsigned long long)offset, (unsigned long long)size, data ? "" : ", data given");
+    for (uint64_t done = 0; done < size;) {
+        uint64_t piece = size - done < WRITE_PIECE ? size - done : WRITE_PIECE;
+        if (done) g->w.QueueSubmit(g->queue, 0, NULL); /* lets the previous piece's staging go */
+        g->w.QueueWriteBuffer(g->queue, b->buf, offset + done, (const char *)data + done, (size_t)piece);
+        done += piece;
+    }
+    return gpu_check(g, err);
+}
+
+static void on_mapped(WGPUMapAsyncStatus status, WGPUStringView message, void *userdata1, void *userdata2) {
+    (void)userdata2;
+    gpu_async *r = userdata1;
+    r->done = true;
+    r->ok = status == WGPUMapAsyncStatus_Success;
+    gpu_sv_copy(r->msg, sizeof r->msg, message);
+}
+
+/* Maps [map_off, map_off + map_len) of a MapRead buffer (map_off a multiple of 8, map_len of
+ * 4), copies n bytes from map_off + skip to dst, unmaps. */
+static lean_status map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
+                            uint64_t n, const char *label, lean_error *err) {
+    gpu_async r = {.done = false};
+    WGPUBufferMapCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_mapped, &r, NULL};
+    WGPUFuture f = g->w.BufferMapAsync(buf, WGPUMapMode_Read, (size_t)map_off, (size_t)map_len, info);
+    lean_status st = gpu_wait(g, f, "a buffer map", err);
+    if (st != LEAN_OK) return st;
+    if (!r.ok) {
+        st = gpu_check(g, err); /* a lost device aborts maps: report the loss itself */
+        if (st != LEAN_OK) return st;
+        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': map failed: %s", label, r.msg);
+    }
+    const char *p = g->w.BufferGetConstMappedRange(buf, (size_t)map_off, (size_t)map_len);
+    if (p) memcpy(dst, p + skip, (size_t)n);
+    g->w.BufferUnmap(buf);
+    return p ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': no mapped range", label);
+}
+
+/* g->staging with at least bytes (<= STAGING_MAX) bytes. */
+static lean_status staging(lean_gpu *g, uint64_t bytes, lean_error *err) {
+    if (g->staging && g->staging->size >= bytes) return LEAN_OK;
+    lean_gpu_buf_free(g->staging);
+    uint64_t want = bytes < (1u << 16) ? (1u << 16) : round_up(bytes, 1u << 16);
+    return lean_gpu_buf_create(g, want < STAGING_MAX ? want : STAGING_MAX, LEAN_GPU_READBACK, "lean staging",
+                               &g->staging, err);
+}
+
+/* Copies [a, a + len) of b (both multiples of 4) to the start of g->staging and submits. */
+static lean_status copy_to_staging(lean_gpu *g, lean_gpu_buf *b, uint64_t a, uint64_t len, lean_error *err) {
+    lean_gpu_cmd *c;
+    lean_status st = lean_gpu_begin(g, &c, err);
+    if (st != LEAN_OK) return st;
+    lean_gpu_copy(c, b, a, g->staging, 0, len);
+    return lean_gpu_submit(c, err);
+}
+
+lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, void *dst, uint64_t size,
+                              lean_error *err) {
+    lean_status st = gpu_check(g, err);
+    if (st == LEAN_OK) st = check_range(b, offset, size, "read", err);
+    if (st != LEAN_OK) return st;
+    if (size == 0) return lean_gpu_finish(g, err);
+    if (b->usage == LEAN_GPU_READBACK) { /* whole 4-byte words from an 8-aligned start */
+        uint64_t a = offset / 8 * 8;
+        return map_copy(g, b->buf, a, round_up(offset + size, 4) - a, offset - a, dst, size, b->label, err);
+    }
+    if (!(b->usage & LEAN_GPU_STORAGE))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "read of buffer '%s': only STORAGE and READBACK buffers can be read",
+                         b->label);
+    for (uint64_t done = 0; done < size && st == LEAN_OK;) {
+        uint64_t a = (offset + done) / 4 * 4;
+        uint64_t e = round_up(offset + size, 4);
+        if (e - a > STAGING_MAX) e = a + STAGING_MAX;
+        uint64_t n = e - (offset + done) < size - done ? e - (offset + done) : size - done;
+        st = staging(g, e - a, err);
+        if (st == LEAN_OK) st = copy_to_staging(g, b, a, e - a, err);
+        if (st == LEAN_OK)
+            st = map_copy(g, g->staging->buf, 0, e - a, offset + done - a, (char *)dst + done, n, b->label, err);
+        done += n;
+    }
+    return st;
+}

@@ -1,0 +1,408 @@
+/* device.c — the WebGPU instance, adapter and device behind a lean_gpu, and how errors and
+ * waits work for everything else in src/gpu.
+ *
+ * Sections: errors and waits | adapter | device | info and describe | open, close, loss.
+ *
+ * Adapter choice: a high-performance adapter at the default (core) feature level first
+ * (when a Vulkan loader is there to find one). On a machine without a GPU driver Dawn
+ * answers that with its Null backend, which runs nothing, so then OpenGL ES at the
+ * compatibility level is asked for (Mesa's llvmpipe under
+ * EGL; EGL_PLATFORM=surfaceless is set when unset, else eglInitialize fails without a
+ * display). The device gets the adapter's own limits (Dawn's defaults are lower) and the
+ * optional features lean can use, each only when the adapter offers it.
+ *
+ * Waiting: the instance is created with timed waits, and every asynchronous call uses
+ * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. */
+#include "gpu_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors and waits ---- */
+
+lean_status gpu_check(const lean_gpu *g, lean_error *err) {
+    if (g->failed) return LEAN_FAIL(err, LEAN_ERR_DEVICE, "%s", g->fail_msg);
+    return LEAN_OK;
+}
+
+/* The first failure wins: later ones are usually its consequences. */
+static void gpu_set_failed(lean_gpu *g, const char *what, WGPUStringView message) {
+    if (g->failed) return;
+    char msg[320];
+    gpu_sv_copy(msg, sizeof msg, message);
+    snprintf(g->fail_msg, sizeof g->fail_msg, "%s: %s", what, msg);
+    g->failed = true;
+}
+
+static void on_device_lost(const WGPUDevice *device, WGPUDeviceLostReason reason, WGPUStringView message,
+                           void *userdata1, void *userdata2) {
+    (void)device, (void)userdata2;
+    gpu_set_failed(userdata1, reason == WGPUDeviceLostReason_Destroyed ? "GPU device destroyed" : "GPU device lost",
+                   message);
+}
+
+static void on_uncaptured_error(const WGPUDevice *device, WGPUErrorType type, WGPUStringView message,
+                                void *userdata1, void *userdata2) {
+    (void)device, (void)userdata2;
+    gpu_set_failed(userdata1,
+                   type == WGPUErrorType_OutOfMemory ? "GPU out of memory"
+                   : type == WGPUErrorType_Validation ? "GPU validation error"
+                                                      : "GPU internal error",
+                   message);
+}
+
+lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err) {
+    WGPUFutureWaitInfo wait = {f, 0};
+    for (;;) {
+        /* One-second slices: a long kernel on a software adapter is not a failure. */
+        WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 1000000000ull);
+        if (s == WGPUWaitStatus_Success && wait.completed) return LEAN_OK;
+        if (s != WGPUWaitStatus_TimedOut)
+            return LEAN_FAIL(err, LEAN_ERR_DEVICE, "waiting for %s: wgpuInstanceWaitAny failed (status %d)", what,
+                             (int)s);
+    }
+}
+
+static void on_scope_popped(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView message,
+                            void *userdata1, void *userdata2) {
+    (void)userdata2;
+    gpu_async *r = userdata1;
+    r->done = true;
+    r->ok = status == WGPUPopErrorScopeStatus_Success;
+    r->type = r->ok ? type : WGPUErrorType_Unknown;
+    gpu_sv_copy(r->msg, sizeof r->msg, message);
+}
+
+static const WGPUErrorFilter scope_filters[3] = {WGPUErrorFilter_Internal, WGPUErrorFilter_OutOfMemory,
+                                                 WGPUErrorFilter_Validation};
+
+void gpu_scope_push(lean_gpu *g) {
+    for (int i = 0; i < 3; i++) g->w.DevicePushErrorScope(g->device, scope_filters[i]);
+}
+
+WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap) {
+    gpu_async r[3];
+    WGPUFuture f[3];
+    for (int i = 0; i < 3; i++) { /* innermost (validation) first */
+        r[i].done = false;
+        WGPUPopErrorScopeCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_scope_popped, &r[i], NULL};
+        f[i] = g->w.DevicePopErrorScope(g->device, info);
+    }
+    WGPUErrorType first = WGPUErrorType_NoError;
+    for (int i = 0; i < 3; i++) {
+        if (gpu_wait(g, f[i], "an error scope", NULL) != LEAN_OK || !r[i].done) {
+            r[i].type = WGPUErrorType_Unknown;
+            snprintf(r[i].msg, sizeof r[i].msg, "the error scope never completed");
+        }
+        if (first == WGPUErrorType_NoError && r[i].type != WGPUErrorType_NoError) {
+            first = r[i].type;
+            snprintf(msg, cap, "%s", r[i].msg);
+        }
+    }
+    return first;
+}
+
+lean_status gpu_error_status(WGPUErrorType type, lean_status what_invalid) {
+    if (type == WGPUErrorType_Validation) return what_invalid;
+    if (type == WGPUErrorType_OutOfMemory) return LEAN_ERR_NOMEM;
+    return LEAN_ERR_DEVICE;
+}
+
+/* ---- adapter ---- */
+
+static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView message,
+                       void *userdata1, void *userdata2) {
+    (void)userdata2;
+    gpu_async *r = userdata1;
+    r->done = true;
+    r->ok = status == WGPURequestAdapterStatus_Success && adapter;
+    r->handle = r->ok ? adapter : NULL;
+    gpu_sv_copy(r->msg, sizeof r->msg, message);
+}
+
+static const char *backend_name(WGPUBackendType b) {
+    switch (b) {
+    case WGPUBackendType_Null: return "Null";
+    case WGPUBackendType_WebGPU: return "WebGPU";
+    case WGPUBackendType_D3D11: return "D3D11";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    default: return "undefined";
+    }
+}
+
+/* One adapter request. NULL with a note in why when none (or only the Null backend) came. */
+static WGPUAdapter request_adapter(lean_gpu *g, WGPUFeatureLevel level, WGPUBackendType backend, char *why,
+                                   size_t cap) {
+    WGPURequestAdapterOptions opt = {NULL, level, WGPUPowerPreference_HighPerformance, 0, backend, NULL};
+    gpu_async r = {.done = false};
+    WGPURequestAdapterCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_adapter, &r, NULL};
+    WGPUFuture f = g->w.InstanceRequestAdapter(g->instance, &opt, info);
+    if (gpu_wait(g, f, "the adapter", NULL) != LEAN_OK || !r.ok) {
+        snprintf(why, cap, "%.*s", (int)cap - 1, r.done && r.msg[0] ? r.msg : "no adapter");
+        return NULL;
+    }
+    WGPUAdapter adapter = r.handle;
+    WGPUAdapterInfo ai = {.nextInChain = NULL};
+    WGPUBackendType got = WGPUBackendType_Undefined;
+    if (g->w.AdapterGetInfo(adapter, &ai) == WGPUStatus_Success) {
+        got = ai.backendType;
+        g->w.AdapterInfoFreeMembers(ai);
+    }
+    if (got == WGPUBackendType_Null || got == WGPUBackendType_Undefined) {
+        snprintf(why, cap, "only the %s backend", backend_name(got));
+        g->w.AdapterRelease(adapter);
+        return NULL;
+    }
+    return adapter;
+}
+
+static lean_status open_adapter(lean_gpu *g, lean_error *err) {
+    char why_default[256] = "no Vulkan loader (libvulkan.so.1)", why_gles[256];
+    /* Without a Vulkan loader the default request can only end at the Null backend; skipping
+     * it also spares stderr Dawn's "Couldn't load Vulkan" warning. */
+    if (gpu_vulkan_loader_present(g->library))
+        g->adapter = request_adapter(g, WGPUFeatureLevel_Undefined, WGPUBackendType_Undefined, why_default,
+                                     sizeof why_default);
+    if (!g->adapter)
+        g->adapter = request_adapter(g, WGPUFeatureLevel_Compatibility, WGPUBackendType_OpenGLES, why_gles,
+                                     sizeof why_gles);
+    if (!g->adapter)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "no WebGPU adapter from %s: default request: %s; OpenGLES: %s",
+                         g->library, why_default, why_gles);
+    return LEAN_OK;
+}
+
+/* ---- device ---- */
+
+static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView message, void *userdata1,
+                      void *userdata2) {
+    (void)userdata2;
+    gpu_async *r = userdata1;
+    r->done = true;
+    r->ok = status == WGPURequestDeviceStatus_Success && device;
+    r->handle = r->ok ? device : NULL;
+    gpu_sv_copy(r->msg, sizeof r->msg, message);
+}
+
+static lean_status open_device(lean_gpu *g, lean_error *err) {
+    WGPULimits limits = {.nextInChain = NULL};
+    if (g->w.AdapterGetLimits(g->adapter, &limits) != WGPUStatus_Success)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the adapter did not report its limits");
+    static const WGPUFeatureName optional[] = {WGPUFeatureName_ShaderF16, WGPUFeatureName_Subgroups,
+                                               WGPUFeatureName_TimestampQuery};
+    WGPUFeatureName features[3];
+    size_t n_features = 0;
+    for (size_t i = 0; i < 3; i++)
+        if (g->w.AdapterHasFeature(g->adapter, optional[i])) features[n_features++] = optional[i];
+
+    WGPUDeviceDescriptor desc = {.label = gpu_sv("lean"),
+                                 .requiredFeatureCount = n_features,
+                                 .requiredFeatures = features,
+                                 .requiredLimits = &limits,
+                                 .defaultQueue = {NULL, gpu_sv(NULL)},
+                                 .deviceLostCallbackInfo = {NULL, WGPUCallbackMode_AllowSpontaneous,
+                                                            on_device_lost, g, NULL},
+                                 .uncapturedErrorCallbackInfo = {NULL, on_uncaptured_error, g, NULL}};
+    gpu_async r = {.done = false};
+    WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, &r, NULL};
+    WGPUFuture f = g->w.AdapterRequestDevice(g->adapter, &desc, info);
+    lean_status st = gpu_wait(g, f, "the device", err);
+    if (st != LEAN_OK) return st;
+    if (!r.ok)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "no WebGPU device on '%s': %s", g->info.adapter,
+                         r.msg[0] ? r.msg : "request failed");
+    g->device = r.handle;
+    g->queue = g->w.DeviceGetQueue(g->device);
+    return LEAN_OK;
+}
+
+/* ---- info and describe ---- */
+
+static bool is_software_rasterizer(const char *name) {
+    static const char *const names[] = {"llvmpipe", "lavapipe", "softpipe", "SwiftShader"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strstr(name, names[i])) return true;
+    return false;
+}
+
+static void fill_adapter_info(lean_gpu *g) {
+    lean_gpu_info *in = &g->info;
+    WGPUAdapterInfo ai = {.nextInChain = NULL};
+    if (g->w.AdapterGetInfo(g->adapter, &ai) != WGPUStatus_Success) return;
+    gpu_sv_copy(in->adapter, sizeof in->adapter, ai.device);
+    if (!in->adapter[0]) gpu_sv_copy(in->adapter, sizeof in->adapter, ai.description);
+    gpu_sv_copy(in->vendor, sizeof in->vendor, ai.vendor);
+    gpu_sv_copy(in->architecture, sizeof in->architecture, ai.architecture);
+    snprintf(in->backend, sizeof in->backend, "%s", backend_name(ai.backendType));
+    gpu_sv_copy(g->description, sizeof g->description, ai.description);
+    /* Dawn reports llvmpipe under OpenGL ES as adapterType Unknown, not CPU: know it by name. */
+    in->software = ai.adapterType == WGPUAdapterType_CPU || is_software_rasterizer(in->adapter);
+    in->subgroup_min_size = ai.subgroupMinSize;
+    in->subgroup_max_size = ai.subgroupMaxSize;
+    g->w.AdapterInfoFreeMembers(ai);
+}
+
+/* What the device was granted (not what the adapter offered). */
+static lean_status fill_device_info(lean_gpu *g, lean_error *err) {
+    lean_gpu_info *in = &g->info;
+    WGPULimits l = {.nextInChain = NULL};
+    if (g->w.DeviceGetLimits(g->device, &l) != WGPUStatus_Success)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the device on '%s' did not report its limits", in->adapter);
+    in->shader_f16 = g->w.DeviceHasFeature(g->device, WGPUFeatureName_ShaderF16);
+    in->subgroups = g->w.DeviceHasFeature(g->device, WGPUFeatureName_Subgroups);
+    in->timestamp_query = g->w.DeviceHasFeature(g->device, WGPUFeatureName_TimestampQuery);
+    if (!in->subgroups) in->subgroup_min_size = in->subgroup_max_size = 0;
+    /* Compatibility-level devices lack the core feature-and-limits feature (0x12). */
+    snprintf(in->feature_level, sizeof in->feature_level, "%s",
+             g->w.DeviceHasFeature(g->device, (WGPUFeatureName)0x12) ? "core" : "compatibility");
+    in->max_storage_binding = l.maxStorageBufferBindingSize;
+    in->max_buffer = l.maxBufferSize;
+    in->max_storage_buffers_per_stage = l.maxStorageBuffersPerShaderStage;
+    in->max_workgroup_storage = l.maxComputeWorkgroupStorageSize;
+    in->max_invocations = l.maxComputeInvocationsPerWorkgroup;
+    in->max_workgroup_x = l.maxComputeWorkgroupSizeX;
+    in->max_workgroup_y = l.maxComputeWorkgroupSizeY;
+    in->max_workgroup_z = l.maxComputeWorkgroupSizeZ;
+    in->max_workgroups_per_dim = l.maxComputeWorkgroupsPerDimension;
+    in->min_storage_offset_align = l.minStorageBufferOffsetAlignment;
+    in->min_uniform_offset_align = l.minUniformBufferOffsetAlignment;
+    return LEAN_OK;
+}
+
+const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g) {
+    return &g->info;
+}
+
+void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
+    const lean_gpu_info *in = &g->info;
+    char subgroup[48] = "";
+    if (in->subgroups) snprintf(subgroup, sizeof subgroup, " (size %u-%u)", in->subgroup_min_size, in->subgroup_max_size);
+    snprintf(buf, cap,
+             "adapter        %s%s%s\n"
+             "vendor         %s%s%s\n"
+             "backend        %s, %s level%s\n"
+             "features       shader-f16 %s, subgroups %s%s, timestamp-query %s\n"
+             "storage        binding %llu MiB, buffer %llu MiB, %u buffers per stage\n"
+             "workgroups     %u invocations, size %u x %u x %u, %u per dimension, %u KiB shared\n"
+             "alignment      storage offsets %u, uniform offsets %u\n"
+             "library        %s\n",
+             in->adapter, g->description[0] ? ", " : "", g->description, in->vendor[0] ? in->vendor : "(unknown)",
+             in->architecture[0] ? ", " : "", in->architecture, in->backend,
+             in->feature_level, in->software ? ", software (CPU) adapter" : "", in->shader_f16 ? "yes" : "no",
+             in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no",
+             (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
+             in->max_storage_buffers_per_stage, in->max_invocations, in->max_workgroup_x, in->max_workgroup_y,
+             in->max_workgroup_z, in->max_workgroups_per_dim, in->max_workgroup_storage >> 10,
+             in->min_storage_offset_align, in->min_uniform_offset_align, g->library);
+}
+
+lean_status lean_gpu_probe(char *text, size_t cap, lean_error *err) {
+    lean_gpu *g;
+    lean_status st = lean_gpu_open(&g, err);
+    if (st != LEAN_OK) return st;
+    lean_gpu_describe(g, text, cap);
+    lean_gpu_close(g);
+    return LEAN_OK;
+}
+
+/* ---- open, close, loss ---- */
+
+/* The library and its instance are loaded once per process and kept until exit: every
+ * lean_gpu shares them. Releasing the instance unloads the driver (the Vulkan loader dlcloses
+ * its ICD), and loading NVIDIA's driver again in the same process fails ("cannot allocate
+ * memory in static TLS block", seen on the H200 after one open/close cycle), so the second
+ * lean_gpu would find only Dawn's Null backend. A failure is not kept: the next open tries
+ * again. */
+static struct {
+    bool ready;
+    wgpu_api w;
+    char library[sizeof ((lean_gpu *)0)->library];
+    WGPUInstance instance;
+} shared;
+#ifndef __wasi__
+#include <pthread.h>
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+#define SHARED_LOCK() pthread_mutex_lock(&shared_lock)
+#define SHARED_UNLOCK() pthread_mutex_unlock(&shared_lock)
+#else
+#define SHARED_LOCK() ((void)0) /* one thread in wasm32-wasi */
+#define SHARED_UNLOCK() ((void)0)
+#endif
+
+static lean_status load_shared(lean_error *err) {
+    if (shared.ready) return LEAN_OK;
+    lean_status st = gpu_load_library(&shared.w, shared.library, sizeof shared.library, err);
+    if (st != LEAN_OK) return st;
+    /* Mesa's EGL needs a platform when there is no display; Dawn's GL backend uses EGL. */
+    setenv("EGL_PLATFORM", "surfaceless", 0);
+    WGPUInstanceDescriptor desc = {NULL, {NULL, 1, 8}};
+    shared.instance = shared.w.CreateInstance(&desc);
+    if (!shared.instance)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: wgpuCreateInstance (with timed waits) failed",
+                         shared.library);
+    shared.ready = true;
+    return LEAN_OK;
+}
+
+/* g's library functions and instance: the process's shared ones. */
+static lean_status create_instance(lean_gpu *g, lean_error *err) {
+    SHARED_LOCK();
+    lean_status st = load_shared(err);
+    if (st == LEAN_OK) {
+        g->w = shared.w;
+        memcpy(g->library, shared.library, sizeof g->library);
+        g->instance = shared.instance;
+    }
+    SHARED_UNLOCK();
+    return st;
+}
+
+lean_status lean_gpu_open(lean_gpu **out, lean_error *err) {
+    *out = NULL;
+    lean_gpu *g = lean_calloc(1, sizeof *g);
+    if (!g) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory opening the GPU");
+    lean_status st = create_instance(g, err);
+    if (st == LEAN_OK) st = open_adapter(g, err);
+    if (st == LEAN_OK) fill_adapter_info(g), st = open_device(g, err);
+    if (st == LEAN_OK) st = fill_device_info(g, err);
+    if (st != LEAN_OK) {
+        lean_gpu_close(g);
+        return st;
+    }
+    *out = g;
+    return LEAN_OK;
+}
+
+void lean_gpu_lose_device(lean_gpu *g) {
+    if (!g || !g->device || g->destroyed) return;
+    g->destroyed = true;
+    g->w.DeviceDestroy(g->device); /* the lost callback runs inside, reason Destroyed */
+    if (!g->failed) {              /* should it not have: the contract is that every call fails */
+        g->failed = true;
+        snprintf(g->fail_msg, sizeof g->fail_msg, "GPU device destroyed");
+    }
+}
+
+void lean_gpu_close(lean_gpu *g) {
+    if (!g) return;
+    while (g->groups) lean_gpu_bindgroup_free(g->groups);
+    while (g->bufs) lean_gpu_buf_free(g->bufs);
+    for (lean_gpu_pipeline *p = g->pipelines, *next; p; p = next) {
+        next = p->next;
+        g->w.ComputePipelineRelease(p->pipe);
+        lean_free(p->text);
+        lean_free(p);
+    }
+    if (g->queue) g->w.QueueRelease(g->queue);
+    if (g->device) {
+        lean_gpu_lose_device(g);
+        g->w.DeviceRelease(g->device);
+    }
+    if (g->adapter) g->w.AdapterRelease(g->adapter);
+    lean_free(g); /* the instance is the process's (create_instance) */
+}

@@ -1,0 +1,361 @@
+/* forward.c — lean_backend_gpu: the forward pass on WebGPU, the twin of forward_ref.c.
+ *
+ * What it does: at create, opens the device, uploads every weight in its own format
+ * (weights.h; the 1-D norms and biases as F32 buffers), allocates an F32 KV cache and
+ * activations for n_batch tokens, and makes every pipeline, bind group and matmul a call will
+ * need. A forward call then writes the 16-byte step uniform and the ids, records the whole
+ * batch — embedding, every layer, and (when logits are asked for) the last token's final norm,
+ * logits and their argmax — into one command buffer, submits it, and reads back only the logits. Nothing is
+ * allocated per call. Batched prefill starts at any position (a suffix over a resident prefix
+ * takes the same path); decode is the one-token case; truncation is a later call at a lower
+ * position (rows at and past it are overwritten before they are read).
+ * What it does not: check ids (lean_ctx does), keep several steps in flight, sample on the GPU
+ * (issue 7), fuse ops.
+ *
+ * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
+ *   rmsnorm [x -> xn]; Wq, Wk, Wv [xn -> q_raw, k_new, v_new]; + bq, bk, bv (qwen2);
+ *   per-head rmsnorm [q_raw -> q_hn, k_new -> k_hn] (qwen3); RoPE [-> q; -> key cache row pos+t];
+ *   value write [v_new -> value cache row pos+t]; attention [q, cache -> att]; Wo [att -> proj];
+ *   x += proj; rmsnorm [x -> xn]; Wgate, Wup [-> gate, up]; SwiGLU; Wdown [gate -> proj]; x += proj.
+ *
+ * Sections: state · create / destroy · recording · forward · test accessors · table
+ */
+#include "backend.h"
+
+#include "ops.h"
+#include "weights.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+/* ---- state ---- */
+
+enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, N_MATRICES };
+
+typedef struct gpu_layer {
+    gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
+    gpu_matmul *mm[N_MATRICES];
+    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32 */
+    lean_gpu_buf *bq, *bk, *bv;    /* qwen2: (q_dim), (kv_dim) x2 F32 */
+    lean_gpu_buf *q_norm, *k_norm; /* qwen3: (head_dim) F32 */
+    /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
+     * per layer, so no binding exceeds the storage binding limit for long contexts */
+    lean_gpu_buf *k_cache, *v_cache;
+    gpu_op norm_attn, bias[3], norm_q, norm_k, rope_q, rope_k, store_v, add_attn;
+    gpu_op norm_ffn, swiglu, add_ffn;
+    gpu_attention attn;
+} gpu_layer;
+
+/* One sequence on one device. B = n_batch; widths as in forward_ref.c. */
+struct lean_backend_state {
+    const lean_model *m;
+    lean_gpu *g;
+    int32_t n_ctx, n_batch;
+    gpu_layer *layers;          /* n_layer */
+    gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
+    lean_gpu_buf *output_norm;  /* (n_embd) F32 */
+    lean_gpu_buf *rope_table;   /* gpu_rope_table: theta_scale, head_dim / 2 factors */
+    lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
+    lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
+    lean_gpu_buf *ids;          /* (B) u32 */
+    lean_gpu_buf *x, *xn, *proj; /* (B, n_embd) residual, normed input, Wo / Wdown output */
+    lean_gpu_buf *q_raw, *q_hn, *q; /* (B, q_dim) Wq output, after head norm, after RoPE */
+    lean_gpu_buf *k_new, *k_hn, *v_new; /* (B, kv_dim) */
+    lean_gpu_buf *att;          /* (B, q_dim) + attention partials (gpu_attention_out_floats) */
+    lean_gpu_buf *gate, *up;    /* (B, n_ff) */
+    lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
+    lean_gpu_buf *logits;       /* (n_vocab) */
+    lean_gpu_buf *next_id;      /* (1) u32: argmax of logits */
+    gpu_get_rows *embed;
+    gpu_op norm_out, argmax;
+    gpu_matmul *mm_out;
+};
+
+/* ---- create / destroy ---- */
+
+static void free_layer(gpu_layer *L) {
+    for (int i = 0; i < N_MATRICES; i++) {
+        gpu_matmul_free(L->mm[i]);
+        gpu_weight_free(&L->w[i]);
+    }
+    lean_gpu_buf *bufs[] = {L->attn_norm, L->ffn_norm, L->bq, L->bk, L->bv, L->q_norm, L->k_norm,
+                            L->k_cache, L->v_cache};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
+    gpu_op *ops[] = {&L->norm_attn, &L->bias[0], &L->bias[1], &L->bias[2], &L->norm_q, &L->norm_k,
+                     &L->rope_q, &L->rope_k, &L->store_v, &L->add_attn, &L->norm_ffn, &L->swiglu,
+                     &L->add_ffn};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) gpu_op_free(ops[i]);
+    gpu_attention_free(&L->attn);
+}
+
+static void gpu_destroy(lean_backend_state *s) {
+    if (!s) return;
+    if (s->layers)
+        for (int32_t il = 0; il < s->m->hp.n_layer; il++) free_layer(&s->layers[il]);
+    lean_free(s->layers);
+    gpu_get_rows_free(s->embed);
+    gpu_matmul_free(s->mm_out);
+    gpu_op_free(&s->norm_out);
+    gpu_op_free(&s->argmax);
+    gpu_weight_free(&s->tok_embd);
+    gpu_weight_free(&s->output);
+    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1, s->ids,   s->x,
+                            s->xn,          s->proj,       s->q_raw, s->q_hn, s->q,     s->k_new,
+                            s->k_hn,        s->v_new,      s->att,  s->gate,  s->up,    s->x_last,
+                            s->logits,      s->next_id};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
+    lean_gpu_close(s->g);
+    lean_free(s);
+}
+
+/* *out = a zeroed storage buffer of a * b floats (or u32s). */
+static lean_status new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const char *label, lean_gpu_buf **out,
+                           lean_error *err) {
+    uint64_t bytes;
+    if (!lean_mul_u64(a, b, &bytes) || !lean_mul_u64(bytes, 4, &bytes))
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: %llu x %llu floats overflow", label, (unsigned long long)a,
+                         (unsigned long long)b);
+    return lean_gpu_buf_create(s->g, bytes, LEAN_GPU_STORAGE, label, out, err);
+}
+
+/* An F32 tensor as a storage buffer; *out stays NULL when t is absent. */
+static lean_status upload_f32(lean_backend_state *s, const lean_tensor *t, lean_gpu_buf **out, lean_error *err) {
+    if (!t->data) return LEAN_OK;
+    lean_status st = lean_gpu_buf_create(s->g, t->n_bytes, LEAN_GPU_STORAGE, t->name, out, err);
+    return st ? st : lean_gpu_buf_write(s->g, *out, 0, t->data, t->n_bytes, err);
+}
+
+static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
+    const lean_hparams *hp = &s->m->hp;
+    const uint64_t B = (uint64_t)s->n_batch, d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp),
+                   kvd = (uint64_t)lean_kv_dim(hp), ff = (uint64_t)hp->n_ff;
+    const bool qk_norm = s->m->layers[0].q_norm.data != NULL;
+    lean_status st;
+    if ((st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step", &s->step, err)) ||
+        (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step1", &s->step1, err)) ||
+        (st = lean_gpu_buf_write(s->g, s->step1, 0, (const uint32_t[4]){1, 0, 0, 0}, 16, err)) ||
+        (st = new_buf(s, B, 1, "ids", &s->ids, err)) || (st = new_buf(s, B, d, "x", &s->x, err)) ||
+        (st = new_buf(s, B, d, "xn", &s->xn, err)) || (st = new_buf(s, B, d, "proj", &s->proj, err)) ||
+        (st = new_buf(s, B, qd, "q_raw", &s->q_raw, err)) || (st = new_buf(s, B, qd, "q", &s->q, err)) ||
+        (st = new_buf(s, B, kvd, "k_new", &s->k_new, err)) ||
+        (st = new_buf(s, B, kvd, "v_new", &s->v_new, err)) ||
+        (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
+        (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
+        (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
+        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
+        (st = new_buf(s, 1, 1, "next_id", &s->next_id, err)))
+        return st;
+    if (qk_norm && ((st = new_buf(s, B, qd, "q_hn", &s->q_hn, err)) ||
+                    (st = new_buf(s, B, kvd, "k_hn", &s->k_hn, err))))
+        return st;
+    const int32_t n_table = gpu_rope_table_len(hp->head_dim);
+    float table[1 + 512]; /* head_dim <= 1024 (model.c's limit) */
+    if (n_table > (int32_t)(sizeof table / sizeof table[0]))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the GPU backend takes at most 1024", hp->head_dim);
+    gpu_rope_table(table, hp->head_dim, hp->rope_base, s->m->rope_freqs.data);
+    if ((st = new_buf(s, (uint64_t)n_table, 1, "rope_table", &s->rope_table, err))) return st;
+    return lean_gpu_buf_write(s->g, s->rope_table, 0, table, (uint64_t)n_table * 4, err);
+}
+
+/* The attention half's kernels of layer il (see the list at the top). */
+static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_error *err) {
+    const lean_hparams *hp = &s->m->hp;
+    const int32_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), B = s->n_batch;
+    lean_gpu_buf *mm_out[] = {s->q_raw, s->k_new, s->v_new};
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, 1, hp->rms_eps, false,
+                                        &L->norm_attn, err);
+    for (int i = W_Q; !st && i <= W_V; i++)
+        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, s->xn, 0, mm_out[i], 0, &L->mm[i], err);
+    lean_gpu_buf *bias[] = {L->bq, L->bk, L->bv};
+    const int32_t width[] = {qd, kvd, kvd};
+    for (int i = 0; !st && i < 3 && bias[i]; i++)
+        st = gpu_add_create(s->g, mm_out[i], bias[i], width[i], false, &L->bias[i], err);
+    lean_gpu_buf *q_in = s->q_raw, *k_in = s->k_new;
+    if (!st && L->q_norm) {
+        q_in = s->q_hn;
+        k_in = s->k_hn;
+        st = gpu_rmsnorm_create(s->g, s->step, s->q_raw, L->q_norm, s->q_hn, hp->head_dim, hp->n_head,
+                                hp->rms_eps, false, &L->norm_q, err);
+        if (!st)
+            st = gpu_rmsnorm_create(s->g, s->step, s->k_new, L->k_norm, s->k_hn, hp->head_dim, hp->n_head_kv,
+                                    hp->rms_eps, false, &L->norm_k, err);
+    }
+    if (!st)
+        st = gpu_rope_create(s->g, s->step, q_in, s->q, s->rope_table, hp->n_head, hp->head_dim, hp->rope_style,
+                             false, &L->rope_q, err);
+    if (!st)
+        st = gpu_rope_create(s->g, s->step, k_in, L->k_cache, s->rope_table, hp->n_head_kv, hp->head_dim,
+                             hp->rope_style, true, &L->rope_k, err);
+    if (!st) st = gpu_store_rows_create(s->g, s->step, s->v_new, L->v_cache, kvd, &L->store_v, err);
+    if (!st)
+        st = gpu_attention_create(s->g, hp, B, s->step, s->q, L->k_cache, L->v_cache, s->att, &L->attn, err);
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, s->att, 0, s->proj, 0, &L->mm[W_O], err);
+    if (!st) st = gpu_add_create(s->g, s->x, s->proj, d, true, &L->add_attn, err);
+    return st;
+}
+
+/* The feed-forward half's kernels. */
+static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err) {
+    const lean_hparams *hp = &s->m->hp;
+    const int32_t B = s->n_batch;
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, 1, hp->rms_eps,
+                                        false, &L->norm_ffn, err);
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, s->xn, 0, s->gate, 0, &L->mm[W_GATE], err);
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, s->xn, 0, s->up, 0, &L->mm[W_UP], err);
+    if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
+    if (!st)
+        st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, s->gate, 0, s->proj, 0, &L->mm[W_DOWN], err);
+    if (!st) st = gpu_add_create(s->g, s->x, s->proj, hp->n_embd, true, &L->add_ffn, err);
+    return st;
+}
+
+static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
+    const lean_layer *src = &s->m->layers[il];
+    gpu_layer *L = &s->layers[il];
+    const lean_tensor *mats[N_MATRICES] = {&src->wq, &src->wk, &src->wv, &src->wo,
+                                           &src->w_gate, &src->w_up, &src->w_down};
+    lean_status st = LEAN_OK;
+    for (int i = 0; !st && i < N_MATRICES; i++) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
+    const lean_tensor *vecs[] = {&src->attn_norm, &src->ffn_norm, &src->bq, &src->bk, &src->bv,
+                                 &src->q_norm, &src->k_norm};
+    lean_gpu_buf **dst[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+    for (size_t i = 0; !st && i < sizeof vecs / sizeof vecs[0]; i++) st = upload_f32(s, vecs[i], dst[i], err);
+    const uint64_t kvd = (uint64_t)lean_kv_dim(&s->m->hp);
+    if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "key cache", &L->k_cache, err);
+    if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "value cache", &L->v_cache, err);
+    if (!st) st = make_attention(s, L, err);
+    if (!st) st = make_ffn(s, L, err);
+    return st;
+}
+
+/* Embedding, final norm, logits and argmax. */
+static lean_status make_ends(lean_backend_state *s, lean_error *err) {
+    const lean_model *m = s->m;
+    const gpu_weight *out = m->tied_output ? &s->tok_embd : &s->output;
+    lean_status st = gpu_weight_upload(s->g, &m->tok_embd, &s->tok_embd, err);
+    if (!st && !m->tied_output) st = gpu_weight_upload(s->g, &m->output, &s->output, err);
+    if (!st) st = upload_f32(s, &m->output_norm, &s->output_norm, err);
+    if (!st) st = gpu_get_rows_create(s->g, &s->tok_embd, s->n_batch, s->step, s->ids, s->x, &s->embed, err);
+    if (!st)
+        st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, 1, m->hp.rms_eps,
+                                true, &s->norm_out, err);
+    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, s->x_last, 0, s->logits, 0, &s->mm_out, err);
+    if (!st) st = gpu_argmax_create(s->g, s->logits, s->next_id, m->hp.n_vocab, &s->argmax, err);
+    return st;
+}
+
+/* Set once an open for `auto` found no WebGPU or only a software adapter: adapters do not
+ * come and go within a process, and each open costs a library load, an adapter and a device
+ * (~0.3 s over llvmpipe), which contexts made by the dozen (tests, chat OOM loops) skip. */
+static atomic_int no_hardware_adapter;
+
+static lean_status open_device(lean_backend_state *s, bool hardware_only, lean_error *err) {
+    if (hardware_only && atomic_load(&no_hardware_adapter))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: no hardware WebGPU adapter (found earlier in this process)");
+    lean_status st = lean_gpu_open(&s->g, err);
+    if (!st && hardware_only && lean_gpu_get_info(s->g)->software)
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: adapter '%s' is a software renderer",
+                       lean_gpu_get_info(s->g)->adapter);
+    if (st == LEAN_ERR_UNSUPPORTED && hardware_only) atomic_store(&no_hardware_adapter, 1);
+    return st;
+}
+
+static lean_status gpu_create_config(const lean_model *m, const lean_backend_config *cfg, lean_backend_state **out,
+                                     lean_error *err) {
+    *out = NULL;
+    const int32_t n_ctx = cfg->n_ctx, n_batch = cfg->n_batch;
+    /* dispatch counts: n_batch workgroups along y; ceil(n_ctx / GPU_ATTN_CHUNK) along z */
+    if (n_ctx < 1 || n_batch < 1 || n_batch > n_ctx || n_batch > 65535 || n_ctx > 65535 * GPU_ATTN_CHUNK)
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "gpu: n_ctx %d, n_batch %d (need 1 <= n_batch <= n_ctx, n_batch <= 65535, n_ctx <= %d)",
+                         n_ctx, n_batch, 65535 * GPU_ATTN_CHUNK);
+    lean_backend_state *s = lean_calloc(1, sizeof *s);
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the gpu state");
+    *s = (lean_backend_state){.m = m, .n_ctx = n_ctx, .n_batch = n_batch};
+    lean_status st = open_device(s, cfg->hardware_only, err);
+    if (!st) {
+        s->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *s->layers);
+        if (!s->layers) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
+    }
+    if (!st) st = alloc_activations(s, err);
+    if (!st) st = make_ends(s, err);
+    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = make_layer(s, il, err);
+    if (!st) st = lean_gpu_finish(s->g, err); /* the uploads are done before create returns */
+    if (st) {
+        gpu_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LEAN_OK;
+}
+
+/* ---- recording ---- */
+
+static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t pos) {
+    gpu_op_record(c, &L->norm_attn, n);
+    for (int i = W_Q; i <= W_V; i++) gpu_matmul_record(c, L->mm[i], n);
+    for (int i = 0; i < 3 && L->bias[i].pipe; i++) gpu_op_record(c, &L->bias[i], n);
+    if (L->norm_q.pipe) {
+        gpu_op_record(c, &L->norm_q, n);
+        gpu_op_record(c, &L->norm_k, n);
+    }
+    gpu_op_record(c, &L->rope_q, n);
+    gpu_op_record(c, &L->rope_k, n);
+    gpu_op_record(c, &L->store_v, n);
+    gpu_attention_record(c, &L->attn, n, pos);
+    gpu_matmul_record(c, L->mm[W_O], n);
+    gpu_op_record(c, &L->add_attn, n);
+    gpu_op_record(c, &L->norm_ffn, n);
+    gpu_matmul_record(c, L->mm[W_GATE], n);
+    gpu_matmul_record(c, L->mm[W_UP], n);
+    gpu_op_record(c, &L->swiglu, n);
+    gpu_matmul_record(c, L->mm[W_DOWN], n);
+    gpu_op_record(c, &L->add_ffn, n);
+}
+
+/* ---- forward ---- */
+
+static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
+                               lean_error *err) {
+    if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
+                         s->n_batch, s->n_ctx);
+    const uint32_t step[4] = {(uint32_t)n, (uint32_t)pos, 0, 0};
+    lean_gpu_cmd *c = NULL;
+    /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
+    lean_status st = lean_gpu_buf_write(s->g, s->step, 0, step, sizeof step, err);
+    if (!st) st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
+    if (!st) st = lean_gpu_begin(s->g, &c, err);
+    if (st) return st;
+    gpu_get_rows_record(c, s->embed, n);
+    for (int32_t il = 0; il < s->m->hp.n_layer; il++) record_layer(c, &s->layers[il], n, pos);
+    if (logits) {
+        gpu_op_record(c, &s->norm_out, n);
+        gpu_matmul_record(c, s->mm_out, 1);
+        gpu_op_record(c, &s->argmax, 1);
+    }
+    st = lean_gpu_submit(c, err);
+    if (!st && logits)
+        st = lean_gpu_buf_read(s->g, s->logits, 0, logits, (uint64_t)s->m->hp.n_vocab * sizeof(float), err);
+    return st;
+}
+
+/* ---- test accessors ---- */
+
+lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
+
+lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err) {
+    uint32_t u = 0;
+    lean_status st = lean_gpu_buf_read(s->g, s->next_id, 0, &u, sizeof u, err);
+    *id = (int32_t)u;
+    return st;
+}
+
+/* ---- table ---- */
+
+const lean_backend lean_backend_gpu = {
+    .name = "gpu",
+    .create_config = gpu_create_config,
+    .forward = gpu_forward,
+    .destroy = gpu_destroy,
+};

@@ -1,0 +1,114 @@
+/* gpu_impl.h — what the files implementing gpu.h over webgpu.h share (not for callers of
+ * gpu.h): the objects behind the opaque handles, the library loader, waiting on futures and
+ * error scopes. Files: native.c (finding and loading the library), device.c (instance,
+ * adapter, device, errors, waits), buffer.c, pipeline.c (pipelines, bind groups, shaders),
+ * cmd.c (recording and submitting).
+ *
+ * Ownership: g owns every buffer, pipeline and bind group made on it; each sits in one of g's
+ * lists, so lean_gpu_close frees whatever the caller has not (nothing may be used after it).
+ * Failure: once the device is lost or an error escapes every error scope (an uncaptured
+ * error), g->failed is set with the first message, and every call after that fails with
+ * LEAN_ERR_DEVICE and that message (gpu_check). */
+#ifndef LEAN_GPU_IMPL_H
+#define LEAN_GPU_IMPL_H
+
+#include "gpu.h"
+#include "webgpu.h"
+
+#include <string.h>
+
+struct lean_gpu_buf {
+    lean_gpu *g;
+    WGPUBuffer buf;
+    uint64_t size;  /* bytes, a multiple of 4 */
+    unsigned usage; /* LEAN_GPU_* */
+    char label[64];
+    lean_gpu_buf *prev, *next; /* g->bufs */
+};
+
+struct lean_gpu_pipeline {
+    WGPUComputePipeline pipe;
+    char *text;       /* the full source compiled (the cache key), lean_malloc'd */
+    size_t text_len;
+    uint64_t hash;    /* of text (FNV-1a) */
+    char label[64];
+    lean_gpu_pipeline *next; /* g->pipelines; freed only by lean_gpu_close */
+};
+
+struct lean_gpu_bindgroup {
+    lean_gpu *g;
+    WGPUBindGroup group;
+    lean_gpu_bindgroup *prev, *next; /* g->groups */
+};
+
+struct lean_gpu {
+    wgpu_api w; /* the library's functions */
+    char library[1024]; /* the path it was loaded from (absolute when found by path) */
+    WGPUInstance instance;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    WGPUQueue queue;
+    lean_gpu_info info;
+    char description[128]; /* the adapter's description, e.g. "OpenGL version OpenGL ES 3.2 Mesa 22.3.6" */
+    bool failed;    /* the device is lost or an uncaptured error happened: fail_msg says which */
+    bool destroyed; /* wgpuDeviceDestroy was called (lose_device or close) */
+    char fail_msg[400];
+    lean_gpu_buf *bufs;
+    lean_gpu_pipeline *pipelines;
+    lean_gpu_bindgroup *groups;
+    lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
+};
+
+/* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
+ * says in which order) and writes its path to path. LEAN_ERR_UNSUPPORTED naming every place tried. */
+lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err);
+/* Whether the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name. */
+bool gpu_vulkan_loader_present(const char *library);
+
+/* The embedded src/gpu/shaders/NAME.wgsl files ($(BUILD)/gen/shaders.c, made by
+ * tools/embed_wgsl.c): name without ".wgsl", text NUL-terminated. */
+typedef struct gpu_shader_file {
+    const char *name;
+    const char *text;
+} gpu_shader_file;
+extern const gpu_shader_file gpu_shader_files[];
+extern const size_t gpu_n_shader_files;
+
+/* What an asynchronous call's callback reports (callbacks fire inside gpu_wait, so this can
+ * live on the caller's stack): done, success, the handle it made (adapter, device), the error
+ * type (error scopes) and the message. */
+typedef struct gpu_async {
+    bool done, ok;
+    void *handle;
+    WGPUErrorType type;
+    char msg[400];
+} gpu_async;
+
+/* device.c */
+/* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss / uncaptured error. */
+lean_status gpu_check(const lean_gpu *g, lean_error *err);
+/* Blocks in wgpuInstanceWaitAny until f completes; LEAN_ERR_DEVICE if waiting fails. */
+lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err);
+/* Pushes validation, out-of-memory and internal error scopes around the calls that follow. */
+void gpu_scope_push(lean_gpu *g);
+/* Pops the three scopes, waits for them, and returns the first error caught (NoError if none)
+ * with its message (NUL-terminated, at most cap - 1 bytes) in msg. */
+WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap);
+/* The lean_status for an error of this type: validation -> what_invalid, OOM -> NOMEM,
+ * anything else -> DEVICE. */
+lean_status gpu_error_status(WGPUErrorType type, lean_status what_invalid);
+
+/* The view of a C string (NULL: none). */
+static inline WGPUStringView gpu_sv(const char *s) {
+    WGPUStringView v = {s, WGPU_STRLEN};
+    return v;
+}
+/* Copies a view into dst (NUL-terminated, truncated to cap - 1 bytes). */
+static inline void gpu_sv_copy(char *dst, size_t cap, WGPUStringView v) {
+    size_t n = v.data ? (v.length == WGPU_STRLEN ? strlen(v.data) : v.length) : 0;
+    if (n > cap - 1) n = cap - 1;
+    if (n) memcpy(dst, v.data, n);
+    dst[n] = 0;
+}
+
+#endif

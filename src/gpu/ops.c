@@ -1,0 +1,169 @@
+/* ops.c — makes and records the forward pass's non-matmul kernels (ops.h has the contract of
+ * each; the WGSL is in shaders/, one family per file, named as the op).
+ *
+ * What it does: for each op, the constants its shader is compiled with, its source list
+ * (step.wgsl's struct, reduce.wgsl's workgroup sums where used, then the kernel), its bindings
+ * in @binding order, and its workgroup counts.
+ * What it does not: decide which ops a model runs (forward.c) or own any buffer.
+ *
+ * Sections: common · norms and element-wise ops · position · attention · argmax
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* ---- common ---- */
+
+#define WG GPU_OP_WG
+
+static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* Which shared sources precede a kernel. */
+enum { USE_STEP = 1, USE_REDUCE = 2 };
+
+/* Compiles kernel `name` (with the shared sources `uses` names and consts + WG) and binds bufs
+ * as @binding(0..n_bufs), whole. */
+static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const lean_gpu_const *consts,
+                           int n_consts, lean_gpu_buf *const *bufs, int n_bufs, uint32_t wg_x, bool per_tok,
+                           gpu_op *op, lean_error *err) {
+    *op = (gpu_op){.wg_x = wg_x, .per_tok = per_tok};
+    const char *src[3];
+    int n_src = 0;
+    if (uses & USE_STEP) src[n_src++] = lean_gpu_shader("step");
+    if (uses & USE_REDUCE) src[n_src++] = lean_gpu_shader("reduce");
+    src[n_src++] = lean_gpu_shader(name);
+    for (int i = 0; i < n_src; i++)
+        if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "shader '%s' is not in this build", name);
+    lean_gpu_const all[16];
+    if (n_consts >= (int)(sizeof all / sizeof all[0]))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d constants", name, n_consts);
+    for (int i = 0; i < n_consts; i++) all[i] = consts[i];
+    all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
+    lean_gpu_bind binds[8];
+    for (int i = 0; i < n_bufs; i++) binds[i] = (lean_gpu_bind){bufs[i], 0, 0};
+    lean_status st = lean_gpu_pipeline_create(g, name, src, n_src, all, n_consts, &op->pipe, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, op->pipe, binds, n_bufs, name, &op->bg, err);
+    return st;
+}
+
+void gpu_op_record(lean_gpu_cmd *c, const gpu_op *op, int32_t n_tok) {
+    lean_gpu_dispatch(c, op->pipe, op->bg, op->wg_x, op->per_tok ? (uint32_t)n_tok : 1u, 1);
+}
+
+void gpu_op_free(gpu_op *op) {
+    lean_gpu_bindgroup_free(op->bg);
+    *op = (gpu_op){0};
+}
+
+/* ---- norms and element-wise ops ---- */
+
+lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x, lean_gpu_buf *w,
+                               lean_gpu_buf *out, int32_t n, int32_t rows, float eps, bool last_only,
+                               gpu_op *op, lean_error *err) {
+    const lean_gpu_const k[] = {
+        {"N", 'u', n}, {"ROWS", 'u', rows}, {"EPS", 'f', eps}, {"LAST_ONLY", 'u', last_only}};
+    lean_gpu_buf *b[] = {step, x, w, out};
+    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 4, b, 4, last_only ? 1u : (uint32_t)rows,
+                   !last_only, op, err);
+}
+
+lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_t n, bool per_token,
+                           gpu_op *op, lean_error *err) {
+    const lean_gpu_const k[] = {{"N", 'u', n}, {"Y_STRIDE", 'u', per_token ? n : 0}};
+    lean_gpu_buf *b[] = {x, y};
+    return make_op(g, "add", 0, k, 2, b, 2, div_up(n, WG), true, op, err);
+}
+
+lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
+                              lean_error *err) {
+    const lean_gpu_const k[] = {{"N", 'u', n}};
+    lean_gpu_buf *b[] = {gate, up};
+    return make_op(g, "swiglu", 0, k, 1, b, 2, div_up(n, WG), true, op, err);
+}
+
+lean_status gpu_store_rows_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
+                                  int32_t n, gpu_op *op, lean_error *err) {
+    const lean_gpu_const k[] = {{"N", 'u', n}};
+    lean_gpu_buf *b[] = {step, src, dst};
+    return make_op(g, "store_rows", USE_STEP, k, 1, b, 3, div_up(n, WG), true, op, err);
+}
+
+/* ---- position ---- */
+
+int32_t gpu_rope_table_len(int32_t head_dim) { return 1 + head_dim / 2; }
+
+void gpu_rope_table(float *out, int32_t head_dim, float base, const float *freq_factors) {
+    out[0] = powf(base, -2.0f / (float)head_dim); /* exactly ref_rope_angles' theta_scale */
+    for (int32_t i = 0; i < head_dim / 2; i++) out[1 + i] = freq_factors ? freq_factors[i] : 1.0f;
+}
+
+lean_status gpu_rope_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
+                            lean_gpu_buf *table, int32_t n_heads, int32_t head_dim, lean_rope_style style,
+                            bool at_pos, gpu_op *op, lean_error *err) {
+    const lean_gpu_const k[] = {{"N_HEADS", 'u', n_heads},
+                                {"HEAD_DIM", 'u', head_dim},
+                                {"NEOX", 'u', style == LEAN_ROPE_NEOX},
+                                {"AT_POS", 'u', at_pos}};
+    lean_gpu_buf *b[] = {step, src, dst, table};
+    return make_op(g, "rope", USE_STEP, k, 4, b, 4, div_up((int64_t)n_heads * (head_dim / 2), WG), true, op,
+                   err);
+}
+
+/* ---- attention ---- */
+
+/* Splits of a one-token call at position pos: the one forward.c dispatches and
+ * attn_combine.wgsl assumes. */
+static uint32_t n_splits(int32_t pos) { return div_up((int64_t)pos + 1, GPU_ATTN_CHUNK); }
+
+uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch) {
+    const uint64_t att = (uint64_t)n_batch * (uint64_t)lean_q_dim(hp);
+    const uint64_t parts = (uint64_t)n_splits(n_ctx - 1) * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2);
+    return att + parts;
+}
+
+lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch,
+                                 lean_gpu_buf *step, lean_gpu_buf *q, lean_gpu_buf *kc, lean_gpu_buf *vc,
+                                 lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
+    *a = (gpu_attention){.n_head = hp->n_head};
+    const double part_off = (double)n_batch * lean_q_dim(hp);
+    const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
+                                {"GROUP", 'u', hp->n_head / hp->n_head_kv},
+                                {"HEAD_DIM", 'u', hp->head_dim},
+                                {"KV_DIM", 'u', lean_kv_dim(hp)},
+                                {"Q_DIM", 'u', lean_q_dim(hp)},
+                                {"CHUNK", 'u', GPU_ATTN_CHUNK},
+                                {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
+                                {"DPT", 'u', div_up(hp->head_dim, WG)},
+                                {"PART_OFF", 'u', part_off}};
+    lean_gpu_buf *b[] = {step, q, kc, vc, out};
+    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 9, b, 5, (uint32_t)hp->n_head, true,
+                             &a->main, err);
+    if (st != LEAN_OK) return st;
+    const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},
+                                  {"HEAD_DIM", 'u', hp->head_dim},
+                                  {"CHUNK", 'u', GPU_ATTN_CHUNK},
+                                  {"PART_OFF", 'u', part_off}};
+    lean_gpu_buf *b2[] = {step, out};
+    return make_op(g, "attn_combine", USE_STEP, kc2, 4, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
+}
+
+void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos) {
+    const uint32_t split = n_tok == 1 ? n_splits(pos) : 1;
+    lean_gpu_dispatch(c, a->main.pipe, a->main.bg, (uint32_t)a->n_head, (uint32_t)n_tok, split);
+    if (split > 1) gpu_op_record(c, &a->combine, 1);
+}
+
+void gpu_attention_free(gpu_attention *a) {
+    gpu_op_free(&a->main);
+    gpu_op_free(&a->combine);
+}
+
+/* ---- argmax ---- */
+
+lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
+                              lean_error *err) {
+    const lean_gpu_const k[] = {{"N", 'u', n}};
+    lean_gpu_buf *b[] = {x, out};
+    return make_op(g, "argmax", 0, k, 1, b, 2, 1, false, op, err);
+}

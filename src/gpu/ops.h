@@ -1,0 +1,81 @@
+/* ops.h — the forward pass's kernels other than matmul and the embedding gather (weights.h):
+ * RMSNorm, adds (residual and bias), RoPE (with the key write), the value write, attention,
+ * SwiGLU and argmax. Each is made once at load — a pipeline (shared through gpu.h's cache) and
+ * a bind group over fixed buffers — and recorded per call for the call's n_tok tokens.
+ *
+ * Shapes are those of ops_ref.h: activations are F32 and token-major, (n_tok, width) arrays;
+ * the KV cache of one layer is (n_ctx, kv_dim). Kernels that depend on the position or the
+ * token count read them from the step uniform (step.wgsl: n_tok, pos), which must hold the
+ * recorded n_tok and the call's position when the command buffer runs. Widths are elements.
+ *
+ * Every kernel runs on any adapter: F32 only, GPU_OP_WG (64) invocations, under 2 KiB of
+ * workgroup storage, at most 4 storage buffers per kernel (the compatibility default). */
+#ifndef LEAN_GPU_OPS_H
+#define LEAN_GPU_OPS_H
+
+#include "gpu.h"
+#include "model.h"
+
+#define GPU_OP_WG 64 /* invocations per workgroup, every kernel here */
+
+/* One kernel over fixed buffers, dispatched (wg_x, per_tok ? n_tok : 1, 1). */
+typedef struct gpu_op {
+    lean_gpu_pipeline *pipe; /* owned by the lean_gpu (cached by source) */
+    lean_gpu_bindgroup *bg;  /* owned */
+    uint32_t wg_x;
+    bool per_tok;
+} gpu_op;
+void gpu_op_record(lean_gpu_cmd *c, const gpu_op *op, int32_t n_tok);
+void gpu_op_free(gpu_op *op); /* frees the bind group; a zeroed op is fine */
+
+/* out (n_tok, rows * n) = rmsnorm of each row of n elements of x, times w (n).
+ * last_only: only the call's last token, written as out's first row (out (n) is enough). */
+lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x, lean_gpu_buf *w,
+                               lean_gpu_buf *out, int32_t n, int32_t rows, float eps, bool last_only,
+                               gpu_op *op, lean_error *err);
+
+/* x (n_tok, n) += y: y (n_tok, n) when per_token (the residual), else y (n) (a bias). */
+lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_t n, bool per_token,
+                           gpu_op *op, lean_error *err);
+
+/* gate (n_tok, n) <- silu(gate) * up (n_tok, n). */
+lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
+                              lean_error *err);
+
+/* The table rope.wgsl reads: theta_scale = base^(-2 / head_dim) (powf, as ref_rope_angles),
+ * then head_dim / 2 frequency factors (freq_factors, or all 1 when NULL). Upload it as one F32
+ * buffer of gpu_rope_table_len(head_dim) floats. */
+int32_t gpu_rope_table_len(int32_t head_dim);
+void gpu_rope_table(float *out, int32_t head_dim, float base, const float *freq_factors);
+
+/* dst = src (n_tok, n_heads * head_dim) rotated at positions pos.. (ref_rope); dst's rows are
+ * the tokens' (at_pos false) or rows pos + t (at_pos true: keys into a (n_ctx, kv_dim) cache). */
+lean_status gpu_rope_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
+                            lean_gpu_buf *table, int32_t n_heads, int32_t head_dim, lean_rope_style style,
+                            bool at_pos, gpu_op *op, lean_error *err);
+
+/* dst row pos + t = src row t (n elements): the value write into the cache. */
+lean_status gpu_store_rows_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
+                                  int32_t n, gpu_op *op, lean_error *err);
+
+/* out[0] (u32) = argmax of x (n), lowest index among equals. One workgroup. */
+lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
+                              lean_error *err);
+
+/* Causal grouped-query attention of the call's queries q (n_tok, q_dim) over one layer's
+ * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call whose
+ * keys exceed GPU_ATTN_CHUNK splits them over workgroups of GPU_ATTN_CHUNK keys and merges the
+ * partials, kept in out after the att rows: size out with gpu_attention_out_floats. */
+#define GPU_ATTN_CHUNK 256
+typedef struct gpu_attention {
+    gpu_op main, combine;
+    int32_t n_head;
+} gpu_attention;
+uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch);
+lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch,
+                                 lean_gpu_buf *step, lean_gpu_buf *q, lean_gpu_buf *kc, lean_gpu_buf *vc,
+                                 lean_gpu_buf *out, gpu_attention *a, lean_error *err);
+void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos);
+void gpu_attention_free(gpu_attention *a);
+
+#endif

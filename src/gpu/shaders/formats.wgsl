@@ -1,0 +1,206 @@
+// formats.wgsl — one dequantizer per weight format over the GPU layouts of src/gpu/weights.c
+// (its layout table says which words hold what). Every kernel that reads weights (matmul_vec,
+// matmul_tiled, get_rows) is compiled after this file and a two-line glue the C side writes:
+//   fn dequant_chunk(row: u32, c: u32) { dq_<fmt>(row, c); }
+//   fn chunk_col(c: u32, i: u32) -> u32 { return col_<fmt>(c, i); }
+//
+// A row is cut into CHUNKS chunks of CH weights (4 for F32/F16/BF16, 8 for the 32-weight
+// blocks, 16 for the 256-weight K-quant super-blocks); a chunk is what one word or a few words
+// of quants hold, so one invocation decodes it with a handful of loads. dq_<fmt>(row, c)
+// writes chunk c's weights to wv[0 .. CH-1] and col_<fmt>(c, i) is the column of wv[i].
+// The chunks of one 128-column step (KSTEP in matmul_tiled) are c in [s*128/CH, (s+1)*128/CH)
+// for every format: the tiled kernel relies on it.
+//
+// Each weight is computed with the reference dequantizer's operations in its order
+// (formats.c, formats_k.c): every product there is exact in f32, so a weight here is the
+// reference's float bit for bit (get_rows is tested to be exact).
+//
+// Constants written before this file (lean_gpu_const): ROWS, COLS, CHUNKS (per row),
+// BPR (blocks per row; quantized formats), SCALE_BASE (word index of the separated f16 scales;
+// Q8_0, Q4_0, Q5_0, Q6_K), CH.
+
+@group(0) @binding(0) var<storage, read> W: array<u32>;
+
+var<private> wv: array<f32, 16>;
+
+// byte k (0..3) of a word, unsigned and signed
+fn byte_u(w: u32, k: u32) -> u32 { return (w >> (8u * k)) & 0xffu; }
+fn byte_i(w: u32, k: u32) -> i32 { return extractBits(i32(w), 8u * k, 8u); }
+
+// the separated f16 scale of block b (block index over the whole matrix)
+fn split_scale(b: u32) -> f32 { return unpack2x16float(W[SCALE_BASE + (b >> 1u)])[b & 1u]; }
+
+// ---- F32, F16, BF16: element e = row * COLS + col, 4 per chunk; past COLS: 0 ----
+fn col_float(c: u32, i: u32) -> u32 { return 4u * c + i; }
+fn col_f32(c: u32, i: u32) -> u32 { return col_float(c, i); }
+fn col_f16(c: u32, i: u32) -> u32 { return col_float(c, i); }
+fn col_bf16(c: u32, i: u32) -> u32 { return col_float(c, i); }
+
+fn dq_f32(row: u32, c: u32) {
+    for (var i = 0u; i < 4u; i++) {
+        let col = 4u * c + i;
+        wv[i] = select(0.0, bitcast<f32>(W[min(row * COLS + col, row * COLS + COLS - 1u)]), col < COLS);
+    }
+}
+fn dq_f16(row: u32, c: u32) {
+    for (var i = 0u; i < 4u; i++) {
+        let col = 4u * c + i;
+        let e = row * COLS + min(col, COLS - 1u);
+        wv[i] = select(0.0, unpack2x16float(W[e >> 1u])[e & 1u], col < COLS);
+    }
+}
+fn dq_bf16(row: u32, c: u32) {
+    for (var i = 0u; i < 4u; i++) {
+        let col = 4u * c + i;
+        let e = row * COLS + min(col, COLS - 1u);
+        let w = W[e >> 1u];
+        let bits = select(w << 16u, w & 0xffff0000u, (e & 1u) == 1u);
+        wv[i] = select(0.0, bitcast<f32>(bits), col < COLS);
+    }
+}
+
+// ---- the 32-weight blocks: 4 chunks of 8 per block ----
+// Chunk k of a block: weights 8k .. 8k+7 (Q8_0), or the 4 low nibbles 4k .. 4k+3 then the
+// 4 high nibbles 16+4k .. 16+4k+3 of quant word k (Q4_x, Q5_x).
+fn col_q8_0(c: u32, i: u32) -> u32 { return 8u * c + i; }
+fn col_nib(c: u32, i: u32) -> u32 { return 32u * (c >> 2u) + 4u * (c & 3u) + i + select(0u, 12u, i >= 4u); }
+fn col_q4_0(c: u32, i: u32) -> u32 { return col_nib(c, i); }
+fn col_q4_1(c: u32, i: u32) -> u32 { return col_nib(c, i); }
+fn col_q5_0(c: u32, i: u32) -> u32 { return col_nib(c, i); }
+fn col_q5_1(c: u32, i: u32) -> u32 { return col_nib(c, i); }
+
+// wv[0..7] = the 8 quants of chunk k (4 bits from qs word, fifth bit from qh when bits = 5)
+fn nibbles(qs: u32, qh: u32, k: u32, bits: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        let lo = (qs >> (8u * j)) & 0xfu;
+        let hi = (qs >> (8u * j + 4u)) & 0xfu;
+        let h5 = select(0u, 1u, bits == 5u);
+        wv[j] = f32(lo | ((((qh >> (4u * k + j)) & h5) << 4u)));
+        wv[4u + j] = f32(hi | ((((qh >> (16u + 4u * k + j)) & h5) << 4u)));
+    }
+}
+
+fn dq_q8_0(row: u32, c: u32) {
+    let b = row * BPR + (c >> 2u);
+    let d = split_scale(b);
+    let q0 = W[8u * b + 2u * (c & 3u)];
+    let q1 = W[8u * b + 2u * (c & 3u) + 1u];
+    for (var j = 0u; j < 4u; j++) {
+        wv[j] = f32(byte_i(q0, j)) * d;
+        wv[4u + j] = f32(byte_i(q1, j)) * d;
+    }
+}
+// Q4_0 / Q5_0: (q - 2^(bits-1)) * d; the integer subtraction first, as the reference
+fn dq_sym(b: u32, qs: u32, qh: u32, k: u32, bits: u32) {
+    nibbles(qs, qh, k, bits);
+    let d = split_scale(b);
+    let zero = f32(1u << (bits - 1u));
+    for (var i = 0u; i < 8u; i++) { wv[i] = (wv[i] - zero) * d; } // q - zero is exact in f32
+}
+fn dq_q4_0(row: u32, c: u32) {
+    let b = row * BPR + (c >> 2u);
+    dq_sym(b, W[4u * b + (c & 3u)], 0u, c & 3u, 4u);
+}
+fn dq_q5_0(row: u32, c: u32) {
+    let b = row * BPR + (c >> 2u);
+    dq_sym(b, W[5u * b + 1u + (c & 3u)], W[5u * b], c & 3u, 5u);
+}
+// Q4_1 / Q5_1: q * d + m, d and m the two halves of the block's first word
+fn dq_min(dm: u32, qs: u32, qh: u32, k: u32, bits: u32) {
+    nibbles(qs, qh, k, bits);
+    let s = unpack2x16float(dm);
+    for (var i = 0u; i < 8u; i++) { wv[i] = wv[i] * s.x + s.y; }
+}
+fn dq_q4_1(row: u32, c: u32) {
+    let b = row * BPR + (c >> 2u);
+    dq_min(W[5u * b], W[5u * b + 1u + (c & 3u)], 0u, c & 3u, 4u);
+}
+fn dq_q5_1(row: u32, c: u32) {
+    let b = row * BPR + (c >> 2u);
+    dq_min(W[6u * b], W[6u * b + 2u + (c & 3u)], W[6u * b + 1u], c & 3u, 5u);
+}
+
+// ---- Q4_K, Q5_K: 16 chunks of 16 per super-block ----
+// Chunk k: group g = k / 4 (sub-blocks 2g, 2g+1), part p = k % 4 (l = 8p .. 8p+7):
+// wv[0..7] = sub-block 2g's weights l (low nibbles of qs[32g + l]), wv[8..15] = sub-block
+// 2g+1's (high nibbles). Words of a block (weights.c): 0 = d | dmin << 16, 1..3 = scales,
+// Q4_K: 4.. qs;  Q5_K: 4..11 qh, 12.. qs.
+fn col_k4(c: u32, i: u32) -> u32 {
+    let k = c & 15u;
+    return 256u * (c >> 4u) + 64u * (k >> 2u) + 8u * (k & 3u) + select(i, i + 24u, i >= 8u);
+}
+fn col_q4_k(c: u32, i: u32) -> u32 { return col_k4(c, i); }
+fn col_q5_k(c: u32, i: u32) -> u32 { return col_k4(c, i); }
+
+// six-bit scale and min of sub-block j from the 12 scale bytes (words w1..w3), ggml's
+// get_scale_min_k4: returns (sc, m)
+fn scale_min_k4(base: u32, j: u32) -> vec2<u32> {
+    var sb = array<u32, 3>(W[base + 1u], W[base + 2u], W[base + 3u]);
+    if (j < 4u) {
+        return vec2<u32>(byte_u(sb[j >> 2u], j & 3u) & 63u, byte_u(sb[(j + 4u) >> 2u], (j + 4u) & 3u) & 63u);
+    }
+    let a = byte_u(sb[(j + 4u) >> 2u], (j + 4u) & 3u);
+    let lo = byte_u(sb[(j - 4u) >> 2u], (j - 4u) & 3u);
+    let hi = byte_u(sb[j >> 2u], j & 3u);
+    return vec2<u32>((a & 0xfu) | ((lo >> 6u) << 4u), (a >> 4u) | ((hi >> 6u) << 4u));
+}
+
+// (d * sc) * q - dmin * m, q with its fifth bit when bits = 5
+fn dq_k45(row: u32, c: u32, bits: u32) {
+    let words = select(36u, 44u, bits == 5u);
+    let base = (row * BPR + (c >> 4u)) * words;
+    let k = c & 15u;
+    let g = k >> 2u;
+    let p = k & 3u;
+    let dm = unpack2x16float(W[base]);
+    let s1 = scale_min_k4(base, 2u * g);
+    let s2 = scale_min_k4(base, 2u * g + 1u);
+    let d1 = dm.x * f32(s1.x);
+    let m1 = dm.y * f32(s1.y);
+    let d2 = dm.x * f32(s2.x);
+    let m2 = dm.y * f32(s2.y);
+    let qs0 = select(4u, 12u, bits == 5u) + 8u * g + 2u * p;
+    for (var h = 0u; h < 2u; h++) {
+        let qs = W[base + qs0 + h];
+        let qh = select(0u, W[base + 4u + 2u * p + h], bits == 5u);
+        for (var j = 0u; j < 4u; j++) {
+            let lo = ((qs >> (8u * j)) & 0xfu) | (((qh >> (8u * j + 2u * g)) & 1u) << 4u);
+            let hi = ((qs >> (8u * j + 4u)) & 0xfu) | (((qh >> (8u * j + 2u * g + 1u)) & 1u) << 4u);
+            wv[4u * h + j] = d1 * f32(lo) - m1;
+            wv[8u + 4u * h + j] = d2 * f32(hi) - m2;
+        }
+    }
+}
+fn dq_q4_k(row: u32, c: u32) { dq_k45(row, c, 4u); }
+fn dq_q5_k(row: u32, c: u32) { dq_k45(row, c, 5u); }
+
+// ---- Q6_K: 16 chunks of 16 per super-block ----
+// Chunk k: half h = k / 8, p = k % 8 (l = 4p .. 4p+3); wv[4n + j] is weight
+// 128h + 32n + 4p + j (n = 0..3). Words of a block (weights.c): 0..31 ql, 32..47 qh,
+// 48..51 scales (int8); d separated.
+fn col_q6_k(c: u32, i: u32) -> u32 {
+    let k = c & 15u;
+    return 256u * (c >> 4u) + 128u * (k >> 3u) + 32u * (i >> 2u) + 4u * (k & 7u) + (i & 3u);
+}
+fn dq_q6_k(row: u32, c: u32) {
+    let b = row * BPR + (c >> 4u);
+    let base = 52u * b;
+    let k = c & 15u;
+    let h = k >> 3u;
+    let p = k & 7u;
+    let d = split_scale(b);
+    let qa = W[base + 16u * h + p];       // ql[64h + 4p ..]
+    let qb = W[base + 16u * h + 8u + p];  // ql[64h + 32 + 4p ..]
+    let qh = W[base + 32u + 8u * h + p];  // qh[32h + 4p ..]
+    let is = p >> 2u;                     // (4p) / 16
+    for (var n = 0u; n < 4u; n++) {
+        let si = 8u * h + is + 2u * n;
+        let sc = f32(byte_i(W[base + 48u + (si >> 2u)], si & 3u));
+        let q = select(qa, qb, (n & 1u) == 1u);
+        for (var j = 0u; j < 4u; j++) {
+            let low = (q >> (8u * j + 4u * (n >> 1u))) & 0xfu;
+            let high = (qh >> (8u * j + 2u * n)) & 3u;
+            wv[4u * n + j] = d * sc * f32(i32(low | (high << 4u)) - 32);
+        }
+    }
+}

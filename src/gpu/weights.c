@@ -1,0 +1,359 @@
+/* weights.c — weight matrices on the GPU in their own block formats (weights.h is the
+ * contract): the load-time repacking, the upload, and the three kernels that read them —
+ * matmul_vec (decode), matmul_tiled (prefill) and get_rows (embedding gather), each compiled
+ * after shaders/formats.wgsl, which decodes every format on the GPU.
+ *
+ * Sections: 1. layouts and the format table  2. upload  3. pipelines and dispatch shapes
+ *           4. matmul  5. get_rows
+ *
+ * ---- 1. Layouts on the GPU ----
+ * WGSL storage is read in u32 words, so every block must start on a word. Formats whose
+ * blocks are whole words are uploaded as the file has them; the others lose their f16 scale d,
+ * which moves to an array after all the blocks. nb = rows * cols / block_elems blocks, in row
+ * order (block b of the matrix is block b % bpr of row b / bpr).
+ *
+ *   F32, F16, BF16       as the file: element e = row * cols + col at byte 4e (F32) or 2e;
+ *                        the last word zero-padded
+ *   Q4_1 (20 bytes), Q5_1 (24), Q4_K (144), Q5_K (176)
+ *                        as the file: block b at word b * block_bytes / 4; its f16 d (and m
+ *                        or dmin) are the low (and high) half of the block's first word
+ *   Q8_0 (34), Q4_0 (18), Q5_0 (22), Q6_K (210)  the scale cut out:
+ *     OFFSET (bytes)   SIZE          DESCRIPTION
+ *     b * qb           qb            block b without its 2 bytes of d (qb = block_bytes - 2:
+ *                                    32, 16, 20, 208; the other bytes keep their order)
+ *     nb * qb + 2 b    2             d of block b, f16 (the array padded to a whole word)
+ *   The words of one block, as formats.wgsl reads them (SCALE_BASE = nb * qb / 4 words):
+ *     Q8_0  0..7 qs                      Q4_1  0 d | m << 16, 1..4 qs
+ *     Q4_0  0..3 qs                      Q5_1  0 d | m << 16, 1 qh, 2..5 qs
+ *     Q5_0  0 qh, 1..4 qs                Q4_K  0 d | dmin << 16, 1..3 scales, 4..35 qs
+ *     Q6_K  0..31 ql, 32..47 qh,         Q5_K  0 d | dmin << 16, 1..3 scales, 4..11 qh,
+ *           48..51 scales (int8)               12..43 qs
+ *
+ * The f16 values are read with unpack2x16float, bf16 by a shift; every weight is recomputed
+ * with the reference dequantizer's operations (formats.wgsl), so get_rows is exact.
+ */
+#include "weights.h"
+
+#include "formats.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The GPU side of a format: weights per chunk (formats.wgsl), and the byte offset of the f16
+ * scale cut out of each block (-1: the blocks are uploaded as they are). The WGSL helpers are
+ * named after lean_type_traits.name (dq_q4_0, col_q4_0). */
+typedef struct gpu_format {
+    uint32_t type;
+    uint32_t chunk;
+    int32_t d_offset;
+} gpu_format;
+
+static const gpu_format FORMATS[] = {
+    {LEAN_TYPE_F32, 4, -1},  {LEAN_TYPE_F16, 4, -1},  {LEAN_TYPE_BF16, 4, -1}, {LEAN_TYPE_Q8_0, 8, 0},
+    {LEAN_TYPE_Q4_0, 8, 0},  {LEAN_TYPE_Q4_1, 8, -1}, {LEAN_TYPE_Q5_0, 8, 0},  {LEAN_TYPE_Q5_1, 8, -1},
+    {LEAN_TYPE_Q4_K, 16, -1}, {LEAN_TYPE_Q5_K, 16, -1}, {LEAN_TYPE_Q6_K, 16, 208},
+};
+
+static const gpu_format *format_of(uint32_t type) {
+    for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
+        if (FORMATS[i].type == type) return &FORMATS[i];
+    return NULL;
+}
+
+/* ---- 2. upload ---- */
+
+/* Blocks repacked per write: even (so each piece of the scale array starts on a word) and
+ * small enough that a piece of quants stays under the runtime's 8 MiB write. */
+#define REPACK_BLOCKS 32768
+
+/* Uploads the bytes as they are: whole words, then the last 1..3 bytes zero-padded. */
+static lean_status upload_plain(lean_gpu *g, lean_gpu_buf *b, const uint8_t *src, uint64_t n_bytes,
+                                lean_error *err) {
+    const uint64_t whole = n_bytes & ~(uint64_t)3;
+    lean_status st = whole ? lean_gpu_buf_write(g, b, 0, src, whole, err) : LEAN_OK;
+    if (st == LEAN_OK && whole < n_bytes) {
+        uint8_t tail[4] = {0};
+        memcpy(tail, src + whole, (size_t)(n_bytes - whole));
+        st = lean_gpu_buf_write(g, b, whole, tail, 4, err);
+    }
+    return st;
+}
+
+/* Uploads nb blocks with their f16 scale cut out (section 1), REPACK_BLOCKS at a time. */
+static lean_status upload_split(lean_gpu *g, lean_gpu_buf *b, const uint8_t *src, uint64_t nb,
+                                uint32_t block_bytes, uint32_t d_offset, lean_error *err) {
+    const uint32_t qb = block_bytes - 2;
+    uint8_t *quants = lean_malloc((size_t)REPACK_BLOCKS * qb);
+    uint8_t *scales = lean_malloc(REPACK_BLOCKS * 2);
+    lean_status st = LEAN_OK;
+    if (!quants || !scales) {
+        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory to repack %u blocks for the GPU", REPACK_BLOCKS);
+        goto done;
+    }
+    for (uint64_t b0 = 0; b0 < nb && st == LEAN_OK; b0 += REPACK_BLOCKS) {
+        const uint64_t n = nb - b0 < REPACK_BLOCKS ? nb - b0 : REPACK_BLOCKS;
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *blk = src + (b0 + i) * block_bytes;
+            memcpy(quants + i * qb, blk, d_offset);
+            memcpy(quants + i * qb + d_offset, blk + d_offset + 2, qb - d_offset);
+            memcpy(scales + 2 * i, blk + d_offset, 2);
+        }
+        const uint64_t scale_bytes = (2 * n + 3) & ~(uint64_t)3; /* padded: n is even but at the end */
+        if (scale_bytes > 2 * n) memset(scales + 2 * n, 0, 2);
+        st = lean_gpu_buf_write(g, b, b0 * qb, quants, n * qb, err);
+        if (st == LEAN_OK) st = lean_gpu_buf_write(g, b, nb * qb + 2 * b0, scales, scale_bytes, err);
+    }
+done:
+    lean_free(quants);
+    lean_free(scales);
+    return st;
+}
+
+/* t's shape against its type, and its size against what one binding of g can hold (and
+ * what the kernels' u32 word and element indices can reach: 4 GiB). */
+static lean_status check_tensor(lean_gpu *g, const lean_tensor *t, const lean_type_traits *tr, lean_error *err) {
+    const int64_t cols = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+    uint64_t file_bytes;
+    if (cols < 1 || rows < 1 || cols % tr->block_elems ||
+        !lean_type_bytes(t->type, (uint64_t)rows * (uint64_t)cols, &file_bytes) || file_bytes != t->n_bytes)
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "tensor '%s' (%s): %lld x %lld elements, %llu bytes is not a whole number of %u-element blocks",
+                         t->name, tr->name, (long long)rows, (long long)cols, (unsigned long long)t->n_bytes,
+                         tr->block_elems);
+    if (!t->data) return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': its data is not loaded", t->name);
+    const lean_gpu_info *info = lean_gpu_get_info(g);
+    uint64_t limit = info->max_storage_binding < info->max_buffer ? info->max_storage_binding : info->max_buffer;
+    if (limit > (1ull << 32) - 4) limit = (1ull << 32) - 4;
+    if (t->n_bytes > limit)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "tensor '%s' (%s, %lld x %lld) takes %llu bytes on the GPU, more than this device's "
+                         "storage binding limit of %llu bytes",
+                         t->name, tr->name, (long long)rows, (long long)cols, (unsigned long long)t->n_bytes,
+                         (unsigned long long)limit);
+    return LEAN_OK;
+}
+
+lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err) {
+    const gpu_format *f = format_of(t->type);
+    const lean_type_traits *tr = lean_type_traits_get(t->type);
+    if (!f || !tr)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "tensor '%s': type %u%s%s has no GPU kernels", t->name,
+                         t->type, tr ? " = " : "", tr ? tr->name : "");
+    lean_status st = check_tensor(g, t, tr, err);
+    if (st != LEAN_OK) return st;
+    const uint64_t gpu_bytes = (t->n_bytes + 3) & ~(uint64_t)3; /* either layout: the file's bytes, reordered */
+    lean_gpu_buf *b = NULL;
+    st = lean_gpu_buf_create(g, gpu_bytes, LEAN_GPU_STORAGE, t->name, &b, err);
+    if (st != LEAN_OK) return st;
+    if (f->d_offset < 0) st = upload_plain(g, b, t->data, t->n_bytes, err);
+    else
+        st = upload_split(g, b, t->data, t->n_bytes / tr->block_bytes, tr->block_bytes, (uint32_t)f->d_offset,
+                          err);
+    if (st != LEAN_OK) {
+        lean_gpu_buf_free(b);
+        return st;
+    }
+    *out = (gpu_weight){.type = t->type, .rows = t->ne[1] * t->ne[2] * t->ne[3], .cols = t->ne[0], .buf = b};
+    return LEAN_OK;
+}
+
+void gpu_weight_free(gpu_weight *w) {
+    if (!w) return;
+    lean_gpu_buf_free(w->buf);
+    w->buf = NULL;
+}
+
+/* ---- 3. pipelines and dispatch shapes ---- */
+
+/* Kernel shapes (the compat defaults bound them: <= 128 invocations, <= 16 KiB workgroup
+ * memory). matmul_vec: VEC_WG lanes, VEC_RPW rows per workgroup (1 KiB of partial sums).
+ * matmul_tiled: 32 invocations, each 2 rows x 16 tokens: tiles of 64 rows x 16 tokens, so a
+ * weight chunk is decoded once per tile and used for 16 tokens; 128 columns of the 16 tokens
+ * staged per step (8 KiB). get_rows: ROWS_WG chunks per workgroup. */
+enum { VEC_WG = 64, VEC_RPW = 4 };
+enum { TILE_GR = 32, TILE_GT = 1, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
+enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
+enum { ROWS_WG = 64 };
+
+/* Chunks of formats.wgsl in a row of w (the F32/F16/BF16 rows end in a partial one). */
+static uint64_t row_chunks(const gpu_weight *w) {
+    const uint32_t chunk = format_of(w->type)->chunk;
+    return ((uint64_t)w->cols + chunk - 1) / chunk;
+}
+
+/* The constants every kernel over w needs (formats.wgsl's list); returns how many. */
+static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
+    const gpu_format *f = format_of(w->type);
+    const lean_type_traits *tr = lean_type_traits_get(w->type);
+    const uint64_t bpr = (uint64_t)w->cols / tr->block_elems;
+    const uint64_t scale_base = f->d_offset < 0 ? 0 : bpr * (uint64_t)w->rows * (tr->block_bytes - 2) / 4;
+    c[0] = (lean_gpu_const){"ROWS", 'u', (double)w->rows};
+    c[1] = (lean_gpu_const){"COLS", 'u', (double)w->cols};
+    c[2] = (lean_gpu_const){"CHUNKS", 'u', (double)row_chunks(w)};
+    c[3] = (lean_gpu_const){"BPR", 'u', (double)bpr};
+    c[4] = (lean_gpu_const){"SCALE_BASE", 'u', (double)scale_base};
+    c[5] = (lean_gpu_const){"CH", 'u', (double)f->chunk};
+    return 6;
+}
+
+/* Compiles formats.wgsl + the glue naming w's format + kernel, with w's shape constants and
+ * n_extra kernel constants. */
+static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const lean_gpu_const *extra,
+                                 int n_extra, lean_gpu_pipeline **out, lean_error *err) {
+    const char *name = lean_type_traits_get(w->type)->name;
+    char glue[256], label[64];
+    snprintf(glue, sizeof glue,
+             "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
+             "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
+             name, name);
+    snprintf(label, sizeof label, "%s_%s", kernel, name);
+    const char *src[3] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
+    if (!src[0] || !src[2]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
+    lean_gpu_const consts[16];
+    const int n = shape_consts(w, consts);
+    memcpy(consts + n, extra, sizeof(lean_gpu_const) * (size_t)n_extra);
+    return lean_gpu_pipeline_create(g, label, src, 3, consts, n + n_extra, out, err);
+}
+
+/* the device's limit on workgroups per dispatch dimension (65535 when it does not say) */
+static uint32_t max_groups(lean_gpu *g) {
+    const uint32_t max = lean_gpu_get_info(g)->max_workgroups_per_dim;
+    return max ? max : 65535;
+}
+
+/* n workgroups over x and y (each <= the device's per-dimension limit): *nx * *ny >= n; the
+ * kernels index workgroup wid.y * nx + wid.x and skip those >= n. */
+static lean_status split_groups(lean_gpu *g, uint64_t n, const char *what, uint32_t *nx, uint32_t *ny,
+                                lean_error *err) {
+    const uint32_t max = max_groups(g);
+    const uint64_t x = n < max ? n : max, y = (n + x - 1) / x;
+    if (y > max)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: %llu workgroups exceed %u x %u", what,
+                         (unsigned long long)n, max, max);
+    *nx = (uint32_t)x;
+    *ny = (uint32_t)y;
+    return LEAN_OK;
+}
+
+/* buf holds [offset, offset + bytes) and offset is aligned for binding */
+static lean_status check_binding(lean_gpu *g, const lean_gpu_buf *buf, uint64_t offset, uint64_t bytes,
+                                 const char *what, lean_error *err) {
+    const uint32_t align = lean_gpu_get_info(g)->min_storage_offset_align;
+    if (!buf) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: no buffer", what);
+    if (align && offset % align)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: offset %llu is not a multiple of %u", what,
+                         (unsigned long long)offset, align);
+    if (offset > lean_gpu_buf_size(buf) || bytes > lean_gpu_buf_size(buf) - offset)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: needs bytes [%llu, %llu), the buffer has %llu", what,
+                         (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                         (unsigned long long)lean_gpu_buf_size(buf));
+    return LEAN_OK;
+}
+
+/* ---- 4. matmul ---- */
+
+struct gpu_matmul {
+    lean_gpu_pipeline *vec, *tiled; /* tiled: NULL when max_tok is 1 */
+    lean_gpu_bindgroup *vec_bg, *tiled_bg;
+    uint32_t vec_x, vec_y;   /* matmul_vec's workgroups */
+    uint32_t tile_x, tile_y; /* matmul_tiled's row tiles (tokens tiles go in z) */
+};
+
+static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, gpu_matmul *m,
+                                   lean_error *err) {
+    lean_status st = split_groups(g, ((uint64_t)w->rows + VEC_RPW - 1) / VEC_RPW, "matmul_vec", &m->vec_x,
+                                  &m->vec_y, err);
+    const lean_gpu_const k[] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_vec", k, 3, &m->vec, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, m->vec, binds, 3, "matmul_vec", &m->vec_bg, err);
+    return st;
+}
+
+static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, gpu_matmul *m,
+                                     lean_error *err) {
+    lean_status st = split_groups(g, ((uint64_t)w->rows + TILE_R - 1) / TILE_R, "matmul_tiled", &m->tile_x,
+                                  &m->tile_y, err);
+    const lean_gpu_const k[] = {{"GR", 'u', TILE_GR}, {"GT", 'u', TILE_GT}, {"TR", 'u', TILE_TR},
+                                {"TT", 'u', TILE_TT}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", k, 6, &m->tiled, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, m->tiled, binds, 4, "matmul_tiled", &m->tiled_bg, err);
+    return st;
+}
+
+lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
+                              lean_gpu_buf *x, uint64_t x_offset, lean_gpu_buf *y, uint64_t y_offset,
+                              gpu_matmul **out, lean_error *err) {
+    if (max_tok < 1 || (uint64_t)max_tok > 65535ull * TILE_T)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: max_tok %d is not in 1 .. %d", max_tok, 65535 * TILE_T);
+    const uint64_t x_bytes = (uint64_t)max_tok * (uint64_t)w->cols * 4, y_bytes = (uint64_t)max_tok * (uint64_t)w->rows * 4;
+    lean_status st = check_binding(g, x, x_offset, x_bytes, "matmul x", err);
+    if (st == LEAN_OK) st = check_binding(g, y, y_offset, y_bytes, "matmul y", err);
+    if (st == LEAN_OK && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
+    if (st != LEAN_OK) return st;
+    gpu_matmul *m = lean_calloc(1, sizeof *m);
+    if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
+    const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {x, x_offset, x_bytes}, {y, y_offset, y_bytes}, {step, 0, 16}};
+    st = matmul_vec_make(g, w, binds, m, err);
+    if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, m, err);
+    if (st != LEAN_OK) {
+        gpu_matmul_free(m);
+        return st;
+    }
+    *out = m;
+    return LEAN_OK;
+}
+
+void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok) {
+    if (n_tok == 1) lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, 1);
+    else lean_gpu_dispatch(c, m->tiled, m->tiled_bg, m->tile_x, m->tile_y, (uint32_t)(n_tok + TILE_T - 1) / TILE_T);
+}
+
+void gpu_matmul_free(gpu_matmul *m) {
+    if (!m) return;
+    lean_gpu_bindgroup_free(m->vec_bg);
+    lean_gpu_bindgroup_free(m->tiled_bg);
+    lean_free(m);
+}
+
+/* ---- 5. get_rows ---- */
+
+struct gpu_get_rows {
+    lean_gpu_pipeline *p;
+    lean_gpu_bindgroup *bg;
+    uint32_t groups_x; /* workgroups per row; y = the token */
+};
+
+lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
+                                lean_gpu_buf *ids, lean_gpu_buf *out, gpu_get_rows **res, lean_error *err) {
+    const uint32_t max_dim = max_groups(g);
+    if (max_tok < 1 || (uint32_t)max_tok > max_dim)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "get_rows: max_tok %d is not in 1 .. %u", max_tok, max_dim);
+    const uint64_t out_bytes = (uint64_t)max_tok * (uint64_t)w->cols * 4;
+    lean_status st = check_binding(g, ids, 0, (uint64_t)max_tok * 4, "get_rows ids", err);
+    if (st == LEAN_OK) st = check_binding(g, out, 0, out_bytes, "get_rows out", err);
+    if (st == LEAN_OK && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "get_rows: no step uniform");
+    if (st != LEAN_OK) return st;
+    gpu_get_rows *gr = lean_calloc(1, sizeof *gr);
+    if (!gr) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a get_rows");
+    gr->groups_x = (uint32_t)((row_chunks(w) + ROWS_WG - 1) / ROWS_WG); /* <= 65535 for cols < 16 M */
+    const lean_gpu_const k[] = {{"WG", 'u', ROWS_WG}};
+    const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {ids, 0, (uint64_t)max_tok * 4}, {out, 0, out_bytes}, {step, 0, 16}};
+    st = make_pipeline(g, w, "get_rows", k, 1, &gr->p, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, gr->p, binds, 4, "get_rows", &gr->bg, err);
+    if (st != LEAN_OK) {
+        gpu_get_rows_free(gr);
+        return st;
+    }
+    *res = gr;
+    return LEAN_OK;
+}
+
+void gpu_get_rows_record(lean_gpu_cmd *c, const gpu_get_rows *gr, int32_t n_tok) {
+    lean_gpu_dispatch(c, gr->p, gr->bg, gr->groups_x, (uint32_t)n_tok, 1);
+}
+
+void gpu_get_rows_free(gpu_get_rows *gr) {
+    if (!gr) return;
+    lean_gpu_bindgroup_free(gr->bg);
+    lean_free(gr);
+}

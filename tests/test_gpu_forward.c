@@ -1,0 +1,268 @@
+/* test_gpu_forward.c — the WebGPU backend (src/gpu/forward.c) as a whole, on whatever adapter
+ * lean_gpu_open finds (Dawn over llvmpipe in CI):
+ *   - parity with transformers on every fixture (tests/data/fixtures; the same check and
+ *     tolerance as test_parity.c holds the CPU reference to: fixture_parity);
+ *   - greedy ids over 32 steps, chosen by the GPU's argmax, equal to the CPU reference's on
+ *     tiny models of each architecture in several formats (an FNV-1a hash of the ids, and
+ *     the first difference printed);
+ *   - a suffix prefill over a resident prefix (also after truncation) equal to one prefill,
+ *     and a prefill split at every chunk boundary (n_batch 1..7) equal to one prefill;
+ *   - decode past 256 positions (split attention) against the reference's logits;
+ *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
+ *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free.
+ * Logit comparisons between GPU calls that differ only in how tokens were batched allow
+ * 1e-4 (the matmul and attention kernels may sum in an order that depends on the batch
+ * size; observed differences are ~1e-6).
+ *
+ * lean-test: native-only (dlopen) */
+#include "backend.h"
+#include "fixture.h"
+#include "gpu.h"
+#include "test.h"
+#include "tiny_model.h"
+
+#define N_PROMPT 13
+#define N_GREEDY 32
+#define BATCH_TOL 1e-4f
+
+static lean_model *load(const char *path) {
+    lean_error err;
+    lean_model *m = NULL;
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    return m;
+}
+
+static lean_ctx *new_ctx(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch) {
+    lean_error err;
+    lean_ctx *c = NULL;
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = backend;
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    lean_status st = lean_ctx_create(m, &cp, &c, &err);
+    CHECK(st == LEAN_OK, "ctx (%s, n_ctx %d, n_batch %d): %s", backend, n_ctx, n_batch, err.msg);
+    return c;
+}
+
+static float max_diff(const float *a, const float *b, int n) {
+    float worst = 0;
+    for (int i = 0; i < n; i++) {
+        const float d = fabsf(a[i] - b[i]);
+        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+    }
+    return worst;
+}
+
+static uint64_t fnv1a(const int32_t *ids, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) h = (h ^ (((uint32_t)ids[i] >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---- greedy ids against the CPU reference ---- */
+
+/* The prompt, then N_GREEDY greedy ids into out (the GPU's own argmax when on the GPU). */
+static bool greedy(lean_ctx *c, const int32_t *prompt, int32_t *out, int n_vocab) {
+    lean_error err;
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab);
+    const bool gpu = lean_ctx_backend(c) == &lean_backend_gpu;
+    lean_status st = lean_prefill(c, prompt, N_PROMPT, logits, &err);
+    for (int i = 0; st == LEAN_OK && i < N_GREEDY; i++) {
+        out[i] = fixture_argmax(logits, n_vocab);
+        if (gpu) {
+            int32_t id = -1;
+            st = lean_backend_gpu_argmax(lean_ctx_backend_state(c), &id, &err);
+            CHECK(id == out[i], "step %d: the GPU's argmax %d, the host's over its logits %d", i, id, out[i]);
+        }
+        if (st == LEAN_OK) st = lean_decode(c, out[i], logits, &err);
+    }
+    CHECK(st == LEAN_OK, "greedy: %s", err.msg);
+    free(logits);
+    return st == LEAN_OK;
+}
+
+/* K-quants (rows of 256) get n_embd = n_ff = 256, head_dim 64 (q_dim 256). */
+static void test_greedy(const char *arch, uint32_t type) {
+    char path[256];
+    lean_error err;
+    tiny_spec sp = tiny_default(arch);
+    sp.matrix_type = sp.embd_type = type;
+    if (lean_type_traits_get(type)->block_elems == 256) sp.n_embd = sp.n_ff = 256, sp.head_dim = 64;
+    sp.rope_freqs = !strcmp(arch, "llama");
+    sp.tied = !strcmp(arch, "qwen2");
+    tiny_path(path, sizeof path);
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    lean_model *m = load(path);
+    if (!m) goto out;
+    int32_t prompt[N_PROMPT], ref[N_GREEDY], got[N_GREEDY];
+    tiny_ids(prompt, N_PROMPT, sp.n_vocab, sp.seed + 5);
+    lean_ctx *cr = new_ctx(m, "cpu-ref", 64, 8), *cg = new_ctx(m, "gpu", 64, 8);
+    if (cr && cg && greedy(cr, prompt, ref, sp.n_vocab) && greedy(cg, prompt, got, sp.n_vocab)) {
+        int first = -1;
+        for (int i = 0; i < N_GREEDY && first < 0; i++)
+            if (ref[i] != got[i]) first = i;
+        CHECK(fnv1a(ref, N_GREEDY) == fnv1a(got, N_GREEDY),
+              "%s %s: greedy hash %016llx (gpu) != %016llx (cpu-ref): first difference at step %d (%d vs %d)", arch,
+              lean_type_traits_get(type)->name, (unsigned long long)fnv1a(got, N_GREEDY),
+              (unsigned long long)fnv1a(ref, N_GREEDY), first, first >= 0 ? got[first] : -1,
+              first >= 0 ? ref[first] : -1);
+    }
+    lean_ctx_free(cr);
+    lean_ctx_free(cg);
+    lean_model_free(m);
+out:
+    unlink(path);
+}
+
+/* ---- batching: suffix prefill, truncation, chunk boundaries ---- */
+
+/* The logits after prefilling ids[0..n) in pieces of `split` (the first piece, then the rest
+ * as one suffix call; split 0 = one call), on a context of n_batch. */
+static bool prefill_logits(const lean_model *m, int32_t n_batch, const int32_t *ids, int n, int split, float *logits) {
+    lean_error err;
+    lean_ctx *c = new_ctx(m, "gpu", 64, n_batch);
+    if (!c) return false;
+    lean_status st = split ? lean_prefill(c, ids, split, NULL, &err) : LEAN_OK;
+    if (st == LEAN_OK) st = lean_prefill(c, ids + split, n - split, logits, &err);
+    CHECK(st == LEAN_OK, "prefill (n_batch %d, split %d): %s", n_batch, split, err.msg);
+    lean_ctx_free(c);
+    return st == LEAN_OK;
+}
+
+static void test_batching(const lean_model *m) {
+    const int V = lean_model_n_vocab(m), n = 21;
+    int32_t ids[21], other[8];
+    tiny_ids(ids, n, V, 11);
+    tiny_ids(other, 8, V, 12);
+    float *one = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
+    if (!prefill_logits(m, 64, ids, n, 0, one)) goto done;
+    for (int split = 1; split < n; split += 4)
+        if (prefill_logits(m, 64, ids, n, split, got))
+            CHECK(max_diff(one, got, V) <= BATCH_TOL, "suffix prefill after %d tokens: max |delta| %g", split,
+                  max_diff(one, got, V));
+    for (int nb = 1; nb <= 7; nb++)
+        if (prefill_logits(m, nb, ids, n, 0, got))
+            CHECK(max_diff(one, got, V) <= BATCH_TOL, "n_batch %d: max |delta| %g", nb, max_diff(one, got, V));
+
+    /* a resident prefix, a wrong continuation, truncated back, then the right suffix */
+    lean_error err;
+    lean_ctx *c = new_ctx(m, "gpu", 64, 64);
+    lean_status st = c ? LEAN_OK : LEAN_ERR_ARG;
+    if (st == LEAN_OK) st = lean_prefill(c, ids, 9, NULL, &err);
+    if (st == LEAN_OK) st = lean_prefill(c, other, 8, NULL, &err);
+    if (st == LEAN_OK) st = lean_ctx_truncate(c, 9, &err);
+    if (st == LEAN_OK) st = lean_prefill(c, ids + 9, n - 9, got, &err);
+    CHECK(st == LEAN_OK, "truncate and suffix: %s", c ? err.msg : "no context");
+    if (st == LEAN_OK)
+        CHECK(max_diff(one, got, V) <= BATCH_TOL, "suffix after truncation: max |delta| %g", max_diff(one, got, V));
+    lean_ctx_free(c);
+done:
+    free(one);
+    free(got);
+}
+
+/* Past GPU_ATTN_CHUNK positions decode splits its keys over workgroups (ops.h): logits there,
+ * after a 300-token prefill, against the reference's (the transformers tolerance, 1e-3). */
+static void test_long_context(const lean_model *m) {
+    enum { N = 300, N_CTX = 320 };
+    const int V = lean_model_n_vocab(m);
+    int32_t ids[N + 2];
+    tiny_ids(ids, N + 2, V, 21);
+    float *ref = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
+    lean_ctx *cr = new_ctx(m, "cpu-ref", N_CTX, 64), *cg = new_ctx(m, "gpu", N_CTX, 64);
+    lean_error err;
+    lean_status st = cr && cg ? LEAN_OK : LEAN_ERR_ARG;
+    if (st == LEAN_OK) st = lean_prefill(cr, ids, N, NULL, &err);
+    if (st == LEAN_OK) st = lean_prefill(cg, ids, N, NULL, &err);
+    for (int i = N; st == LEAN_OK && i < N + 2; i++) {
+        st = lean_decode(cr, ids[i], ref, &err);
+        if (st == LEAN_OK) st = lean_decode(cg, ids[i], got, &err);
+        if (st == LEAN_OK)
+            CHECK(max_diff(ref, got, V) <= FIXTURE_TOL, "decode at position %d: max |gpu - cpu-ref| %g", i,
+                  max_diff(ref, got, V));
+    }
+    CHECK(st == LEAN_OK, "long context: %s", cr && cg ? err.msg : "no context");
+    lean_ctx_free(cr);
+    lean_ctx_free(cg);
+    free(ref);
+    free(got);
+}
+
+/* ---- errors ---- */
+
+static void test_errors(const lean_model *m) {
+    const int V = lean_model_n_vocab(m);
+    lean_error err;
+    int32_t ids[16];
+    tiny_ids(ids, 16, V, 3);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    lean_ctx *c = new_ctx(m, "gpu", 16, 8);
+    if (c) {
+        CHECK(lean_prefill(c, ids, 16, logits, &err) == LEAN_OK, "filling the context: %s", err.msg);
+        CHECK(lean_decode(c, ids[0], logits, &err) == LEAN_ERR_CONTEXT_FULL, "a 17th token in n_ctx 16");
+        CHECK(lean_ctx_truncate(c, 4, &err) == LEAN_OK, "truncate: %s", err.msg);
+        CHECK(lean_decode(c, V, logits, &err) == LEAN_ERR_ARG && strstr(err.msg, "vocabulary"),
+              "id n_vocab: %s", err.msg);
+        CHECK(lean_decode(c, -1, logits, &err) == LEAN_ERR_ARG, "id -1");
+        CHECK(lean_decode(c, ids[1], logits, &err) == LEAN_OK, "decoding after the errors: %s", err.msg);
+        CHECK(lean_ctx_pos(c) == 5, "position %d after the errors, want 5", lean_ctx_pos(c));
+
+        /* the device goes away mid-generation */
+        lean_gpu_lose_device(lean_backend_gpu_device(lean_ctx_backend_state(c)));
+        lean_status st = lean_decode(c, ids[2], logits, &err);
+        CHECK(st == LEAN_ERR_DEVICE && err.msg[0], "decode on a lost device: status %d '%s'", st, err.msg);
+        CHECK(lean_decode(c, ids[2], NULL, &err) == LEAN_ERR_DEVICE, "decode without logits on a lost device");
+        lean_ctx_free(c);
+    }
+    free(logits);
+}
+
+/* "auto" takes the GPU only on a hardware adapter; "gpu" takes any. */
+static void test_choice(const lean_model *m, bool software) {
+    lean_ctx *c = new_ctx(m, "auto", 32, 8);
+    if (c)
+        CHECK(lean_ctx_backend(c) == (software ? &lean_backend_cpu : &lean_backend_gpu),
+              "auto on a %s adapter chose %s", software ? "software" : "hardware", lean_ctx_backend(c)->name);
+    lean_ctx_free(c);
+    c = new_ctx(m, NULL, 32, 8);
+    if (c) CHECK(lean_ctx_backend(c) == (software ? &lean_backend_cpu : &lean_backend_gpu), "NULL = auto");
+    lean_ctx_free(c);
+}
+
+int main(void) {
+    if (test_gpu_skipped("test_gpu_forward")) return test_finish("test_gpu_forward");
+    lean_error err;
+    lean_gpu *g = NULL;
+    lean_status st = lean_gpu_open(&g, &err);
+    CHECK(st == LEAN_OK, "no WebGPU (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", err.msg);
+    if (st != LEAN_OK) return test_finish("test_gpu_forward");
+    const bool software = lean_gpu_get_info(g)->software;
+    printf("adapter: %s (%s)\n", lean_gpu_get_info(g)->adapter, lean_gpu_get_info(g)->backend);
+    lean_gpu_close(g);
+
+    fixture_parity_header();
+    fixture_each("llama", fixture_parity, "gpu");
+    fixture_each("qwen2", fixture_parity, "gpu");
+    fixture_each("qwen3", fixture_parity, "gpu");
+
+    const char *archs[] = {"llama", "qwen2", "qwen3"};
+    for (int a = 0; a < 3; a++) {
+        test_greedy(archs[a], LEAN_TYPE_F32);
+        test_greedy(archs[a], LEAN_TYPE_Q8_0);
+        test_greedy(archs[a], LEAN_TYPE_Q4_0);
+    }
+    test_greedy("llama", LEAN_TYPE_F16);
+    test_greedy("qwen3", LEAN_TYPE_Q4_K);
+    test_greedy("qwen2", LEAN_TYPE_Q6_K);
+
+    lean_model *m = load("build/fixtures/qwen3-q8_0.gguf");
+    if (m) {
+        test_batching(m);
+        test_long_context(m);
+        test_errors(m);
+        test_choice(m, software);
+        lean_model_free(m);
+    }
+    return test_finish("test_gpu_forward");
+}

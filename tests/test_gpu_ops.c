@@ -1,0 +1,344 @@
+/* test_gpu_ops.c — each WebGPU forward kernel of src/gpu/ops.c against the CPU reference ops
+ * (ops_ref.h) on random inputs and ragged shapes: RMSNorm (rows, per-head, last token only),
+ * residual and bias adds, SwiGLU, RoPE (NORM and NEOX, llama3 frequency factors, positions
+ * near n_ctx, the key write at pos), the value write, causal grouped-query attention (head_dim
+ * 64 and 128, GQA ratios 1, 3 and 7, 1..65 tokens, split decode over long contexts) and argmax
+ * (ties). Runs on whatever adapter lean_gpu_open finds (Dawn over llvmpipe in CI).
+ *
+ * Tolerances: adds and the row copies are exact (one rounding, or none). The others sum in
+ * another order than the reference (a tree over 64 lanes; a streaming softmax), so they are
+ * held to a few float32 ulps of the quantities summed: 1e-5 relative for the norms and SwiGLU,
+ * 2e-5 absolute for attention outputs (averages of values in [-1, 1]). RoPE's angles are the
+ * reference's bits (the same f32 multiplications), except that the GPU's division by a
+ * frequency factor may be off by an ulp: 4e-6, plus 2 ulp(pos) radians with factors, times the
+ * pair's size.
+ *
+ * lean-test: native-only (dlopen) */
+#include "gpu.h"
+#include "ops.h"
+#include "ops_ref.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lean_gpu *g;
+static uint64_t rng_state = 12345;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+static float *rand_floats(int64_t n) {
+    float *x = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) x[i] = frand();
+    return x;
+}
+
+/* A storage buffer holding x (n floats), or zeros when x is NULL. */
+static lean_gpu_buf *buf_of(const float *x, int64_t n) {
+    lean_error err;
+    lean_gpu_buf *b = NULL;
+    lean_status st = lean_gpu_buf_create(g, (uint64_t)n * 4, LEAN_GPU_STORAGE, "test", &b, &err);
+    if (st == LEAN_OK && x) st = lean_gpu_buf_write(g, b, 0, x, (uint64_t)n * 4, &err);
+    CHECK(st == LEAN_OK, "buffer of %lld floats: %s", (long long)n, err.msg);
+    return b;
+}
+
+static lean_gpu_buf *step_buf(int32_t n_tok, int32_t pos) {
+    lean_error err;
+    lean_gpu_buf *b = NULL;
+    const uint32_t v[4] = {(uint32_t)n_tok, (uint32_t)pos, 0, 0};
+    lean_status st = lean_gpu_buf_create(g, 16, LEAN_GPU_UNIFORM, "step", &b, &err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(g, b, 0, v, 16, &err);
+    CHECK(st == LEAN_OK, "step buffer: %s", err.msg);
+    return b;
+}
+
+static void read_back(lean_gpu_buf *b, float *dst, int64_t n) {
+    lean_error err;
+    lean_status st = lean_gpu_buf_read(g, b, 0, dst, (uint64_t)n * 4, &err);
+    CHECK(st == LEAN_OK, "read back: %s", err.msg);
+}
+
+/* Records op for n_tok tokens, submits it; false (and a failed CHECK) when creating failed. */
+static bool run_op(lean_status created, const lean_error *cerr, const gpu_op *op, int32_t n_tok) {
+    CHECK(created == LEAN_OK, "creating the op: %s", cerr->msg);
+    if (created != LEAN_OK) return false;
+    lean_error err;
+    lean_gpu_cmd *c = NULL;
+    lean_status st = lean_gpu_begin(g, &c, &err);
+    if (st == LEAN_OK) {
+        gpu_op_record(c, op, n_tok);
+        st = lean_gpu_submit(c, &err);
+    }
+    CHECK(st == LEAN_OK, "running the op: %s", err.msg);
+    return st == LEAN_OK;
+}
+
+/* Counts the elements of got outside |got - want| <= abs_tol + rel_tol * |want|. */
+static int64_t n_bad(const float *got, const float *want, int64_t n, float abs_tol, float rel_tol, const char *what) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (fabsf(got[i] - want[i]) <= abs_tol + rel_tol * fabsf(want[i])) continue;
+        if (bad++ == 0) fprintf(stderr, "%s: [%lld] %.9g, want %.9g\n", what, (long long)i, got[i], want[i]);
+    }
+    return bad;
+}
+
+/* ---- norms and element-wise ops ---- */
+
+static void test_rmsnorm(int32_t n, int32_t rows, int32_t n_tok, bool last_only) {
+    const int64_t width = (int64_t)rows * n, total = width * n_tok;
+    float *x = rand_floats(total), *w = rand_floats(n), *want = malloc(sizeof(float) * (size_t)total);
+    float *got = calloc((size_t)total, sizeof(float));
+    for (int64_t r = 0; r < (int64_t)rows * n_tok; r++) ref_rmsnorm(want + r * n, x + r * n, w, n, 1e-5f);
+    lean_gpu_buf *step = step_buf(n_tok, 0), *bx = buf_of(x, total), *bw = buf_of(w, n), *bo = buf_of(NULL, total);
+    gpu_op op = {0};
+    lean_error err;
+    lean_status st = gpu_rmsnorm_create(g, step, bx, bw, bo, n, rows, 1e-5f, last_only, &op, &err);
+    if (run_op(st, &err, &op, n_tok)) {
+        read_back(bo, got, last_only ? width : total);
+        const float *ref = last_only ? want + (n_tok - 1) * width : want;
+        CHECK(n_bad(got, ref, last_only ? width : total, 1e-6f, 1e-5f, "rmsnorm") == 0,
+              "rmsnorm n %d rows %d n_tok %d last_only %d", n, rows, n_tok, last_only);
+    }
+    gpu_op_free(&op);
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bx), lean_gpu_buf_free(bw), lean_gpu_buf_free(bo);
+    free(x), free(w), free(want), free(got);
+}
+
+static void test_add(int32_t n, int32_t n_tok, bool per_token) {
+    const int64_t total = (int64_t)n * n_tok, ny = per_token ? total : n;
+    float *x = rand_floats(total), *y = rand_floats(ny), *got = malloc(sizeof(float) * (size_t)total);
+    lean_gpu_buf *bx = buf_of(x, total), *by = buf_of(y, ny);
+    gpu_op op = {0};
+    lean_error err;
+    lean_status st = gpu_add_create(g, bx, by, n, per_token, &op, &err);
+    if (run_op(st, &err, &op, n_tok)) {
+        read_back(bx, got, total);
+        if (per_token) {
+            for (int64_t i = 0; i < total; i++) x[i] += y[i];
+        } else {
+            ref_add_bias(x, y, n_tok, n);
+        }
+        CHECK(n_bad(got, x, total, 0, 0, "add") == 0, "add n %d n_tok %d per_token %d: not exact", n, n_tok,
+              per_token);
+    }
+    gpu_op_free(&op);
+    lean_gpu_buf_free(bx), lean_gpu_buf_free(by);
+    free(x), free(y), free(got);
+}
+
+static void test_swiglu(int32_t n, int32_t n_tok) {
+    const int64_t total = (int64_t)n * n_tok;
+    float *gate = rand_floats(total), *up = rand_floats(total), *got = malloc(sizeof(float) * (size_t)total);
+    for (int64_t i = 0; i < total; i++) gate[i] *= 12.0f; /* into silu's tails */
+    lean_gpu_buf *bg = buf_of(gate, total), *bu = buf_of(up, total);
+    gpu_op op = {0};
+    lean_error err;
+    lean_status st = gpu_swiglu_create(g, bg, bu, n, &op, &err);
+    if (run_op(st, &err, &op, n_tok)) {
+        read_back(bg, got, total);
+        ref_swiglu(gate, up, total);
+        CHECK(n_bad(got, gate, total, 1e-6f, 1e-5f, "swiglu") == 0, "swiglu n %d n_tok %d", n, n_tok);
+    }
+    gpu_op_free(&op);
+    lean_gpu_buf_free(bg), lean_gpu_buf_free(bu);
+    free(gate), free(up), free(got);
+}
+
+static void test_store_rows(int32_t n, int32_t n_ctx, int32_t n_tok, int32_t pos) {
+    float *src = rand_floats((int64_t)n * n_tok), *cache = rand_floats((int64_t)n * n_ctx);
+    float *got = malloc(sizeof(float) * (size_t)n * (size_t)n_ctx);
+    lean_gpu_buf *step = step_buf(n_tok, pos), *bs = buf_of(src, (int64_t)n * n_tok),
+                 *bc = buf_of(cache, (int64_t)n * n_ctx);
+    gpu_op op = {0};
+    lean_error err;
+    lean_status st = gpu_store_rows_create(g, step, bs, bc, n, &op, &err);
+    if (run_op(st, &err, &op, n_tok)) {
+        read_back(bc, got, (int64_t)n * n_ctx);
+        memcpy(cache + (int64_t)pos * n, src, sizeof(float) * (size_t)n * (size_t)n_tok);
+        CHECK(n_bad(got, cache, (int64_t)n * n_ctx, 0, 0, "store_rows") == 0, "store_rows n %d pos %d n_tok %d",
+              n, pos, n_tok);
+    }
+    gpu_op_free(&op);
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bs), lean_gpu_buf_free(bc);
+    free(src), free(cache), free(got);
+}
+
+/* ---- position ---- */
+
+static float ulp(float x) { return nextafterf(fabsf(x), INFINITY) - fabsf(x); }
+
+static void test_rope(int32_t n_heads, int32_t head_dim, lean_rope_style style, bool factors, bool at_pos,
+                      int32_t n_tok, int32_t pos) {
+    const int32_t width = n_heads * head_dim, half = head_dim / 2, n_rows = at_pos ? pos + n_tok : n_tok;
+    float *src = rand_floats((int64_t)width * n_tok), *ff = NULL;
+    if (factors) {
+        ff = rand_floats(half);
+        for (int32_t i = 0; i < half; i++) ff[i] = 2.5f + 1.5f * ff[i]; /* [1, 4), as llama3's */
+    }
+    float *table = malloc(sizeof(float) * (size_t)gpu_rope_table_len(head_dim));
+    gpu_rope_table(table, head_dim, 500000.0f, ff);
+    float *want = malloc(sizeof(float) * (size_t)width * (size_t)n_tok);
+    float *got = malloc(sizeof(float) * (size_t)width * (size_t)n_rows);
+    float *cs = malloc(sizeof(float) * (size_t)half), *sn = malloc(sizeof(float) * (size_t)half);
+    memcpy(want, src, sizeof(float) * (size_t)width * (size_t)n_tok);
+    for (int32_t t = 0; t < n_tok; t++) {
+        ref_rope_angles(cs, sn, pos + t, head_dim, 500000.0f, ff);
+        ref_rope(want + (int64_t)t * width, n_heads, head_dim, style, cs, sn);
+    }
+    lean_gpu_buf *step = step_buf(n_tok, pos), *bs = buf_of(src, (int64_t)width * n_tok),
+                 *bd = buf_of(NULL, (int64_t)width * n_rows), *bt = buf_of(table, gpu_rope_table_len(head_dim));
+    gpu_op op = {0};
+    lean_error err;
+    lean_status st = gpu_rope_create(g, step, bs, bd, bt, n_heads, head_dim, style, at_pos, &op, &err);
+    if (run_op(st, &err, &op, n_tok)) {
+        read_back(bd, got, (int64_t)width * n_rows);
+        const float *row0 = got + (at_pos ? (int64_t)pos * width : 0);
+        const float tol = (factors ? 2.0f * ulp((float)(pos + n_tok)) : 0.0f) + 4e-6f; /* see the top */
+        int64_t bad = 0;
+        for (int64_t i = 0; i < (int64_t)width * n_tok; i++) {
+            const float mag = 2.0f; /* |a| + |b| <= 2 for inputs in [-1, 1] */
+            if (fabsf(row0[i] - want[i]) > tol * mag && bad++ == 0)
+                fprintf(stderr, "rope: [%lld] %.9g, want %.9g\n", (long long)i, row0[i], want[i]);
+        }
+        CHECK(bad == 0, "rope heads %d head_dim %d %s factors %d at_pos %d n_tok %d pos %d: %lld off", n_heads,
+              head_dim, style == LEAN_ROPE_NEOX ? "neox" : "norm", factors, at_pos, n_tok, pos, (long long)bad);
+    }
+    gpu_op_free(&op);
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bs), lean_gpu_buf_free(bd), lean_gpu_buf_free(bt);
+    free(src), free(ff), free(table), free(want), free(got), free(cs), free(sn);
+}
+
+/* ---- attention ---- */
+
+/* att (n_tok, q_dim): forward_ref.c's attend_token for every token and head. */
+static void ref_attention(float *att, const float *q, const float *kc, const float *vc, const lean_hparams *hp,
+                          int32_t n_tok, int32_t pos, float *scores) {
+    const int32_t hd = hp->head_dim, kvd = lean_kv_dim(hp), qd = lean_q_dim(hp), group = hp->n_head / hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < hp->n_head; h++) {
+            const float *qh = q + (int64_t)t * qd + (int64_t)h * hd;
+            const int64_t off = (int64_t)(h / group) * hd;
+            float *out = att + (int64_t)t * qd + (int64_t)h * hd;
+            for (int32_t j = 0; j <= pos + t; j++) scores[j] = ref_dot(qh, kc + (int64_t)j * kvd + off, hd) * scale;
+            ref_softmax(scores, pos + t + 1);
+            for (int32_t i = 0; i < hd; i++) {
+                float a = 0;
+                for (int32_t j = 0; j <= pos + t; j++) a += scores[j] * vc[(int64_t)j * kvd + off + i];
+                out[i] = a;
+            }
+        }
+}
+
+static void test_attention(int32_t head_dim, int32_t n_head, int32_t n_head_kv, int32_t n_ctx, int32_t n_tok,
+                           int32_t pos) {
+    const lean_hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim};
+    const int64_t qn = (int64_t)n_tok * lean_q_dim(&hp), cn = (int64_t)n_ctx * lean_kv_dim(&hp);
+    /* every cache row is filled: rows past pos + t must not count */
+    float *q = rand_floats(qn), *kc = rand_floats(cn), *vc = rand_floats(cn);
+    for (int64_t i = 0; i < qn; i++) q[i] *= 3.0f; /* sharper softmax */
+    float *want = malloc(sizeof(float) * (size_t)qn), *got = malloc(sizeof(float) * (size_t)qn);
+    float *scores = malloc(sizeof(float) * (size_t)n_ctx);
+    ref_attention(want, q, kc, vc, &hp, n_tok, pos, scores);
+    lean_gpu_buf *step = step_buf(n_tok, pos), *bq = buf_of(q, qn), *bk = buf_of(kc, cn), *bv = buf_of(vc, cn),
+                 *bo = buf_of(NULL, (int64_t)gpu_attention_out_floats(&hp, n_ctx, n_tok));
+    gpu_attention a = {0};
+    lean_error err;
+    lean_status st = gpu_attention_create(g, &hp, n_tok, step, bq, bk, bv, bo, &a, &err);
+    CHECK(st == LEAN_OK, "attention: %s", err.msg);
+    lean_gpu_cmd *c = NULL;
+    if (st == LEAN_OK) st = lean_gpu_begin(g, &c, &err);
+    if (st == LEAN_OK) {
+        gpu_attention_record(c, &a, n_tok, pos);
+        st = lean_gpu_submit(c, &err);
+        CHECK(st == LEAN_OK, "attention run: %s", err.msg);
+    }
+    if (st == LEAN_OK) {
+        read_back(bo, got, qn);
+        CHECK(n_bad(got, want, qn, 2e-5f, 0, "attention") == 0,
+              "attention head_dim %d heads %d/%d n_ctx %d n_tok %d pos %d", head_dim, n_head, n_head_kv, n_ctx, n_tok,
+              pos);
+    }
+    gpu_attention_free(&a);
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bq), lean_gpu_buf_free(bk), lean_gpu_buf_free(bv),
+        lean_gpu_buf_free(bo);
+    free(q), free(kc), free(vc), free(want), free(got), free(scores);
+}
+
+/* ---- argmax ---- */
+
+static void test_argmax(int32_t n, int32_t first, int32_t second) {
+    float *x = rand_floats(n);
+    if (first >= 0) x[first] = x[second] = 2.0f; /* a tie: the lower index wins */
+    int32_t want = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[want]) want = i;
+    lean_gpu_buf *bx = buf_of(x, n), *bo = buf_of(NULL, 1);
+    gpu_op op = {0};
+    lean_error err;
+    lean_status st = gpu_argmax_create(g, bx, bo, n, &op, &err);
+    if (run_op(st, &err, &op, 1)) {
+        float f;
+        read_back(bo, &f, 1);
+        uint32_t got;
+        memcpy(&got, &f, 4);
+        CHECK(got == (uint32_t)want, "argmax n %d: %u, want %d", n, got, want);
+    }
+    gpu_op_free(&op);
+    lean_gpu_buf_free(bx), lean_gpu_buf_free(bo);
+    free(x);
+}
+
+int main(void) {
+    lean_error err;
+    if (test_gpu_skipped("test_gpu_ops")) return test_finish("test_gpu_ops");
+    lean_status st = lean_gpu_open(&g, &err);
+    CHECK(st == LEAN_OK, "no WebGPU (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", err.msg);
+    if (st != LEAN_OK) return test_finish("test_gpu_ops");
+
+    const int32_t widths[] = {1, 64, 100, 896}, toks[] = {1, 7, 65};
+    for (size_t i = 0; i < 4; i++)
+        for (size_t j = 0; j < 3; j++) {
+            test_rmsnorm(widths[i], 1, toks[j], false);
+            test_add(widths[i], toks[j], true);
+            test_add(widths[i], toks[j], false);
+            test_swiglu(widths[i], toks[j]);
+        }
+    test_rmsnorm(64, 14, 7, false);  /* per-head: qwen3's q norm, 14 heads */
+    test_rmsnorm(128, 2, 65, false); /* and k norm */
+    test_rmsnorm(896, 1, 65, true);  /* the final norm: last token only */
+    test_rmsnorm(100, 1, 1, true);
+    test_store_rows(128, 96, 65, 31);
+    test_store_rows(48, 96, 1, 95);
+
+    for (int style = 0; style < 2; style++)
+        for (int factors = 0; factors < 2; factors++) {
+            const lean_rope_style rs = style ? LEAN_ROPE_NEOX : LEAN_ROPE_NORM;
+            test_rope(14, 64, rs, factors, false, 7, 0);
+            test_rope(2, 128, rs, factors, true, 65, 4031); /* near n_ctx 4096 */
+            test_rope(3, 64, rs, factors, true, 1, 4095);
+        }
+
+    /* head_dim, heads, KV heads, n_ctx, n_tok, pos */
+    test_attention(64, 2, 2, 96, 65, 31);    /* GQA 1, a prefill past a resident prefix */
+    test_attention(128, 6, 2, 80, 65, 0);    /* GQA 3, a cold prefill of 65 */
+    test_attention(64, 14, 2, 600, 7, 593);  /* GQA 7, a suffix up to n_ctx */
+    test_attention(128, 14, 2, 16, 1, 0);    /* decode of the first token */
+    test_attention(64, 6, 2, 300, 1, 255);   /* 256 keys: one chunk, no split */
+    test_attention(64, 6, 2, 300, 1, 256);   /* 257 keys: two splits */
+    test_attention(128, 3, 1, 1100, 1, 1099); /* five splits, up to n_ctx */
+
+    test_argmax(1, -1, -1);
+    test_argmax(1000, -1, -1);
+    test_argmax(151936 / 16, 777, 5000);
+    test_argmax(100, 99, 3);
+
+    lean_gpu_close(g);
+    return test_finish("test_gpu_ops");
+}

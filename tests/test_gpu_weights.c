@@ -1,0 +1,376 @@
+/* test_gpu_weights.c — the GPU weight kernels (src/gpu/weights.c over shaders/formats.wgsl,
+ * matmul_vec.wgsl, matmul_tiled.wgsl, get_rows.wgsl) against the reference dequantizers of
+ * src/core/formats.c, for every format on ragged shapes, on whatever adapter lean_gpu_open
+ * finds (in CI: Dawn over Mesa llvmpipe).
+ * lean-test: native-only (dlopen)
+ *
+ * Weights: random blocks made by the format's own quantizer, plus three rows of weird blocks
+ * (all zero bytes; random quants with the largest finite f16 scales; random quants with
+ * subnormal f16 scales — for F32/F16/BF16: huge and subnormal elements).
+ *
+ * Checks, per format and shape:
+ *   get_rows    every gathered float equals the reference dequantizer's, bit for bit (each
+ *               weight is one exact product chain in f32); an id out of range gives zeros.
+ *   matmul      y[t][r] for n_tok in {1, 2, 7, 64, 65} against sum_c w[r][c] x[t][c] in double,
+ *               w the reference's floats. The GPU's only error is f32 rounding of each product
+ *               and of each addition; a term passes through at most cols of them, so
+ *               |y - y_ref| <= gamma(cols) * sum_c |w x| with gamma(n) = n u / (1 - n u), u = 2^-24,
+ *               plus 2 cols 2^-126 for products and sums flushed to zero (denormals): the tolerance.
+ *   order       the tiled kernel's sum does not depend on n_tok: the first 7 tokens of a
+ *               65-token call equal a 7-token call bit for bit.
+ *   bounds      x and y bound at an aligned offset; y outside the call's tokens is not written.
+ * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
+ * split over x and y), and the errors of
+ * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
+ * buffers too small). */
+#include "test.h"
+
+#include "formats.h"
+#include "weights.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lean_gpu *G;
+
+/* ---- data ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) { /* splitmix64, high half */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+static float rnd_unit(void) { return (float)rnd() / 2147483648.0f - 1.0f; } /* [-1, 1) */
+
+/* Byte offsets of the f16 scale fields in a block (-1 ends the list). */
+static const int *scale_fields(uint32_t type) {
+    static const int d[] = {0, -1}, dm[] = {0, 2, -1}, q6[] = {208, -1}, none[] = {-1};
+    switch (type) {
+    case LEAN_TYPE_Q8_0: case LEAN_TYPE_Q4_0: case LEAN_TYPE_Q5_0: return d;
+    case LEAN_TYPE_Q4_1: case LEAN_TYPE_Q5_1: case LEAN_TYPE_Q4_K: case LEAN_TYPE_Q5_K: return dm;
+    case LEAN_TYPE_Q6_K: return q6;
+    default: return none;
+    }
+}
+
+/* Row bytes of weird values: kind 1 huge, kind 2 subnormal (see the file comment). */
+static void weird_row(uint32_t type, uint8_t *row, uint64_t row_bytes, uint32_t block_bytes, int kind) {
+    for (uint64_t i = 0; i < row_bytes; i++) row[i] = (uint8_t)rnd();
+    if (type == LEAN_TYPE_F32) {
+        for (uint64_t i = 0; i < row_bytes; i += 4) {
+            uint32_t v = rnd() & 0x807fffffu;
+            if (kind == 1) v |= 0xf0u << 23; /* ~2^113 */
+            memcpy(row + i, &v, 4);
+        }
+    } else if (type == LEAN_TYPE_F16 || type == LEAN_TYPE_BF16) {
+        for (uint64_t i = 0; i < row_bytes; i += 2) {
+            uint16_t v = type == LEAN_TYPE_F16 ? (uint16_t)(rnd() & 0x83ffu) : (uint16_t)(rnd() & 0x807fu);
+            if (kind == 1) v |= type == LEAN_TYPE_F16 ? 0x7800 : 0xf0 << 7;
+            memcpy(row + i, &v, 2);
+        }
+    } else {
+        for (uint64_t b = 0; b < row_bytes; b += block_bytes) {
+            for (const int *f = scale_fields(type); *f >= 0; f++) {
+                uint16_t v = kind == 1 ? 0x7bff : (uint16_t)(rnd() & 0x03ffu);
+                memcpy(row + b + *f, &v, 2);
+            }
+        }
+    }
+}
+
+typedef struct matrix {
+    lean_tensor t;
+    uint8_t *blocks;
+    float *w; /* (rows, cols): the reference dequantizer's floats */
+} matrix;
+
+/* Random blocks of type (rows, cols) made by its quantizer; rows 0..2 weird (when they exist). */
+static void matrix_make(matrix *m, uint32_t type, int64_t rows, int64_t cols) {
+    const lean_type_traits *tr = lean_type_traits_get(type);
+    const uint64_t n = (uint64_t)(rows * cols), row_bytes = (uint64_t)cols / tr->block_elems * tr->block_bytes;
+    float *src = malloc(n * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        const float scale = ldexpf(1.0f, (int)(r % 7) - 3);
+        for (int64_t c = 0; c < cols; c++) src[r * cols + c] = rnd_unit() * scale;
+    }
+    m->blocks = malloc(row_bytes * (uint64_t)rows);
+    tr->quantize(src, m->blocks, (int64_t)n);
+    if (rows > 0) memset(m->blocks, 0, row_bytes);
+    for (int k = 1; k <= 2 && k < rows; k++) weird_row(type, m->blocks + row_bytes * k, row_bytes, tr->block_bytes, k);
+    m->w = malloc(n * sizeof(float));
+    tr->dequant(m->blocks, m->w, (int64_t)n);
+    m->t = (lean_tensor){.name = "test.weight", .type = type, .ne = {cols, rows, 1, 1},
+                         .n_bytes = row_bytes * (uint64_t)rows, .data = m->blocks};
+    free(src);
+}
+
+static void matrix_free(matrix *m) {
+    free(m->blocks);
+    free(m->w);
+}
+
+/* ---- GPU helpers ---- */
+
+static lean_gpu_buf *buf_new(uint64_t bytes, unsigned usage) {
+    lean_gpu_buf *b = NULL;
+    lean_error err;
+    if (lean_gpu_buf_create(G, bytes, usage, "test", &b, &err)) fprintf(stderr, "buf_create: %s\n", err.msg);
+    return b;
+}
+
+/* Writes n_tok to the step uniform, records fn(arg, n_tok), submits and waits. */
+static bool run_step(lean_gpu_buf *step, void (*record)(lean_gpu_cmd *, const void *, int32_t), const void *arg,
+                     int32_t n_tok) {
+    const uint32_t s[4] = {(uint32_t)n_tok, 0, 0, 0};
+    lean_error err;
+    lean_gpu_cmd *c = NULL;
+    if (lean_gpu_buf_write(G, step, 0, s, sizeof s, &err) || lean_gpu_begin(G, &c, &err)) goto fail;
+    record(c, arg, n_tok);
+    if (lean_gpu_submit(c, &err) || lean_gpu_finish(G, &err)) goto fail;
+    return true;
+fail:
+    fprintf(stderr, "run_step: %s\n", err.msg);
+    return false;
+}
+static void record_matmul(lean_gpu_cmd *c, const void *m, int32_t n) { gpu_matmul_record(c, m, n); }
+static void record_get_rows(lean_gpu_cmd *c, const void *gr, int32_t n) { gpu_get_rows_record(c, gr, n); }
+
+/* ---- checks ---- */
+
+static void check_get_rows(const matrix *m, const gpu_weight *gw, lean_gpu_buf *step) {
+    enum { N = 7 };
+    const int64_t rows = m->t.ne[1], cols = m->t.ne[0];
+    uint32_t ids[N] = {0, (uint32_t)(rows - 1), (uint32_t)(1 % rows), (uint32_t)(2 % rows), (uint32_t)rows,
+                       rnd() % (uint32_t)rows, rnd() % (uint32_t)rows}; /* ids[4] is out of range */
+    lean_gpu_buf *idb = buf_new(sizeof ids, LEAN_GPU_STORAGE), *out = buf_new(N * cols * 4, LEAN_GPU_STORAGE);
+    float *got = malloc(N * cols * sizeof(float));
+    gpu_get_rows *gr = NULL;
+    lean_error err;
+    lean_status st = lean_gpu_buf_write(G, idb, 0, ids, sizeof ids, &err);
+    if (!st) st = gpu_get_rows_create(G, gw, N, step, idb, out, &gr, &err);
+    CHECK(st == LEAN_OK, "get_rows %s: %s", lean_type_traits_get(m->t.type)->name, err.msg);
+    if (st == LEAN_OK && run_step(step, record_get_rows, gr, N) && !lean_gpu_buf_read(G, out, 0, got, N * cols * 4, &err)) {
+        int64_t bad = 0, first = -1;
+        for (int t = 0; t < N; t++) {
+            for (int64_t c = 0; c < cols; c++) {
+                const float want = ids[t] < rows ? m->w[ids[t] * cols + c] : 0.0f;
+                if (bits_of(got[t * cols + c]) != bits_of(want) && bad++ == 0) first = t * cols + c;
+            }
+        }
+        CHECK(bad == 0, "get_rows %s (%lld x %lld): %lld floats differ, first [%lld] %.9g (0x%08x) want 0x%08x",
+              lean_type_traits_get(m->t.type)->name, (long long)rows, (long long)cols, (long long)bad,
+              (long long)first, bad ? got[first] : 0.0, bad ? bits_of(got[first]) : 0,
+              bad ? bits_of(ids[first / cols] < rows ? m->w[ids[first / cols] * cols + first % cols] : 0.0f) : 0);
+    } else {
+        CHECK(false, "get_rows %s did not run", lean_type_traits_get(m->t.type)->name);
+    }
+    gpu_get_rows_free(gr);
+    lean_gpu_buf_free(idb);
+    lean_gpu_buf_free(out);
+    free(got);
+}
+
+/* Largest |y - y_ref| / tolerance over the n_tok tokens (> 1 fails). */
+static double matmul_error(const matrix *m, const float *x, const float *y, int32_t n_tok) {
+    const int64_t rows = m->t.ne[1], cols = m->t.ne[0];
+    const double u = ldexp(1.0, -24), gamma = cols * u / (1 - cols * u);
+    double worst = 0;
+    for (int32_t t = 0; t < n_tok; t++) {
+        for (int64_t r = 0; r < rows; r++) {
+            double sum = 0, abs_sum = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                const double p = (double)m->w[r * cols + c] * x[t * cols + c];
+                sum += p;
+                abs_sum += fabs(p);
+            }
+            const double tol = gamma * abs_sum + 2 * cols * ldexp(1.0, -126);
+            const double e = fabs((double)y[t * rows + r] - sum) / tol;
+            if (!(e <= worst)) worst = e; /* NaN sticks */
+        }
+    }
+    return worst;
+}
+
+/* y outside [y_off, y_off + n_tok * rows * 4) still holds the 0xff bytes it was filled with */
+static bool y_untouched(lean_gpu_buf *yb, uint64_t y_off, uint64_t n_floats, uint64_t written) {
+    const uint64_t n = y_off / 4 + n_floats;
+    uint32_t *all = malloc(n * 4);
+    lean_error err;
+    bool ok = !lean_gpu_buf_read(G, yb, 0, all, n * 4, &err);
+    for (uint64_t i = 0; ok && i < n; i++) ok = (i >= y_off / 4 && i < y_off / 4 + written) || all[i] == 0xffffffffu;
+    free(all);
+    return ok;
+}
+
+/* Every n_toks[i] in turn (ascending) on one gpu_matmul whose x and y sit at an aligned offset
+ * in their buffers. */
+static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *step, const int32_t *n_toks, int n_n) {
+    const int32_t max_tok = 65;
+    const int64_t rows = m->t.ne[1], cols = m->t.ne[0];
+    const uint64_t off = lean_gpu_get_info(G)->min_storage_offset_align, nx = max_tok * cols, ny = max_tok * rows;
+    const char *name = lean_type_traits_get(m->t.type)->name;
+    float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float)), *y7 = malloc(7 * rows * sizeof(float));
+    for (uint64_t i = 0; i < nx; i++) x[i] = rnd_unit();
+    uint8_t *fill = malloc(off + ny * 4);
+    memset(fill, 0xff, off + ny * 4);
+    lean_gpu_buf *xb = buf_new(off + nx * 4, LEAN_GPU_STORAGE), *yb = buf_new(off + ny * 4, LEAN_GPU_STORAGE);
+    gpu_matmul *mm = NULL;
+    lean_error err;
+    lean_status st = lean_gpu_buf_write(G, xb, off, x, nx * 4, &err);
+    if (!st) st = lean_gpu_buf_write(G, yb, 0, fill, off + ny * 4, &err);
+    if (!st) st = gpu_matmul_create(G, gw, max_tok, step, xb, off, yb, off, &mm, &err);
+    CHECK(st == LEAN_OK, "matmul_create %s: %s", name, err.msg);
+    for (int i = 0; st == LEAN_OK && i < n_n; i++) {
+        const int32_t n = n_toks[i];
+        const bool ran = run_step(step, record_matmul, mm, n) && !lean_gpu_buf_read(G, yb, off, y, n * rows * 4, &err);
+        const double e = ran ? matmul_error(m, x, y, n) : INFINITY;
+        CHECK(e <= 1.0, "matmul %s (%lld x %lld) n_tok %d: error %.3g x the tolerance", name, (long long)rows,
+              (long long)cols, n, e);
+        if (n == 7 && ran) memcpy(y7, y, 7 * rows * sizeof(float));
+        if (n == 65 && ran) CHECK(memcmp(y, y7, 7 * rows * sizeof(float)) == 0,
+                                  "matmul %s (%lld x %lld): tokens 0..6 of 65 differ from a 7-token call", name,
+                                  (long long)rows, (long long)cols);
+        if (n <= 7) CHECK(y_untouched(yb, off, ny, (uint64_t)n * rows), "matmul %s n_tok %d wrote outside its tokens", name, n);
+    }
+    gpu_matmul_free(mm);
+    lean_gpu_buf_free(xb);
+    lean_gpu_buf_free(yb);
+    free(x);
+    free(y);
+    free(y7);
+    free(fill);
+}
+
+static void test_format(uint32_t type, lean_gpu_buf *step) {
+    const lean_type_traits *tr = lean_type_traits_get(type);
+    const int64_t B = tr->block_elems;
+    /* one block per row, 5 rows (ragged for 4 rows per workgroup); then 67 rows (a 64-row tile
+     * and 3) of several blocks, not a whole number of 128-column steps */
+    const int64_t shapes[][2] = {{5, B}, {67, B == 1 ? 131 : B == 32 ? 160 : 768}};
+    static const int32_t n_small[] = {1, 2, 7, 65}, n_big[] = {1, 2, 7, 64, 65};
+    for (int s = 0; s < 2; s++) {
+        matrix m;
+        matrix_make(&m, type, shapes[s][0], shapes[s][1]);
+        gpu_weight gw = {0};
+        lean_error err;
+        const lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
+        CHECK(st == LEAN_OK, "upload %s: %s", tr->name, err.msg);
+        if (st == LEAN_OK) {
+            check_get_rows(&m, &gw, step);
+            if (s == 0) check_matmul(&m, &gw, step, n_small, 4);
+            else check_matmul(&m, &gw, step, n_big, 5);
+        }
+        gpu_weight_free(&gw);
+        matrix_free(&m);
+    }
+}
+
+/* 32769 one-block rows of Q8_0: the upload repacks 32768 blocks at a time, so the last row's
+ * block and scale come from a second, odd-sized piece. */
+static void test_repack_pieces(lean_gpu_buf *step) {
+    static const int32_t n_tok[] = {1, 2};
+    matrix m;
+    matrix_make(&m, LEAN_TYPE_Q8_0, 32769, 32);
+    gpu_weight gw = {0};
+    lean_error err;
+    const lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
+    CHECK(st == LEAN_OK, "upload in pieces: %s", err.msg);
+    if (st == LEAN_OK) {
+        check_get_rows(&m, &gw, step);
+        check_matmul(&m, &gw, step, n_tok, 2);
+    }
+    gpu_weight_free(&gw);
+    matrix_free(&m);
+}
+
+/* 262141 rows: 65536 workgroups of matmul_vec's 4 rows, split over x and y. */
+static void test_many_groups(lean_gpu_buf *step) {
+    matrix m;
+    matrix_make(&m, LEAN_TYPE_F32, 4 * 65535 + 1, 1);
+    const int64_t rows = m.t.ne[1];
+    gpu_weight gw = {0};
+    lean_gpu_buf *xb = buf_new(4, LEAN_GPU_STORAGE), *yb = buf_new(rows * 4, LEAN_GPU_STORAGE);
+    const float x = 0.75f;
+    float *y = malloc(rows * sizeof(float));
+    gpu_matmul *mm = NULL;
+    lean_error err;
+    lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
+    if (!st) st = lean_gpu_buf_write(G, xb, 0, &x, 4, &err);
+    if (!st) st = gpu_matmul_create(G, &gw, 1, NULL, xb, 0, yb, 0, &mm, &err);
+    CHECK(st == LEAN_OK, "many groups: %s", err.msg);
+    const bool ran = st == LEAN_OK && run_step(step, record_matmul, mm, 1) && !lean_gpu_buf_read(G, yb, 0, y, rows * 4, &err);
+    const double e = ran ? matmul_error(&m, &x, y, 1) : INFINITY;
+    CHECK(e <= 1.0, "many groups (%lld rows): error %.3g x the tolerance", (long long)rows, e);
+    gpu_matmul_free(mm);
+    gpu_weight_free(&gw);
+    lean_gpu_buf_free(xb);
+    lean_gpu_buf_free(yb);
+    free(y);
+    matrix_free(&m);
+}
+
+static void test_errors(lean_gpu_buf *step) {
+    static uint8_t dummy[64];
+    gpu_weight gw = {0};
+    lean_error err;
+    lean_tensor t = {.name = "blk.0.attn_q.weight", .type = 10 /* Q2_K */, .ne = {256, 2, 1, 1}, .n_bytes = 168,
+                     .data = dummy};
+    CHECK(gpu_weight_upload(G, &t, &gw, &err) == LEAN_ERR_UNSUPPORTED && strstr(err.msg, t.name) &&
+              strstr(err.msg, "10"),
+          "unknown type: %s", err.msg);
+    /* rows of Q8_0 past the storage binding limit: refused before the data is read */
+    const uint64_t limit = lean_gpu_get_info(G)->max_storage_binding;
+    t = (lean_tensor){.name = "token_embd.weight", .type = LEAN_TYPE_Q8_0, .data = dummy,
+                      .ne = {4096, (int64_t)(limit / 4096) + 1, 1, 1}}; /* 4096 bytes of quants a row */
+    t.n_bytes = (uint64_t)t.ne[1] * (4096 / 32 * 34);
+    char lim[32];
+    snprintf(lim, sizeof lim, "%llu", (unsigned long long)limit);
+    CHECK(gpu_weight_upload(G, &t, &gw, &err) == LEAN_ERR_UNSUPPORTED && strstr(err.msg, t.name) && strstr(err.msg, lim),
+          "oversized: %s", err.msg);
+    t = (lean_tensor){.name = "x", .type = LEAN_TYPE_Q4_0, .ne = {48, 1, 1, 1}, .n_bytes = 27, .data = dummy};
+    CHECK(gpu_weight_upload(G, &t, &gw, &err) == LEAN_ERR_ARG, "ragged columns: %s", err.msg);
+    /* a y buffer too small for max_tok tokens */
+    matrix m;
+    matrix_make(&m, LEAN_TYPE_Q4_0, 4, 32);
+    lean_gpu_buf *xb = buf_new(4 * 32 * 4, LEAN_GPU_STORAGE), *yb = buf_new(4 * 4 * 4 - 4, LEAN_GPU_STORAGE);
+    gpu_matmul *mm = NULL;
+    if (gpu_weight_upload(G, &m.t, &gw, &err) == LEAN_OK) {
+        CHECK(gpu_matmul_create(G, &gw, 4, step, xb, 0, yb, 0, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
+              "small y: %s", err.msg);
+        if (lean_gpu_get_info(G)->min_storage_offset_align > 4)
+            CHECK(gpu_matmul_create(G, &gw, 1, step, xb, 4, yb, 0, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
+                  "misaligned x: %s", err.msg);
+    } else {
+        CHECK(false, "upload: %s", err.msg);
+    }
+    gpu_weight_free(&gw);
+    lean_gpu_buf_free(xb);
+    lean_gpu_buf_free(yb);
+    matrix_free(&m);
+}
+
+int main(void) {
+    lean_error err;
+    const char *env = getenv("LEAN_TEST_GPU");
+    if (env && !strcmp(env, "0")) {
+        printf("test_gpu_weights: SKIPPED: LEAN_TEST_GPU=0\n");
+        return test_finish("test_gpu_weights");
+    }
+    const lean_status st = lean_gpu_open(&G, &err);
+    CHECK(st == LEAN_OK, "no WebGPU (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", err.msg);
+    if (st != LEAN_OK) return test_finish("test_gpu_weights");
+    lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
+    static const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
+                                     LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
+                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_format(types[i], step);
+    test_repack_pieces(step);
+    test_many_groups(step);
+    test_errors(step);
+    lean_gpu_buf_free(step);
+    lean_gpu_close(G);
+    return test_finish("test_gpu_weights");
+}

@@ -1,0 +1,104 @@
+/* gpu_bench.c — what the WebGPU runtime (src/gpu/gpu.h) costs per call on this adapter.
+ *
+ *   make gpu-bench && build/gpu_bench [REPEATS]
+ *
+ * Measures, median of REPEATS (default 20) each:
+ *   dispatch    1000 tiny dispatches (fill.wgsl, one workgroup of 64) in one compute pass,
+ *               submitted and waited for; per dispatch = (t(1000) - t(1)) / 999
+ *   submit      an empty command buffer: submit (inside its error scope) + finish
+ *   round trip  write 16 bytes, one dispatch, read 16 bytes back (what a decode step that
+ *               needs its result on the host pays at least)
+ * Not a test: nothing is asserted. */
+#include "gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+typedef struct bench {
+    lean_gpu *g;
+    lean_gpu_buf *buf;
+    lean_gpu_pipeline *fill;
+    lean_gpu_bindgroup *bg;
+} bench;
+
+/* n dispatches in one pass, submitted and finished: ms. */
+static double time_dispatches(bench *b, int n) {
+    lean_error err;
+    lean_gpu_cmd *c;
+    double t0 = now_ms();
+    if (lean_gpu_begin(b->g, &c, &err) != LEAN_OK) return fprintf(stderr, "%s\n", err.msg), -1;
+    for (int i = 0; i < n; i++) lean_gpu_dispatch(c, b->fill, b->bg, 1, 1, 1);
+    if (lean_gpu_submit(c, &err) != LEAN_OK || lean_gpu_finish(b->g, &err) != LEAN_OK)
+        return fprintf(stderr, "%s\n", err.msg), -1;
+    return now_ms() - t0;
+}
+
+static double time_round_trip(bench *b) {
+    lean_error err;
+    uint32_t v[4] = {1, 2, 3, 4};
+    lean_gpu_cmd *c;
+    double t0 = now_ms();
+    if (lean_gpu_buf_write(b->g, b->buf, 0, v, sizeof v, &err) != LEAN_OK || lean_gpu_begin(b->g, &c, &err) != LEAN_OK)
+        return fprintf(stderr, "%s\n", err.msg), -1;
+    lean_gpu_dispatch(c, b->fill, b->bg, 1, 1, 1);
+    if (lean_gpu_submit(c, &err) != LEAN_OK || lean_gpu_buf_read(b->g, b->buf, 0, v, sizeof v, &err) != LEAN_OK)
+        return fprintf(stderr, "%s\n", err.msg), -1;
+    return now_ms() - t0;
+}
+
+static int setup(bench *b) {
+    lean_error err;
+    const char *src = lean_gpu_shader("fill");
+    lean_gpu_const c[] = {{"WG", 'u', 64}, {"N", 'u', 64}, {"VALUE", 'u', 1}, {"STEP", 'u', 1}};
+    lean_gpu_bind bind;
+    if (lean_gpu_open(&b->g, &err) != LEAN_OK || lean_gpu_buf_create(b->g, 256, LEAN_GPU_STORAGE, "bench", &b->buf, &err) ||
+        lean_gpu_pipeline_create(b->g, "fill", &src, 1, c, 4, &b->fill, &err))
+        return fprintf(stderr, "gpu_bench: %s\n", err.msg), 1;
+    bind = (lean_gpu_bind){b->buf, 0, 0};
+    if (lean_gpu_bindgroup_create(b->g, b->fill, &bind, 1, "bench", &b->bg, &err))
+        return fprintf(stderr, "gpu_bench: %s\n", err.msg), 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 20;
+    if (reps < 1 || reps > 10000) return fprintf(stderr, "usage: gpu_bench [REPEATS 1..10000]\n"), 2;
+    bench b = {0};
+    if (setup(&b)) return 1;
+    const lean_gpu_info *in = lean_gpu_get_info(b.g);
+    printf("adapter: %s (%s, %s)\n", in->adapter, in->backend, in->feature_level);
+    double *t1 = malloc(sizeof(double) * reps), *t1000 = malloc(sizeof(double) * reps);
+    double *sub = malloc(sizeof(double) * reps), *rt = malloc(sizeof(double) * reps);
+    time_dispatches(&b, 1000), time_round_trip(&b); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        t1[r] = time_dispatches(&b, 1);
+        t1000[r] = time_dispatches(&b, 1000);
+        sub[r] = time_dispatches(&b, 0);
+        rt[r] = time_round_trip(&b);
+    }
+    double m1 = median(t1, reps), m1000 = median(t1000, reps);
+    printf("dispatch    %.2f us each (1000 in one pass: %.3f ms; 1: %.3f ms)\n", (m1000 - m1) / 999 * 1e3, m1000, m1);
+    printf("submit      %.3f ms (empty command buffer, submit + finish)\n", median(sub, reps));
+    printf("round trip  %.3f ms (write 16 B, 1 dispatch, read 16 B)\n", median(rt, reps));
+    printf("(medians of %d)\n", reps);
+    free(t1), free(t1000), free(sub), free(rt);
+    lean_gpu_close(b.g);
+    return 0;
+}
