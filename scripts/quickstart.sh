@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 make -j"$(nproc)" build/lean >/dev/null
+# WebGPU (Dawn from npm) for the GPU backend; without it lean runs on the CPU.
+bash scripts/setup_webgpu.sh >/dev/null 2>&1 || echo "quickstart: no WebGPU library (npm unreachable): CPU only" >&2
 
 model=${1:-}
 if [ -z "$model" ]; then
@@ -30,6 +32,7 @@ fi
 
 prompt="Once upon a time, in a small town by the sea,"
 build/lean info "$model"
+build/lean info --gpu 2>/dev/null | sed -n 1,3p || true
 echo "prompt ids: $(build/lean tokenize -m "$model" -p "$prompt")"
 echo "completion:"
 build/lean run -m "$model" -p "$prompt" -n 16
