@@ -40,13 +40,14 @@
  *   2. transformers    hf_repetition_penalty, hf_temperature, hf_top_k, hf_top_p, hf_process
  *   3. resident arithmetic   Philox4x32-10 on u32, the uniform, the polynomial exp
  *   4. top-k network   a bitonic sorting/merging network over blocks of 64
- *   5. sample_reference
+ *   5. sample_reference, and comparing traces
  *   6. the handle      lean_sampler: history window, penalty set, lean_sampler_sample
  */
 #include "sampler.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,8 +58,8 @@
  * x86-64 SSE, arm64 and wasm do this. For a GPU: WGSL's accuracy rules for f32 + and * may
  * admit either neighbouring value and Vulkan leaves the default rounding mode to the
  * implementation, so the GPU backend must check at start-up that its adapter reproduces
- * known draws (test_sampler.c's golden ids are such known answers) and sample on the CPU
- * otherwise. Everything else here is u32 integer arithmetic, exact everywhere. */
+ * these draws (src/gpu/sample.c's gpu_sampler_check compares traces with sample_reference)
+ * and sample on the CPU otherwise. Everything else here is u32 integer arithmetic, exact everywhere. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -490,10 +491,11 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
         cum[j] = j == 0 ? w[0] : cum[j - 1] + w[j];
     }
     int32_t m = k;
+    float total = 0;
     if (cfg->use_top_p) {
         /* top-p's mass: the candidates' when top-k chose them, else every allowed id's */
         const bool top_k_on = cfg->top_k > 0 && cfg->top_k <= SAMPLER_K_CAP;
-        const float total = top_k_on ? cum[k - 1] : full_mass(a, n_vocab, mask_bits, best[0].v, cfg->inv_temperature);
+        total = top_k_on ? cum[k - 1] : full_mass(a, n_vocab, mask_bits, best[0].v, cfg->inv_temperature);
         const float limit = cfg->top_p_f * total;
         m = 1;
         while (m < k && cum[m - 1] < limit) m++;
@@ -516,12 +518,41 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
             trace->weight[j] = w[j];
             trace->cum[j] = cum[j];
         }
+        trace->mass = total;
         trace->u = u;
         trace->target = target;
         trace->pick = pick;
     }
     *out_id = (int32_t)best[pick].id;
     return LEAN_OK;
+}
+
+static bool same_bits(float a, float b) {
+    uint32_t x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    return x == y;
+}
+
+bool sample_trace_same(const sample_trace *a, const sample_trace *b, char *msg, size_t cap) {
+    if (a->n_cand != b->n_cand || a->n_kept != b->n_kept || a->pick != b->pick) {
+        snprintf(msg, cap, "candidates %d/%d, kept %d/%d, pick %d/%d", a->n_cand, b->n_cand, a->n_kept, b->n_kept,
+                 a->pick, b->pick);
+        return false;
+    }
+    if (!same_bits(a->u, b->u) || !same_bits(a->target, b->target) || !same_bits(a->mass, b->mass)) {
+        snprintf(msg, cap, "u %a/%a, target %a/%a, top-p's mass %a/%a", a->u, b->u, a->target, b->target, a->mass,
+                 b->mass);
+        return false;
+    }
+    for (int32_t j = 0; j < a->n_cand && j < SAMPLER_K_CAP; j++)
+        if (a->ids[j] != b->ids[j] || !same_bits(a->logit[j], b->logit[j]) || !same_bits(a->weight[j], b->weight[j]) ||
+            !same_bits(a->cum[j], b->cum[j])) {
+            snprintf(msg, cap, "candidate %d: id %d/%d, logit %a/%a, weight %a/%a, running sum %a/%a", j, a->ids[j],
+                     b->ids[j], a->logit[j], b->logit[j], a->weight[j], b->weight[j], a->cum[j], b->cum[j]);
+            return false;
+        }
+    return true;
 }
 
 /* ================================================================ 6. the handle

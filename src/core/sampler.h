@@ -1,5 +1,5 @@
-/* sampler.h — the sampler's internals, exposed for tests (tests/test_sampler.c) and, later,
- * for the GPU backend, which must reproduce sample_reference bit for bit.
+/* sampler.h — the sampler's internals, exposed for tests (tests/test_sampler.c) and for the
+ * GPU backend (src/gpu/sample.c), which reproduces sample_reference bit for bit.
  *
  * Two computations live in sampler.c:
  *
@@ -91,9 +91,15 @@ typedef struct sample_trace {
     float logit[SAMPLER_K_CAP];    /* their penalized logits */
     float weight[SAMPLER_K_CAP];   /* sampler_exp((logit - logit[0]) * inv_temperature) */
     float cum[SAMPLER_K_CAP];      /* running sums of weight, in order */
+    float mass;                    /* the mass top-p measured the kept set against (0: top-p off) */
     float u, target;               /* the uniform and u * cum[n_kept - 1] */
     int32_t pick;                  /* index into ids of the drawn id */
 } sample_trace;
+
+/* Whether two traces are the same bit for bit (counts, pick, ids, every float's bits, up to
+ * each one's n_cand); if not, the first difference, in words, goes to msg (cap bytes). For
+ * holding another backend's sampler to sample_reference. */
+bool sample_trace_same(const sample_trace *a, const sample_trace *b, char *msg, size_t cap);
 
 /* The resident sampler. logits[n_vocab] are read, never written; work holds n_vocab floats
  * (scratch). penalty_ids: the distinct ids of the penalty window. mask_bits (nullable): a

@@ -1,0 +1,435 @@
+/* sample.c — GPU-resident sampling (sample.h): the kernels of shaders/sample_*.wgsl, made once
+ * and recorded per step, computing what src/core/sampler.c's sample_reference computes.
+ *
+ * What it does: lays out the scratch and history buffers, builds the candidate tree (sample_topk
+ * over the vocabulary, then sample_merge levels until one list is left; sample_argmax levels
+ * when greedy), top-p's mass pass when needed, and the pick; keeps the parameters in a uniform
+ * so a new seed or temperature needs no new pipeline (pipelines depend only on the vocabulary
+ * size and the buffer layout); checks that an adapter reproduces the CPU (gpu_sampler_check).
+ * What it does not: masks, reading ids back (the caller's), choosing when to sample (forward.c).
+ *
+ * Buffers (u32 words):
+ *   params  (12)   the Params of sample_common.wgsl
+ *   scratch        level lists: level l holds groups_l lists of list_len entries (value bits,
+ *                  id), one after another from its out_off; the last level has one list (the
+ *                  candidates, best first) | top-p's block sums (n_blocks) | the trace (136)
+ *   hist           [0] position of the next draw [1] ring head [2] ring fill [3] unused;
+ *                  with the penalty on: counts (n_vocab) and the ring (ring_len)
+ *
+ * Sections: layout · making the kernels · create, reset, record, trace · the adapter check · free
+ */
+#include "sample.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define WG 64             /* invocations per workgroup, every sampling kernel */
+#define CHUNK 4096        /* entries per workgroup: level 0 of the top-k tree, every level of the greedy one */
+#define FAN 8             /* lists merged per workgroup: the later levels of the top-k tree */
+#define MASS_BLOCKS 8     /* top-p's mass: blocks of SAMPLER_SUM_BLOCK ids per workgroup */
+#define MAX_LEVELS 8      /* a level shrinks its input 8-fold or more: 65535 groups -> 1 in 7 */
+#define TRACE_WORDS 136   /* sample_pick.wgsl's trace */
+#define HIST_STATE 4      /* words before the counts in hist */
+
+/* Params flags (sample_common.wgsl) */
+enum { F_PENALTY = 1, F_TOP_P = 2, F_MASS_ALL = 4, F_GREEDY = 8 };
+
+typedef struct kernel {
+    lean_gpu_pipeline *pipe; /* owned by the lean_gpu (cached by source) */
+    lean_gpu_bindgroup *bg;
+    uint32_t groups;
+} kernel;
+
+struct gpu_sampler {
+    lean_gpu *g;
+    sampler_cfg cfg;
+    int32_t n_vocab;
+    uint32_t ring_len;  /* the penalty window in ids; 0 = the whole history (or no penalty) */
+    lean_gpu_buf *params, *scratch, *hist;
+    lean_gpu_buf *out;  /* the caller's; the id goes to u32 index out_index */
+    uint32_t out_index;
+    kernel level[MAX_LEVELS];
+    int n_levels;
+    kernel mass, pick;  /* mass.pipe is NULL unless top-p measures every allowed id */
+    uint32_t list_len;  /* entries per list: 64, or 1 when greedy */
+    uint32_t final_off, trace_off; /* words in scratch */
+    uint32_t *host;     /* (hist words) what gpu_sampler_reset uploads */
+    uint64_t hist_words;
+};
+
+static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* ---- layout ---- */
+
+/* The Params uniform (sample_common.wgsl), 12 words. */
+static void params_words(const sampler_cfg *c, uint32_t ring_len, uint32_t w[12]) {
+    const bool top_k_on = c->top_k > 0 && c->top_k <= SAMPLER_K_CAP;
+    uint32_t flags = 0;
+    if (c->use_penalty) flags |= F_PENALTY;
+    if (c->greedy) flags |= F_GREEDY;
+    if (!c->greedy && c->use_top_p) flags |= F_TOP_P | (top_k_on ? 0 : F_MASS_ALL);
+    memset(w, 0, 12 * sizeof *w);
+    w[0] = (uint32_t)c->seed;
+    w[1] = (uint32_t)(c->seed >> 32);
+    w[2] = 0; /* zero: fmul's fence */
+    w[3] = c->greedy ? 1u : top_k_on ? (uint32_t)c->top_k : SAMPLER_K_CAP;
+    w[4] = flags;
+    w[5] = ring_len;
+    memcpy(&w[6], &c->penalty, 4);
+    memcpy(&w[7], &c->inv_penalty, 4);
+    memcpy(&w[8], &c->inv_temperature, 4);
+    memcpy(&w[9], &c->top_p_f, 4);
+}
+
+/* ---- making the kernels ---- */
+
+/* What a kernel reads the vocabulary through: the logits binding and the history. */
+typedef struct vocab_src {
+    lean_gpu_buf *logits;
+    uint64_t bind_off, bind_size; /* bytes; bind_off a multiple of the storage offset alignment */
+    uint32_t logits_off;          /* elements from bind_off to the first logit */
+} vocab_src;
+
+/* Compiles sample_common + (loader) + kernel with consts (WG added) and binds scratch, then
+ * (when n_extra >= 0) params and extra[0..n_extra) as @binding(2...): a kernel that reads only
+ * scratch (a later tree level) has only binding 0 in its layout. */
+static lean_status make_kernel(gpu_sampler *s, const char *label, const char *loader, const char *name,
+                               const lean_gpu_const *consts, int n_consts, const lean_gpu_bind *extra,
+                               int n_extra, uint32_t groups, kernel *k, lean_error *err) {
+    const char *src[3];
+    int n_src = 0;
+    src[n_src++] = lean_gpu_shader("sample_common");
+    if (loader) src[n_src++] = lean_gpu_shader(loader);
+    src[n_src++] = lean_gpu_shader(name);
+    for (int i = 0; i < n_src; i++)
+        if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling shaders for '%s' are not in this build", label);
+    lean_gpu_const all[12];
+    for (int i = 0; i < n_consts; i++) all[i] = consts[i];
+    all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
+    lean_gpu_bind binds[4] = {{s->scratch, 0, 0}, {s->params, 0, 0}};
+    for (int i = 0; i < n_extra; i++) binds[2 + i] = extra[i];
+    k->groups = groups;
+    lean_status st = lean_gpu_pipeline_create(s->g, label, src, n_src, all, n_consts, &k->pipe, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(s->g, k->pipe, binds, n_extra < 0 ? 1 : 2 + n_extra, label, &k->bg, err);
+    return st;
+}
+
+/* One level of the candidate tree: groups workgroups read n_in items (level 0: vocabulary
+ * entries; later: the previous level's lists at in_off, of 64 entries (top-k) or 1 (greedy))
+ * and write one list each from out_off (words). */
+typedef struct level_plan {
+    uint64_t n_in, in_off, out_off;
+    uint32_t groups;
+} level_plan;
+
+/* The levels from the vocabulary down to one list; returns how many (0 when more than
+ * MAX_LEVELS would be needed) and the scratch words the lists take in *words. Top-k: level 0
+ * keeps 64 of CHUNK entries per workgroup, later levels merge FAN lists (sample_merge);
+ * greedy: every level keeps 1 of CHUNK. */
+static int plan_tree(int32_t n_vocab, bool greedy, level_plan *lv, uint64_t *words) {
+    const uint32_t list_len = greedy ? 1 : SAMPLER_K_CAP;
+    uint64_t n_in = (uint64_t)n_vocab, off = 0, in_off = 0;
+    for (int l = 0; l < MAX_LEVELS; l++) {
+        lv[l] = (level_plan){n_in, in_off, off, div_up(n_in, greedy || l == 0 ? CHUNK : FAN)};
+        in_off = off;
+        n_in = lv[l].groups;
+        off += 2 * n_in * list_len;
+        if (lv[l].groups == 1) {
+            *words = off;
+            return l + 1;
+        }
+    }
+    return 0;
+}
+
+static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_plan *lv, int n_levels,
+                             lean_error *err) {
+    const bool greedy = s->cfg.greedy;
+    for (int l = 0; l < n_levels; l++) {
+        char label[32];
+        snprintf(label, sizeof label, "sample_%s_%d", greedy ? "argmax" : l == 0 ? "topk" : "merge", l);
+        const lean_gpu_const k[] = {
+            {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
+            {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', CHUNK}, {"FAN", 'u', FAN},
+            {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}};
+        const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
+        const char *loader = l == 0 ? "sample_vocab" : greedy ? "sample_lists" : NULL;
+        const char *kern = greedy ? "sample_argmax" : l == 0 ? "sample_topk" : "sample_merge";
+        lean_status st = make_kernel(s, label, loader, kern, k, 7, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
+        if (st != LEAN_OK) return st;
+        s->n_levels = l + 1;
+    }
+    s->final_off = (uint32_t)lv[n_levels - 1].out_off;
+    return LEAN_OK;
+}
+
+/* top-p's mass over every allowed id (only when top-k does not choose the candidates) and the
+ * pick. mass_off: where the block sums go in scratch. */
+static lean_status make_end(gpu_sampler *s, const vocab_src *v, uint32_t mass_off, uint32_t n_blocks,
+                            lean_gpu_buf *out, uint32_t out_index, lean_error *err) {
+    const lean_gpu_const k[] = {
+        {"N_VOCAB", 'u', s->n_vocab},     {"LOGITS_OFF", 'u', v->logits_off}, {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
+        {"N_BLOCKS", 'u', n_blocks},      {"MASS_OFF", 'u', mass_off},        {"MAX_OFF", 'u', s->final_off},
+        {"MB", 'u', MASS_BLOCKS},         {"FINAL_OFF", 'u', s->final_off},   {"TRACE_OFF", 'u', s->trace_off},
+        {"OUT_INDEX", 'u', out_index}};
+    uint32_t w[12];
+    params_words(&s->cfg, s->ring_len, w);
+    if (w[4] & F_MASS_ALL) {
+        const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
+        lean_status st = make_kernel(s, "sample_mass", "sample_vocab", "sample_mass", k, 10, extra, 2,
+                                     div_up(n_blocks, MASS_BLOCKS), &s->mass, err);
+        if (st != LEAN_OK) return st;
+    }
+    const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
+    return make_kernel(s, "sample_pick", NULL, "sample_pick", k, 10, extra, 2, 1, &s->pick, err);
+}
+
+/* ---- create, reset, record, trace, free ---- */
+
+/* Where the logits are bound: the device wants binding offsets aligned. */
+static lean_status vocab_binding(lean_gpu *g, lean_gpu_buf *logits, uint64_t offset, int32_t n_vocab,
+                                 vocab_src *v, lean_error *err) {
+    const uint64_t bytes = (uint64_t)n_vocab * 4;
+    if (offset % 4 || offset > lean_gpu_buf_size(logits) || lean_gpu_buf_size(logits) - offset < bytes)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "logits of %d ids at byte %llu: the buffer has %llu bytes", n_vocab,
+                         (unsigned long long)offset, (unsigned long long)lean_gpu_buf_size(logits));
+    const lean_gpu_info *info = lean_gpu_get_info(g);
+    const uint64_t align = info->min_storage_offset_align ? info->min_storage_offset_align : 256;
+    v->logits = logits;
+    v->bind_off = offset / align * align;
+    v->bind_size = offset - v->bind_off + bytes;
+    v->logits_off = (uint32_t)((offset - v->bind_off) / 4);
+    if (v->bind_size > info->max_storage_binding)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "logits of %d ids: %llu bytes, the device binds at most %llu",
+                         n_vocab, (unsigned long long)v->bind_size, (unsigned long long)info->max_storage_binding);
+    return LEAN_OK;
+}
+
+lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vocab, lean_gpu_buf *logits,
+                               uint64_t logits_offset, lean_gpu_buf *out, uint32_t out_index,
+                               gpu_sampler **res, lean_error *err) {
+    if (!res) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_create: res is NULL");
+    *res = NULL;
+    if (!g || !cfg || !logits || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_create: NULL argument");
+    if (n_vocab < 1) return LEAN_FAIL(err, LEAN_ERR_ARG, "n_vocab %d: must be >= 1", n_vocab);
+    if (cfg->seed == LEAN_SEED_RANDOM)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_create: the seed must be resolved (lean_sampler_seed)");
+    if ((uint64_t)out_index * 4 + 4 > lean_gpu_buf_size(out))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "out index %u: the id buffer has %llu bytes", out_index,
+                         (unsigned long long)lean_gpu_buf_size(out));
+    vocab_src v = {0};
+    lean_status st = vocab_binding(g, logits, logits_offset, n_vocab, &v, err);
+    if (st != LEAN_OK) return st;
+    gpu_sampler *s = lean_calloc(1, sizeof *s);
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the GPU sampler");
+    s->g = g;
+    s->out = out;
+    s->out_index = out_index;
+    s->cfg = *cfg;
+    s->n_vocab = n_vocab;
+    s->list_len = cfg->greedy ? 1 : SAMPLER_K_CAP;
+    s->ring_len = cfg->use_penalty && cfg->repeat_last_n > 0 ? (uint32_t)cfg->repeat_last_n : 0;
+    s->hist_words = HIST_STATE + (cfg->use_penalty ? (uint64_t)n_vocab + s->ring_len : 0);
+    const uint32_t n_blocks = div_up((uint64_t)n_vocab, SAMPLER_SUM_BLOCK);
+    level_plan lv[MAX_LEVELS];
+    uint64_t words = 0;
+    const int n_levels = plan_tree(n_vocab, cfg->greedy, lv, &words);
+    const lean_gpu_info *info = lean_gpu_get_info(g);
+    uint32_t w[12];
+    params_words(cfg, s->ring_len, w);
+    if (n_levels == 0 || lv[0].groups > info->max_workgroups_per_dim) {
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling %d ids needs %u workgroups in one dimension; the device allows %u",
+                       n_vocab, lv[0].groups, info->max_workgroups_per_dim);
+        goto fail;
+    }
+    if (s->hist_words * 4 > info->max_storage_binding) {
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                       "a penalty window of %u ids over %d ids needs %llu bytes; the device binds at most %llu",
+                       s->ring_len, n_vocab, (unsigned long long)s->hist_words * 4,
+                       (unsigned long long)info->max_storage_binding);
+        goto fail;
+    }
+    s->host = lean_calloc((size_t)s->hist_words, sizeof *s->host);
+    if (!s->host) {
+        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "the GPU sampler's history mirror (%llu words)",
+                       (unsigned long long)s->hist_words);
+        goto fail;
+    }
+    const uint32_t mass_off = (uint32_t)words;
+    s->trace_off = mass_off + n_blocks;
+    st = lean_gpu_buf_create(g, sizeof w, LEAN_GPU_UNIFORM, "sample params", &s->params, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(g, s->params, 0, w, sizeof w, err);
+    if (st == LEAN_OK)
+        st = lean_gpu_buf_create(g, s->hist_words * 4, LEAN_GPU_STORAGE, "sample history", &s->hist, err);
+    if (st == LEAN_OK)
+        st = lean_gpu_buf_create(g, ((uint64_t)s->trace_off + TRACE_WORDS) * 4, LEAN_GPU_STORAGE, "sample scratch",
+                                 &s->scratch, err);
+    if (st == LEAN_OK) st = make_tree(s, &v, lv, n_levels, err);
+    if (st == LEAN_OK) st = make_end(s, &v, mass_off, n_blocks, out, out_index, err);
+    if (st != LEAN_OK) goto fail;
+    *res = s;
+    return LEAN_OK;
+fail:
+    gpu_sampler_free(s);
+    return st;
+}
+
+lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *history, int32_t n_history,
+                              lean_error *err) {
+    if (!s || n_history < 0 || (n_history > 0 && !history))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_reset: bad arguments (%d history ids)", n_history);
+    for (int32_t i = 0; i < n_history; i++)
+        if (history[i] < 0 || history[i] >= s->n_vocab)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "history[%d] = %d is outside the vocabulary [0, %d)", i, history[i],
+                             s->n_vocab);
+    uint32_t *h = s->host;
+    memset(h, 0, (size_t)s->hist_words * sizeof *h);
+    h[0] = pos;
+    if (s->cfg.use_penalty) {
+        int32_t first = 0; /* the window: the last ring_len ids, or all */
+        if (s->ring_len > 0 && (uint32_t)n_history > s->ring_len) first = n_history - (int32_t)s->ring_len;
+        const uint32_t fill = (uint32_t)(n_history - first);
+        uint32_t *counts = h + HIST_STATE, *ring = counts + s->n_vocab;
+        for (int32_t i = first; i < n_history; i++) {
+            counts[history[i]]++;
+            if (s->ring_len > 0) ring[i - first] = (uint32_t)history[i];
+        }
+        h[1] = s->ring_len > 0 ? fill % s->ring_len : 0;
+        h[2] = s->ring_len > 0 ? fill : 0;
+    }
+    return lean_gpu_buf_write(s->g, s->hist, 0, h, s->hist_words * 4, err);
+}
+
+void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s) {
+    for (int l = 0; l < s->n_levels; l++) lean_gpu_dispatch(c, s->level[l].pipe, s->level[l].bg, s->level[l].groups, 1, 1);
+    if (s->mass.pipe) lean_gpu_dispatch(c, s->mass.pipe, s->mass.bg, s->mass.groups, 1, 1);
+    lean_gpu_dispatch(c, s->pick.pipe, s->pick.bg, 1, 1, 1);
+}
+
+static float f32_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *err) {
+    uint32_t list[2 * SAMPLER_K_CAP], tr[TRACE_WORDS];
+    lean_status st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->final_off * 4, list, s->list_len * 8, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->trace_off * 4, tr, sizeof tr, err);
+    if (st != LEAN_OK) return st;
+    memset(t, 0, sizeof *t);
+    t->n_cand = (int32_t)(tr[0] <= s->list_len ? tr[0] : s->list_len);
+    t->n_kept = (int32_t)tr[1];
+    t->pick = (int32_t)tr[2];
+    t->mass = f32_of(tr[7]);
+    t->u = f32_of(tr[3]);
+    t->target = f32_of(tr[4]);
+    for (int32_t j = 0; j < t->n_cand; j++) {
+        t->logit[j] = f32_of(list[2 * j]);
+        t->ids[j] = (int32_t)list[2 * j + 1];
+        t->weight[j] = f32_of(tr[8 + j]);
+        t->cum[j] = f32_of(tr[72 + j]);
+    }
+    return LEAN_OK;
+}
+
+/* ---- the adapter check ---- */
+
+/* The distinct ids of the penalty window of history (lean_sampler's rule), into ids. */
+static int32_t window_ids(const sampler_cfg *cfg, const int32_t *hist, int32_t n_hist, int32_t *ids) {
+    if (!cfg->use_penalty) return 0;
+    int32_t first = cfg->repeat_last_n >= 0 && n_hist > cfg->repeat_last_n ? n_hist - cfg->repeat_last_n : 0, n = 0;
+    for (int32_t i = first; i < n_hist; i++) {
+        bool seen = false;
+        for (int32_t j = 0; j < n && !seen; j++) seen = ids[j] == hist[i];
+        if (!seen) ids[n++] = hist[i];
+    }
+    return n;
+}
+
+/* One GPU draw: reset, record, submit; the id and the trace read back. */
+static lean_status gpu_draw_traced(gpu_sampler *s, const int32_t *hist, int32_t n_hist, uint32_t pos, uint32_t *id,
+                                   sample_trace *t, lean_error *err) {
+    lean_gpu_cmd *c = NULL;
+    lean_status st = gpu_sampler_reset(s, pos, hist, n_hist, err);
+    if (st == LEAN_OK) st = lean_gpu_begin(s->g, &c, err);
+    if (st == LEAN_OK) {
+        gpu_sampler_record(c, s);
+        st = lean_gpu_submit(c, err);
+    }
+    if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->out, 4ull * s->out_index, id, 4, err);
+    if (st == LEAN_OK) st = gpu_sampler_read_trace(s, t, err);
+    return st;
+}
+
+lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                                uint32_t pos, float *work, lean_error *err) {
+    uint32_t gid = 0;
+    sample_trace gt, ct;
+    lean_status st = gpu_draw_traced(s, history, n_history, pos, &gid, &gt, err);
+    if (st != LEAN_OK) return st;
+    int32_t *pen = lean_malloc(sizeof *pen * (size_t)(n_history > 0 ? n_history : 1)), cid = -1;
+    if (!pen) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_compare: %d history ids", n_history);
+    const int32_t n_pen = window_ids(&s->cfg, history, n_history, pen);
+    lean_error cpu_err;
+    st = sample_reference(&s->cfg, logits, s->n_vocab, NULL, pen, n_pen, pos, work, &cid, &ct, &cpu_err);
+    lean_free(pen);
+    const char *adapter = lean_gpu_get_info(s->g)->adapter;
+    if (st != LEAN_OK) /* no id allowed */
+        return gid == GPU_SAMPLE_NO_ID ? LEAN_OK
+                                       : LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "adapter '%s' chose id %u where the CPU found none (%s)",
+                                                   adapter, gid, cpu_err.msg);
+    char diff[200];
+    if (gid != (uint32_t)cid || !sample_trace_same(&ct, &gt, diff, sizeof diff))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "adapter '%s' does not sample as the CPU does (position %u: id %d/%u; %s)",
+                         adapter, pos, cid, gid, gid == (uint32_t)cid ? diff : "the ids differ");
+    return LEAN_OK;
+}
+
+lean_status gpu_sampler_check(lean_gpu *g, lean_error *err) {
+    enum { N = 1000, N_HIST = 16 };
+    lean_sampler_params p = lean_sampler_default_params();
+    p.temperature = 0.7;
+    p.top_k = 0;
+    p.top_p = 0.9;
+    p.repeat_penalty = 1.3;
+    p.repeat_last_n = N_HIST;
+    p.seed = 0x5a3b1e;
+    sampler_cfg cfg;
+    lean_status st = sampler_config(&p, &cfg, err);
+    if (st != LEAN_OK) return st;
+    float *x = lean_malloc(2 * N * sizeof *x); /* logits, then sample_reference's scratch */
+    if (!x) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_check: %d logits", N);
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) { /* [-8, 8) from a 32-bit LCG: a wide spread of weights */
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(r >> 8) * 0x1p-20f - 8.0f;
+    }
+    int32_t hist[N_HIST];
+    for (int i = 0; i < N_HIST; i++) hist[i] = (i * 37 + 11) % N;
+    lean_gpu_buf *logits = NULL, *out = NULL;
+    gpu_sampler *s = NULL;
+    st = lean_gpu_buf_create(g, sizeof *x * N, LEAN_GPU_STORAGE, "sample check logits", &logits, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(g, logits, 0, x, sizeof *x * N, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_create(g, 4, LEAN_GPU_STORAGE, "sample check id", &out, err);
+    if (st == LEAN_OK) st = gpu_sampler_create(g, &cfg, N, logits, 0, out, 0, &s, err);
+    for (uint32_t pos = 0; pos < 4 && st == LEAN_OK; pos++)
+        st = gpu_sampler_compare(s, x, hist, N_HIST, pos * 7919u, x + N, err);
+    gpu_sampler_free(s);
+    lean_gpu_buf_free(logits);
+    lean_gpu_buf_free(out);
+    lean_free(x);
+    return st;
+}
+
+void gpu_sampler_free(gpu_sampler *s) {
+    if (!s) return;
+    for (int l = 0; l < s->n_levels; l++) lean_gpu_bindgroup_free(s->level[l].bg);
+    lean_gpu_bindgroup_free(s->mass.bg);
+    lean_gpu_bindgroup_free(s->pick.bg);
+    lean_gpu_buf_free(s->params);
+    lean_gpu_buf_free(s->scratch);
+    lean_gpu_buf_free(s->hist);
+    lean_free(s->host);
+    lean_free(s);
+}

@@ -1,0 +1,61 @@
+/* sample.h — GPU-resident sampling: the next id chosen on the GPU from a logits buffer, bit
+ * for bit as src/core/sampler.c's sample_reference chooses it (same candidates, weights, sums,
+ * top-p cut and Philox draw), so a seed gives the same ids on the CPU and the GPU. Only the
+ * chosen id is written (a u32 in a buffer of the caller's: the next step's embedding input).
+ *
+ * State on the GPU, so decode steps need no host writes: the position of the next draw (it
+ * keys the random draw, as lean_sampler_sample's pos: the position the drawn token will
+ * occupy) and, when the repetition penalty is on, the penalty window (per-id counts and a
+ * ring of the last repeat_last_n ids). Each recorded step draws at the held position, then
+ * advances it and adds the drawn id to the window. gpu_sampler_reset sets both from the host
+ * (after a prompt, or after stopping rolled the context back).
+ *
+ * Use: gpu_sampler_check once per device (sample on the CPU if it fails), gpu_sampler_create
+ * at load (pipelines and bind groups made once), gpu_sampler_reset before the first draw,
+ * gpu_sampler_record at the end of each step's command buffer (after the logits are written).
+ *
+ * Not here: masks (lean_mask: grammars sample on the CPU), reading the id back (the caller
+ * copies or maps its out buffer). */
+#ifndef LEAN_GPU_SAMPLE_H
+#define LEAN_GPU_SAMPLE_H
+
+#include "gpu.h"
+#include "sampler.h"
+
+/* Written instead of an id when no id has a finite (penalized) logit. */
+#define GPU_SAMPLE_NO_ID 0xffffffffu
+
+typedef struct gpu_sampler gpu_sampler;
+
+/* cfg: from sampler_config, with the seed resolved (not LEAN_SEED_RANDOM). logits: n_vocab
+ * F32 at byte offset logits_offset (a multiple of 4). out: the id goes to u32 index out_index.
+ * The buffers stay the caller's and must outlive s. Fails with LEAN_ERR_ARG on bad sizes,
+ * LEAN_ERR_UNSUPPORTED when the device's limits cannot hold the vocabulary or the window. */
+lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vocab, lean_gpu_buf *logits,
+                               uint64_t logits_offset, lean_gpu_buf *out, uint32_t out_index,
+                               gpu_sampler **res, lean_error *err);
+/* Queues writes that set the next draw's position to pos and the penalty window to the last
+ * repeat_last_n of history[0..n_history) (every one for -1), oldest first; ordered before any
+ * command buffer submitted after it. LEAN_ERR_ARG for an id outside the vocabulary. */
+lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *history, int32_t n_history,
+                              lean_error *err);
+/* Records one draw: the top-k tree (or the argmax tree when greedy), top-p's mass when top-k
+ * does not bound it, the pick. 2-5 dispatches for a 152k vocabulary; no allocation. */
+void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s);
+/* Whether this adapter's arithmetic reproduces sample_reference: a few draws over a fixed
+ * 1000-id vocabulary (penalty, temperature, 64 candidates, top-p over the whole mass) compared
+ * with the CPU's, traces bit for bit (WGSL lets + and * round either way and some drivers
+ * ignore the FMA fence). LEAN_ERR_UNSUPPORTED naming the first difference: sample on the CPU.
+ * Blocking; a few milliseconds. */
+lean_status gpu_sampler_check(lean_gpu *g, lean_error *err);
+/* Holds s to sample_reference for one draw: resets s to (pos, history), draws, and compares the
+ * id and the trace, bit for bit, with sample_reference's for the same logits (which must be
+ * what s's logits buffer holds) and the same window. LEAN_ERR_UNSUPPORTED naming the first
+ * difference. work: n_vocab floats. Blocking; for gpu_sampler_check and tests. */
+lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                                uint32_t pos, float *work, lean_error *err);
+/* Tests: reads back what the last draw saw, in sample_reference's trace form (blocking). */
+lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *err);
+void gpu_sampler_free(gpu_sampler *s); /* NULL is fine */
+
+#endif

@@ -1,0 +1,125 @@
+// sample_pick.wgsl — the end of a sampling step (sample_reference steps 4-6), one workgroup:
+// from the final candidate list (FINAL_OFF), the weights w_j = sampler_exp((v_j - v_0) *
+// inv_temp) (one per invocation), then in invocation 0, in order: their running sums, top-p's
+// cut, the Philox draw for the position held in hist[0], the pick. Everything invocation 0
+// reads in sequence is first brought into workgroup memory by all invocations (a chain of
+// dependent reads of device memory would cost a round trip each).
+// Writes the id to out[OUT_INDEX] (NO_ID when no id is allowed), advances the position, adds
+// the id to the penalty window (per-id counts, and a ring of the last ring_len ids so the
+// oldest can leave), and writes the trace at TRACE_OFF:
+//   [0] n_cand [1] n_kept [2] pick [3] u [4] target (u * the kept mass) [5] position [6] id
+//   [7] top-p's mass (0 when off) [8 .. 72) weights [72 .. 136) running sums   (f32 as bits)
+// Greedy (F_GREEDY): the list has one entry, the argmax; it is the pick.
+// Constants: WG (64), N_VOCAB, FINAL_OFF, MASS_OFF, N_BLOCKS, TRACE_OFF, OUT_INDEX.
+// hist: [0] position of the next draw [1] ring head (next slot) [2] ring fill [3] unused
+//       [4 .. 4 + N_VOCAB) counts   [4 + N_VOCAB .. + ring_len) the ring
+@group(0) @binding(2) var<storage, read_write> hist: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+
+const RING = 4u + N_VOCAB;
+const PART = 256u; // block sums brought in at a time
+var<workgroup> cand: array<Entry, 64>;
+var<workgroup> wts: array<f32, 64>;
+var<workgroup> part: array<f32, PART>;
+var<workgroup> n_cand: atomic<u32>; // zero at the start of the dispatch, as all workgroup memory
+
+fn remember(id: u32) {
+    hist[4u + id] += 1u;
+    if (P.ring_len == 0u) { return; } // the whole history counts
+    let head = hist[1];
+    if (hist[2] == P.ring_len) {
+        hist[4u + hist[RING + head]] -= 1u; // the oldest leaves the window
+    } else {
+        hist[2] += 1u;
+    }
+    hist[RING + head] = id;
+    hist[1] = (head + 1u) % P.ring_len;
+}
+
+// The mass of every allowed id: the block sums added in block order (in invocation 0; the
+// value elsewhere is unused). Every invocation must call it (barriers).
+fn mass_all(lid: u32) -> f32 {
+    var total = 0.0;
+    for (var c = 0u; c < N_BLOCKS; c += PART) {
+        for (var h = lid; h < PART && c + h < N_BLOCKS; h += WG) { part[h] = bitcast<f32>(scratch[MASS_OFF + c + h]); }
+        workgroupBarrier();
+        if (lid == 0u) {
+            for (var h = 0u; h < PART && c + h < N_BLOCKS; h++) { total = total + part[h]; }
+        }
+        workgroupBarrier();
+    }
+    return total;
+}
+
+// Steps 4-6 over the first k candidates, weights in wts, in invocation 0; returns (n_kept, pick).
+fn draw(k: u32, pos: u32, total_all: f32) -> vec2<u32> {
+    var cum: array<f32, 64>;
+    var s = 0.0;
+    for (var j = 0u; j < k; j++) {
+        s = select(s + wts[j], wts[j], j == 0u);
+        cum[j] = s;
+        scratch[TRACE_OFF + 8u + j] = bitcast<u32>(wts[j]);
+        scratch[TRACE_OFF + 72u + j] = bitcast<u32>(s);
+    }
+    var m = k;
+    scratch[TRACE_OFF + 7u] = 0u;
+    if ((P.flags & F_TOP_P) != 0u) {
+        let total = select(cum[k - 1u], total_all, (P.flags & F_MASS_ALL) != 0u);
+        scratch[TRACE_OFF + 7u] = bitcast<u32>(total);
+        let limit = fmul(P.top_p, total);
+        m = 1u;
+        while (m < k && cum[m - 1u] < limit) { m++; }
+    }
+    let u = sampler_uniform(pos);
+    let t = fmul(u, cum[m - 1u]);
+    var pick = m - 1u;
+    for (var j = 0u; j < m; j++) {
+        if (t < cum[j]) {
+            pick = j;
+            break;
+        }
+    }
+    scratch[TRACE_OFF + 3u] = bitcast<u32>(u);
+    scratch[TRACE_OFF + 4u] = bitcast<u32>(t);
+    return vec2<u32>(m, pick);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    let greedy = (P.flags & F_GREEDY) != 0u;
+    var e = SENTINEL;
+    if (lid < select(64u, 1u, greedy)) { e = load_list_entry(FINAL_OFF, lid); }
+    cand[lid] = e;
+    if (e.id != NO_ID) { atomicAdd(&n_cand, 1u); }
+    workgroupBarrier();
+    let k = min(P.k, atomicLoad(&n_cand)); // the list is sorted: its first n_cand are real
+    if (lid < k) { wts[lid] = sampler_exp(fmul(bitcast<f32>(e.v) - bitcast<f32>(cand[0].v), P.inv_temp)); }
+    var total_all = 0.0;
+    if ((P.flags & F_MASS_ALL) != 0u) { total_all = mass_all(lid); }
+    workgroupBarrier();
+    if (lid != 0u) { return; }
+    let pos = hist[0];
+    var r = vec2<u32>(0u, 0u);
+    var id = NO_ID;
+    if (k > 0u) {
+        if (greedy) {
+            r = vec2<u32>(1u, 0u);
+            scratch[TRACE_OFF + 8u] = bitcast<u32>(1.0);
+            scratch[TRACE_OFF + 72u] = bitcast<u32>(1.0);
+            scratch[TRACE_OFF + 3u] = 0u;
+            scratch[TRACE_OFF + 4u] = 0u;
+            scratch[TRACE_OFF + 7u] = 0u;
+        } else {
+            r = draw(k, pos, total_all);
+        }
+        id = cand[r.y].id;
+    }
+    out[OUT_INDEX] = id;
+    hist[0] = pos + 1u;
+    if (id != NO_ID && (P.flags & F_PENALTY) != 0u) { remember(id); }
+    scratch[TRACE_OFF] = k;
+    scratch[TRACE_OFF + 1u] = r.x;
+    scratch[TRACE_OFF + 2u] = r.y;
+    scratch[TRACE_OFF + 5u] = pos;
+    scratch[TRACE_OFF + 6u] = id;
+}
