@@ -17,7 +17,7 @@
  *
  * lean-test: native-only (dlopen) */
 #include "gpu_impl.h"
-#include "test.h"
+#include "gpu_test.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -413,16 +413,8 @@ static void test_out_of_memory(lean_gpu *g) {
 int main(void) {
     test_layouts();
     test_shaders();
-    const char *want = getenv("LEAN_TEST_GPU");
-    if (want && strcmp(want, "0") == 0) {
-        printf("test_gpu_device: *** SKIPPED the device tests: LEAN_TEST_GPU=0 ***\n");
-        return test_finish("test_gpu_device");
-    }
-    lean_error err;
-    lean_gpu *g = NULL;
-    lean_status st = lean_gpu_open(&g, &err);
-    CHECK(st == LEAN_OK, "no WebGPU device (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", err.msg);
-    if (st != LEAN_OK) return test_finish("test_gpu_device");
+    lean_gpu *g = test_gpu_open("test_gpu_device");
+    if (!g) return test_finish("test_gpu_device");
     test_info(g);
     test_round_trip(g, 1000);
     test_round_trip(g, 1237);

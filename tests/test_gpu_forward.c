@@ -17,8 +17,7 @@
  * lean-test: native-only (dlopen) */
 #include "backend.h"
 #include "fixture.h"
-#include "gpu.h"
-#include "test.h"
+#include "gpu_test.h"
 #include "tiny_model.h"
 
 #define N_PROMPT 13
@@ -231,12 +230,8 @@ static void test_choice(const lean_model *m, bool software) {
 }
 
 int main(void) {
-    if (test_gpu_skipped("test_gpu_forward")) return test_finish("test_gpu_forward");
-    lean_error err;
-    lean_gpu *g = NULL;
-    lean_status st = lean_gpu_open(&g, &err);
-    CHECK(st == LEAN_OK, "no WebGPU (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", err.msg);
-    if (st != LEAN_OK) return test_finish("test_gpu_forward");
+    lean_gpu *g = test_gpu_open("test_gpu_forward");
+    if (!g) return test_finish("test_gpu_forward");
     const bool software = lean_gpu_get_info(g)->software;
     printf("adapter: %s (%s)\n", lean_gpu_get_info(g)->adapter, lean_gpu_get_info(g)->backend);
     lean_gpu_close(g);

@@ -1,23 +1,26 @@
 /* test_gpu_ops.c — each WebGPU forward kernel of src/gpu/ops.c against the CPU reference ops
  * (ops_ref.h) on random inputs and ragged shapes: RMSNorm (rows, per-head, last token only),
  * residual and bias adds, SwiGLU, RoPE (NORM and NEOX, llama3 frequency factors, positions
- * near n_ctx, the key write at pos), the value write, causal grouped-query attention (head_dim
- * 64 and 128, GQA ratios 1, 3 and 7, 1..65 tokens, split decode over long contexts) and argmax
+ * near n_ctx, the key write at pos, a table past the binding limit), the value write, causal
+ * grouped-query attention (head_dim 64, 80, 128 and 256, GQA ratios 1, 3 and 7, 1..65 tokens:
+ * the tiled prefill kernel on ragged tiles, split decode over long contexts) and argmax
  * (ties). Runs on whatever adapter lean_gpu_open finds (Dawn over llvmpipe in CI).
  *
  * Tolerances: adds and the row copies are exact (one rounding, or none). The others sum in
  * another order than the reference (a tree over 64 lanes; a streaming softmax), so they are
  * held to a few float32 ulps of the quantities summed: 1e-5 relative for the norms and SwiGLU,
- * 2e-5 absolute for attention outputs (averages of values in [-1, 1]). RoPE's angles are the
- * reference's bits (the same f32 multiplications), except that the GPU's division by a
- * frequency factor may be off by an ulp: 4e-6, plus 2 ulp(pos) radians with factors, times the
- * pair's size.
+ * 2e-5 absolute for attention outputs (averages of values in [-1, 1]). RoPE's cos and sin are
+ * the reference's bits (the table is ref_rope_angles' output), so the rotation would be
+ * bit-exact but for contraction: a*c - b*s may run as an FMA on a GPU (WGSL allows it), which
+ * skips one product's rounding. That moves the result by at most half an ulp of each product
+ * plus the final roundings, under 2 ulp(|a c| + |b s|) <= 2 ulp(2) = 4.8e-7 for inputs in
+ * [-1, 1): the tolerance, absolute.
  *
  * lean-test: native-only (dlopen) */
-#include "gpu.h"
+#include "gpu_test.h"
 #include "ops.h"
 #include "ops_ref.h"
-#include "test.h"
+#include "weights.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -181,8 +184,6 @@ static void test_rope(int32_t n_heads, int32_t head_dim, lean_rope_style style, 
         ff = rand_floats(half);
         for (int32_t i = 0; i < half; i++) ff[i] = 2.5f + 1.5f * ff[i]; /* [1, 4), as llama3's */
     }
-    float *table = malloc(sizeof(float) * (size_t)gpu_rope_table_len(head_dim));
-    gpu_rope_table(table, head_dim, 500000.0f, ff);
     float *want = malloc(sizeof(float) * (size_t)width * (size_t)n_tok);
     float *got = malloc(sizeof(float) * (size_t)width * (size_t)n_rows);
     float *cs = malloc(sizeof(float) * (size_t)half), *sn = malloc(sizeof(float) * (size_t)half);
@@ -192,26 +193,34 @@ static void test_rope(int32_t n_heads, int32_t head_dim, lean_rope_style style, 
         ref_rope(want + (int64_t)t * width, n_heads, head_dim, style, cs, sn);
     }
     lean_gpu_buf *step = step_buf(n_tok, pos), *bs = buf_of(src, (int64_t)width * n_tok),
-                 *bd = buf_of(NULL, (int64_t)width * n_rows), *bt = buf_of(table, gpu_rope_table_len(head_dim));
+                 *bd = buf_of(NULL, (int64_t)width * n_rows), *bt = NULL;
     gpu_op op = {0};
     lean_error err;
-    lean_status st = gpu_rope_create(g, step, bs, bd, bt, n_heads, head_dim, style, at_pos, &op, &err);
-    if (run_op(st, &err, &op, n_tok)) {
+    lean_status st = gpu_rope_table_create(g, pos + n_tok, head_dim, 500000.0f, ff, &bt, &err);
+    CHECK(st == LEAN_OK, "rope table: %s", err.msg);
+    if (st == LEAN_OK) st = gpu_rope_create(g, step, bs, bd, bt, n_heads, head_dim, style, at_pos, &op, &err);
+    if (bt && run_op(st, &err, &op, n_tok)) {
         read_back(bd, got, (int64_t)width * n_rows);
         const float *row0 = got + (at_pos ? (int64_t)pos * width : 0);
-        const float tol = (factors ? 2.0f * ulp((float)(pos + n_tok)) : 0.0f) + 4e-6f; /* see the top */
-        int64_t bad = 0;
-        for (int64_t i = 0; i < (int64_t)width * n_tok; i++) {
-            const float mag = 2.0f; /* |a| + |b| <= 2 for inputs in [-1, 1] */
-            if (fabsf(row0[i] - want[i]) > tol * mag && bad++ == 0)
-                fprintf(stderr, "rope: [%lld] %.9g, want %.9g\n", (long long)i, row0[i], want[i]);
-        }
-        CHECK(bad == 0, "rope heads %d head_dim %d %s factors %d at_pos %d n_tok %d pos %d: %lld off", n_heads,
-              head_dim, style == LEAN_ROPE_NEOX ? "neox" : "norm", factors, at_pos, n_tok, pos, (long long)bad);
+        CHECK(n_bad(row0, want, (int64_t)width * n_tok, 2.0f * ulp(2.0f), 0, "rope") == 0, /* see the top */
+              "rope heads %d head_dim %d %s factors %d at_pos %d n_tok %d pos %d", n_heads, head_dim,
+              style == LEAN_ROPE_NEOX ? "neox" : "norm", factors, at_pos, n_tok, pos);
     }
     gpu_op_free(&op);
     lean_gpu_buf_free(step), lean_gpu_buf_free(bs), lean_gpu_buf_free(bd), lean_gpu_buf_free(bt);
-    free(src), free(ff), free(table), free(want), free(got), free(cs), free(sn);
+    free(src), free(ff), free(want), free(got), free(cs), free(sn);
+}
+
+/* A table past the storage binding limit is refused, naming n_ctx, before anything is made. */
+static void test_rope_table_limit(void) {
+    const int32_t head_dim = 1024, n_ctx = (int32_t)(gpu_binding_max_bytes(g) / (head_dim * 4)) + 1;
+    lean_gpu_buf *bt = NULL;
+    lean_error err;
+    char want[32];
+    snprintf(want, sizeof want, "n_ctx %d", n_ctx);
+    CHECK(gpu_rope_table_create(g, n_ctx, head_dim, 10000.0f, NULL, &bt, &err) == LEAN_ERR_UNSUPPORTED &&
+              bt == NULL && strstr(err.msg, want),
+          "rope table for n_ctx %d: %s", n_ctx, err.msg);
 }
 
 /* ---- attention ---- */
@@ -296,11 +305,7 @@ static void test_argmax(int32_t n, int32_t first, int32_t second) {
 }
 
 int main(void) {
-    lean_error err;
-    if (test_gpu_skipped("test_gpu_ops")) return test_finish("test_gpu_ops");
-    lean_status st = lean_gpu_open(&g, &err);
-    CHECK(st == LEAN_OK, "no WebGPU (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", err.msg);
-    if (st != LEAN_OK) return test_finish("test_gpu_ops");
+    if (!(g = test_gpu_open("test_gpu_ops"))) return test_finish("test_gpu_ops");
 
     const int32_t widths[] = {1, 64, 100, 896}, toks[] = {1, 7, 65};
     for (size_t i = 0; i < 4; i++)
@@ -324,11 +329,21 @@ int main(void) {
             test_rope(2, 128, rs, factors, true, 65, 4031); /* near n_ctx 4096 */
             test_rope(3, 64, rs, factors, true, 1, 4095);
         }
+    test_rope_table_limit();
 
     /* head_dim, heads, KV heads, n_ctx, n_tok, pos */
     test_attention(64, 2, 2, 96, 65, 31);    /* GQA 1, a prefill past a resident prefix */
     test_attention(128, 6, 2, 80, 65, 0);    /* GQA 3, a cold prefill of 65 */
     test_attention(64, 14, 2, 600, 7, 593);  /* GQA 7, a suffix up to n_ctx */
+    /* prefill runs attention_tiled.wgsl: 16 tokens a tile for these head dims, whole, ragged
+     * and single tiles, the last key tile partly past the call's keys */
+    test_attention(64, 3, 1, 40, 2, 0);      /* GQA 3, the fewest tokens that tile */
+    test_attention(128, 7, 1, 64, 16, 48);   /* GQA 7, one whole tile, up to n_ctx */
+    test_attention(128, 2, 2, 50, 17, 33);   /* GQA 1, a tile and one token, up to n_ctx */
+    test_attention(64, 6, 2, 64, 33, 0);     /* GQA 3, two tiles and one token, cold */
+    test_attention(128, 14, 2, 300, 65, 235); /* GQA 7, 19 key tiles, up to n_ctx */
+    test_attention(80, 4, 2, 40, 23, 10);    /* a head_dim no power of two */
+    test_attention(256, 2, 1, 40, 19, 21);   /* tiles shrunk to fit 16 KiB: 8 tokens, 4 keys */
     test_attention(128, 14, 2, 16, 1, 0);    /* decode of the first token */
     test_attention(64, 6, 2, 300, 1, 255);   /* 256 keys: one chunk, no split */
     test_attention(64, 6, 2, 300, 1, 256);   /* 257 keys: two splits */

@@ -2,7 +2,8 @@
  *
  * What it does: at create, opens the device, uploads every weight in its own format
  * (weights.h; the 1-D norms and biases as F32 buffers), allocates an F32 KV cache and
- * activations for n_batch tokens, and makes every pipeline, bind group and matmul a call will
+ * activations for n_batch tokens, uploads the RoPE cos/sin of every position (computed on the
+ * host by the reference's own code), and makes every pipeline, bind group and matmul a call will
  * need. A forward call then writes the 16-byte step uniform and the ids, records the whole
  * batch — embedding, every layer, and (when logits are asked for) the last token's final norm,
  * logits and their argmax — into one command buffer, submits it, and reads back only the logits. Nothing is
@@ -54,7 +55,7 @@ struct lean_backend_state {
     gpu_layer *layers;          /* n_layer */
     gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
     lean_gpu_buf *output_norm;  /* (n_embd) F32 */
-    lean_gpu_buf *rope_table;   /* gpu_rope_table: theta_scale, head_dim / 2 factors */
+    lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position (gpu_rope_table_create) */
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
     lean_gpu_buf *ids;          /* (B) u32 */
@@ -148,13 +149,8 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     if (qk_norm && ((st = new_buf(s, B, qd, "q_hn", &s->q_hn, err)) ||
                     (st = new_buf(s, B, kvd, "k_hn", &s->k_hn, err))))
         return st;
-    const int32_t n_table = gpu_rope_table_len(hp->head_dim);
-    float table[1 + 512]; /* head_dim <= 1024 (model.c's limit) */
-    if (n_table > (int32_t)(sizeof table / sizeof table[0]))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the GPU backend takes at most 1024", hp->head_dim);
-    gpu_rope_table(table, hp->head_dim, hp->rope_base, s->m->rope_freqs.data);
-    if ((st = new_buf(s, (uint64_t)n_table, 1, "rope_table", &s->rope_table, err))) return st;
-    return lean_gpu_buf_write(s->g, s->rope_table, 0, table, (uint64_t)n_table * 4, err);
+    return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
+                                 &s->rope_table, err);
 }
 
 /* The attention half's kernels of layer il (see the list at the top). */

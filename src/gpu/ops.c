@@ -10,6 +10,9 @@
  */
 #include "ops.h"
 
+#include "ops_ref.h"
+#include "weights.h"
+
 #include <math.h>
 #include <stdio.h>
 
@@ -91,11 +94,36 @@ lean_status gpu_store_rows_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf 
 
 /* ---- position ---- */
 
-int32_t gpu_rope_table_len(int32_t head_dim) { return 1 + head_dim / 2; }
+enum { ROPE_CHUNK = 256 }; /* positions computed and written at a time: bounded host memory */
 
-void gpu_rope_table(float *out, int32_t head_dim, float base, const float *freq_factors) {
-    out[0] = powf(base, -2.0f / (float)head_dim); /* exactly ref_rope_angles' theta_scale */
-    for (int32_t i = 0; i < head_dim / 2; i++) out[1 + i] = freq_factors ? freq_factors[i] : 1.0f;
+lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, float base,
+                                  const float *freq_factors, lean_gpu_buf **out, lean_error *err) {
+    *out = NULL;
+    const uint64_t row_bytes = (uint64_t)head_dim * 4, bytes = (uint64_t)n_ctx * row_bytes;
+    if (n_ctx < 1 || head_dim < 2 || head_dim % 2)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "rope table: n_ctx %d, head_dim %d", n_ctx, head_dim);
+    if (bytes > gpu_binding_max_bytes(g))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "n_ctx %d: the RoPE table (n_ctx x head_dim %d floats, %llu bytes) exceeds this device's "
+                         "storage binding limit of %llu bytes; use a smaller n_ctx",
+                         n_ctx, head_dim, (unsigned long long)bytes, (unsigned long long)gpu_binding_max_bytes(g));
+    float *rows = lean_malloc((size_t)ROPE_CHUNK * (size_t)row_bytes); /* (ROPE_CHUNK, head_dim) */
+    if (!rows) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "rope table: out of memory");
+    lean_status st = lean_gpu_buf_create(g, bytes, LEAN_GPU_STORAGE, "rope table", out, err);
+    for (int32_t p0 = 0; !st && p0 < n_ctx; p0 += ROPE_CHUNK) {
+        const int32_t n = n_ctx - p0 < ROPE_CHUNK ? n_ctx - p0 : ROPE_CHUNK;
+        for (int32_t t = 0; t < n; t++) {
+            float *row = rows + (int64_t)t * head_dim;
+            ref_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, base, freq_factors);
+        }
+        st = lean_gpu_buf_write(g, *out, (uint64_t)p0 * row_bytes, rows, (uint64_t)n * row_bytes, err);
+    }
+    lean_free(rows);
+    if (st) {
+        lean_gpu_buf_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 lean_status gpu_rope_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
@@ -122,6 +150,40 @@ uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t
     return att + parts;
 }
 
+/* Bytes of attention_tiled.wgsl's workgroup arrays for tq tokens and bk keys a tile. */
+static uint64_t tiled_storage(int32_t head_dim, uint32_t tq, uint32_t bk) {
+    return 4 * ((uint64_t)(tq + bk) * ((uint64_t)head_dim + 1) + (uint64_t)tq * bk + tq);
+}
+
+/* The prefill kernel, attention_tiled.wgsl, over the buffers b of attention.wgsl: 16 tokens and
+ * 16 keys a tile, halved (keys first) until its arrays fit the device's workgroup storage and
+ * the 16 KiB every adapter grants. */
+static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *const *b, gpu_attention *a,
+                              lean_error *err) {
+    uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
+    if (cap > 16384) cap = 16384;
+    uint32_t tq = 16, bk = 16;
+    while (tq > 0 && tiled_storage(hp->head_dim, tq, bk) > cap) {
+        if (bk >= tq && bk > 1) bk /= 2;
+        else tq /= 2;
+    }
+    if (tq == 0)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "head_dim %d: attention needs %llu bytes of workgroup storage, the device has %llu",
+                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, 1, 1), (unsigned long long)cap);
+    a->tq = tq;
+    const lean_gpu_const k[] = {{"GROUP", 'u', hp->n_head / hp->n_head_kv},
+                                {"HEAD_DIM", 'u', hp->head_dim},
+                                {"KV_DIM", 'u', lean_kv_dim(hp)},
+                                {"Q_DIM", 'u', lean_q_dim(hp)},
+                                {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
+                                {"TQ", 'u', tq},
+                                {"BK", 'u', bk},
+                                {"LPR", 'u', WG / tq},
+                                {"DPL", 'u', div_up(hp->head_dim, WG / tq)}};
+    return make_op(g, "attention_tiled", USE_STEP, k, 9, b, 5, (uint32_t)hp->n_head, false, &a->tiled, err);
+}
+
 lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch,
                                  lean_gpu_buf *step, lean_gpu_buf *q, lean_gpu_buf *kc, lean_gpu_buf *vc,
                                  lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
@@ -145,18 +207,25 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                   {"CHUNK", 'u', GPU_ATTN_CHUNK},
                                   {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b2[] = {step, out};
-    return make_op(g, "attn_combine", USE_STEP, kc2, 4, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
+    st = make_op(g, "attn_combine", USE_STEP, kc2, 4, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
+    if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, b, a, err);
+    return st;
 }
 
 void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos) {
-    const uint32_t split = n_tok == 1 ? n_splits(pos) : 1;
-    lean_gpu_dispatch(c, a->main.pipe, a->main.bg, (uint32_t)a->n_head, (uint32_t)n_tok, split);
+    if (n_tok > 1) {
+        lean_gpu_dispatch(c, a->tiled.pipe, a->tiled.bg, (uint32_t)a->n_head, div_up(n_tok, a->tq), 1);
+        return;
+    }
+    const uint32_t split = n_splits(pos);
+    lean_gpu_dispatch(c, a->main.pipe, a->main.bg, (uint32_t)a->n_head, 1, split);
     if (split > 1) gpu_op_record(c, &a->combine, 1);
 }
 
 void gpu_attention_free(gpu_attention *a) {
     gpu_op_free(&a->main);
     gpu_op_free(&a->combine);
+    gpu_op_free(&a->tiled);
 }
 
 /* ---- argmax ---- */

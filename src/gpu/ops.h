@@ -9,7 +9,8 @@
  * recorded n_tok and the call's position when the command buffer runs. Widths are elements.
  *
  * Every kernel runs on any adapter: F32 only, GPU_OP_WG (64) invocations, under 2 KiB of
- * workgroup storage, at most 4 storage buffers per kernel (the compatibility default). */
+ * workgroup storage (prefill attention: up to 16 KiB, the WebGPU minimum), at most 4 storage
+ * buffers per kernel (the compatibility default). */
 #ifndef LEAN_GPU_OPS_H
 #define LEAN_GPU_OPS_H
 
@@ -42,14 +43,18 @@ lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
                               lean_error *err);
 
-/* The table rope.wgsl reads: theta_scale = base^(-2 / head_dim) (powf, as ref_rope_angles),
- * then head_dim / 2 frequency factors (freq_factors, or all 1 when NULL). Upload it as one F32
- * buffer of gpu_rope_table_len(head_dim) floats. */
-int32_t gpu_rope_table_len(int32_t head_dim);
-void gpu_rope_table(float *out, int32_t head_dim, float base, const float *freq_factors);
+/* The table rope.wgsl reads, (n_ctx, head_dim) F32: row p holds cos then sin of position p's
+ * head_dim / 2 angles, computed on the host by ops_ref.c's ref_rope_angles itself (base,
+ * freq_factors (head_dim / 2) or NULL), so the GPU rotates by the reference's very bits: no
+ * angle or sin/cos is computed on the GPU, whose compilers may contract or reassociate a
+ * range reduction (1e-4 rad off at angle 4000 on NVIDIA). n_ctx * head_dim * 4 bytes;
+ * LEAN_ERR_UNSUPPORTED naming n_ctx when that exceeds gpu_binding_max_bytes. */
+lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, float base,
+                                  const float *freq_factors, lean_gpu_buf **out, lean_error *err);
 
-/* dst = src (n_tok, n_heads * head_dim) rotated at positions pos.. (ref_rope); dst's rows are
- * the tokens' (at_pos false) or rows pos + t (at_pos true: keys into a (n_ctx, kv_dim) cache). */
+/* dst = src (n_tok, n_heads * head_dim) rotated at positions pos.. (ref_rope) by the angles of
+ * table (gpu_rope_table_create, n_ctx > pos + n_tok - 1); dst's rows are the tokens' (at_pos
+ * false) or rows pos + t (at_pos true: keys into a (n_ctx, kv_dim) cache). */
 lean_status gpu_rope_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
                             lean_gpu_buf *table, int32_t n_heads, int32_t head_dim, lean_rope_style style,
                             bool at_pos, gpu_op *op, lean_error *err);
@@ -65,11 +70,16 @@ lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, i
 /* Causal grouped-query attention of the call's queries q (n_tok, q_dim) over one layer's
  * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call whose
  * keys exceed GPU_ATTN_CHUNK splits them over workgroups of GPU_ATTN_CHUNK keys and merges the
- * partials, kept in out after the att rows: size out with gpu_attention_out_floats. */
+ * partials, kept in out after the att rows: size out with gpu_attention_out_floats. A call of
+ * several tokens (prefill; n_batch > 1 only) runs the tiled kernel, attention_tiled.wgsl: tq
+ * tokens a workgroup share each key and value read. LEAN_ERR_UNSUPPORTED when head_dim is too
+ * large for its tiles in the device's workgroup storage (past 2000 or so). */
 #define GPU_ATTN_CHUNK 256
 typedef struct gpu_attention {
-    gpu_op main, combine;
+    gpu_op main, combine; /* one token: attention.wgsl (split) and attn_combine.wgsl */
+    gpu_op tiled;         /* several tokens: attention_tiled.wgsl, tq tokens a workgroup */
     int32_t n_head;
+    uint32_t tq;
 } gpu_attention;
 uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch);
 lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch,

@@ -109,8 +109,13 @@ done:
     return st;
 }
 
-/* t's shape against its type, and its size against what one binding of g can hold (and
- * what the kernels' u32 word and element indices can reach: 4 GiB). */
+uint64_t gpu_binding_max_bytes(const lean_gpu *g) {
+    const lean_gpu_info *info = lean_gpu_get_info(g);
+    uint64_t limit = info->max_storage_binding < info->max_buffer ? info->max_storage_binding : info->max_buffer;
+    return limit > (1ull << 32) - 4 ? (1ull << 32) - 4 : limit;
+}
+
+/* t's shape against its type, and its size against gpu_binding_max_bytes. */
 static lean_status check_tensor(lean_gpu *g, const lean_tensor *t, const lean_type_traits *tr, lean_error *err) {
     const int64_t cols = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
     uint64_t file_bytes;
@@ -121,9 +126,7 @@ static lean_status check_tensor(lean_gpu *g, const lean_tensor *t, const lean_ty
                          t->name, tr->name, (long long)rows, (long long)cols, (unsigned long long)t->n_bytes,
                          tr->block_elems);
     if (!t->data) return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': its data is not loaded", t->name);
-    const lean_gpu_info *info = lean_gpu_get_info(g);
-    uint64_t limit = info->max_storage_binding < info->max_buffer ? info->max_storage_binding : info->max_buffer;
-    if (limit > (1ull << 32) - 4) limit = (1ull << 32) - 4;
+    const uint64_t limit = gpu_binding_max_bytes(g);
     if (t->n_bytes > limit)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
                          "tensor '%s' (%s, %lld x %lld) takes %llu bytes on the GPU, more than this device's "

@@ -21,8 +21,13 @@ typedef struct gpu_weight {
     lean_gpu_buf *buf;   /* the (repacked) blocks */
 } gpu_weight;
 
-/* Repacks t (whose data is mapped) and uploads it; a tensor larger than the device's storage
- * binding limit fails with LEAN_ERR_UNSUPPORTED naming it, its size and the limit. */
+/* The most bytes one storage binding of g may hold for the kernels: the least of the device's
+ * maxStorageBufferBindingSize, its maxBufferSize, and 2^32 - 4 (what the kernels' u32 word and
+ * element indices reach). The limit error messages print this number. */
+uint64_t gpu_binding_max_bytes(const lean_gpu *g);
+
+/* Repacks t (whose data is mapped) and uploads it; a tensor larger than gpu_binding_max_bytes
+ * fails with LEAN_ERR_UNSUPPORTED naming it, its size and the limit. */
 lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err);
 void gpu_weight_free(gpu_weight *w);
 
