@@ -73,7 +73,10 @@ WASM_BUILD   ?= build-wasm
 WASI_SYSROOT ?= $(WASM_BUILD)/sysroot
 WASM_CFLAGS  ?=
 WASM_STACK   ?= 8388608
-WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT)
+# simd128 is chosen at build time (wasm has no run-time feature test: see src/cpu/wasm_simd128.c);
+# WASM_SIMD= builds a scalar module, which runs the generic kernels.
+WASM_SIMD    ?= -msimd128
+WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) $(WASM_SIMD)
 # The stack goes first, so overflowing it traps instead of overwriting static data.
 WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK)
 WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o)

@@ -17,7 +17,7 @@
  * Sections: helpers · F32 F16 BF16 · Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 · Q4_K Q5_K Q6_K ·
  *           matmul drivers · attention · table · choosing a table
  */
-#include "kernels.h"
+#include "kernels_shared.h"
 
 #include <math.h>
 #include <string.h>
@@ -141,25 +141,13 @@ static float dot_q5_1(int64_t cols, const uint8_t *w, const void *x) {
  *   sum w a dx = d dx sum_j sc[j] (sum q a) - dmin dx sum_j m[j] (sum a),
  * the second sum from bsums. Q6_K: 16 sub-blocks of 16, w = d sc[k] (q - 32). */
 
-/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (formats_k.c's table). */
-static void k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        m[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 static float dot_k45(int64_t cols, const uint8_t *w, const void *x, int bits) {
     const lean_q8_k *a = x;
     const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += block_bytes, a++) {
         uint8_t sc[8], m[8];
-        k4_scales(w + 4, sc, m);
+        lean_k4_scales(w + 4, sc, m);
         const uint8_t *qh = w + 16; /* Q5_K only */
         const uint8_t *qs = bits == 5 ? w + 48 : w + 16;
         int32_t isum = 0, msum = 0;
@@ -229,6 +217,17 @@ static inline void matmul_rows(dot_fn dot, int64_t cols, const void *w, size_t w
         size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
 #define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
 
+void lean_matmul_tiles(lean_tile_fn tile, MATMUL_ARGS) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
+        for (int32_t t = 0; t < n_tok; t += LEAN_TILE_TOKENS) {
+            const int32_t nt = n_tok - t < LEAN_TILE_TOKENS ? n_tok - t : LEAN_TILE_TOKENS;
+            tile(cols, row, (const uint8_t *)x + (size_t)t * x_row_bytes, x_row_bytes, nt,
+                 y + (int64_t)t * y_row_elems + r, y_row_elems);
+        }
+    }
+}
+
 static void matmul_f32(MATMUL_ARGS) { matmul_rows(dot_f32, MATMUL_PASS); }
 static void matmul_f16(MATMUL_ARGS) { matmul_rows(dot_f16, MATMUL_PASS); }
 static void matmul_bf16(MATMUL_ARGS) { matmul_rows(dot_bf16, MATMUL_PASS); }
@@ -282,6 +281,7 @@ static void swiglu(float *gate, const float *up, int64_t n) {
 
 const lean_kernels lean_kernels_generic = {
     .name = "generic",
+    .same_as_generic = true,
     .matmul =
         {
             [LEAN_TYPE_F32] = matmul_f32,
@@ -308,7 +308,8 @@ const lean_kernels lean_kernels_generic = {
 
 static const lean_kernels *generic_table(void) { return &lean_kernels_generic; }
 
-static const lean_kernels *(*const candidates[])(void) = {lean_kernels_avx512, lean_kernels_avx2, generic_table};
+static const lean_kernels *(*const candidates[])(void) = {lean_kernels_avx512, lean_kernels_avx2, lean_kernels_neon,
+                                                          lean_kernels_simd128, generic_table};
 #define N_CANDIDATES (sizeof candidates / sizeof candidates[0])
 
 int lean_kernels_select(const char *name, lean_kernels *out) {
