@@ -39,7 +39,8 @@ static const char *const usage_run =
     "  --batch N    prefill chunk in tokens (default 64)\n"
     "  -t N         CPU threads (default 0: one per CPU)\n"
     "  --backend B  cpu-ref (the reference; the default for now), cpu (the CPU kernels: the best\n"
-    "               table this CPU runs, threads), cpu-generic, cpu-avx2, cpu-avx512 (one table)\n"
+    "               table this CPU runs, threads), cpu-generic, cpu-avx2, cpu-avx512, cpu-neon,\n"
+    "               cpu-simd128 (one table)\n"
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {

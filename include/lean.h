@@ -120,7 +120,7 @@ typedef struct lean_ctx_params {
     int32_t n_batch;   /* prefill chunk in tokens; 0 = 64 */
     int32_t n_threads; /* CPU threads; 0 = one per CPU this process may use (1 in wasm) */
     /* Which backend computes: "cpu" = the CPU kernels (the best instruction set this CPU
-     * has, threads); "cpu-generic", "cpu-avx2", "cpu-avx512" = that kernel table (for tests
+     * has, threads); "cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-simd128" = that kernel table (for tests
      * and measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it); NULL, "auto" or
      * "cpu-ref" = the plain single-threaded reference (the default for now: the CPU kernels
      * are opt-in until they are held to the transformers fixtures). The CPU kernels compute with 8-bit activations, so

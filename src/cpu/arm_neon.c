@@ -175,13 +175,7 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
         for (int j = 0; j < nt; j++) {
             const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
             const int32x4_t p = dot16(dot16(vdupq_n_s32(0), u.lo, vld1q_s8(a->qs)), u.hi, vld1q_s8(a->qs + 16));
-            const float dq = (u.d * a->d) * (float)vaddvq_s32(p);
-            if (has_min) {
-                const float mq = u.m * (a->d * (float)a->s);
-                sum[j] += dq + mq;
-            } else {
-                sum[j] += dq;
-            }
+            sum[j] = lean_legacy_step(sum[j], u.d, u.m, has_min, a, vaddvq_s32(p));
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
@@ -249,7 +243,7 @@ INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
 INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     const int8_t *sc = (const int8_t *)(b + 192);
     const uint8x16_t m4 = vdupq_n_u8(0x0f), m3 = vdupq_n_u8(3), off = vdupq_n_u8(32);
-    u->d = f16(b + 208);
+    u->d = f16(b + 208), u->dmin = 0.0f;
     for (int h = 0; h < 2; h++) {
         for (int g = 0; g < 2; g++) {
             const uint8x16_t la = vld1q_u8(b + 64 * h + 16 * g), lb = vld1q_u8(b + 64 * h + 32 + 16 * g);
@@ -269,6 +263,12 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     }
 }
 
+/* msum = sum_j m[j] (bsums[2j] + bsums[2j + 1]) */
+INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
+    const int16x8_t pairs = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
+    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(u->m16), vget_low_s16(pairs)), u->m16, pairs));
+}
+
 INLINE void k_tile(int f, TILE_ARGS) {
     const int per = f == K_Q6 ? 1 : 2;
     float sum[LEAN_TILE_TOKENS] = {0};
@@ -286,14 +286,8 @@ INLINE void k_tile(int f, TILE_ARGS) {
                 acc = vmlaq_n_s32(acc, p, u.sc[g]);
             }
             const int32_t isum = vaddvq_s32(acc);
-            if (f == K_Q6) {
-                sum[j] += (u.d * a->d) * (float)isum;
-                continue;
-            }
-            const int16x8_t pairs = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
-            const int32_t msum = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(u.m16), vget_low_s16(pairs)), u.m16, pairs));
-            const float d = u.d * a->d, dmin = u.dmin * a->d;
-            sum[j] += d * (float)isum - dmin * (float)msum;
+            const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
+            sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];

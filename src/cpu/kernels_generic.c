@@ -12,10 +12,12 @@
  * What it does not: threads (forward.c partitions rows), SIMD (the ISA files).
  *
  * Order of operations (fixed, whatever the row range or batch): per output, blocks in
- * index order, sum += (d_w * d_x) * (float)isum (+ the format's minimum term).
+ * index order, sum += (d_w * d_x) * (float)isum (+ the format's minimum term): the steps of
+ * kernels_shared.h, which the tables that give these bits (arm_neon.c, wasm_simd128.c) share.
  *
  * Sections: helpers · F32 F16 BF16 · Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 · Q4_K Q5_K Q6_K ·
- *           matmul drivers · attention · table · choosing a table
+ *           matmul drivers (and lean_matmul_tiles, kernels_shared.h's) · attention · table ·
+ *           choosing a table
  */
 #include "kernels_shared.h"
 
@@ -80,7 +82,7 @@ static float dot_q8_0(int64_t cols, const uint8_t *w, const void *x) {
         const int8_t *q = (const int8_t *)(w + 2);
         int32_t isum = 0;
         for (int j = 0; j < 32; j++) isum += q[j] * a->qs[j];
-        sum += (load_f16(w) * a->d) * (float)isum;
+        sum = lean_legacy_step(sum, load_f16(w), 0.0f, false, a, isum);
     }
     return sum;
 }
@@ -102,7 +104,7 @@ static float dot_q4_0(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / 32; i++, w += 18, a++)
-        sum += (load_f16(w) * a->d) * (float)(legacy_isum(w + 2, NULL, a->qs) - 8 * a->s);
+        sum = lean_legacy_step(sum, load_f16(w), 0.0f, false, a, legacy_isum(w + 2, NULL, a->qs) - 8 * a->s);
     return sum;
 }
 
@@ -110,29 +112,23 @@ static float dot_q5_0(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / 32; i++, w += 22, a++)
-        sum += (load_f16(w) * a->d) * (float)(legacy_isum(w + 6, w + 2, a->qs) - 16 * a->s);
+        sum = lean_legacy_step(sum, load_f16(w), 0.0f, false, a, legacy_isum(w + 6, w + 2, a->qs) - 16 * a->s);
     return sum;
 }
 
 static float dot_q4_1(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
-    for (int64_t i = 0; i < cols / 32; i++, w += 20, a++) {
-        float dq = (load_f16(w) * a->d) * (float)legacy_isum(w + 4, NULL, a->qs);
-        float mq = load_f16(w + 2) * (a->d * (float)a->s);
-        sum += dq + mq;
-    }
+    for (int64_t i = 0; i < cols / 32; i++, w += 20, a++)
+        sum = lean_legacy_step(sum, load_f16(w), load_f16(w + 2), true, a, legacy_isum(w + 4, NULL, a->qs));
     return sum;
 }
 
 static float dot_q5_1(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
-    for (int64_t i = 0; i < cols / 32; i++, w += 24, a++) {
-        float dq = (load_f16(w) * a->d) * (float)legacy_isum(w + 8, w + 4, a->qs);
-        float mq = load_f16(w + 2) * (a->d * (float)a->s);
-        sum += dq + mq;
-    }
+    for (int64_t i = 0; i < cols / 32; i++, w += 24, a++)
+        sum = lean_legacy_step(sum, load_f16(w), load_f16(w + 2), true, a, legacy_isum(w + 8, w + 4, a->qs));
     return sum;
 }
 
@@ -162,8 +158,7 @@ static float dot_k45(int64_t cols, const uint8_t *w, const void *x, int bits) {
             isum += sc[j] * s1 + sc[j + 1] * s2;
         }
         for (int j = 0; j < 8; j++) msum += m[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
-        const float d = load_f16(w) * a->d, dmin = load_f16(w + 2) * a->d;
-        sum += d * (float)isum - dmin * (float)msum;
+        sum = lean_k_step(sum, load_f16(w), load_f16(w + 2), true, a->d, isum, msum);
     }
     return sum;
 }
@@ -193,7 +188,7 @@ static float dot_q6_k(int64_t cols, const uint8_t *w, const void *x) {
         }
         int32_t osum = 0; /* the -32 offset: sum_k sc[k] * 32 * bsums[k] */
         for (int k = 0; k < 16; k++) osum += sc[k] * a->bsums[k];
-        sum += (load_f16(w + 208) * a->d) * (float)(isum - 32 * osum);
+        sum = lean_k_step(sum, load_f16(w + 208), 0.0f, false, a->d, isum - 32 * osum, 0);
     }
     return sum;
 }

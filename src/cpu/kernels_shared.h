@@ -20,6 +20,30 @@ static inline void lean_k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
     }
 }
 
+/* ---- the float step of a block: one definition for the generic table and the tables that
+ * give its bits (same_as_generic). The integer sums are exact, so only these roundings, in
+ * this order, decide an output's bits. ---- */
+
+/* sum + a legacy block with weight scale d_w (and, has_min: minimum m_w) and integer sum isum
+ * of its quants (offset included) times the activation quants: (d_w d_x) isum [+ m_w (d_x s)] */
+static inline float lean_legacy_step(float sum, float d_w, float m_w, bool has_min, const lean_q8_32 *a,
+                                     int32_t isum) {
+    const float dq = (d_w * a->d) * (float)isum;
+    if (!has_min) return sum + dq;
+    const float mq = m_w * (a->d * (float)a->s);
+    return sum + (dq + mq);
+}
+
+/* sum + a K-quant super-block: (d_w d_x) isum - (dmin_w d_x) msum (Q4_K, Q5_K: has_min), or
+ * (d_w d_x) isum (Q6_K, isum with its -32 offset) */
+static inline float lean_k_step(float sum, float d_w, float dmin_w, bool has_min, float d_x, int32_t isum,
+                                int32_t msum) {
+    const float d = d_w * d_x;
+    if (!has_min) return sum + d * (float)isum;
+    const float dmin = dmin_w * d_x;
+    return sum + (d * (float)isum - dmin * (float)msum);
+}
+
 /* Largest token count of one tile. */
 #define LEAN_TILE_TOKENS 4
 

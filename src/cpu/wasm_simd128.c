@@ -204,13 +204,7 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
         const lblock u = legacy_unpack(f, w + (size_t)b * legacy_bytes[f]);
         for (int j = 0; j < nt; j++) {
             const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
-            const float dq = (u.d * a->d) * (float)dot_q_a(u.q, a->qs, 2);
-            if (has_min) {
-                const float mq = u.m * (a->d * (float)a->s);
-                sum[j] += dq + mq;
-            } else {
-                sum[j] += dq;
-            }
+            sum[j] = lean_legacy_step(sum[j], u.d, u.m, has_min, a, dot_q_a(u.q, a->qs, 2));
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
@@ -274,7 +268,7 @@ INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
 INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     const int8_t *sc = (const int8_t *)(b + 192);
     const v128_t m4 = wasm_i8x16_splat(0x0f), m3 = wasm_i8x16_splat(3), off = wasm_i8x16_splat(32);
-    u->d = f16(b + 208);
+    u->d = f16(b + 208), u->dmin = 0.0f;
     for (int h = 0; h < 2; h++) {
         for (int g = 0; g < 2; g++) {
             const v128_t la = wasm_v128_load(b + 64 * h + 16 * g), lb = wasm_v128_load(b + 64 * h + 32 + 16 * g);
@@ -293,6 +287,12 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     }
 }
 
+/* msum = [m0 m0 m1 m1 .. m7 m7] . bsums */
+INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
+    const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
+    return hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1)));
+}
+
 INLINE void k_tile(int f, TILE_ARGS) {
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
@@ -303,15 +303,8 @@ INLINE void k_tile(int f, TILE_ARGS) {
         for (int j = 0; j < nt; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
             const int32_t isum = dot_q_a(u.q, a->qs, 16);
-            if (f == K_Q6) {
-                sum[j] += (u.d * a->d) * (float)isum;
-                continue;
-            }
-            const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
-            const int32_t msum = hsum_i32(
-                wasm_i32x4_add(wasm_i32x4_dot_i16x8(u.m16[0], bs0), wasm_i32x4_dot_i16x8(u.m16[1], bs1)));
-            const float d = u.d * a->d, dmin = u.dmin * a->d;
-            sum[j] += d * (float)isum - dmin * (float)msum;
+            const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
+            sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
