@@ -177,6 +177,7 @@ stage_neon() {
     local built=1 dir progs p
     build neon neon || built=0
     while read -r dir progs; do
+        echo "-- $dir"
         for p in $progs; do
             if [ "$built" = 0 ] && ! "$MAKE" -q BUILD="$dir" "$dir/tests/$p" >/dev/null 2>&1; then
                 echo "$dir/tests/$p: not built"

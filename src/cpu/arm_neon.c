@@ -9,8 +9,9 @@
  * What it does: the matmuls of every weight format and the attention primitives, giving the
  * generic table's bits: each output's float operations are the generic kernel's, in its order
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
- * sum += (d_w * d_x) * float(isum); no FMA); only the integer block sums, exact, are computed
- * another way. What it does not: exp_sum, SwiGLU (libm's expf, from the generic table) and the
+ * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; no FMA: gcc -std=c11 does not
+ * contract and kernels_shared.h turns clang's contraction off); only the integer block sums,
+ * exact, are computed another way. What it does not: exp_sum, SwiGLU (libm's expf, from the generic table) and the
  * activation quantizer (quant_act.c's, also generic's) — lean_kernels_select fills them.
  *
  * Integer block sums: the weights are unpacked once per row and tile of tokens into int8 lanes
@@ -27,10 +28,6 @@
 
 #include <arm_neon.h>
 #include <string.h>
-
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
 
 #define INLINE static inline __attribute__((always_inline))
 

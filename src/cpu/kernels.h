@@ -154,8 +154,8 @@ const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, 
 
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "simd128"), or the best the
  * CPU runs for NULL / "auto", each empty entry filled from the next table in the order avx512,
- * avx2, neon, simd128, generic that the CPU runs. *out stays untouched and -1 is returned for an unknown name or one this
- * CPU cannot run. Thread-safe. */
+ * avx2, neon, simd128, generic that the CPU runs. *out stays untouched and -1 is returned for
+ * an unknown name or one this CPU cannot run. Thread-safe. */
 int lean_kernels_select(const char *name, lean_kernels *out);
 
 #endif

@@ -7,6 +7,13 @@
 
 #include "kernels.h"
 
+/* The steps below are the bits of the generic table and those that share them: no
+ * contraction into FMA, which clang does by default within an expression (gcc's -std=c11
+ * does not). In effect for the rest of every file that includes this one. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block from its 12 scale bytes q
  * (formats_k.c's get_scale_min_k4): sub-block j is d sc[j] q - dmin m[j]. */
 static inline void lean_k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
