@@ -109,16 +109,18 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 # ---- aarch64 NEON: cross-built, run under qemu-user (`make test-neon` = tests/run.sh neon) ----
 # Debian's gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user. NEON is chosen at compile
 # time (src/cpu/arm_neon.c), so two builds: build-neon/ with sdot (armv8.2-a+dotprod), the
-# library and NEON_TESTS, and build-neon-v8/ without (armv8-a: smull + sadalp) and
-# NEON_V8_TESTS. Under emulation test_cpu_backend takes ~2 min of CPU, test_kernels ~20 s.
+# library and NEON_TESTS; build-neon-v8/ without (armv8-a: smull + sadalp), under ASan + UBSan
+# (leak checks off: LeakSanitizer does not run under qemu-user), and NEON_V8_TESTS. Under
+# emulation test_cpu_backend takes ~2 min of CPU, test_kernels ~20 s (~30 s sanitized).
 # One by hand: qemu-aarch64 -L /usr/aarch64-linux-gnu build-neon/tests/test_kernels
 NEON_CC       ?= aarch64-linux-gnu-gcc
 NEON_TESTS    ?= test_kernels test_cpu_backend
 NEON_V8_TESTS ?= test_kernels
+NEON_V8_FLAGS  = -march=armv8-a -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 .PHONY: neon test-neon neon-builds
 neon:
 	$(MAKE) BUILD=build-neon CC=$(NEON_CC) CFLAGS=-march=armv8.2-a+dotprod $(NEON_TESTS:%=build-neon/tests/%)
-	$(MAKE) BUILD=build-neon-v8 CC=$(NEON_CC) CFLAGS=-march=armv8-a $(NEON_V8_TESTS:%=build-neon-v8/tests/%)
+	$(MAKE) BUILD=build-neon-v8 CC=$(NEON_CC) CFLAGS="$(NEON_V8_FLAGS)" $(NEON_V8_TESTS:%=build-neon-v8/tests/%)
 # what tests/run.sh runs: "DIR PROGRAM..." per build
 neon-builds:
 	@echo build-neon $(NEON_TESTS)

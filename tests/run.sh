@@ -9,8 +9,9 @@
 #                        the library, the CLI and the same programs
 #   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
-#   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without
-#           (`make neon`): the library and the Makefile's NEON_TESTS, run under qemu-aarch64.
+#   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
+#           ASan + UBSan (`make neon`): the library and the Makefile's NEON_TESTS and
+#           NEON_V8_TESTS, run under qemu-aarch64 (leak checks off: LSan cannot run there).
 #           Only when the cross compiler and qemu-aarch64 are installed (.ci/run installs them).
 #   fuzz    `make fuzz-run`, bounded; counts as one test. Only when the Makefile has it.
 # Parity tests (tests/test_parity*) are ordinary test programs and run in every stage.
@@ -183,7 +184,8 @@ stage_neon() {
                 echo "$dir/tests/$p: not built"
                 continue
             fi
-            run_prog "$p ($dir)" qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$p"
+            ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+                run_prog "$p ($dir)" qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$p"
         done
     done < <("$MAKE" -s --no-print-directory neon-builds)
     stage_end

@@ -246,10 +246,12 @@ INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
         for (int half = 0; half < 2; half++) {
             const v128_t raw = wasm_v128_load(qs + 16 * half);
             v128_t lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(raw, 4);
-            if (f == K_Q5) {
-                const v128_t hb = wasm_v128_load(b + 16 + 16 * half), one = wasm_i8x16_splat(1);
-                lo = wasm_v128_or(lo, wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(hb, j), one), 4));
-                hi = wasm_v128_or(hi, wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(hb, j + 1), one), 4));
+            if (f == K_Q5) { /* bits j, j + 1 of qh -> 0x10 (by masks: LLVM 14 scalarizes an i8x16
+                              * shift by a loop counter) */
+                const v128_t hb = wasm_v128_load(b + 16 + 16 * half), x10 = wasm_i8x16_splat(0x10);
+                const v128_t bj = wasm_i8x16_splat((int8_t)(1 << j)), bj1 = wasm_i8x16_splat((int8_t)(2 << j));
+                lo = wasm_v128_or(lo, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj), bj), x10));
+                hi = wasm_v128_or(hi, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj1), bj1), x10));
             }
             widen_scaled(u->q + 4 * j + 2 * half, lo, sc[j]);
             widen_scaled(u->q + 4 * (j + 1) + 2 * half, hi, sc[j + 1]);
