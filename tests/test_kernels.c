@@ -304,8 +304,9 @@ static void check_case(const lean_kernels *kt, uint32_t type, int64_t rows, int6
     if (kt->same_as_generic && kt != &lean_kernels_generic) {
         for (size_t i = 0; i < ny; i++) y2[i] = NAN;
         lean_kernels_generic.matmul[type](cols, w, wrb, 0, rows, xq, xrb, n_tok, y2, ldy);
-        CHECK(memcmp(y, y2, sizeof(float) * ny) == 0, "%s %s rows %lld cols %lld n_tok %d: not the generic table's bits",
-              kt->name, tt->name, (long long)rows, (long long)cols, n_tok);
+        CHECK(memcmp(y, y2, sizeof(float) * ny) == 0,
+              "%s %s rows %lld cols %lld n_tok %d: not the generic table's bits", kt->name, tt->name,
+              (long long)rows, (long long)cols, n_tok);
     }
 
     /* invariance: one row and one token per call */

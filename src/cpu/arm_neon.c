@@ -312,7 +312,8 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
     int32_t i = 0;
     for (; i + 4 <= hd; i += 4) {
         float32x4_t ov = vmulq_n_f32(vld1q_f32(o + i), c);
-        for (int32_t j = 0; j < n; j++) ov = vaddq_f32(ov, vmulq_n_f32(vld1q_f32(v + (int64_t)j * v_row_elems + i), p[j]));
+        for (int32_t j = 0; j < n; j++)
+            ov = vaddq_f32(ov, vmulq_n_f32(vld1q_f32(v + (int64_t)j * v_row_elems + i), p[j]));
         vst1q_f32(o + i, ov);
     }
     for (; i < hd; i++) {

@@ -4,15 +4,17 @@
  * is compiled only where __wasm_simd128__ is defined; elsewhere it is the stub at the end. A
  * run-time choice is not possible in wasm: a module holding one SIMD instruction fails to
  * validate as a whole on an engine without SIMD, so a per-function target attribute would buy
- * no fallback. Every browser with WebGPU, and Node >= 16, runs simd128; `make wasm WASM_SIMD=`
- * builds a scalar module (the generic table) for engines that do not.
+ * no fallback. Every browser with WebGPU, and the Node versions the tests use (18, 20), run
+ * simd128; `make wasm WASM_SIMD=` builds a scalar module (the generic table) for engines that
+ * do not.
  *
  * What it does: the matmuls of every weight format and the attention primitives, giving the
  * generic table's bits: each output's float operations are the generic kernel's, in its order
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
  * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; simd128 has no FMA); only the
- * integer block sums, exact, are computed another way. What it does not: exp_sum, SwiGLU (libm's expf, from the generic table) and the
- * activation quantizer (quant_act.c's, also generic's) — lean_kernels_select fills them.
+ * integer block sums, exact, are computed another way. What it does not: exp_sum, SwiGLU
+ * (libm's expf, from the generic table) and the activation quantizer (quant_act.c's, also
+ * generic's) — lean_kernels_select fills them.
  *
  * Integer block sums: the weights are unpacked once per row and tile of tokens into int16
  * lanes in element order, the format's offset subtracted (Q4_0 q - 8, Q5_0 q - 16, Q6_K q - 32)
@@ -91,7 +93,8 @@ INLINE v128_t f16x4(v128_t h) {
     const v128_t nan = wasm_v128_and(wasm_i32x4_gt(mag, wasm_i32x4_splat(0x0f800000)), wasm_i32x4_splat(0x00400000));
     const v128_t inf = wasm_v128_or(wasm_v128_or(mag, wasm_i32x4_splat(0x70000000)), nan);
     const v128_t big = wasm_i32x4_ge(mag, wasm_i32x4_splat(0x0f800000));
-    return wasm_v128_or(wasm_v128_bitselect(inf, fin, big), wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+    return wasm_v128_or(wasm_v128_bitselect(inf, fin, big), sign);
 }
 
 /* 4 weights of format f at p as floats */
@@ -333,7 +336,7 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
     for (; i + 4 <= hd; i += 4) {
         v128_t ov = wasm_f32x4_mul(wasm_v128_load(o + i), wasm_f32x4_splat(c));
         for (int32_t j = 0; j < n; j++)
-            ov = wasm_f32x4_add(ov, wasm_f32x4_mul(wasm_f32x4_splat(p[j]), wasm_v128_load(v + (int64_t)j * v_row_elems + i)));
+            ov = wasm_f32x4_add(ov, wasm_f32x4_mul(wasm_f32x4_splat(p[j]), wasm_v128_load(v + j * v_row_elems + i)));
         wasm_v128_store(o + i, ov);
     }
     for (; i < hd; i++) {
