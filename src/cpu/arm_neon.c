@@ -11,8 +11,9 @@
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
  * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; no FMA: gcc -std=c11 does not
  * contract and kernels_shared.h turns clang's contraction off); only the integer block sums,
- * exact, are computed another way. What it does not: exp_sum, SwiGLU (libm's expf, from the generic table) and the
- * activation quantizer (quant_act.c's, also generic's) — lean_kernels_select fills them.
+ * exact, are computed another way. What it does not: exp_sum, SwiGLU (libm's expf, from the
+ * generic table) and the activation quantizer (quant_act.c's, also generic's) —
+ * lean_kernels_select fills them.
  *
  * Integer block sums: the weights are unpacked once per row and tile of tokens into int8 lanes
  * in element order, the format's offset subtracted (Q4_0 q - 8, Q5_0 q - 16, Q6_K q - 32:
