@@ -141,25 +141,13 @@ static float dot_q5_1(int64_t cols, const uint8_t *w, const void *x) {
  *   sum w a dx = d dx sum_j sc[j] (sum q a) - dmin dx sum_j m[j] (sum a),
  * the second sum from bsums. Q6_K: 16 sub-blocks of 16, w = d sc[k] (q - 32). */
 
-/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (formats_k.c's table). */
-static void k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        m[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 static float dot_k45(int64_t cols, const uint8_t *w, const void *x, int bits) {
     const lean_q8_k *a = x;
     const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += block_bytes, a++) {
         uint8_t sc[8], m[8];
-        k4_scales(w + 4, sc, m);
+        lean_k4_scales(w + 4, sc, m);
         const uint8_t *qh = w + 16; /* Q5_K only */
         const uint8_t *qs = bits == 5 ? w + 48 : w + 16;
         int32_t isum = 0, msum = 0;
@@ -282,24 +270,11 @@ static void swiglu(float *gate, const float *up, int64_t n) {
 
 const lean_kernels lean_kernels_generic = {
     .name = "generic",
-    .matmul =
-        {
-            [LEAN_TYPE_F32] = matmul_f32,
-            [LEAN_TYPE_F16] = matmul_f16,
-            [LEAN_TYPE_BF16] = matmul_bf16,
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
-    .exp_sum = exp_sum,
-    .swiglu = swiglu,
+    .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
+               [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
+               [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = lean_quantize_act,
 };
 

@@ -27,6 +27,7 @@
  * Sections: helpers · legacy formats · K-quants · table
  */
 #include "kernels.h"
+#include "x86_tiles.h"
 
 #if defined(__x86_64__)
 
@@ -43,11 +44,6 @@
 #define AVX512_INLINE static inline __attribute__((always_inline, target(TARGET)))
 /* Tile loops have constant trip counts once inlined; unrolled, their arrays live in registers. */
 #define UNROLL _Pragma("GCC unroll 8")
-
-#define MATMUL_ARGS                                                                                  \
-    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
-        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
-#define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
 
 /* ---- helpers ---- */
 
@@ -87,28 +83,6 @@ AVX512_INLINE uint32_t load_u32(const uint8_t *p) {
     return v;
 }
 
-/* The tile schedule: 4 x 4 tiles when there are 4 tokens or more, else 4 x 1; then the edges.
- * TILE(RT, TT, r, t) computes rows r.. and tokens t... */
-#define TILE_SCHEDULE(TILE)                                                                         \
-    do {                                                                                            \
-        int64_t r = r0;                                                                             \
-        if (n_tok >= 4) {                                                                           \
-            for (; r + 4 <= r1; r += 4) {                                                           \
-                int32_t t = 0;                                                                      \
-                for (; t + 4 <= n_tok; t += 4) TILE(4, 4, r, t);                                    \
-                for (; t < n_tok; t++) TILE(4, 1, r, t);                                            \
-            }                                                                                       \
-        } else {                                                                                    \
-            for (; r + 4 <= r1; r += 4)                                                             \
-                for (int32_t t = 0; t < n_tok; t++) TILE(4, 1, r, t);                               \
-        }                                                                                           \
-        for (; r < r1; r++) {                                                                       \
-            int32_t t = 0;                                                                          \
-            for (; t + 4 <= n_tok; t += 4) TILE(1, 4, r, t);                                        \
-            for (; t < n_tok; t++) TILE(1, 1, r, t);                                                \
-        }                                                                                           \
-    } while (0)
-
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations): 16 rows in the lanes ----
  * A 32-weight block needs one float step per (row, token); with a block per 8 lanes that step
  * cost as much as the integer work. So here the 16 int32 lanes are 16 rows: a 16-row tile's
@@ -127,9 +101,6 @@ AVX512_INLINE uint32_t load_u32(const uint8_t *p) {
  * not stored. Tokens go 8 at a time (8 int + 8 float accumulators + the 8 quant vectors stay in
  * registers); a batch unpacks each 16-row tile once for all its tokens. */
 
-enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-
-static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
 static const int legacy_offset[] = {8, 0, 16, 0, 128}; /* k above */
 
 /* A batch's 16-row tiles are unpacked once for all their tokens when a row has at most this
@@ -283,20 +254,10 @@ AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w
     }
 }
 
-static AVX512 void matmul_q4_0(MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }
-static AVX512 void matmul_q4_1(MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }
-static AVX512 void matmul_q5_0(MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }
-static AVX512 void matmul_q5_1(MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }
-static AVX512 void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }
-
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * kblock: the super-block's 256 quants as 4 vectors of 64 (element order), and for each the
  * i16 multiplier of every vpmaddubsw pair: Q4_K / Q5_K: sub-block 2p in the low half, 2p + 1
  * in the high half; Q6_K: its four 16-weight sub-blocks' scales, 8 lanes each. */
-
-enum { K_Q4, K_Q5, K_Q6 };
-
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
 
 typedef struct kblock {
     __m512i q[4];
@@ -332,23 +293,12 @@ AVX512_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     }
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    const uint8_t *q = b + 4; /* the 12 scale bytes: formats_k.c's get_scale_min_k4 */
+    uint8_t sc[8], m[8];
+    lean_k4_scales(b + 4, sc, m);
     int16_t mins[16];
-    for (int j = 0; j < 8; j += 2) {
-        int sc[2], m[2];
-        for (int e = 0; e < 2; e++) {
-            const int jj = j + e;
-            if (jj < 4) {
-                sc[e] = q[jj] & 63;
-                m[e] = q[jj + 4] & 63;
-            } else {
-                sc[e] = (q[jj + 4] & 0x0f) | ((q[jj - 4] >> 6) << 4);
-                m[e] = (q[jj + 4] >> 4) | ((q[jj] >> 6) << 4);
-            }
-            mins[2 * jj] = mins[2 * jj + 1] = (int16_t)m[e];
-        }
-        u->sc[j / 2] = join(_mm256_set1_epi16((int16_t)sc[0]), _mm256_set1_epi16((int16_t)sc[1]));
-    }
+    for (int j = 0; j < 8; j++) mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
+    for (int p = 0; p < 4; p++) /* sub-block 2p in the low half, 2p + 1 in the high */
+        u->sc[p] = join(_mm256_set1_epi16((int16_t)sc[2 * p]), _mm256_set1_epi16((int16_t)sc[2 * p + 1]));
     u->m16 = _mm256_loadu_si256((const __m256i *)mins);
     const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
     const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
@@ -384,25 +334,10 @@ AVX512_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
         UNROLL
         for (int j = 0; j < TT; j++) acc[i][j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
-        kblock u[4];
-        const kblock *ui[4];
-        UNROLL
-        for (int i = 0; i < RT; i++) {
-            if (U) {
-                ui[i] = &U[(size_t)i * (size_t)(cols / LEAN_QK_K) + (size_t)b];
-                continue;
-            }
-            const uint8_t *blk = w + (size_t)(r + i) * wrb + (size_t)b * kblock_bytes[f];
-            prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
-            k_unpack(f, blk, &u[i]);
-            ui[i] = &u[i];
-        }
+        K_TILE_BLOCK(RT, TT, b);
         /* isum[i][j] = sum over the 4 vectors p, in order: each row's quants and multipliers
          * are loaded once per p for all TT tokens */
-        const lean_q8_k *a[4];
         __m512i isum[4][4];
-        UNROLL
-        for (int j = 0; j < TT; j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + b;
         UNROLL
         for (int i = 0; i < RT; i++)
             UNROLL
@@ -424,61 +359,31 @@ AVX512_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
             UNROLL
             for (int j = 0; j < TT; j++) acc[i][j] = k_finish(f, ui[i], a[j], isum[i][j], acc[i][j]);
     }
-    UNROLL
-    for (int i = 0; i < RT; i++)
-        UNROLL
-        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]);
+    STORE_TILE(RT, TT, hsum);
 }
 
 AVX512_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                             const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
     const int64_t nsb = cols / LEAN_QK_K;
-    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) {
-        /* a batch: each 4-row tile's super-blocks unpacked once, for all of its token tiles */
-        kblock U[4 * (CACHE_COLS / LEAN_QK_K)];
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) {
-            for (int i = 0; i < 4; i++)
-                for (int64_t b = 0; b < nsb; b++) {
-                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)b * kblock_bytes[f];
-                    prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
-                    k_unpack(f, blk, &U[i * nsb + b]);
-                }
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) k_tile(f, 4, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-            for (; t < n_tok; t++) k_tile(f, 4, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-        }
-        for (; r < r1; r++) {
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) k_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-            for (; t < n_tok; t++) k_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-        }
-        return;
-    }
-#define KT(RT, TT, r, t) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
-    TILE_SCHEDULE(KT);
+    kblock U[4 * (CACHE_COLS / LEAN_QK_K)];
+#define KT(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
+    /* a batch: each 4-row tile's super-blocks unpacked once, for all of its token tiles */
+#define UNPACK(r) UNPACK_TILE(4, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
+    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(4, UNPACK, U, KT);
+    else TILE_SCHEDULE(4, KT);
+#undef UNPACK
 #undef KT
 }
 
-static AVX512 void matmul_q4_k(MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }
-static AVX512 void matmul_q5_k(MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }
-static AVX512 void matmul_q6_k(MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+QUANT_ENTRY_POINTS(AVX512)
 
 /* ---- table ---- */
 
 static const lean_kernels table = {
     .name = "avx512",
-    .matmul =
-        {
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
+    .matmul = {[LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
+               [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
 };
 
 /* AVX-512 F/BW/VL and VNNI from the compiler's cpuid cache (which checks that the OS saves
