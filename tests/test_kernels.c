@@ -439,7 +439,7 @@ static void test_select(void) {
         CHECK(holes == 0, "the selected %s table has %d empty entries", names[i], holes);
     }
     if (avx512 && avx2 && lean_kernels_select("avx512", &k) == 0) /* its gaps come from avx2 */
-        CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.attn_scores == avx2->attn_scores,
+        CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.swiglu == avx2->swiglu,
               "avx512's gaps are not filled from avx2");
     printf("kernel tables on this CPU: generic%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "");
 }

@@ -30,9 +30,10 @@
  *           activation quantization · table
  */
 #include "kernels.h"
-#include "x86_tiles.h"
 
 #if defined(__x86_64__)
+
+#include "x86_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>

@@ -2,8 +2,9 @@
  * have them (chosen at run time: lean_kernels_avx512 asks cpuid).
  *
  * What it does: the matmuls of the quantized formats with 512-bit vectors and the VNNI dot
- * products; the float formats, attention, SwiGLU and quantization are the AVX2 table's (lean_kernels_select fills
- * this table's empty entries from the next table the CPU runs). Every function carries the
+ * products, and the attention scores and weighted sums (16 keys / 16 elements a vector); the
+ * float formats, the exponentials and quantization are the AVX2 table's (lean_kernels_select
+ * fills this table's empty entries from the next table the CPU runs). Every function carries the
  * target attribute (AVX512 below); on any other target the file is only the stub at the end.
  *
  * Legacy formats (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0): 16 rows in the 16 int32 lanes, a block's 32
@@ -24,12 +25,13 @@
  * same operations in the same order in every tile shape, so any split of rows or tokens gives
  * the same bits (kernels.h's contract; tests/test_kernels.c checks it).
  *
- * Sections: helpers · legacy formats · K-quants · table
+ * Sections: helpers · legacy formats · K-quants · attention · table
  */
 #include "kernels.h"
-#include "x86_tiles.h"
 
 #if defined(__x86_64__)
+
+#include "x86_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -377,6 +379,68 @@ AVX512_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_
 
 QUANT_ENTRY_POINTS(AVX512)
 
+/* ---- attention ---- */
+
+/* The sums of the lanes of 16 vectors, as one vector (lane u: the sum of a[u]'s lanes): halves
+ * of 256, 128, 64 and 32 bits folded pairwise, every lane of the result the sum of one input's
+ * lanes in a fixed tree, whatever the other inputs hold; the last step puts key u in lane u. */
+AVX512_INLINE __m512 sum16(const __m512 a[16]) {
+    __m512 t[8], v[4], w[2];
+    for (int p = 0; p < 8; p++)
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int p = 0; p < 4; p++)
+        v[p] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int p = 0; p < 2; p++)
+        w[p] = _mm512_add_ps(_mm512_shuffle_ps(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* lane l now holds input (l % 4) * 4 + l / 4, a permutation that is its own inverse */
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+/* Sixteen keys at a time: one FMA chain per key (lane i of key u's accumulator takes elements
+ * 16m + i; a partial last vector of hd is masked to 0), then sum16. A key's score depends only
+ * on its own chain and that tree, so a group short of 16 keys gives the same bits. */
+static AVX512 void attn_scores(const float *q, const float *k, int64_t k_row_elems, int32_t n, int32_t hd, float *s) {
+    for (int32_t j = 0; j < n; j += 16) {
+        const int nk = n - j < 16 ? n - j : 16;
+        __m512 acc[16];
+        UNROLL
+        for (int u = 0; u < 16; u++) acc[u] = _mm512_setzero_ps();
+        for (int32_t i = 0; i < hd; i += 16) {
+            const __mmask16 m = hd - i < 16 ? (__mmask16)((1u << (hd - i)) - 1) : (__mmask16)0xffff;
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q + i);
+            const float *kj = k + (int64_t)j * k_row_elems + i;
+            if (nk == 16) {
+                UNROLL
+                for (int u = 0; u < 16; u++)
+                    acc[u] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + (int64_t)u * k_row_elems), acc[u]);
+            } else {
+                for (int u = 0; u < nk; u++)
+                    acc[u] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + (int64_t)u * k_row_elems), acc[u]);
+            }
+        }
+        _mm512_mask_storeu_ps(s + j, (__mmask16)((1u << nk) - 1), sum16(acc));
+    }
+}
+
+/* o = o * c, then += p[j] v_j in key order, 16 output elements at a time (the last vector
+ * masked): per element the AVX2 table's operations, so the same bits. */
+static AVX512 void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, const float *p, int32_t n,
+                              int32_t hd) {
+    const __m512 cv = _mm512_set1_ps(c);
+    for (int32_t i = 0; i < hd; i += 16) {
+        const __mmask16 m = hd - i < 16 ? (__mmask16)((1u << (hd - i)) - 1) : (__mmask16)0xffff;
+        __m512 ov = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + i), cv);
+        for (int32_t j = 0; j < n; j++)
+            ov = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, v + (int64_t)j * v_row_elems + i), ov);
+        _mm512_mask_storeu_ps(o + i, m, ov);
+    }
+}
+
 /* ---- table ---- */
 
 static const lean_kernels table = {
@@ -384,6 +448,8 @@ static const lean_kernels table = {
     .matmul = {[LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .attn_scores = attn_scores,
+    .attn_accum = attn_accum,
 };
 
 /* AVX-512 F/BW/VL and VNNI from the compiler's cpuid cache (which checks that the OS saves
