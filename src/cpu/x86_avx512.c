@@ -116,14 +116,16 @@ typedef struct rtile {
     __m512 d, m;  /* the rows' scales; _1 formats: their minimums */
 } rtile;
 
+/* 16 bytes at p, or zero (a masked load: no branch, no fault) */
 AVX512_INLINE __m128i load_row16(const uint8_t *p, bool ok) {
-    return ok ? _mm_loadu_si128((const __m128i *)p) : _mm_setzero_si128();
+    return _mm_maskz_loadu_epi32((__mmask8)(ok ? 0x0f : 0), p);
 }
 
 /* The 16 bytes at p + row * wrb of rows 0..15 (rows >= nr: zero) as 4 vectors, vector j lane i
  * = row i's dword j. */
 AVX512_INLINE void transpose16x4(const uint8_t *p, size_t wrb, int nr, __m512i out[4]) {
     __m512i z[4];
+    UNROLL
     for (int g = 0; g < 4; g++) { /* z[g]: rows g, g + 4, g + 8, g + 12 */
         __m512i v = _mm512_castsi128_si512(load_row16(p + (size_t)g * wrb, g < nr));
         v = _mm512_inserti32x4(v, load_row16(p + (size_t)(g + 4) * wrb, g + 4 < nr), 1);
@@ -159,9 +161,14 @@ AVX512_INLINE __m512i fifth_bits16(__m512i qh, int s) {
 /* Rows r .. r + nr - 1 (nr <= 16) of block b. */
 AVX512_INLINE void legacy_unpack16(int f, const uint8_t *w, size_t wrb, int64_t r, int nr, int64_t b, rtile *u) {
     const uint8_t *blk = w + (size_t)r * wrb + (size_t)b * legacy_bytes[f];
-    /* the same block of the next tile: one tile's time ahead (the rows of this one stream
-     * side by side, so a fixed distance ahead would land inside it) */
-    for (int i = 0; i < 16; i++) _mm_prefetch((const char *)blk + (size_t)(16 + i) * wrb, _MM_HINT_T0);
+    /* The next tile (16 rows of wrb bytes, contiguous) swept in step with this one: block b
+     * asks for its bytes [16 bb b, 16 bb (b + 1)), line by line, one tile's time ahead. (A
+     * prefetch per row and block, 16 a step mostly for lines already asked for, stalled
+     * decode on the fill buffers.) */
+    const size_t bb16 = 16 * legacy_bytes[f];
+    const char *next = (const char *)w + (size_t)(r + 16) * wrb;
+    for (size_t o = (size_t)b * bb16 & ~(size_t)63; o < (size_t)(b + 1) * bb16; o += 64)
+        _mm_prefetch(next + o, _MM_HINT_T0);
     const __m512i head = column_u32(blk, wrb, nr); /* d, then m (_1 formats) or qs */
     u->d = low_f16(head);
     const bool has_min = f == L_Q4_1 || f == L_Q5_1;
@@ -170,20 +177,24 @@ AVX512_INLINE void legacy_unpack16(int f, const uint8_t *w, size_t wrb, int64_t 
     if (f == L_Q8_0) {
         const __m512i flip = _mm512_set1_epi8(-128); /* w + 128 */
         transpose16x4(blk + 2, wrb, nr, dw);
+        UNROLL
         for (int s = 0; s < 4; s++) u->q[s] = _mm512_xor_si512(dw[s], flip);
         transpose16x4(blk + 18, wrb, nr, dw);
+        UNROLL
         for (int s = 0; s < 4; s++) u->q[4 + s] = _mm512_xor_si512(dw[s], flip);
         return;
     }
     const size_t qs = f == L_Q4_0 ? 2 : f == L_Q4_1 ? 4 : f == L_Q5_0 ? 6 : 8;
     transpose16x4(blk + qs, wrb, nr, dw);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+    UNROLL
     for (int s = 0; s < 4; s++) {
         u->q[s] = _mm512_and_si512(dw[s], m4);
         u->q[4 + s] = _mm512_and_si512(_mm512_srli_epi16(dw[s], 4), m4);
     }
     if (f == L_Q5_0 || f == L_Q5_1) {
         const __m512i qh = column_u32(blk + qs - 4, wrb, nr);
+        UNROLL
         for (int s = 0; s < 8; s++) u->q[s] = _mm512_or_si512(u->q[s], fifth_bits16(qh, s));
     }
 }
@@ -227,9 +238,13 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
     UNROLL
     for (int j = 0; j < TT; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < cols / 32; b++) {
-        rtile own;
-        if (!U) legacy_unpack16(f, w, wrb, r, nr, b, &own);
-        legacy_block16(f, TT, U ? &U[b] : &own, x, xrb, t, b, acc);
+        if (U) {
+            legacy_block16(f, TT, &U[b], x, xrb, t, b, acc);
+        } else { /* a separate path, so that this block stays in registers */
+            rtile own;
+            legacy_unpack16(f, w, wrb, r, nr, b, &own);
+            legacy_block16(f, TT, &own, x, xrb, t, b, acc);
+        }
     }
     const __mmask16 keep = (__mmask16)((1u << nr) - 1);
     UNROLL
