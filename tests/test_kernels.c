@@ -227,14 +227,15 @@ static const shape shapes[] = {{1, 1}, {3, 2}, {5, 3}, {8, 4}, {13, 5}, {17, 8},
 
 static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     static const int64_t f[] = {1, 7, 8, 17, 33, 100, 576};
-    /* 4160 and 4352: past the row length up to which the x86 files unpack a batch's row tile
-     * once (CACHE_COLS 4096), so both of their paths run */
-    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160};
-    static const int64_t k[] = {256, 768, 1536, 4352};
+    /* past the row lengths up to which the x86 files unpack a batch's row tile once, so both
+     * of their paths run: 4160 and 4352 past x86_avx2.c's CACHE_COLS 4096, 8224 and 8448 past
+     * x86_avx512.c's CACHE_BLOCKS 256 (legacy) and CACHE_COLS 8192 (K-quants) */
+    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160, 8224};
+    static const int64_t k[] = {256, 768, 1536, 4352, 8448};
     const uint32_t be = lean_type_traits_get(type)->block_elems;
     if (be == 1) *cols = f, *n = 7;
-    else if (be == 32) *cols = legacy, *n = 6;
-    else *cols = k, *n = 4;
+    else if (be == 32) *cols = legacy, *n = 7;
+    else *cols = k, *n = 5;
 }
 
 /* One table, one type, one shape: accuracy, then invariance. */
@@ -468,7 +469,7 @@ static void test_select(void) {
         CHECK(holes == 0, "the selected %s table has %d empty entries", names[i], holes);
     }
     if (avx512 && avx2 && lean_kernels_select("avx512", &k) == 0) /* its gaps come from avx2 */
-        CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.attn_scores == avx2->attn_scores,
+        CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.swiglu == avx2->swiglu,
               "avx512's gaps are not filled from avx2");
     printf("kernel tables on this CPU: generic%s%s%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "",
            neon ? ", neon" : "", simd128 ? ", simd128" : "");

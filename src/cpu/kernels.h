@@ -94,6 +94,20 @@ size_t lean_act_row_bytes(lean_act_type act, int64_t n);
  * 256 (Q8_K). The same bits on every ISA. */
 void lean_quantize_act(lean_act_type act, const float *x, void *dst, int64_t n);
 
+/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block from its 12 packed bytes q
+ * (formats_k.c's get_scale_min_k4, ggml's layout): sub-block j is d sc[j] q - dmin m[j].
+ * Shared by every table's unpacking. */
+static inline void lean_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
 /* ---- the table ---- */
 
 /* The weight types lean_type can name, as table indices. */

@@ -277,24 +277,11 @@ static void swiglu(float *gate, const float *up, int64_t n) {
 const lean_kernels lean_kernels_generic = {
     .name = "generic",
     .same_as_generic = true,
-    .matmul =
-        {
-            [LEAN_TYPE_F32] = matmul_f32,
-            [LEAN_TYPE_F16] = matmul_f16,
-            [LEAN_TYPE_BF16] = matmul_bf16,
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
-    .exp_sum = exp_sum,
-    .swiglu = swiglu,
+    .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
+               [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
+               [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = lean_quantize_act,
 };
 

@@ -1,6 +1,7 @@
 /* kernels_shared.h — what the portable table (kernels_generic.c) and the 128-bit ISA files
- * (arm_neon.c, wasm_simd128.c) share: the K-quant scale decoding and the matmul driver of
- * row x token tiles. Internal to src/cpu.
+ * (arm_neon.c, wasm_simd128.c) share: the float step of a block and the matmul driver of row x
+ * token tiles (the K-quant scale decoding, lean_k4_scales, every table shares: kernels.h).
+ * Internal to src/cpu.
  */
 #ifndef LEAN_KERNELS_SHARED_H
 #define LEAN_KERNELS_SHARED_H
@@ -13,19 +14,6 @@
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
-
-/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block from its 12 scale bytes q
- * (formats_k.c's get_scale_min_k4): sub-block j is d sc[j] q - dmin m[j]. */
-static inline void lean_k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        m[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
 
 /* ---- the float step of a block: one definition for the generic table and the tables that
  * give its bits (same_as_generic). The integer sums are exact, so only these roundings, in
