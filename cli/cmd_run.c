@@ -40,7 +40,8 @@ static const char *const usage_run =
     "  -t N         CPU threads (default 0: one per CPU)\n"
     "  --backend B  auto (the default: gpu on a hardware GPU adapter, else cpu), gpu (WebGPU,\n"
     "               software adapters too), cpu (the CPU kernels: the best table this CPU runs,\n"
-    "               threads), cpu-generic, cpu-avx2, cpu-avx512 (one table), cpu-ref (the reference)\n"
+    "               threads), cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (one\n"
+    "               table), cpu-ref (the reference)\n"
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {

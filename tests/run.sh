@@ -9,6 +9,10 @@
 #                        the library, the CLI and the same programs
 #   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
+#   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
+#           ASan + UBSan (`make neon`): the library and the Makefile's NEON_TESTS and
+#           NEON_V8_TESTS, run under qemu-aarch64 (leak checks off: LSan cannot run there).
+#           Only when the cross compiler and qemu-aarch64 are installed (.ci/run installs them).
 #   fuzz    `make fuzz-run`, bounded; counts as one test. Only when the Makefile has it.
 # Parity tests (tests/test_parity*) are ordinary test programs and run in every stage.
 #
@@ -19,7 +23,7 @@
 # total: "N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm fuzz)
+# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm neon fuzz)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
 #              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
@@ -167,6 +171,30 @@ stage_wasm() {
     stage_end
 }
 
+stage_neon() {
+    local cc=${NEON_CC:-aarch64-linux-gnu-gcc}
+    if ! command -v "$cc" >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then
+        echo
+        echo "==== neon: no $cc or qemu-aarch64 (apt: gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user); skipped ===="
+        return
+    fi
+    stage_begin neon "$cc, build-neon/ (sdot) and build-neon-v8/ (armv8-a), under $(qemu-aarch64 --version | sed -n 1p)"
+    local built=1 dir progs p
+    build neon neon || built=0
+    while read -r dir progs; do
+        echo "-- $dir"
+        for p in $progs; do
+            if [ "$built" = 0 ] && ! "$MAKE" -q BUILD="$dir" "$dir/tests/$p" >/dev/null 2>&1; then
+                echo "$dir/tests/$p: not built"
+                continue
+            fi
+            ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+                run_prog "$p ($dir)" qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$p"
+        done
+    done < <("$MAKE" -s --no-print-directory neon-builds)
+    stage_end
+}
+
 stage_data() {
     stage_begin data "make test-data, one test"
     if "$MAKE" --no-print-directory test-data </dev/null; then
@@ -198,12 +226,12 @@ stage_fuzz() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm neon fuzz)
 for s in "${stages[@]}"; do
     case $s in
-    data | native | asan | wasm | fuzz) "stage_$s" ;;
+    data | native | asan | wasm | neon | fuzz) "stage_$s" ;;
     *)
-        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, fuzz)" >&2
+        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, neon, fuzz)" >&2
         exit 2
         ;;
     esac

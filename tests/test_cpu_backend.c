@@ -41,11 +41,11 @@
 #define QTOL 0.06 /* of max |reference logit|, for quantized weights (see above) */
 
 /* The CPU backends with their own kernel table that this CPU runs. */
-static const char *isa_backends[4];
+static const char *isa_backends[6];
 static int n_isa;
 
 static void find_isas(const lean_model *m) {
-    const char *cands[] = {"cpu-generic", "cpu-avx2", "cpu-avx512"};
+    const char *cands[] = {"cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-simd128"};
     n_isa = 0;
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
         lean_ctx_params p = lean_ctx_default_params();

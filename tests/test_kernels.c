@@ -1,6 +1,6 @@
 /* test_kernels.c — src/cpu/quant_act.c and every kernel table of kernels.h (kernels_generic.c,
- * x86_avx2.c, x86_avx512.c), against the reference dequantizers of formats.c, on random blocks of every
- * format and ragged shapes.
+ * x86_avx2.c, x86_avx512.c, arm_neon.c, wasm_simd128.c: those the target and CPU run), against the
+ * reference dequantizers of formats.c, on random blocks of every format and ragged shapes.
  *
  * What is checked, and why the tolerances are what they are:
  *
@@ -28,6 +28,8 @@
  *   invariance   the same outputs, bit for bit, computed one row and one token per call, and
  *                over random row ranges [r0, r1) (which must leave the other rows untouched):
  *                the contract that makes logits independent of threads and batches.
+ *   same bits    a table that says same_as_generic (neon, simd128) gives the generic table's
+ *                bits for every matmul and attention output.
  *   attention    scores and weighted sums against double, with the same kind of bound;
  *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
  */
@@ -225,14 +227,15 @@ static const shape shapes[] = {{1, 1}, {3, 2}, {5, 3}, {8, 4}, {13, 5}, {17, 8},
 
 static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     static const int64_t f[] = {1, 7, 8, 17, 33, 100, 576};
-    /* 4160 and 4352: past the row length up to which the x86 files unpack a batch's row tile
-     * once (CACHE_COLS 4096), so both of their paths run */
-    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160};
-    static const int64_t k[] = {256, 768, 1536, 4352};
+    /* past the row lengths up to which the x86 files unpack a batch's row tile once, so both
+     * of their paths run: 4160 and 4352 past x86_avx2.c's CACHE_COLS 4096, 8224 and 8448 past
+     * x86_avx512.c's CACHE_BLOCKS 256 (legacy) and CACHE_COLS 8192 (K-quants) */
+    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160, 8224};
+    static const int64_t k[] = {256, 768, 1536, 4352, 8448};
     const uint32_t be = lean_type_traits_get(type)->block_elems;
     if (be == 1) *cols = f, *n = 7;
-    else if (be == 32) *cols = legacy, *n = 6;
-    else *cols = k, *n = 4;
+    else if (be == 32) *cols = legacy, *n = 7;
+    else *cols = k, *n = 5;
 }
 
 /* One table, one type, one shape: accuracy, then invariance. */
@@ -299,6 +302,13 @@ static void check_case(const lean_kernels *kt, uint32_t type, int64_t rows, int6
     for (int32_t t = 0; t < n_tok; t++)
         for (int64_t r = rows; r < ldy; r++) outside += !isnan(y[t * ldy + r]);
     CHECK(outside == 0, "%s %s: %d outputs written outside [r0, r1)", kt->name, tt->name, outside);
+    if (kt->same_as_generic && kt != &lean_kernels_generic) {
+        for (size_t i = 0; i < ny; i++) y2[i] = NAN;
+        lean_kernels_generic.matmul[type](cols, w, wrb, 0, rows, xq, xrb, n_tok, y2, ldy);
+        CHECK(memcmp(y, y2, sizeof(float) * ny) == 0,
+              "%s %s rows %lld cols %lld n_tok %d: not the generic table's bits", kt->name, tt->name,
+              (long long)rows, (long long)cols, n_tok);
+    }
 
     /* invariance: one row and one token per call */
     for (int64_t r = 0; r < rows; r++)
@@ -351,10 +361,16 @@ static void test_attention(const lean_kernels *kt) {
             float *q = malloc(sizeof(float) * (size_t)hd), *kv = malloc(sizeof(float) * (size_t)(stride * n));
             float *s = malloc(sizeof(float) * (size_t)n), *o = malloc(sizeof(float) * (size_t)hd);
             float *o0 = malloc(sizeof(float) * (size_t)hd), *p = malloc(sizeof(float) * (size_t)n);
+            float *p2 = malloc(sizeof(float) * (size_t)(n > hd ? n : hd)); /* generic's outputs */
             for (int32_t i = 0; i < hd; i++) q[i] = normal(), o[i] = o0[i] = normal();
             for (int64_t i = 0; i < stride * n; i++) kv[i] = normal();
             for (int32_t j = 0; j < n; j++) p[j] = (float)unit();
             kt->attn_scores(q, kv + 1, stride, n, hd, s);
+            if (kt->same_as_generic) {
+                lean_kernels_generic.attn_scores(q, kv + 1, stride, n, hd, p2);
+                CHECK(memcmp(s, p2, sizeof(float) * (size_t)n) == 0, "%s attn_scores hd %d n %d: not generic's bits",
+                      kt->name, hd, n);
+            }
             double worst = 0;
             for (int32_t j = 0; j < n; j++) {
                 double ref = 0, mag = 0;
@@ -368,6 +384,12 @@ static void test_attention(const lean_kernels *kt) {
             CHECK(worst <= 1, "%s attn_scores hd %d n %d: %.3g tolerances off", kt->name, hd, n, worst);
             const float c = (float)unit();
             kt->attn_accum(o, c, kv + 2, stride, p, n, hd);
+            if (kt->same_as_generic) {
+                memcpy(p2, o0, sizeof(float) * (size_t)hd);
+                lean_kernels_generic.attn_accum(p2, c, kv + 2, stride, p, n, hd);
+                CHECK(memcmp(o, p2, sizeof(float) * (size_t)hd) == 0, "%s attn_accum hd %d n %d: not generic's bits",
+                      kt->name, hd, n);
+            }
             worst = 0;
             for (int32_t i = 0; i < hd; i++) {
                 double ref = (double)o0[i] * c, mag = fabs(ref);
@@ -379,7 +401,7 @@ static void test_attention(const lean_kernels *kt) {
                 if (!(e <= worst)) worst = e;
             }
             CHECK(worst <= 1, "%s attn_accum hd %d n %d: %.3g tolerances off", kt->name, hd, n, worst);
-            free(q), free(kv), free(s), free(o), free(o0), free(p);
+            free(q), free(kv), free(s), free(o), free(o0), free(p), free(p2);
         }
     }
 }
@@ -426,27 +448,38 @@ static void test_select(void) {
     CHECK(lean_kernels_select("no-such-isa", &k) == -1 && !strcmp(k.name, "generic"), "unknown name");
     CHECK(lean_kernels_select(NULL, &k) == 0, "select auto");
     const lean_kernels *avx2 = lean_kernels_avx2(), *avx512 = lean_kernels_avx512();
-    const char *best = avx512 ? "avx512" : avx2 ? "avx2" : "generic";
+    const lean_kernels *neon = lean_kernels_neon(), *simd128 = lean_kernels_simd128();
+    const char *best = avx512 ? "avx512" : avx2 ? "avx2" : neon ? "neon" : simd128 ? "simd128" : "generic";
     CHECK(!strcmp(k.name, best), "auto chose %s, not %s", k.name, best);
     CHECK((lean_kernels_select("avx2", &k) == 0) == (avx2 != NULL), "select avx2");
     CHECK((lean_kernels_select("avx512", &k) == 0) == (avx512 != NULL), "select avx512");
-    const char *names[] = {"generic", "avx2", "avx512"};
-    for (int i = 0; i < 3; i++) {
+    CHECK((lean_kernels_select("neon", &k) == 0) == (neon != NULL), "select neon");
+    CHECK((lean_kernels_select("simd128", &k) == 0) == (simd128 != NULL), "select simd128");
+#if defined(__aarch64__)
+    CHECK(neon != NULL, "no neon table on aarch64");
+#endif
+#if defined(__wasm_simd128__)
+    CHECK(simd128 != NULL, "no simd128 table in a simd128 build");
+#endif
+    const char *names[] = {"generic", "avx2", "avx512", "neon", "simd128"};
+    for (int i = 0; i < 5; i++) {
         if (lean_kernels_select(names[i], &k) != 0) continue;
         int holes = !k.attn_scores || !k.attn_accum || !k.exp_sum || !k.swiglu || !k.quantize_act;
         for (size_t ti = 0; ti < N_TYPES; ti++) holes += k.matmul[all_types[ti]] == NULL;
         CHECK(holes == 0, "the selected %s table has %d empty entries", names[i], holes);
     }
     if (avx512 && avx2 && lean_kernels_select("avx512", &k) == 0) /* its gaps come from avx2 */
-        CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.attn_scores == avx2->attn_scores,
+        CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.swiglu == avx2->swiglu,
               "avx512's gaps are not filled from avx2");
-    printf("kernel tables on this CPU: generic%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "");
+    printf("kernel tables on this CPU: generic%s%s%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "",
+           neon ? ", neon" : "", simd128 ? ", simd128" : "");
 }
 
 int main(void) {
     test_quant_act();
     test_select();
-    const lean_kernels *tables[] = {&lean_kernels_generic, lean_kernels_avx2(), lean_kernels_avx512()};
+    const lean_kernels *tables[] = {&lean_kernels_generic, lean_kernels_avx2(), lean_kernels_avx512(),
+                                    lean_kernels_neon(), lean_kernels_simd128()};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         if (!tables[i]) continue;
         lean_kernels k;

@@ -79,7 +79,8 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     backend_choice bc;
     if (!choose_backend(params.backend, &bc))
         return LEAN_FAIL(err, LEAN_ERR_ARG,
-                         "unknown backend '%s' (auto, gpu, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, cpu-avx512)",
+                         "unknown backend '%s' (auto, gpu, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, "
+                         "cpu-avx512, cpu-neon, cpu-simd128)",
                          params.backend);
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;

@@ -7,6 +7,12 @@
  *                      wasm32 and any CPU without a better table runs)
  *   x86_avx2.c         AVX2 + FMA + F16C (x86-64, chosen at run time with cpuid)
  *   x86_avx512.c       AVX-512 F/BW/VL + VNNI (x86-64, chosen at run time with cpuid)
+ *   arm_neon.c         NEON, with sdot where __ARM_FEATURE_DOTPROD (aarch64, chosen at compile
+ *                      time: every aarch64 CPU has NEON; -march=armv8.2-a+dotprod adds sdot)
+ *   wasm_simd128.c     wasm simd128 (wasm32, chosen at compile time: the wasm build passes
+ *                      -msimd128, as wasm has no run-time feature test)
+ * The two 128-bit tables compute every output in the generic table's order of float operations
+ * (the integer sums, exact, in any order), so they give its bits (same_as_generic, tested).
  * A file implements the signatures below for the formats it has; a NULL entry is filled from
  * the next table the CPU runs when the table is chosen (lean_kernels_select), so a chosen
  * table is always complete. tests/test_kernels.c holds every table to the reference dequantizers
@@ -88,6 +94,20 @@ size_t lean_act_row_bytes(lean_act_type act, int64_t n);
  * 256 (Q8_K). The same bits on every ISA. */
 void lean_quantize_act(lean_act_type act, const float *x, void *dst, int64_t n);
 
+/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block from its 12 packed bytes q
+ * (formats_k.c's get_scale_min_k4, ggml's layout): sub-block j is d sc[j] q - dmin m[j].
+ * Shared by every table's unpacking. */
+static inline void lean_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
 /* ---- the table ---- */
 
 /* The weight types lean_type can name, as table indices. */
@@ -126,6 +146,7 @@ typedef void (*lean_quantize_act_fn)(lean_act_type act, const float *x, void *ds
 
 typedef struct lean_kernels {
     const char *name;                        /* "generic", "avx2", ... */
+    bool same_as_generic;                    /* every entry gives lean_kernels_generic's bits */
     lean_matmul_fn matmul[LEAN_N_TYPE_IDS];  /* indexed by lean_type; NULL: none */
     lean_attn_scores_fn attn_scores;
     lean_attn_accum_fn attn_accum;
@@ -142,11 +163,13 @@ extern const lean_kernels lean_kernels_generic;
 const lean_kernels *lean_kernels_avx2(void);   /* x86_avx2.c: AVX2 + FMA + F16C, every entry */
 const lean_kernels *lean_kernels_avx512(void); /* x86_avx512.c: AVX-512 F/BW/VL + VNNI, the
                                                   quantized formats */
+const lean_kernels *lean_kernels_neon(void);    /* arm_neon.c: the matmuls, attention */
+const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, attention */
 
-/* The table named `name` ("generic", "avx2", "avx512"), or the best the CPU runs for NULL /
- * "auto", each empty entry filled from the next table in the order avx512, avx2, generic
- * that the CPU runs. *out stays untouched and -1 is returned for an unknown name or one this
- * CPU cannot run. Thread-safe. */
+/* The table named `name` ("generic", "avx2", "avx512", "neon", "simd128"), or the best the
+ * CPU runs for NULL / "auto", each empty entry filled from the next table in the order avx512,
+ * avx2, neon, simd128, generic that the CPU runs. *out stays untouched and -1 is returned for
+ * an unknown name or one this CPU cannot run. Thread-safe. */
 int lean_kernels_select(const char *name, lean_kernels *out);
 
 #endif

@@ -12,12 +12,14 @@
  * What it does not: threads (forward.c partitions rows), SIMD (the ISA files).
  *
  * Order of operations (fixed, whatever the row range or batch): per output, blocks in
- * index order, sum += (d_w * d_x) * (float)isum (+ the format's minimum term).
+ * index order, sum += (d_w * d_x) * (float)isum (+ the format's minimum term): the steps of
+ * kernels_shared.h, which the tables that give these bits (arm_neon.c, wasm_simd128.c) share.
  *
  * Sections: helpers · F32 F16 BF16 · Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 · Q4_K Q5_K Q6_K ·
- *           matmul drivers · attention · table · choosing a table
+ *           matmul drivers (and lean_matmul_tiles, kernels_shared.h's) · attention · table ·
+ *           choosing a table
  */
-#include "kernels.h"
+#include "kernels_shared.h"
 
 #include <math.h>
 #include <string.h>
@@ -80,7 +82,7 @@ static float dot_q8_0(int64_t cols, const uint8_t *w, const void *x) {
         const int8_t *q = (const int8_t *)(w + 2);
         int32_t isum = 0;
         for (int j = 0; j < 32; j++) isum += q[j] * a->qs[j];
-        sum += (load_f16(w) * a->d) * (float)isum;
+        sum = lean_legacy_step(sum, load_f16(w), 0.0f, false, a, isum);
     }
     return sum;
 }
@@ -102,7 +104,7 @@ static float dot_q4_0(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / 32; i++, w += 18, a++)
-        sum += (load_f16(w) * a->d) * (float)(legacy_isum(w + 2, NULL, a->qs) - 8 * a->s);
+        sum = lean_legacy_step(sum, load_f16(w), 0.0f, false, a, legacy_isum(w + 2, NULL, a->qs) - 8 * a->s);
     return sum;
 }
 
@@ -110,29 +112,23 @@ static float dot_q5_0(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / 32; i++, w += 22, a++)
-        sum += (load_f16(w) * a->d) * (float)(legacy_isum(w + 6, w + 2, a->qs) - 16 * a->s);
+        sum = lean_legacy_step(sum, load_f16(w), 0.0f, false, a, legacy_isum(w + 6, w + 2, a->qs) - 16 * a->s);
     return sum;
 }
 
 static float dot_q4_1(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
-    for (int64_t i = 0; i < cols / 32; i++, w += 20, a++) {
-        float dq = (load_f16(w) * a->d) * (float)legacy_isum(w + 4, NULL, a->qs);
-        float mq = load_f16(w + 2) * (a->d * (float)a->s);
-        sum += dq + mq;
-    }
+    for (int64_t i = 0; i < cols / 32; i++, w += 20, a++)
+        sum = lean_legacy_step(sum, load_f16(w), load_f16(w + 2), true, a, legacy_isum(w + 4, NULL, a->qs));
     return sum;
 }
 
 static float dot_q5_1(int64_t cols, const uint8_t *w, const void *x) {
     const lean_q8_32 *a = x;
     float sum = 0.0f;
-    for (int64_t i = 0; i < cols / 32; i++, w += 24, a++) {
-        float dq = (load_f16(w) * a->d) * (float)legacy_isum(w + 8, w + 4, a->qs);
-        float mq = load_f16(w + 2) * (a->d * (float)a->s);
-        sum += dq + mq;
-    }
+    for (int64_t i = 0; i < cols / 32; i++, w += 24, a++)
+        sum = lean_legacy_step(sum, load_f16(w), load_f16(w + 2), true, a, legacy_isum(w + 8, w + 4, a->qs));
     return sum;
 }
 
@@ -141,25 +137,13 @@ static float dot_q5_1(int64_t cols, const uint8_t *w, const void *x) {
  *   sum w a dx = d dx sum_j sc[j] (sum q a) - dmin dx sum_j m[j] (sum a),
  * the second sum from bsums. Q6_K: 16 sub-blocks of 16, w = d sc[k] (q - 32). */
 
-/* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (formats_k.c's table). */
-static void k4_scales(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        m[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 static float dot_k45(int64_t cols, const uint8_t *w, const void *x, int bits) {
     const lean_q8_k *a = x;
     const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
     float sum = 0.0f;
     for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += block_bytes, a++) {
         uint8_t sc[8], m[8];
-        k4_scales(w + 4, sc, m);
+        lean_k4_scales(w + 4, sc, m);
         const uint8_t *qh = w + 16; /* Q5_K only */
         const uint8_t *qs = bits == 5 ? w + 48 : w + 16;
         int32_t isum = 0, msum = 0;
@@ -174,8 +158,7 @@ static float dot_k45(int64_t cols, const uint8_t *w, const void *x, int bits) {
             isum += sc[j] * s1 + sc[j + 1] * s2;
         }
         for (int j = 0; j < 8; j++) msum += m[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
-        const float d = load_f16(w) * a->d, dmin = load_f16(w + 2) * a->d;
-        sum += d * (float)isum - dmin * (float)msum;
+        sum = lean_k_step(sum, load_f16(w), load_f16(w + 2), true, a->d, isum, msum);
     }
     return sum;
 }
@@ -205,7 +188,7 @@ static float dot_q6_k(int64_t cols, const uint8_t *w, const void *x) {
         }
         int32_t osum = 0; /* the -32 offset: sum_k sc[k] * 32 * bsums[k] */
         for (int k = 0; k < 16; k++) osum += sc[k] * a->bsums[k];
-        sum += (load_f16(w + 208) * a->d) * (float)(isum - 32 * osum);
+        sum = lean_k_step(sum, load_f16(w + 208), 0.0f, false, a->d, isum - 32 * osum, 0);
     }
     return sum;
 }
@@ -228,6 +211,17 @@ static inline void matmul_rows(dot_fn dot, int64_t cols, const void *w, size_t w
     int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
         size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
 #define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
+
+void lean_matmul_tiles(lean_tile_fn tile, MATMUL_ARGS) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
+        for (int32_t t = 0; t < n_tok; t += LEAN_TILE_TOKENS) {
+            const int32_t nt = n_tok - t < LEAN_TILE_TOKENS ? n_tok - t : LEAN_TILE_TOKENS;
+            tile(cols, row, (const uint8_t *)x + (size_t)t * x_row_bytes, x_row_bytes, nt,
+                 y + (int64_t)t * y_row_elems + r, y_row_elems);
+        }
+    }
+}
 
 static void matmul_f32(MATMUL_ARGS) { matmul_rows(dot_f32, MATMUL_PASS); }
 static void matmul_f16(MATMUL_ARGS) { matmul_rows(dot_f16, MATMUL_PASS); }
@@ -282,24 +276,12 @@ static void swiglu(float *gate, const float *up, int64_t n) {
 
 const lean_kernels lean_kernels_generic = {
     .name = "generic",
-    .matmul =
-        {
-            [LEAN_TYPE_F32] = matmul_f32,
-            [LEAN_TYPE_F16] = matmul_f16,
-            [LEAN_TYPE_BF16] = matmul_bf16,
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
-    .exp_sum = exp_sum,
-    .swiglu = swiglu,
+    .same_as_generic = true,
+    .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
+               [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
+               [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = lean_quantize_act,
 };
 
@@ -308,7 +290,8 @@ const lean_kernels lean_kernels_generic = {
 
 static const lean_kernels *generic_table(void) { return &lean_kernels_generic; }
 
-static const lean_kernels *(*const candidates[])(void) = {lean_kernels_avx512, lean_kernels_avx2, generic_table};
+static const lean_kernels *(*const candidates[])(void) = {lean_kernels_avx512, lean_kernels_avx2, lean_kernels_neon,
+                                                          lean_kernels_simd128, generic_table};
 #define N_CANDIDATES (sizeof candidates / sizeof candidates[0])
 
 int lean_kernels_select(const char *name, lean_kernels *out) {

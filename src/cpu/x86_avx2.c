@@ -33,6 +33,8 @@
 
 #if defined(__x86_64__)
 
+#include "x86_tiles.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
@@ -45,11 +47,6 @@
 #define UNROLL _Pragma("GCC unroll 8")
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
-
-#define MATMUL_ARGS                                                                                  \
-    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
-        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
-#define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
 
 /* ---- helpers ---- */
 
@@ -146,38 +143,13 @@ AVX2_INLINE void float_tile(int f, int RT, int TT, int64_t cols, const uint8_t *
             for (int i = 0; i < RT; i++) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
         }
     }
-    UNROLL
-    for (int i = 0; i < RT; i++)
-        UNROLL
-        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]);
+    STORE_TILE(RT, TT, hsum);
 }
-
-/* The tile schedule shared by every format: 2 x 4 tiles when there are 4 tokens or more,
- * else 4 x 1; then the edges. TILE(RT, TT, r, t) computes rows r.. and tokens t... */
-#define TILE_SCHEDULE(TILE)                                                                         \
-    do {                                                                                            \
-        int64_t r = r0;                                                                             \
-        if (n_tok >= 4) {                                                                           \
-            for (; r + 2 <= r1; r += 2) {                                                           \
-                int32_t t = 0;                                                                      \
-                for (; t + 4 <= n_tok; t += 4) TILE(2, 4, r, t);                                    \
-                for (; t < n_tok; t++) TILE(2, 1, r, t);                                            \
-            }                                                                                       \
-        } else {                                                                                    \
-            for (; r + 4 <= r1; r += 4)                                                             \
-                for (int32_t t = 0; t < n_tok; t++) TILE(4, 1, r, t);                               \
-        }                                                                                           \
-        for (; r < r1; r++) {                                                                       \
-            int32_t t = 0;                                                                          \
-            for (; t + 4 <= n_tok; t += 4) TILE(1, 4, r, t);                                        \
-            for (; t < n_tok; t++) TILE(1, 1, r, t);                                                \
-        }                                                                                           \
-    } while (0)
 
 AVX2_INLINE void matmul_float(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                               const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-#define FT(RT, TT, r, t) float_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems)
-    TILE_SCHEDULE(FT);
+#define FT(RT, TT, r, t, U) float_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems)
+    TILE_SCHEDULE(2, FT);
 #undef FT
 }
 
@@ -187,9 +159,6 @@ static AVX2 void matmul_bf16(MATMUL_ARGS) { matmul_float(W_BF16, MATMUL_PASS); }
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
 
-enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-
-static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
 
 /* One weight block, unpacked for vpmaddubsw. */
 typedef struct lblock {
@@ -271,38 +240,17 @@ AVX2_INLINE void legacy_tile(int f, int RT, int TT, int64_t cols, const uint8_t 
 AVX2_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
     const int64_t nb = cols / 32;
-    if (n_tok >= 4 && nb <= CACHE_COLS / 32) {
-        /* a batch: each 2-row tile's blocks unpacked once, for all of its token tiles */
-        lblock U[2 * (CACHE_COLS / 32)];
-        int64_t r = r0;
-        for (; r + 2 <= r1; r += 2) {
-            for (int i = 0; i < 2; i++)
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)b * legacy_bytes[f];
-                    prefetch_ahead(blk);
-                    U[i * nb + b] = legacy_unpack(f, blk);
-                }
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) legacy_tile(f, 2, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-            for (; t < n_tok; t++) legacy_tile(f, 2, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-        }
-        for (; r < r1; r++) {
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) legacy_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-            for (; t < n_tok; t++) legacy_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-        }
-        return;
-    }
-#define LT(RT, TT, r, t) legacy_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
-    TILE_SCHEDULE(LT);
+    lblock U[2 * (CACHE_COLS / 32)];
+#define LT(RT, TT, r, t, U) legacy_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
+#define ONE(p, k) (prefetch_ahead(p), U[k] = legacy_unpack(f, p))
+#define UNPACK(r) UNPACK_TILE(2, r, nb, legacy_bytes[f], ONE)
+    /* a batch: each 2-row tile's blocks unpacked once, for all of its token tiles */
+    if (n_tok >= 4 && nb <= CACHE_COLS / 32) BATCH_SCHEDULE(2, UNPACK, U, LT);
+    else TILE_SCHEDULE(2, LT);
+#undef UNPACK
+#undef ONE
 #undef LT
 }
-
-static AVX2 void matmul_q4_0(MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }
-static AVX2 void matmul_q4_1(MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }
-static AVX2 void matmul_q5_0(MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }
-static AVX2 void matmul_q5_1(MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }
-static AVX2 void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * A super-block of a row is first unpacked (kblock: 8 chunks of 32 unsigned quants in
@@ -315,10 +263,6 @@ static AVX2 void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); 
  *                sc[2k] in the low 128-bit lane and sc[2k + 1] in the high one; the -32
  *                offset is 32 sum_g sc[g] bsums[g] = vpmaddwd(sc (16 x i16), bsums) << 5,
  *                taken from isum; acc += d dx isum. */
-
-enum { K_Q4, K_Q5, K_Q6 };
-
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
 
 typedef struct kblock {
     __m256i q[8];
@@ -351,19 +295,12 @@ AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     }
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    const uint8_t *q = b + 4; /* the 12 scale bytes: formats_k.c's get_scale_min_k4 */
+    uint8_t sc[8], m[8];
+    lean_k4_scales(b + 4, sc, m);
     int16_t mins[16];
     for (int j = 0; j < 8; j++) {
-        int sc, m;
-        if (j < 4) {
-            sc = q[j] & 63;
-            m = q[j + 4] & 63;
-        } else {
-            sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-            m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-        }
-        u->sc[j] = _mm256_set1_epi16((int16_t)sc);
-        mins[2 * j] = mins[2 * j + 1] = (int16_t)m;
+        u->sc[j] = _mm256_set1_epi16((int16_t)sc[j]);
+        mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
     }
     u->m16 = _mm256_loadu_si256((const __m256i *)mins);
     const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
@@ -401,25 +338,10 @@ AVX2_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
         UNROLL
         for (int j = 0; j < TT; j++) acc[i][j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
-        kblock u[4];
-        const kblock *ui[4];
-        UNROLL
-        for (int i = 0; i < RT; i++) {
-            if (U) {
-                ui[i] = &U[(size_t)i * (size_t)(cols / LEAN_QK_K) + (size_t)b];
-                continue;
-            }
-            const uint8_t *blk = w + (size_t)(r + i) * wrb + (size_t)b * kblock_bytes[f];
-            prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
-            k_unpack(f, blk, &u[i]);
-            ui[i] = &u[i];
-        }
+        K_TILE_BLOCK(RT, TT, b);
         /* isum[i][j] = sum over the 8 chunks k, in order: each row's quants and multipliers
          * are loaded once per k for all TT tokens */
-        const lean_q8_k *a[4];
         __m256i isum[4][4];
-        UNROLL
-        for (int j = 0; j < TT; j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + b;
         UNROLL
         for (int i = 0; i < RT; i++)
             UNROLL
@@ -440,45 +362,23 @@ AVX2_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
             UNROLL
             for (int j = 0; j < TT; j++) acc[i][j] = k_finish(f, ui[i], a[j], isum[i][j], acc[i][j]);
     }
-    UNROLL
-    for (int i = 0; i < RT; i++)
-        UNROLL
-        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]);
+    STORE_TILE(RT, TT, hsum);
 }
 
 AVX2_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                           const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
     const int64_t nsb = cols / LEAN_QK_K;
-    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) {
-        /* a batch: each 2-row tile's super-blocks unpacked once, for all of its token tiles */
-        kblock U[2 * (CACHE_COLS / LEAN_QK_K)];
-        int64_t r = r0;
-        for (; r + 2 <= r1; r += 2) {
-            for (int i = 0; i < 2; i++)
-                for (int64_t b = 0; b < nsb; b++) {
-                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)b * kblock_bytes[f];
-                    prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
-                    k_unpack(f, blk, &U[i * nsb + b]);
-                }
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) k_tile(f, 2, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-            for (; t < n_tok; t++) k_tile(f, 2, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-        }
-        for (; r < r1; r++) {
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) k_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-            for (; t < n_tok; t++) k_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-        }
-        return;
-    }
-#define KT(RT, TT, r, t) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
-    TILE_SCHEDULE(KT);
+    kblock U[2 * (CACHE_COLS / LEAN_QK_K)];
+#define KT(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
+    /* a batch: each 2-row tile's super-blocks unpacked once, for all of its token tiles */
+#define UNPACK(r) UNPACK_TILE(2, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
+    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(2, UNPACK, U, KT);
+    else TILE_SCHEDULE(2, KT);
+#undef UNPACK
 #undef KT
 }
 
-static AVX2 void matmul_q4_k(MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }
-static AVX2 void matmul_q5_k(MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }
-static AVX2 void matmul_q6_k(MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+QUANT_ENTRY_POINTS(AVX2)
 
 /* ---- attention ---- */
 
@@ -673,24 +573,11 @@ static AVX2 void quantize_act(lean_act_type act, const float *x, void *dst, int6
 
 static const lean_kernels table = {
     .name = "avx2",
-    .matmul =
-        {
-            [LEAN_TYPE_F32] = matmul_f32,
-            [LEAN_TYPE_F16] = matmul_f16,
-            [LEAN_TYPE_BF16] = matmul_bf16,
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
-    .exp_sum = exp_sum,
-    .swiglu = swiglu,
+    .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
+               [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
+               [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = quantize_act,
 };
 

@@ -2,38 +2,36 @@
  * have them (chosen at run time: lean_kernels_avx512 asks cpuid).
  *
  * What it does: the matmuls of the quantized formats with 512-bit vectors and the VNNI dot
- * products; the float formats, attention, SwiGLU and quantization are the AVX2 table's (lean_kernels_select fills
- * this table's empty entries from the next table the CPU runs). Every function carries the
+ * products, and the attention scores and weighted sums (16 keys / 16 elements a vector); the
+ * float formats, the exponentials and quantization are the AVX2 table's (lean_kernels_select
+ * fills this table's empty entries from the next table the CPU runs). Every function carries the
  * target attribute (AVX512 below); on any other target the file is only the stub at the end.
  *
- * Legacy formats (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0), two 32-weight blocks per vector, per row r and
- * token t:
- *   q    the two blocks' quants as unsigned bytes in element order (zmm), unpacked once per
- *        row and reused for every token of the tile; the fifth bits come from the 64-bit mask
- *        qh0 | qh1 << 32 in one masked move; Q8_0's signed weights are stored + 128 (w ^ 0x80)
- *   a    the token's two lean_q8_32 blocks (zmm)
- *   vpdpbusd(init, q, a) sums the u8 x s8 products in fours into 16 int32 lanes (8 per block)
- *   on top of init = the format's offset, spread over the 8 lanes of each block: -s (Q4_0:
- *   8 lanes x -s = -8 s), -2 s (Q5_0), -16 s (Q8_0: sum (w + 128) a - 128 s = sum w a), 0 (_1)
- *   acc = fma(float(isum), [d_w0 d_x0 x8 | d_w1 d_x1 x8], acc); the _1 formats add m d_x s in
- *   scalar, as the AVX2 file does. An odd last block runs as a pair with a zero second block.
+ * Legacy formats (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0): 16 rows in the 16 int32 lanes, a block's 32
+ * quants transposed so that one vpdpbusd with 4 broadcast activation bytes advances all 16 rows;
+ * one float step per block for 16 rows at once (details at the section). Measured here, one
+ * thread, Q4_0 1536 x 576 x 64 tokens from L2: 38-45 GMAC/s with the previous 4 x 4 tiles of
+ * two blocks per vector, 117-145 GMAC/s this way; decode (one token) the same from DRAM.
  * K-quants (Q4_K Q5_K Q6_K), 64 weights per vector: the super-block is unpacked as in the AVX2
  * file (4 zmm of quants, the i16 multiplier of every pair), then per token
  *   isum = sum over 4 vectors of vpdpwssd(isum, vpmaddubsw(q, a), sc)
  * (the 16 sums of a 4 x 4 tile built vector by vector, each row's vector loaded once) and the
  * mins / Q6_K's -32 offset from the bsums (vpmaddwd), then one float step.
  *
- * Tiles: 4 rows x 4 tokens (16 accumulators of the 32 registers) when a call has 4 tokens or
- * more, else 4 x 1 (8 x 1 was slower from DRAM: more streams); 1 x 4 and 1 x 1 at the edges.
- * In a batch each 4-row tile is unpacked once (onto the stack) for all its token tiles. Every (row, token) output is computed by the
+ * K-quant tiles: 4 rows x 4 tokens (16 accumulators of the 32 registers) when a call has 4
+ * tokens or more, else 4 x 1 (8 x 1 was slower from DRAM: more streams); 1 x 4 and 1 x 1 at the
+ * edges. In a batch each 4-row tile is unpacked once (onto the stack) for all its token tiles.
+ * In both families every (row, token) output is computed by the
  * same operations in the same order in every tile shape, so any split of rows or tokens gives
  * the same bits (kernels.h's contract; tests/test_kernels.c checks it).
  *
- * Sections: helpers · legacy formats · K-quants · table
+ * Sections: helpers · legacy formats · K-quants · attention · table
  */
 #include "kernels.h"
 
 #if defined(__x86_64__)
+
+#include "x86_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -49,17 +47,13 @@
 /* Tile loops have constant trip counts once inlined; unrolled, their arrays live in registers. */
 #define UNROLL _Pragma("GCC unroll 8")
 
-#define MATMUL_ARGS                                                                                  \
-    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
-        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
-#define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
-
 /* ---- helpers ---- */
 
-/* A batch's 4-row tiles are unpacked once for all their token tiles when a row has at most
- * this many weights (the unpacked tile lives on the stack: ~50 KiB); longer rows unpack per
- * token tile. Either way the arithmetic of an output is the same. */
-#define CACHE_COLS 4096
+/* A batch's K-quant 4-row tiles are unpacked once for all their token tiles when a row has at
+ * most this many weights (the unpacked tile lives on the stack: ~70 KiB; 8192 covers qwen2.5's
+ * 4864-wide ffn_down); longer rows unpack per token tile. Either way the arithmetic of an
+ * output is the same. */
+#define CACHE_COLS 8192
 
 /* See x86_avx2.c: software prefetch across 4 KiB pages for weights streamed from DRAM. */
 #define PREFETCH_BYTES 4096
@@ -84,70 +78,6 @@ AVX512_INLINE float hsum(__m512 v) {
 
 /* [a | b]: two 256-bit halves. */
 AVX512_INLINE __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
-AVX512_INLINE __m512 joinf(__m256 a, __m256 b) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
-}
-
-/* The tile schedule: 4 x 4 tiles when there are 4 tokens or more, else 4 x 1; then the edges.
- * TILE(RT, TT, r, t) computes rows r.. and tokens t... */
-#define TILE_SCHEDULE(TILE)                                                                         \
-    do {                                                                                            \
-        int64_t r = r0;                                                                             \
-        if (n_tok >= 4) {                                                                           \
-            for (; r + 4 <= r1; r += 4) {                                                           \
-                int32_t t = 0;                                                                      \
-                for (; t + 4 <= n_tok; t += 4) TILE(4, 4, r, t);                                    \
-                for (; t < n_tok; t++) TILE(4, 1, r, t);                                            \
-            }                                                                                       \
-        } else {                                                                                    \
-            for (; r + 4 <= r1; r += 4)                                                             \
-                for (int32_t t = 0; t < n_tok; t++) TILE(4, 1, r, t);                               \
-        }                                                                                           \
-        for (; r < r1; r++) {                                                                       \
-            int32_t t = 0;                                                                          \
-            for (; t + 4 <= n_tok; t += 4) TILE(1, 4, r, t);                                        \
-            for (; t < n_tok; t++) TILE(1, 1, r, t);                                                \
-        }                                                                                           \
-    } while (0)
-
-/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
-
-enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-
-static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
-
-/* Lane order. The nibble formats unpack most cheaply as [b0 lo | b1 lo | b0 hi | b1 hi]
- * (16 bytes each: elements 0..15 of block 0, of block 1, then 16..31 of each), so for them the
- * activations are permuted to that order once per token instead of the weights once per row;
- * Q8_0 keeps the natural [b0 | b1]. The scales and offsets follow: in the nibble order the
- * int32 lanes of block 0 are 0..3 and 8..11, those of block 1 4..7 and 12..15. */
-AVX512_INLINE bool nibble_order(int f) { return f != L_Q8_0; }
-
-/* Two weight blocks (the second may be absent: zero), unpacked for vpdpbusd. */
-typedef struct lpair {
-    __m512i q;   /* unsigned quants, in the format's lane order */
-    __m512 d;    /* the two scales, in the lane order */
-    float m0, m1; /* _1 formats: the minimums */
-} lpair;
-
-/* The two f16 scales at p0, p1 (p1 NULL: 0) as 16 float lanes in the format's order. */
-AVX512_INLINE __m512 scales_f16(int f, const uint8_t *p0, const uint8_t *p1) {
-    uint16_t h0, h1 = 0;
-    memcpy(&h0, p0, 2);
-    if (p1) memcpy(&h1, p1, 2);
-    const __m128i a = _mm_set1_epi16((short)h0), b = _mm_set1_epi16((short)h1);
-    const __m256i h = nibble_order(f) ? _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(a, b)) /* [h0 x4 h1 x4] x2 */
-                                      : _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
-    return _mm512_cvtph_ps(h);
-}
-
-/* 16 bytes of packed nibbles of each block -> [b0 lo | b1 lo | b0 hi | b1 hi] */
-AVX512_INLINE __m512i nibbles2(const uint8_t *p0, const uint8_t *p1, bool two) {
-    const __m128i x0 = _mm_loadu_si128((const __m128i *)p0);
-    const __m128i x1 = two ? _mm_loadu_si128((const __m128i *)p1) : _mm_setzero_si128();
-    const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(x0), x1, 1); /* [x0 | x1] */
-    return _mm512_and_si512(join(y, _mm256_srli_epi16(y, 4)), _mm512_set1_epi8(0x0f));
-}
 
 AVX512_INLINE uint32_t load_u32(const uint8_t *p) {
     uint32_t v;
@@ -155,158 +85,196 @@ AVX512_INLINE uint32_t load_u32(const uint8_t *p) {
     return v;
 }
 
-AVX512_INLINE lpair legacy_unpack(int f, const uint8_t *b0, size_t bb, bool two) {
-    const uint8_t *b1 = b0 + bb;
-    lpair u;
-    u.d = scales_f16(f, b0, two ? b1 : NULL);
-    u.m0 = f == L_Q4_1 || f == L_Q5_1 ? f16(b0 + 2) : 0.0f;
-    u.m1 = two && (f == L_Q4_1 || f == L_Q5_1) ? f16(b1 + 2) : 0.0f;
-    switch (f) {
-    case L_Q4_0: u.q = nibbles2(b0 + 2, b1 + 2, two); break;
-    case L_Q4_1: u.q = nibbles2(b0 + 4, b1 + 4, two); break;
-    case L_Q5_0:
-    case L_Q5_1: {
-        const int o = f == L_Q5_0 ? 2 : 4; /* qh, then qs */
-        const uint64_t h0 = load_u32(b0 + o), h1 = two ? load_u32(b1 + o) : 0;
-        /* bit j of qh_b is element j of block b; in lane order: b0 0..15, b1 0..15, b0 16..31, b1 16..31 */
-        const uint64_t k = (h0 & 0xffff) | (h1 & 0xffff) << 16 | (h0 >> 16) << 32 | (h1 >> 16) << 48;
-        u.q = _mm512_or_si512(nibbles2(b0 + o + 4, b1 + o + 4, two),
-                              _mm512_maskz_mov_epi8((__mmask64)k, _mm512_set1_epi8(0x10)));
-        break;
-    }
-    default: {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(b0 + 2));
-        const __m256i w1 = two ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_set1_epi8(-128);
-        u.q = _mm512_xor_si512(join(w0, w1), _mm512_set1_epi8(-128)); /* w + 128 */
-        break;
-    }
-    }
-    return u;
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations): 16 rows in the lanes ----
+ * A 32-weight block needs one float step per (row, token); with a block per 8 lanes that step
+ * cost as much as the integer work. So here the 16 int32 lanes are 16 rows: a 16-row tile's
+ * block b is unpacked (transposed) to 8 vectors, vector s holding the quants of elements
+ * 4s .. 4s + 3 of every row (lane i = row r + i, unsigned), and a token's 4 activation bytes of
+ * those elements are broadcast to every lane:
+ *   isum = -k s + sum over s of vpdpbusd(q_s, broadcast(a[4s .. 4s + 3]))   whole blocks, exact
+ *   acc  = fma(float(isum), d_w * d_x, acc)      (_1 formats: then acc = fma(m_w, d_x * s, acc))
+ * with k the format's offset (Q4_0 8, Q5_0 16, Q8_0 128: its signed weights are stored + 128;
+ * _1 formats 0). So every (row, token) output is that chain over the blocks in index order,
+ * in every tile shape, batch and row range (kernels.h's contract), and lands in its lane: no
+ * horizontal sum. Elements 4s .. 4s + 3 of a nibble format are the low (s < 4) or high nibbles
+ * of qs dword s mod 4, and their fifth bits are bits 4s .. 4s + 3 of qh; Q8_0's are qs dword s.
+ * The transpose: 4 vectors of rows (g, g + 4, g + 8, g + 12) in their 128-bit lanes, then a 4 x 4
+ * dword transpose inside each lane (unpacklo/hi). Rows past the tile's end read as zero and are
+ * not stored. Tokens go 8 at a time (8 int + 8 float accumulators + the 8 quant vectors stay in
+ * registers); a batch unpacks each 16-row tile once for all its tokens. */
+
+static const int legacy_offset[] = {8, 0, 16, 0, 128}; /* k above */
+
+/* A batch's 16-row tiles are unpacked once for all their tokens when a row has at most this
+ * many blocks (the unpacked tile lives on the stack: 576 bytes a block); longer rows unpack
+ * per token tile. Either way the arithmetic of an output is the same. */
+#define CACHE_BLOCKS 256
+
+/* Block b of 16 rows, unpacked. */
+typedef struct rtile {
+    __m512i q[8]; /* q[s] lane i: row i's quants of elements 4s .. 4s + 3, unsigned */
+    __m512 d, m;  /* the rows' scales; _1 formats: their minimums */
+} rtile;
+
+/* 16 bytes at p, or zero (a masked load: no branch, no fault) */
+AVX512_INLINE __m128i load_row16(const uint8_t *p, bool ok) {
+    return _mm_maskz_loadu_epi32((__mmask8)(ok ? 0x0f : 0), p);
 }
 
-/* One token's two activation blocks, in the format's lane order: quants, the offset init,
- * scales, and the _1 formats' factors. */
-typedef struct apair {
-    __m512i a;
-    __m512i init;
-    __m512 d;
-    float ms0, ms1; /* d_x * s, for the _1 formats */
-} apair;
-
-AVX512_INLINE apair act_pair(int f, const lean_q8_32 *a0, bool two) {
-    const lean_q8_32 *a1 = a0 + 1;
-    apair p;
-    const __m256i q0 = _mm256_loadu_si256((const __m256i *)a0->qs);
-    const __m256i q1 = two ? _mm256_loadu_si256((const __m256i *)a1->qs) : _mm256_setzero_si256();
-    p.a = join(q0, q1); /* [a0 lo | a0 hi | a1 lo | a1 hi] */
-    if (nibble_order(f)) p.a = _mm512_shuffle_i64x2(p.a, p.a, _MM_SHUFFLE(3, 1, 2, 0));
-    const int k = f == L_Q4_0 ? 1 : f == L_Q5_0 ? 2 : f == L_Q8_0 ? 16 : 0;
-    const int32_t s0 = a0->s, s1 = two ? a1->s : 0;
-    const float d0 = a0->d, d1 = two ? a1->d : 0.0f;
-    if (nibble_order(f)) { /* [v0 x4 | v1 x4 | v0 x4 | v1 x4] */
-        const __m256i iy = _mm256_set_m128i(_mm_set1_epi32(-k * s1), _mm_set1_epi32(-k * s0));
-        const __m256 dy = _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(d0));
-        p.init = join(iy, iy);
-        p.d = joinf(dy, dy);
-    } else {
-        p.init = join(_mm256_set1_epi32(-k * s0), _mm256_set1_epi32(-k * s1));
-        p.d = joinf(_mm256_set1_ps(d0), _mm256_set1_ps(d1));
-    }
-    p.ms0 = d0 * (float)s0;
-    p.ms1 = d1 * (float)s1;
-    return p;
-}
-
-/* Rows r .. r + RT - 1 x tokens t .. t + TT - 1. U (nullable): those rows' blocks already
- * unpacked, U[i * n_pairs + p] for row i and block pair p; without it they are unpacked here. */
-AVX512_INLINE void legacy_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r,
-                               const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy, const lpair *U) {
-    const size_t bb = legacy_bytes[f];
-    const bool has_min = f == L_Q4_1 || f == L_Q5_1;
-    const int64_t nb = cols / 32;
-    __m512 acc[4][4];
-    float sm[4][4]; /* _1 formats: sum of m * d_x * s, in block order */
+/* The 16 bytes at p + row * wrb of rows 0..15 (rows >= nr: zero) as 4 vectors, vector j lane i
+ * = row i's dword j. */
+AVX512_INLINE void transpose16x4(const uint8_t *p, size_t wrb, int nr, __m512i out[4]) {
+    __m512i z[4];
     UNROLL
-    for (int i = 0; i < RT; i++)
+    for (int g = 0; g < 4; g++) { /* z[g]: rows g, g + 4, g + 8, g + 12 */
+        __m512i v = _mm512_castsi128_si512(load_row16(p + (size_t)g * wrb, g < nr));
+        v = _mm512_inserti32x4(v, load_row16(p + (size_t)(g + 4) * wrb, g + 4 < nr), 1);
+        v = _mm512_inserti32x4(v, load_row16(p + (size_t)(g + 8) * wrb, g + 8 < nr), 2);
+        z[g] = _mm512_inserti32x4(v, load_row16(p + (size_t)(g + 12) * wrb, g + 12 < nr), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* The dword at p + row * wrb of rows 0..15 (rows >= nr: 0), one gather. */
+AVX512_INLINE __m512i column_u32(const uint8_t *p, size_t wrb, int nr) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wrb));
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << nr) - 1), idx, p, 1);
+}
+
+/* The low f16 of each lane as a float. */
+AVX512_INLINE __m512 low_f16(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+
+/* The fifth bits of elements 4s .. 4s + 3 (bits 4s .. 4s + 3 of each lane's qh) as 0x10 in
+ * bytes 0..3: bit k of x = (qh >> 4s) & 15 goes to bit 8k + 4 by x << (7k + 4), four copies
+ * that do not overlap, i.e. one multiply by 2^4 + 2^11 + 2^18 + 2^25. */
+AVX512_INLINE __m512i fifth_bits16(__m512i qh, int s) {
+    const __m512i x = _mm512_and_si512(_mm512_srli_epi32(qh, (unsigned)(4 * s)), _mm512_set1_epi32(15));
+    return _mm512_and_si512(_mm512_mullo_epi32(x, _mm512_set1_epi32(0x02040810)), _mm512_set1_epi32(0x10101010));
+}
+
+/* Rows r .. r + nr - 1 (nr <= 16) of block b. */
+AVX512_INLINE void legacy_unpack16(int f, const uint8_t *w, size_t wrb, int64_t r, int nr, int64_t b, rtile *u) {
+    const uint8_t *blk = w + (size_t)r * wrb + (size_t)b * legacy_bytes[f];
+    /* The next tile (16 rows of wrb bytes, contiguous) swept in step with this one: block b
+     * asks for its bytes [16 bb b, 16 bb (b + 1)), line by line, one tile's time ahead. (A
+     * prefetch per row and block, 16 a step mostly for lines already asked for, stalled
+     * decode on the fill buffers.) */
+    const size_t bb16 = 16 * legacy_bytes[f];
+    const char *next = (const char *)w + (size_t)(r + 16) * wrb;
+    for (size_t o = (size_t)b * bb16 & ~(size_t)63; o < (size_t)(b + 1) * bb16; o += 64)
+        _mm_prefetch(next + o, _MM_HINT_T0);
+    const __m512i head = column_u32(blk, wrb, nr); /* d, then m (_1 formats) or qs */
+    u->d = low_f16(head);
+    const bool has_min = f == L_Q4_1 || f == L_Q5_1;
+    u->m = has_min ? low_f16(_mm512_srli_epi32(head, 16)) : _mm512_setzero_ps();
+    __m512i dw[4];
+    if (f == L_Q8_0) {
+        const __m512i flip = _mm512_set1_epi8(-128); /* w + 128 */
+        transpose16x4(blk + 2, wrb, nr, dw);
         UNROLL
-        for (int j = 0; j < TT; j++) acc[i][j] = _mm512_setzero_ps(), sm[i][j] = 0.0f;
-    for (int64_t b = 0; b < nb; b += 2) {
-        const bool two = b + 1 < nb;
-        lpair u[4];
+        for (int s = 0; s < 4; s++) u->q[s] = _mm512_xor_si512(dw[s], flip);
+        transpose16x4(blk + 18, wrb, nr, dw);
         UNROLL
-        for (int i = 0; i < RT; i++) {
-            if (U) {
-                u[i] = U[(size_t)i * (size_t)((nb + 1) / 2) + (size_t)(b / 2)];
-                continue;
-            }
-            const uint8_t *blk = w + (size_t)(r + i) * wrb + (size_t)b * bb;
-            prefetch_ahead(blk);
-            u[i] = legacy_unpack(f, blk, bb, two);
-        }
+        for (int s = 0; s < 4; s++) u->q[4 + s] = _mm512_xor_si512(dw[s], flip);
+        return;
+    }
+    const size_t qs = f == L_Q4_0 ? 2 : f == L_Q4_1 ? 4 : f == L_Q5_0 ? 6 : 8;
+    transpose16x4(blk + qs, wrb, nr, dw);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    UNROLL
+    for (int s = 0; s < 4; s++) {
+        u->q[s] = _mm512_and_si512(dw[s], m4);
+        u->q[4 + s] = _mm512_and_si512(_mm512_srli_epi16(dw[s], 4), m4);
+    }
+    if (f == L_Q5_0 || f == L_Q5_1) {
+        const __m512i qh = column_u32(blk + qs - 4, wrb, nr);
+        UNROLL
+        for (int s = 0; s < 8; s++) u->q[s] = _mm512_or_si512(u->q[s], fifth_bits16(qh, s));
+    }
+}
+
+/* acc[j] += block b of 16 rows . token t + j, j < TT. */
+AVX512_INLINE void legacy_block16(int f, int TT, const rtile *u, const uint8_t *x, size_t xrb, int32_t t, int64_t b,
+                                  __m512 acc[8]) {
+    const lean_q8_32 *a[8];
+    __m512i isum[8];
+    UNROLL
+    for (int j = 0; j < TT; j++) {
+        a[j] = (const lean_q8_32 *)(x + (size_t)(t + j) * xrb) + b;
+        isum[j] = _mm512_set1_epi32(-legacy_offset[f] * a[j]->s);
+    }
+    /* two chains per token (even and odd s), added at the end: integer sums, so the same
+     * isum in any order, and half the dependent vpdpbusd latency when there are few tokens */
+    __m512i odd[8];
+    UNROLL
+    for (int j = 0; j < TT; j++) odd[j] = _mm512_setzero_si512();
+    UNROLL
+    for (int s = 0; s < 8; s += 2)
         UNROLL
         for (int j = 0; j < TT; j++) {
-            const apair a = act_pair(f, (const lean_q8_32 *)(x + (size_t)(t + j) * xrb) + b, two);
-            UNROLL
-            for (int i = 0; i < RT; i++) {
-                const __m512i isum = _mm512_dpbusd_epi32(a.init, u[i].q, a.a);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(u[i].d, a.d), acc[i][j]);
-                if (has_min) {
-                    sm[i][j] += u[i].m0 * a.ms0;
-                    sm[i][j] += u[i].m1 * a.ms1;
-                }
-            }
+            const uint8_t *aq = (const uint8_t *)a[j]->qs + 4 * s;
+            isum[j] = _mm512_dpbusd_epi32(isum[j], u->q[s], _mm512_set1_epi32((int)load_u32(aq)));
+            odd[j] = _mm512_dpbusd_epi32(odd[j], u->q[s + 1], _mm512_set1_epi32((int)load_u32(aq + 4)));
+        }
+    UNROLL
+    for (int j = 0; j < TT; j++) isum[j] = _mm512_add_epi32(isum[j], odd[j]);
+    UNROLL
+    for (int j = 0; j < TT; j++) {
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(u->d, _mm512_set1_ps(a[j]->d)), acc[j]);
+        if (f == L_Q4_1 || f == L_Q5_1) acc[j] = _mm512_fmadd_ps(u->m, _mm512_set1_ps(a[j]->d * (float)a[j]->s), acc[j]);
+    }
+}
+
+/* Rows r .. r + nr - 1 x tokens t .. t + TT - 1; U (nullable): those rows' blocks unpacked. */
+AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r, int nr,
+                                 const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy, const rtile *U) {
+    __m512 acc[8];
+    UNROLL
+    for (int j = 0; j < TT; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < cols / 32; b++) {
+        if (U) {
+            legacy_block16(f, TT, &U[b], x, xrb, t, b, acc);
+        } else { /* a separate path, so that this block stays in registers */
+            rtile own;
+            legacy_unpack16(f, w, wrb, r, nr, b, &own);
+            legacy_block16(f, TT, &own, x, xrb, t, b, acc);
         }
     }
+    const __mmask16 keep = (__mmask16)((1u << nr) - 1);
     UNROLL
-    for (int i = 0; i < RT; i++)
-        UNROLL
-        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]) + sm[i][j];
+    for (int j = 0; j < TT; j++) _mm512_mask_storeu_ps(y + (int64_t)(t + j) * ldy + r, keep, acc[j]);
 }
 
 AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                  const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    const int64_t n_pairs = (cols / 32 + 1) / 2;
-    if (n_tok >= 4 && n_pairs <= CACHE_COLS / 64) {
-        /* a batch: each 4-row tile's blocks unpacked once, for all of its token tiles */
-        lpair U[4 * (CACHE_COLS / 64)];
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) {
-            for (int i = 0; i < 4; i++)
-                for (int64_t p = 0; p < n_pairs; p++) {
-                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)(2 * p) * legacy_bytes[f];
-                    prefetch_ahead(blk);
-                    U[i * n_pairs + p] = legacy_unpack(f, blk, legacy_bytes[f], 2 * p + 1 < cols / 32);
-                }
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) legacy_tile(f, 4, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-            for (; t < n_tok; t++) legacy_tile(f, 4, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-        }
-        for (; r < r1; r++) {
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) legacy_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-            for (; t < n_tok; t++) legacy_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-        }
-        return;
-    }
-#define LT(RT, TT, r, t) legacy_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
-    TILE_SCHEDULE(LT);
+    const int64_t nb = cols / 32;
+    const bool cache = n_tok > 1 && nb <= CACHE_BLOCKS;
+    rtile U[CACHE_BLOCKS];
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
+        if (cache)
+            for (int64_t b = 0; b < nb; b++) legacy_unpack16(f, w, w_row_bytes, r, nr, b, &U[b]);
+        const rtile *u = cache ? U : NULL;
+#define LT(TT) legacy_tile16(f, TT, cols, w, w_row_bytes, r, nr, x, x_row_bytes, t, y, y_row_elems, u)
+        int32_t t = 0;
+        for (; t + 8 <= n_tok; t += 8) LT(8);
+        if (t + 4 <= n_tok) LT(4), t += 4;
+        if (t + 2 <= n_tok) LT(2), t += 2;
+        if (t < n_tok) LT(1);
 #undef LT
+    }
 }
-
-static AVX512 void matmul_q4_0(MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }
-static AVX512 void matmul_q4_1(MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }
-static AVX512 void matmul_q5_0(MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }
-static AVX512 void matmul_q5_1(MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }
-static AVX512 void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * kblock: the super-block's 256 quants as 4 vectors of 64 (element order), and for each the
  * i16 multiplier of every vpmaddubsw pair: Q4_K / Q5_K: sub-block 2p in the low half, 2p + 1
  * in the high half; Q6_K: its four 16-weight sub-blocks' scales, 8 lanes each. */
-
-enum { K_Q4, K_Q5, K_Q6 };
-
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
 
 typedef struct kblock {
     __m512i q[4];
@@ -342,23 +310,12 @@ AVX512_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     }
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    const uint8_t *q = b + 4; /* the 12 scale bytes: formats_k.c's get_scale_min_k4 */
+    uint8_t sc[8], m[8];
+    lean_k4_scales(b + 4, sc, m);
     int16_t mins[16];
-    for (int j = 0; j < 8; j += 2) {
-        int sc[2], m[2];
-        for (int e = 0; e < 2; e++) {
-            const int jj = j + e;
-            if (jj < 4) {
-                sc[e] = q[jj] & 63;
-                m[e] = q[jj + 4] & 63;
-            } else {
-                sc[e] = (q[jj + 4] & 0x0f) | ((q[jj - 4] >> 6) << 4);
-                m[e] = (q[jj + 4] >> 4) | ((q[jj] >> 6) << 4);
-            }
-            mins[2 * jj] = mins[2 * jj + 1] = (int16_t)m[e];
-        }
-        u->sc[j / 2] = join(_mm256_set1_epi16((int16_t)sc[0]), _mm256_set1_epi16((int16_t)sc[1]));
-    }
+    for (int j = 0; j < 8; j++) mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
+    for (int p = 0; p < 4; p++) /* sub-block 2p in the low half, 2p + 1 in the high */
+        u->sc[p] = join(_mm256_set1_epi16((int16_t)sc[2 * p]), _mm256_set1_epi16((int16_t)sc[2 * p + 1]));
     u->m16 = _mm256_loadu_si256((const __m256i *)mins);
     const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
     const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
@@ -394,25 +351,10 @@ AVX512_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
         UNROLL
         for (int j = 0; j < TT; j++) acc[i][j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
-        kblock u[4];
-        const kblock *ui[4];
-        UNROLL
-        for (int i = 0; i < RT; i++) {
-            if (U) {
-                ui[i] = &U[(size_t)i * (size_t)(cols / LEAN_QK_K) + (size_t)b];
-                continue;
-            }
-            const uint8_t *blk = w + (size_t)(r + i) * wrb + (size_t)b * kblock_bytes[f];
-            prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
-            k_unpack(f, blk, &u[i]);
-            ui[i] = &u[i];
-        }
+        K_TILE_BLOCK(RT, TT, b);
         /* isum[i][j] = sum over the 4 vectors p, in order: each row's quants and multipliers
          * are loaded once per p for all TT tokens */
-        const lean_q8_k *a[4];
         __m512i isum[4][4];
-        UNROLL
-        for (int j = 0; j < TT; j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + b;
         UNROLL
         for (int i = 0; i < RT; i++)
             UNROLL
@@ -434,61 +376,95 @@ AVX512_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
             UNROLL
             for (int j = 0; j < TT; j++) acc[i][j] = k_finish(f, ui[i], a[j], isum[i][j], acc[i][j]);
     }
-    UNROLL
-    for (int i = 0; i < RT; i++)
-        UNROLL
-        for (int j = 0; j < TT; j++) y[(int64_t)(t + j) * ldy + r + i] = hsum(acc[i][j]);
+    STORE_TILE(RT, TT, hsum);
 }
 
 AVX512_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                             const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
     const int64_t nsb = cols / LEAN_QK_K;
-    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) {
-        /* a batch: each 4-row tile's super-blocks unpacked once, for all of its token tiles */
-        kblock U[4 * (CACHE_COLS / LEAN_QK_K)];
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) {
-            for (int i = 0; i < 4; i++)
-                for (int64_t b = 0; b < nsb; b++) {
-                    const uint8_t *blk = w + (size_t)(r + i) * w_row_bytes + (size_t)b * kblock_bytes[f];
-                    prefetch_ahead(blk), prefetch_ahead(blk + 64), prefetch_ahead(blk + 128);
-                    k_unpack(f, blk, &U[i * nsb + b]);
-                }
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) k_tile(f, 4, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-            for (; t < n_tok; t++) k_tile(f, 4, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U);
-        }
-        for (; r < r1; r++) {
-            int32_t t = 0;
-            for (; t + 4 <= n_tok; t += 4) k_tile(f, 1, 4, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-            for (; t < n_tok; t++) k_tile(f, 1, 1, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL);
-        }
-        return;
-    }
-#define KT(RT, TT, r, t) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, NULL)
-    TILE_SCHEDULE(KT);
+    kblock U[4 * (CACHE_COLS / LEAN_QK_K)];
+#define KT(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
+    /* a batch: each 4-row tile's super-blocks unpacked once, for all of its token tiles */
+#define UNPACK(r) UNPACK_TILE(4, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
+    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(4, UNPACK, U, KT);
+    else TILE_SCHEDULE(4, KT);
+#undef UNPACK
 #undef KT
 }
 
-static AVX512 void matmul_q4_k(MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }
-static AVX512 void matmul_q5_k(MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }
-static AVX512 void matmul_q6_k(MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+QUANT_ENTRY_POINTS(AVX512)
+
+/* ---- attention ---- */
+
+/* The sums of the lanes of 16 vectors, as one vector (lane u: the sum of a[u]'s lanes): halves
+ * of 256, 128, 64 and 32 bits folded pairwise, every lane of the result the sum of one input's
+ * lanes in a fixed tree, whatever the other inputs hold; the last step puts key u in lane u. */
+AVX512_INLINE __m512 sum16(const __m512 a[16]) {
+    __m512 t[8], v[4], w[2];
+    for (int p = 0; p < 8; p++)
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int p = 0; p < 4; p++)
+        v[p] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int p = 0; p < 2; p++)
+        w[p] = _mm512_add_ps(_mm512_shuffle_ps(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* lane l now holds input (l % 4) * 4 + l / 4, a permutation that is its own inverse */
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+/* Sixteen keys at a time: one FMA chain per key (lane i of key u's accumulator takes elements
+ * 16m + i; a partial last vector of hd is masked to 0), then sum16. A key's score depends only
+ * on its own chain and that tree, so a group short of 16 keys gives the same bits. */
+static AVX512 void attn_scores(const float *q, const float *k, int64_t k_row_elems, int32_t n, int32_t hd, float *s) {
+    for (int32_t j = 0; j < n; j += 16) {
+        const int nk = n - j < 16 ? n - j : 16;
+        __m512 acc[16];
+        UNROLL
+        for (int u = 0; u < 16; u++) acc[u] = _mm512_setzero_ps();
+        for (int32_t i = 0; i < hd; i += 16) {
+            const __mmask16 m = hd - i < 16 ? (__mmask16)((1u << (hd - i)) - 1) : (__mmask16)0xffff;
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q + i);
+            const float *kj = k + (int64_t)j * k_row_elems + i;
+            if (nk == 16) {
+                UNROLL
+                for (int u = 0; u < 16; u++)
+                    acc[u] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + (int64_t)u * k_row_elems), acc[u]);
+            } else {
+                for (int u = 0; u < nk; u++)
+                    acc[u] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + (int64_t)u * k_row_elems), acc[u]);
+            }
+        }
+        _mm512_mask_storeu_ps(s + j, (__mmask16)((1u << nk) - 1), sum16(acc));
+    }
+}
+
+/* o = o * c, then += p[j] v_j in key order, 16 output elements at a time (the last vector
+ * masked): per element the AVX2 table's operations, so the same bits. */
+static AVX512 void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, const float *p, int32_t n,
+                              int32_t hd) {
+    const __m512 cv = _mm512_set1_ps(c);
+    for (int32_t i = 0; i < hd; i += 16) {
+        const __mmask16 m = hd - i < 16 ? (__mmask16)((1u << (hd - i)) - 1) : (__mmask16)0xffff;
+        __m512 ov = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + i), cv);
+        for (int32_t j = 0; j < n; j++)
+            ov = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, v + (int64_t)j * v_row_elems + i), ov);
+        _mm512_mask_storeu_ps(o + i, m, ov);
+    }
+}
 
 /* ---- table ---- */
 
 static const lean_kernels table = {
     .name = "avx512",
-    .matmul =
-        {
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
+    .matmul = {[LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
+               [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .attn_scores = attn_scores,
+    .attn_accum = attn_accum,
 };
 
 /* AVX-512 F/BW/VL and VNNI from the compiler's cpuid cache (which checks that the OS saves

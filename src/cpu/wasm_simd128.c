@@ -1,0 +1,378 @@
+/* wasm_simd128.c — the kernel table (kernels.h) for wasm32 with 128-bit SIMD (simd128).
+ *
+ * Chosen at compile time: the wasm build passes -msimd128 (Makefile WASM_SIMD) and this file
+ * is compiled only where __wasm_simd128__ is defined; elsewhere it is the stub at the end. A
+ * run-time choice is not possible in wasm: a module holding one SIMD instruction fails to
+ * validate as a whole on an engine without SIMD, so a per-function target attribute would buy
+ * no fallback. Every browser with WebGPU, and the Node versions the tests use (18, 20), run
+ * simd128; `make wasm WASM_SIMD=` builds a scalar module (the generic table) for engines that
+ * do not.
+ *
+ * What it does: the matmuls of every weight format and the attention primitives, giving the
+ * generic table's bits: each output's float operations are the generic kernel's, in its order
+ * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
+ * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; simd128 has no FMA); only the
+ * integer block sums, exact, are computed another way. What it does not: exp_sum, SwiGLU
+ * (libm's expf, from the generic table) and the activation quantizer (quant_act.c's, also
+ * generic's) — lean_kernels_select fills them.
+ *
+ * Integer block sums: the weights are unpacked once per row and tile of tokens into int16
+ * lanes in element order, the format's offset subtracted (Q4_0 q - 8, Q5_0 q - 16, Q6_K q - 32)
+ * and, for the K-quants, the sub-block scale multiplied in (|q sc| <= 31 * 63 (Q5_K),
+ * 32 * 128 (Q6_K): int16); each token's int8 activations are widened to int16 and
+ * i32x4.dot_i16x8_s sums the products in pairs into 4 int32 lanes (|sum| < 2^27 per
+ * super-block: no overflow), added across lanes per block.
+ *
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ */
+#include "kernels_shared.h"
+
+#if defined(__wasm_simd128__)
+
+#include <string.h>
+#include <wasm_simd128.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define MATMUL_ARGS                                                                                  \
+    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
+        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
+#define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
+#define TILE_ARGS                                                                                    \
+    int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, int32_t nt, float *y, int64_t ldy
+#define TILE_PASS cols, w, x, xrb, nt, y, ldy
+
+/* ---- helpers ---- */
+
+INLINE float f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+
+/* The lanes' sum (integers: any order gives the same value). */
+INLINE int32_t hsum_i32(v128_t v) {
+    v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
+    return wasm_i32x4_extract_lane(v, 0);
+}
+
+/* sum_i q[i] a[i] over 16 * n16 elements: q int16 lanes (n16 * 2 vectors), a int8. */
+INLINE int32_t dot_q_a(const v128_t *q, const int8_t *a, int n16) {
+    v128_t s = wasm_i32x4_splat(0);
+    for (int k = 0; k < n16; k++) {
+        const v128_t av = wasm_v128_load(a + 16 * k);
+        s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(q[2 * k], wasm_i16x8_extend_low_i8x16(av)));
+        s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(q[2 * k + 1], wasm_i16x8_extend_high_i8x16(av)));
+    }
+    return hsum_i32(s);
+}
+
+/* 16 int8 lanes -> 2 vectors of 8 int16 lanes */
+INLINE void widen(v128_t *dst, v128_t b) {
+    dst[0] = wasm_i16x8_extend_low_i8x16(b);
+    dst[1] = wasm_i16x8_extend_high_i8x16(b);
+}
+
+/* the same, each times scale (exact: see the top) */
+INLINE void widen_scaled(v128_t *dst, v128_t b, int16_t scale) {
+    const v128_t s = wasm_i16x8_splat(scale);
+    dst[0] = wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(b), s);
+    dst[1] = wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(b), s);
+}
+
+/* ---- F32, F16, BF16 (float activations) ----
+ * The generic kernel's 8 partial sums as two vectors: lo holds lanes 0..3 (elements 8k..8k+3),
+ * hi lanes 4..7; the tail is zero-padded, which adds +0 to lanes the generic kernel leaves
+ * alone (a sum that starts at +0 is never -0, so that changes no bit). */
+
+enum { W_F32, W_F16, W_BF16 };
+
+/* 4 f16 (as u32 lanes) -> f32 exactly, lean_f16_to_f32's bits: the magnitude shifted into
+ * place is a float 2^112 too small (subnormal halves included), except exponent 31 (inf, NaN:
+ * made quiet). */
+INLINE v128_t f16x4(v128_t h) {
+    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+    const v128_t fin = wasm_f32x4_mul(mag, wasm_f32x4_splat(0x1p112f));
+    const v128_t nan = wasm_v128_and(wasm_i32x4_gt(mag, wasm_i32x4_splat(0x0f800000)), wasm_i32x4_splat(0x00400000));
+    const v128_t inf = wasm_v128_or(wasm_v128_or(mag, wasm_i32x4_splat(0x70000000)), nan);
+    const v128_t big = wasm_i32x4_ge(mag, wasm_i32x4_splat(0x0f800000));
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+    return wasm_v128_or(wasm_v128_bitselect(inf, fin, big), sign);
+}
+
+/* 4 weights of format f at p as floats */
+INLINE v128_t load_w4(int f, const uint8_t *p) {
+    if (f == W_F32) return wasm_v128_load(p);
+    const v128_t h = wasm_u32x4_load16x4(p);
+    return f == W_F16 ? f16x4(h) : wasm_i32x4_shl(h, 16);
+}
+
+/* Elements c .. c + 8 of a row: 8 weights (zero-padded past cols) into w[0..1], as floats. */
+INLINE void load_w8(int f, const uint8_t *row, int64_t cols, int64_t c, v128_t *wv) {
+    const int eb = f == W_F32 ? 4 : 2;
+    if (cols - c >= 8) {
+        wv[0] = load_w4(f, row + eb * c), wv[1] = load_w4(f, row + eb * (c + 4));
+        return;
+    }
+    uint8_t tmp[32] = {0};
+    memcpy(tmp, row + eb * c, (size_t)(eb * (cols - c)));
+    wv[0] = load_w4(f, tmp), wv[1] = load_w4(f, tmp + 4 * eb);
+}
+
+INLINE void load_x8(const float *x, int64_t cols, int64_t c, v128_t *xv) {
+    if (cols - c >= 8) {
+        xv[0] = wasm_v128_load(x + c), xv[1] = wasm_v128_load(x + c + 4);
+        return;
+    }
+    float tmp[8] = {0};
+    memcpy(tmp, x + c, sizeof(float) * (size_t)(cols - c));
+    xv[0] = wasm_v128_load(tmp), xv[1] = wasm_v128_load(tmp + 4);
+}
+
+/* kernels_generic.c's combine8 of the lanes lo (0..3) and hi (4..7) */
+INLINE float combine8(v128_t lo, v128_t hi) {
+    const v128_t s = wasm_f32x4_add(lo, hi);
+    return (wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1)) +
+           (wasm_f32x4_extract_lane(s, 2) + wasm_f32x4_extract_lane(s, 3));
+}
+
+INLINE void float_tile(int f, TILE_ARGS) {
+    v128_t lo[LEAN_TILE_TOKENS], hi[LEAN_TILE_TOKENS];
+    for (int j = 0; j < nt; j++) lo[j] = hi[j] = wasm_f32x4_splat(0.0f);
+    for (int64_t c = 0; c < cols; c += 8) {
+        v128_t wv[2], xv[2];
+        load_w8(f, w, cols, c, wv);
+        for (int j = 0; j < nt; j++) {
+            load_x8((const float *)(x + (size_t)j * xrb), cols, c, xv);
+            lo[j] = wasm_f32x4_add(lo[j], wasm_f32x4_mul(wv[0], xv[0]));
+            hi[j] = wasm_f32x4_add(hi[j], wasm_f32x4_mul(wv[1], xv[1]));
+        }
+    }
+    for (int j = 0; j < nt; j++) y[j * ldy] = combine8(lo[j], hi[j]);
+}
+
+static void tile_f32(TILE_ARGS) { float_tile(W_F32, TILE_PASS); }
+static void tile_f16(TILE_ARGS) { float_tile(W_F16, TILE_PASS); }
+static void tile_bf16(TILE_ARGS) { float_tile(W_BF16, TILE_PASS); }
+static void matmul_f32(MATMUL_ARGS) { lean_matmul_tiles(tile_f32, MATMUL_PASS); }
+static void matmul_f16(MATMUL_ARGS) { lean_matmul_tiles(tile_f16, MATMUL_PASS); }
+static void matmul_bf16(MATMUL_ARGS) { lean_matmul_tiles(tile_bf16, MATMUL_PASS); }
+
+/* ---- Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations) ----
+ * Block layouts (formats.c): d f16 [m f16] [qh 4 bytes] qs; element j < 16 is qs[j]'s low
+ * nibble, j >= 16 qs[j - 16]'s high nibble, its fifth bit bit j of qh. */
+
+enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
+
+static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
+
+typedef struct lblock {
+    v128_t q[4]; /* the 32 weight quants, offset subtracted, as int16 */
+    float d, m;  /* scale; minimum (_1 formats) */
+} lblock;
+
+/* Bit j of the little-endian u32 at p -> 0x10 in byte j, for j in [16 half, 16 half + 16). */
+INLINE v128_t fifth_bits(const uint8_t *p, int half) {
+    const v128_t bytes = wasm_v128_load16_splat(p + 2 * half);
+    const v128_t spread = wasm_i8x16_shuffle(bytes, bytes, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
+}
+
+INLINE lblock legacy_unpack(int f, const uint8_t *b) {
+    lblock u;
+    u.d = f16(b);
+    u.m = f == L_Q4_1 || f == L_Q5_1 ? f16(b + 2) : 0.0f;
+    v128_t lo, hi; /* elements 0..15, 16..31 */
+    if (f == L_Q8_0) {
+        lo = wasm_v128_load(b + 2), hi = wasm_v128_load(b + 18);
+    } else {
+        static const int qs_at[] = {2, 4, 6, 8};
+        const v128_t raw = wasm_v128_load(b + qs_at[f]);
+        lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(raw, 4);
+        if (f == L_Q5_0 || f == L_Q5_1) {
+            const uint8_t *qh = b + (f == L_Q5_0 ? 2 : 4);
+            lo = wasm_v128_or(lo, fifth_bits(qh, 0)), hi = wasm_v128_or(hi, fifth_bits(qh, 1));
+        }
+        const int off = f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
+        lo = wasm_i8x16_sub(lo, wasm_i8x16_splat((int8_t)off)), hi = wasm_i8x16_sub(hi, wasm_i8x16_splat((int8_t)off));
+    }
+    widen(u.q, lo), widen(u.q + 2, hi);
+    return u;
+}
+
+INLINE void legacy_tile(int f, TILE_ARGS) {
+    const bool has_min = f == L_Q4_1 || f == L_Q5_1;
+    float sum[LEAN_TILE_TOKENS] = {0};
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const lblock u = legacy_unpack(f, w + (size_t)b * legacy_bytes[f]);
+        for (int j = 0; j < nt; j++) {
+            const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
+            sum[j] = lean_legacy_step(sum[j], u.d, u.m, has_min, a, dot_q_a(u.q, a->qs, 2));
+        }
+    }
+    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
+}
+
+static void tile_q4_0(TILE_ARGS) { legacy_tile(L_Q4_0, TILE_PASS); }
+static void tile_q4_1(TILE_ARGS) { legacy_tile(L_Q4_1, TILE_PASS); }
+static void tile_q5_0(TILE_ARGS) { legacy_tile(L_Q5_0, TILE_PASS); }
+static void tile_q5_1(TILE_ARGS) { legacy_tile(L_Q5_1, TILE_PASS); }
+static void tile_q8_0(TILE_ARGS) { legacy_tile(L_Q8_0, TILE_PASS); }
+static void matmul_q4_0(MATMUL_ARGS) { lean_matmul_tiles(tile_q4_0, MATMUL_PASS); }
+static void matmul_q4_1(MATMUL_ARGS) { lean_matmul_tiles(tile_q4_1, MATMUL_PASS); }
+static void matmul_q5_0(MATMUL_ARGS) { lean_matmul_tiles(tile_q5_0, MATMUL_PASS); }
+static void matmul_q5_1(MATMUL_ARGS) { lean_matmul_tiles(tile_q5_1, MATMUL_PASS); }
+static void matmul_q8_0(MATMUL_ARGS) { lean_matmul_tiles(tile_q8_0, MATMUL_PASS); }
+
+/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+ * A super-block is unpacked into 32 int16 vectors in element order, each weight q sc[sub-block]
+ * (Q6_K: (q - 32) sc). Then isum = sum q a; Q4_K / Q5_K also msum = sum_j m[j] (sum of a over
+ * sub-block j) = [m0 m0 m1 m1 .. m7 m7] . bsums. The float step is the generic kernel's. */
+
+enum { K_Q4, K_Q5, K_Q6 };
+
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+
+typedef struct kblock {
+    v128_t q[32];  /* 256 scaled weights, int16 */
+    v128_t m16[2]; /* Q4_K / Q5_K: the mins, each twice, int16 */
+    float d, dmin;
+} kblock;
+
+/* Q4_K / Q5_K (block: d, dmin, 12 scale bytes, [qh 32 bytes], qs 128 bytes): sub-blocks j and
+ * j + 1 are the low and high nibbles of the same 32 qs bytes; Q5_K's fifth bit of element l of
+ * sub-block j is bit j of qh[l]. */
+INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
+    uint8_t sc[8], m[8];
+    lean_k4_scales(b + 4, sc, m);
+    u->d = f16(b), u->dmin = f16(b + 2);
+    const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
+    for (int j = 0; j < 8; j += 2, qs += 32) {
+        for (int half = 0; half < 2; half++) {
+            const v128_t raw = wasm_v128_load(qs + 16 * half);
+            v128_t lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(raw, 4);
+            if (f == K_Q5) { /* bits j, j + 1 of qh -> 0x10 (by masks: LLVM 14 scalarizes an i8x16
+                              * shift by a loop counter) */
+                const v128_t hb = wasm_v128_load(b + 16 + 16 * half), x10 = wasm_i8x16_splat(0x10);
+                const v128_t bj = wasm_i8x16_splat((int8_t)(1 << j)), bj1 = wasm_i8x16_splat((int8_t)(2 << j));
+                lo = wasm_v128_or(lo, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj), bj), x10));
+                hi = wasm_v128_or(hi, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj1), bj1), x10));
+            }
+            widen_scaled(u->q + 4 * j + 2 * half, lo, sc[j]);
+            widen_scaled(u->q + 4 * (j + 1) + 2 * half, hi, sc[j + 1]);
+        }
+    }
+    int16_t mins[16];
+    for (int j = 0; j < 8; j++) mins[2 * j] = mins[2 * j + 1] = m[j];
+    u->m16[0] = wasm_v128_load(mins), u->m16[1] = wasm_v128_load(mins + 8);
+}
+
+/* Q6_K (block: ql 128, qh 64, 16 int8 scales, d): in half h, byte l < 32 of ql (and ql + 32)
+ * gives elements l (l + 32) by its low nibble and l + 64 (l + 96) by its high one, their two
+ * high bits the four 2-bit fields of qh[l]; element e's scale is sc[e / 16]. */
+INLINE void k6_unpack(const uint8_t *b, kblock *u) {
+    const int8_t *sc = (const int8_t *)(b + 192);
+    const v128_t m4 = wasm_i8x16_splat(0x0f), m3 = wasm_i8x16_splat(3), off = wasm_i8x16_splat(32);
+    u->d = f16(b + 208), u->dmin = 0.0f;
+    for (int h = 0; h < 2; h++) {
+        for (int g = 0; g < 2; g++) {
+            const v128_t la = wasm_v128_load(b + 64 * h + 16 * g), lb = wasm_v128_load(b + 64 * h + 32 + 16 * g);
+            const v128_t qh = wasm_v128_load(b + 128 + 32 * h + 16 * g);
+            const v128_t e[4] = {
+                wasm_v128_or(wasm_v128_and(la, m4), wasm_i8x16_shl(wasm_v128_and(qh, m3), 4)),
+                wasm_v128_or(wasm_v128_and(lb, m4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 2), m3), 4)),
+                wasm_v128_or(wasm_u8x16_shr(la, 4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 4), m3), 4)),
+                wasm_v128_or(wasm_u8x16_shr(lb, 4), wasm_i8x16_shl(wasm_u8x16_shr(qh, 6), 4)),
+            };
+            for (int k = 0; k < 4; k++) { /* sub-block 8 h + 2 k + g */
+                const int s = 8 * h + 2 * k + g;
+                widen_scaled(u->q + 2 * s, wasm_i8x16_sub(e[k], off), sc[s]);
+            }
+        }
+    }
+}
+
+/* msum = [m0 m0 m1 m1 .. m7 m7] . bsums */
+INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
+    const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
+    return hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1)));
+}
+
+INLINE void k_tile(int f, TILE_ARGS) {
+    float sum[LEAN_TILE_TOKENS] = {0};
+    for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
+        kblock u;
+        const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
+        if (f == K_Q6) k6_unpack(blk, &u);
+        else k45_unpack(f, blk, &u);
+        for (int j = 0; j < nt; j++) {
+            const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
+            const int32_t isum = dot_q_a(u.q, a->qs, 16);
+            const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
+            sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
+        }
+    }
+    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
+}
+
+static void tile_q4_k(TILE_ARGS) { k_tile(K_Q4, TILE_PASS); }
+static void tile_q5_k(TILE_ARGS) { k_tile(K_Q5, TILE_PASS); }
+static void tile_q6_k(TILE_ARGS) { k_tile(K_Q6, TILE_PASS); }
+static void matmul_q4_k(MATMUL_ARGS) { lean_matmul_tiles(tile_q4_k, MATMUL_PASS); }
+static void matmul_q5_k(MATMUL_ARGS) { lean_matmul_tiles(tile_q5_k, MATMUL_PASS); }
+static void matmul_q6_k(MATMUL_ARGS) { lean_matmul_tiles(tile_q6_k, MATMUL_PASS); }
+
+/* ---- attention ---- */
+
+/* s[j] = q . k_j: the F32 row kernel (q[i] k_j[i] = k_j[i] q[i] in IEEE arithmetic). */
+static void attn_scores(const float *q, const float *k, int64_t k_row_elems, int32_t n, int32_t hd, float *s) {
+    for (int32_t j = 0; j < n; j++)
+        float_tile(W_F32, hd, (const uint8_t *)(k + (int64_t)j * k_row_elems), (const uint8_t *)q, 0, 1, s + j, 0);
+}
+
+/* o = o * c, then += p[j] v_j in key order: 4 output elements at a time, the tail in scalar
+ * (the same two roundings per term). */
+static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, const float *p, int32_t n,
+                       int32_t hd) {
+    int32_t i = 0;
+    for (; i + 4 <= hd; i += 4) {
+        v128_t ov = wasm_f32x4_mul(wasm_v128_load(o + i), wasm_f32x4_splat(c));
+        for (int32_t j = 0; j < n; j++)
+            ov = wasm_f32x4_add(ov, wasm_f32x4_mul(wasm_f32x4_splat(p[j]), wasm_v128_load(v + j * v_row_elems + i)));
+        wasm_v128_store(o + i, ov);
+    }
+    for (; i < hd; i++) {
+        float acc = o[i] * c;
+        for (int32_t j = 0; j < n; j++) acc += p[j] * v[(int64_t)j * v_row_elems + i];
+        o[i] = acc;
+    }
+}
+
+/* ---- table ---- */
+
+static const lean_kernels table = {
+    .name = "simd128",
+    .same_as_generic = true,
+    .matmul =
+        {
+            [LEAN_TYPE_F32] = matmul_f32,
+            [LEAN_TYPE_F16] = matmul_f16,
+            [LEAN_TYPE_BF16] = matmul_bf16,
+            [LEAN_TYPE_Q8_0] = matmul_q8_0,
+            [LEAN_TYPE_Q4_0] = matmul_q4_0,
+            [LEAN_TYPE_Q4_1] = matmul_q4_1,
+            [LEAN_TYPE_Q5_0] = matmul_q5_0,
+            [LEAN_TYPE_Q5_1] = matmul_q5_1,
+            [LEAN_TYPE_Q4_K] = matmul_q4_k,
+            [LEAN_TYPE_Q5_K] = matmul_q5_k,
+            [LEAN_TYPE_Q6_K] = matmul_q6_k,
+        },
+    .attn_scores = attn_scores,
+    .attn_accum = attn_accum,
+};
+
+const lean_kernels *lean_kernels_simd128(void) { return &table; }
+
+#else /* not wasm32 with simd128 */
+
+const lean_kernels *lean_kernels_simd128(void) { return NULL; }
+
+#endif

@@ -1,0 +1,118 @@
+/* x86_tiles.h — what x86_avx2.c and x86_avx512.c share: the format indices of their kernels,
+ * and the tile schedules: how a matmul's
+ * rows [r0, r1) x tokens [0, n_tok) are cut into register tiles. Macros over the file's own
+ * TILE, because a tile is an always-inline function of constant shape (so its accumulator
+ * arrays stay in registers); they expect r0, r1 and n_tok of the matmul in scope.
+ *
+ *   TILE(RT, TT, r, t, U)   rows r .. r + RT - 1 x tokens t .. t + TT - 1; U: those rows'
+ *                           blocks already unpacked (NULL: the tile unpacks them itself)
+ *   PREP(r)                 unpacks the RB rows from r into the U that TILE is given, e.g.
+ *                           with UNPACK_TILE
+ *
+ * BATCH_SCHEDULE(RB, PREP, U, TILE)  tiles of RB rows (PREP first) x 4 tokens, then x 1;
+ *                                    then the rows left over one at a time (1 x 4, 1 x 1)
+ * TILE_SCHEDULE(RB, TILE)            with 4 tokens or more: BATCH_SCHEDULE without unpacking
+ *                                    ahead; fewer (decode): 4 x 1 tiles, then the rows left
+ * Every (row, token) output is computed the same way in every tile shape (each file's
+ * contract), so the schedule decides speed only, never bits.
+ */
+#ifndef LEAN_X86_TILES_H
+#define LEAN_X86_TILES_H
+
+#include "kernels.h"
+
+/* A matmul entry point's arguments (kernels.h's lean_matmul_fn), and passed on with the
+ * pointers as bytes. */
+#define MATMUL_ARGS                                                                                  \
+    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
+        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
+#define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
+
+/* The quantized formats as the kernels' f argument, and their block sizes in bytes. */
+enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
+enum { K_Q4, K_Q5, K_Q6 };
+static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+
+/* The quantized formats' table entries of a file (ATTR: its target attribute), each its
+ * matmul_legacy or matmul_k of one format. */
+#define QUANT_ENTRY_POINTS(ATTR)                                                                    \
+    static ATTR void matmul_q4_0(MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }               \
+    static ATTR void matmul_q4_1(MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }               \
+    static ATTR void matmul_q5_0(MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }               \
+    static ATTR void matmul_q5_1(MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }               \
+    static ATTR void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }               \
+    static ATTR void matmul_q4_k(MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }                      \
+    static ATTR void matmul_q5_k(MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }                      \
+    static ATTR void matmul_q6_k(MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+
+/* The end of a tile: y of rows r .. r + RT - 1, tokens t .. t + TT - 1 = the lane sums of
+ * acc[i][j] (HSUM: the file's fixed-order horizontal sum). */
+#define STORE_TILE(RT, TT, HSUM)                                                                    \
+    _Pragma("GCC unroll 8") for (int i = 0; i < (RT); i++)                                          \
+        _Pragma("GCC unroll 8") for (int j = 0; j < (TT); j++)                                      \
+            y[(int64_t)(t + j) * ldy + r + i] = HSUM(acc[i][j])
+
+#define NO_PREP(r) ((void)(r))
+
+/* ONE(p, k) for block b of row r + i at p (the matmul's w and w_row_bytes), k = i * nblk + b:
+ * the unpacked tile's index of that block. */
+#define UNPACK_TILE(RB, r, nblk, blk_bytes, ONE)                                                    \
+    for (int i_ = 0; i_ < (RB); i_++)                                                               \
+        for (int64_t b_ = 0; b_ < (nblk); b_++)                                                    \
+    ONE(w + (size_t)((r) + i_) * w_row_bytes + (size_t)b_ * (blk_bytes), i_ * (nblk) + b_)
+
+/* K-quants (both files' kblock, kblock_bytes and k_unpack): the super-block at p unpacked into
+ * *dst, with the three lines it spans prefetched ahead; K_UNPACK_ONE for UNPACK_TILE. */
+#define K_UNPACK_AT(p, dst)                                                                         \
+    (prefetch_ahead(p), prefetch_ahead((p) + 64), prefetch_ahead((p) + 128), k_unpack(f, p, dst))
+#define K_UNPACK_ONE(p, k) K_UNPACK_AT(p, &U[k])
+
+/* In a K tile (k_tile's names), super-block b: ui[i] = row r + i's, U's (a batch's tile
+ * unpacked ahead) or unpacked here into u[i]; a[j] = token t + j's activations. */
+#define K_TILE_BLOCK(RT, TT, b)                                                                     \
+    kblock u[4];                                                                                    \
+    const kblock *ui[4];                                                                            \
+    const lean_q8_k *a[4];                                                                          \
+    _Pragma("GCC unroll 8") for (int i = 0; i < (RT); i++) {                                        \
+        if (U) {                                                                                    \
+            ui[i] = &U[(size_t)i * (size_t)(cols / LEAN_QK_K) + (size_t)(b)];                       \
+            continue;                                                                               \
+        }                                                                                           \
+        K_UNPACK_AT(w + (size_t)(r + i) * wrb + (size_t)(b) * kblock_bytes[f], &u[i]);              \
+        ui[i] = &u[i];                                                                              \
+    }                                                                                               \
+    _Pragma("GCC unroll 8") for (int j = 0; j < (TT); j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + (b)
+
+#define EDGE_ROWS(TILE)                                                                             \
+    for (; r < r1; r++) {                                                                           \
+        int32_t t = 0;                                                                              \
+        for (; t + 4 <= n_tok; t += 4) TILE(1, 4, r, t, NULL);                                      \
+        for (; t < n_tok; t++) TILE(1, 1, r, t, NULL);                                              \
+    }
+
+#define BATCH_SCHEDULE(RB, PREP, U, TILE)                                                           \
+    do {                                                                                            \
+        int64_t r = r0;                                                                             \
+        for (; r + (RB) <= r1; r += (RB)) {                                                         \
+            PREP(r);                                                                                \
+            int32_t t = 0;                                                                          \
+            for (; t + 4 <= n_tok; t += 4) TILE(RB, 4, r, t, U);                                    \
+            for (; t < n_tok; t++) TILE(RB, 1, r, t, U);                                            \
+        }                                                                                           \
+        EDGE_ROWS(TILE)                                                                             \
+    } while (0)
+
+#define TILE_SCHEDULE(RB, TILE)                                                                     \
+    do {                                                                                            \
+        if (n_tok >= 4) {                                                                           \
+            BATCH_SCHEDULE(RB, NO_PREP, NULL, TILE);                                                \
+        } else {                                                                                    \
+            int64_t r = r0;                                                                         \
+            for (; r + 4 <= r1; r += 4)                                                             \
+                for (int32_t t = 0; t < n_tok; t++) TILE(4, 1, r, t, NULL);                         \
+            EDGE_ROWS(TILE)                                                                         \
+        }                                                                                           \
+    } while (0)
+
+#endif
