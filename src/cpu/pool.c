@@ -5,8 +5,12 @@
  * sets `done` to 0 and claim to (run, n, 0), then bumps the generation `gen` under the mutex
  * (broadcasting to sleepers). Every thread, the caller included, claims chunks by
  * compare-and-swap of NEXT -> NEXT + 1 while NEXT < N, which fails if the word changed (a
- * newer run): a thread only ever runs a chunk of the run whose word it read. After each chunk
- * it adds 1 to `done`; the caller returns once done == n_chunks.
+ * newer run): a thread only ever runs a chunk of the run whose word it read. N must stay in
+ * the word and NEXT < N be checked on the value the CAS compares: with N in a field read after
+ * the claim, a worker that claims past the end of run r and is preempted can read run r + 1's
+ * larger N, run that chunk a second time and push `done` past n_chunks, and the caller then
+ * waits for done == n_chunks forever (tests/test_pool_stress.c). After each chunk a thread adds 1
+ * to `done`; the caller returns once done == n_chunks.
  * A worker that wakes late (its run over, or a newer one started) finds NEXT == N or another
  * run number and goes back to waiting, so the caller never waits for a worker that holds no
  * chunk. fn and arg are read after a successful claim of a chunk that is not done yet, and the
