@@ -8,9 +8,9 @@
  *   pp P     cold prefill: P ids into an empty context
  *   pp N @ dD suffix prefill: N new ids after a resident prefix of D ids (prefilled once,
  *            untimed; the context is truncated back to D before each repetition)
- *   tg N     decode: N lean_decode calls, greedy (the argmax, the lowest id on ties), after
- *            a prompt of BENCH_PROMPT ids; the N + 1 ids chosen (the first from the prompt's
- *            logits) are hashed with FNV-1a 64 ("exactness hash"); every repetition must give
+ *   tg N     decode: N + 1 greedy ids (the argmax, the lowest id on ties) drawn with lean_gen_*
+ *            (N decodes; on the GPU the ids stay there, steps in flight) after a prompt of
+ *            BENCH_PROMPT ids; the N + 1 ids (the first from the prompt's logits) are hashed with FNV-1a 64 ("exactness hash"); every repetition must give
  *            the same ids (exit status 1 otherwise), and the hashes of one model are compared
  *            across backends and thread counts (a warning when they differ).
  * The ids are pseudo-random, valid for the model's vocabulary, fixed by --seed (splitmix64;
@@ -495,22 +495,20 @@ static lean_status keep_decode(bench_run *b, const bench_row *r, int32_t *ids, l
     return LEAN_OK;
 }
 
-/* Decode: truncate to 0, prefill the prompt (untimed), then n timed decodes, each fed the
- * argmax of the logits before it: gen[0] from the prompt's logits .. gen[n]. */
-static lean_status decode_once(lean_ctx *c, const int32_t *prompt, int32_t n, float *logits, int32_t n_vocab,
+/* Decode: truncate to 0, prefill the prompt (untimed), then n + 1 timed greedy draws (smp),
+ * n of them decoded: gen[0] from the prompt's logits .. gen[n]. */
+static lean_status decode_once(lean_ctx *c, lean_sampler *smp, const int32_t *prompt, int32_t n, float *logits,
                                int32_t *gen, double *ms, lean_error *err) {
     lean_status st;
     if ((st = lean_ctx_truncate(c, 0, err)) != LEAN_OK ||
         (st = lean_prefill(c, prompt, BENCH_PROMPT, logits, err)) != LEAN_OK)
         return st;
-    gen[0] = argmax(logits, n_vocab);
     double t0 = now_ms();
-    for (int32_t k = 0; k < n; k++) {
-        if ((st = lean_decode(c, gen[k], logits, err)) != LEAN_OK) return st;
-        gen[k + 1] = argmax(logits, n_vocab);
-    }
+    st = lean_gen_begin(c, smp, n + 1, err);
+    for (int32_t k = 0; st == LEAN_OK && k <= n; k++) st = lean_gen_next(c, &gen[k], err);
+    lean_gen_end(c);
     *ms = now_ms() - t0;
-    return LEAN_OK;
+    return st;
 }
 
 /* Every phase for one model x backend x thread count. */
@@ -519,6 +517,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     const int R = a->reps;
     lean_model *m = NULL;
     lean_ctx *c = NULL;
+    lean_sampler *smp = NULL;
     float *logits = NULL;
     int32_t *ids = NULL, *gen = NULL, *first = NULL;
     double *ms = malloc(sizeof *ms * (size_t)R), *scratch = malloc(sizeof *scratch * (size_t)R);
@@ -561,6 +560,9 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     logits = malloc(sizeof *logits * (size_t)n_vocab);
     ids = malloc(sizeof *ids * (size_t)n_ctx);
     if (!logits || !ids) goto nomem;
+    lean_sampler_params greedy = lean_sampler_default_params();
+    greedy.greedy = 1;
+    if ((st = lean_sampler_create(&greedy, n_vocab, &smp, err)) != LEAN_OK) goto done;
     int32_t prompt[BENCH_PROMPT];
     bench_ids(a->seed, STREAM_PROMPT, n_vocab, prompt, BENCH_PROMPT);
 
@@ -618,7 +620,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         row.same_ids = 1;
         for (int r = 0; r < R; r++) {
             progress(b, name, backend, threads, row.test, r);
-            if ((st = decode_once(c, prompt, n, logits, n_vocab, r ? gen : first, &ms[r], err)) != LEAN_OK) goto done;
+            if ((st = decode_once(c, smp, prompt, n, logits, r ? gen : first, &ms[r], err)) != LEAN_OK) goto done;
             if (r && memcmp(first, gen, sizeof *gen * ((size_t)n + 1)) != 0) row.same_ids = 0;
         }
         free(gen), gen = NULL;
@@ -652,6 +654,7 @@ done:
     free(logits);
     free(scratch);
     free(ms);
+    lean_sampler_free(smp);
     lean_ctx_free(c);
     lean_model_free(m);
     return st;

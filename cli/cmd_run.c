@@ -196,16 +196,15 @@ int cmd_run(int argc, char **argv) {
     double t0 = now_ms();
     if (lean_prefill(c, ids, n_ids, logits, &err) != LEAN_OK) goto fail;
     double t1 = now_ms();
-    /* The first token comes from the prefill's logits; each later one needs a decode. */
+    /* lean_gen_*: the draw keyed by the position each token will occupy, on the backend (the
+     * GPU keeps ids and logits there): the same ids as sampling and decoding here, step by step */
     long long n_drawn = 0;
+    if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
     for (long long i = 0; i < a.n_gen; i++) {
         int32_t next;
         const char *piece;
         size_t n_piece;
-        /* The draw is keyed by the position the token will occupy: the same on every backend. */
-        if (lean_sampler_sample(smp, logits, lean_ctx_pos(c), NULL, &next, &err) != LEAN_OK ||
-            lean_sampler_accept(smp, &next, 1, &err) != LEAN_OK)
-            goto fail_line;
+        if (lean_gen_next(c, &next, &err) != LEAN_OK) goto fail_line;
         n_drawn++;
         if (!as_text) {
             printf("%s%d", i ? " " : "", next);
@@ -217,8 +216,8 @@ int cmd_run(int argc, char **argv) {
             fwrite(piece, 1, n_piece, stdout);
         }
         fflush(stdout);
-        if (i + 1 < a.n_gen && lean_decode(c, next, logits, &err) != LEAN_OK) goto fail_line;
     }
+    lean_gen_end(c);
     if (as_text) {
         const char *rest;
         size_t n_rest;

@@ -479,6 +479,40 @@ LEAN_API lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, in
 LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t pos,
                                          const lean_mask *mask, int32_t *out_id, lean_error *err);
 
+/* ---- generation (src/core/session.c) ----
+ * The decode loop with the drawn id kept on the backend. lean_gen_next hands out, bit for bit,
+ * the ids of the step-by-step loop
+ *     lean_sampler_sample(smp, logits, lean_ctx_pos(c), NULL, &id, &err);
+ *     lean_sampler_accept(smp, &id, 1, &err);
+ *     ...and before the next draw: lean_decode(c, id, logits, &err);
+ * but on the GPU backend the draw runs on the GPU, the id feeds the next step's embedding
+ * there, the backend runs steps ahead of the caller (up to 32 greedy steps, read back 16 ids
+ * at a time; up to 8 sampled steps, read back one at a time) and only ids cross to the host.
+ * Elsewhere (the CPU backends, or a GPU whose arithmetic cannot reproduce the CPU's draw) the
+ * same loop runs on the host.
+ *
+ *     lean_prefill(c, prompt, n, logits, &err);  // logits asked for: the first draw's
+ *     lean_gen_begin(c, smp, 256, &err);         // at most 256 ids; 0 = until the context is full
+ *     while (lean_gen_next(c, &id, &err) == LEAN_OK && !lean_token_is_eog(tok, id)) show(id);
+ *     lean_gen_end(c);
+ *
+ * State: after k ids were handed out, lean_ctx_pos is the prompt's end + k - 1 (the last id is
+ * drawn but not in the cache, as in the loop above) and the sampler has accepted all k. Stop
+ * after any id: lean_gen_end drops what the backend ran ahead (those cache rows lie past
+ * lean_ctx_pos, overwritten later) and leaves exactly the step-by-step state, so lean_decode
+ * of the last id continues by hand. Between begin and end the context takes no other call.
+ *
+ * Errors: lean_gen_begin fails with LEAN_ERR_ARG when the context's last call did not compute
+ * logits (prefill or decode without them, a truncate, or a generation since), when a
+ * generation is already in progress, or when the sampler's n_vocab differs from the model's.
+ * lean_gen_next fails with LEAN_ERR_CONTEXT_FULL when the next draw would be past n_ctx,
+ * LEAN_ERR_ARG past max_ids, and with the backend's error (LEAN_ERR_DEVICE for a lost GPU);
+ * after a failure only lean_gen_end is useful. Grammar masks need the logits on the host each
+ * step: use lean_decode and lean_sampler_sample for them. */
+LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
+LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
+LEAN_API void lean_gen_end(lean_ctx *c); /* a no-op when no generation is in progress */
+
 /* ---- conversations (src/core/chat.c) ----
  * A chat session: a conversation with a model whose tokens stay resident in the KV cache
  * from one turn to the next.

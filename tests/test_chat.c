@@ -190,7 +190,7 @@ static float *fresh_logits(lean_model *m, const int32_t *ids, int32_t n, int32_t
 }
 
 /* The session's logits equal a fresh prefill of its resident ids, bit for bit. */
-static int same_as_fresh(lean_model *m, const lean_chat_session *s, int32_t n_batch) {
+static int same_as_fresh(lean_model *m, lean_chat_session *s, int32_t n_batch) {
     int32_t n;
     const int32_t *ids = lean_chat_session_ids(s, &n);
     const float *have = chat_session_logits(s);

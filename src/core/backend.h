@@ -5,6 +5,7 @@
 #define LEAN_BACKEND_H
 
 #include "model.h"
+#include "sampler.h"
 
 typedef struct lean_backend_state lean_backend_state;
 
@@ -32,6 +33,19 @@ typedef struct lean_backend {
     lean_status (*forward)(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos,
                            float *logits, lean_error *err);
     void (*destroy)(lean_backend_state *s);
+
+    /* Optional, resident generation (lean.h, "generation"); NULL: session.c draws on the host.
+     * gen_begin: from the logits of the last forward call (which asked for logits; the next
+     * position is pos), draw with cfg at positions pos, pos + 1, ..., decoding each drawn id
+     * so the next can be drawn, at most max_ids draws (pos + max_ids - 1 <= n_ctx). history:
+     * the sampler's penalty history (sampler_history). LEAN_ERR_UNSUPPORTED when this device
+     * cannot reproduce the host's draw (session.c then draws on the host).
+     * gen_next: the next drawn id, in order, waiting for it; the KV cache may run ahead.
+     * gen_end: drops (waits out) the steps in flight; safe after any failure. */
+    lean_status (*gen_begin)(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
+                             int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err);
+    lean_status (*gen_next)(lean_backend_state *s, int32_t *id, lean_error *err);
+    void (*gen_end)(lean_backend_state *s);
 } lean_backend;
 
 extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */
@@ -41,6 +55,8 @@ extern const lean_backend lean_backend_gpu;     /* src/gpu/forward.c: WebGPU */
 /* Internal, for tests: the backend a context runs on and its state (session.c). */
 const lean_backend *lean_ctx_backend(const lean_ctx *c);
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c);
+/* Whether the generation in progress runs on the backend (gen_begin took it). */
+bool lean_ctx_gen_resident(const lean_ctx *c);
 /* Internal, for tests, on a lean_backend_gpu state (src/gpu/forward.c): its device (to lose it
  * with lean_gpu_lose_device), and the GPU's argmax of the logits of the last call that asked
  * for logits (argmax.wgsl; waits for the GPU). */

@@ -11,7 +11,9 @@
  *
  * Invariants, true between any two calls:
  *   ids[0..n_ids) are the ids in the KV cache, in position order: n_ids == lean_ctx_pos(ctx);
- *   logits are the next-token logits after ids[n_ids - 1] (when has_logits);
+ *   logits are the next-token logits after ids[n_ids - 1] (when has_logits: from the prompt's
+ *   last chunk until a drawn id enters the cache; a reply's ids are drawn by lean_gen_*, which
+ *   on the GPU keeps the logits there);
  *   msgs holds the committed conversation (system prompt first, if any), user/assistant
  *   pairs after it; a turn in progress is only committed when it ends.
  *
@@ -239,6 +241,7 @@ static void clear_turn(lean_chat_session *s) {
     s->pend.n = s->reply.n = 0;
     s->stop_requested = false;
     if (!s->ctx) return;
+    lean_gen_end(s->ctx);
     /* a failed backend call leaves pos where its last complete chunk did: keep both in step */
     const int32_t pos = lean_ctx_pos(s->ctx);
     if (pos < s->n_ids) s->n_ids = pos, s->has_logits = false;
@@ -434,6 +437,7 @@ fail:
 /* Ends the turn for reason: hands out the held text where the reply ended on its own,
  * resets the text stream and commits. */
 static lean_status finish(lean_chat_session *s, int reason, lean_error *err) {
+    lean_gen_end(s->ctx); /* drops what the backend ran ahead: pos is n_ids again */
     const char *t = "";
     size_t tn = 0;
     lean_status st = lean_text_stream_flush(s->ts, &t, &tn, err);
@@ -453,13 +457,16 @@ static lean_status finish(lean_chat_session *s, int reason, lean_error *err) {
     return LEAN_OK;
 }
 
-/* Draws the next id from s->logits; ends the turn on an end-of-generation id, a stop string
- * or n_predict, else keeps the id for the next step to decode. */
+/* Draws the next id (lean_gen_next: the id drawn before it enters the cache); ends the turn on
+ * an end-of-generation id, a stop string or n_predict, else keeps the id as s->next. */
 static lean_status draw(lean_chat_session *s, lean_error *err) {
     int32_t id;
-    lean_status st = lean_sampler_sample(s->smp, s->logits, lean_ctx_pos(s->ctx), NULL, &id, err);
-    if (st == LEAN_OK) st = lean_sampler_accept(s->smp, &id, 1, err);
+    lean_status st = lean_gen_next(s->ctx, &id, err);
     if (st != LEAN_OK) return st;
+    if (s->next >= 0) {
+        s->ids[s->n_ids++] = s->next;
+        s->has_logits = false;
+    }
     s->stats.n_generated++;
     if (lean_token_is_eog(s->tok, id)) return finish(s, LEAN_CHAT_STOP_EOG, err);
     s->next = id;
@@ -493,19 +500,17 @@ static lean_status step(lean_chat_session *s, lean_error *err) {
         if (!last) return LEAN_OK;
         /* the penalty's history is what the cache holds, then every drawn id */
         lean_sampler_reset(s->smp);
-        if ((st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK) return st;
+        if ((st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK ||
+            (st = lean_gen_begin(s->ctx, s->smp, s->n_predict, err)) != LEAN_OK)
+            return st;
         s->phase = PHASE_GEN;
+        s->next = -1;
         return draw(s, err);
     }
-    /* decode the id drawn last time, then draw the next */
+    /* the id drawn last time goes into the cache as the next is drawn */
     if (s->n_ids >= s->n_ctx) return finish(s, LEAN_CHAT_STOP_CONTEXT, err);
     if (!ids_reserve(&s->ids, &s->cap_ids, s->n_ids + 1))
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%d resident ids", s->n_ids + 1);
-    s->has_logits = false;
-    if ((st = lean_decode(s->ctx, s->next, s->logits, err)) != LEAN_OK) return st;
-    s->ids[s->n_ids++] = s->next;
-    s->has_logits = true;
-    s->next = -1;
     return draw(s, err);
 }
 
@@ -565,4 +570,14 @@ const int32_t *lean_chat_session_ids(const lean_chat_session *s, int32_t *n) {
 const lean_ctx *lean_chat_session_ctx(const lean_chat_session *s) { return s ? s->ctx : NULL; }
 const lean_sampler *lean_chat_session_sampler(const lean_chat_session *s) { return s ? s->smp : NULL; }
 
-const float *chat_session_logits(const lean_chat_session *s) { return s && s->has_logits ? s->logits : NULL; }
+const float *chat_session_logits(lean_chat_session *s) {
+    if (!s || s->n_ids == 0) return NULL;
+    if (!s->has_logits && s->phase == PHASE_IDLE) { /* the last resident id again, with its logits */
+        const int32_t last = s->ids[s->n_ids - 1];
+        if (lean_ctx_truncate(s->ctx, s->n_ids - 1, NULL) != LEAN_OK ||
+            lean_decode(s->ctx, last, s->logits, NULL) != LEAN_OK)
+            return NULL;
+        s->has_logits = true;
+    }
+    return s->has_logits ? s->logits : NULL;
+}

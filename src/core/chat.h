@@ -6,7 +6,10 @@
 #include "common.h"
 
 /* The next-token logits after the last resident id (n_vocab floats), as the session's
- * lean_ctx computed them; NULL before the first prefill. Valid until the next step. */
-const float *chat_session_logits(const lean_chat_session *s);
+ * lean_ctx computes them; NULL before the first prefill, and during a turn once a drawn id
+ * has entered the cache. Between turns, logits a reply left on the backend (the GPU) are
+ * computed again by decoding the last resident id anew (the same cache row). Valid until the
+ * next step. */
+const float *chat_session_logits(lean_chat_session *s);
 
 #endif

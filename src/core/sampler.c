@@ -624,6 +624,14 @@ void lean_sampler_reset(lean_sampler *s) {
 
 uint64_t lean_sampler_seed(const lean_sampler *s) { return s ? s->cfg.seed : 0; }
 
+const sampler_cfg *sampler_get_cfg(const lean_sampler *s) { return &s->cfg; }
+int32_t sampler_n_vocab(const lean_sampler *s) { return s->n_vocab; }
+
+const int32_t *sampler_history(const lean_sampler *s, int32_t *n) {
+    *n = (int32_t)s->n_hist;
+    return s->hist;
+}
+
 lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, int32_t n, lean_error *err) {
     if (!s) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_sampler_accept: NULL sampler");
     if (n < 0 || (n > 0 && !ids))

@@ -45,6 +45,13 @@ typedef struct sampler_cfg {
  * request stays LEAN_SEED_RANDOM in out->seed; lean_sampler_create resolves it. */
 lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_error *err);
 
+/* A lean_sampler's settings (the seed resolved) and its penalty history: the accepted ids,
+ * oldest first, of which the window is the last repeat_last_n (none kept when the penalty is
+ * off). What a resident sampler on another device is set up from (session.c). */
+const sampler_cfg *sampler_get_cfg(const lean_sampler *s);
+const int32_t *sampler_history(const lean_sampler *s, int32_t *n);
+int32_t sampler_n_vocab(const lean_sampler *s);
+
 /* ---- transformers' processors, in place on x[n_vocab] (float32, torch CPU semantics) ---- */
 
 /* RepetitionPenaltyLogitsProcessor: for every distinct id in ids[0..n_ids) (duplicates are

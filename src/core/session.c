@@ -5,12 +5,15 @@
  * time, asking for logits only from the last chunk. The position is the number of tokens
  * resident in the KV cache; truncating just lowers it, since a backend only ever reads
  * cache rows below pos + n and overwrites the rest as they are reused.
- * What it does not (yet): conversations, KV-prefix reuse, the generation pump, text.
+ * A generation (lean_gen_*) hands the draw-and-decode loop to the backend when it can keep
+ * it resident (the GPU), else runs it here against the context's copy of the last logits.
+ * What it does not: conversations, KV-prefix reuse, text (chat.c, tokenizer.c).
  *
- * Sections: params · create / free · backend · position · prefill / decode
+ * Sections: params · create / free · backend · position · prefill / decode · generation
  */
 #include "backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The backends lean_ctx_params.backend names. "gpu" is WebGPU (gpu/forward.c), "cpu" the CPU
@@ -58,6 +61,17 @@ struct lean_ctx {
     int32_t n_ctx;   /* KV cache length, tokens */
     int32_t n_batch; /* most tokens per backend call */
     int32_t pos;     /* tokens resident in the cache */
+    float *logits;   /* (n_vocab) the last call's logits, when has_logits: a host generation's */
+    bool has_logits; /* the last call computed logits for position pos, and nothing since */
+    struct ctx_gen { /* the generation in progress (lean_gen_*), when on */
+        bool on, resident; /* resident: the backend's gen_* run it */
+        lean_sampler *smp;
+        int32_t start;     /* lean_ctx_pos at begin */
+        int32_t n_out;     /* ids handed out */
+        int32_t limit;     /* most ids: max_ids, or to the context's end */
+        bool by_context;   /* limit is the context's end (not max_ids) */
+        int32_t last;      /* the last id handed out (a host generation decodes it next) */
+    } gen;
 };
 
 /* ---- params ---- */
@@ -91,8 +105,13 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     if (n_batch > n_ctx) n_batch = n_ctx; /* a chunk never holds more than the context */
 
     lean_ctx *c = lean_calloc(1, sizeof *c);
-    if (!c) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
-    *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = n_batch};
+    float *logits = lean_malloc(sizeof *logits * (size_t)m->hp.n_vocab);
+    if (!c || !logits) {
+        lean_free(c);
+        lean_free(logits);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
+    }
+    *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = n_batch, .logits = logits};
     const lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = params.n_threads,
                                      .isa = bc.isa, .hardware_only = bc.ladder};
     lean_status st = create_state(c->be, m, &cfg, &c->state, err);
@@ -101,6 +120,7 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
         st = create_state(c->be, m, &cfg, &c->state, err);
     }
     if (st != LEAN_OK) {
+        lean_free(c->logits);
         lean_free(c);
         return st;
     }
@@ -110,13 +130,16 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
 
 void lean_ctx_free(lean_ctx *c) {
     if (!c) return;
+    lean_gen_end(c);
     c->be->destroy(c->state);
+    lean_free(c->logits);
     lean_free(c);
 }
 
 /* ---- backend (internal: backend.h) ---- */
 
 const lean_backend *lean_ctx_backend(const lean_ctx *c) { return c->be; }
+bool lean_ctx_gen_resident(const lean_ctx *c) { return c->gen.on && c->gen.resident; }
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c) { return c->state; }
 
 /* ---- position ---- */
@@ -124,10 +147,17 @@ lean_backend_state *lean_ctx_backend_state(lean_ctx *c) { return c->state; }
 int32_t lean_ctx_pos(const lean_ctx *c) { return c->pos; }
 int32_t lean_ctx_n_ctx(const lean_ctx *c) { return c->n_ctx; }
 
+static lean_status check_no_gen(const lean_ctx *c, const char *what, lean_error *err) {
+    return c->gen.on ? LEAN_FAIL(err, LEAN_ERR_ARG, "%s during a generation (lean_gen_end first)", what) : LEAN_OK;
+}
+
 lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err) {
+    lean_status st = check_no_gen(c, "truncate", err);
+    if (st != LEAN_OK) return st;
     if (n_pos < 0 || n_pos > c->pos)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "truncate to %d: must be in 0..%d (the current position)",
                          n_pos, c->pos);
+    if (n_pos < c->pos) c->has_logits = false;
     c->pos = n_pos;
     return LEAN_OK;
 }
@@ -152,20 +182,89 @@ static lean_status check_prefill(const lean_ctx *c, const int32_t *ids, int32_t 
 
 lean_status lean_prefill(lean_ctx *c, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
     if (!c) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_prefill: NULL context");
-    lean_status st = check_prefill(c, ids, n, err);
+    lean_status st = check_no_gen(c, "prefill", err);
+    if (st == LEAN_OK) st = check_prefill(c, ids, n, err);
     if (st != LEAN_OK) return st;
     /* A backend failure midway leaves pos after the last chunk that completed. */
+    c->has_logits = false;
     for (int32_t done = 0; done < n;) {
         const int32_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
         const bool last = done + chunk == n;
-        st = c->be->forward(c->state, ids + done, chunk, c->pos, last ? logits : NULL, err);
+        st = c->be->forward(c->state, ids + done, chunk, c->pos, last && logits ? c->logits : NULL, err);
         if (st != LEAN_OK) return st;
         c->pos += chunk;
         done += chunk;
     }
+    if (logits) memcpy(logits, c->logits, sizeof *logits * (size_t)c->m->hp.n_vocab);
+    c->has_logits = logits != NULL;
     return LEAN_OK;
 }
 
 lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err) {
     return lean_prefill(c, &id, 1, logits, err);
+}
+
+/* ---- generation ---- */
+
+lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err) {
+    if (!c || !smp) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_begin: NULL argument");
+    lean_status st = check_no_gen(c, "lean_gen_begin", err);
+    if (st != LEAN_OK) return st;
+    if (!c->has_logits)
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "lean_gen_begin: the context's last call computed no logits to draw from (prefill or "
+                         "decode with logits first)");
+    if (max_ids < 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_begin: max_ids %d must be >= 0", max_ids);
+    const sampler_cfg *cfg = sampler_get_cfg(smp);
+    int32_t n_hist;
+    const int32_t *hist = sampler_history(smp, &n_hist);
+    if (sampler_n_vocab(smp) != c->m->hp.n_vocab)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_begin: a sampler of %d ids for a model of %d",
+                         sampler_n_vocab(smp), c->m->hp.n_vocab);
+    const int32_t room = c->n_ctx - c->pos + 1; /* draws at positions pos .. n_ctx */
+    c->gen = (struct ctx_gen){.on = true, .smp = smp, .start = c->pos, .last = -1,
+                              .limit = max_ids && max_ids < room ? max_ids : room,
+                              .by_context = !max_ids || max_ids >= room};
+    /* LEAN_RESIDENT=0: draw on the host even where the backend could keep it resident (to
+     * compare the two, or to rule the resident path out when hunting a bug) */
+    const char *env = getenv("LEAN_RESIDENT");
+    if (c->be->gen_begin && !(env && !strcmp(env, "0"))) {
+        st = c->be->gen_begin(c->state, cfg, hist, n_hist, c->pos, c->gen.limit, err);
+        if (st == LEAN_OK) c->gen.resident = true;
+        else if (st != LEAN_ERR_UNSUPPORTED) c->gen.on = false;
+        if (st != LEAN_ERR_UNSUPPORTED) return st;
+    }
+    return LEAN_OK;
+}
+
+/* The host's step: decode the last id handed out (into c->logits), then draw. */
+static lean_status host_step(lean_ctx *c, int32_t *id, lean_error *err) {
+    lean_status st = LEAN_OK;
+    if (c->gen.n_out > 0) st = c->be->forward(c->state, &c->gen.last, 1, c->pos, c->logits, err);
+    if (st == LEAN_OK) st = lean_sampler_sample(c->gen.smp, c->logits, c->pos + (c->gen.n_out > 0), NULL, id, err);
+    return st;
+}
+
+lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err) {
+    if (!c || !id) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next: NULL argument");
+    if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next: no generation in progress");
+    if (c->gen.n_out >= c->gen.limit)
+        return c->gen.by_context
+                   ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "the next draw would be at position %d, past n_ctx %d",
+                               c->gen.start + c->gen.n_out, c->n_ctx)
+                   : LEAN_FAIL(err, LEAN_ERR_ARG, "this generation's %d ids (max_ids) are all drawn", c->gen.limit);
+    lean_status st = c->gen.resident ? c->be->gen_next(c->state, id, err) : host_step(c, id, err);
+    if (st == LEAN_OK) st = lean_sampler_accept(c->gen.smp, id, 1, err);
+    if (st != LEAN_OK) return st;
+    if (c->gen.n_out++ > 0) c->pos++; /* the previous id is in the cache now */
+    c->gen.last = *id;
+    return LEAN_OK;
+}
+
+void lean_gen_end(lean_ctx *c) {
+    if (!c || !c->gen.on) return;
+    if (c->gen.resident) c->be->gen_end(c->state);
+    /* a host generation's logits are the last draw's; the GPU's ran ahead of it */
+    c->has_logits = !c->gen.resident && c->gen.n_out == 0;
+    c->gen = (struct ctx_gen){.on = false};
 }

@@ -69,7 +69,8 @@ void lean_gpu_buf_free(lean_gpu_buf *b) {
     else g->bufs = b->next;
     if (b->next) b->next->prev = b->prev;
     if (g->staging == b) g->staging = NULL;
-    g->w.BufferDestroy(b->buf);
+    g->w.BufferDestroy(b->buf); /* aborts a map in flight, whose callback still points into b: */
+    if (b->mapping) (void)gpu_wait(g, b->map_future, "a dropped map", NULL);
     g->w.BufferRelease(b->buf);
     lean_free(b);
 }
@@ -113,24 +114,36 @@ static void on_mapped(WGPUMapAsyncStatus status, WGPUStringView message, void *u
     gpu_sv_copy(r->msg, sizeof r->msg, message);
 }
 
-/* Maps [map_off, map_off + map_len) of a MapRead buffer (map_off a multiple of 8, map_len of
- * 4), copies n bytes from map_off + skip to dst, unmaps. */
-static lean_status map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
-                            uint64_t n, const char *label, lean_error *err) {
-    gpu_async r = {.done = false};
-    WGPUBufferMapCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_mapped, &r, NULL};
-    WGPUFuture f = g->w.BufferMapAsync(buf, WGPUMapMode_Read, (size_t)map_off, (size_t)map_len, info);
+/* Asks for [map_off, map_off + map_len) of a MapRead buffer to be mapped (map_off a multiple
+ * of 8, map_len of 4); r receives the outcome when the future is waited on. */
+static WGPUFuture map_start(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, gpu_async *r) {
+    *r = (gpu_async){.done = false};
+    WGPUBufferMapCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_mapped, r, NULL};
+    return g->w.BufferMapAsync(buf, WGPUMapMode_Read, (size_t)map_off, (size_t)map_len, info);
+}
+
+/* Waits for map_start's future f, copies n bytes from map_off + skip to dst, unmaps. */
+static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, WGPUFuture f, gpu_async *r, uint64_t map_off,
+                              uint64_t map_len, uint64_t skip, void *dst, uint64_t n, const char *label,
+                              lean_error *err) {
     lean_status st = gpu_wait(g, f, "a buffer map", err);
     if (st != LEAN_OK) return st;
-    if (!r.ok) {
+    if (!r->ok) {
         st = gpu_check(g, err); /* a lost device aborts maps: report the loss itself */
         if (st != LEAN_OK) return st;
-        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': map failed: %s", label, r.msg);
+        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': map failed: %s", label, r->msg);
     }
     const char *p = g->w.BufferGetConstMappedRange(buf, (size_t)map_off, (size_t)map_len);
     if (p) memcpy(dst, p + skip, (size_t)n);
     g->w.BufferUnmap(buf);
     return p ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': no mapped range", label);
+}
+
+static lean_status map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
+                            uint64_t n, const char *label, lean_error *err) {
+    gpu_async r;
+    WGPUFuture f = map_start(g, buf, map_off, map_len, &r);
+    return map_finish(g, buf, f, &r, map_off, map_len, skip, dst, n, label, err);
 }
 
 /* g->staging with at least bytes (<= STAGING_MAX) bytes. */
@@ -176,4 +189,24 @@ lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, voi
         done += n;
     }
     return st;
+}
+
+lean_status lean_gpu_map_begin(lean_gpu_buf *b, lean_error *err) {
+    lean_status st = check_range(b, 0, 0, "map", err);
+    if (st == LEAN_OK) st = gpu_check(b->g, err);
+    if (st != LEAN_OK) return st;
+    if (b->usage != LEAN_GPU_READBACK || b->mapping)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "map of buffer '%s': %s", b->label,
+                         b->mapping ? "a map is already in flight" : "not a READBACK buffer");
+    b->map_future = map_start(b->g, b->buf, 0, b->size, &b->map);
+    b->mapping = true;
+    return LEAN_OK;
+}
+
+lean_status lean_gpu_map_take(lean_gpu_buf *b, void *dst, uint64_t size, lean_error *err) {
+    lean_status st = check_range(b, 0, size, "map", err);
+    if (st != LEAN_OK) return st;
+    if (!b->mapping) return LEAN_FAIL(err, LEAN_ERR_ARG, "map of buffer '%s': none in flight", b->label);
+    b->mapping = false;
+    return map_finish(b->g, b->buf, b->map_future, &b->map, 0, b->size, 0, dst, size, b->label, err);
 }

@@ -10,8 +10,11 @@
  * allocated per call. Batched prefill starts at any position (a suffix over a resident prefix
  * takes the same path); decode is the one-token case; truncation is a later call at a lower
  * position (rows at and past it are overwritten before they are read).
- * What it does not: check ids (lean_ctx does), keep several steps in flight, sample on the GPU
- * (issue 7), fuse ops.
+ * A resident generation (gen_begin / gen_next / gen_end, backend.h) runs draw-and-decode
+ * steps on the GPU: each step decodes the id drawn last (its embedding reads it from the id
+ * buffer the sampler wrote), draws the next with sample.h's sampler, and copies the id into a
+ * mappable slot; the host maps a slot at a time while later steps run (section "generation").
+ * What it does not: check ids (lean_ctx does), fuse ops.
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   rmsnorm [x -> xn]; Wq, Wk, Wv [xn -> q_raw, k_new, v_new]; + bq, bk, bv (qwen2);
@@ -19,17 +22,43 @@
  *   value write [v_new -> value cache row pos+t]; attention [q, cache -> att]; Wo [att -> proj];
  *   x += proj; rmsnorm [x -> xn]; Wgate, Wup [-> gate, up]; SwiGLU; Wdown [gate -> proj]; x += proj.
  *
- * Sections: state · create / destroy · recording · forward · test accessors · table
+ * Sections: state · create / destroy · recording · forward · generation · test accessors · table
  */
 #include "backend.h"
 
 #include "ops.h"
+#include "sample.h"
 #include "weights.h"
 
 #include <stdatomic.h>
 #include <string.h>
 
 /* ---- state ---- */
+
+/* Ids read back per slot and slots in flight (the generation section says why these). */
+#define GEN_GREEDY_BLOCK 16
+#define GEN_GREEDY_FLIGHT 2
+#define GEN_SAMPLED_FLIGHT 8
+#define GEN_SLOTS 8 /* max(GEN_GREEDY_FLIGHT, GEN_SAMPLED_FLIGHT) */
+
+/* A resident generation: steps 0 .. limit - 1; step j draws the id for position pos0 + j
+ * (after decoding step j - 1's id at pos0 + j - 1, for j > 0). Step j's id goes to slot
+ * (j / block) % flight at index j % block; a slot is mapped once its block's last step is
+ * submitted and is not written again until it has been taken. */
+typedef struct gpu_gen {
+    gpu_sampler *smp;       /* made for cfg; kept across generations with the same settings */
+    sampler_cfg cfg;
+    int checked;            /* gpu_sampler_check on this device: 0 not yet, 1 passed, -1 failed */
+    lean_gpu_buf *slot[GEN_SLOTS]; /* READBACK, GEN_GREEDY_BLOCK ids each */
+    bool mapping[GEN_SLOTS];
+    bool on;
+    int32_t block, flight;  /* ids per slot, slots in flight */
+    int32_t pos0, limit;
+    int32_t n_sub;          /* steps submitted */
+    int32_t n_read;         /* ids read back: the last block read is ready[] */
+    int32_t n_out;          /* ids handed out */
+    int32_t ready[GEN_GREEDY_BLOCK];
+} gpu_gen;
 
 enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, N_MATRICES };
 
@@ -70,7 +99,10 @@ struct lean_backend_state {
     gpu_get_rows *embed;
     gpu_op norm_out, argmax;
     gpu_matmul *mm_out;
+    gpu_gen gen;
 };
+
+static void gen_free(lean_backend_state *s);
 
 /* ---- create / destroy ---- */
 
@@ -91,6 +123,7 @@ static void free_layer(gpu_layer *L) {
 
 static void gpu_destroy(lean_backend_state *s) {
     if (!s) return;
+    gen_free(s);
     if (s->layers)
         for (int32_t il = 0; il < s->m->hp.n_layer; il++) free_layer(&s->layers[il]);
     lean_free(s->layers);
@@ -311,29 +344,152 @@ static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t
 
 /* ---- forward ---- */
 
+/* Writes the step uniform for n tokens at pos and begins a command buffer holding the
+ * forward pass of the tokens in s->ids: every layer, then (logits) the last token's final
+ * norm and logits into s->logits. */
+static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, bool logits, lean_gpu_cmd **c,
+                                 lean_error *err) {
+    const uint32_t step[4] = {(uint32_t)n, (uint32_t)pos, 0, 0};
+    lean_status st = lean_gpu_buf_write(s->g, s->step, 0, step, sizeof step, err);
+    if (!st) st = lean_gpu_begin(s->g, c, err);
+    if (st) return st;
+    gpu_get_rows_record(*c, s->embed, n);
+    for (int32_t il = 0; il < s->m->hp.n_layer; il++) record_layer(*c, &s->layers[il], n, pos);
+    if (logits) {
+        gpu_op_record(*c, &s->norm_out, n);
+        gpu_matmul_record(*c, s->mm_out, 1);
+    }
+    return LEAN_OK;
+}
+
 static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
                                lean_error *err) {
     if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
                          s->n_batch, s->n_ctx);
-    const uint32_t step[4] = {(uint32_t)n, (uint32_t)pos, 0, 0};
+    if (s->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: forward during a generation");
     lean_gpu_cmd *c = NULL;
     /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
-    lean_status st = lean_gpu_buf_write(s->g, s->step, 0, step, sizeof step, err);
-    if (!st) st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
-    if (!st) st = lean_gpu_begin(s->g, &c, err);
+    lean_status st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
+    if (!st) st = begin_forward(s, n, pos, logits != NULL, &c, err);
     if (st) return st;
-    gpu_get_rows_record(c, s->embed, n);
-    for (int32_t il = 0; il < s->m->hp.n_layer; il++) record_layer(c, &s->layers[il], n, pos);
-    if (logits) {
-        gpu_op_record(c, &s->norm_out, n);
-        gpu_matmul_record(c, s->mm_out, 1);
-        gpu_op_record(c, &s->argmax, 1);
-    }
+    if (logits) gpu_op_record(c, &s->argmax, 1);
     st = lean_gpu_submit(c, err);
     if (!st && logits)
         st = lean_gpu_buf_read(s->g, s->logits, 0, logits, (uint64_t)s->m->hp.n_vocab * sizeof(float), err);
     return st;
+}
+
+/* ---- generation ----
+ *
+ * Why these block sizes: a greedy reply is read back GEN_GREEDY_BLOCK ids at a time with two
+ * blocks in flight, so the GPU always has the next block's steps queued while the host waits
+ * for one map; a sampled reply (chat) maps every id as its step is submitted, up to
+ * GEN_SAMPLED_FLIGHT steps ahead, so text streams token by token with the same depth of work
+ * queued. Steps run past a stop (an end-of-generation id, a stop string) are wasted work, at
+ * most two blocks or eight steps; their cache rows lie past the caller's position. */
+
+static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
+    return a->greedy == b->greedy && a->use_penalty == b->use_penalty && a->penalty == b->penalty &&
+           a->inv_penalty == b->inv_penalty && a->temperature == b->temperature &&
+           a->inv_temperature == b->inv_temperature && a->top_k == b->top_k && a->use_top_p == b->use_top_p &&
+           a->top_p == b->top_p && a->top_p_f == b->top_p_f && a->repeat_last_n == b->repeat_last_n &&
+           a->seed == b->seed;
+}
+
+/* The sampler for cfg (made once per settings) and the read-back slots (made once). */
+static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, lean_error *err) {
+    gpu_gen *G = &s->gen;
+    lean_status st = LEAN_OK;
+    if (G->checked == 0) G->checked = gpu_sampler_check(s->g, err) == LEAN_OK ? 1 : -1;
+    if (G->checked < 0)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: this adapter's arithmetic does not reproduce the CPU's draw");
+    if (G->smp && !same_cfg(&G->cfg, cfg)) {
+        gpu_sampler_free(G->smp);
+        G->smp = NULL;
+    }
+    if (!G->smp) {
+        st = gpu_sampler_create(s->g, cfg, s->m->hp.n_vocab, s->logits, 0, s->ids, 0, &G->smp, err);
+        if (st) return st;
+        G->cfg = *cfg;
+    }
+    for (int k = 0; !st && k < GEN_SLOTS && !G->slot[k]; k++)
+        st = lean_gpu_buf_create(s->g, GEN_GREEDY_BLOCK * 4, LEAN_GPU_READBACK, "generated ids", &G->slot[k], err);
+    return st;
+}
+
+static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
+                                 int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
+    gpu_gen *G = &s->gen;
+    if (G->on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a generation is already in progress");
+    if (max_ids < 1 || pos < 1 || pos > s->n_ctx || max_ids > s->n_ctx - pos + 1)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d draws from position %d (n_ctx %d)", max_ids, pos, s->n_ctx);
+    lean_status st = gen_prepare(s, cfg, err);
+    if (!st) st = gpu_sampler_reset(G->smp, (uint32_t)pos, history, n_history, err);
+    if (st) return st;
+    G->on = true;
+    G->block = cfg->greedy ? GEN_GREEDY_BLOCK : 1;
+    G->flight = cfg->greedy ? GEN_GREEDY_FLIGHT : GEN_SAMPLED_FLIGHT;
+    G->pos0 = pos;
+    G->limit = max_ids;
+    G->n_sub = G->n_read = G->n_out = 0;
+    return LEAN_OK;
+}
+
+/* Submits step j = G->n_sub: decode the last drawn id (j > 0), draw, copy the id to its slot,
+ * and map the slot when this step ends its block. */
+static lean_status gen_submit(lean_backend_state *s, lean_error *err) {
+    gpu_gen *G = &s->gen;
+    const int32_t j = G->n_sub, k = (j / G->block) % G->flight;
+    lean_gpu_cmd *c = NULL;
+    lean_status st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
+    if (st) return st;
+    gpu_sampler_record(c, G->smp);
+    lean_gpu_copy(c, s->ids, 0, G->slot[k], (uint64_t)(j % G->block) * 4, 4);
+    if ((st = lean_gpu_submit(c, err))) return st;
+    G->n_sub++;
+    if (G->n_sub % G->block == 0 || G->n_sub == G->limit) {
+        if ((st = lean_gpu_map_begin(G->slot[k], err))) return st;
+        G->mapping[k] = true;
+    }
+    return LEAN_OK;
+}
+
+static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
+    gpu_gen *G = &s->gen;
+    if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
+    if (G->n_out == G->n_read) { /* submit up to `flight` blocks ahead, then take the oldest */
+        lean_status st = LEAN_OK;
+        const int32_t first = G->n_read / G->block; /* the block to take */
+        while (!st && G->n_sub < G->limit && G->n_sub / G->block < first + G->flight) st = gen_submit(s, err);
+        if (st) return st;
+        const int k = first % G->flight;
+        const int32_t n = G->limit - G->n_read < G->block ? G->limit - G->n_read : G->block;
+        G->mapping[k] = false;
+        if ((st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)n * 4, err))) return st;
+        G->n_read += n;
+    }
+    const uint32_t u = (uint32_t)G->ready[G->n_out % G->block];
+    if (u == GPU_SAMPLE_NO_ID || u >= (uint32_t)s->m->hp.n_vocab)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no id has a finite logit at position %d", G->pos0 + G->n_out);
+    *id = (int32_t)u;
+    G->n_out++;
+    return LEAN_OK;
+}
+
+static void gpu_gen_end(lean_backend_state *s) {
+    gpu_gen *G = &s->gen;
+    int32_t drop[GEN_GREEDY_BLOCK];
+    for (int k = 0; k < GEN_SLOTS; k++)
+        if (G->mapping[k]) (void)lean_gpu_map_take(G->slot[k], drop, 4, NULL);
+    memset(G->mapping, 0, sizeof G->mapping);
+    G->on = false;
+}
+
+static void gen_free(lean_backend_state *s) {
+    gpu_gen_end(s);
+    gpu_sampler_free(s->gen.smp);
+    for (int k = 0; k < GEN_SLOTS; k++) lean_gpu_buf_free(s->gen.slot[k]);
 }
 
 /* ---- test accessors ---- */
@@ -354,4 +510,7 @@ const lean_backend lean_backend_gpu = {
     .create_config = gpu_create_config,
     .forward = gpu_forward,
     .destroy = gpu_destroy,
+    .gen_begin = gpu_gen_begin,
+    .gen_next = gpu_gen_next,
+    .gen_end = gpu_gen_end,
 };

@@ -80,6 +80,15 @@ lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, co
 lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, void *dst, uint64_t size,
                               lean_error *err);
 
+/* Asynchronous read-back of a READBACK buffer (the one read that does not wait for the whole
+ * queue): lean_gpu_map_begin asks for b to be mapped once the work submitted so far is done
+ * and returns at once; lean_gpu_map_take waits for that map, copies b's first size bytes to
+ * dst and unmaps. One map per buffer at a time, and no submit may use b between the two
+ * (WebGPU rejects work on a buffer being mapped). A buffer freed with a map in flight waits
+ * for it to be dropped. */
+lean_status lean_gpu_map_begin(lean_gpu_buf *b, lean_error *err);
+lean_status lean_gpu_map_take(lean_gpu_buf *b, void *dst, uint64_t size, lean_error *err);
+
 /* ---- pipelines ---- */
 /* The text of src/gpu/shaders/NAME.wgsl, embedded at build time (a generated C file, made by
  * the Makefile from every .wgsl there); NULL for an unknown name. */

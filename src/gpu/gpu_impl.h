@@ -17,6 +17,16 @@
 
 #include <string.h>
 
+/* What an asynchronous call's callback reports (callbacks fire inside gpu_wait, so this can
+ * live on the caller's stack): done, success, the handle it made (adapter, device), the error
+ * type (error scopes) and the message. */
+typedef struct gpu_async {
+    bool done, ok;
+    void *handle;
+    WGPUErrorType type;
+    char msg[400];
+} gpu_async;
+
 struct lean_gpu_buf {
     lean_gpu *g;
     WGPUBuffer buf;
@@ -24,6 +34,11 @@ struct lean_gpu_buf {
     unsigned usage; /* LEAN_GPU_* */
     char label[64];
     lean_gpu_buf *prev, *next; /* g->bufs */
+    /* a READBACK buffer's map in flight (lean_gpu_map_begin): its future and what the
+     * callback reports, kept here because the callback may fire after the call that asked */
+    bool mapping;
+    WGPUFuture map_future;
+    gpu_async map;
 };
 
 struct lean_gpu_pipeline {
@@ -74,15 +89,6 @@ typedef struct gpu_shader_file {
 extern const gpu_shader_file gpu_shader_files[];
 extern const size_t gpu_n_shader_files;
 
-/* What an asynchronous call's callback reports (callbacks fire inside gpu_wait, so this can
- * live on the caller's stack): done, success, the handle it made (adapter, device), the error
- * type (error scopes) and the message. */
-typedef struct gpu_async {
-    bool done, ok;
-    void *handle;
-    WGPUErrorType type;
-    char msg[400];
-} gpu_async;
 
 /* device.c */
 /* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss / uncaptured error. */

@@ -1,0 +1,332 @@
+/* test_gpu_gen.c — resident generation on the WebGPU backend (lean.h "generation";
+ * src/gpu/forward.c, section "generation"), on whatever adapter lean_gpu_open finds:
+ *   - the ids lean_gen_* hands out with the draw on the GPU equal, id for id, those of the
+ *     step-by-step loop on the host (lean_sampler_sample over the GPU's logits, then
+ *     lean_decode) — greedy, sampled, with the repetition penalty over a window and over the
+ *     whole history — for tiny models of each architecture;
+ *   - stopping after k ids for k at and around the greedy block (16) and the sampled flight
+ *     (8) boundaries: the position is the step-by-step one, the logits after decoding the
+ *     last id are the host loop's bits, and a second generation continues as the loop does;
+ *   - the context's end (LEAN_ERR_CONTEXT_FULL after n_ctx - pos + 1 ids), max_ids, misuse;
+ *   - a device lost during a generation: LEAN_ERR_DEVICE, then a clean end and free;
+ *   - chat sessions (greedy and sampled, a stop string inside a block, two turns) give the
+ *     same replies, resident ids and stats with the resident draw as with LEAN_RESIDENT=0.
+ *
+ * lean-test: native-only (dlopen) */
+#include "backend.h"
+#include "gpu_test.h"
+#include "tiny_model.h"
+
+#include <stdlib.h>
+
+#define N_PROMPT 11
+#define MAX_GEN 48
+
+static lean_ctx *new_ctx(const lean_model *m, int32_t n_ctx) {
+    lean_error err;
+    lean_ctx *c = NULL;
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = "gpu";
+    cp.n_ctx = n_ctx;
+    cp.n_batch = 8;
+    CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "gpu ctx: %s", err.msg);
+    return c;
+}
+
+static void set_resident(bool on) {
+    if (on) unsetenv("LEAN_RESIDENT");
+    else setenv("LEAN_RESIDENT", "0", 1);
+}
+
+/* What one run saw: the ids, the position after lean_gen_end, the logits after decoding the
+ * last id by hand, and the ids of a second generation from there. */
+typedef struct run {
+    int32_t ids[MAX_GEN], more[8];
+    int n, n_more;
+    int32_t pos;
+    float *logits;
+    lean_status end_st; /* what the last lean_gen_next said (when the run went to the end) */
+} run;
+
+/* On c (emptied first): the prompt, then k ids (k = 0: until lean_gen_next fails),
+ * lean_gen_end, then the checks' data. The resident choice is made at lean_gen_begin, so one
+ * context serves both kinds of run (and a device per run would exhaust llvmpipe's EGL). */
+static void gen_run(lean_ctx *c, const lean_model *m, const lean_sampler_params *sp, int32_t max_ids, int k,
+                    bool resident, run *r) {
+    lean_error err = {0};
+    const int32_t V = lean_model_n_vocab(m);
+    set_resident(resident);
+    *r = (run){.logits = calloc((size_t)V, sizeof(float))};
+    lean_sampler *smp = NULL;
+    int32_t prompt[N_PROMPT];
+    tiny_ids(prompt, N_PROMPT, V, 7);
+    lean_status st = c ? lean_ctx_truncate(c, 0, &err) : LEAN_ERR_ARG;
+    if (!st) st = lean_sampler_create(sp, V, &smp, &err);
+    if (!st) st = lean_sampler_accept(smp, prompt, N_PROMPT, &err);
+    if (!st) st = lean_prefill(c, prompt, N_PROMPT, r->logits, &err);
+    if (!st) st = lean_gen_begin(c, smp, max_ids, &err);
+    CHECK(st == LEAN_OK, "begin: %s", err.msg);
+    if (!st) CHECK(lean_ctx_gen_resident(c) == resident, "resident %d, asked %d", lean_ctx_gen_resident(c), resident);
+    while (!st && r->n < MAX_GEN && (k == 0 || r->n < k)) {
+        st = lean_gen_next(c, &r->ids[r->n], &err);
+        if (!st) r->n++;
+    }
+    r->end_st = st;
+    lean_gen_end(c);
+    if (c) r->pos = lean_ctx_pos(c);
+    /* continue by hand: decode the last id, then generate a few more */
+    if (k && r->n == k) {
+        st = lean_decode(c, r->ids[k - 1], r->logits, &err);
+        if (!st) st = lean_gen_begin(c, smp, 8, &err);
+        while (!st && r->n_more < 8 && !(st = lean_gen_next(c, &r->more[r->n_more], &err))) r->n_more++;
+        lean_gen_end(c);
+        CHECK(r->n_more == 8, "continuing after %d ids: %s", k, err.msg);
+    }
+    lean_sampler_free(smp);
+    set_resident(true);
+}
+
+static void run_free(run *r) { free(r->logits); }
+
+/* The resident run equals the host's in every respect. */
+static void same_runs(const char *what, const run *a, const run *h, int32_t V) {
+    int first = -1;
+    for (int i = 0; i < a->n && i < h->n && first < 0; i++)
+        if (a->ids[i] != h->ids[i]) first = i;
+    CHECK(a->n == h->n && first < 0, "%s: %d resident ids, %d host ids, first difference at %d (%d vs %d)", what,
+          a->n, h->n, first, first >= 0 ? a->ids[first] : -1, first >= 0 ? h->ids[first] : -1);
+    CHECK(a->pos == h->pos, "%s: position %d after the resident run, %d after the host's", what, a->pos, h->pos);
+    CHECK(a->end_st == h->end_st, "%s: ended with %d (resident), %d (host)", what, a->end_st, h->end_st);
+    CHECK(memcmp(a->logits, h->logits, sizeof(float) * (size_t)V) == 0, "%s: logits after decoding the last id differ",
+          what);
+    CHECK(a->n_more == h->n_more && memcmp(a->more, h->more, sizeof a->more) == 0,
+          "%s: the continuation differs", what);
+}
+
+static lean_sampler_params sampling(int kind) {
+    lean_sampler_params p = lean_sampler_default_params();
+    p.seed = 1234 + (uint64_t)kind;
+    switch (kind) {
+    case 0: p.greedy = 1; break;
+    case 1: p.temperature = 1.5, p.top_k = 0, p.top_p = 1.0; break;
+    case 2: p.temperature = 0.9, p.top_k = 20, p.top_p = 0.9, p.repeat_penalty = 1.3, p.repeat_last_n = 8; break;
+    default: p.temperature = 0.7, p.top_k = 0, p.top_p = 0.8, p.repeat_penalty = 1.5, p.repeat_last_n = -1; break;
+    }
+    return p;
+}
+
+static lean_model *load_tiny(const char *arch, uint32_t type, char *path, size_t cap) {
+    lean_error err;
+    tiny_spec sp = tiny_default(arch);
+    sp.matrix_type = sp.embd_type = type;
+    sp.tied = !strcmp(arch, "qwen2");
+    tiny_path(path, cap);
+    lean_model *m = NULL;
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK && lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s",
+          arch, err.msg);
+    return m;
+}
+
+/* Every sampling kind on each architecture, until max_ids; then stops around the boundaries. */
+static void test_against_host(const char *arch, uint32_t type) {
+    char path[256], what[96];
+    lean_model *m = load_tiny(arch, type, path, sizeof path);
+    if (!m) return;
+    const int32_t V = lean_model_n_vocab(m);
+    lean_ctx *c = new_ctx(m, 128);
+    for (int kind = 0; kind < 4 && c; kind++) {
+        lean_sampler_params sp = sampling(kind);
+        run a, h;
+        gen_run(c, m, &sp, 40, 0, true, &a);
+        gen_run(c, m, &sp, 40, 0, false, &h);
+        snprintf(what, sizeof what, "%s kind %d, 40 ids", arch, kind);
+        same_runs(what, &a, &h, V);
+        CHECK(a.n == 40 && a.end_st == LEAN_ERR_ARG, "%s: %d ids, then status %d (want 40, then max_ids)", what, a.n,
+              a.end_st);
+        run_free(&a), run_free(&h);
+        const int stops[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33};
+        for (size_t i = 0; kind < 2 && i < sizeof stops / sizeof *stops; i++) { /* greedy and sampled blocks */
+            gen_run(c, m, &sp, 0, stops[i], true, &a);
+            gen_run(c, m, &sp, 0, stops[i], false, &h);
+            snprintf(what, sizeof what, "%s kind %d, stop after %d", arch, kind, stops[i]);
+            same_runs(what, &a, &h, V);
+            CHECK(a.pos == N_PROMPT + stops[i] - 1, "%s: position %d, want %d", what, a.pos, N_PROMPT + stops[i] - 1);
+            run_free(&a), run_free(&h);
+        }
+    }
+    lean_ctx_free(c);
+    lean_model_free(m);
+    unlink(path);
+}
+
+/* The context's end: draws at positions N_PROMPT .. n_ctx, then CONTEXT_FULL. */
+static void test_context_end(void) {
+    char path[256];
+    lean_model *m = load_tiny("llama", LEAN_TYPE_F32, path, sizeof path);
+    if (!m) return;
+    const int32_t n_ctx = N_PROMPT + 19;
+    lean_ctx *c = new_ctx(m, n_ctx);
+    for (int kind = 0; kind < 2 && c; kind++) {
+        lean_sampler_params sp = sampling(kind);
+        run a, h;
+        gen_run(c, m, &sp, 0, 0, true, &a);
+        gen_run(c, m, &sp, 0, 0, false, &h);
+        same_runs("context end", &a, &h, lean_model_n_vocab(m));
+        CHECK(a.n == n_ctx - N_PROMPT + 1 && a.end_st == LEAN_ERR_CONTEXT_FULL && a.pos == n_ctx,
+              "context end: %d ids, status %d, position %d (want %d ids, CONTEXT_FULL, %d)", a.n, a.end_st, a.pos,
+              n_ctx - N_PROMPT + 1, n_ctx);
+        run_free(&a), run_free(&h);
+    }
+    lean_ctx_free(c);
+    lean_model_free(m);
+    unlink(path);
+}
+
+/* Misuse, and a device lost mid-generation. */
+static void test_errors(void) {
+    char path[256];
+    lean_error err;
+    lean_model *m = load_tiny("qwen3", LEAN_TYPE_F32, path, sizeof path);
+    if (!m) return;
+    const int32_t V = lean_model_n_vocab(m);
+    lean_ctx *c = new_ctx(m, 64);
+    lean_sampler_params sp = sampling(1);
+    lean_sampler *smp = NULL, *other = NULL;
+    int32_t prompt[N_PROMPT], id;
+    tiny_ids(prompt, N_PROMPT, V, 3);
+    float *logits = calloc((size_t)V, sizeof(float));
+    if (!c || lean_sampler_create(&sp, V, &smp, &err) || lean_sampler_create(&sp, V + 1, &other, &err)) goto out;
+    CHECK(lean_prefill(c, prompt, N_PROMPT, NULL, &err) == LEAN_OK, "prefill: %s", err.msg);
+    CHECK(lean_gen_begin(c, smp, 0, &err) == LEAN_ERR_ARG && strstr(err.msg, "logits"), "begin without logits: %s",
+          err.msg);
+    CHECK(lean_gen_next(c, &id, &err) == LEAN_ERR_ARG, "next without begin");
+    CHECK(lean_decode(c, prompt[0], logits, &err) == LEAN_OK, "decode: %s", err.msg);
+    CHECK(lean_gen_begin(c, other, 0, &err) == LEAN_ERR_ARG, "a sampler of another vocabulary");
+    CHECK(lean_gen_begin(c, smp, -1, &err) == LEAN_ERR_ARG, "max_ids -1");
+    CHECK(lean_gen_begin(c, smp, 0, &err) == LEAN_OK, "begin: %s", err.msg);
+    CHECK(lean_gen_begin(c, smp, 0, &err) == LEAN_ERR_ARG, "begin twice");
+    CHECK(lean_prefill(c, prompt, 1, NULL, &err) == LEAN_ERR_ARG, "prefill during a generation");
+    CHECK(lean_ctx_truncate(c, 0, &err) == LEAN_ERR_ARG, "truncate during a generation");
+    CHECK(lean_gen_next(c, &id, &err) == LEAN_OK, "next: %s", err.msg);
+    lean_gpu_lose_device(lean_backend_gpu_device(lean_ctx_backend_state(c)));
+    lean_status st = LEAN_OK;
+    for (int i = 0; i < 40 && st == LEAN_OK; i++) st = lean_gen_next(c, &id, &err);
+    CHECK(st == LEAN_ERR_DEVICE && err.msg[0], "a lost device: status %d '%s'", st, err.msg);
+    lean_gen_end(c);
+    CHECK(lean_decode(c, id, logits, &err) == LEAN_ERR_DEVICE, "decode after the loss");
+out:
+    free(logits);
+    lean_sampler_free(smp);
+    lean_sampler_free(other);
+    lean_ctx_free(c);
+    lean_model_free(m);
+    unlink(path);
+}
+
+/* ---- chat ---- */
+
+typedef struct chat_run {
+    char text[2][4096];
+    int32_t ids[1024];
+    int32_t n_ids;
+    lean_chat_turn_stats st[2];
+} chat_run;
+
+static int on_text(void *user, const char *t, size_t n) {
+    char *dst = user;
+    size_t have = strlen(dst);
+    if (have + n < 4096) memcpy(dst + have, t, n), dst[have + n] = 0;
+    return 0;
+}
+
+static void chat(const lean_model *m, int kind, const char *stop, bool resident, chat_run *r) {
+    lean_error err;
+    memset(r, 0, sizeof *r);
+    set_resident(resident);
+    lean_chat_session_params p = lean_chat_session_default_params();
+    p.n_ctx = 512;
+    p.n_batch = 16;
+    p.n_predict = 40;
+    p.backend = "gpu";
+    p.sampling = sampling(kind);
+    p.n_stop = stop ? 1 : 0;
+    p.stop = &stop;
+    lean_chat_session *s = NULL;
+    lean_status st = lean_chat_session_create(m, &p, &s, &err);
+    const char *user[2] = {"Hello there, how are you?", "And then?"};
+    for (int t = 0; t < 2 && st == LEAN_OK; t++) st = lean_chat_turn(s, user[t], on_text, r->text[t], &r->st[t], &err);
+    CHECK(st == LEAN_OK, "chat (kind %d, resident %d): %s", kind, resident, err.msg);
+    int32_t n = 0;
+    const int32_t *ids = s ? lean_chat_session_ids(s, &n) : NULL;
+    r->n_ids = n < 1024 ? n : 1024;
+    if (ids) memcpy(r->ids, ids, sizeof *ids * (size_t)r->n_ids);
+    lean_chat_session_free(s);
+    set_resident(true);
+}
+
+static void same_chats(const char *what, const chat_run *a, const chat_run *h) {
+    for (int t = 0; t < 2; t++) {
+        CHECK(!strcmp(a->text[t], h->text[t]), "%s turn %d: replies differ:\n  resident '%s'\n  host     '%s'", what, t,
+              a->text[t], h->text[t]);
+        CHECK(!memcmp(&a->st[t], &h->st[t], sizeof a->st[t]), "%s turn %d: stats differ (stop %d/%d, %d/%d generated)",
+              what, t, a->st[t].stop, h->st[t].stop, a->st[t].n_generated, h->st[t].n_generated);
+    }
+    CHECK(a->n_ids == h->n_ids && !memcmp(a->ids, h->ids, sizeof *a->ids * (size_t)a->n_ids),
+          "%s: resident ids differ (%d vs %d)", what, a->n_ids, h->n_ids);
+}
+
+/* A stop string: 3 ASCII bytes of the host's first reply from 60% of its text on (about its
+ * 24th id of 40: inside the second greedy block), so the resident run must stop inside a
+ * block it has already run past. */
+static void cut_stop(const char *text, char *stop) {
+    size_t n = strlen(text), i = n * 6 / 10, k = 0;
+    while (i < n && (unsigned char)text[i] >= 0x80) i++;
+    while (i + k < n && k < 3 && (unsigned char)text[i + k] < 0x80) k++;
+    memcpy(stop, text + i, k);
+    stop[k] = 0;
+}
+
+static void test_chat(void) {
+    char path[256];
+    lean_error err;
+    test_tmp_path(path, sizeof path, "chat.gguf");
+    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = 1};
+    lean_model *m = NULL;
+    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK) {
+        CHECK(0, "chat model: %s", err.msg);
+        return;
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        chat_run *a = malloc(sizeof *a), *h = malloc(sizeof *h);
+        chat(m, kind, NULL, true, a);
+        chat(m, kind, NULL, false, h);
+        same_chats(kind ? "sampled chat" : "greedy chat", a, h);
+        char stop[4], what[64];
+        cut_stop(h->text[0], stop);
+        CHECK(h->st[0].n_generated >= 20 && stop[0], "chat kind %d: the first reply (%d ids, '%s') is too short to cut",
+              kind, h->st[0].n_generated, h->text[0]);
+        if (stop[0]) {
+            chat(m, kind, stop, true, a);
+            chat(m, kind, stop, false, h);
+            snprintf(what, sizeof what, "chat kind %d, stop '%s'", kind, stop);
+            same_chats(what, a, h);
+            CHECK(h->st[0].stop == LEAN_CHAT_STOP_STRING, "%s: the first turn stopped with %d", what, h->st[0].stop);
+        }
+        free(a), free(h);
+    }
+    lean_model_free(m);
+    unlink(path);
+}
+
+int main(void) {
+    lean_gpu *g = test_gpu_open("test_gpu_gen");
+    if (!g) return test_finish("test_gpu_gen");
+    lean_gpu_close(g);
+    const char *archs[] = {"llama", "qwen2", "qwen3"};
+    for (int a = 0; a < 3; a++) test_against_host(archs[a], LEAN_TYPE_F32);
+    test_against_host("llama", LEAN_TYPE_Q4_0);
+    test_context_end();
+    test_errors();
+    test_chat();
+    return test_finish("test_gpu_gen");
+}
