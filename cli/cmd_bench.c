@@ -4,7 +4,8 @@
  * For every model x backend x thread count, with r repetitions of each measurement:
  *   load     lean_model_load_file + lean_ctx_create (what a front end waits for before
  *            the first token; the mmap'd weights are paged in later, by the warm-up)
- *   warm-up  one untimed prefill and decode, so page faults are not counted below
+ *   warm-up  one untimed prefill and two generated ids, so page faults and the one-time
+ *            set-up of a generation (the GPU's sampler) are not counted below
  *   pp P     cold prefill: P ids into an empty context
  *   pp N @ dD suffix prefill: N new ids after a resident prefix of D ids (prefilled once,
  *            untimed; the context is truncated back to D before each repetition)
@@ -41,6 +42,7 @@
 static const char *const usage_bench =
     "usage: lean bench -m FILE [-m FILE ...] [-p LIST] [-n LIST] [--suffix LIST] [-r R]\n"
     "                  [-t LIST] [--backend LIST] [--batch N] [--seed S] [--bandwidth GBPS] [--json]\n"
+    "                  [--profile]\n"
     "Times model load, cold prefill, suffix prefill and greedy decode, R times each, for every\n"
     "model x backend x thread count; prints a Markdown table (min and median ms and tokens/s),\n"
     "the exactness hash of the greedy ids and the bytes read per decoded token. LISTs are\n"
@@ -57,6 +59,8 @@ static const char *const usage_bench =
     "  --seed S         seed of the pseudo-random ids (default 42)\n"
     "  --bandwidth GBPS streaming-read bandwidth (build/bandwidth) for decode's roofline\n"
     "  --json           one JSON object per row (JSON Lines) instead of the table\n"
+    "  --profile        GPU: dispatches and each kernel's GPU time per step, for the last\n"
+    "                   repetition of every measurement (LEAN_PROFILE=1; profiled runs are slower)\n"
     "Exit status: 0; 1 for a library error or when repetitions chose different ids; 2 usage.\n";
 
 enum { BENCH_MAX_LIST = 16, BENCH_MAX_MODELS = 16, BENCH_PROMPT = 8 };
@@ -80,7 +84,7 @@ typedef struct bench_args {
     int32_t reps, n_batch;
     uint64_t seed;
     double bandwidth_gbps;     /* 0: not given */
-    int json;
+    int json, profile;
 } bench_args;
 
 /* Usage errors are written to msg (not printed) so tests can read them; cmd_bench prints. */
@@ -152,8 +156,8 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
         if (is_help(o)) return -1;
-        if (strcmp(o, "--json") == 0) {
-            a->json = 1;
+        if (strcmp(o, "--json") == 0 || strcmp(o, "--profile") == 0) {
+            *(o[2] == 'j' ? &a->json : &a->profile) = 1;
             continue;
         }
         if (o[0] != '-') return arg_error(msg, cap, "unexpected argument '%s' (models are given with -m FILE)", o);
@@ -249,14 +253,6 @@ static uint64_t fnv1a64_ids(const int32_t *ids, int32_t n) {
             h *= 0x100000001B3ull;
         }
     return h;
-}
-
-/* The most likely id; the lowest one on ties (NaN never wins). */
-static int32_t argmax(const float *logits, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best] || (logits[best] != logits[best] && logits[i] == logits[i])) best = i;
-    return best;
 }
 
 /* ---- statistics ---- */
@@ -421,6 +417,8 @@ typedef struct bench_run {
     bool table_started;
     bench_row *decode;  /* copies of every decode row, ids owned (for the notes) */
     int n_decode, cap_decode;
+    char *profiles;     /* --profile: every measurement's profile, printed after the table */
+    size_t n_profiles;
 } bench_run;
 
 static void progress(bench_run *b, const char *model, const char *backend, int32_t threads, const char *test,
@@ -493,6 +491,30 @@ static lean_status keep_decode(bench_run *b, const bench_row *r, int32_t *ids, l
     k.ids = ids, k.prompt = NULL, k.n_prompt = 0, k.ms = NULL;
     b->decode[b->n_decode++] = k;
     return LEAN_OK;
+}
+
+/* --profile: forget what the context counted so far (before a measurement's last repetition). */
+static void profile_start(const bench_run *b, lean_ctx *c) {
+    char none[1];
+    if (b->a->profile) lean_ctx_profile(c, 1, none, sizeof none, NULL);
+}
+
+/* --profile: keeps the profile of the repetition just run, per step, for bench_notes. */
+static void profile_keep(bench_run *b, lean_ctx *c, const bench_row *r, int64_t steps) {
+    if (!b->a->profile) return;
+    static char text[16384];
+    lean_error err = {0};
+    if (lean_ctx_profile(c, steps, text, sizeof text, &err) != LEAN_OK) snprintf(text, sizeof text, "%s\n", err.msg);
+    char head[256];
+    int nh = snprintf(head, sizeof head, "\nprofile: %s, %s, %s (last repetition; per %s)\n", r->model_name,
+                      r->backend, r->test, steps > 1 ? "generated id" : "call");
+    size_t add = (size_t)(nh > 0 ? nh : 0) + strlen(text);
+    char *p = realloc(b->profiles, b->n_profiles + add + 1);
+    if (!p) return; /* the profile is a note: out of memory only loses it */
+    memcpy(p + b->n_profiles, head, (size_t)(nh > 0 ? nh : 0));
+    memcpy(p + b->n_profiles + (size_t)(nh > 0 ? nh : 0), text, strlen(text) + 1);
+    b->profiles = p;
+    b->n_profiles += add;
 }
 
 /* Decode: truncate to 0, prefill the prompt (untimed), then n + 1 timed greedy draws (smp),
@@ -568,9 +590,9 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
 
     /* warm-up, untimed: every weight is read once (page faults of the mapping, caches) */
     progress(b, name, backend, threads, "warm-up", 0);
-    if ((st = lean_prefill(c, prompt, BENCH_PROMPT, logits, err)) != LEAN_OK ||
-        (st = lean_decode(c, argmax(logits, n_vocab), logits, err)) != LEAN_OK)
-        goto done;
+    double warm_ms;
+    int32_t warm_ids[2];
+    if ((st = decode_once(c, smp, prompt, 1, logits, warm_ids, &warm_ms, err)) != LEAN_OK) goto done;
 
     /* cold prefill: P ids into an empty context */
     for (int i = 0; i < a->n_pp; i++) {
@@ -581,10 +603,12 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         for (int r = 0; r < R; r++) {
             progress(b, name, backend, threads, row.test, r);
             if ((st = lean_ctx_truncate(c, 0, err)) != LEAN_OK) goto done;
+            if (r == R - 1) profile_start(b, c);
             double t0 = now_ms();
             if ((st = lean_prefill(c, ids, n, logits, err)) != LEAN_OK) goto done;
             ms[r] = now_ms() - t0;
         }
+        profile_keep(b, c, &row, 1);
         row.st = stat_of(ms, R, scratch);
         emit(b, &row);
     }
@@ -620,9 +644,11 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         row.same_ids = 1;
         for (int r = 0; r < R; r++) {
             progress(b, name, backend, threads, row.test, r);
+            if (r == R - 1) profile_start(b, c);
             if ((st = decode_once(c, smp, prompt, n, logits, r ? gen : first, &ms[r], err)) != LEAN_OK) goto done;
             if (r && memcmp(first, gen, sizeof *gen * ((size_t)n + 1)) != 0) row.same_ids = 0;
         }
+        profile_keep(b, c, &row, n + 1);
         free(gen), gen = NULL;
         row.st = stat_of(ms, R, scratch);
         row.prompt = prompt, row.n_prompt = BENCH_PROMPT;
@@ -669,6 +695,8 @@ static int bench_notes(bench_run *b) {
         fprintf(b->out, "\n");
         for (int i = 0; i < b->n_decode; i++) print_decode_note(b->out, &b->decode[i], a->bandwidth_gbps);
     }
+    /* JSON Lines stay JSON: the profiles go to stderr then */
+    if (b->profiles) fputs(b->profiles, a->json ? stderr : b->out);
     for (int i = 0; i < b->n_decode; i++) {
         const bench_row *r = &b->decode[i];
         char t[16];
@@ -714,6 +742,7 @@ static int bench_main(int argc, char **argv, FILE *out) {
     const int n_backends = a.n_backends ? a.n_backends : 1, n_threads = a.n_threads ? a.n_threads : 1;
 
     bench_run b = {.a = &a, .out = out, .progress = isatty(2) != 0};
+    if (a.profile) setenv("LEAN_PROFILE", "1", 1); /* read when the contexts open their devices */
     b.n_steps = a.n_models * n_backends * n_threads * (1 + a.n_pp + a.n_suffix + a.n_tg);
     lean_error err = {0};
     rc = 0;
@@ -724,6 +753,7 @@ static int bench_main(int argc, char **argv, FILE *out) {
     if (!rc) rc = bench_notes(&b);
     for (int i = 0; i < b.n_decode; i++) free((void *)b.decode[i].ids);
     free(b.decode);
+    free(b.profiles);
     return rc;
 }
 

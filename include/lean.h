@@ -513,6 +513,18 @@ LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_
 LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
 LEAN_API void lean_gen_end(lean_ctx *c); /* a no-op when no generation is in progress */
 
+/* ---- profile ----
+ * Where a context's GPU time goes. With LEAN_PROFILE=1 in the environment when the context
+ * is created, the GPU backend counts every dispatch and, where the adapter has
+ * timestamp-query, times every kernel: each dispatch then runs in a compute pass of its own
+ * between two timestamps and each submit waits for its times, so a profiled run is slower
+ * than a plain one, but each kernel's time is its own. lean_ctx_profile writes (NUL-terminated,
+ * at most cap bytes) the dispatches and, per kernel, calls and GPU time since its last call,
+ * divided by steps (the decode steps or calls the caller ran since; 1 = totals), longest
+ * first, and starts afresh. LEAN_ERR_UNSUPPORTED on the CPU backends or without LEAN_PROFILE=1.
+ * `lean bench --profile` prints it for every measurement. */
+LEAN_API lean_status lean_ctx_profile(lean_ctx *c, int64_t steps, char *text, size_t cap, lean_error *err);
+
 /* ---- conversations (src/core/chat.c) ----
  * A chat session: a conversation with a model whose tokens stay resident in the KV cache
  * from one turn to the next.

@@ -4,7 +4,7 @@
 #
 #   carry: .gl (Debian's libvulkan1 .deb), build/webgpu (libwebgpu_wrapper.so from
 #          scripts/setup_webgpu.sh), build/vocab (tokenizer GGUFs from scripts/make_vocabs.sh)
-#   run:   bash scripts/h200_gpu.sh tests          # the GPU test programs, against fixtures
+#   run:   bash scripts/h200_gpu.sh tests [NAME..] # the GPU test programs (or those named), against fixtures
 #          bash scripts/h200_gpu.sh bench MODEL... # MODEL = preset:type, e.g. smollm2-360m:q4_0
 # Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
 set -uo pipefail
@@ -22,7 +22,8 @@ mode=${1:-tests}; shift || true
 case "$mode" in
 tests)
     python3 scripts/make_fixtures.py models build/fixtures >/dev/null || exit 1
-    tests=$(ls tests/test_gpu_*.c | sed 's|tests/\(.*\)\.c|build-dev/tests/\1|')
+    names=${*:-$(ls tests/test_gpu_*.c | sed 's|tests/\(.*\)\.c|\1|')}
+    tests=$(for n in $names; do echo build-dev/tests/$n; done)
     make -j16 BUILD=build-dev $tests >>/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
     for t in $tests; do echo "== $t"; timeout 300 "$t" 2>&1 | tail -40; done | tee "$out/h200-tests.txt"
     ;;

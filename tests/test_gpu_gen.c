@@ -10,7 +10,10 @@
  *   - the context's end (LEAN_ERR_CONTEXT_FULL after n_ctx - pos + 1 ids), max_ids, misuse;
  *   - a device lost during a generation: LEAN_ERR_DEVICE, then a clean end and free;
  *   - chat sessions (greedy and sampled, a stop string inside a block, two turns) give the
- *     same replies, resident ids and stats with the resident draw as with LEAN_RESIDENT=0.
+ *     same replies, resident ids and stats with the resident draw as with LEAN_RESIDENT=0;
+ *   - the profile (LEAN_PROFILE=1, lean_ctx_profile): dispatches per generated id the same in
+ *     every block of a generation, kernel rows where the adapter has timestamp-query, and
+ *     LEAN_ERR_UNSUPPORTED without LEAN_PROFILE and on the CPU.
  *
  * lean-test: native-only (dlopen) */
 #include "backend.h"
@@ -318,10 +321,82 @@ static void test_chat(void) {
     unlink(path);
 }
 
+/* ---- profile ---- */
+
+/* n ids generated after the prompt, then the profile per id; the dispatch count parsed. */
+static double profiled_ids(lean_ctx *c, lean_sampler *smp, int n, char *text, size_t cap) {
+    lean_error err;
+    int32_t id;
+    lean_status st = lean_gen_begin(c, smp, n, &err);
+    for (int i = 0; st == LEAN_OK && i < n; i++) st = lean_gen_next(c, &id, &err);
+    lean_gen_end(c);
+    CHECK(st == LEAN_OK, "profiled generation: %s", err.msg);
+    CHECK(lean_ctx_profile(c, 1, text, cap, &err) == LEAN_OK, "profile: %s", err.msg);
+    /* the next generation needs logits: decode the last id, and leave it out of the counts */
+    float logits[128];
+    char none[1];
+    if (lean_decode(c, id, logits, &err) != LEAN_OK) CHECK(0, "decode: %s", err.msg);
+    lean_ctx_profile(c, 1, none, sizeof none, NULL);
+    double per = -1;
+    unsigned long long total = 0;
+    long long steps = 0;
+    CHECK(sscanf(text, "dispatches %lf per step (%llu in %lld steps)", &per, &total, &steps) == 3,
+          "profile text: '%.80s'", text);
+    return (double)total;
+}
+
+static void test_profile(bool timestamps) {
+    char path[256], text[8192];
+    lean_error err;
+    lean_model *m = load_tiny("llama", LEAN_TYPE_Q8_0, path, sizeof path);
+    if (!m) return;
+    const int32_t V = lean_model_n_vocab(m);
+    lean_ctx *c = new_ctx(m, 128); /* not profiling: LEAN_PROFILE is unset */
+    CHECK(c && lean_ctx_profile(c, 1, text, sizeof text, &err) == LEAN_ERR_UNSUPPORTED, "profile without LEAN_PROFILE");
+    lean_ctx_free(c);
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = "cpu-ref";
+    setenv("LEAN_PROFILE", "1", 1);
+    CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK && lean_ctx_profile(c, 1, text, sizeof text, &err) ==
+          LEAN_ERR_UNSUPPORTED, "profile on the CPU");
+    lean_ctx_free(c);
+    c = new_ctx(m, 128);
+    unsetenv("LEAN_PROFILE");
+    lean_sampler_params sp = sampling(0);
+    lean_sampler *smp = NULL;
+    int32_t prompt[N_PROMPT];
+    tiny_ids(prompt, N_PROMPT, V, 3);
+    float *logits = calloc((size_t)V, sizeof(float));
+    if (c && lean_sampler_create(&sp, V, &smp, &err) == LEAN_OK &&
+        lean_prefill(c, prompt, N_PROMPT, logits, &err) == LEAN_OK) {
+        CHECK(lean_ctx_profile(c, 1, text, sizeof text, &err) == LEAN_OK && strstr(text, "dispatches"),
+              "profile after a prefill: '%s'", text);
+        /* 1 id is one draw; 17 are 16 (decode + draw) steps more, whatever the blocks: the
+         * difference is 16 steps' dispatches, a multiple of 16 */
+        profiled_ids(c, smp, 1, text, sizeof text); /* the first also checks the adapter's draw */
+        const double one = profiled_ids(c, smp, 1, text, sizeof text);
+        const double seventeen = profiled_ids(c, smp, 17, text, sizeof text);
+        const double per_step = (seventeen - one) / 16;
+        CHECK(one > 0 && per_step == (double)(long long)per_step && per_step > one,
+              "dispatches: %g for 1 id, %g for 17 (%g a step)", one, seventeen, per_step);
+        CHECK(!timestamps || strstr(text, "GPU time"), "timed kernels on a timestamp adapter: '%s'", text);
+        CHECK(timestamps || strstr(text, "no kernel times"), "no timestamps: said so: '%s'", text);
+    } else {
+        CHECK(0, "profile set-up: %s", err.msg);
+    }
+    free(logits);
+    lean_sampler_free(smp);
+    lean_ctx_free(c);
+    lean_model_free(m);
+    unlink(path);
+}
+
 int main(void) {
     lean_gpu *g = test_gpu_open("test_gpu_gen");
     if (!g) return test_finish("test_gpu_gen");
+    const bool timestamps = lean_gpu_get_info(g)->timestamp_query;
     lean_gpu_close(g);
+    test_profile(timestamps);
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) test_against_host(archs[a], LEAN_TYPE_F32);
     test_against_host("llama", LEAN_TYPE_Q4_0);

@@ -46,6 +46,9 @@ typedef struct lean_backend {
                              int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err);
     lean_status (*gen_next)(lean_backend_state *s, int32_t *id, lean_error *err);
     void (*gen_end)(lean_backend_state *s);
+
+    /* Optional (lean_ctx_profile): the profile since the last call, per step. */
+    lean_status (*profile)(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err);
 } lean_backend;
 
 extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */

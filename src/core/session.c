@@ -268,3 +268,13 @@ void lean_gen_end(lean_ctx *c) {
     c->has_logits = !c->gen.resident && c->gen.n_out == 0;
     c->gen = (struct ctx_gen){.on = false};
 }
+
+/* ---- profile ---- */
+
+lean_status lean_ctx_profile(lean_ctx *c, int64_t steps, char *text, size_t cap, lean_error *err) {
+    if (!c || (!text && cap)) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_profile: NULL argument");
+    if (cap) text[0] = 0;
+    if (!c->be->profile)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the %s backend has no profile (the GPU backend has)", c->be->name);
+    return c->be->profile(c->state, steps, text, cap, err);
+}

@@ -15,6 +15,7 @@ struct lean_gpu_cmd {
     WGPUComputePassEncoder pass; /* the open compute pass, or NULL */
     const lean_gpu_pipeline *pipe; /* what the open pass has bound */
     const lean_gpu_bindgroup *group;
+    uint32_t n_dispatch; /* recorded so far (profiling numbers each one's pass) */
     char error[128]; /* the first recording error caught here ("" if none) */
 };
 
@@ -50,8 +51,15 @@ void lean_gpu_dispatch(lean_gpu_cmd *c, lean_gpu_pipeline *p, lean_gpu_bindgroup
         return;
     }
     const wgpu_api *w = &c->g->w;
+    WGPUPassTimestampWrites tw;
+    const WGPUPassTimestampWrites *timed = NULL;
+    if (c->g->prof) { /* a pass per dispatch, so that timestamps can bracket it */
+        end_pass(c);
+        timed = gpu_profile_pass(c->g, c->n_dispatch, p->label, &tw);
+    }
+    c->n_dispatch++;
     if (!c->pass) {
-        WGPUComputePassDescriptor desc = {NULL, gpu_sv(NULL), NULL};
+        WGPUComputePassDescriptor desc = {NULL, gpu_sv(NULL), timed};
         c->pass = w->CommandEncoderBeginComputePass(c->enc, &desc);
         c->pipe = NULL;
     }
@@ -86,6 +94,7 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
     if (st == LEAN_OK && c->error[0]) st = LEAN_FAIL(err, LEAN_ERR_ARG, "submit: %s", c->error);
     if (st == LEAN_OK) {
         WGPUCommandBufferDescriptor desc = {NULL, gpu_sv(NULL)};
+        if (g->prof) gpu_profile_resolve(g, c->enc, c->n_dispatch);
         gpu_scope_push(g);
         WGPUCommandBuffer cb = w->CommandEncoderFinish(c->enc, &desc);
         if (cb) w->QueueSubmit(g->queue, 1, &cb), w->CommandBufferRelease(cb);
@@ -94,6 +103,7 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
         if (e != WGPUErrorType_NoError) st = LEAN_FAIL(err, gpu_error_status(e, LEAN_ERR_ARG), "submit: %s", msg);
         else if (!cb) st = LEAN_FAIL(err, LEAN_ERR_DEVICE, "submit: no command buffer");
     }
+    if (st == LEAN_OK && g->prof) st = gpu_profile_collect(g, c->n_dispatch, err);
     w->CommandEncoderRelease(c->enc);
     lean_free(c);
     return st;

@@ -208,6 +208,10 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
                                  .deviceLostCallbackInfo = {NULL, WGPUCallbackMode_AllowSpontaneous,
                                                             on_device_lost, g, NULL},
                                  .uncapturedErrorCallbackInfo = {NULL, on_uncaptured_error, g, NULL}};
+    /* profiling: kernel times finer than Dawn's 100 µs timestamp rounding (profile.c) */
+    static const char *const unquantized[] = {"timestamp_quantization"};
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, 0, NULL, 1, unquantized};
+    if (gpu_profile_wanted()) desc.nextInChain = &toggles.chain;
     gpu_async r = {.done = false};
     WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, &r, NULL};
     WGPUFuture f = g->w.AdapterRequestDevice(g->adapter, &desc, info);
@@ -370,6 +374,7 @@ lean_status lean_gpu_open(lean_gpu **out, lean_error *err) {
     if (st == LEAN_OK) st = open_adapter(g, err);
     if (st == LEAN_OK) fill_adapter_info(g), st = open_device(g, err);
     if (st == LEAN_OK) st = fill_device_info(g, err);
+    if (st == LEAN_OK && gpu_profile_wanted()) st = gpu_profile_open(g, err);
     if (st != LEAN_OK) {
         lean_gpu_close(g);
         return st;
@@ -390,6 +395,7 @@ void lean_gpu_lose_device(lean_gpu *g) {
 
 void lean_gpu_close(lean_gpu *g) {
     if (!g) return;
+    gpu_profile_close(g);
     while (g->groups) lean_gpu_bindgroup_free(g->groups);
     while (g->bufs) lean_gpu_buf_free(g->bufs);
     for (lean_gpu_pipeline *p = g->pipelines, *next; p; p = next) {

@@ -22,7 +22,7 @@
  *   value write [v_new -> value cache row pos+t]; attention [q, cache -> att]; Wo [att -> proj];
  *   x += proj; rmsnorm [x -> xn]; Wgate, Wup [-> gate, up]; SwiGLU; Wdown [gate -> proj]; x += proj.
  *
- * Sections: state · create / destroy · recording · forward · generation · test accessors · table
+ * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
 #include "backend.h"
 
@@ -492,6 +492,15 @@ static void gen_free(lean_backend_state *s) {
     for (int k = 0; k < GEN_SLOTS; k++) lean_gpu_buf_free(s->gen.slot[k]);
 }
 
+/* ---- profile ---- */
+
+static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
+    if (!lean_gpu_profiling(s->g))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: not profiling (set LEAN_PROFILE=1 before creating the context)");
+    lean_gpu_profile_report(s->g, steps, text, cap);
+    return LEAN_OK;
+}
+
 /* ---- test accessors ---- */
 
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
@@ -513,4 +522,5 @@ const lean_backend lean_backend_gpu = {
     .gen_begin = gpu_gen_begin,
     .gen_next = gpu_gen_next,
     .gen_end = gpu_gen_end,
+    .profile = gpu_profile,
 };

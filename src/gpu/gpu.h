@@ -136,6 +136,15 @@ void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean
 lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
 /* Blocks until all submitted work is done; reports a device loss or an uncaptured error. */
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);
+/* ---- profile (profile.c) ----
+ * With LEAN_PROFILE=1 in the environment when g was opened, every dispatch is counted and,
+ * where the adapter has timestamp-query, timed in a compute pass of its own; each submit then
+ * waits for its times (a profiled run is slower; each kernel's time is its own). */
+bool lean_gpu_profiling(const lean_gpu *g);
+/* Writes (NUL-terminated, at most cap bytes) dispatches and each kernel's calls and GPU time
+ * since the last report, divided by steps (1: totals), longest first, and starts afresh. */
+void lean_gpu_profile_report(lean_gpu *g, int64_t steps, char *text, size_t cap);
+
 /* Tests only: destroys the device now, as a driver reset would; every later call fails with
  * LEAN_ERR_DEVICE. */
 void lean_gpu_lose_device(lean_gpu *g);

@@ -72,6 +72,7 @@ struct lean_gpu {
     lean_gpu_pipeline *pipelines;
     lean_gpu_bindgroup *groups;
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
+    struct gpu_profile *prof; /* LEAN_PROFILE=1: profile.c's counts and timestamps; else NULL */
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
@@ -103,6 +104,18 @@ WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap);
 /* The lean_status for an error of this type: validation -> what_invalid, OOM -> NOMEM,
  * anything else -> DEVICE. */
 lean_status gpu_error_status(WGPUErrorType type, lean_status what_invalid);
+
+/* profile.c (see its header). gpu_profile_pass: the timestamp writes for the pass of the
+ * i-th dispatch of the command buffer being recorded (NULL: untimed; counts it either way);
+ * gpu_profile_resolve: before Finish, for n dispatches; gpu_profile_collect: after Submit,
+ * waits for their times. */
+bool gpu_profile_wanted(void); /* LEAN_PROFILE=1 */
+lean_status gpu_profile_open(lean_gpu *g, lean_error *err);
+void gpu_profile_close(lean_gpu *g);
+const WGPUPassTimestampWrites *gpu_profile_pass(lean_gpu *g, uint32_t i, const char *label,
+                                                WGPUPassTimestampWrites *tw);
+void gpu_profile_resolve(lean_gpu *g, WGPUCommandEncoder enc, uint32_t n);
+lean_status gpu_profile_collect(lean_gpu *g, uint32_t n, lean_error *err);
 
 /* The view of a C string (NULL: none). */
 static inline WGPUStringView gpu_sv(const char *s) {

@@ -54,15 +54,16 @@ static const struct {
     SYM(AdapterRequestDevice), SYM(AdapterRelease), SYM(DeviceGetLimits), SYM(DeviceHasFeature),
     SYM(DeviceGetQueue), SYM(DeviceCreateBuffer), SYM(DeviceCreateShaderModule),
     SYM(DeviceCreateComputePipeline), SYM(DeviceCreateBindGroup), SYM(DeviceCreateCommandEncoder),
-    SYM(DevicePushErrorScope), SYM(DevicePopErrorScope), SYM(DeviceDestroy), SYM(DeviceRelease),
+    SYM(DevicePushErrorScope), SYM(DevicePopErrorScope), SYM(DeviceCreateQuerySet), SYM(DeviceDestroy), SYM(DeviceRelease),
     SYM(QueueWriteBuffer), SYM(QueueSubmit), SYM(QueueOnSubmittedWorkDone), SYM(QueueRelease),
     SYM(BufferMapAsync), SYM(BufferGetConstMappedRange), SYM(BufferUnmap), SYM(BufferDestroy),
     SYM(BufferRelease), SYM(ShaderModuleRelease), SYM(ComputePipelineGetBindGroupLayout),
     SYM(ComputePipelineRelease), SYM(BindGroupLayoutRelease), SYM(BindGroupRelease),
-    SYM(CommandEncoderBeginComputePass), SYM(CommandEncoderCopyBufferToBuffer), SYM(CommandEncoderFinish),
+    SYM(CommandEncoderBeginComputePass), SYM(CommandEncoderCopyBufferToBuffer),
+    SYM(CommandEncoderResolveQuerySet), SYM(CommandEncoderFinish),
     SYM(CommandEncoderRelease), SYM(CommandBufferRelease), SYM(ComputePassEncoderSetPipeline),
     SYM(ComputePassEncoderSetBindGroup), SYM(ComputePassEncoderDispatchWorkgroups),
-    SYM(ComputePassEncoderEnd), SYM(ComputePassEncoderRelease),
+    SYM(ComputePassEncoderEnd), SYM(ComputePassEncoderRelease), SYM(QuerySetDestroy), SYM(QuerySetRelease),
 };
 #undef SYM
 /* Every member is listed (a member left out would stay NULL). */

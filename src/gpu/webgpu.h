@@ -134,6 +134,7 @@ typedef WGPUFlags WGPUBufferUsage;
 #define WGPUBufferUsage_CopyDst ((WGPUBufferUsage)0x0008)
 #define WGPUBufferUsage_Uniform ((WGPUBufferUsage)0x0040)
 #define WGPUBufferUsage_Storage ((WGPUBufferUsage)0x0080)
+#define WGPUBufferUsage_QueryResolve ((WGPUBufferUsage)0x0200)
 
 typedef WGPUFlags WGPUMapMode;
 #define WGPUMapMode_Read ((WGPUMapMode)0x0001)
@@ -344,6 +345,26 @@ typedef struct WGPUBindGroupDescriptor {
     const WGPUBindGroupEntry *entries; /* 0x28 */
 } WGPUBindGroupDescriptor;
 
+typedef enum WGPUQueryType { WGPUQueryType_Timestamp = 0x00000002 } WGPUQueryType;
+
+typedef struct WGPUQuerySetDescriptor {
+    WGPUChainedStruct *nextInChain; /* 0x00 */
+    WGPUStringView label;           /* 0x08 */
+    WGPUQueryType type;             /* 0x18 */
+    uint32_t count;                 /* 0x1c */
+} WGPUQuerySetDescriptor;
+
+/* Dawn's own extension, chained into WGPUDeviceDescriptor.nextInChain: toggles by name.
+ * lean uses it only to turn timestamp_quantization off when profiling (profile.c). */
+#define WGPUSType_DawnTogglesDescriptor ((WGPUSType)0x0005000A)
+typedef struct WGPUDawnTogglesDescriptor {
+    WGPUChainedStruct chain;            /* 0x00 */
+    size_t enabledToggleCount;          /* 0x10 */
+    const char *const *enabledToggles;  /* 0x18 */
+    size_t disabledToggleCount;         /* 0x20 */
+    const char *const *disabledToggles; /* 0x28 */
+} WGPUDawnTogglesDescriptor;
+
 typedef struct WGPUCommandEncoderDescriptor {
     WGPUChainedStruct *nextInChain; /* 0x00 */
     WGPUStringView label;           /* 0x08 */
@@ -396,6 +417,7 @@ typedef struct wgpu_api {
     WGPUCommandEncoder (*DeviceCreateCommandEncoder)(WGPUDevice device, const WGPUCommandEncoderDescriptor *desc);
     void (*DevicePushErrorScope)(WGPUDevice device, WGPUErrorFilter filter);
     WGPUFuture (*DevicePopErrorScope)(WGPUDevice device, WGPUPopErrorScopeCallbackInfo info);
+    WGPUQuerySet (*DeviceCreateQuerySet)(WGPUDevice device, const WGPUQuerySetDescriptor *desc);
     void (*DeviceDestroy)(WGPUDevice device);
     void (*DeviceRelease)(WGPUDevice device);
 
@@ -421,6 +443,8 @@ typedef struct wgpu_api {
                                                              const WGPUComputePassDescriptor *desc);
     void (*CommandEncoderCopyBufferToBuffer)(WGPUCommandEncoder encoder, WGPUBuffer src, uint64_t src_offset,
                                              WGPUBuffer dst, uint64_t dst_offset, uint64_t size);
+    void (*CommandEncoderResolveQuerySet)(WGPUCommandEncoder encoder, WGPUQuerySet set, uint32_t first,
+                                          uint32_t count, WGPUBuffer dst, uint64_t dst_offset);
     WGPUCommandBuffer (*CommandEncoderFinish)(WGPUCommandEncoder encoder, const WGPUCommandBufferDescriptor *desc);
     void (*CommandEncoderRelease)(WGPUCommandEncoder encoder);
     void (*CommandBufferRelease)(WGPUCommandBuffer commands);
@@ -431,6 +455,9 @@ typedef struct wgpu_api {
     void (*ComputePassEncoderDispatchWorkgroups)(WGPUComputePassEncoder pass, uint32_t x, uint32_t y, uint32_t z);
     void (*ComputePassEncoderEnd)(WGPUComputePassEncoder pass);
     void (*ComputePassEncoderRelease)(WGPUComputePassEncoder pass);
+
+    void (*QuerySetDestroy)(WGPUQuerySet set);
+    void (*QuerySetRelease)(WGPUQuerySet set);
 } wgpu_api;
 
 #endif
