@@ -345,6 +345,15 @@ static double profiled_ids(lean_ctx *c, lean_sampler *smp, int n, char *text, si
     return (double)total;
 }
 
+/* The kernel rows' calls, summed (the report's lines "  LABEL CALLS calls ..."). */
+static double row_calls(const char *text) {
+    double sum = 0, calls;
+    char label[64];
+    for (const char *l = strchr(text, '\n'); l; l = strchr(l + 1, '\n'))
+        if (sscanf(l + 1, " %63s %lf calls", label, &calls) == 2) sum += calls;
+    return sum;
+}
+
 static void test_profile(bool timestamps) {
     char path[256], text[8192];
     lean_error err;
@@ -380,6 +389,8 @@ static void test_profile(bool timestamps) {
         CHECK(one > 0 && per_step == (double)(long long)per_step && per_step > one,
               "dispatches: %g for 1 id, %g for 17 (%g a step)", one, seventeen, per_step);
         CHECK(!timestamps || strstr(text, "GPU time"), "timed kernels on a timestamp adapter: '%s'", text);
+        CHECK(!timestamps || row_calls(text) == seventeen, "the kernel rows count %g calls, %g dispatches ran",
+              row_calls(text), seventeen);
         CHECK(timestamps || strstr(text, "no kernel times"), "no timestamps: said so: '%s'", text);
     } else {
         CHECK(0, "profile set-up: %s", err.msg);

@@ -104,6 +104,7 @@ static prof_row *row_of(gpu_profile *p, const char *label) {
         if (!strcmp(p->rows[r].label, label)) return &p->rows[r];
     if (p->n_rows == MAX_ROWS) return &p->rows[MAX_ROWS - 1];
     prof_row *row = &p->rows[p->n_rows++];
+    *row = (prof_row){.calls = 0};
     snprintf(row->label, sizeof row->label, "%s", p->n_rows == MAX_ROWS ? "(other kernels)" : label);
     return row;
 }
