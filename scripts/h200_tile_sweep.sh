@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# h200_tile_sweep.sh — prefill speed of the tiled kernels' shapes on the H200 (the `device`
+# tool): for each shape given, rewrites it into a scratch copy of the source, rebuilds and runs
+# `lean bench -p 512 -n 0` on the models given. A shape is GR,GT,TR,TT (matmul_tiled.wgsl:
+# weights.c's TILE_* enum) or attn:TQ,BK (attention_tiled.wgsl's first tile: ops.c). Matmul
+# shapes sum in the same order (the chunk size alone fixes it): they change speed, never bits.
+# Run after scripts/h200_gpu.sh has built and generated the models:
+#   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16,32" smollm2-360m:q4_0 ...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
+[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+shapes=$1; shift
+cp src/gpu/weights.c /tmp/weights.c.orig
+cp src/gpu/ops.c /tmp/ops.c.orig
+for shape in $shapes; do
+    cp /tmp/weights.c.orig src/gpu/weights.c
+    cp /tmp/ops.c.orig src/gpu/ops.c
+    case "$shape" in
+    attn:*)
+        IFS=, read -r tq bk <<<"${shape#attn:}"
+        sed -i -E "s/uint32_t tq = [0-9]+, bk = [0-9]+;/uint32_t tq = $tq, bk = $bk;/" src/gpu/ops.c ;;
+    *)
+        IFS=, read -r gr gt tr tt <<<"$shape"
+        sed -i -E "s/enum \{ TILE_GR = [0-9]+, TILE_GT = [0-9]+, TILE_TR = [0-9]+, TILE_TT = [0-9]+,/enum { TILE_GR = $gr, TILE_GT = $gt, TILE_TR = $tr, TILE_TT = $tt,/" \
+            src/gpu/weights.c ;;
+    esac
+    make -j16 BUILD=build-dev build-dev/lean >/tmp/build.log 2>&1 || { tail -5 /tmp/build.log; continue; }
+    for spec in "$@"; do
+        f=build/models/${spec%%:*}-${spec#*:}.gguf
+        printf '%s %s ' "$shape" "$spec"
+        build-dev/lean bench -m "$f" --backend gpu -p 512 -n 0 -r 3 --batch 512 --suffix none | grep pp512 |
+            awk -F'|' '{print $10}'
+    done
+done
+cp /tmp/weights.c.orig src/gpu/weights.c
+cp /tmp/ops.c.orig src/gpu/ops.c
