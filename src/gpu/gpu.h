@@ -120,6 +120,9 @@ void lean_gpu_bindgroup_free(lean_gpu_bindgroup *bg);
 lean_status lean_gpu_begin(lean_gpu *g, lean_gpu_cmd **out, lean_error *err);
 void lean_gpu_dispatch(lean_gpu_cmd *c, lean_gpu_pipeline *p, lean_gpu_bindgroup *bg, uint32_t x, uint32_t y,
                        uint32_t z);
+/* Dispatches recorded on g since it was opened (submitted or not): the number a
+ * forward step costs, which bounds a small model's decode on a fast GPU (~4 us each). */
+uint64_t lean_gpu_dispatch_count(const lean_gpu *g);
 void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean_gpu_buf *dst,
                    uint64_t dst_offset, uint64_t size);
 /* Submits; fails if recording hit a validation error (the message names the first one) or the

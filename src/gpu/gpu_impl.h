@@ -57,6 +57,7 @@ struct lean_gpu {
     lean_gpu_pipeline *pipelines;
     lean_gpu_bindgroup *groups;
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
+    uint64_t dispatches;   /* recorded by lean_gpu_dispatch since open (lean_gpu_dispatch_count) */
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
