@@ -288,9 +288,9 @@ int main(void) {
     test_greedy("qwen2", LEAN_TYPE_Q6_K);
 
     /* 2 layers: embedding + 2 x (dispatches per layer) + final norm, logits, argmax */
-    test_dispatches("llama", LEAN_TYPE_F32, 36);
-    test_dispatches("qwen2", LEAN_TYPE_Q8_0, 42);
-    test_dispatches("qwen3", LEAN_TYPE_Q4_0, 40);
+    test_dispatches("llama", LEAN_TYPE_F32, 28);
+    test_dispatches("qwen2", LEAN_TYPE_Q8_0, 28);
+    test_dispatches("qwen3", LEAN_TYPE_Q4_0, 32);
 
     lean_model *m = load("build/fixtures/qwen3-q8_0.gguf");
     if (m) {

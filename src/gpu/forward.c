@@ -11,13 +11,14 @@
  * takes the same path); decode is the one-token case; truncation is a later call at a lower
  * position (rows at and past it are overwritten before they are read).
  * What it does not: check ids (lean_ctx does), keep several steps in flight, sample on the GPU
- * (issue 7), fuse ops.
+ * (issue 7).
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
- *   rmsnorm [x -> xn]; Wq, Wk, Wv [xn -> q_raw, k_new, v_new]; + bq, bk, bv (qwen2);
+ *   rmsnorm [x -> xn]; Wq, Wk, Wv [xn -> q_raw, k_new, v_new] (+ bq, bk, bv in the matmul: qwen2);
  *   per-head rmsnorm [q_raw -> q_hn, k_new -> k_hn] (qwen3); RoPE [-> q; -> key cache row pos+t];
- *   value write [v_new -> value cache row pos+t]; attention [q, cache -> att]; Wo [att -> proj];
- *   x += proj; rmsnorm [x -> xn]; Wgate, Wup [-> gate, up]; SwiGLU; Wdown [gate -> proj]; x += proj.
+ *   value write [v_new -> value cache row pos+t]; attention [q, cache -> att] (+ combine past
+ *   GPU_ATTN_CHUNK keys); Wo [x += Wo att]; rmsnorm [x -> xn]; [Wgate; Wup] with SwiGLU
+ *   [xn -> gate] (Wgate, Wup, SwiGLU when their formats differ); Wdown [x += Wdown gate].
  *
  * Sections: state · create / destroy · recording · forward · test accessors · table
  */
@@ -31,7 +32,9 @@
 
 /* ---- state ---- */
 
-enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, N_MATRICES };
+/* W_GATE_UP: [Wgate; Wup] stacked (gpu_weight_upload_stacked) when the two share a format,
+ * one SWIGLU matmul; W_GATE and W_UP stay empty then (and W_GATE_UP when they do not). */
+enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_GATE_UP, N_MATRICES };
 
 typedef struct gpu_layer {
     gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
@@ -42,8 +45,8 @@ typedef struct gpu_layer {
     /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
      * per layer, so no binding exceeds the storage binding limit for long contexts */
     lean_gpu_buf *k_cache, *v_cache;
-    gpu_op norm_attn, bias[3], norm_q, norm_k, rope_q, rope_k, store_v, add_attn;
-    gpu_op norm_ffn, swiglu, add_ffn;
+    gpu_op norm_attn, norm_q, norm_k, rope_q, rope_k, store_v;
+    gpu_op norm_ffn, swiglu; /* swiglu: only without W_GATE_UP */
     gpu_attention attn;
 } gpu_layer;
 
@@ -59,7 +62,7 @@ struct lean_backend_state {
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
     lean_gpu_buf *ids;          /* (B) u32 */
-    lean_gpu_buf *x, *xn, *proj; /* (B, n_embd) residual, normed input, Wo / Wdown output */
+    lean_gpu_buf *x, *xn;       /* (B, n_embd) residual (Wo and Wdown add into it), normed input */
     lean_gpu_buf *q_raw, *q_hn, *q; /* (B, q_dim) Wq output, after head norm, after RoPE */
     lean_gpu_buf *k_new, *k_hn, *v_new; /* (B, kv_dim) */
     lean_gpu_buf *att;          /* (B, q_dim) + attention partials (gpu_attention_out_floats) */
@@ -82,9 +85,8 @@ static void free_layer(gpu_layer *L) {
     lean_gpu_buf *bufs[] = {L->attn_norm, L->ffn_norm, L->bq, L->bk, L->bv, L->q_norm, L->k_norm,
                             L->k_cache, L->v_cache};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
-    gpu_op *ops[] = {&L->norm_attn, &L->bias[0], &L->bias[1], &L->bias[2], &L->norm_q, &L->norm_k,
-                     &L->rope_q, &L->rope_k, &L->store_v, &L->add_attn, &L->norm_ffn, &L->swiglu,
-                     &L->add_ffn};
+    gpu_op *ops[] = {&L->norm_attn, &L->norm_q, &L->norm_k, &L->rope_q,
+                     &L->rope_k,    &L->store_v, &L->norm_ffn, &L->swiglu};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) gpu_op_free(ops[i]);
     gpu_attention_free(&L->attn);
 }
@@ -100,10 +102,10 @@ static void gpu_destroy(lean_backend_state *s) {
     gpu_op_free(&s->argmax);
     gpu_weight_free(&s->tok_embd);
     gpu_weight_free(&s->output);
-    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1, s->ids,   s->x,
-                            s->xn,          s->proj,       s->q_raw, s->q_hn, s->q,     s->k_new,
-                            s->k_hn,        s->v_new,      s->att,  s->gate,  s->up,    s->x_last,
-                            s->logits,      s->next_id};
+    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1, s->ids,  s->x,
+                            s->xn,          s->q_raw,      s->q_hn, s->q,     s->k_new, s->k_hn,
+                            s->v_new,       s->att,        s->gate, s->up,    s->x_last, s->logits,
+                            s->next_id};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_gpu_close(s->g);
     lean_free(s);
@@ -136,7 +138,7 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step1", &s->step1, err)) ||
         (st = lean_gpu_buf_write(s->g, s->step1, 0, (const uint32_t[4]){1, 0, 0, 0}, 16, err)) ||
         (st = new_buf(s, B, 1, "ids", &s->ids, err)) || (st = new_buf(s, B, d, "x", &s->x, err)) ||
-        (st = new_buf(s, B, d, "xn", &s->xn, err)) || (st = new_buf(s, B, d, "proj", &s->proj, err)) ||
+        (st = new_buf(s, B, d, "xn", &s->xn, err)) ||
         (st = new_buf(s, B, qd, "q_raw", &s->q_raw, err)) || (st = new_buf(s, B, qd, "q", &s->q, err)) ||
         (st = new_buf(s, B, kvd, "k_new", &s->k_new, err)) ||
         (st = new_buf(s, B, kvd, "v_new", &s->v_new, err)) ||
@@ -156,16 +158,14 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
 /* The attention half's kernels of layer il (see the list at the top). */
 static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
-    const int32_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), B = s->n_batch;
-    lean_gpu_buf *mm_out[] = {s->q_raw, s->k_new, s->v_new};
+    const int32_t d = hp->n_embd, kvd = lean_kv_dim(hp), B = s->n_batch;
+    lean_gpu_buf *mm_out[] = {s->q_raw, s->k_new, s->v_new}, *bias[] = {L->bq, L->bk, L->bv};
     lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, 1, hp->rms_eps, false,
                                         &L->norm_attn, err);
-    for (int i = W_Q; !st && i <= W_V; i++)
-        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, s->xn, 0, mm_out[i], 0, &L->mm[i], err);
-    lean_gpu_buf *bias[] = {L->bq, L->bk, L->bv};
-    const int32_t width[] = {qd, kvd, kvd};
-    for (int i = 0; !st && i < 3 && bias[i]; i++)
-        st = gpu_add_create(s->g, mm_out[i], bias[i], width[i], false, &L->bias[i], err);
+    for (int i = W_Q; !st && i <= W_V; i++) {
+        const gpu_mm_out out = {.y = mm_out[i], .mode = bias[i] ? GPU_MM_BIAS : GPU_MM_SET, .bias = bias[i]};
+        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, s->xn, 0, &out, &L->mm[i], err);
+    }
     lean_gpu_buf *q_in = s->q_raw, *k_in = s->k_new;
     if (!st && L->q_norm) {
         q_in = s->q_hn;
@@ -185,33 +185,49 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     if (!st) st = gpu_store_rows_create(s->g, s->step, s->v_new, L->v_cache, kvd, &L->store_v, err);
     if (!st)
         st = gpu_attention_create(s->g, hp, B, s->step, s->q, L->k_cache, L->v_cache, s->att, &L->attn, err);
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, s->att, 0, s->proj, 0, &L->mm[W_O], err);
-    if (!st) st = gpu_add_create(s->g, s->x, s->proj, d, true, &L->add_attn, err);
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, s->att, 0, &residual, &L->mm[W_O], err);
     return st;
 }
 
-/* The feed-forward half's kernels. */
+/* The feed-forward half's kernels: gate and up as one SWIGLU matmul when stacked, else two
+ * matmuls and the SwiGLU op. */
 static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t B = s->n_batch;
     lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, 1, hp->rms_eps,
                                         false, &L->norm_ffn, err);
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, s->xn, 0, s->gate, 0, &L->mm[W_GATE], err);
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, s->xn, 0, s->up, 0, &L->mm[W_UP], err);
-    if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
-    if (!st)
-        st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, s->gate, 0, s->proj, 0, &L->mm[W_DOWN], err);
-    if (!st) st = gpu_add_create(s->g, s->x, s->proj, hp->n_embd, true, &L->add_ffn, err);
+    if (!st && L->w[W_GATE_UP].buf) {
+        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
+        st = gpu_matmul_create(s->g, &L->w[W_GATE_UP], B, s->step, s->xn, 0, &out, &L->mm[W_GATE_UP], err);
+    } else if (!st) {
+        const gpu_mm_out gate = {.y = s->gate}, up = {.y = s->up};
+        st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, s->xn, 0, &gate, &L->mm[W_GATE], err);
+        if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, s->xn, 0, &up, &L->mm[W_UP], err);
+        if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
+    }
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, s->gate, 0, &residual, &L->mm[W_DOWN], err);
+    return st;
+}
+
+/* The layer's matrices: each in its file's format, gate and up stacked when they share it. */
+static lean_status upload_matrices(lean_backend_state *s, const lean_layer *src, gpu_layer *L, lean_error *err) {
+    const lean_tensor *mats[W_GATE_UP] = {&src->wq, &src->wk, &src->wv, &src->wo,
+                                          &src->w_gate, &src->w_up, &src->w_down};
+    const bool stack_ffn = src->w_gate.type == src->w_up.type;
+    lean_status st = LEAN_OK;
+    for (int i = 0; !st && i < W_GATE_UP; i++)
+        if (!(stack_ffn && (i == W_GATE || i == W_UP))) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
+    if (!st && stack_ffn)
+        st = gpu_weight_upload_stacked(s->g, mats + W_GATE, 2, "ffn_gate+ffn_up", &L->w[W_GATE_UP], err);
     return st;
 }
 
 static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
     const lean_layer *src = &s->m->layers[il];
     gpu_layer *L = &s->layers[il];
-    const lean_tensor *mats[N_MATRICES] = {&src->wq, &src->wk, &src->wv, &src->wo,
-                                           &src->w_gate, &src->w_up, &src->w_down};
-    lean_status st = LEAN_OK;
-    for (int i = 0; !st && i < N_MATRICES; i++) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
+    lean_status st = upload_matrices(s, src, L, err);
     const lean_tensor *vecs[] = {&src->attn_norm, &src->ffn_norm, &src->bq, &src->bk, &src->bv,
                                  &src->q_norm, &src->k_norm};
     lean_gpu_buf **dst[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
@@ -235,7 +251,8 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
     if (!st)
         st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, 1, m->hp.rms_eps,
                                 true, &s->norm_out, err);
-    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, s->x_last, 0, s->logits, 0, &s->mm_out, err);
+    const gpu_mm_out logits = {.y = s->logits};
+    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, s->x_last, 0, &logits, &s->mm_out, err);
     if (!st) st = gpu_argmax_create(s->g, s->logits, s->next_id, m->hp.n_vocab, &s->argmax, err);
     return st;
 }
@@ -290,7 +307,6 @@ static lean_status gpu_create_config(const lean_model *m, const lean_backend_con
 static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t pos) {
     gpu_op_record(c, &L->norm_attn, n);
     for (int i = W_Q; i <= W_V; i++) gpu_matmul_record(c, L->mm[i], n);
-    for (int i = 0; i < 3 && L->bias[i].pipe; i++) gpu_op_record(c, &L->bias[i], n);
     if (L->norm_q.pipe) {
         gpu_op_record(c, &L->norm_q, n);
         gpu_op_record(c, &L->norm_k, n);
@@ -300,13 +316,15 @@ static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t
     gpu_op_record(c, &L->store_v, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);
-    gpu_op_record(c, &L->add_attn, n);
     gpu_op_record(c, &L->norm_ffn, n);
-    gpu_matmul_record(c, L->mm[W_GATE], n);
-    gpu_matmul_record(c, L->mm[W_UP], n);
-    gpu_op_record(c, &L->swiglu, n);
+    if (L->mm[W_GATE_UP]) {
+        gpu_matmul_record(c, L->mm[W_GATE_UP], n);
+    } else {
+        gpu_matmul_record(c, L->mm[W_GATE], n);
+        gpu_matmul_record(c, L->mm[W_UP], n);
+        gpu_op_record(c, &L->swiglu, n);
+    }
     gpu_matmul_record(c, L->mm[W_DOWN], n);
-    gpu_op_record(c, &L->add_ffn, n);
 }
 
 /* ---- forward ---- */

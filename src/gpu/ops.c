@@ -71,13 +71,6 @@ lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x,
                    !last_only, op, err);
 }
 
-lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_t n, bool per_token,
-                           gpu_op *op, lean_error *err) {
-    const lean_gpu_const k[] = {{"N", 'u', n}, {"Y_STRIDE", 'u', per_token ? n : 0}};
-    lean_gpu_buf *b[] = {x, y};
-    return make_op(g, "add", 0, k, 2, b, 2, div_up(n, WG), true, op, err);
-}
-
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
                               lean_error *err) {
     const lean_gpu_const k[] = {{"N", 'u', n}};

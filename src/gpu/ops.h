@@ -1,6 +1,6 @@
 /* ops.h — the forward pass's kernels other than matmul and the embedding gather (weights.h):
- * RMSNorm, adds (residual and bias), RoPE (with the key write), the value write, attention,
- * SwiGLU and argmax. Each is made once at load — a pipeline (shared through gpu.h's cache) and
+ * RMSNorm, RoPE (with the key write), the value write, attention, SwiGLU and argmax (the
+ * residual and bias adds are matmul output modes, weights.h). Each is made once at load — a pipeline (shared through gpu.h's cache) and
  * a bind group over fixed buffers — and recorded per call for the call's n_tok tokens.
  *
  * Shapes are those of ops_ref.h: activations are F32 and token-major, (n_tok, width) arrays;
@@ -34,10 +34,6 @@ void gpu_op_free(gpu_op *op); /* frees the bind group; a zeroed op is fine */
 lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x, lean_gpu_buf *w,
                                lean_gpu_buf *out, int32_t n, int32_t rows, float eps, bool last_only,
                                gpu_op *op, lean_error *err);
-
-/* x (n_tok, n) += y: y (n_tok, n) when per_token (the residual), else y (n) (a bias). */
-lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_t n, bool per_token,
-                           gpu_op *op, lean_error *err);
 
 /* gate (n_tok, n) <- silu(gate) * up (n_tok, n). */
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
