@@ -349,7 +349,8 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: %llu outputs at column %u of rows of %u", (unsigned long long)outs,
                          out->col, out->stride);
     lean_status st = check_binding(g, out->y, out->offset, y_floats(w, max_tok, out) * 4, "matmul y", err);
-    if (st == LEAN_OK && out->mode == GPU_MM_BIAS) st = check_binding(g, out->bias, 0, outs * 4, "matmul bias", err);
+    if (st == LEAN_OK && out->mode == GPU_MM_BIAS)
+        st = check_binding(g, out->bias, 0, (out->col + outs) * 4, "matmul bias", err);
     return st;
 }
 

@@ -48,7 +48,8 @@ typedef enum gpu_mm_mode {
 
 /* Where a matmul writes: output o (< rows, or rows / 2 in SWIGLU mode) of token t at element
  * t * stride + col + o of y, from byte offset on (a multiple of min_storage_offset_align);
- * stride 0 means the number of outputs (tokens' rows packed). bias: (outputs) F32, BIAS only. */
+ * stride 0 means the number of outputs (tokens' rows packed). bias: BIAS only, F32 laid out as
+ * a row of y: output o's at col + o. */
 typedef struct gpu_mm_out {
     lean_gpu_buf *y;
     uint64_t offset;
