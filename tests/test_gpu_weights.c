@@ -21,7 +21,8 @@
  *   bounds      x and y bound at an aligned offset; y outside the call's tokens is not written.
  *   modes       gpu_weight_upload_stacked's [gate; up] equal to the two matrices' outputs bit
  *               for bit, every format; the output modes (ADD, BIAS exact; SWIGLU; a strided
- *               column) over those outputs on three formats (test_modes says how).
+ *               column) over those outputs on three formats (test_modes says how); the
+ *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
@@ -29,6 +30,7 @@
 #include "gpu_test.h"
 
 #include "formats.h"
+#include "ops.h"
 #include "weights.h"
 
 #include <math.h>
@@ -140,6 +142,7 @@ fail:
 }
 static void record_matmul(lean_gpu_cmd *c, const void *m, int32_t n) { gpu_matmul_record(c, m, n); }
 static void record_get_rows(lean_gpu_cmd *c, const void *gr, int32_t n) { gpu_get_rows_record(c, gr, n); }
+static void record_op(lean_gpu_cmd *c, const void *op, int32_t n) { gpu_op_record(c, op, n); }
 
 /* ---- checks ---- */
 
@@ -224,7 +227,7 @@ static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *st
     lean_error err;
     lean_status st = lean_gpu_buf_write(G, xb, off, x, nx * 4, &err);
     if (!st) st = lean_gpu_buf_write(G, yb, 0, fill, off + ny * 4, &err);
-    if (!st) st = gpu_matmul_create(G, gw, max_tok, step, xb, off, &(gpu_mm_out){.y = yb, .offset = off}, &mm, &err);
+    if (!st) st = gpu_matmul_create(G, gw, max_tok, step, &(gpu_mm_in){.x = xb, .offset = off}, &(gpu_mm_out){.y = yb, .offset = off}, &mm, &err);
     CHECK(st == LEAN_OK, "matmul_create %s: %s", name, err.msg);
     for (int i = 0; st == LEAN_OK && i < n_n; i++) {
         const int32_t n = n_toks[i];
@@ -302,7 +305,7 @@ static void test_many_groups(lean_gpu_buf *step) {
     lean_error err;
     lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
     if (!st) st = lean_gpu_buf_write(G, xb, 0, &x, 4, &err);
-    if (!st) st = gpu_matmul_create(G, &gw, 1, NULL, xb, 0, &(gpu_mm_out){.y = yb}, &mm, &err);
+    if (!st) st = gpu_matmul_create(G, &gw, 1, NULL, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, &mm, &err);
     CHECK(st == LEAN_OK, "many groups: %s", err.msg);
     const bool ran = st == LEAN_OK && run_step(step, record_matmul, mm, 1) && !lean_gpu_buf_read(G, yb, 0, y, rows * 4, &err);
     const double e = ran ? matmul_error(&m, &x, y, 1) : INFINITY;
@@ -317,13 +320,13 @@ static void test_many_groups(lean_gpu_buf *step) {
 
 /* ---- output modes and stacking ---- */
 
-/* Runs w x on the n_tok tokens of xb through a matmul writing as out says (max_tok 65); reads
+/* Runs w x on the n_tok tokens of in through a matmul writing as out says (max_tok 65); reads
  * y's first n floats into got. */
-static bool run_out(const gpu_weight *w, lean_gpu_buf *step, lean_gpu_buf *xb, const gpu_mm_out *out, int32_t n_tok,
+static bool run_out(const gpu_weight *w, lean_gpu_buf *step, const gpu_mm_in *in, const gpu_mm_out *out, int32_t n_tok,
                     float *got, uint64_t n) {
     gpu_matmul *mm = NULL;
     lean_error err;
-    lean_status st = gpu_matmul_create(G, w, 65, step, xb, 0, out, &mm, &err);
+    lean_status st = gpu_matmul_create(G, w, 65, step, in, out, &mm, &err);
     CHECK(st == LEAN_OK, "matmul mode %d: %s", (int)out->mode, err.msg);
     const bool ok = st == LEAN_OK && run_step(step, record_matmul, mm, n_tok) &&
                     !lean_gpu_buf_read(G, out->y, 0, got, n * 4, &err);
@@ -364,12 +367,13 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
     if (!st) st = lean_gpu_buf_write(G, xb, 0, x, T * cols * 4, &err);
     if (!st) st = lean_gpu_buf_write(G, bb, 0, b, 2 * R * 4, &err);
     static const int32_t n_toks[] = {1, 7, 65};
+    const gpu_mm_in in = {.x = xb};
     for (int k = 0; st == LEAN_OK && k < 3; k++) {
         const int32_t n = n_toks[k];
         const int64_t na = (int64_t)n * 2 * R;
-        if (!run_out(&ws, step, xb, &(gpu_mm_out){.y = yb}, n, a, na) ||
-            !run_out(&wg, step, xb, &(gpu_mm_out){.y = yb}, n, ag, (uint64_t)n * R) ||
-            !run_out(&wu, step, xb, &(gpu_mm_out){.y = yb}, n, au, (uint64_t)n * R))
+        if (!run_out(&ws, step, &in, &(gpu_mm_out){.y = yb}, n, a, na) ||
+            !run_out(&wg, step, &in, &(gpu_mm_out){.y = yb}, n, ag, (uint64_t)n * R) ||
+            !run_out(&wu, step, &in, &(gpu_mm_out){.y = yb}, n, au, (uint64_t)n * R))
             break;
         int64_t bad = 0;
         for (int64_t i = 0; i < na; i++) {
@@ -380,14 +384,14 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
         if (!all_modes) continue;
         bad = 0;
         if (lean_gpu_buf_write(G, yb, 0, y0, (uint64_t)na * 4, &err) ||
-            !run_out(&ws, step, xb, &(gpu_mm_out){.y = yb, .mode = GPU_MM_ADD}, n, got, na))
+            !run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_ADD}, n, got, na))
             break;
         for (int64_t i = 0; i < na; i++) bad += bits_of(got[i]) != bits_of(y0[i] + a[i]);
         CHECK(bad == 0, "%s n_tok %d ADD: %lld outputs are not y + W x", tr->name, n, (long long)bad);
-        if (!run_out(&ws, step, xb, &(gpu_mm_out){.y = yb, .mode = GPU_MM_BIAS, .bias = bb}, n, got, na)) break;
+        if (!run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_BIAS, .bias = bb}, n, got, na)) break;
         for (int64_t i = 0; i < na; i++) bad += bits_of(got[i]) != bits_of(a[i] + b[i % (2 * R)]);
         CHECK(bad == 0, "%s n_tok %d BIAS: %lld outputs are not W x + b", tr->name, n, (long long)bad);
-        if (!run_out(&ws, step, xb, &(gpu_mm_out){.y = yb, .mode = GPU_MM_SWIGLU}, n, got, (uint64_t)n * R)) break;
+        if (!run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_SWIGLU}, n, got, (uint64_t)n * R)) break;
         for (int64_t i = 0; i < (int64_t)n * R; i++) {
             const float g = ag[i], u = au[i];
             bad += !same_or_near(got[i], g / (1.0f + expf(-g)) * u, 1e-5f);
@@ -395,7 +399,7 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
         CHECK(bad == 0, "%s n_tok %d SWIGLU: %lld outputs are not silu(gate) * up", tr->name, n, (long long)bad);
         memset(y0, 0xff, sizeof(float) * T * STRIDE);
         if (lean_gpu_buf_write(G, yb, 0, y0, T * STRIDE * 4, &err) ||
-            !run_out(&wg, step, xb, &(gpu_mm_out){.y = yb, .col = COL, .stride = STRIDE}, n, got, T * STRIDE))
+            !run_out(&wg, step, &in, &(gpu_mm_out){.y = yb, .col = COL, .stride = STRIDE}, n, got, T * STRIDE))
             break;
         for (int64_t i = 0; i < T * STRIDE; i++) {
             const int64_t t = i / STRIDE, o = i % STRIDE - COL;
@@ -417,6 +421,49 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
     lean_gpu_buf_free(xb), lean_gpu_buf_free(yb), lean_gpu_buf_free(bb);
     free(x), free(y0), free(b), free(a), free(ag), free(au), free(got);
     matrix_free(&gate), matrix_free(&up);
+}
+
+/* The normed input (gpu_mm_in.norm: decode's matmuls RMS-norm their input themselves) equals
+ * the unfused path bit for bit — rmsnorm.wgsl's op, then the plain matmul — alone and with a
+ * bias bound before the norm weight; cols not a multiple of 4 pad the uniform. */
+static void test_normed_input(uint32_t type, int64_t cols, lean_gpu_buf *step) {
+    enum { R = 67 };
+    matrix m;
+    matrix_make(&m, type, R, cols);
+    const uint64_t norm_bytes = ((uint64_t)cols * 4 + 15) & ~(uint64_t)15;
+    float *x = malloc(sizeof(float) * cols), *w = calloc(norm_bytes / 4, sizeof(float)), *b = malloc(sizeof(float) * R);
+    float *plain = malloc(sizeof(float) * R), *got = malloc(sizeof(float) * R);
+    for (int64_t i = 0; i < cols; i++) x[i] = 3.0f * rnd_unit(), w[i] = rnd_unit();
+    for (int64_t i = 0; i < R; i++) b[i] = rnd_unit();
+    gpu_weight gw = {0};
+    lean_gpu_buf *xb = buf_new(cols * 4, LEAN_GPU_STORAGE), *xn = buf_new(65 * cols * 4, LEAN_GPU_STORAGE), /* max_tok 65 */
+                 *wb = buf_new(norm_bytes, LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM), *bb = buf_new(R * 4, LEAN_GPU_STORAGE),
+                 *yb = buf_new(65 * R * 4, LEAN_GPU_STORAGE); /* max_tok 65 */
+    gpu_op norm = {0};
+    lean_error err;
+    lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
+    if (!st) st = lean_gpu_buf_write(G, xb, 0, x, cols * 4, &err);
+    if (!st) st = lean_gpu_buf_write(G, wb, 0, w, norm_bytes, &err);
+    if (!st) st = lean_gpu_buf_write(G, bb, 0, b, R * 4, &err);
+    if (!st) st = gpu_rmsnorm_create(G, step, xb, wb, xn, (int32_t)cols, 1, 1e-5f, false, &norm, &err);
+    CHECK(st == LEAN_OK, "normed input %s: %s", lean_type_traits_get(type)->name, err.msg);
+    const gpu_mm_in in = {.x = xn, .raw = xb, .norm = wb, .eps = 1e-5f};
+    if (st == LEAN_OK && run_step(step, record_op, &norm, 1) &&
+        run_out(&gw, step, &(gpu_mm_in){.x = xn}, &(gpu_mm_out){.y = yb}, 1, plain, R) &&
+        run_out(&gw, step, &in, &(gpu_mm_out){.y = yb}, 1, got, R)) {
+        CHECK(memcmp(plain, got, R * 4) == 0, "normed input %s x %lld: differs from rmsnorm then matmul",
+              lean_type_traits_get(type)->name, (long long)cols);
+        if (run_out(&gw, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_BIAS, .bias = bb}, 1, got, R)) {
+            int bad = 0;
+            for (int i = 0; i < R; i++) bad += bits_of(got[i]) != bits_of(plain[i] + b[i]);
+            CHECK(bad == 0, "normed input %s with a bias: %d outputs differ", lean_type_traits_get(type)->name, bad);
+        }
+    }
+    gpu_op_free(&norm);
+    gpu_weight_free(&gw);
+    lean_gpu_buf_free(xb), lean_gpu_buf_free(xn), lean_gpu_buf_free(wb), lean_gpu_buf_free(bb), lean_gpu_buf_free(yb);
+    free(x), free(w), free(b), free(plain), free(got);
+    matrix_free(&m);
 }
 
 static void test_errors(lean_gpu_buf *step) {
@@ -446,10 +493,10 @@ static void test_errors(lean_gpu_buf *step) {
     lean_gpu_buf *xb = buf_new(4 * 32 * 4, LEAN_GPU_STORAGE), *yb = buf_new(4 * 4 * 4 - 4, LEAN_GPU_STORAGE);
     gpu_matmul *mm = NULL;
     if (gpu_weight_upload(G, &m.t, &gw, &err) == LEAN_OK) {
-        CHECK(gpu_matmul_create(G, &gw, 4, step, xb, 0, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
+        CHECK(gpu_matmul_create(G, &gw, 4, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
               "small y: %s", err.msg);
         if (lean_gpu_get_info(G)->min_storage_offset_align > 4)
-            CHECK(gpu_matmul_create(G, &gw, 1, step, xb, 4, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
+            CHECK(gpu_matmul_create(G, &gw, 1, step, &(gpu_mm_in){.x = xb, .offset = 4}, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
                   "misaligned x: %s", err.msg);
     } else {
         CHECK(false, "upload: %s", err.msg);
@@ -469,6 +516,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_format(types[i], step);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         test_modes(types[i], step, types[i] == LEAN_TYPE_F32 || types[i] == LEAN_TYPE_Q4_0 || types[i] == LEAN_TYPE_Q6_K);
+    test_normed_input(LEAN_TYPE_F32, 131, step);
+    test_normed_input(LEAN_TYPE_Q4_K, 512, step);
+    test_normed_input(LEAN_TYPE_Q6_K, 256, step);
     test_repack_pieces(step);
     test_many_groups(step);
     test_errors(step);

@@ -14,17 +14,19 @@
  * (issue 7).
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
- *   1 rmsnorm [x -> xn]
- *   2 [Wq; Wk; Wv] [xn -> qkv: q | k | v per token], qwen2's biases added by the matmul
- *     (Wq, Wk, Wv as three matmuls into qkv's columns when their formats differ)
- *   3 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
+ *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
+ *     matmul itself in decode (n_embd <= 4096), qwen2's biases added by it; Wq, Wk, Wv as three
+ *     matmuls into qkv's columns when their formats differ
+ *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
  *     value write [v -> value cache row pos+t]
- *   4 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_CHUNK keys in decode)
- *   5 Wo [x += Wo att: the residual add is the matmul's]
- *   6 rmsnorm [x -> xn]
- *   7 [Wgate; Wup] with SwiGLU [xn -> gate] (Wgate, Wup, SwiGLU when their formats differ)
- *   8 Wdown [x += Wdown gate]
- * A decode step is then 8 n_layer + 4 dispatches (embedding; final norm, logits, argmax).
+ *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_CHUNK keys in decode)
+ *   4 Wo [x += Wo att: the residual add is the matmul's]
+ *   5 [Wgate; Wup] with SwiGLU [x -> gate], the FFN RMSNorm in the matmul as in 1 (Wgate, Wup,
+ *     SwiGLU when their formats differ)
+ *   6 Wdown [x += Wdown gate]
+ * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
+ * decode past n_embd 4096 (the norm weight is read as a uniform). A decode step is then
+ * 6 n_layer + 4 dispatches (embedding; final norm, logits, argmax).
  *
  * Sections: state · create / destroy · recording · forward · test accessors · table
  */
@@ -46,15 +48,16 @@ enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP, N_MATRICES };
 typedef struct gpu_layer {
     gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
     gpu_matmul *mm[N_MATRICES];
-    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32 */
+    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32, storage and uniform (decode's matmuls read it) */
     lean_gpu_buf *bqkv;    /* qwen2: (q_dim + 2 kv_dim) F32, bq | bk | bv, as qkv's rows */
     lean_gpu_buf *qk_norm; /* qwen3: (2, head_dim) F32 q_norm, k_norm; a uniform (qkv_post) */
     /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
      * per layer, so no binding exceeds the storage binding limit for long contexts */
     lean_gpu_buf *k_cache, *v_cache;
-    gpu_op norm_attn, qkv_post;
+    gpu_op norm_attn, qkv_post; /* norm_attn, norm_ffn: prefill's only where norm_in_matmul */
     gpu_op norm_ffn, swiglu; /* swiglu: only without W_GATE_UP */
     gpu_attention attn;
+    bool norm_in_matmul; /* decode's Q, K, V and gate, up matmuls norm their input themselves */
 } gpu_layer;
 
 /* One sequence on one device. B = n_batch; widths as in forward_ref.c. */
@@ -124,14 +127,15 @@ static lean_status new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const 
     return lean_gpu_buf_create(s->g, bytes, LEAN_GPU_STORAGE, label, out, err);
 }
 
-/* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE or
- * UNIFORM); *out stays NULL when ts[0] is absent (the model has all of them or none). */
+/* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE and/or
+ * UNIFORM), its size rounded up to 16 bytes (uniform arrays are of vec4s); *out stays NULL when
+ * ts[0] is absent (the model has all of them or none). */
 static lean_status upload_f32(lean_backend_state *s, const lean_tensor *const *ts, int n, unsigned usage,
                               lean_gpu_buf **out, lean_error *err) {
     if (!ts[0]->data) return LEAN_OK;
     uint64_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += ts[i]->n_bytes;
-    lean_status st = lean_gpu_buf_create(s->g, bytes, usage, ts[0]->name, out, err);
+    lean_status st = lean_gpu_buf_create(s->g, (bytes + 15) & ~(uint64_t)15, usage, ts[0]->name, out, err);
     for (uint64_t i = 0, at = 0; !st && i < (uint64_t)n; at += ts[i]->n_bytes, i++)
         st = lean_gpu_buf_write(s->g, *out, at, ts[i]->data, ts[i]->n_bytes, err);
     return st;
@@ -158,6 +162,13 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
                                  &s->rope_table, err);
 }
 
+/* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
+ * itself from x where the weight fits a uniform (gpu_mm_in). */
+static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, lean_gpu_buf *norm) {
+    if (!L->norm_in_matmul) return (gpu_mm_in){.x = s->xn};
+    return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};
+}
+
 /* The attention half's kernels of layer il (see the list at the top): Q, K and V into qkv's
  * rows, as one matmul when stacked, else three writing their columns. */
 static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_error *err) {
@@ -167,14 +178,15 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, 1, hp->rms_eps, false,
                                         &L->norm_attn, err);
     const gpu_mm_mode mode = L->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
+    const gpu_mm_in in = normed_input(s, L, L->attn_norm);
     if (!st && L->w[W_QKV].buf) {
         const gpu_mm_out out = {.y = s->qkv, .mode = mode, .bias = L->bqkv};
-        st = gpu_matmul_create(s->g, &L->w[W_QKV], B, s->step, s->xn, 0, &out, &L->mm[W_QKV], err);
+        st = gpu_matmul_create(s->g, &L->w[W_QKV], B, s->step, &in, &out, &L->mm[W_QKV], err);
     }
     const uint32_t col[] = {0, (uint32_t)qd, (uint32_t)(qd + kvd)};
     for (int i = W_Q; !st && !L->w[W_QKV].buf && i <= W_V; i++) {
         const gpu_mm_out out = {.y = s->qkv, .col = col[i], .stride = row, .mode = mode, .bias = L->bqkv};
-        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, s->xn, 0, &out, &L->mm[i], err);
+        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
         st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, L->qk_norm,
@@ -183,7 +195,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
         st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, s->att, 0, &residual, &L->mm[W_O], err);
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
     return st;
 }
 
@@ -194,17 +206,20 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err
     const int32_t B = s->n_batch;
     lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, 1, hp->rms_eps,
                                         false, &L->norm_ffn, err);
+    const gpu_mm_in in = normed_input(s, L, L->ffn_norm);
     if (!st && L->w[W_GATE_UP].buf) {
         const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
-        st = gpu_matmul_create(s->g, &L->w[W_GATE_UP], B, s->step, s->xn, 0, &out, &L->mm[W_GATE_UP], err);
+        st = gpu_matmul_create(s->g, &L->w[W_GATE_UP], B, s->step, &in, &out, &L->mm[W_GATE_UP], err);
     } else if (!st) {
         const gpu_mm_out gate = {.y = s->gate}, up = {.y = s->up};
-        st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, s->xn, 0, &gate, &L->mm[W_GATE], err);
-        if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, s->xn, 0, &up, &L->mm[W_UP], err);
+        st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, &in, &gate, &L->mm[W_GATE], err);
+        if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, &in, &up, &L->mm[W_UP], err);
         if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
     }
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, s->gate, 0, &residual, &L->mm[W_DOWN], err);
+    if (!st)
+        st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
+                               err);
     return st;
 }
 
@@ -236,8 +251,10 @@ static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err
     gpu_layer *L = &s->layers[il];
     const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
     lean_status st = upload_matrices(s, src, L, err);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &L->attn_norm, err);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &L->ffn_norm, err);
+    const unsigned norm_usage = LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM;
+    L->norm_in_matmul = ((uint64_t)s->m->hp.n_embd * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES;
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, norm_usage, &L->attn_norm, err);
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, norm_usage, &L->ffn_norm, err);
     if (!st) st = upload_f32(s, bias, 3, LEAN_GPU_STORAGE, &L->bqkv, err);
     if (!st) st = upload_f32(s, qk_norm, 2, LEAN_GPU_UNIFORM, &L->qk_norm, err);
     const uint64_t kvd = (uint64_t)lean_kv_dim(&s->m->hp);
@@ -260,7 +277,7 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
         st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, 1, m->hp.rms_eps,
                                 true, &s->norm_out, err);
     const gpu_mm_out logits = {.y = s->logits};
-    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, s->x_last, 0, &logits, &s->mm_out, err);
+    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, &(gpu_mm_in){.x = s->x_last}, &logits, &s->mm_out, err);
     if (!st) st = gpu_argmax_create(s->g, s->logits, s->next_id, m->hp.n_vocab, &s->argmax, err);
     return st;
 }
@@ -313,7 +330,8 @@ static lean_status gpu_create_config(const lean_model *m, const lean_backend_con
 /* ---- recording ---- */
 
 static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t pos) {
-    gpu_op_record(c, &L->norm_attn, n);
+    const bool norm_op = n > 1 || !L->norm_in_matmul;
+    if (norm_op) gpu_op_record(c, &L->norm_attn, n);
     if (L->mm[W_QKV]) {
         gpu_matmul_record(c, L->mm[W_QKV], n);
     } else {
@@ -322,7 +340,7 @@ static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t
     gpu_op_record(c, &L->qkv_post, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);
-    gpu_op_record(c, &L->norm_ffn, n);
+    if (norm_op) gpu_op_record(c, &L->norm_ffn, n);
     if (L->mm[W_GATE_UP]) {
         gpu_matmul_record(c, L->mm[W_GATE_UP], n);
     } else {

@@ -104,6 +104,11 @@ lean_status lean_gpu_pipeline_create(lean_gpu *g, const char *label, const char 
  * text: a second call with the same constants and sources returns the same pipeline without
  * compiling again, so every layer's matmul of one shape shares one pipeline. */
 
+/* The uniform binding size every adapter grants (maxUniformBufferBindingSize's minimum, core
+ * and compatibility): kernels read small weights (norms) as uniforms up to this size, so their
+ * storage buffers stay within the 4 every adapter grants. */
+#define LEAN_GPU_UNIFORM_MAX_BYTES 16384
+
 /* Bind group 0 of a pipeline: entry i is @binding(i). Every binding the shader declares must
  * be given and none other (the layout is the shader's "auto" layout). size 0 = to the end. */
 typedef struct lean_gpu_bind {

@@ -112,17 +112,14 @@ lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, 
     return st;
 }
 
-/* The uniform binding size every adapter grants (maxUniformBufferBindingSize's minimum). */
-#define UNIFORM_MIN_LIMIT 16384
-
 lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
                                 lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
                                 gpu_op *op, lean_error *err) {
     const uint64_t norm_bytes = norms ? 2 * (uint64_t)hp->head_dim * 4 : 16;
-    if (norm_bytes > UNIFORM_MIN_LIMIT)
+    if (norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the q/k norm weights (%llu bytes) pass the %d-byte "
                          "uniform binding every adapter grants", hp->head_dim, (unsigned long long)norm_bytes,
-                         UNIFORM_MIN_LIMIT);
+                         LEAN_GPU_UNIFORM_MAX_BYTES);
     const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
                                 {"N_HEAD_KV", 'u', hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},

@@ -219,25 +219,34 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     return 6;
 }
 
-/* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its output mode
- * `mode`, a function of matmul_out.wgsl) + kernel (+ matmul_out.wgsl), with w's shape
- * constants and n_extra kernel constants. mode NULL: no output functions (get_rows). */
-static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *mode,
-                                 const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **out, lean_error *err) {
+/* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
+ * function of matmul_out.wgsl; in, one of matmul_in.wgsl, matmul_vec only) + kernel + those
+ * files, with w's shape constants and n_extra kernel constants. NULL modes: not compiled in. */
+static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *in,
+                                 const char *out, const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **res,
+                                 lean_error *err) {
     const char *name = lean_type_traits_get(w->type)->name;
-    char glue[384], label[64];
+    char glue[512], label[80];
     int n = snprintf(glue, sizeof glue,
                      "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
                      "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
                      name, name);
-    if (mode) snprintf(glue + n, sizeof glue - (size_t)n, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", mode);
-    snprintf(label, sizeof label, "%s_%s%s%s", kernel, name, mode ? "_" : "", mode ? mode : "");
-    const char *src[4] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel), lean_gpu_shader("matmul_out")};
-    if (!src[0] || !src[2] || !src[3]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
+    if (out) n += snprintf(glue + n, sizeof glue - (size_t)n, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", out);
+    if (in)
+        snprintf(glue + n, sizeof glue - (size_t)n,
+                 "fn x_begin(l: u32) { x_begin_%s(l); }\nfn x_at(col: u32) -> f32 { return x_at_%s(col); }\n", in, in);
+    snprintf(label, sizeof label, "%s_%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
+             out ? out : "");
+    const char *src[6] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
+    int n_src = 3;
+    if (out) src[n_src++] = lean_gpu_shader("matmul_out");
+    if (in) src[n_src++] = lean_gpu_shader("reduce"), src[n_src++] = lean_gpu_shader("matmul_in");
+    for (int i = 0; i < n_src; i++)
+        if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
     lean_gpu_const consts[24];
     const int n_shape = shape_consts(w, consts);
     memcpy(consts + n_shape, extra, sizeof(lean_gpu_const) * (size_t)n_extra);
-    return lean_gpu_pipeline_create(g, label, src, mode ? 4 : 3, consts, n_shape + n_extra, out, err);
+    return lean_gpu_pipeline_create(g, label, src, n_src, consts, n_shape + n_extra, res, err);
 }
 
 /* the device's limit on workgroups per dispatch dimension (65535 when it does not say) */
@@ -299,23 +308,35 @@ static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, le
     return 5;
 }
 
-/* binds (W, x, y, [step,] bias): n_own of the kernel's own, then the bias in BIAS mode */
-static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *binds, int n_own,
+/* The bindings a matmul may have, in this order (raw, norm: a normed input's). */
+enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, N_BINDS };
+
+/* Binds the kernel's own (W, x, y[, step]: n_own of all, x replaced by raw when normed), then the
+ * bias in BIAS mode, then (normed) the norm weight; *n_at: the binding after the bias. */
+static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *all, int n_own, bool normed,
                                const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg, lean_error *err) {
-    lean_gpu_bind b[5];
-    memcpy(b, binds, sizeof(lean_gpu_bind) * (size_t)n_own);
-    if (out->mode == GPU_MM_BIAS) b[n_own++] = binds[4];
-    return lean_gpu_bindgroup_create(g, p, b, n_own, label, bg, err);
+    lean_gpu_bind b[N_BINDS];
+    memcpy(b, all, sizeof(lean_gpu_bind) * (size_t)n_own);
+    if (normed) b[B_X] = all[B_RAW];
+    int n = n_own;
+    if (out->mode == GPU_MM_BIAS) b[n++] = all[B_BIAS];
+    if (normed) b[n++] = all[B_NORM];
+    return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
-static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
+static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
                                    const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
+    const bool normed = in->norm != NULL;
     lean_status st = split_groups(g, (outs + VEC_RPW - 1) / VEC_RPW, "matmul_vec", &m->vec_x, &m->vec_y, err);
-    lean_gpu_const k[8] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
-    const int n = 3 + out_consts(out, outs, 3, k + 3);
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_vec", MODE_FN[out->mode], k, n, &m->vec, err);
-    if (st == LEAN_OK) st = bind_matmul(g, m->vec, binds, 3, out, "matmul_vec", &m->vec_bg, err);
+    lean_gpu_const k[12] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
+    int n = 3 + out_consts(out, outs, 3, k + 3);
+    k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
+    k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
+    k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
+    if (st == LEAN_OK)
+        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", MODE_FN[out->mode], k, n, &m->vec, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->vec, binds, 3, normed, out, "matmul_vec", &m->vec_bg, err);
     return st;
 }
 
@@ -326,8 +347,22 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lea
     lean_gpu_const k[12] = {{"GR", 'u', TILE_GR}, {"GT", 'u', TILE_GT}, {"TR", 'u', TILE_TR},
                             {"TT", 'u', TILE_TT}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
     const int n = 6 + out_consts(out, outs, 4, k + 6);
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", MODE_FN[out->mode], k, n, &m->tiled, err);
-    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, out, "matmul_tiled", &m->tiled_bg, err);
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[out->mode], k, n, &m->tiled, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, false, out, "matmul_tiled", &m->tiled_bg, err);
+    return st;
+}
+
+/* in against w and max_tok: x (and a normed input's raw row and norm weight) large enough */
+static lean_status check_in(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_in *in, lean_error *err) {
+    const uint64_t row = (uint64_t)w->cols * 4, norm_bytes = (row + 15) & ~(uint64_t)15;
+    lean_status st = check_binding(g, in->x, in->offset, (uint64_t)max_tok * row, "matmul x", err);
+    if (st == LEAN_OK && in->norm && norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul: a normed input of %lld columns passes the %d-byte uniform "
+                       "binding every adapter grants", (long long)w->cols, LEAN_GPU_UNIFORM_MAX_BYTES);
+    if (st == LEAN_OK && in->norm) st = check_binding(g, in->raw, 0, row, "matmul raw x", err);
+    if (st == LEAN_OK && in->norm && lean_gpu_buf_size(in->norm) < norm_bytes)
+        st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: the norm weight has %llu bytes, %llu wanted",
+                       (unsigned long long)lean_gpu_buf_size(in->norm), (unsigned long long)norm_bytes);
     return st;
 }
 
@@ -355,20 +390,22 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
 }
 
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
-                              lean_gpu_buf *x, uint64_t x_offset, const gpu_mm_out *out, gpu_matmul **res,
-                              lean_error *err) {
+                              const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
     if (max_tok < 1 || (uint64_t)max_tok > 65535ull * TILE_T)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: max_tok %d is not in 1 .. %d", max_tok, 65535 * TILE_T);
-    const uint64_t x_bytes = (uint64_t)max_tok * (uint64_t)w->cols * 4;
-    lean_status st = check_binding(g, x, x_offset, x_bytes, "matmul x", err);
+    const uint64_t row = (uint64_t)w->cols * 4;
+    lean_status st = check_in(g, w, max_tok, in, err);
     if (st == LEAN_OK) st = check_out(g, w, max_tok, out, err);
     if (st == LEAN_OK && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
-    const lean_gpu_bind binds[5] = {{w->buf, 0, 0}, {x, x_offset, x_bytes}, {out->y, out->offset, y_floats(w, max_tok, out) * 4},
-                                    {step, 0, 16}, {out->bias, 0, 0}};
-    st = matmul_vec_make(g, w, binds, out, m, err);
+    const lean_gpu_bind binds[N_BINDS] = {
+        [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, (uint64_t)max_tok * row},
+        [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
+        [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
+        [B_RAW] = {in->raw, 0, row}, [B_NORM] = {in->norm, 0, 0}};
+    st = matmul_vec_make(g, w, binds, in, out, m, err);
     if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, out, m, err);
     if (st != LEAN_OK) {
         gpu_matmul_free(m);
@@ -413,7 +450,7 @@ lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_to
     gr->groups_x = (uint32_t)((row_chunks(w) + ROWS_WG - 1) / ROWS_WG); /* <= 65535 for cols < 16 M */
     const lean_gpu_const k[] = {{"WG", 'u', ROWS_WG}};
     const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {ids, 0, (uint64_t)max_tok * 4}, {out, 0, out_bytes}, {step, 0, 16}};
-    st = make_pipeline(g, w, "get_rows", NULL, k, 1, &gr->p, err);
+    st = make_pipeline(g, w, "get_rows", NULL, NULL, k, 1, &gr->p, err);
     if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, gr->p, binds, 4, "get_rows", &gr->bg, err);
     if (st != LEAN_OK) {
         gpu_get_rows_free(gr);

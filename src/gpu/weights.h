@@ -58,18 +58,27 @@ typedef struct gpu_mm_out {
     lean_gpu_buf *bias;
 } gpu_mm_out;
 
+/* What a matmul reads: x (max_tok, cols) F32 from byte offset on (a multiple of the device's
+ * min_storage_offset_align). With norm (a UNIFORM buffer of cols F32 padded to 16 bytes, at
+ * most LEAN_GPU_UNIFORM_MAX_BYTES), the one-token kernel (decode) reads instead raw's row 0
+ * (cols F32) RMS-normed by norm with eps, rmsnorm.wgsl's computation bit for bit: the norm's
+ * own dispatch fused away in decode; a prefill (n_tok > 1) reads x, normed by that dispatch. */
+typedef struct gpu_mm_in {
+    lean_gpu_buf *x;
+    uint64_t offset;
+    lean_gpu_buf *raw, *norm; /* NULL: x is the input */
+    float eps;
+} gpu_mm_in;
+
 /* W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
  * weight use (a layer's wq, wk, ...), made at load; recording it costs no allocation.
- * x (max_tok, cols) at x_offset (a multiple of the device's min_storage_offset_align), y as
- * `out` says (LEAN_ERR_ARG for a misaligned offset, a buffer too small, a SWIGLU weight of odd
- * rows or a BIAS without bias); step may be NULL when max_tok is 1. n_tok == 1 runs
- * matmul_vec.wgsl, n_tok > 1 matmul_tiled.wgsl; each fixes its summation order by its own
- * shape (the files say which), so a prefill's results do not depend on n_tok, and equal a
- * decode's only to rounding. */
+ * LEAN_ERR_ARG for a misaligned offset, a buffer too small, a SWIGLU weight of odd rows or a
+ * BIAS without bias; step may be NULL when max_tok is 1. n_tok == 1 runs matmul_vec.wgsl,
+ * n_tok > 1 matmul_tiled.wgsl; each fixes its summation order by its own shape (the files say
+ * which), so a prefill's results do not depend on n_tok, and equal a decode's only to rounding. */
 typedef struct gpu_matmul gpu_matmul;
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
-                              lean_gpu_buf *x, uint64_t x_offset, const gpu_mm_out *out, gpu_matmul **res,
-                              lean_error *err);
+                              const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err);
 /* Records the dispatches for n_tok tokens (1 <= n_tok <= max_tok; the step uniform must say
  * the same n_tok when the command buffer runs). */
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok);
