@@ -445,7 +445,7 @@ static void test_normed_input(uint32_t type, int64_t cols, lean_gpu_buf *step) {
     if (!st) st = lean_gpu_buf_write(G, xb, 0, x, cols * 4, &err);
     if (!st) st = lean_gpu_buf_write(G, wb, 0, w, norm_bytes, &err);
     if (!st) st = lean_gpu_buf_write(G, bb, 0, b, R * 4, &err);
-    if (!st) st = gpu_rmsnorm_create(G, step, xb, wb, xn, (int32_t)cols, 1, 1e-5f, false, &norm, &err);
+    if (!st) st = gpu_rmsnorm_create(G, step, xb, wb, xn, (int32_t)cols, 1e-5f, false, &norm, &err);
     CHECK(st == LEAN_OK, "normed input %s: %s", lean_type_traits_get(type)->name, err.msg);
     const gpu_mm_in in = {.x = xn, .raw = xb, .norm = wb, .eps = 1e-5f};
     if (st == LEAN_OK && run_step(step, record_op, &norm, 1) &&

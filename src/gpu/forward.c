@@ -175,7 +175,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     const lean_hparams *hp = &s->m->hp;
     const int32_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), B = s->n_batch;
     const uint32_t row = (uint32_t)(qd + 2 * kvd);
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, 1, hp->rms_eps, false,
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, hp->rms_eps, false,
                                         &L->norm_attn, err);
     const gpu_mm_mode mode = L->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
     const gpu_mm_in in = normed_input(s, L, L->attn_norm);
@@ -204,8 +204,8 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
 static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t B = s->n_batch;
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, 1, hp->rms_eps,
-                                        false, &L->norm_ffn, err);
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, hp->rms_eps, false,
+                                        &L->norm_ffn, err);
     const gpu_mm_in in = normed_input(s, L, L->ffn_norm);
     if (!st && L->w[W_GATE_UP].buf) {
         const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
@@ -274,8 +274,8 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
     if (!st) st = upload_f32(s, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &s->output_norm, err);
     if (!st) st = gpu_get_rows_create(s->g, &s->tok_embd, s->n_batch, s->step, s->ids, s->x, &s->embed, err);
     if (!st)
-        st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, 1, m->hp.rms_eps,
-                                true, &s->norm_out, err);
+        st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, m->hp.rms_eps, true,
+                                &s->norm_out, err);
     const gpu_mm_out logits = {.y = s->logits};
     if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, &(gpu_mm_in){.x = s->x_last}, &logits, &s->mm_out, err);
     if (!st) st = gpu_argmax_create(s->g, s->logits, s->next_id, m->hp.n_vocab, &s->argmax, err);

@@ -31,11 +31,10 @@ typedef struct gpu_op {
 void gpu_op_record(lean_gpu_cmd *c, const gpu_op *op, int32_t n_tok);
 void gpu_op_free(gpu_op *op); /* frees the bind group; a zeroed op is fine */
 
-/* out (n_tok, rows * n) = rmsnorm of each row of n elements of x, times w (n).
+/* out (n_tok, n) = rmsnorm of each token's row of x (n_tok, n), times w (n).
  * last_only: only the call's last token, written as out's first row (out (n) is enough). */
 lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x, lean_gpu_buf *w,
-                               lean_gpu_buf *out, int32_t n, int32_t rows, float eps, bool last_only,
-                               gpu_op *op, lean_error *err);
+                               lean_gpu_buf *out, int32_t n, float eps, bool last_only, gpu_op *op, lean_error *err);
 
 /* gate (n_tok, n) <- silu(gate) * up (n_tok, n). */
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
