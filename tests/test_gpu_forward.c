@@ -8,6 +8,7 @@
  *   - a suffix prefill over a resident prefix (also after truncation) equal to one prefill,
  *     and a prefill split at every chunk boundary (n_batch 1..7) equal to one prefill;
  *   - decode past 256 positions (split attention) against the reference's logits;
+ *   - the dispatches one decode step records, per architecture, at most a stated number;
  *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
  *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free.
  * Logit comparisons between GPU calls that differ only in how tokens were batched allow
@@ -81,8 +82,9 @@ static bool greedy(lean_ctx *c, const int32_t *prompt, int32_t *out, int n_vocab
     return st == LEAN_OK;
 }
 
-/* K-quants (rows of 256) get n_embd = n_ff = 256, head_dim 64 (q_dim 256). */
-static void test_greedy(const char *arch, uint32_t type) {
+/* K-quants (rows of 256) get n_embd = n_ff = 256, head_dim 64 (q_dim 256). as_f16: one
+ * tensor written as F16 instead (NULL: none), as q4_k_m files mix formats: the unstacked paths. */
+static void test_greedy(const char *arch, uint32_t type, const char *as_f16) {
     char path[256];
     lean_error err;
     tiny_spec sp = tiny_default(arch);
@@ -90,6 +92,7 @@ static void test_greedy(const char *arch, uint32_t type) {
     if (lean_type_traits_get(type)->block_elems == 256) sp.n_embd = sp.n_ff = 256, sp.head_dim = 64;
     sp.rope_freqs = !strcmp(arch, "llama");
     sp.tied = !strcmp(arch, "qwen2");
+    sp.as_f16 = as_f16;
     tiny_path(path, sizeof path);
     CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
     lean_model *m = load(path);
@@ -102,8 +105,8 @@ static void test_greedy(const char *arch, uint32_t type) {
         for (int i = 0; i < N_GREEDY && first < 0; i++)
             if (ref[i] != got[i]) first = i;
         CHECK(fnv1a(ref, N_GREEDY) == fnv1a(got, N_GREEDY),
-              "%s %s: greedy hash %016llx (gpu) != %016llx (cpu-ref): first difference at step %d (%d vs %d)", arch,
-              lean_type_traits_get(type)->name, (unsigned long long)fnv1a(got, N_GREEDY),
+              "%s %s%s%s: greedy hash %016llx (gpu) != %016llx (cpu-ref): first difference at step %d (%d vs %d)", arch,
+              lean_type_traits_get(type)->name, as_f16 ? ", F16 " : "", as_f16 ? as_f16 : "", (unsigned long long)fnv1a(got, N_GREEDY),
               (unsigned long long)fnv1a(ref, N_GREEDY), first, first >= 0 ? got[first] : -1,
               first >= 0 ? ref[first] : -1);
     }
@@ -188,6 +191,41 @@ static void test_long_context(const lean_model *m) {
     free(got);
 }
 
+/* ---- dispatches per decode step ---- */
+
+/* On a fast GPU a small model's decode step costs ~4 us per dispatch, more than its bytes:
+ * the dispatches one decode step records (embedding, every layer, final norm, logits, argmax)
+ * on a tiny 2-layer model of arch, held to at most `most` so a fusion undone fails here. */
+static void test_dispatches(const char *arch, uint32_t type, uint64_t most) {
+    char path[256];
+    lean_error err;
+    tiny_spec sp = tiny_default(arch);
+    sp.matrix_type = sp.embd_type = type;
+    tiny_path(path, sizeof path);
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    lean_model *m = load(path);
+    lean_ctx *c = m ? new_ctx(m, "gpu", 64, 8) : NULL;
+    if (c) {
+        int32_t ids[4];
+        tiny_ids(ids, 4, sp.n_vocab, 9);
+        float *logits = malloc(sizeof(float) * (size_t)sp.n_vocab);
+        const lean_gpu *g = lean_backend_gpu_device(lean_ctx_backend_state(c));
+        lean_status st = lean_prefill(c, ids, 3, logits, &err);
+        const uint64_t before = lean_gpu_dispatch_count(g);
+        if (st == LEAN_OK) st = lean_decode(c, ids[3], logits, &err);
+        const uint64_t n = lean_gpu_dispatch_count(g) - before;
+        CHECK(st == LEAN_OK, "%s: %s", arch, err.msg);
+        printf("dispatches per decode step, %s %s, %d layers: %llu\n", arch, lean_type_traits_get(type)->name,
+               sp.n_layer, (unsigned long long)n);
+        CHECK(n <= most, "%s %s: %llu dispatches per decode step, at most %llu before", arch,
+              lean_type_traits_get(type)->name, (unsigned long long)n, (unsigned long long)most);
+        free(logits);
+    }
+    lean_ctx_free(c);
+    lean_model_free(m);
+    unlink(path);
+}
+
 /* ---- errors ---- */
 
 static void test_errors(const lean_model *m) {
@@ -243,13 +281,21 @@ int main(void) {
 
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {
-        test_greedy(archs[a], LEAN_TYPE_F32);
-        test_greedy(archs[a], LEAN_TYPE_Q8_0);
-        test_greedy(archs[a], LEAN_TYPE_Q4_0);
+        test_greedy(archs[a], LEAN_TYPE_F32, NULL);
+        test_greedy(archs[a], LEAN_TYPE_Q8_0, NULL);
+        test_greedy(archs[a], LEAN_TYPE_Q4_0, NULL);
     }
-    test_greedy("llama", LEAN_TYPE_F16);
-    test_greedy("qwen3", LEAN_TYPE_Q4_K);
-    test_greedy("qwen2", LEAN_TYPE_Q6_K);
+    test_greedy("llama", LEAN_TYPE_F16, NULL);
+    test_greedy("qwen3", LEAN_TYPE_Q4_K, NULL);
+    test_greedy("qwen2", LEAN_TYPE_Q6_K, NULL);
+    test_greedy("llama", LEAN_TYPE_Q8_0, "blk.1.ffn_up.weight"); /* Wgate, Wup apart */
+    test_greedy("qwen2", LEAN_TYPE_Q8_0, "blk.0.attn_v.weight"); /* Wq, Wk, Wv apart, with biases */
+    test_greedy("qwen3", LEAN_TYPE_Q4_0, "blk.1.attn_k.weight"); /* and with head norms */
+
+    /* 2 layers: embedding + 2 x (dispatches per layer) + final norm, logits, argmax */
+    test_dispatches("llama", LEAN_TYPE_F32, 16);
+    test_dispatches("qwen2", LEAN_TYPE_Q8_0, 16);
+    test_dispatches("qwen3", LEAN_TYPE_Q4_0, 16);
 
     lean_model *m = load("build/fixtures/qwen3-q8_0.gguf");
     if (m) {

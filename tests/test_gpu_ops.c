@@ -1,20 +1,20 @@
 /* test_gpu_ops.c — each WebGPU forward kernel of src/gpu/ops.c against the CPU reference ops
- * (ops_ref.h) on random inputs and ragged shapes: RMSNorm (rows, per-head, last token only),
- * residual and bias adds, SwiGLU, RoPE (NORM and NEOX, llama3 frequency factors, positions
- * near n_ctx, the key write at pos, a table past the binding limit), the value write, causal
- * grouped-query attention (head_dim 64, 80, 128 and 256, GQA ratios 1, 3 and 7, 1..65 tokens:
- * the tiled prefill kernel on ragged tiles, split decode over long contexts) and argmax
- * (ties). Runs on whatever adapter lean_gpu_open finds (Dawn over llvmpipe in CI).
+ * (ops_ref.h) on random inputs and ragged shapes: RMSNorm (every token, the last token only),
+ * SwiGLU, the QKV post-processing (per-head norms or none, RoPE NORM and NEOX, llama3
+ * frequency factors, positions near n_ctx, the KV writes at pos, a RoPE table past the binding
+ * limit), causal grouped-query attention (head_dim 64, 80, 128 and 256, GQA ratios 1, 3 and
+ * 7, 1..65 tokens, queries in rows of q | k | v: the tiled prefill kernel on ragged tiles,
+ * split decode over long contexts) and argmax (ties). Runs on whatever adapter lean_gpu_open
+ * finds (Dawn over llvmpipe in CI).
  *
- * Tolerances: adds and the row copies are exact (one rounding, or none). The others sum in
- * another order than the reference (a tree over 64 lanes; a streaming softmax), so they are
+ * Tolerances: the value write is exact. The others sum in another order than the reference (a tree over 64 lanes; a streaming softmax), so they are
  * held to a few float32 ulps of the quantities summed: 1e-5 relative for the norms and SwiGLU,
  * 2e-5 absolute for attention outputs (averages of values in [-1, 1]). RoPE's cos and sin are
  * the reference's bits (the table is ref_rope_angles' output), so the rotation would be
  * bit-exact but for contraction: a*c - b*s may run as an FMA on a GPU (WGSL allows it), which
  * skips one product's rounding. That moves the result by at most half an ulp of each product
  * plus the final roundings, under 2 ulp(|a c| + |b s|) <= 2 ulp(2) = 4.8e-7 for inputs in
- * [-1, 1): the tolerance, absolute.
+ * [-1, 1): the tolerance, absolute (plus the norm's 1e-5 relative where q and k are normed).
  *
  * lean-test: native-only (dlopen) */
 #include "gpu_test.h"
@@ -93,46 +93,24 @@ static int64_t n_bad(const float *got, const float *want, int64_t n, float abs_t
 
 /* ---- norms and element-wise ops ---- */
 
-static void test_rmsnorm(int32_t n, int32_t rows, int32_t n_tok, bool last_only) {
-    const int64_t width = (int64_t)rows * n, total = width * n_tok;
+static void test_rmsnorm(int32_t n, int32_t n_tok, bool last_only) {
+    const int64_t total = (int64_t)n * n_tok;
     float *x = rand_floats(total), *w = rand_floats(n), *want = malloc(sizeof(float) * (size_t)total);
     float *got = calloc((size_t)total, sizeof(float));
-    for (int64_t r = 0; r < (int64_t)rows * n_tok; r++) ref_rmsnorm(want + r * n, x + r * n, w, n, 1e-5f);
+    for (int64_t t = 0; t < n_tok; t++) ref_rmsnorm(want + t * n, x + t * n, w, n, 1e-5f);
     lean_gpu_buf *step = step_buf(n_tok, 0), *bx = buf_of(x, total), *bw = buf_of(w, n), *bo = buf_of(NULL, total);
     gpu_op op = {0};
     lean_error err;
-    lean_status st = gpu_rmsnorm_create(g, step, bx, bw, bo, n, rows, 1e-5f, last_only, &op, &err);
+    lean_status st = gpu_rmsnorm_create(g, step, bx, bw, bo, n, 1e-5f, last_only, &op, &err);
     if (run_op(st, &err, &op, n_tok)) {
-        read_back(bo, got, last_only ? width : total);
-        const float *ref = last_only ? want + (n_tok - 1) * width : want;
-        CHECK(n_bad(got, ref, last_only ? width : total, 1e-6f, 1e-5f, "rmsnorm") == 0,
-              "rmsnorm n %d rows %d n_tok %d last_only %d", n, rows, n_tok, last_only);
+        read_back(bo, got, last_only ? n : total);
+        const float *ref = last_only ? want + (int64_t)(n_tok - 1) * n : want;
+        CHECK(n_bad(got, ref, last_only ? n : total, 1e-6f, 1e-5f, "rmsnorm") == 0, "rmsnorm n %d n_tok %d last_only %d",
+              n, n_tok, last_only);
     }
     gpu_op_free(&op);
     lean_gpu_buf_free(step), lean_gpu_buf_free(bx), lean_gpu_buf_free(bw), lean_gpu_buf_free(bo);
     free(x), free(w), free(want), free(got);
-}
-
-static void test_add(int32_t n, int32_t n_tok, bool per_token) {
-    const int64_t total = (int64_t)n * n_tok, ny = per_token ? total : n;
-    float *x = rand_floats(total), *y = rand_floats(ny), *got = malloc(sizeof(float) * (size_t)total);
-    lean_gpu_buf *bx = buf_of(x, total), *by = buf_of(y, ny);
-    gpu_op op = {0};
-    lean_error err;
-    lean_status st = gpu_add_create(g, bx, by, n, per_token, &op, &err);
-    if (run_op(st, &err, &op, n_tok)) {
-        read_back(bx, got, total);
-        if (per_token) {
-            for (int64_t i = 0; i < total; i++) x[i] += y[i];
-        } else {
-            ref_add_bias(x, y, n_tok, n);
-        }
-        CHECK(n_bad(got, x, total, 0, 0, "add") == 0, "add n %d n_tok %d per_token %d: not exact", n, n_tok,
-              per_token);
-    }
-    gpu_op_free(&op);
-    lean_gpu_buf_free(bx), lean_gpu_buf_free(by);
-    free(x), free(y), free(got);
 }
 
 static void test_swiglu(int32_t n, int32_t n_tok) {
@@ -153,62 +131,65 @@ static void test_swiglu(int32_t n, int32_t n_tok) {
     free(gate), free(up), free(got);
 }
 
-static void test_store_rows(int32_t n, int32_t n_ctx, int32_t n_tok, int32_t pos) {
-    float *src = rand_floats((int64_t)n * n_tok), *cache = rand_floats((int64_t)n * n_ctx);
-    float *got = malloc(sizeof(float) * (size_t)n * (size_t)n_ctx);
-    lean_gpu_buf *step = step_buf(n_tok, pos), *bs = buf_of(src, (int64_t)n * n_tok),
-                 *bc = buf_of(cache, (int64_t)n * n_ctx);
-    gpu_op op = {0};
-    lean_error err;
-    lean_status st = gpu_store_rows_create(g, step, bs, bc, n, &op, &err);
-    if (run_op(st, &err, &op, n_tok)) {
-        read_back(bc, got, (int64_t)n * n_ctx);
-        memcpy(cache + (int64_t)pos * n, src, sizeof(float) * (size_t)n * (size_t)n_tok);
-        CHECK(n_bad(got, cache, (int64_t)n * n_ctx, 0, 0, "store_rows") == 0, "store_rows n %d pos %d n_tok %d",
-              n, pos, n_tok);
-    }
-    gpu_op_free(&op);
-    lean_gpu_buf_free(step), lean_gpu_buf_free(bs), lean_gpu_buf_free(bc);
-    free(src), free(cache), free(got);
-}
-
 /* ---- position ---- */
 
 static float ulp(float x) { return nextafterf(fabsf(x), INFINITY) - fabsf(x); }
 
-static void test_rope(int32_t n_heads, int32_t head_dim, lean_rope_style style, bool factors, bool at_pos,
-                      int32_t n_tok, int32_t pos) {
-    const int32_t width = n_heads * head_dim, half = head_dim / 2, n_rows = at_pos ? pos + n_tok : n_tok;
-    float *src = rand_floats((int64_t)width * n_tok), *ff = NULL;
+/* qkv_post against forward_ref.c's steps on rows of qkv (q | k | v; pos + n_tok <= n_ctx): per
+ * head ref_rmsnorm (norm), ref_rope by ref_rope_angles' table (base 500000, llama3-like
+ * factors when asked), q in place, k and v into cache rows pos + t. Every cache row is filled
+ * first: the others must stay as they were. v is exact; q and k within the RoPE tolerance (see
+ * the top) plus, normed, SwiGLU's 1e-5 relative. */
+static void test_qkv_post(int32_t n_head, int32_t n_head_kv, int32_t head_dim, lean_rope_style style, bool factors,
+                          bool norm, int32_t n_ctx, int32_t n_tok, int32_t pos) {
+    const lean_hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim, .rope_style = style,
+                             .rms_eps = 1e-6f};
+    const int32_t qd = lean_q_dim(&hp), kvd = lean_kv_dim(&hp), W = qd + 2 * kvd, half = head_dim / 2;
+    const int64_t nq = (int64_t)n_tok * W, nc = (int64_t)n_ctx * kvd;
+    float *qkv = rand_floats(nq), *kc = rand_floats(nc), *vc = rand_floats(nc), *nw = rand_floats(2 * head_dim);
+    float *ff = NULL, *cs = malloc(sizeof(float) * (size_t)half), *sn = malloc(sizeof(float) * (size_t)half);
     if (factors) {
         ff = rand_floats(half);
         for (int32_t i = 0; i < half; i++) ff[i] = 2.5f + 1.5f * ff[i]; /* [1, 4), as llama3's */
     }
-    float *want = malloc(sizeof(float) * (size_t)width * (size_t)n_tok);
-    float *got = malloc(sizeof(float) * (size_t)width * (size_t)n_rows);
-    float *cs = malloc(sizeof(float) * (size_t)half), *sn = malloc(sizeof(float) * (size_t)half);
-    memcpy(want, src, sizeof(float) * (size_t)width * (size_t)n_tok);
-    for (int32_t t = 0; t < n_tok; t++) {
-        ref_rope_angles(cs, sn, pos + t, head_dim, 500000.0f, ff);
-        ref_rope(want + (int64_t)t * width, n_heads, head_dim, style, cs, sn);
-    }
-    lean_gpu_buf *step = step_buf(n_tok, pos), *bs = buf_of(src, (int64_t)width * n_tok),
-                 *bd = buf_of(NULL, (int64_t)width * n_rows), *bt = NULL;
-    gpu_op op = {0};
+    float *got_q = malloc(sizeof(float) * (size_t)nq), *got_k = malloc(sizeof(float) * (size_t)nc),
+          *got_v = malloc(sizeof(float) * (size_t)nc);
+    lean_gpu_buf *step = step_buf(n_tok, pos), *bq = buf_of(qkv, nq), *bk = buf_of(kc, nc), *bv = buf_of(vc, nc),
+                 *bt = NULL, *bn = NULL;
     lean_error err;
-    lean_status st = gpu_rope_table_create(g, pos + n_tok, head_dim, 500000.0f, ff, &bt, &err);
-    CHECK(st == LEAN_OK, "rope table: %s", err.msg);
-    if (st == LEAN_OK) st = gpu_rope_create(g, step, bs, bd, bt, n_heads, head_dim, style, at_pos, &op, &err);
-    if (bt && run_op(st, &err, &op, n_tok)) {
-        read_back(bd, got, (int64_t)width * n_rows);
-        const float *row0 = got + (at_pos ? (int64_t)pos * width : 0);
-        CHECK(n_bad(row0, want, (int64_t)width * n_tok, 2.0f * ulp(2.0f), 0, "rope") == 0, /* see the top */
-              "rope heads %d head_dim %d %s factors %d at_pos %d n_tok %d pos %d", n_heads, head_dim,
-              style == LEAN_ROPE_NEOX ? "neox" : "norm", factors, at_pos, n_tok, pos);
+    lean_status st = gpu_rope_table_create(g, n_ctx, head_dim, 500000.0f, ff, &bt, &err);
+    if (st == LEAN_OK && norm) st = lean_gpu_buf_create(g, 8 * (uint64_t)head_dim, LEAN_GPU_UNIFORM, "norms", &bn, &err);
+    if (st == LEAN_OK && norm) st = lean_gpu_buf_write(g, bn, 0, nw, 8 * (uint64_t)head_dim, &err);
+    gpu_op op = {0};
+    if (st == LEAN_OK) st = gpu_qkv_post_create(g, &hp, step, bq, bk, bv, bt, bn, &op, &err);
+    if (run_op(st, &err, &op, n_tok)) {
+        read_back(bq, got_q, nq);
+        read_back(bk, got_k, nc);
+        read_back(bv, got_v, nc);
+        for (int32_t t = 0; t < n_tok; t++) { /* the reference, in place in qkv, kc, vc */
+            float *q = qkv + (int64_t)t * W, *k = q + qd, *krow = kc + (int64_t)(pos + t) * kvd;
+            for (int32_t h = 0; norm && h < n_head + n_head_kv; h++)
+                ref_rmsnorm(q + (int64_t)h * head_dim, q + (int64_t)h * head_dim, nw + (h < n_head ? 0 : head_dim),
+                            head_dim, hp.rms_eps);
+            ref_rope_angles(cs, sn, pos + t, head_dim, 500000.0f, ff);
+            ref_rope(q, n_head, head_dim, style, cs, sn);
+            ref_rope(k, n_head_kv, head_dim, style, cs, sn);
+            memcpy(krow, k, sizeof(float) * (size_t)kvd);
+            memcpy(vc + (int64_t)(pos + t) * kvd, k + kvd, sizeof(float) * (size_t)kvd);
+            memcpy(got_q + (int64_t)t * W + qd, k, sizeof(float) * 2 * (size_t)kvd); /* k and v stay unchecked in qkv */
+        }
+        const float rope_tol = 2.0f * ulp(2.0f), rel = norm ? 1e-5f : 0;
+        CHECK(n_bad(got_q, qkv, nq, rope_tol, rel, "qkv_post q") == 0 &&
+                  n_bad(got_k, kc, nc, rope_tol, rel, "qkv_post k") == 0 && n_bad(got_v, vc, nc, 0, 0, "qkv_post v") == 0,
+              "qkv_post heads %d/%d head_dim %d %s factors %d norm %d n_ctx %d n_tok %d pos %d", n_head, n_head_kv,
+              head_dim, style == LEAN_ROPE_NEOX ? "neox" : "norm", factors, norm, n_ctx, n_tok, pos);
+    } else {
+        CHECK(st == LEAN_OK, "qkv_post: %s", err.msg);
     }
     gpu_op_free(&op);
-    lean_gpu_buf_free(step), lean_gpu_buf_free(bs), lean_gpu_buf_free(bd), lean_gpu_buf_free(bt);
-    free(src), free(ff), free(want), free(got), free(cs), free(sn);
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bq), lean_gpu_buf_free(bk), lean_gpu_buf_free(bv),
+        lean_gpu_buf_free(bt), lean_gpu_buf_free(bn);
+    free(qkv), free(kc), free(vc), free(nw), free(ff), free(cs), free(sn), free(got_q), free(got_k), free(got_v);
 }
 
 /* A table past the storage binding limit is refused, naming n_ctx, before anything is made. */
@@ -225,14 +206,15 @@ static void test_rope_table_limit(void) {
 
 /* ---- attention ---- */
 
-/* att (n_tok, q_dim): forward_ref.c's attend_token for every token and head. */
-static void ref_attention(float *att, const float *q, const float *kc, const float *vc, const lean_hparams *hp,
-                          int32_t n_tok, int32_t pos, float *scores) {
+/* att (n_tok, q_dim): forward_ref.c's attend_token for every token and head; q's rows are
+ * q_stride floats apart. */
+static void ref_attention(float *att, const float *q, int32_t q_stride, const float *kc, const float *vc,
+                          const lean_hparams *hp, int32_t n_tok, int32_t pos, float *scores) {
     const int32_t hd = hp->head_dim, kvd = lean_kv_dim(hp), qd = lean_q_dim(hp), group = hp->n_head / hp->n_head_kv;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < hp->n_head; h++) {
-            const float *qh = q + (int64_t)t * qd + (int64_t)h * hd;
+            const float *qh = q + (int64_t)t * q_stride + (int64_t)h * hd;
             const int64_t off = (int64_t)(h / group) * hd;
             float *out = att + (int64_t)t * qd + (int64_t)h * hd;
             for (int32_t j = 0; j <= pos + t; j++) scores[j] = ref_dot(qh, kc + (int64_t)j * kvd + off, hd) * scale;
@@ -248,18 +230,21 @@ static void ref_attention(float *att, const float *q, const float *kc, const flo
 static void test_attention(int32_t head_dim, int32_t n_head, int32_t n_head_kv, int32_t n_ctx, int32_t n_tok,
                            int32_t pos) {
     const lean_hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim};
-    const int64_t qn = (int64_t)n_tok * lean_q_dim(&hp), cn = (int64_t)n_ctx * lean_kv_dim(&hp);
+    /* q in the forward pass's rows of q | k | v: q_stride = q_dim + 2 kv_dim */
+    const int32_t q_stride = lean_q_dim(&hp) + 2 * lean_kv_dim(&hp);
+    const int64_t qn = (int64_t)n_tok * lean_q_dim(&hp), cn = (int64_t)n_ctx * lean_kv_dim(&hp),
+                  qin = (int64_t)n_tok * q_stride;
     /* every cache row is filled: rows past pos + t must not count */
-    float *q = rand_floats(qn), *kc = rand_floats(cn), *vc = rand_floats(cn);
-    for (int64_t i = 0; i < qn; i++) q[i] *= 3.0f; /* sharper softmax */
+    float *q = rand_floats(qin), *kc = rand_floats(cn), *vc = rand_floats(cn);
+    for (int64_t i = 0; i < qin; i++) q[i] *= 3.0f; /* sharper softmax */
     float *want = malloc(sizeof(float) * (size_t)qn), *got = malloc(sizeof(float) * (size_t)qn);
     float *scores = malloc(sizeof(float) * (size_t)n_ctx);
-    ref_attention(want, q, kc, vc, &hp, n_tok, pos, scores);
-    lean_gpu_buf *step = step_buf(n_tok, pos), *bq = buf_of(q, qn), *bk = buf_of(kc, cn), *bv = buf_of(vc, cn),
+    ref_attention(want, q, q_stride, kc, vc, &hp, n_tok, pos, scores);
+    lean_gpu_buf *step = step_buf(n_tok, pos), *bq = buf_of(q, qin), *bk = buf_of(kc, cn), *bv = buf_of(vc, cn),
                  *bo = buf_of(NULL, (int64_t)gpu_attention_out_floats(&hp, n_ctx, n_tok));
     gpu_attention a = {0};
     lean_error err;
-    lean_status st = gpu_attention_create(g, &hp, n_tok, step, bq, bk, bv, bo, &a, &err);
+    lean_status st = gpu_attention_create(g, &hp, n_tok, step, bq, q_stride, bk, bv, bo, &a, &err);
     CHECK(st == LEAN_OK, "attention: %s", err.msg);
     lean_gpu_cmd *c = NULL;
     if (st == LEAN_OK) st = lean_gpu_begin(g, &c, &err);
@@ -310,25 +295,21 @@ int main(void) {
     const int32_t widths[] = {1, 64, 100, 896}, toks[] = {1, 7, 65};
     for (size_t i = 0; i < 4; i++)
         for (size_t j = 0; j < 3; j++) {
-            test_rmsnorm(widths[i], 1, toks[j], false);
-            test_add(widths[i], toks[j], true);
-            test_add(widths[i], toks[j], false);
+            test_rmsnorm(widths[i], toks[j], false);
             test_swiglu(widths[i], toks[j]);
         }
-    test_rmsnorm(64, 14, 7, false);  /* per-head: qwen3's q norm, 14 heads */
-    test_rmsnorm(128, 2, 65, false); /* and k norm */
-    test_rmsnorm(896, 1, 65, true);  /* the final norm: last token only */
-    test_rmsnorm(100, 1, 1, true);
-    test_store_rows(128, 96, 65, 31);
-    test_store_rows(48, 96, 1, 95);
+    test_rmsnorm(896, 65, true); /* the final norm: last token only */
+    test_rmsnorm(100, 1, true);
 
     for (int style = 0; style < 2; style++)
         for (int factors = 0; factors < 2; factors++) {
             const lean_rope_style rs = style ? LEAN_ROPE_NEOX : LEAN_ROPE_NORM;
-            test_rope(14, 64, rs, factors, false, 7, 0);
-            test_rope(2, 128, rs, factors, true, 65, 4031); /* near n_ctx 4096 */
-            test_rope(3, 64, rs, factors, true, 1, 4095);
+            test_qkv_post(14, 2, 64, rs, factors, false, 16, 7, 0);
+            test_qkv_post(2, 2, 128, rs, factors, true, 4096, 65, 4031); /* near n_ctx 4096 */
+            test_qkv_post(3, 1, 64, rs, factors, !factors, 4096, 1, 4095);
         }
+    test_qkv_post(4, 2, 80, LEAN_ROPE_NEOX, false, true, 40, 23, 10); /* a head_dim past WG, no power of two */
+    test_qkv_post(2, 1, 256, LEAN_ROPE_NORM, false, true, 8, 3, 5);   /* 4 elements a lane */
     test_rope_table_limit();
 
     /* head_dim, heads, KV heads, n_ctx, n_tok, pos */

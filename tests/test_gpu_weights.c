@@ -19,6 +19,10 @@
  *   order       the tiled kernel's sum does not depend on n_tok: the first 7 tokens of a
  *               65-token call equal a 7-token call bit for bit.
  *   bounds      x and y bound at an aligned offset; y outside the call's tokens is not written.
+ *   modes       gpu_weight_upload_stacked's [gate; up] equal to the two matrices' outputs bit
+ *               for bit, every format; the output modes (ADD, BIAS exact; SWIGLU; a strided
+ *               column) over those outputs on three formats (test_modes says how); the
+ *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
@@ -26,6 +30,7 @@
 #include "gpu_test.h"
 
 #include "formats.h"
+#include "ops.h"
 #include "weights.h"
 
 #include <math.h>
@@ -137,6 +142,7 @@ fail:
 }
 static void record_matmul(lean_gpu_cmd *c, const void *m, int32_t n) { gpu_matmul_record(c, m, n); }
 static void record_get_rows(lean_gpu_cmd *c, const void *gr, int32_t n) { gpu_get_rows_record(c, gr, n); }
+static void record_op(lean_gpu_cmd *c, const void *op, int32_t n) { gpu_op_record(c, op, n); }
 
 /* ---- checks ---- */
 
@@ -221,7 +227,7 @@ static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *st
     lean_error err;
     lean_status st = lean_gpu_buf_write(G, xb, off, x, nx * 4, &err);
     if (!st) st = lean_gpu_buf_write(G, yb, 0, fill, off + ny * 4, &err);
-    if (!st) st = gpu_matmul_create(G, gw, max_tok, step, xb, off, yb, off, &mm, &err);
+    if (!st) st = gpu_matmul_create(G, gw, max_tok, step, &(gpu_mm_in){.x = xb, .offset = off}, &(gpu_mm_out){.y = yb, .offset = off}, &mm, &err);
     CHECK(st == LEAN_OK, "matmul_create %s: %s", name, err.msg);
     for (int i = 0; st == LEAN_OK && i < n_n; i++) {
         const int32_t n = n_toks[i];
@@ -299,7 +305,7 @@ static void test_many_groups(lean_gpu_buf *step) {
     lean_error err;
     lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
     if (!st) st = lean_gpu_buf_write(G, xb, 0, &x, 4, &err);
-    if (!st) st = gpu_matmul_create(G, &gw, 1, NULL, xb, 0, yb, 0, &mm, &err);
+    if (!st) st = gpu_matmul_create(G, &gw, 1, NULL, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, &mm, &err);
     CHECK(st == LEAN_OK, "many groups: %s", err.msg);
     const bool ran = st == LEAN_OK && run_step(step, record_matmul, mm, 1) && !lean_gpu_buf_read(G, yb, 0, y, rows * 4, &err);
     const double e = ran ? matmul_error(&m, &x, y, 1) : INFINITY;
@@ -309,6 +315,154 @@ static void test_many_groups(lean_gpu_buf *step) {
     lean_gpu_buf_free(xb);
     lean_gpu_buf_free(yb);
     free(y);
+    matrix_free(&m);
+}
+
+/* ---- output modes and stacking ---- */
+
+/* Runs w x on the n_tok tokens of in through a matmul writing as out says (max_tok 65); reads
+ * y's first n floats into got. */
+static bool run_out(const gpu_weight *w, lean_gpu_buf *step, const gpu_mm_in *in, const gpu_mm_out *out, int32_t n_tok,
+                    float *got, uint64_t n) {
+    gpu_matmul *mm = NULL;
+    lean_error err;
+    lean_status st = gpu_matmul_create(G, w, 65, step, in, out, &mm, &err);
+    CHECK(st == LEAN_OK, "matmul mode %d: %s", (int)out->mode, err.msg);
+    const bool ok = st == LEAN_OK && run_step(step, record_matmul, mm, n_tok) &&
+                    !lean_gpu_buf_read(G, out->y, 0, got, n * 4, &err);
+    gpu_matmul_free(mm);
+    return ok;
+}
+
+static bool same_or_near(float got, float want, float rel) {
+    return bits_of(got) == bits_of(want) || fabsf(got - want) <= 1e-6f + rel * fabsf(want);
+}
+
+/* [gate; up] of `type` (67 rows each, ragged for every tile) stacked into one weight: plain
+ * outputs equal the two matrices' own bit for bit; then each mode against its expression over
+ * those outputs — ADD (y0 + a) and BIAS (a + b) exact, SWIGLU within SwiGLU's 1e-5 (exp is the
+ * device's) — and a strided output at a column leaving the rest of y untouched. */
+static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
+    enum { R = 67, T = 65, STRIDE = R + 5, COL = 3, NY = T * 2 * R }; /* NY: y's floats, >= T * STRIDE */
+    const lean_type_traits *tr = lean_type_traits_get(type);
+    const int64_t cols = tr->block_elems == 256 ? 512 : 96;
+    matrix gate, up;
+    matrix_make(&gate, type, R, cols);
+    matrix_make(&up, type, R, cols);
+    const lean_tensor *ts[2] = {&gate.t, &up.t};
+    gpu_weight wg = {0}, wu = {0}, ws = {0};
+    lean_error err;
+    lean_status st = gpu_weight_upload(G, &gate.t, &wg, &err);
+    if (!st) st = gpu_weight_upload(G, &up.t, &wu, &err);
+    if (!st) st = gpu_weight_upload_stacked(G, ts, 2, "gate+up", &ws, &err);
+    CHECK(st == LEAN_OK && ws.rows == 2 * R, "stacked %s: %s", tr->name, err.msg);
+    float *x = malloc(sizeof(float) * T * cols), *y0 = malloc(sizeof(float) * NY), *b = malloc(sizeof(float) * 2 * R);
+    float *a = malloc(sizeof(float) * T * 2 * R), *ag = malloc(sizeof(float) * T * R), *au = malloc(sizeof(float) * T * R),
+          *got = malloc(sizeof(float) * NY);
+    for (int64_t i = 0; i < T * cols; i++) x[i] = rnd_unit();
+    for (int64_t i = 0; i < NY; i++) y0[i] = rnd_unit();
+    for (int64_t i = 0; i < 2 * R; i++) b[i] = rnd_unit();
+    lean_gpu_buf *xb = buf_new(T * cols * 4, LEAN_GPU_STORAGE), *yb = buf_new(NY * 4, LEAN_GPU_STORAGE),
+                 *bb = buf_new(2 * R * 4, LEAN_GPU_STORAGE);
+    if (!st) st = lean_gpu_buf_write(G, xb, 0, x, T * cols * 4, &err);
+    if (!st) st = lean_gpu_buf_write(G, bb, 0, b, 2 * R * 4, &err);
+    static const int32_t n_toks[] = {1, 7, 65};
+    const gpu_mm_in in = {.x = xb};
+    for (int k = 0; st == LEAN_OK && k < 3; k++) {
+        const int32_t n = n_toks[k];
+        const int64_t na = (int64_t)n * 2 * R;
+        if (!run_out(&ws, step, &in, &(gpu_mm_out){.y = yb}, n, a, na) ||
+            !run_out(&wg, step, &in, &(gpu_mm_out){.y = yb}, n, ag, (uint64_t)n * R) ||
+            !run_out(&wu, step, &in, &(gpu_mm_out){.y = yb}, n, au, (uint64_t)n * R))
+            break;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < na; i++) {
+            const int64_t t = i / (2 * R), r = i % (2 * R);
+            bad += bits_of(a[i]) != bits_of(r < R ? ag[t * R + r] : au[t * R + r - R]);
+        }
+        CHECK(bad == 0, "stacked %s n_tok %d: %lld outputs differ from the matrices' own", tr->name, n, (long long)bad);
+        if (!all_modes) continue;
+        bad = 0;
+        if (lean_gpu_buf_write(G, yb, 0, y0, (uint64_t)na * 4, &err) ||
+            !run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_ADD}, n, got, na))
+            break;
+        for (int64_t i = 0; i < na; i++) bad += bits_of(got[i]) != bits_of(y0[i] + a[i]);
+        CHECK(bad == 0, "%s n_tok %d ADD: %lld outputs are not y + W x", tr->name, n, (long long)bad);
+        if (!run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_BIAS, .bias = bb}, n, got, na)) break;
+        for (int64_t i = 0; i < na; i++) bad += bits_of(got[i]) != bits_of(a[i] + b[i % (2 * R)]);
+        CHECK(bad == 0, "%s n_tok %d BIAS: %lld outputs are not W x + b", tr->name, n, (long long)bad);
+        if (!run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_SWIGLU}, n, got, (uint64_t)n * R)) break;
+        for (int64_t i = 0; i < (int64_t)n * R; i++) {
+            const float g = ag[i], u = au[i];
+            bad += !same_or_near(got[i], g / (1.0f + expf(-g)) * u, 1e-5f);
+        }
+        CHECK(bad == 0, "%s n_tok %d SWIGLU: %lld outputs are not silu(gate) * up", tr->name, n, (long long)bad);
+        memset(y0, 0xff, sizeof(float) * T * STRIDE);
+        if (lean_gpu_buf_write(G, yb, 0, y0, T * STRIDE * 4, &err) ||
+            !run_out(&wg, step, &in, &(gpu_mm_out){.y = yb, .col = COL, .stride = STRIDE}, n, got, T * STRIDE))
+            break;
+        for (int64_t i = 0; i < T * STRIDE; i++) {
+            const int64_t t = i / STRIDE, o = i % STRIDE - COL;
+            const bool mine = t < n && o >= 0 && o < R;
+            bad += bits_of(got[i]) != (mine ? bits_of(ag[t * R + o]) : 0xffffffffu);
+        }
+        CHECK(bad == 0, "%s n_tok %d: %lld floats wrong with stride %d, column %d", tr->name, n, (long long)bad, STRIDE, COL);
+        for (int64_t i = 0; i < NY; i++) y0[i] = rnd_unit();
+    }
+    /* types that differ do not stack */
+    matrix other;
+    matrix_make(&other, type == LEAN_TYPE_F32 ? LEAN_TYPE_F16 : LEAN_TYPE_F32, R, cols);
+    const lean_tensor *mixed[2] = {&gate.t, &other.t};
+    gpu_weight none = {0};
+    CHECK(gpu_weight_upload_stacked(G, mixed, 2, "mixed", &none, &err) == LEAN_ERR_UNSUPPORTED && !none.buf,
+          "stacking two formats: %s", err.msg);
+    matrix_free(&other);
+    gpu_weight_free(&wg), gpu_weight_free(&wu), gpu_weight_free(&ws);
+    lean_gpu_buf_free(xb), lean_gpu_buf_free(yb), lean_gpu_buf_free(bb);
+    free(x), free(y0), free(b), free(a), free(ag), free(au), free(got);
+    matrix_free(&gate), matrix_free(&up);
+}
+
+/* The normed input (gpu_mm_in.norm: decode's matmuls RMS-norm their input themselves) equals
+ * the unfused path bit for bit — rmsnorm.wgsl's op, then the plain matmul — alone and with a
+ * bias bound before the norm weight; cols not a multiple of 4 pad the uniform. */
+static void test_normed_input(uint32_t type, int64_t cols, lean_gpu_buf *step) {
+    enum { R = 67 };
+    matrix m;
+    matrix_make(&m, type, R, cols);
+    const uint64_t norm_bytes = ((uint64_t)cols * 4 + 15) & ~(uint64_t)15;
+    float *x = malloc(sizeof(float) * cols), *w = calloc(norm_bytes / 4, sizeof(float)), *b = malloc(sizeof(float) * R);
+    float *plain = malloc(sizeof(float) * R), *got = malloc(sizeof(float) * R);
+    for (int64_t i = 0; i < cols; i++) x[i] = 3.0f * rnd_unit(), w[i] = rnd_unit();
+    for (int64_t i = 0; i < R; i++) b[i] = rnd_unit();
+    gpu_weight gw = {0};
+    lean_gpu_buf *xb = buf_new(cols * 4, LEAN_GPU_STORAGE), *xn = buf_new(65 * cols * 4, LEAN_GPU_STORAGE), /* max_tok 65 */
+                 *wb = buf_new(norm_bytes, LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM), *bb = buf_new(R * 4, LEAN_GPU_STORAGE),
+                 *yb = buf_new(65 * R * 4, LEAN_GPU_STORAGE); /* max_tok 65 */
+    gpu_op norm = {0};
+    lean_error err;
+    lean_status st = gpu_weight_upload(G, &m.t, &gw, &err);
+    if (!st) st = lean_gpu_buf_write(G, xb, 0, x, cols * 4, &err);
+    if (!st) st = lean_gpu_buf_write(G, wb, 0, w, norm_bytes, &err);
+    if (!st) st = lean_gpu_buf_write(G, bb, 0, b, R * 4, &err);
+    if (!st) st = gpu_rmsnorm_create(G, step, xb, wb, xn, (int32_t)cols, 1e-5f, false, &norm, &err);
+    CHECK(st == LEAN_OK, "normed input %s: %s", lean_type_traits_get(type)->name, err.msg);
+    const gpu_mm_in in = {.x = xn, .raw = xb, .norm = wb, .eps = 1e-5f};
+    if (st == LEAN_OK && run_step(step, record_op, &norm, 1) &&
+        run_out(&gw, step, &(gpu_mm_in){.x = xn}, &(gpu_mm_out){.y = yb}, 1, plain, R) &&
+        run_out(&gw, step, &in, &(gpu_mm_out){.y = yb}, 1, got, R)) {
+        CHECK(memcmp(plain, got, R * 4) == 0, "normed input %s x %lld: differs from rmsnorm then matmul",
+              lean_type_traits_get(type)->name, (long long)cols);
+        if (run_out(&gw, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_BIAS, .bias = bb}, 1, got, R)) {
+            int bad = 0;
+            for (int i = 0; i < R; i++) bad += bits_of(got[i]) != bits_of(plain[i] + b[i]);
+            CHECK(bad == 0, "normed input %s with a bias: %d outputs differ", lean_type_traits_get(type)->name, bad);
+        }
+    }
+    gpu_op_free(&norm);
+    gpu_weight_free(&gw);
+    lean_gpu_buf_free(xb), lean_gpu_buf_free(xn), lean_gpu_buf_free(wb), lean_gpu_buf_free(bb), lean_gpu_buf_free(yb);
+    free(x), free(w), free(b), free(plain), free(got);
     matrix_free(&m);
 }
 
@@ -339,10 +493,10 @@ static void test_errors(lean_gpu_buf *step) {
     lean_gpu_buf *xb = buf_new(4 * 32 * 4, LEAN_GPU_STORAGE), *yb = buf_new(4 * 4 * 4 - 4, LEAN_GPU_STORAGE);
     gpu_matmul *mm = NULL;
     if (gpu_weight_upload(G, &m.t, &gw, &err) == LEAN_OK) {
-        CHECK(gpu_matmul_create(G, &gw, 4, step, xb, 0, yb, 0, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
+        CHECK(gpu_matmul_create(G, &gw, 4, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
               "small y: %s", err.msg);
         if (lean_gpu_get_info(G)->min_storage_offset_align > 4)
-            CHECK(gpu_matmul_create(G, &gw, 1, step, xb, 4, yb, 0, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
+            CHECK(gpu_matmul_create(G, &gw, 1, step, &(gpu_mm_in){.x = xb, .offset = 4}, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,
                   "misaligned x: %s", err.msg);
     } else {
         CHECK(false, "upload: %s", err.msg);
@@ -360,6 +514,11 @@ int main(void) {
                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
                                      LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_format(types[i], step);
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        test_modes(types[i], step, types[i] == LEAN_TYPE_F32 || types[i] == LEAN_TYPE_Q4_0 || types[i] == LEAN_TYPE_Q6_K);
+    test_normed_input(LEAN_TYPE_F32, 131, step);
+    test_normed_input(LEAN_TYPE_Q4_K, 512, step);
+    test_normed_input(LEAN_TYPE_Q6_K, 256, step);
     test_repack_pieces(step);
     test_many_groups(step);
     test_errors(step);

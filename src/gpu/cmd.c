@@ -73,7 +73,10 @@ void lean_gpu_dispatch(lean_gpu_cmd *c, lean_gpu_pipeline *p, lean_gpu_bindgroup
         c->group = bg;
     }
     w->ComputePassEncoderDispatchWorkgroups(c->pass, x, y, z);
+    c->g->dispatches++;
 }
+
+uint64_t lean_gpu_dispatch_count(const lean_gpu *g) { return g->dispatches; }
 
 void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean_gpu_buf *dst, uint64_t dst_offset,
                    uint64_t size) {

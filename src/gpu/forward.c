@@ -14,13 +14,22 @@
  * steps on the GPU: each step decodes the id drawn last (its embedding reads it from the id
  * buffer the sampler wrote), draws the next with sample.h's sampler, and copies the id into a
  * mappable slot; the host maps a slot at a time while later steps run (section "generation").
- * What it does not: check ids (lean_ctx does), fuse ops.
+ * What it does not: check ids (lean_ctx does).
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
- *   rmsnorm [x -> xn]; Wq, Wk, Wv [xn -> q_raw, k_new, v_new]; + bq, bk, bv (qwen2);
- *   per-head rmsnorm [q_raw -> q_hn, k_new -> k_hn] (qwen3); RoPE [-> q; -> key cache row pos+t];
- *   value write [v_new -> value cache row pos+t]; attention [q, cache -> att]; Wo [att -> proj];
- *   x += proj; rmsnorm [x -> xn]; Wgate, Wup [-> gate, up]; SwiGLU; Wdown [gate -> proj]; x += proj.
+ *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
+ *     matmul itself in decode (n_embd <= 4096), qwen2's biases added by it; Wq, Wk, Wv as three
+ *     matmuls into qkv's columns when their formats differ
+ *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
+ *     value write [v -> value cache row pos+t]
+ *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_CHUNK keys in decode)
+ *   4 Wo [x += Wo att: the residual add is the matmul's]
+ *   5 [Wgate; Wup] with SwiGLU [x -> gate], the FFN RMSNorm in the matmul as in 1 (Wgate, Wup,
+ *     SwiGLU when their formats differ)
+ *   6 Wdown [x += Wdown gate]
+ * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
+ * decode past n_embd 4096 (the norm weight is read as a uniform). A decode step is then
+ * 6 n_layer + 4 dispatches (embedding; final norm, logits, argmax).
  *
  * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
@@ -60,20 +69,24 @@ typedef struct gpu_gen {
     int32_t ready[GEN_GREEDY_BLOCK];
 } gpu_gen;
 
-enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, N_MATRICES };
+/* Stacked matrices (gpu_weight_upload_stacked), used when their parts share a format:
+ * W_QKV = [Wq; Wk; Wv], one matmul into qkv; W_GATE_UP = [Wgate; Wup], one SWIGLU matmul. The
+ * parts stay empty then (and the stack when they do not: q4_k_m's Wv is Q6_K on some layers). */
+enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP, N_MATRICES };
 
 typedef struct gpu_layer {
     gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
     gpu_matmul *mm[N_MATRICES];
-    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32 */
-    lean_gpu_buf *bq, *bk, *bv;    /* qwen2: (q_dim), (kv_dim) x2 F32 */
-    lean_gpu_buf *q_norm, *k_norm; /* qwen3: (head_dim) F32 */
+    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32, storage and uniform (decode's matmuls read it) */
+    lean_gpu_buf *bqkv;    /* qwen2: (q_dim + 2 kv_dim) F32, bq | bk | bv, as qkv's rows */
+    lean_gpu_buf *qk_norm; /* qwen3: (2, head_dim) F32 q_norm, k_norm; a uniform (qkv_post) */
     /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
      * per layer, so no binding exceeds the storage binding limit for long contexts */
     lean_gpu_buf *k_cache, *v_cache;
-    gpu_op norm_attn, bias[3], norm_q, norm_k, rope_q, rope_k, store_v, add_attn;
-    gpu_op norm_ffn, swiglu, add_ffn;
+    gpu_op norm_attn, qkv_post; /* norm_attn, norm_ffn: prefill's only where norm_in_matmul */
+    gpu_op norm_ffn, swiglu; /* swiglu: only without W_GATE_UP */
     gpu_attention attn;
+    bool norm_in_matmul; /* decode's Q, K, V and gate, up matmuls norm their input themselves */
 } gpu_layer;
 
 /* One sequence on one device. B = n_batch; widths as in forward_ref.c. */
@@ -88,9 +101,8 @@ struct lean_backend_state {
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
     lean_gpu_buf *ids;          /* (B) u32 */
-    lean_gpu_buf *x, *xn, *proj; /* (B, n_embd) residual, normed input, Wo / Wdown output */
-    lean_gpu_buf *q_raw, *q_hn, *q; /* (B, q_dim) Wq output, after head norm, after RoPE */
-    lean_gpu_buf *k_new, *k_hn, *v_new; /* (B, kv_dim) */
+    lean_gpu_buf *x, *xn;       /* (B, n_embd) residual (Wo and Wdown add into it), normed input */
+    lean_gpu_buf *qkv;          /* (B, q_dim + 2 kv_dim): q | k | v per token; q roped in place */
     lean_gpu_buf *att;          /* (B, q_dim) + attention partials (gpu_attention_out_floats) */
     lean_gpu_buf *gate, *up;    /* (B, n_ff) */
     lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
@@ -111,12 +123,9 @@ static void free_layer(gpu_layer *L) {
         gpu_matmul_free(L->mm[i]);
         gpu_weight_free(&L->w[i]);
     }
-    lean_gpu_buf *bufs[] = {L->attn_norm, L->ffn_norm, L->bq, L->bk, L->bv, L->q_norm, L->k_norm,
-                            L->k_cache, L->v_cache};
+    lean_gpu_buf *bufs[] = {L->attn_norm, L->ffn_norm, L->bqkv, L->qk_norm, L->k_cache, L->v_cache};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
-    gpu_op *ops[] = {&L->norm_attn, &L->bias[0], &L->bias[1], &L->bias[2], &L->norm_q, &L->norm_k,
-                     &L->rope_q, &L->rope_k, &L->store_v, &L->add_attn, &L->norm_ffn, &L->swiglu,
-                     &L->add_ffn};
+    gpu_op *ops[] = {&L->norm_attn, &L->qkv_post, &L->norm_ffn, &L->swiglu};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) gpu_op_free(ops[i]);
     gpu_attention_free(&L->attn);
 }
@@ -133,10 +142,9 @@ static void gpu_destroy(lean_backend_state *s) {
     gpu_op_free(&s->argmax);
     gpu_weight_free(&s->tok_embd);
     gpu_weight_free(&s->output);
-    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1, s->ids,   s->x,
-                            s->xn,          s->proj,       s->q_raw, s->q_hn, s->q,     s->k_new,
-                            s->k_hn,        s->v_new,      s->att,  s->gate,  s->up,    s->x_last,
-                            s->logits,      s->next_id};
+    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1,  s->ids,    s->x,   s->xn,
+                            s->qkv,         s->att,        s->gate, s->up,     s->x_last, s->logits,
+                            s->next_id};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_gpu_close(s->g);
     lean_free(s);
@@ -152,103 +160,136 @@ static lean_status new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const 
     return lean_gpu_buf_create(s->g, bytes, LEAN_GPU_STORAGE, label, out, err);
 }
 
-/* An F32 tensor as a storage buffer; *out stays NULL when t is absent. */
-static lean_status upload_f32(lean_backend_state *s, const lean_tensor *t, lean_gpu_buf **out, lean_error *err) {
-    if (!t->data) return LEAN_OK;
-    lean_status st = lean_gpu_buf_create(s->g, t->n_bytes, LEAN_GPU_STORAGE, t->name, out, err);
-    return st ? st : lean_gpu_buf_write(s->g, *out, 0, t->data, t->n_bytes, err);
+/* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE and/or
+ * UNIFORM), its size rounded up to 16 bytes (uniform arrays are of vec4s); *out stays NULL when
+ * ts[0] is absent (the model has all of them or none). */
+static lean_status upload_f32(lean_backend_state *s, const lean_tensor *const *ts, int n, unsigned usage,
+                              lean_gpu_buf **out, lean_error *err) {
+    if (!ts[0]->data) return LEAN_OK;
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += ts[i]->n_bytes;
+    lean_status st = lean_gpu_buf_create(s->g, (bytes + 15) & ~(uint64_t)15, usage, ts[0]->name, out, err);
+    for (uint64_t i = 0, at = 0; !st && i < (uint64_t)n; at += ts[i]->n_bytes, i++)
+        st = lean_gpu_buf_write(s->g, *out, at, ts[i]->data, ts[i]->n_bytes, err);
+    return st;
 }
 
 static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const uint64_t B = (uint64_t)s->n_batch, d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp),
                    kvd = (uint64_t)lean_kv_dim(hp), ff = (uint64_t)hp->n_ff;
-    const bool qk_norm = s->m->layers[0].q_norm.data != NULL;
     lean_status st;
     if ((st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step", &s->step, err)) ||
         (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step1", &s->step1, err)) ||
         (st = lean_gpu_buf_write(s->g, s->step1, 0, (const uint32_t[4]){1, 0, 0, 0}, 16, err)) ||
         (st = new_buf(s, B, 1, "ids", &s->ids, err)) || (st = new_buf(s, B, d, "x", &s->x, err)) ||
-        (st = new_buf(s, B, d, "xn", &s->xn, err)) || (st = new_buf(s, B, d, "proj", &s->proj, err)) ||
-        (st = new_buf(s, B, qd, "q_raw", &s->q_raw, err)) || (st = new_buf(s, B, qd, "q", &s->q, err)) ||
-        (st = new_buf(s, B, kvd, "k_new", &s->k_new, err)) ||
-        (st = new_buf(s, B, kvd, "v_new", &s->v_new, err)) ||
+        (st = new_buf(s, B, d, "xn", &s->xn, err)) ||
+        (st = new_buf(s, B, qd + 2 * kvd, "qkv", &s->qkv, err)) ||
         (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
         (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
         (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
         (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
         (st = new_buf(s, 1, 1, "next_id", &s->next_id, err)))
         return st;
-    if (qk_norm && ((st = new_buf(s, B, qd, "q_hn", &s->q_hn, err)) ||
-                    (st = new_buf(s, B, kvd, "k_hn", &s->k_hn, err))))
-        return st;
     return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
                                  &s->rope_table, err);
 }
 
-/* The attention half's kernels of layer il (see the list at the top). */
+/* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
+ * itself from x where the weight fits a uniform (gpu_mm_in). */
+static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, lean_gpu_buf *norm) {
+    if (!L->norm_in_matmul) return (gpu_mm_in){.x = s->xn};
+    return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};
+}
+
+/* The attention half's kernels of layer il (see the list at the top): Q, K and V into qkv's
+ * rows, as one matmul when stacked, else three writing their columns. */
 static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), B = s->n_batch;
-    lean_gpu_buf *mm_out[] = {s->q_raw, s->k_new, s->v_new};
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, 1, hp->rms_eps, false,
+    const uint32_t row = (uint32_t)(qd + 2 * kvd);
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, hp->rms_eps, false,
                                         &L->norm_attn, err);
-    for (int i = W_Q; !st && i <= W_V; i++)
-        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, s->xn, 0, mm_out[i], 0, &L->mm[i], err);
-    lean_gpu_buf *bias[] = {L->bq, L->bk, L->bv};
-    const int32_t width[] = {qd, kvd, kvd};
-    for (int i = 0; !st && i < 3 && bias[i]; i++)
-        st = gpu_add_create(s->g, mm_out[i], bias[i], width[i], false, &L->bias[i], err);
-    lean_gpu_buf *q_in = s->q_raw, *k_in = s->k_new;
-    if (!st && L->q_norm) {
-        q_in = s->q_hn;
-        k_in = s->k_hn;
-        st = gpu_rmsnorm_create(s->g, s->step, s->q_raw, L->q_norm, s->q_hn, hp->head_dim, hp->n_head,
-                                hp->rms_eps, false, &L->norm_q, err);
-        if (!st)
-            st = gpu_rmsnorm_create(s->g, s->step, s->k_new, L->k_norm, s->k_hn, hp->head_dim, hp->n_head_kv,
-                                    hp->rms_eps, false, &L->norm_k, err);
+    const gpu_mm_mode mode = L->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
+    const gpu_mm_in in = normed_input(s, L, L->attn_norm);
+    if (!st && L->w[W_QKV].buf) {
+        const gpu_mm_out out = {.y = s->qkv, .mode = mode, .bias = L->bqkv};
+        st = gpu_matmul_create(s->g, &L->w[W_QKV], B, s->step, &in, &out, &L->mm[W_QKV], err);
+    }
+    const uint32_t col[] = {0, (uint32_t)qd, (uint32_t)(qd + kvd)};
+    for (int i = W_Q; !st && !L->w[W_QKV].buf && i <= W_V; i++) {
+        const gpu_mm_out out = {.y = s->qkv, .col = col[i], .stride = row, .mode = mode, .bias = L->bqkv};
+        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
-        st = gpu_rope_create(s->g, s->step, q_in, s->q, s->rope_table, hp->n_head, hp->head_dim, hp->rope_style,
-                             false, &L->rope_q, err);
+        st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, L->qk_norm,
+                                 &L->qkv_post, err);
     if (!st)
-        st = gpu_rope_create(s->g, s->step, k_in, L->k_cache, s->rope_table, hp->n_head_kv, hp->head_dim,
-                             hp->rope_style, true, &L->rope_k, err);
-    if (!st) st = gpu_store_rows_create(s->g, s->step, s->v_new, L->v_cache, kvd, &L->store_v, err);
-    if (!st)
-        st = gpu_attention_create(s->g, hp, B, s->step, s->q, L->k_cache, L->v_cache, s->att, &L->attn, err);
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, s->att, 0, s->proj, 0, &L->mm[W_O], err);
-    if (!st) st = gpu_add_create(s->g, s->x, s->proj, d, true, &L->add_attn, err);
+        st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
+                                  &L->attn, err);
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
     return st;
 }
 
-/* The feed-forward half's kernels. */
+/* The feed-forward half's kernels: gate and up as one SWIGLU matmul when stacked, else two
+ * matmuls and the SwiGLU op. */
 static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t B = s->n_batch;
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, 1, hp->rms_eps,
-                                        false, &L->norm_ffn, err);
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, s->xn, 0, s->gate, 0, &L->mm[W_GATE], err);
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, s->xn, 0, s->up, 0, &L->mm[W_UP], err);
-    if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, hp->rms_eps, false,
+                                        &L->norm_ffn, err);
+    const gpu_mm_in in = normed_input(s, L, L->ffn_norm);
+    if (!st && L->w[W_GATE_UP].buf) {
+        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
+        st = gpu_matmul_create(s->g, &L->w[W_GATE_UP], B, s->step, &in, &out, &L->mm[W_GATE_UP], err);
+    } else if (!st) {
+        const gpu_mm_out gate = {.y = s->gate}, up = {.y = s->up};
+        st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, &in, &gate, &L->mm[W_GATE], err);
+        if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, &in, &up, &L->mm[W_UP], err);
+        if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
+    }
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
     if (!st)
-        st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, s->gate, 0, s->proj, 0, &L->mm[W_DOWN], err);
-    if (!st) st = gpu_add_create(s->g, s->x, s->proj, hp->n_embd, true, &L->add_ffn, err);
+        st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
+                               err);
+    return st;
+}
+
+static bool same_type(const lean_tensor *const *ts, int n) {
+    for (int i = 1; i < n; i++)
+        if (ts[i]->type != ts[0]->type) return false;
+    return true;
+}
+
+/* The layer's matrices, each in its file's format: Q, K, V stacked and gate, up stacked when
+ * they share it. */
+static lean_status upload_matrices(lean_backend_state *s, const lean_layer *src, gpu_layer *L, lean_error *err) {
+    const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
+                                      &src->w_gate, &src->w_up, &src->w_down};
+    const bool stack_qkv = same_type(mats + W_Q, 3), stack_ffn = same_type(mats + W_GATE, 2);
+    lean_status st = LEAN_OK;
+    for (int i = 0; !st && i < W_QKV; i++) {
+        const bool stacked = (stack_qkv && i <= W_V) || (stack_ffn && (i == W_GATE || i == W_UP));
+        if (!stacked) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
+    }
+    if (!st && stack_qkv) st = gpu_weight_upload_stacked(s->g, mats + W_Q, 3, "attn_qkv", &L->w[W_QKV], err);
+    if (!st && stack_ffn)
+        st = gpu_weight_upload_stacked(s->g, mats + W_GATE, 2, "ffn_gate+ffn_up", &L->w[W_GATE_UP], err);
     return st;
 }
 
 static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
     const lean_layer *src = &s->m->layers[il];
     gpu_layer *L = &s->layers[il];
-    const lean_tensor *mats[N_MATRICES] = {&src->wq, &src->wk, &src->wv, &src->wo,
-                                           &src->w_gate, &src->w_up, &src->w_down};
-    lean_status st = LEAN_OK;
-    for (int i = 0; !st && i < N_MATRICES; i++) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
-    const lean_tensor *vecs[] = {&src->attn_norm, &src->ffn_norm, &src->bq, &src->bk, &src->bv,
-                                 &src->q_norm, &src->k_norm};
-    lean_gpu_buf **dst[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
-    for (size_t i = 0; !st && i < sizeof vecs / sizeof vecs[0]; i++) st = upload_f32(s, vecs[i], dst[i], err);
+    const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
+    lean_status st = upload_matrices(s, src, L, err);
+    const unsigned norm_usage = LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM;
+    L->norm_in_matmul = ((uint64_t)s->m->hp.n_embd * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES;
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, norm_usage, &L->attn_norm, err);
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, norm_usage, &L->ffn_norm, err);
+    if (!st) st = upload_f32(s, bias, 3, LEAN_GPU_STORAGE, &L->bqkv, err);
+    if (!st) st = upload_f32(s, qk_norm, 2, LEAN_GPU_UNIFORM, &L->qk_norm, err);
     const uint64_t kvd = (uint64_t)lean_kv_dim(&s->m->hp);
     if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "key cache", &L->k_cache, err);
     if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "value cache", &L->v_cache, err);
@@ -263,12 +304,13 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
     const gpu_weight *out = m->tied_output ? &s->tok_embd : &s->output;
     lean_status st = gpu_weight_upload(s->g, &m->tok_embd, &s->tok_embd, err);
     if (!st && !m->tied_output) st = gpu_weight_upload(s->g, &m->output, &s->output, err);
-    if (!st) st = upload_f32(s, &m->output_norm, &s->output_norm, err);
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &s->output_norm, err);
     if (!st) st = gpu_get_rows_create(s->g, &s->tok_embd, s->n_batch, s->step, s->ids, s->x, &s->embed, err);
     if (!st)
-        st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, 1, m->hp.rms_eps,
-                                true, &s->norm_out, err);
-    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, s->x_last, 0, s->logits, 0, &s->mm_out, err);
+        st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, m->hp.rms_eps, true,
+                                &s->norm_out, err);
+    const gpu_mm_out logits = {.y = s->logits};
+    if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, &(gpu_mm_in){.x = s->x_last}, &logits, &s->mm_out, err);
     if (!st) st = gpu_argmax_create(s->g, s->logits, s->next_id, m->hp.n_vocab, &s->argmax, err);
     return st;
 }
@@ -321,25 +363,25 @@ static lean_status gpu_create_config(const lean_model *m, const lean_backend_con
 /* ---- recording ---- */
 
 static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t pos) {
-    gpu_op_record(c, &L->norm_attn, n);
-    for (int i = W_Q; i <= W_V; i++) gpu_matmul_record(c, L->mm[i], n);
-    for (int i = 0; i < 3 && L->bias[i].pipe; i++) gpu_op_record(c, &L->bias[i], n);
-    if (L->norm_q.pipe) {
-        gpu_op_record(c, &L->norm_q, n);
-        gpu_op_record(c, &L->norm_k, n);
+    const bool norm_op = n > 1 || !L->norm_in_matmul;
+    if (norm_op) gpu_op_record(c, &L->norm_attn, n);
+    if (L->mm[W_QKV]) {
+        gpu_matmul_record(c, L->mm[W_QKV], n);
+    } else {
+        for (int i = W_Q; i <= W_V; i++) gpu_matmul_record(c, L->mm[i], n);
     }
-    gpu_op_record(c, &L->rope_q, n);
-    gpu_op_record(c, &L->rope_k, n);
-    gpu_op_record(c, &L->store_v, n);
+    gpu_op_record(c, &L->qkv_post, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);
-    gpu_op_record(c, &L->add_attn, n);
-    gpu_op_record(c, &L->norm_ffn, n);
-    gpu_matmul_record(c, L->mm[W_GATE], n);
-    gpu_matmul_record(c, L->mm[W_UP], n);
-    gpu_op_record(c, &L->swiglu, n);
+    if (norm_op) gpu_op_record(c, &L->norm_ffn, n);
+    if (L->mm[W_GATE_UP]) {
+        gpu_matmul_record(c, L->mm[W_GATE_UP], n);
+    } else {
+        gpu_matmul_record(c, L->mm[W_GATE], n);
+        gpu_matmul_record(c, L->mm[W_UP], n);
+        gpu_op_record(c, &L->swiglu, n);
+    }
     gpu_matmul_record(c, L->mm[W_DOWN], n);
-    gpu_op_record(c, &L->add_ffn, n);
 }
 
 /* ---- forward ---- */

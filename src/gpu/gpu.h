@@ -113,6 +113,11 @@ lean_status lean_gpu_pipeline_create(lean_gpu *g, const char *label, const char 
  * text: a second call with the same constants and sources returns the same pipeline without
  * compiling again, so every layer's matmul of one shape shares one pipeline. */
 
+/* The uniform binding size every adapter grants (maxUniformBufferBindingSize's minimum, core
+ * and compatibility): kernels read small weights (norms) as uniforms up to this size, so their
+ * storage buffers stay within the 4 every adapter grants. */
+#define LEAN_GPU_UNIFORM_MAX_BYTES 16384
+
 /* Bind group 0 of a pipeline: entry i is @binding(i). Every binding the shader declares must
  * be given and none other (the layout is the shader's "auto" layout). size 0 = to the end. */
 typedef struct lean_gpu_bind {
@@ -129,6 +134,9 @@ void lean_gpu_bindgroup_free(lean_gpu_bindgroup *bg);
 lean_status lean_gpu_begin(lean_gpu *g, lean_gpu_cmd **out, lean_error *err);
 void lean_gpu_dispatch(lean_gpu_cmd *c, lean_gpu_pipeline *p, lean_gpu_bindgroup *bg, uint32_t x, uint32_t y,
                        uint32_t z);
+/* Dispatches recorded on g since it was opened (submitted or not): the number a
+ * forward step costs, which bounds a small model's decode on a fast GPU (~4 us each). */
+uint64_t lean_gpu_dispatch_count(const lean_gpu *g);
 void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean_gpu_buf *dst,
                    uint64_t dst_offset, uint64_t size);
 /* Submits; fails if recording hit a validation error (the message names the first one) or the

@@ -73,6 +73,7 @@ struct lean_gpu {
     lean_gpu_bindgroup *groups;
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
     struct gpu_profile *prof; /* LEAN_PROFILE=1: profile.c's counts and timestamps; else NULL */
+    uint64_t dispatches;   /* recorded by lean_gpu_dispatch since open (lean_gpu_dispatch_count) */
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
@@ -106,7 +107,7 @@ WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap);
 lean_status gpu_error_status(WGPUErrorType type, lean_status what_invalid);
 
 /* profile.c (see its header). gpu_profile_pass: the timestamp writes for the pass of the
- * i-th dispatch of the command buffer being recorded (NULL: untimed; counts it either way);
+ * i-th dispatch of the command buffer being recorded (NULL: untimed);
  * gpu_profile_resolve: before Finish, for n dispatches; gpu_profile_collect: after Submit,
  * waits for their times. */
 bool gpu_profile_wanted(void); /* LEAN_PROFILE=1 */

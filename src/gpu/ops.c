@@ -62,20 +62,10 @@ void gpu_op_free(gpu_op *op) {
 /* ---- norms and element-wise ops ---- */
 
 lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x, lean_gpu_buf *w,
-                               lean_gpu_buf *out, int32_t n, int32_t rows, float eps, bool last_only,
-                               gpu_op *op, lean_error *err) {
-    const lean_gpu_const k[] = {
-        {"N", 'u', n}, {"ROWS", 'u', rows}, {"EPS", 'f', eps}, {"LAST_ONLY", 'u', last_only}};
+                               lean_gpu_buf *out, int32_t n, float eps, bool last_only, gpu_op *op, lean_error *err) {
+    const lean_gpu_const k[] = {{"N", 'u', n}, {"EPS", 'f', eps}, {"LAST_ONLY", 'u', last_only}};
     lean_gpu_buf *b[] = {step, x, w, out};
-    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 4, b, 4, last_only ? 1u : (uint32_t)rows,
-                   !last_only, op, err);
-}
-
-lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_t n, bool per_token,
-                           gpu_op *op, lean_error *err) {
-    const lean_gpu_const k[] = {{"N", 'u', n}, {"Y_STRIDE", 'u', per_token ? n : 0}};
-    lean_gpu_buf *b[] = {x, y};
-    return make_op(g, "add", 0, k, 2, b, 2, div_up(n, WG), true, op, err);
+    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 3, b, 4, 1, !last_only, op, err);
 }
 
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
@@ -83,13 +73,6 @@ lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up,
     const lean_gpu_const k[] = {{"N", 'u', n}};
     lean_gpu_buf *b[] = {gate, up};
     return make_op(g, "swiglu", 0, k, 1, b, 2, div_up(n, WG), true, op, err);
-}
-
-lean_status gpu_store_rows_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
-                                  int32_t n, gpu_op *op, lean_error *err) {
-    const lean_gpu_const k[] = {{"N", 'u', n}};
-    lean_gpu_buf *b[] = {step, src, dst};
-    return make_op(g, "store_rows", USE_STEP, k, 1, b, 3, div_up(n, WG), true, op, err);
 }
 
 /* ---- position ---- */
@@ -126,16 +109,27 @@ lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, 
     return st;
 }
 
-lean_status gpu_rope_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
-                            lean_gpu_buf *table, int32_t n_heads, int32_t head_dim, lean_rope_style style,
-                            bool at_pos, gpu_op *op, lean_error *err) {
-    const lean_gpu_const k[] = {{"N_HEADS", 'u', n_heads},
-                                {"HEAD_DIM", 'u', head_dim},
-                                {"NEOX", 'u', style == LEAN_ROPE_NEOX},
-                                {"AT_POS", 'u', at_pos}};
-    lean_gpu_buf *b[] = {step, src, dst, table};
-    return make_op(g, "rope", USE_STEP, k, 4, b, 4, div_up((int64_t)n_heads * (head_dim / 2), WG), true, op,
-                   err);
+lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
+                                lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
+                                gpu_op *op, lean_error *err) {
+    const uint64_t norm_bytes = norms ? 2 * (uint64_t)hp->head_dim * 4 : 16;
+    if (norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the q/k norm weights (%llu bytes) pass the %d-byte "
+                         "uniform binding every adapter grants", hp->head_dim, (unsigned long long)norm_bytes,
+                         LEAN_GPU_UNIFORM_MAX_BYTES);
+    const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
+                                {"N_HEAD_KV", 'u', hp->n_head_kv},
+                                {"HEAD_DIM", 'u', hp->head_dim},
+                                {"KV_DIM", 'u', lean_kv_dim(hp)},
+                                {"QKV", 'u', lean_q_dim(hp) + 2 * lean_kv_dim(hp)},
+                                {"NEOX", 'u', hp->rope_style == LEAN_ROPE_NEOX},
+                                {"QK_NORM", 'u', norms != NULL},
+                                {"EPS", 'f', hp->rms_eps},
+                                {"NORM_VEC4", 'u', (double)(norm_bytes / 16)}};
+    /* without norms the kernel never reads the binding: the step uniform's 16 bytes fill it */
+    lean_gpu_buf *b[] = {step, qkv, kc, vc, table, norms ? norms : step};
+    return make_op(g, "qkv_post", USE_STEP | USE_REDUCE, k, 9, b, 6, (uint32_t)(hp->n_head + 2 * hp->n_head_kv),
+                   true, op, err);
 }
 
 /* ---- attention ---- */
@@ -159,8 +153,8 @@ static uint64_t tiled_storage(int32_t head_dim, uint32_t tq, uint32_t bk) {
  * 16 keys a tile (the fastest of 11 shapes on the H200 at pp512, 6% ahead of 16 x 16:
  * scripts/h200_tile_sweep.sh), halved (keys first) until its arrays fit the device's workgroup
  * storage and the 16 KiB every adapter grants. */
-static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *const *b, gpu_attention *a,
-                              lean_error *err) {
+static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_stride, lean_gpu_buf *const *b,
+                              gpu_attention *a, lean_error *err) {
     uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
     if (cap > 16384) cap = 16384;
     uint32_t tq = 8, bk = 16;
@@ -177,16 +171,17 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf 
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
                                 {"Q_DIM", 'u', lean_q_dim(hp)},
+                                {"Q_STRIDE", 'u', q_stride},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
                                 {"TQ", 'u', tq},
                                 {"BK", 'u', bk},
                                 {"LPR", 'u', WG / tq},
                                 {"DPL", 'u', div_up(hp->head_dim, WG / tq)}};
-    return make_op(g, "attention_tiled", USE_STEP, k, 9, b, 5, (uint32_t)hp->n_head, false, &a->tiled, err);
+    return make_op(g, "attention_tiled", USE_STEP, k, 10, b, 5, (uint32_t)hp->n_head, false, &a->tiled, err);
 }
 
-lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch,
-                                 lean_gpu_buf *step, lean_gpu_buf *q, lean_gpu_buf *kc, lean_gpu_buf *vc,
+lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
+                                 lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
                                  lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
     *a = (gpu_attention){.n_head = hp->n_head};
     const double part_off = (double)n_batch * lean_q_dim(hp);
@@ -195,12 +190,13 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
                                 {"Q_DIM", 'u', lean_q_dim(hp)},
+                                {"Q_STRIDE", 'u', q_stride},
                                 {"CHUNK", 'u', GPU_ATTN_CHUNK},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
                                 {"DPT", 'u', div_up(hp->head_dim, WG)},
                                 {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b[] = {step, q, kc, vc, out};
-    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 9, b, 5, (uint32_t)hp->n_head, true,
+    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 10, b, 5, (uint32_t)hp->n_head, true,
                              &a->main, err);
     if (st != LEAN_OK) return st;
     const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},
@@ -209,7 +205,7 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                   {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b2[] = {step, out};
     st = make_op(g, "attn_combine", USE_STEP, kc2, 4, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
-    if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, b, a, err);
+    if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, q_stride, b, a, err);
     return st;
 }
 

@@ -1,7 +1,8 @@
 /* ops.h — the forward pass's kernels other than matmul and the embedding gather (weights.h):
- * RMSNorm, adds (residual and bias), RoPE (with the key write), the value write, attention,
- * SwiGLU and argmax. Each is made once at load — a pipeline (shared through gpu.h's cache) and
- * a bind group over fixed buffers — and recorded per call for the call's n_tok tokens.
+ * RMSNorm, the QKV post-processing (head norms, RoPE, the KV writes), attention, SwiGLU and
+ * argmax (the residual and bias adds are matmul output modes, weights.h). Each is made once at
+ * load — a pipeline (shared through gpu.h's cache) and a bind group over fixed buffers — and
+ * recorded per call for the call's n_tok tokens.
  *
  * Shapes are those of ops_ref.h: activations are F32 and token-major, (n_tok, width) arrays;
  * the KV cache of one layer is (n_ctx, kv_dim). Kernels that depend on the position or the
@@ -9,8 +10,9 @@
  * recorded n_tok and the call's position when the command buffer runs. Widths are elements.
  *
  * Every kernel runs on any adapter: F32 only, GPU_OP_WG (64) invocations, under 2 KiB of
- * workgroup storage (prefill attention: up to 16 KiB, the WebGPU minimum), at most 4 storage
- * buffers per kernel (the compatibility default). */
+ * workgroup storage (qkv_post: a head, head_dim floats; prefill attention: up to 16 KiB, the
+ * WebGPU minimum), at most 4 storage buffers per kernel (the compatibility default) and
+ * uniforms within the 16 KiB every adapter binds. */
 #ifndef LEAN_GPU_OPS_H
 #define LEAN_GPU_OPS_H
 
@@ -29,21 +31,16 @@ typedef struct gpu_op {
 void gpu_op_record(lean_gpu_cmd *c, const gpu_op *op, int32_t n_tok);
 void gpu_op_free(gpu_op *op); /* frees the bind group; a zeroed op is fine */
 
-/* out (n_tok, rows * n) = rmsnorm of each row of n elements of x, times w (n).
+/* out (n_tok, n) = rmsnorm of each token's row of x (n_tok, n), times w (n).
  * last_only: only the call's last token, written as out's first row (out (n) is enough). */
 lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x, lean_gpu_buf *w,
-                               lean_gpu_buf *out, int32_t n, int32_t rows, float eps, bool last_only,
-                               gpu_op *op, lean_error *err);
-
-/* x (n_tok, n) += y: y (n_tok, n) when per_token (the residual), else y (n) (a bias). */
-lean_status gpu_add_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *y, int32_t n, bool per_token,
-                           gpu_op *op, lean_error *err);
+                               lean_gpu_buf *out, int32_t n, float eps, bool last_only, gpu_op *op, lean_error *err);
 
 /* gate (n_tok, n) <- silu(gate) * up (n_tok, n). */
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
                               lean_error *err);
 
-/* The table rope.wgsl reads, (n_ctx, head_dim) F32: row p holds cos then sin of position p's
+/* The table qkv_post.wgsl reads, (n_ctx, head_dim) F32: row p holds cos then sin of position p's
  * head_dim / 2 angles, computed on the host by ops_ref.c's ref_rope_angles itself (base,
  * freq_factors (head_dim / 2) or NULL), so the GPU rotates by the reference's very bits: no
  * angle or sin/cos is computed on the GPU, whose compilers may contract or reassociate a
@@ -52,22 +49,23 @@ lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up,
 lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, float base,
                                   const float *freq_factors, lean_gpu_buf **out, lean_error *err);
 
-/* dst = src (n_tok, n_heads * head_dim) rotated at positions pos.. (ref_rope) by the angles of
- * table (gpu_rope_table_create, n_ctx > pos + n_tok - 1); dst's rows are the tokens' (at_pos
- * false) or rows pos + t (at_pos true: keys into a (n_ctx, kv_dim) cache). */
-lean_status gpu_rope_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
-                            lean_gpu_buf *table, int32_t n_heads, int32_t head_dim, lean_rope_style style,
-                            bool at_pos, gpu_op *op, lean_error *err);
-
-/* dst row pos + t = src row t (n elements): the value write into the cache. */
-lean_status gpu_store_rows_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *src, lean_gpu_buf *dst,
-                                  int32_t n, gpu_op *op, lean_error *err);
+/* qkv_post.wgsl, one dispatch between a layer's Q, K, V matmul and its attention: of the call's
+ * rows of qkv (n_batch, q_dim + 2 kv_dim; q | k | v per token, qwen2's biases added), q's and
+ * k's heads RMS-normed by norms (qwen3: a UNIFORM buffer of 2 * head_dim F32, q_norm then
+ * k_norm; NULL: no norm) and rotated at positions pos.. by table (gpu_rope_table_create), q in
+ * place, k into kc row pos + t (ref_rmsnorm, ref_rope), and v copied into vc row pos + t;
+ * kc, vc (n_ctx, kv_dim). LEAN_ERR_UNSUPPORTED when the norms pass the device's uniform
+ * binding limit (head_dim past 2048 on any adapter). */
+lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
+                                lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
+                                gpu_op *op, lean_error *err);
 
 /* out[0] (u32) = argmax of x (n), lowest index among equals. One workgroup. */
 lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
                               lean_error *err);
 
-/* Causal grouped-query attention of the call's queries q (n_tok, q_dim) over one layer's
+/* Causal grouped-query attention of the call's queries q (n_tok rows of q_stride floats, the
+ * heads first: q_dim) over one layer's
  * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call whose
  * keys exceed GPU_ATTN_CHUNK splits them over workgroups of GPU_ATTN_CHUNK keys and merges the
  * partials, kept in out after the att rows: size out with gpu_attention_out_floats. A call of
@@ -82,8 +80,8 @@ typedef struct gpu_attention {
     uint32_t tq;
 } gpu_attention;
 uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch);
-lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch,
-                                 lean_gpu_buf *step, lean_gpu_buf *q, lean_gpu_buf *kc, lean_gpu_buf *vc,
+lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
+                                 lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
                                  lean_gpu_buf *out, gpu_attention *a, lean_error *err);
 void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos);
 void gpu_attention_free(gpu_attention *a);

@@ -1,7 +1,8 @@
-/* profile.c — where a step's GPU time goes (LEAN_PROFILE=1): every dispatch counted, and, on an
+/* profile.c — where a step's GPU time goes (LEAN_PROFILE=1): dispatches per step, and, on an
  * adapter with timestamp-query, every kernel timed.
  *
- * WebGPU timestamps mark the beginning and end of a pass, not of a dispatch, so a profiling
+ * Dispatches are counted by cmd.c for every device (lean_gpu_dispatch_count); the report
+ * gives those since the last one. WebGPU timestamps mark the beginning and end of a pass, not of a dispatch, so a profiling
  * device gives each dispatch its own compute pass (cmd.c asks gpu_profile_pass for the writes)
  * with queries 2i and 2i + 1 for the i-th dispatch of a command buffer. Before the command
  * buffer is finished the queries are resolved into a buffer and copied to a mappable one;
@@ -34,7 +35,7 @@ typedef struct gpu_profile {
     const char *pending[MAX_TIMED]; /* the labels of the command buffer being recorded */
     prof_row rows[MAX_ROWS];
     int n_rows;
-    uint64_t dispatches;    /* since the last report */
+    uint64_t base;          /* lean_gpu_dispatch_count at the last report */
     uint64_t timed;
 } gpu_profile;
 
@@ -84,7 +85,6 @@ void gpu_profile_close(lean_gpu *g) {
 const WGPUPassTimestampWrites *gpu_profile_pass(lean_gpu *g, uint32_t i, const char *label,
                                                 WGPUPassTimestampWrites *tw) {
     gpu_profile *p = g->prof;
-    p->dispatches++;
     if (!p->set || i >= MAX_TIMED) return NULL;
     p->pending[i] = label;
     *tw = (WGPUPassTimestampWrites){NULL, p->set, 2 * i, 2 * i + 1};
@@ -157,8 +157,9 @@ void lean_gpu_profile_report(lean_gpu *g, int64_t steps, char *text, size_t cap)
     const double per = steps > 0 ? (double)steps : 1.0;
     uint64_t total = 0;
     for (int r = 0; r < p->n_rows; r++) total += p->rows[r].ns;
-    PUT("dispatches %.1f per step (%llu in %lld steps)", (double)p->dispatches / per,
-        (unsigned long long)p->dispatches, (long long)(steps > 0 ? steps : 1));
+    const uint64_t dispatches = lean_gpu_dispatch_count(g) - p->base;
+    PUT("dispatches %.1f per step (%llu in %lld steps)", (double)dispatches / per, (unsigned long long)dispatches,
+        (long long)(steps > 0 ? steps : 1));
     if (!p->set) PUT("; no kernel times: the adapter has no timestamp-query\n");
     else PUT("; GPU time %.1f us per step in %llu timed dispatches\n", total / per / 1e3,
              (unsigned long long)p->timed);
@@ -170,5 +171,6 @@ void lean_gpu_profile_report(lean_gpu *g, int64_t steps, char *text, size_t cap)
     }
 #undef PUT
     p->n_rows = 0;
-    p->dispatches = p->timed = 0;
+    p->base = lean_gpu_dispatch_count(g);
+    p->timed = 0;
 }

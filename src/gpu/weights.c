@@ -160,6 +160,26 @@ lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out
     return LEAN_OK;
 }
 
+lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
+                                      gpu_weight *out, lean_error *err) {
+    lean_tensor t = {.name = name, .type = ts[0]->type, .ne = {ts[0]->ne[0], 0, 1, 1}};
+    for (int i = 0; i < n; i++) {
+        if (ts[i]->type != t.type || ts[i]->ne[0] != t.ne[0])
+            return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: '%s' (type %u, %lld columns) does not stack on '%s'",
+                             name, ts[i]->name, ts[i]->type, (long long)ts[i]->ne[0], ts[0]->name);
+        if (!ts[i]->data) return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': its data is not loaded", ts[i]->name);
+        t.ne[1] += ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3];
+        t.n_bytes += ts[i]->n_bytes;
+    }
+    uint8_t *bytes = t.n_bytes <= SIZE_MAX ? lean_malloc((size_t)t.n_bytes) : NULL;
+    if (!bytes) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)t.n_bytes);
+    for (uint64_t i = 0, at = 0; i < (uint64_t)n; at += ts[i]->n_bytes, i++) memcpy(bytes + at, ts[i]->data, ts[i]->n_bytes);
+    t.data = bytes;
+    lean_status st = gpu_weight_upload(g, &t, out, err);
+    lean_free(bytes);
+    return st;
+}
+
 void gpu_weight_free(gpu_weight *w) {
     if (!w) return;
     lean_gpu_buf_free(w->buf);
@@ -170,8 +190,9 @@ void gpu_weight_free(gpu_weight *w) {
 
 /* Kernel shapes (the compat defaults bound them: <= 128 invocations, <= 16 KiB workgroup
  * memory). matmul_vec: VEC_WG lanes, VEC_RPW rows per workgroup (1 KiB of partial sums).
- * matmul_tiled: 128 invocations, each 1 row x 16 tokens: tiles of 128 rows x 16 tokens, so a
- * weight chunk is decoded once per tile and used for 16 tokens; 128 columns of the 16 tokens
+ * matmul_tiled: 128 invocations, each 1 output x 16 tokens (an output's NW rows: 2 for SwiGLU):
+ * tiles of 128 outputs x 16 tokens, so a weight chunk is decoded once per tile and used for 16
+ * tokens; 128 columns of the 16 tokens
  * staged per step (8 KiB). The fastest of 17 shapes on the H200 (2.4x the 32 x (2 rows x 16
  * tokens) before it at pp512; scripts/h200_tile_sweep.sh, docs/runs/2026-12-02-gpu-h200-resident.md);
  * the shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
@@ -201,23 +222,34 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     return 6;
 }
 
-/* Compiles formats.wgsl + the glue naming w's format + kernel, with w's shape constants and
- * n_extra kernel constants. */
-static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const lean_gpu_const *extra,
-                                 int n_extra, lean_gpu_pipeline **out, lean_error *err) {
+/* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
+ * function of matmul_out.wgsl; in, one of matmul_in.wgsl, matmul_vec only) + kernel + those
+ * files, with w's shape constants and n_extra kernel constants. NULL modes: not compiled in. */
+static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *in,
+                                 const char *out, const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **res,
+                                 lean_error *err) {
     const char *name = lean_type_traits_get(w->type)->name;
-    char glue[256], label[64];
-    snprintf(glue, sizeof glue,
-             "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
-             "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
-             name, name);
-    snprintf(label, sizeof label, "%s_%s", kernel, name);
-    const char *src[3] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
-    if (!src[0] || !src[2]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
-    lean_gpu_const consts[16];
-    const int n = shape_consts(w, consts);
-    memcpy(consts + n, extra, sizeof(lean_gpu_const) * (size_t)n_extra);
-    return lean_gpu_pipeline_create(g, label, src, 3, consts, n + n_extra, out, err);
+    char glue[512], label[80];
+    int n = snprintf(glue, sizeof glue,
+                     "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
+                     "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
+                     name, name);
+    if (out) n += snprintf(glue + n, sizeof glue - (size_t)n, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", out);
+    if (in)
+        snprintf(glue + n, sizeof glue - (size_t)n,
+                 "fn x_begin(l: u32) { x_begin_%s(l); }\nfn x_at(col: u32) -> f32 { return x_at_%s(col); }\n", in, in);
+    snprintf(label, sizeof label, "%s_%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
+             out ? out : "");
+    const char *src[6] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
+    int n_src = 3;
+    if (out) src[n_src++] = lean_gpu_shader("matmul_out");
+    if (in) src[n_src++] = lean_gpu_shader("reduce"), src[n_src++] = lean_gpu_shader("matmul_in");
+    for (int i = 0; i < n_src; i++)
+        if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
+    lean_gpu_const consts[24];
+    const int n_shape = shape_consts(w, consts);
+    memcpy(consts + n_shape, extra, sizeof(lean_gpu_const) * (size_t)n_extra);
+    return lean_gpu_pipeline_create(g, label, src, n_src, consts, n_shape + n_extra, res, err);
 }
 
 /* the device's limit on workgroups per dispatch dimension (65535 when it does not say) */
@@ -261,50 +293,129 @@ struct gpu_matmul {
     lean_gpu_pipeline *vec, *tiled; /* tiled: NULL when max_tok is 1 */
     lean_gpu_bindgroup *vec_bg, *tiled_bg;
     uint32_t vec_x, vec_y;   /* matmul_vec's workgroups */
-    uint32_t tile_x, tile_y; /* matmul_tiled's row tiles (tokens tiles go in z) */
+    uint32_t tile_x, tile_y; /* matmul_tiled's output tiles (tokens tiles go in z) */
 };
 
-static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, gpu_matmul *m,
-                                   lean_error *err) {
-    lean_status st = split_groups(g, ((uint64_t)w->rows + VEC_RPW - 1) / VEC_RPW, "matmul_vec", &m->vec_x,
-                                  &m->vec_y, err);
-    const lean_gpu_const k[] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_vec", k, 3, &m->vec, err);
-    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, m->vec, binds, 3, "matmul_vec", &m->vec_bg, err);
+/* The output functions of matmul_out.wgsl, by gpu_mm_mode; weight rows per output. */
+static const char *const MODE_FN[] = {"set", "add", "bias", "swiglu"};
+static uint32_t rows_per_out(gpu_mm_mode mode) { return mode == GPU_MM_SWIGLU ? 2 : 1; }
+
+/* The constants both kernels take for out, w's outputs being outs; bias_at: the kernel's
+ * binding for the bias. Returns how many (written to k). */
+static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, lean_gpu_const *k) {
+    k[0] = (lean_gpu_const){"NW", 'u', rows_per_out(out->mode)};
+    k[1] = (lean_gpu_const){"OUTS", 'u', (double)outs};
+    k[2] = (lean_gpu_const){"Y_STRIDE", 'u', out->stride ? out->stride : (double)outs};
+    k[3] = (lean_gpu_const){"Y_COL", 'u', out->col};
+    k[4] = (lean_gpu_const){"BIAS_AT", 'u', bias_at};
+    return 5;
+}
+
+/* The bindings a matmul may have, in this order (raw, norm: a normed input's). */
+enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, N_BINDS };
+
+/* Binds the kernel's own (W, x, y[, step]: n_own of all, x replaced by raw when normed), then the
+ * bias in BIAS mode, then (normed) the norm weight; *n_at: the binding after the bias. */
+static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *all, int n_own, bool normed,
+                               const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg, lean_error *err) {
+    lean_gpu_bind b[N_BINDS];
+    memcpy(b, all, sizeof(lean_gpu_bind) * (size_t)n_own);
+    if (normed) b[B_X] = all[B_RAW];
+    int n = n_own;
+    if (out->mode == GPU_MM_BIAS) b[n++] = all[B_BIAS];
+    if (normed) b[n++] = all[B_NORM];
+    return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
+}
+
+static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
+                                   const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
+    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
+    const bool normed = in->norm != NULL;
+    lean_status st = split_groups(g, (outs + VEC_RPW - 1) / VEC_RPW, "matmul_vec", &m->vec_x, &m->vec_y, err);
+    lean_gpu_const k[12] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
+    int n = 3 + out_consts(out, outs, 3, k + 3);
+    k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
+    k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
+    k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
+    if (st == LEAN_OK)
+        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", MODE_FN[out->mode], k, n, &m->vec, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->vec, binds, 3, normed, out, "matmul_vec", &m->vec_bg, err);
     return st;
 }
 
-static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, gpu_matmul *m,
-                                     lean_error *err) {
-    lean_status st = split_groups(g, ((uint64_t)w->rows + TILE_R - 1) / TILE_R, "matmul_tiled", &m->tile_x,
-                                  &m->tile_y, err);
-    const lean_gpu_const k[] = {{"GR", 'u', TILE_GR}, {"GT", 'u', TILE_GT}, {"TR", 'u', TILE_TR},
-                                {"TT", 'u', TILE_TT}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", k, 6, &m->tiled, err);
-    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, m->tiled, binds, 4, "matmul_tiled", &m->tiled_bg, err);
+static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
+                                     const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
+    /* a tile is TILE_R outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
+    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode), tile = TILE_R;
+    lean_status st = split_groups(g, (outs + tile - 1) / tile, "matmul_tiled", &m->tile_x, &m->tile_y, err);
+    lean_gpu_const k[12] = {{"GR", 'u', TILE_GR}, {"GT", 'u', TILE_GT}, {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
+                            {"TT", 'u', TILE_TT}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
+    const int n = 6 + out_consts(out, outs, 4, k + 6);
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[out->mode], k, n, &m->tiled, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, false, out, "matmul_tiled", &m->tiled_bg, err);
+    return st;
+}
+
+/* in against w and max_tok: x (and a normed input's raw row and norm weight) large enough */
+static lean_status check_in(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_in *in, lean_error *err) {
+    const uint64_t row = (uint64_t)w->cols * 4, norm_bytes = (row + 15) & ~(uint64_t)15;
+    lean_status st = check_binding(g, in->x, in->offset, (uint64_t)max_tok * row, "matmul x", err);
+    if (st == LEAN_OK && in->norm && norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul: a normed input of %lld columns passes the %d-byte uniform "
+                       "binding every adapter grants", (long long)w->cols, LEAN_GPU_UNIFORM_MAX_BYTES);
+    if (st == LEAN_OK && in->norm) st = check_binding(g, in->raw, 0, row, "matmul raw x", err);
+    if (st == LEAN_OK && in->norm && lean_gpu_buf_size(in->norm) < norm_bytes)
+        st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: the norm weight has %llu bytes, %llu wanted",
+                       (unsigned long long)lean_gpu_buf_size(in->norm), (unsigned long long)norm_bytes);
+    return st;
+}
+
+/* The floats of y that max_tok tokens' outputs span, from out->offset. */
+static uint64_t y_floats(const gpu_weight *w, int32_t max_tok, const gpu_mm_out *out) {
+    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode), stride = out->stride ? out->stride : outs;
+    return (uint64_t)(max_tok - 1) * stride + out->col + outs;
+}
+
+/* out against w and max_tok: a mode w can serve, y (and the bias) large enough */
+static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_out *out,
+                             lean_error *err) {
+    if ((unsigned)out->mode > GPU_MM_SWIGLU || (out->mode == GPU_MM_SWIGLU && w->rows % 2) ||
+        (out->mode == GPU_MM_BIAS && !out->bias))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: mode %d over %lld rows%s", (int)out->mode, (long long)w->rows,
+                         out->mode == GPU_MM_BIAS ? " without a bias" : "");
+    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
+    if (out->stride ? out->col + outs > out->stride : out->col > 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: %llu outputs at column %u of rows of %u", (unsigned long long)outs,
+                         out->col, out->stride);
+    lean_status st = check_binding(g, out->y, out->offset, y_floats(w, max_tok, out) * 4, "matmul y", err);
+    if (st == LEAN_OK && out->mode == GPU_MM_BIAS)
+        st = check_binding(g, out->bias, 0, (out->col + outs) * 4, "matmul bias", err);
     return st;
 }
 
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
-                              lean_gpu_buf *x, uint64_t x_offset, lean_gpu_buf *y, uint64_t y_offset,
-                              gpu_matmul **out, lean_error *err) {
+                              const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
     if (max_tok < 1 || (uint64_t)max_tok > 65535ull * TILE_T)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: max_tok %d is not in 1 .. %d", max_tok, 65535 * TILE_T);
-    const uint64_t x_bytes = (uint64_t)max_tok * (uint64_t)w->cols * 4, y_bytes = (uint64_t)max_tok * (uint64_t)w->rows * 4;
-    lean_status st = check_binding(g, x, x_offset, x_bytes, "matmul x", err);
-    if (st == LEAN_OK) st = check_binding(g, y, y_offset, y_bytes, "matmul y", err);
+    const uint64_t row = (uint64_t)w->cols * 4;
+    lean_status st = check_in(g, w, max_tok, in, err);
+    if (st == LEAN_OK) st = check_out(g, w, max_tok, out, err);
     if (st == LEAN_OK && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
-    const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {x, x_offset, x_bytes}, {y, y_offset, y_bytes}, {step, 0, 16}};
-    st = matmul_vec_make(g, w, binds, m, err);
-    if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, m, err);
+    const lean_gpu_bind binds[N_BINDS] = {
+        [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, (uint64_t)max_tok * row},
+        [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
+        [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
+        [B_RAW] = {in->raw, 0, row}, [B_NORM] = {in->norm, 0, 0}};
+    st = matmul_vec_make(g, w, binds, in, out, m, err);
+    if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, out, m, err);
     if (st != LEAN_OK) {
         gpu_matmul_free(m);
         return st;
     }
-    *out = m;
+    *res = m;
     return LEAN_OK;
 }
 
@@ -343,7 +454,7 @@ lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_to
     gr->groups_x = (uint32_t)((row_chunks(w) + ROWS_WG - 1) / ROWS_WG); /* <= 65535 for cols < 16 M */
     const lean_gpu_const k[] = {{"WG", 'u', ROWS_WG}};
     const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {ids, 0, (uint64_t)max_tok * 4}, {out, 0, out_bytes}, {step, 0, 16}};
-    st = make_pipeline(g, w, "get_rows", k, 1, &gr->p, err);
+    st = make_pipeline(g, w, "get_rows", NULL, NULL, k, 1, &gr->p, err);
     if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, gr->p, binds, 4, "get_rows", &gr->bg, err);
     if (st != LEAN_OK) {
         gpu_get_rows_free(gr);

@@ -29,19 +29,56 @@ uint64_t gpu_binding_max_bytes(const lean_gpu *g);
 /* Repacks t (whose data is mapped) and uploads it; a tensor larger than gpu_binding_max_bytes
  * fails with LEAN_ERR_UNSUPPORTED naming it, its size and the limit. */
 lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err);
+/* The rows of ts[0..n) stacked into one weight (ts[0]'s rows first), uploaded as one tensor
+ * named name: so one dispatch reads [Wq; Wk; Wv] or [Wgate; Wup]. The tensors must share
+ * type and columns (LEAN_ERR_UNSUPPORTED otherwise: the caller keeps them apart); their bytes
+ * are copied once on the host for the upload (the stack's file size, freed before return). */
+lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
+                                      gpu_weight *out, lean_error *err);
 void gpu_weight_free(gpu_weight *w);
 
-/* y = W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
+/* What a matmul does with its outputs (shaders/matmul_out.wgsl has each one's expression, the
+ * unfused op's, so a fused mode changes no bit). */
+typedef enum gpu_mm_mode {
+    GPU_MM_SET,    /* y = W x */
+    GPU_MM_ADD,    /* y += W x: the residual add, fused into Wo and Wdown */
+    GPU_MM_BIAS,   /* y = W x + bias: qwen2's q, k, v biases */
+    GPU_MM_SWIGLU, /* W stacks [Wgate; Wup] (2 n rows, gpu_weight_upload_stacked): y = silu(Wgate x) * (Wup x), n outputs */
+} gpu_mm_mode;
+
+/* Where a matmul writes: output o (< rows, or rows / 2 in SWIGLU mode) of token t at element
+ * t * stride + col + o of y, from byte offset on (a multiple of min_storage_offset_align);
+ * stride 0 means the number of outputs (tokens' rows packed). bias: BIAS only, F32 laid out as
+ * a row of y: output o's at col + o. */
+typedef struct gpu_mm_out {
+    lean_gpu_buf *y;
+    uint64_t offset;
+    uint32_t col, stride;
+    gpu_mm_mode mode;
+    lean_gpu_buf *bias;
+} gpu_mm_out;
+
+/* What a matmul reads: x (max_tok, cols) F32 from byte offset on (a multiple of the device's
+ * min_storage_offset_align). With norm (a UNIFORM buffer of cols F32 padded to 16 bytes, at
+ * most LEAN_GPU_UNIFORM_MAX_BYTES), the one-token kernel (decode) reads instead raw's row 0
+ * (cols F32) RMS-normed by norm with eps, rmsnorm.wgsl's computation bit for bit: the norm's
+ * own dispatch fused away in decode; a prefill (n_tok > 1) reads x, normed by that dispatch. */
+typedef struct gpu_mm_in {
+    lean_gpu_buf *x;
+    uint64_t offset;
+    lean_gpu_buf *raw, *norm; /* NULL: x is the input */
+    float eps;
+} gpu_mm_in;
+
+/* W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
  * weight use (a layer's wq, wk, ...), made at load; recording it costs no allocation.
- * x (max_tok, cols) at x_offset and y (max_tok, rows) at y_offset: offsets multiples of the
- * device's min_storage_offset_align (LEAN_ERR_ARG otherwise, or when a buffer is too small);
- * step may be NULL when max_tok is 1. n_tok == 1 runs matmul_vec.wgsl, n_tok > 1
- * matmul_tiled.wgsl; each fixes its summation order by its own shape (the files say which), so
- * a prefill's results do not depend on n_tok, and equal a decode's only to rounding. */
+ * LEAN_ERR_ARG for a misaligned offset, a buffer too small, a SWIGLU weight of odd rows or a
+ * BIAS without bias; step may be NULL when max_tok is 1. n_tok == 1 runs matmul_vec.wgsl,
+ * n_tok > 1 matmul_tiled.wgsl; each fixes its summation order by its own shape (the files say
+ * which), so a prefill's results do not depend on n_tok, and equal a decode's only to rounding. */
 typedef struct gpu_matmul gpu_matmul;
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
-                              lean_gpu_buf *x, uint64_t x_offset, lean_gpu_buf *y, uint64_t y_offset,
-                              gpu_matmul **out, lean_error *err);
+                              const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err);
 /* Records the dispatches for n_tok tokens (1 <= n_tok <= max_tok; the step uniform must say
  * the same n_tok when the command buffer runs). */
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok);

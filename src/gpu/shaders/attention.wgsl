@@ -10,10 +10,11 @@
 // Unsplit (one workgroup along z): all keys 0..p, out = acc / l into the att rows. Split (z > 1,
 // decode: one token): workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its
 // partial (acc, m, l) after the att rows; attn_combine.wgsl merges them.
-// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM, KV_DIM, Q_DIM, CHUNK, SCALE,
-// DPT (ceil(HEAD_DIM / WG)), PART_OFF (element where the partials start in out), WG.
+// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM, KV_DIM, Q_DIM, Q_STRIDE (floats
+// between tokens' queries), CHUNK, SCALE, DPT (ceil(HEAD_DIM / WG)), PART_OFF (element where
+// the partials start in out), WG.
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_DIM), after RoPE
+@group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_STRIDE), heads first, after RoPE
 @group(0) @binding(2) var<storage, read> kc: array<f32>;        // (n_ctx, KV_DIM)
 @group(0) @binding(3) var<storage, read> vc: array<f32>;        // (n_ctx, KV_DIM)
 // [0, PART_OFF): att (n_batch, Q_DIM); then partials (n_split, N_HEAD, HEAD_DIM + 2): acc, m, l
@@ -35,7 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         k0 = wid.z * CHUNK;
         k1 = min(k0 + CHUNK, n_keys);
     }
-    for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = q[t * Q_DIM + h * HEAD_DIM + d]; }
+    for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = q[t * Q_STRIDE + h * HEAD_DIM + d]; }
     workgroupBarrier();
 
     var m = -3.0e38; // running maximum of the scores (finite: WGSL has no infinity literal)

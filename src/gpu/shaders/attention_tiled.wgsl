@@ -15,10 +15,11 @@
 // uniform control flow (the loop bounds depend on the workgroup only), and every write to
 // workgroup memory reaches its readers through one of them: attention.wgsl's writes that
 // reached their readers only through reduce.wgsl's barriers read stale on Mesa's llvmpipe.
-// Constants: GROUP, HEAD_DIM, KV_DIM, Q_DIM, SCALE, TQ (tokens per tile; divides WG),
-// BK (keys per tile), LPR (WG / TQ: lanes per token), DPL (ceil(HEAD_DIM / LPR)), WG.
+// Constants: GROUP, HEAD_DIM, KV_DIM, Q_DIM, Q_STRIDE (floats between tokens' queries), SCALE,
+// TQ (tokens per tile; divides WG), BK (keys per tile), LPR (WG / TQ: lanes per token),
+// DPL (ceil(HEAD_DIM / LPR)), WG.
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_DIM), after RoPE
+@group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_STRIDE), heads first, after RoPE
 @group(0) @binding(2) var<storage, read> kc: array<f32>;        // (n_ctx, KV_DIM)
 @group(0) @binding(3) var<storage, read> vc: array<f32>;        // (n_ctx, KV_DIM)
 @group(0) @binding(4) var<storage, read_write> out: array<f32>; // att (n_batch, Q_DIM) first
@@ -52,7 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let k_end = step.pos + t0 + n_in_tile;    // keys of the tile's last token: 0 .. k_end - 1
     for (var i = lid; i < TQ * HEAD_DIM; i += WG) {
         let t = i / HEAD_DIM;
-        if (t < n_in_tile) { qs[t * RS + i % HEAD_DIM] = q[(t0 + t) * Q_DIM + h * HEAD_DIM + i % HEAD_DIM]; }
+        if (t < n_in_tile) { qs[t * RS + i % HEAD_DIM] = q[(t0 + t) * Q_STRIDE + h * HEAD_DIM + i % HEAD_DIM]; }
     }
 
     let tr = lid / LPR; // the token whose outputs this lane accumulates

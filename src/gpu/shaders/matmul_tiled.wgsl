@@ -1,9 +1,12 @@
 // matmul_tiled.wgsl — Y = W X for n_tok tokens (prefill): a register-blocked tiled product
-// over the weight's own blocks (formats.wgsl decodes them).
+// over the weight's own blocks (formats.wgsl decodes them), each output written by
+// matmul_out.wgsl's y_out (set, residual add, bias, or SwiGLU of a stacked [Wgate; Wup]).
 //
-// A workgroup of WG = GR * GT invocations computes a tile of TILE_R = GR * TR rows by
-// TILE_T = GT * TT tokens. Invocation l = gt * GR + gr owns rows tile_r0 + gr + GR * i
-// (i < TR) and tokens tile_t0 + gt + GT * j (j < TT): TR * TT accumulators in registers.
+// A workgroup of WG = GR * GT invocations computes a tile of TILE_O = GR * OPT outputs by
+// TILE_T = GT * TT tokens, OPT = TR / NW outputs per invocation, each from NW weight rows (1; 2
+// in SWIGLU mode: row o and row o + OUTS). Invocation l = gt * GR + gr owns TR row slots, slot
+// i holding row o(i % OPT) + (i / OPT) * OUTS with o(k) = tile_o0 + gr + GR * k, and tokens
+// tile_t0 + gt + GT * j (j < TT): TR * TT accumulators in registers.
 // The columns are walked in steps of KSTEP (128); each step first stages X[tokens of the
 // tile][columns of the step] in workgroup memory (zero past n_tok and COLS), then every
 // invocation decodes each chunk of its rows once and dots it with its TT tokens' staged x.
@@ -13,9 +16,11 @@
 // n_tok or the tile a token falls in, so any split of a prefill gives the same bits. (The
 // decode kernel, matmul_vec, sums in another order: its results are close, not equal.)
 //
-// Workgroup index: rows tile wid.y * NX + wid.x (split like matmul_vec), tokens tile wid.z.
-// Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX.
-// Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: (n_tok, rows) f32, 3 step.
+// Workgroup index: outputs tile wid.y * NX + wid.x (split like matmul_vec), tokens tile wid.z.
+// Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
+// OUTS (= ROWS / NW), Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
+// Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: f32, output o of token t at
+// t * Y_STRIDE + Y_COL + o, 3 step; 4 bias (BIAS mode).
 
 struct Step { n_tok: u32, pos: u32, a: u32, b: u32 }
 
@@ -24,7 +29,8 @@ struct Step { n_tok: u32, pos: u32, a: u32, b: u32 }
 @group(0) @binding(3) var<uniform> step: Step;
 
 const WG: u32 = GR * GT;
-const TILE_R: u32 = GR * TR;
+const OPT: u32 = TR / NW;
+const TILE_O: u32 = GR * OPT;
 const TILE_T: u32 = GT * TT;
 const CPS: u32 = KSTEP / CH; // chunks per step
 
@@ -33,9 +39,9 @@ var<workgroup> xs: array<f32, TILE_T * KSTEP>; // xs[tl * KSTEP + column - step 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let n_tok = step.n_tok;
-    let tile_r0 = (wid.y * NX + wid.x) * TILE_R;
+    let tile_o0 = (wid.y * NX + wid.x) * TILE_O;
     let tile_t0 = wid.z * TILE_T;
-    if (tile_r0 >= ROWS || tile_t0 >= n_tok) { return; } // uniform over the workgroup
+    if (tile_o0 >= OUTS || tile_t0 >= n_tok) { return; } // uniform over the workgroup
     let gr = l % GR;
     let gt = l / GR;
     var acc: array<f32, TR * TT>; // acc[i * TT + j]
@@ -53,7 +59,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let c_end = min(s * CPS + CPS, CHUNKS);
         for (var c = s * CPS; c < c_end; c++) {
             for (var i = 0u; i < TR; i++) {
-                dequant_chunk(min(tile_r0 + gr + GR * i, ROWS - 1u), c);
+                dequant_chunk(min(tile_o0 + gr + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
                 for (var j = 0u; j < TT; j++) {
                     let xrow = (gt + GT * j) * KSTEP;
                     var d = 0.0;
@@ -64,11 +70,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    for (var i = 0u; i < TR; i++) {
-        let r = tile_r0 + gr + GR * i;
+    // b: the up row's sum in SWIGLU mode (slot k + OPT); unused otherwise (slot k again)
+    for (var k = 0u; k < OPT; k++) {
+        let o = tile_o0 + gr + GR * k;
         for (var j = 0u; j < TT; j++) {
             let t = tile_t0 + gt + GT * j;
-            if (r < ROWS && t < n_tok) { Y[t * ROWS + r] = acc[i * TT + j]; }
+            if (o < OUTS && t < n_tok) {
+                y_out(t * Y_STRIDE + Y_COL + o, o, acc[k * TT + j], acc[((k + OPT) % TR) * TT + j]);
+            }
         }
     }
 }

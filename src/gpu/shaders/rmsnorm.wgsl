@@ -1,23 +1,23 @@
 // rmsnorm.wgsl — RMSNorm with a weight, as ops_ref.c's ref_rmsnorm:
-//   out = x / sqrt(mean(x^2) + EPS) * w        over rows of N elements
-// Each token holds ROWS rows (1 for the residual stream; n_heads for qwen3's per-head q/k
-// norm, whose weight of N = head_dim is shared by every head). One workgroup per (row, token):
-// workgroup (r, t). Each lane sums the squares of its strided elements in index order, then
-// the lanes' sums are added as a tree (reduce.wgsl).
-// LAST_ONLY = 1: only the call's last token (row 0), written to row 0 of out (the final norm
-// before the logits; one workgroup).
-// Constants: N, ROWS, EPS, WG, LAST_ONLY.
+//   out = x / sqrt(mean(x^2) + EPS) * w        over each token's row of N elements
+// One workgroup per token: workgroup (0, t). Each lane sums the squares of its strided
+// elements in index order, then the lanes' sums are added as a tree (reduce.wgsl).
+// (matmul_in.wgsl computes the same, fused into decode's matmuls; qkv_post.wgsl the per-head
+// norms of q and k.)
+// LAST_ONLY = 1: only the call's last token, written to row 0 of out (the final norm before
+// the logits).
+// Constants: N, EPS, WG, LAST_ONLY.
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> x: array<f32>;         // (n_batch, ROWS * N)
+@group(0) @binding(1) var<storage, read> x: array<f32>;         // (n_batch, N)
 @group(0) @binding(2) var<storage, read> w: array<f32>;         // (N)
-@group(0) @binding(3) var<storage, read_write> out: array<f32>; // (n_batch, ROWS * N), or (N)
+@group(0) @binding(3) var<storage, read_write> out: array<f32>; // (n_batch, N), or (N)
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    var src = (wid.y * ROWS + wid.x) * N; // first element of the row, in x
+    var src = wid.y * N; // first element of the row, in x
     var dst = src;                         // and in out
     if (LAST_ONLY == 1u) {
-        src = (step.n_tok - 1u) * ROWS * N;
+        src = (step.n_tok - 1u) * N;
         dst = 0u;
     }
     var ss = 0.0;

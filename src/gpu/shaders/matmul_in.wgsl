@@ -1,0 +1,24 @@
+// matmul_in.wgsl — what matmul_vec reads as its input x, one pair of functions per mode: X
+// itself (plain), or X RMS-normed by the weight NORM_W (normed: the layer's RMSNorm fused into
+// decode's matmuls, so the norm costs no dispatch of its own). The glue the C side writes picks:
+//   fn x_begin(l: u32) { x_begin_<mode>(l); }   called once by every lane, in uniform control flow
+//   fn x_at(col: u32) -> f32 { return x_at_<mode>(col); }
+// Normed, every workgroup computes the row's scale itself (the row is short: n_embd) as
+// rmsnorm.wgsl does — each lane's strided squares in index order, a tree over WG = 64 lanes
+// (reduce.wgsl), x * scale * w — so its inputs are rmsnorm.wgsl's outputs bit for bit.
+// NORM_W is bound only in normed mode, at binding NORM_AT; a uniform, so the kernel keeps to
+// 4 storage buffers with a bias.
+
+@group(0) @binding(NORM_AT) var<uniform> NORM_W: array<vec4<f32>, NORM_VEC4>; // (COLS), padded
+
+var<private> x_scale: f32;
+
+fn x_begin_plain(l: u32) {}
+fn x_at_plain(col: u32) -> f32 { return X[col]; }
+
+fn x_begin_normed(l: u32) {
+    var ss = 0.0;
+    for (var i = l; i < COLS; i += WG) { ss += X[i] * X[i]; }
+    x_scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
+}
+fn x_at_normed(col: u32) -> f32 { return X[col] * x_scale * NORM_W[col / 4u][col % 4u]; }
