@@ -285,7 +285,7 @@ static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err
     const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
     lean_status st = upload_matrices(s, src, L, err);
     const unsigned norm_usage = LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM;
-    L->norm_in_matmul = ((uint64_t)s->m->hp.n_embd * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES;
+    L->norm_in_matmul = gpu_matmul_can_norm(s->g, s->m->hp.n_embd);
     if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, norm_usage, &L->attn_norm, err);
     if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, norm_usage, &L->ffn_norm, err);
     if (!st) st = upload_f32(s, bias, 3, LEAN_GPU_STORAGE, &L->bqkv, err);

@@ -327,6 +327,18 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
+/* matmul_vec's workgroup memory: the partial sums of up to 2 VEC_RPW rows, reduce.wgsl's
+ * VEC_WG floats, and (normed) the normed row. */
+static uint64_t vec_storage(int32_t normed_cols) {
+    return 4 * ((uint64_t)(2 * VEC_RPW + 1) * VEC_WG + (uint64_t)normed_cols);
+}
+
+bool gpu_matmul_can_norm(lean_gpu *g, int32_t cols) {
+    uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
+    if (cap > 16384) cap = 16384; /* what every adapter grants: the same choice everywhere */
+    return cols > 0 && ((uint64_t)cols * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES && vec_storage(cols) <= cap;
+}
+
 static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
                                    const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
@@ -336,6 +348,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     int n = 3 + out_consts(out, outs, 3, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
     k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
+    k[n++] = (lean_gpu_const){"NORM_COLS", 'u', normed ? (double)w->cols : 1};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     if (st == LEAN_OK)
         st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", MODE_FN[out->mode], k, n, &m->vec, err);

@@ -77,6 +77,9 @@ typedef struct gpu_mm_in {
  * n_tok > 1 matmul_tiled.wgsl; each fixes its summation order by its own shape (the files say
  * which), so a prefill's results do not depend on n_tok, and equal a decode's only to rounding. */
 typedef struct gpu_matmul gpu_matmul;
+/* Whether the one-token kernel can take a normed input of cols columns on g: the norm weight
+ * fits the uniform binding, and the normed row the workgroup memory it is staged in. */
+bool gpu_matmul_can_norm(lean_gpu *g, int32_t cols);
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
                               const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err);
 /* Records the dispatches for n_tok tokens (1 <= n_tok <= max_tok; the step uniform must say

@@ -5,13 +5,16 @@
 //   fn x_at(col: u32) -> f32 { return x_at_<mode>(col); }
 // Normed, every workgroup computes the row's scale itself (the row is short: n_embd) as
 // rmsnorm.wgsl does — each lane's strided squares in index order, a tree over WG = 64 lanes
-// (reduce.wgsl), x * scale * w — so its inputs are rmsnorm.wgsl's outputs bit for bit.
-// NORM_W is bound only in normed mode, at binding NORM_AT; a uniform, so the kernel keeps to
-// 4 storage buffers with a bias.
+// (reduce.wgsl), x * scale * w — so its inputs are rmsnorm.wgsl's outputs bit for bit — and
+// stages the normed row in workgroup memory once: x_at then reads it there, since lanes
+// reading scattered words of a uniform are served one address at a time (on the H200 that
+// made the normed [Wgate; Wup] matmul 8x slower than a plain one). NORM_W is bound only in
+// normed mode, at binding NORM_AT; a uniform, so the kernel keeps to 4 storage buffers with a
+// bias. NORM_COLS: COLS normed, 1 plain (gpu_matmul_can_norm bounds it).
 
 @group(0) @binding(NORM_AT) var<uniform> NORM_W: array<vec4<f32>, NORM_VEC4>; // (COLS), padded
 
-var<private> x_scale: f32;
+var<workgroup> x_normed: array<f32, NORM_COLS>;
 
 fn x_begin_plain(l: u32) {}
 fn x_at_plain(col: u32) -> f32 { return X[col]; }
@@ -19,6 +22,8 @@ fn x_at_plain(col: u32) -> f32 { return X[col]; }
 fn x_begin_normed(l: u32) {
     var ss = 0.0;
     for (var i = l; i < COLS; i += WG) { ss += X[i] * X[i]; }
-    x_scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
+    let scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
+    for (var i = l; i < COLS; i += WG) { x_normed[i] = X[i] * scale * NORM_W[i / 4u][i % 4u]; }
+    workgroupBarrier();
 }
-fn x_at_normed(col: u32) -> f32 { return X[col] * x_scale * NORM_W[col / 4u][col % 4u]; }
+fn x_at_normed(col: u32) -> f32 { return x_normed[col]; }
