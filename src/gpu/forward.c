@@ -197,7 +197,8 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
         st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
+    if (!st)
+        st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
     return st;
 }
 
