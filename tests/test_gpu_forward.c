@@ -196,11 +196,12 @@ static void test_long_context(const lean_model *m) {
 /* On a fast GPU a small model's decode step costs ~4 us per dispatch, more than its bytes:
  * the dispatches one decode step records (embedding, every layer, final norm, logits, argmax)
  * on a tiny 2-layer model of arch, held to at most `most` so a fusion undone fails here. */
-static void test_dispatches(const char *arch, uint32_t type, uint64_t most) {
+static void test_dispatches(const char *arch, uint32_t type, const char *as_f16, uint64_t most) {
     char path[256];
     lean_error err;
     tiny_spec sp = tiny_default(arch);
     sp.matrix_type = sp.embd_type = type;
+    sp.as_f16 = as_f16;
     tiny_path(path, sizeof path);
     CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
     lean_model *m = load(path);
@@ -215,8 +216,8 @@ static void test_dispatches(const char *arch, uint32_t type, uint64_t most) {
         if (st == LEAN_OK) st = lean_decode(c, ids[3], logits, &err);
         const uint64_t n = lean_gpu_dispatch_count(g) - before;
         CHECK(st == LEAN_OK, "%s: %s", arch, err.msg);
-        printf("dispatches per decode step, %s %s, %d layers: %llu\n", arch, lean_type_traits_get(type)->name,
-               sp.n_layer, (unsigned long long)n);
+        printf("dispatches per decode step, %s %s%s%s, %d layers: %llu\n", arch, lean_type_traits_get(type)->name,
+               as_f16 ? ", F16 " : "", as_f16 ? as_f16 : "", sp.n_layer, (unsigned long long)n);
         CHECK(n <= most, "%s %s: %llu dispatches per decode step, at most %llu before", arch,
               lean_type_traits_get(type)->name, (unsigned long long)n, (unsigned long long)most);
         free(logits);
@@ -292,10 +293,12 @@ int main(void) {
     test_greedy("qwen2", LEAN_TYPE_Q8_0, "blk.0.attn_v.weight"); /* Wq, Wk, Wv apart, with biases */
     test_greedy("qwen3", LEAN_TYPE_Q4_0, "blk.1.attn_k.weight"); /* and with head norms */
 
-    /* 2 layers: embedding + 2 x (dispatches per layer) + final norm, logits, argmax */
-    test_dispatches("llama", LEAN_TYPE_F32, 16);
-    test_dispatches("qwen2", LEAN_TYPE_Q8_0, 16);
-    test_dispatches("qwen3", LEAN_TYPE_Q4_0, 16);
+    /* 2 layers: embedding + 2 x 6 per layer + final norm, logits, argmax (forward.c's list); a
+     * layer whose Wv has its own format (q4_k_m) one more */
+    test_dispatches("llama", LEAN_TYPE_F32, NULL, 16);
+    test_dispatches("qwen2", LEAN_TYPE_Q8_0, NULL, 16);
+    test_dispatches("qwen3", LEAN_TYPE_Q4_0, NULL, 16);
+    test_dispatches("qwen3", LEAN_TYPE_Q4_0, "blk.0.attn_v.weight", 17);
 
     lean_model *m = load("build/fixtures/qwen3-q8_0.gguf");
     if (m) {

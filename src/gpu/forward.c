@@ -18,8 +18,8 @@
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
- *     matmul itself in decode (n_embd <= 4096), qwen2's biases added by it; Wq, Wk, Wv as three
- *     matmuls into qkv's columns when their formats differ
+ *     matmul itself in decode (n_embd <= 4096), qwen2's biases added by it; [Wq; Wk] and Wv, or
+ *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
  *     value write [v -> value cache row pos+t]
  *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_CHUNK keys in decode)
@@ -70,9 +70,14 @@ typedef struct gpu_gen {
 } gpu_gen;
 
 /* Stacked matrices (gpu_weight_upload_stacked), used when their parts share a format:
- * W_QKV = [Wq; Wk; Wv], one matmul into qkv; W_GATE_UP = [Wgate; Wup], one SWIGLU matmul. The
- * parts stay empty then (and the stack when they do not: q4_k_m's Wv is Q6_K on some layers). */
+ * W_QKV = [Wq; Wk; Wv], one matmul into qkv, or [Wq; Wk] when only those two do (q4_k_m's Wv
+ * is Q6_K on some layers); W_GATE_UP = [Wgate; Wup], one SWIGLU matmul. The parts stacked stay
+ * empty (and a stack whose parts do not share a format). */
 enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP, N_MATRICES };
+
+/* Q, K and V's matmuls in recording order: the stack (it starts at column 0 of qkv's rows),
+ * then the parts not in it (at columns 0, q_dim, q_dim + kv_dim). */
+static const int QKV_ORDER[] = {W_QKV, W_Q, W_K, W_V};
 
 typedef struct gpu_layer {
     gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
@@ -212,14 +217,11 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
                                         &L->norm_attn, err);
     const gpu_mm_mode mode = L->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
     const gpu_mm_in in = normed_input(s, L, L->attn_norm);
-    if (!st && L->w[W_QKV].buf) {
-        const gpu_mm_out out = {.y = s->qkv, .mode = mode, .bias = L->bqkv};
-        st = gpu_matmul_create(s->g, &L->w[W_QKV], B, s->step, &in, &out, &L->mm[W_QKV], err);
-    }
-    const uint32_t col[] = {0, (uint32_t)qd, (uint32_t)(qd + kvd)};
-    for (int i = W_Q; !st && !L->w[W_QKV].buf && i <= W_V; i++) {
-        const gpu_mm_out out = {.y = s->qkv, .col = col[i], .stride = row, .mode = mode, .bias = L->bqkv};
-        st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
+    const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
+    for (int k = 0; !st && k < 4; k++) {
+        const int i = QKV_ORDER[k];
+        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv};
+        if (L->w[i].buf) st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
         st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, L->qk_norm,
@@ -228,7 +230,8 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
         st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
-    if (!st) st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
+    if (!st)
+        st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
     return st;
 }
 
@@ -262,18 +265,19 @@ static bool same_type(const lean_tensor *const *ts, int n) {
     return true;
 }
 
-/* The layer's matrices, each in its file's format: Q, K, V stacked and gate, up stacked when
- * they share it. */
+/* The layer's matrices, each in its file's format: Q, K (and V) stacked and gate, up stacked
+ * where they share it. */
 static lean_status upload_matrices(lean_backend_state *s, const lean_layer *src, gpu_layer *L, lean_error *err) {
     const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
                                       &src->w_gate, &src->w_up, &src->w_down};
-    const bool stack_qkv = same_type(mats + W_Q, 3), stack_ffn = same_type(mats + W_GATE, 2);
+    const int n_qkv = same_type(mats + W_Q, 3) ? 3 : same_type(mats + W_Q, 2) ? 2 : 0; /* stacked */
+    const bool stack_ffn = same_type(mats + W_GATE, 2);
     lean_status st = LEAN_OK;
     for (int i = 0; !st && i < W_QKV; i++) {
-        const bool stacked = (stack_qkv && i <= W_V) || (stack_ffn && (i == W_GATE || i == W_UP));
+        const bool stacked = i < n_qkv || (stack_ffn && (i == W_GATE || i == W_UP));
         if (!stacked) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
     }
-    if (!st && stack_qkv) st = gpu_weight_upload_stacked(s->g, mats + W_Q, 3, "attn_qkv", &L->w[W_QKV], err);
+    if (!st && n_qkv) st = gpu_weight_upload_stacked(s->g, mats + W_Q, n_qkv, "attn_qkv", &L->w[W_QKV], err);
     if (!st && stack_ffn)
         st = gpu_weight_upload_stacked(s->g, mats + W_GATE, 2, "ffn_gate+ffn_up", &L->w[W_GATE_UP], err);
     return st;
@@ -365,11 +369,8 @@ static lean_status gpu_create_config(const lean_model *m, const lean_backend_con
 static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t pos) {
     const bool norm_op = n > 1 || !L->norm_in_matmul;
     if (norm_op) gpu_op_record(c, &L->norm_attn, n);
-    if (L->mm[W_QKV]) {
-        gpu_matmul_record(c, L->mm[W_QKV], n);
-    } else {
-        for (int i = W_Q; i <= W_V; i++) gpu_matmul_record(c, L->mm[i], n);
-    }
+    for (int k = 0; k < 4; k++)
+        if (L->mm[QKV_ORDER[k]]) gpu_matmul_record(c, L->mm[QKV_ORDER[k]], n);
     gpu_op_record(c, &L->qkv_post, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);

@@ -172,8 +172,10 @@ lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts,
         t.n_bytes += ts[i]->n_bytes;
     }
     uint8_t *bytes = t.n_bytes <= SIZE_MAX ? lean_malloc((size_t)t.n_bytes) : NULL;
-    if (!bytes) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)t.n_bytes);
-    for (uint64_t i = 0, at = 0; i < (uint64_t)n; at += ts[i]->n_bytes, i++) memcpy(bytes + at, ts[i]->data, ts[i]->n_bytes);
+    if (!bytes)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)t.n_bytes);
+    for (uint64_t i = 0, at = 0; i < (uint64_t)n; at += ts[i]->n_bytes, i++)
+        memcpy(bytes + at, ts[i]->data, ts[i]->n_bytes);
     t.data = bytes;
     lean_status st = gpu_weight_upload(g, &t, out, err);
     lean_free(bytes);
@@ -234,7 +236,9 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
                      "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
                      "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
                      name, name);
-    if (out) n += snprintf(glue + n, sizeof glue - (size_t)n, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", out);
+    if (out)
+        n += snprintf(glue + n, sizeof glue - (size_t)n,
+                      "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", out);
     if (in)
         snprintf(glue + n, sizeof glue - (size_t)n,
                  "fn x_begin(l: u32) { x_begin_%s(l); }\nfn x_at(col: u32) -> f32 { return x_at_%s(col); }\n", in, in);

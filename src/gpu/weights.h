@@ -43,7 +43,8 @@ typedef enum gpu_mm_mode {
     GPU_MM_SET,    /* y = W x */
     GPU_MM_ADD,    /* y += W x: the residual add, fused into Wo and Wdown */
     GPU_MM_BIAS,   /* y = W x + bias: qwen2's q, k, v biases */
-    GPU_MM_SWIGLU, /* W stacks [Wgate; Wup] (2 n rows, gpu_weight_upload_stacked): y = silu(Wgate x) * (Wup x), n outputs */
+    GPU_MM_SWIGLU, /* W stacks [Wgate; Wup] (2 n rows, gpu_weight_upload_stacked):
+                      y = silu(Wgate x) * (Wup x), n outputs */
 } gpu_mm_mode;
 
 /* Where a matmul writes: output o (< rows, or rows / 2 in SWIGLU mode) of token t at element
