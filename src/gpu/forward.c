@@ -18,7 +18,8 @@
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
- *     matmul itself in decode (n_embd <= 4096), qwen2's biases added by it; [Wq; Wk] and Wv, or
+ *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to ~3500), qwen2's biases added
+ *     by it; [Wq; Wk] and Wv, or
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
  *     value write [v -> value cache row pos+t]
@@ -28,8 +29,9 @@
  *     SwiGLU when their formats differ)
  *   6 Wdown [x += Wdown gate]
  * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
- * decode past n_embd 4096 (the norm weight is read as a uniform). A decode step is then
- * 6 n_layer + 4 dispatches (embedding; final norm, logits, argmax).
+ * decode where the normed row does not fit the kernel's workgroup memory. A decode step is
+ * then 6 n_layer + 4 dispatches (embedding; final norm, logits, argmax), or, generating,
+ * 6 n_layer + 3 and the draw's 2-5 (sample.h) instead of argmax.
  *
  * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
