@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# h200_tile_sweep.sh — prefill speed of the tiled kernels' shapes on the H200 (the `device`
-# tool): for each shape given, rewrites it into a scratch copy of the source, rebuilds and runs
-# `lean bench -p 512 -n 0` on the models given. A shape is GR,GT,TR,TT (matmul_tiled.wgsl:
-# weights.c's TILE_* enum) or attn:TQ,BK (attention_tiled.wgsl's first tile: ops.c). Matmul
-# shapes sum in the same order (the chunk size alone fixes it): they change speed, never bits.
+# h200_tile_sweep.sh — speed of the kernels' shapes on the H200 (the `device` tool): for each
+# shape given, rewrites it into a scratch copy of the source, rebuilds and runs
+# `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
+# shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:TQ,BK
+# (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_CHUNK, the keys a decode
+# attention workgroup takes: ops.h). Matmul shapes sum in the same order (the chunk size alone
+# fixes it): they change speed, never bits.
 # Run after scripts/h200_gpu.sh has built and generated the models:
 #   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16,32" smollm2-360m:q4_0 ...
 set -uo pipefail
@@ -14,10 +16,14 @@ export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
 shapes=$1; shift
 cp src/gpu/weights.c /tmp/weights.c.orig
 cp src/gpu/ops.c /tmp/ops.c.orig
+cp src/gpu/ops.h /tmp/ops.h.orig
 for shape in $shapes; do
     cp /tmp/weights.c.orig src/gpu/weights.c
     cp /tmp/ops.c.orig src/gpu/ops.c
+    cp /tmp/ops.h.orig src/gpu/ops.h
     case "$shape" in
+    chunk:*)
+        sed -i -E "s/#define GPU_ATTN_CHUNK [0-9]+/#define GPU_ATTN_CHUNK ${shape#chunk:}/" src/gpu/ops.h ;;
     attn:*)
         IFS=, read -r tq bk <<<"${shape#attn:}"
         sed -i -E "s/uint32_t tq = [0-9]+, bk = [0-9]+;/uint32_t tq = $tq, bk = $bk;/" src/gpu/ops.c ;;
@@ -30,9 +36,10 @@ for shape in $shapes; do
     for spec in "$@"; do
         f=build/models/${spec%%:*}-${spec#*:}.gguf
         printf '%s %s ' "$shape" "$spec"
-        build-dev/lean bench -m "$f" --backend gpu -p 512 -n 0 -r 3 --batch 512 --suffix none | grep pp512 |
-            awk -F'|' '{print $10}'
+        build-dev/lean bench -m "$f" --backend gpu -p 512 -n 128 -r 3 --batch 512 --suffix none |
+            grep -E 'pp512|tg128' | awk -F'|' '{printf "%s %s", $7, $10} END {print ""}'
     done
 done
 cp /tmp/weights.c.orig src/gpu/weights.c
 cp /tmp/ops.c.orig src/gpu/ops.c
+cp /tmp/ops.h.orig src/gpu/ops.h

@@ -164,7 +164,7 @@ done:
     free(got);
 }
 
-/* Past GPU_ATTN_CHUNK positions decode splits its keys over workgroups (ops.h): logits there,
+/* Past GPU_ATTN_MIN_CHUNK positions decode splits its keys over workgroups (ops.h): logits there,
  * after a 300-token prefill, against the reference's (the transformers tolerance, 1e-3). */
 static void test_long_context(const lean_model *m) {
     enum { N = 300, N_CTX = 320 };

@@ -53,7 +53,8 @@ static lean_gpu_buf *buf_of(const float *x, int64_t n) {
 static lean_gpu_buf *step_buf(int32_t n_tok, int32_t pos) {
     lean_error err;
     lean_gpu_buf *b = NULL;
-    const uint32_t v[4] = {(uint32_t)n_tok, (uint32_t)pos, 0, 0};
+    uint32_t v[4];
+    gpu_step_words(n_tok, pos, v);
     lean_status st = lean_gpu_buf_create(g, 16, LEAN_GPU_UNIFORM, "step", &b, &err);
     if (st == LEAN_OK) st = lean_gpu_buf_write(g, b, 0, v, 16, &err);
     CHECK(st == LEAN_OK, "step buffer: %s", err.msg);
@@ -326,9 +327,11 @@ int main(void) {
     test_attention(80, 4, 2, 40, 23, 10);    /* a head_dim no power of two */
     test_attention(256, 2, 1, 40, 19, 21);   /* tiles shrunk to fit 16 KiB: 8 tokens, 4 keys */
     test_attention(128, 14, 2, 16, 1, 0);    /* decode of the first token */
-    test_attention(64, 6, 2, 300, 1, 255);   /* 256 keys: one chunk, no split */
-    test_attention(64, 6, 2, 300, 1, 256);   /* 257 keys: two splits */
-    test_attention(128, 3, 1, 1100, 1, 1099); /* five splits, up to n_ctx */
+    test_attention(64, 6, 2, 300, 1, 31);    /* 32 keys: one chunk, no split */
+    test_attention(64, 6, 2, 300, 1, 32);    /* 33 keys: two splits */
+    test_attention(64, 6, 2, 1100, 1, 1023); /* 1024 keys: the most splits, 32 of 32 keys */
+    test_attention(64, 6, 2, 1100, 1, 1024); /* 1025 keys: 17 splits of 64 */
+    test_attention(128, 3, 1, 1100, 1, 1099); /* 18 splits of 64, up to n_ctx */
 
     test_argmax(1, -1, -1);
     test_argmax(1000, -1, -1);

@@ -23,7 +23,7 @@
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
  *     value write [v -> value cache row pos+t]
- *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_CHUNK keys in decode)
+ *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_MIN_CHUNK keys in decode)
  *   4 Wo [x += Wo att: the residual add is the matmul's]
  *   5 [Wgate; Wup] with SwiGLU [x -> gate], the FFN RMSNorm in the matmul as in 1 (Wgate, Wup,
  *     SwiGLU when their formats differ)
@@ -341,11 +341,10 @@ static lean_status gpu_create_config(const lean_model *m, const lean_backend_con
                                      lean_error *err) {
     *out = NULL;
     const int32_t n_ctx = cfg->n_ctx, n_batch = cfg->n_batch;
-    /* dispatch counts: n_batch workgroups along y; ceil(n_ctx / GPU_ATTN_CHUNK) along z */
-    if (n_ctx < 1 || n_batch < 1 || n_batch > n_ctx || n_batch > 65535 || n_ctx > 65535 * GPU_ATTN_CHUNK)
-        return LEAN_FAIL(err, LEAN_ERR_ARG,
-                         "gpu: n_ctx %d, n_batch %d (need 1 <= n_batch <= n_ctx, n_batch <= 65535, n_ctx <= %d)",
-                         n_ctx, n_batch, 65535 * GPU_ATTN_CHUNK);
+    /* dispatch counts: up to n_batch workgroups along one dimension (65535 at most) */
+    if (n_ctx < 1 || n_batch < 1 || n_batch > n_ctx || n_batch > 65535)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: n_ctx %d, n_batch %d (need 1 <= n_batch <= n_ctx, n_batch <= 65535)",
+                         n_ctx, n_batch);
     lean_backend_state *s = lean_calloc(1, sizeof *s);
     if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the gpu state");
     *s = (lean_backend_state){.m = m, .n_ctx = n_ctx, .n_batch = n_batch};
@@ -394,7 +393,8 @@ static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t
  * norm and logits into s->logits. */
 static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, bool logits, lean_gpu_cmd **c,
                                  lean_error *err) {
-    const uint32_t step[4] = {(uint32_t)n, (uint32_t)pos, 0, 0};
+    uint32_t step[4];
+    gpu_step_words(n, pos, step);
     lean_status st = lean_gpu_buf_write(s->g, s->step, 0, step, sizeof step, err);
     if (!st) st = lean_gpu_begin(s->g, c, err);
     if (st) return st;

@@ -134,14 +134,27 @@ lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_bu
 
 /* ---- attention ---- */
 
-/* Splits of a one-token call at position pos: the one forward.c dispatches and
- * attn_combine.wgsl assumes. */
-static uint32_t n_splits(int32_t pos) { return div_up((int64_t)pos + 1, GPU_ATTN_CHUNK); }
+uint32_t gpu_attention_chunk(int32_t pos) {
+    const uint64_t keys = (uint64_t)pos + 1, span = (uint64_t)GPU_ATTN_MIN_CHUNK * GPU_ATTN_MAX_SPLITS;
+    return (uint32_t)(GPU_ATTN_MIN_CHUNK * ((keys + span - 1) / span));
+}
+
+void gpu_step_words(int32_t n_tok, int32_t pos, uint32_t w[4]) {
+    w[0] = (uint32_t)n_tok;
+    w[1] = (uint32_t)pos;
+    w[2] = gpu_attention_chunk(pos + n_tok - 1);
+    w[3] = 0;
+}
+
+/* Splits of a one-token call at position pos: the ones forward.c dispatches and
+ * attn_combine.wgsl assumes (<= GPU_ATTN_MAX_SPLITS). */
+static uint32_t n_splits(int32_t pos) { return div_up((int64_t)pos + 1, gpu_attention_chunk(pos)); }
 
 uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch) {
     const uint64_t att = (uint64_t)n_batch * (uint64_t)lean_q_dim(hp);
-    const uint64_t parts = (uint64_t)n_splits(n_ctx - 1) * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2);
-    return att + parts;
+    uint64_t splits = div_up(n_ctx, GPU_ATTN_MIN_CHUNK); /* the most any position needs */
+    if (splits > GPU_ATTN_MAX_SPLITS) splits = GPU_ATTN_MAX_SPLITS;
+    return att + splits * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2);
 }
 
 /* Bytes of attention_tiled.wgsl's workgroup arrays for tq tokens and bk keys a tile. */
@@ -191,20 +204,18 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
                                 {"Q_DIM", 'u', lean_q_dim(hp)},
                                 {"Q_STRIDE", 'u', q_stride},
-                                {"CHUNK", 'u', GPU_ATTN_CHUNK},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
                                 {"DPT", 'u', div_up(hp->head_dim, WG)},
                                 {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b[] = {step, q, kc, vc, out};
-    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 10, b, 5, (uint32_t)hp->n_head, true,
+    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 9, b, 5, (uint32_t)hp->n_head, true,
                              &a->main, err);
     if (st != LEAN_OK) return st;
     const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},
                                   {"HEAD_DIM", 'u', hp->head_dim},
-                                  {"CHUNK", 'u', GPU_ATTN_CHUNK},
                                   {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b2[] = {step, out};
-    st = make_op(g, "attn_combine", USE_STEP, kc2, 4, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
+    st = make_op(g, "attn_combine", USE_STEP, kc2, 3, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
     if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, q_stride, b, a, err);
     return st;
 }

@@ -67,12 +67,22 @@ lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, i
 /* Causal grouped-query attention of the call's queries q (n_tok rows of q_stride floats, the
  * heads first: q_dim) over one layer's
  * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call whose
- * keys exceed GPU_ATTN_CHUNK splits them over workgroups of GPU_ATTN_CHUNK keys and merges the
- * partials, kept in out after the att rows: size out with gpu_attention_out_floats. A call of
- * several tokens (prefill; n_batch > 1 only) runs the tiled kernel, attention_tiled.wgsl: tq
- * tokens a workgroup share each key and value read. LEAN_ERR_UNSUPPORTED when head_dim is too
- * large for its tiles in the device's workgroup storage (past 2000 or so). */
-#define GPU_ATTN_CHUNK 256
+ * keys exceed gpu_attention_chunk(pos) splits them over workgroups of that many keys and
+ * merges the partials, kept in out after the att rows: size out with gpu_attention_out_floats.
+ * A call of several tokens (prefill; n_batch > 1 only) runs the tiled kernel,
+ * attention_tiled.wgsl: tq tokens a workgroup share each key and value read.
+ * LEAN_ERR_UNSUPPORTED when head_dim is too large for its tiles in the device's workgroup
+ * storage (past 2000 or so). */
+#define GPU_ATTN_MIN_CHUNK 32
+#define GPU_ATTN_MAX_SPLITS 32
+/* Keys a decode workgroup takes at position pos: GPU_ATTN_MIN_CHUNK, or the multiple of it that
+ * keeps the splits (merged one after another by attn_combine.wgsl) at GPU_ATTN_MAX_SPLITS or
+ * fewer. Short contexts get many short workgroups (a decode step's attention is latency, not
+ * bytes: 32 keys a workgroup ran smollm2-360m's tg128 6% faster than 256 on the H200), long
+ * ones a bounded merge. It travels in the step uniform (gpu_step_words). */
+uint32_t gpu_attention_chunk(int32_t pos);
+/* The step uniform's words for n_tok tokens at pos (step.wgsl): n_tok, pos, the chunk, 0. */
+void gpu_step_words(int32_t n_tok, int32_t pos, uint32_t w[4]);
 typedef struct gpu_attention {
     gpu_op main, combine; /* one token: attention.wgsl (split) and attn_combine.wgsl */
     gpu_op tiled;         /* several tokens: attention_tiled.wgsl, tq tokens a workgroup */

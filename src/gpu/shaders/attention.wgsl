@@ -9,10 +9,11 @@
 // running sum l and accumulator, and lane d accumulates dimensions d, d + WG, ... of the values.
 // Unsplit (one workgroup along z): all keys 0..p, out = acc / l into the att rows. Split (z > 1,
 // decode: one token): workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its
-// partial (acc, m, l) after the att rows; attn_combine.wgsl merges them.
+// partial (acc, m, l) after the att rows; attn_combine.wgsl merges them. CHUNK is the step's
+// (step.chunk, gpu_attention_chunk in ops.c).
 // Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM, KV_DIM, Q_DIM, Q_STRIDE (floats
-// between tokens' queries), CHUNK, SCALE, DPT (ceil(HEAD_DIM / WG)), PART_OFF (element where
-// the partials start in out), WG.
+// between tokens' queries), SCALE, DPT (ceil(HEAD_DIM / WG)), PART_OFF (element where the
+// partials start in out), WG.
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_STRIDE), heads first, after RoPE
 @group(0) @binding(2) var<storage, read> kc: array<f32>;        // (n_ctx, KV_DIM)
@@ -33,8 +34,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var k0 = 0u;
     var k1 = n_keys;
     if (nwg.z > 1u) {
-        k0 = wid.z * CHUNK;
-        k1 = min(k0 + CHUNK, n_keys);
+        k0 = wid.z * step.chunk;
+        k1 = min(k0 + step.chunk, n_keys);
     }
     for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = q[t * Q_STRIDE + h * HEAD_DIM + d]; }
     workgroupBarrier();
