@@ -3,9 +3,10 @@
 # shape given, rewrites it into a scratch copy of the source, rebuilds and runs
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
 # shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:TQ,BK
-# (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_CHUNK, the keys a decode
-# attention workgroup takes: ops.h). Matmul shapes sum in the same order (the chunk size alone
-# fixes it): they change speed, never bits.
+# (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
+# decode attention workgroup takes: ops.h) or vec:WG,RPW (matmul_vec.wgsl: weights.c's VEC_* enum).
+# Tiled matmul shapes sum in the same order (the chunk size alone fixes it): they change speed,
+# never bits.
 # Run after scripts/h200_gpu.sh has built and generated the models:
 #   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16,32" smollm2-360m:q4_0 ...
 set -uo pipefail
@@ -22,8 +23,11 @@ for shape in $shapes; do
     cp /tmp/ops.c.orig src/gpu/ops.c
     cp /tmp/ops.h.orig src/gpu/ops.h
     case "$shape" in
+    vec:*)
+        IFS=, read -r wg rpw <<<"${shape#vec:}"
+        sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw };/" src/gpu/weights.c ;;
     chunk:*)
-        sed -i -E "s/#define GPU_ATTN_CHUNK [0-9]+/#define GPU_ATTN_CHUNK ${shape#chunk:}/" src/gpu/ops.h ;;
+        sed -i -E "s/#define GPU_ATTN_MIN_CHUNK [0-9]+/#define GPU_ATTN_MIN_CHUNK ${shape#chunk:}/" src/gpu/ops.h ;;
     attn:*)
         IFS=, read -r tq bk <<<"${shape#attn:}"
         sed -i -E "s/uint32_t tq = [0-9]+, bk = [0-9]+;/uint32_t tq = $tq, bk = $bk;/" src/gpu/ops.c ;;

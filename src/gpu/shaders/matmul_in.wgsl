@@ -23,7 +23,13 @@ fn x_begin_normed(l: u32) {
     var ss = 0.0;
     for (var i = l; i < COLS; i += WG) { ss += X[i] * X[i]; }
     let scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
-    for (var i = l; i < COLS; i += WG) { x_normed[i] = X[i] * scale * NORM_W[i / 4u][i % 4u]; }
+    for (var v = l; v < NORM_VEC4; v += WG) { // a vec4 of the uniform a read: 4x fewer of them
+        let w = NORM_W[v];
+        for (var k = 0u; k < 4u; k++) {
+            let i = 4u * v + k;
+            if (i < COLS) { x_normed[i] = X[i] * scale * w[k]; }
+        }
+    }
     workgroupBarrier();
 }
 fn x_at_normed(col: u32) -> f32 { return x_normed[col]; }
