@@ -191,14 +191,15 @@ void gpu_weight_free(gpu_weight *w) {
 /* ---- 3. pipelines and dispatch shapes ---- */
 
 /* Kernel shapes (the compat defaults bound them: <= 128 invocations, <= 16 KiB workgroup
- * memory). matmul_vec: VEC_WG lanes, VEC_RPW rows per workgroup (1 KiB of partial sums).
- * matmul_tiled: 128 invocations, each 1 output x 16 tokens (an output's NW rows: 2 for SwiGLU):
- * tiles of 128 outputs x 16 tokens, so a weight chunk is decoded once per tile and used for 16
- * tokens; 128 columns of the 16 tokens
- * staged per step (8 KiB). The fastest of 17 shapes on the H200 (2.4x the 32 x (2 rows x 16
- * tokens) before it at pp512; scripts/h200_tile_sweep.sh, docs/runs/2026-12-02-gpu-h200-resident.md);
- * the shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
-enum { VEC_WG = 64, VEC_RPW = 4 };
+ * memory), each the fastest of a sweep on the H200 (scripts/h200_tile_sweep.sh;
+ * docs/runs/2026-12-02-gpu-h200-resident.md has the numbers). matmul_vec: VEC_WG lanes, VEC_RPW
+ * outputs per workgroup (up to 4 KiB of partial sums; decode is latency-bound, and 128 lanes
+ * ran tg128 of smollm2-360m q4_0 19% faster than 64). matmul_tiled: 128 invocations, each 1
+ * output x 16 tokens (an output's NW rows: 2 for SwiGLU): tiles of 128 outputs x 16 tokens, so
+ * a weight chunk is decoded once per tile and used for 16 tokens; 128 columns of the 16 tokens
+ * staged per step (8 KiB); 2.4x the 32 x (2 rows x 16 tokens) before it at pp512, and the
+ * shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
+enum { VEC_WG = 128, VEC_RPW = 4 };
 enum { TILE_GR = 128, TILE_GT = 1, TILE_TR = 1, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
 enum { ROWS_WG = 64 };
