@@ -35,6 +35,7 @@
 #include "weights.h"
 
 #include "formats.h"
+#include "ops.h" /* GPU_OP_WG: rmsnorm's workgroup, whose order a normed matmul keeps */
 
 #include <stdio.h>
 #include <string.h>
@@ -200,6 +201,7 @@ void gpu_weight_free(gpu_weight *w) {
  * staged per step (8 KiB); 2.4x the 32 x (2 rows x 16 tokens) before it at pp512, and the
  * shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 4 };
+_Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 128, TILE_GT = 1, TILE_TR = 1, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
 enum { ROWS_WG = 64 };
@@ -338,10 +340,16 @@ static uint64_t vec_storage(int32_t normed_cols) {
     return 4 * ((uint64_t)(2 * VEC_RPW + 1) * VEC_WG + (uint64_t)normed_cols);
 }
 
+/* Every workgroup of a normed matmul normalizes the whole row again, so the fusion pays while
+ * the row is short: on the H200 it saves a dispatch at n_embd 960 (smollm2-360m), but at 2048
+ * (smollm2-1.7b) the normed [Wgate; Wup] matmul took 103 us against ~20 for a plain one. */
+#define NORM_FUSE_MAX_COLS 1024
+
 bool gpu_matmul_can_norm(lean_gpu *g, int32_t cols) {
     uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
     if (cap > 16384) cap = 16384; /* what every adapter grants: the same choice everywhere */
-    return cols > 0 && ((uint64_t)cols * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES && vec_storage(cols) <= cap;
+    return cols > 0 && cols <= NORM_FUSE_MAX_COLS && vec_storage(cols) <= cap &&
+           ((uint64_t)cols * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES;
 }
 
 static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
@@ -349,11 +357,12 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
     lean_status st = split_groups(g, (outs + VEC_RPW - 1) / VEC_RPW, "matmul_vec", &m->vec_x, &m->vec_y, err);
-    lean_gpu_const k[12] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
+    lean_gpu_const k[16] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
     int n = 3 + out_consts(out, outs, 3, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
     k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
     k[n++] = (lean_gpu_const){"NORM_COLS", 'u', normed ? (double)w->cols : 1};
+    k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     if (st == LEAN_OK)
         st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", MODE_FN[out->mode], k, n, &m->vec, err);

@@ -10,7 +10,8 @@
 // reading scattered words of a uniform are served one address at a time (on the H200 that
 // made the normed [Wgate; Wup] matmul 8x slower than a plain one). NORM_W is bound only in
 // normed mode, at binding NORM_AT; a uniform, so the kernel keeps to 4 storage buffers with a
-// bias. NORM_COLS: COLS normed, 1 plain (gpu_matmul_can_norm bounds it).
+// bias. NORM_COLS: COLS normed, 1 plain (gpu_matmul_can_norm bounds it). NORM_LANES: rmsnorm's
+// workgroup size (WG here is a power of two at least that).
 
 @group(0) @binding(NORM_AT) var<uniform> NORM_W: array<vec4<f32>, NORM_VEC4>; // (COLS), padded
 
@@ -20,8 +21,10 @@ fn x_begin_plain(l: u32) {}
 fn x_at_plain(col: u32) -> f32 { return X[col]; }
 
 fn x_begin_normed(l: u32) {
+    // rmsnorm.wgsl's order: NORM_LANES (its WG) strided sums; lanes past them add 0 to the
+    // tree's first level, which leaves every sum as the NORM_LANES-lane tree makes it
     var ss = 0.0;
-    for (var i = l; i < COLS; i += WG) { ss += X[i] * X[i]; }
+    for (var i = l; l < NORM_LANES && i < COLS; i += NORM_LANES) { ss += X[i] * X[i]; }
     let scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
     for (var v = l; v < NORM_VEC4; v += WG) { // a vec4 of the uniform a read: 4x fewer of them
         let w = NORM_W[v];
