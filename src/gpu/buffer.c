@@ -139,8 +139,8 @@ static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, WGPUFuture f, gpu_asy
     return p ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': no mapped range", label);
 }
 
-static lean_status map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
-                            uint64_t n, const char *label, lean_error *err) {
+lean_status gpu_map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
+                         uint64_t n, const char *label, lean_error *err) {
     gpu_async r;
     WGPUFuture f = map_start(g, buf, map_off, map_len, &r);
     return map_finish(g, buf, f, &r, map_off, map_len, skip, dst, n, label, err);
@@ -172,7 +172,7 @@ lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, voi
     if (size == 0) return lean_gpu_finish(g, err);
     if (b->usage == LEAN_GPU_READBACK) { /* whole 4-byte words from an 8-aligned start */
         uint64_t a = offset / 8 * 8;
-        return map_copy(g, b->buf, a, round_up(offset + size, 4) - a, offset - a, dst, size, b->label, err);
+        return gpu_map_copy(g, b->buf, a, round_up(offset + size, 4) - a, offset - a, dst, size, b->label, err);
     }
     if (!(b->usage & LEAN_GPU_STORAGE))
         return LEAN_FAIL(err, LEAN_ERR_ARG, "read of buffer '%s': only STORAGE and READBACK buffers can be read",
@@ -185,7 +185,7 @@ lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, voi
         st = staging(g, e - a, err);
         if (st == LEAN_OK) st = copy_to_staging(g, b, a, e - a, err);
         if (st == LEAN_OK)
-            st = map_copy(g, g->staging->buf, 0, e - a, offset + done - a, (char *)dst + done, n, b->label, err);
+            st = gpu_map_copy(g, g->staging->buf, 0, e - a, offset + done - a, (char *)dst + done, n, b->label, err);
         done += n;
     }
     return st;

@@ -106,6 +106,12 @@ WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap);
  * anything else -> DEVICE. */
 lean_status gpu_error_status(WGPUErrorType type, lean_status what_invalid);
 
+/* buffer.c: maps [map_off, map_off + map_len) of a MapRead buffer (map_off a multiple of 8,
+ * map_len of 4) once the work submitted so far is done, copies n bytes from map_off + skip to
+ * dst, unmaps. Blocking. */
+lean_status gpu_map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
+                         uint64_t n, const char *label, lean_error *err);
+
 /* profile.c (see its header). gpu_profile_pass: the timestamp writes for the pass of the
  * i-th dispatch of the command buffer being recorded (NULL: untimed);
  * gpu_profile_resolve: before Finish, for n dispatches; gpu_profile_collect: after Submit,

@@ -33,6 +33,7 @@ typedef struct gpu_profile {
     WGPUBuffer resolved;    /* QueryResolve | CopySrc */
     WGPUBuffer readback;    /* MapRead | CopyDst */
     const char *pending[MAX_TIMED]; /* the labels of the command buffer being recorded */
+    uint64_t times[2 * MAX_TIMED];  /* its timestamps, read back: begin and end of each pass */
     prof_row rows[MAX_ROWS];
     int n_rows;
     uint64_t base;          /* lean_gpu_dispatch_count at the last report */
@@ -109,32 +110,20 @@ static prof_row *row_of(gpu_profile *p, const char *label) {
     return row;
 }
 
-static void on_mapped(WGPUMapAsyncStatus status, WGPUStringView message, void *userdata1, void *userdata2) {
-    (void)message, (void)userdata2;
-    gpu_async *r = userdata1;
-    r->done = true;
-    r->ok = status == WGPUMapAsyncStatus_Success;
-}
-
 lean_status gpu_profile_collect(lean_gpu *g, uint32_t n, lean_error *err) {
     gpu_profile *p = g->prof;
     if (!p->set || n == 0) return LEAN_OK;
     if (n > MAX_TIMED) n = MAX_TIMED;
-    gpu_async r = {.done = false};
-    WGPUBufferMapCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_mapped, &r, NULL};
-    WGPUFuture f = g->w.BufferMapAsync(p->readback, WGPUMapMode_Read, 0, (size_t)n * 16, info);
-    lean_status st = gpu_wait(g, f, "the profile's timestamps", err);
-    if (st != LEAN_OK) return st;
-    if (!r.ok) return gpu_check(g, err);
-    const uint64_t *t = g->w.BufferGetConstMappedRange(p->readback, 0, (size_t)n * 16);
-    for (uint32_t i = 0; t && i < n; i++) {
+    const uint64_t bytes = (uint64_t)n * 16;
+    lean_status st = gpu_map_copy(g, p->readback, 0, bytes, 0, p->times, bytes, "lean profile readback", err);
+    for (uint32_t i = 0; st == LEAN_OK && i < n; i++) {
+        const uint64_t *t = p->times + 2 * i;
         prof_row *row = row_of(p, p->pending[i] ? p->pending[i] : "?");
         row->calls++;
-        row->ns += t[2 * i + 1] > t[2 * i] ? t[2 * i + 1] - t[2 * i] : 0;
+        row->ns += t[1] > t[0] ? t[1] - t[0] : 0;
         p->timed++;
     }
-    g->w.BufferUnmap(p->readback);
-    return LEAN_OK;
+    return st;
 }
 
 bool lean_gpu_profiling(const lean_gpu *g) { return g->prof != NULL; }
