@@ -446,7 +446,12 @@ static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
 static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, lean_error *err) {
     gpu_gen *G = &s->gen;
     lean_status st = LEAN_OK;
-    if (G->checked == 0) G->checked = gpu_sampler_check(s->g, err) == LEAN_OK ? 1 : -1;
+    if (G->checked == 0) { /* a verdict on the arithmetic is kept; a failure (a lost device) is not */
+        st = gpu_sampler_check(s->g, err);
+        if (st != LEAN_OK && st != LEAN_ERR_UNSUPPORTED) return st;
+        G->checked = st == LEAN_OK ? 1 : -1;
+        st = LEAN_OK;
+    }
     if (G->checked < 0)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: this adapter's arithmetic does not reproduce the CPU's draw");
     if (G->smp && !same_cfg(&G->cfg, cfg)) {
@@ -458,8 +463,9 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
         if (st) return st;
         G->cfg = *cfg;
     }
-    for (int k = 0; !st && k < GEN_SLOTS && !G->slot[k]; k++)
-        st = lean_gpu_buf_create(s->g, GEN_GREEDY_BLOCK * 4, LEAN_GPU_READBACK, "generated ids", &G->slot[k], err);
+    for (int k = 0; !st && k < GEN_SLOTS; k++) /* the missing ones: an earlier call may have failed midway */
+        if (!G->slot[k])
+            st = lean_gpu_buf_create(s->g, GEN_GREEDY_BLOCK * 4, LEAN_GPU_READBACK, "generated ids", &G->slot[k], err);
     return st;
 }
 
