@@ -4,7 +4,8 @@
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
 # shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:TQ,BK
 # (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
-# decode attention workgroup takes: ops.h) or vec:WG,RPW (matmul_vec.wgsl: weights.c's VEC_* enum).
+# decode attention workgroup takes: ops.h), vec:WG,RPW (matmul_vec.wgsl: weights.c's VEC_* enum)
+# or norm:N (NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves: weights.c).
 # Tiled matmul shapes sum in the same order (the chunk size alone fixes it): they change speed,
 # never bits.
 # Run after scripts/h200_gpu.sh has built and generated the models:
@@ -26,6 +27,8 @@ for shape in $shapes; do
     vec:*)
         IFS=, read -r wg rpw <<<"${shape#vec:}"
         sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw };/" src/gpu/weights.c ;;
+    norm:*)
+        sed -i -E "s/#define NORM_FUSE_MAX_COLS [0-9]+/#define NORM_FUSE_MAX_COLS ${shape#norm:}/" src/gpu/weights.c ;;
     chunk:*)
         sed -i -E "s/#define GPU_ATTN_MIN_CHUNK [0-9]+/#define GPU_ATTN_MIN_CHUNK ${shape#chunk:}/" src/gpu/ops.h ;;
     attn:*)

@@ -143,7 +143,8 @@ static void test_round_trip(lean_gpu *g, uint32_t n) {
     CHECK(lean_gpu_buf_create(g, n * 4ull, LEAN_GPU_STORAGE, "x", &x, &err) == LEAN_OK, "%s", err.msg);
     CHECK(lean_gpu_buf_create(g, n * 4ull + 2, LEAN_GPU_STORAGE, "y", &y, &err) == LEAN_OK, "%s", err.msg);
     if (!x || !y) return;
-    CHECK(lean_gpu_buf_size(y) == n * 4ull + 4, "size rounds up to 4: %llu", (unsigned long long)lean_gpu_buf_size(y));
+    CHECK(lean_gpu_buf_size(y) == (n * 4ull + 2 + 15) / 16 * 16, "size rounds up to 16: %llu",
+          (unsigned long long)lean_gpu_buf_size(y));
     uint32_t *in = malloc(n * 4ull), *out = malloc(n * 4ull + 4);
     for (uint32_t i = 0; i < n; i++) in[i] = rng();
     CHECK(lean_gpu_buf_write(g, x, 0, in, n * 4ull, &err) == LEAN_OK, "write: %s", err.msg);
@@ -315,8 +316,8 @@ static void test_bad_buffers(lean_gpu *g) {
           "over the limit: %d %s", st, err.msg);
     st = lean_gpu_buf_create(g, UINT64_MAX, LEAN_GPU_STORAGE, "max", &b, &err);
     CHECK(st == LEAN_ERR_UNSUPPORTED && !b, "UINT64_MAX bytes: %d %s", st, err.msg);
-    CHECK(lean_gpu_buf_create(g, 0, LEAN_GPU_STORAGE, "empty", &b, &err) == LEAN_OK && lean_gpu_buf_size(b) == 4,
-          "a zero-size buffer gets 4 bytes: %s", err.msg);
+    CHECK(lean_gpu_buf_create(g, 0, LEAN_GPU_STORAGE, "empty", &b, &err) == LEAN_OK && lean_gpu_buf_size(b) == 16,
+          "a zero-size buffer gets 16 bytes: %s", err.msg);
     lean_gpu_buf_free(b);
     st = lean_gpu_buf_create(g, 64, 0, "no usage", &b, &err);
     CHECK(st == LEAN_ERR_ARG, "no usage: %d", st);

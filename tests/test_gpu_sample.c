@@ -240,12 +240,13 @@ static void test_errors(void) {
     lean_gpu_buf *logits = NULL, *out = NULL;
     gpu_sampler *s = (gpu_sampler *)&err;
     CHECK(lean_gpu_buf_create(G, 400, LEAN_GPU_STORAGE, "test logits", &logits, &err) == LEAN_OK, "%s", err.msg);
+    /* 16 bytes (buffers are whole vec4s): ids 0..3 */
     CHECK(lean_gpu_buf_create(G, 8, LEAN_GPU_STORAGE, "test ids", &out, &err) == LEAN_OK, "%s", err.msg);
     sampler_cfg cfg = cfg_of(1.0, 40, 1, 1.2, 4, 7);
     CHECK(gpu_sampler_create(G, &cfg, 101, logits, 0, out, 0, &s, &err) == LEAN_ERR_ARG && !s &&
               strstr(err.msg, "101 ids"), "logits past the buffer: %s", err.msg);
     CHECK(gpu_sampler_create(G, &cfg, 10, logits, 2, out, 0, &s, &err) == LEAN_ERR_ARG, "unaligned offset");
-    CHECK(gpu_sampler_create(G, &cfg, 10, logits, 0, out, 2, &s, &err) == LEAN_ERR_ARG && strstr(err.msg, "index 2"),
+    CHECK(gpu_sampler_create(G, &cfg, 10, logits, 0, out, 4, &s, &err) == LEAN_ERR_ARG && strstr(err.msg, "index 4"),
           "out index past the buffer: %s", err.msg);
     CHECK(gpu_sampler_create(G, &cfg, 0, logits, 0, out, 0, &s, &err) == LEAN_ERR_ARG, "no vocabulary");
     cfg.seed = LEAN_SEED_RANDOM;

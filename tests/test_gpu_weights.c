@@ -490,7 +490,7 @@ static void test_errors(lean_gpu_buf *step) {
     /* a y buffer too small for max_tok tokens */
     matrix m;
     matrix_make(&m, LEAN_TYPE_Q4_0, 4, 32);
-    lean_gpu_buf *xb = buf_new(4 * 32 * 4, LEAN_GPU_STORAGE), *yb = buf_new(4 * 4 * 4 - 4, LEAN_GPU_STORAGE);
+    lean_gpu_buf *xb = buf_new(4 * 32 * 4, LEAN_GPU_STORAGE), *yb = buf_new(4 * 4 * 4 - 16, LEAN_GPU_STORAGE);
     gpu_matmul *mm = NULL;
     if (gpu_weight_upload(G, &m.t, &gw, &err) == LEAN_OK) {
         CHECK(gpu_matmul_create(G, &gw, 4, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, &mm, &err) == LEAN_ERR_ARG && mm == NULL,

@@ -34,10 +34,12 @@ lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, cons
     if (!usage || (usage & ~known) || ((usage & LEAN_GPU_READBACK) && usage != LEAN_GPU_READBACK))
         return LEAN_FAIL(err, LEAN_ERR_ARG, "buffer '%s': usage 0x%x is not STORAGE and/or UNIFORM, or READBACK alone",
                          label, usage);
-    if (size > g->info.max_buffer / 4 * 4)
+    if (size > g->info.max_buffer / 16 * 16)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "buffer '%s': %llu bytes is more than the device's maxBufferSize %llu",
                          label, (unsigned long long)size, (unsigned long long)g->info.max_buffer);
-    uint64_t bytes = size < 4 ? 4 : round_up(size, 4); /* 4: a zero-size buffer cannot be bound */
+    /* a whole number of vec4s (kernels read activations as vec4s; a zero-size buffer cannot
+     * be bound) */
+    uint64_t bytes = size < 16 ? 16 : round_up(size, 16);
     lean_gpu_buf *b = lean_calloc(1, sizeof *b);
     if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "buffer '%s': out of memory", label);
     snprintf(b->label, sizeof b->label, "%s", label);

@@ -210,8 +210,16 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
                                  .uncapturedErrorCallbackInfo = {NULL, on_uncaptured_error, g, NULL}};
     /* profiling: kernel times finer than Dawn's 100 µs timestamp rounding (profile.c) */
     static const char *const unquantized[] = {"timestamp_quantization"};
-    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, 0, NULL, 1, unquantized};
-    if (gpu_profile_wanted()) desc.nextInChain = &toggles.chain;
+    /* Dawn clamps every storage index again unless told not to; our kernels keep theirs in
+     * range by construction (shapes checked when a pipeline is made, ids clamped in-kernel),
+     * and the clamps cost the H200 a third of its prefill speed (docs/runs/2026-12-03-*).
+     * LEAN_GPU_ROBUST=1 puts them back. */
+    static const char *const unrobust[] = {"disable_robustness"};
+    const char *rb = getenv("LEAN_GPU_ROBUST");
+    const bool no_robust = !(rb && strcmp(rb, "1") == 0);
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, no_robust, unrobust,
+                                         gpu_profile_wanted(), unquantized};
+    if (gpu_profile_wanted() || no_robust) desc.nextInChain = &toggles.chain;
     gpu_async r = {.done = false};
     WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, &r, NULL};
     WGPUFuture f = g->w.AdapterRequestDevice(g->adapter, &desc, info);

@@ -94,6 +94,14 @@ lean_status lean_gpu_map_take(lean_gpu_buf *b, void *dst, uint64_t size, lean_er
  * the Makefile from every .wgsl there); NULL for an unknown name. */
 const char *lean_gpu_shader(const char *name);
 
+/* The reductions every kernel that sums across a workgroup includes, with the constant SG =
+ * lean_gpu_subgroup_size: reduce_sg.wgsl where that is not 0 (the device has subgroups of
+ * one fixed size and LEAN_SUBGROUPS=1), else reduce.wgsl. A source that starts with a
+ * directive ("enable ...;") may go anywhere in a pipeline's list: the directive is moved
+ * before the constants. */
+uint32_t lean_gpu_subgroup_size(lean_gpu *g);
+const char *lean_gpu_reduce_shader(lean_gpu *g);
+
 /* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the
  * code (no `override`): type 'u' (u32), 'i' (i32) or 'f' (f32). */
 typedef struct lean_gpu_const {

@@ -34,15 +34,17 @@ static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const l
     const char *src[3];
     int n_src = 0;
     if (uses & USE_STEP) src[n_src++] = lean_gpu_shader("step");
-    if (uses & USE_REDUCE) src[n_src++] = lean_gpu_shader("reduce");
+    if (uses & USE_REDUCE) src[n_src++] = lean_gpu_reduce_shader(g);
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "shader '%s' is not in this build", name);
     lean_gpu_const all[16];
-    if (n_consts >= (int)(sizeof all / sizeof all[0]))
+    if (n_consts + 3 > (int)(sizeof all / sizeof all[0]))
         return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d constants", name, n_consts);
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
     all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
+    all[n_consts++] = (lean_gpu_const){"RED_ROWS", 'u', 1};
+    all[n_consts++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     lean_gpu_bind binds[8];
     for (int i = 0; i < n_bufs; i++) binds[i] = (lean_gpu_bind){bufs[i], 0, 0};
     lean_status st = lean_gpu_pipeline_create(g, name, src, n_src, all, n_consts, &op->pipe, err);

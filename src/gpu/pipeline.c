@@ -14,6 +14,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ---- embedded shaders: src/gpu/shaders/NAME.wgsl, the table generated at build time ---- */
 
@@ -21,6 +22,21 @@ const char *lean_gpu_shader(const char *name) {
     for (size_t i = 0; name && i < gpu_n_shader_files; i++)
         if (strcmp(gpu_shader_files[i].name, name) == 0) return gpu_shader_files[i].text;
     return NULL;
+}
+
+/* Where the device has subgroups of one size (min = max: every pipeline then gets that size,
+ * so all kernels sum alike) and LEAN_SUBGROUPS=1, the reductions run over them. Off by
+ * default: on the H200 they ran decode 3-7% slower than reduce.wgsl's trees
+ * (docs/runs/2026-12-03-gpu-h200-decode.md). */
+uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
+    const lean_gpu_info *in = lean_gpu_get_info(g);
+    const char *env = getenv("LEAN_SUBGROUPS");
+    const bool fixed = in->subgroups && in->subgroup_min_size > 0 && in->subgroup_min_size == in->subgroup_max_size;
+    return fixed && env && strcmp(env, "1") == 0 ? in->subgroup_min_size : 0;
+}
+
+const char *lean_gpu_reduce_shader(lean_gpu *g) {
+    return lean_gpu_shader(lean_gpu_subgroup_size(g) ? "reduce_sg" : "reduce");
 }
 
 /* ---- constants as source text ---- */
@@ -54,7 +70,17 @@ static lean_status const_line(const lean_gpu_const *c, const char *label, char *
     return LEAN_OK;
 }
 
-/* The full text: constants, then the sources. *out is lean_malloc'd, NUL-terminated. */
+/* Length of src's leading directive line ("enable ...;\n"), 0 when it has none. WGSL wants
+ * directives before every declaration, constants included. */
+static size_t directive_len(const char *src) {
+    if (strncmp(src, "enable ", 7) != 0) return 0;
+    const char *nl = strchr(src, '\n');
+    return nl ? (size_t)(nl - src) + 1 : strlen(src);
+}
+
+/* The full text: the sources' directives, constants, then the sources (a directive's line
+ * left there as a comment, so every source keeps its length and lines for locate). *out is
+ * lean_malloc'd, NUL-terminated. */
 static lean_status build_text(const char *label, const char *const *src, int n_src, const lean_gpu_const *consts,
                               int n_consts, char **out, size_t *out_len, lean_error *err) {
     enum { LINE = 128 };
@@ -63,9 +89,16 @@ static lean_status build_text(const char *label, const char *const *src, int n_s
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_ARG, "pipeline '%s': source %d is NULL", label, i);
         len += strlen(src[i]);
     }
-    char *text = lean_malloc((size_t)n_consts * LINE + len + 1);
+    size_t dirs = 0;
+    for (int i = 0; i < n_src; i++) dirs += directive_len(src[i]);
+    char *text = lean_malloc((size_t)n_consts * LINE + len + dirs + 1);
     if (!text) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "pipeline '%s': out of memory", label);
     size_t at = 0;
+    for (int i = 0; i < n_src; i++) {
+        size_t n = directive_len(src[i]);
+        memcpy(text + at, src[i], n);
+        at += n;
+    }
     for (int i = 0; i < n_consts; i++) {
         lean_status st = const_line(&consts[i], label, text + at, LINE, err);
         if (st != LEAN_OK) return lean_free(text), st;
@@ -74,6 +107,8 @@ static lean_status build_text(const char *label, const char *const *src, int n_s
     for (int i = 0; i < n_src; i++) {
         size_t n = strlen(src[i]);
         memcpy(text + at, src[i], n);
+        const size_t d = directive_len(src[i]);
+        if (d >= 3) memset(text + at, '/', 2), memset(text + at + 2, ' ', d - 3);
         at += n;
     }
     text[at] = 0;

@@ -200,7 +200,7 @@ void gpu_weight_free(gpu_weight *w) {
  * a weight chunk is decoded once per tile and used for 16 tokens; 128 columns of the 16 tokens
  * staged per step (8 KiB); 2.4x the 32 x (2 rows x 16 tokens) before it at pp512, and the
  * shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
-enum { VEC_WG = 128, VEC_RPW = 4 };
+enum { VEC_WG = 128, VEC_RPW = 2 };
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 128, TILE_GT = 1, TILE_TR = 1, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
@@ -244,13 +244,14 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
                       "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", out);
     if (in)
         snprintf(glue + n, sizeof glue - (size_t)n,
-                 "fn x_begin(l: u32) { x_begin_%s(l); }\nfn x_at(col: u32) -> f32 { return x_at_%s(col); }\n", in, in);
+                 "fn x_begin(l: u32) { x_begin_%s(l); }\n"
+                 "fn x4_at(col: u32) -> vec4<f32> { return x4_at_%s(col); }\n", in, in);
     snprintf(label, sizeof label, "%s_%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
              out ? out : "");
     const char *src[6] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
     int n_src = 3;
     if (out) src[n_src++] = lean_gpu_shader("matmul_out");
-    if (in) src[n_src++] = lean_gpu_shader("reduce"), src[n_src++] = lean_gpu_shader("matmul_in");
+    if (in) src[n_src++] = lean_gpu_reduce_shader(g), src[n_src++] = lean_gpu_shader("matmul_in");
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
     lean_gpu_const consts[24];
@@ -334,10 +335,10 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
-/* matmul_vec's workgroup memory: the partial sums of up to 2 VEC_RPW rows, reduce.wgsl's
- * VEC_WG floats, and (normed) the normed row. */
+/* matmul_vec's workgroup memory: the reduction's VEC_WG floats for each of up to 2 VEC_RPW
+ * rows, and (normed) the normed row as vec4s. */
 static uint64_t vec_storage(int32_t normed_cols) {
-    return 4 * ((uint64_t)(2 * VEC_RPW + 1) * VEC_WG + (uint64_t)normed_cols);
+    return 4 * ((uint64_t)2 * VEC_RPW * VEC_WG + ((uint64_t)normed_cols + 3) / 4 * 4);
 }
 
 /* Every workgroup of a normed matmul normalizes the whole row again, so the fusion pays while
@@ -361,7 +362,9 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     int n = 3 + out_consts(out, outs, 3, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
     k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
-    k[n++] = (lean_gpu_const){"NORM_COLS", 'u', normed ? (double)w->cols : 1};
+    k[n++] = (lean_gpu_const){"NORM_STAGED", 'u', normed ? (double)((w->cols + 3) / 4) : 1};
+    k[n++] = (lean_gpu_const){"RED_ROWS", 'u', VEC_RPW * rows_per_out(out->mode)};
+    k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     if (st == LEAN_OK)
@@ -383,14 +386,23 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lea
     return st;
 }
 
+/* The bytes of x that max_tok tokens' inputs span, a whole number of vec4s (matmul_vec reads
+ * x as vec4s; every buffer is a whole number of them, lean_gpu_buf_create). */
+static uint64_t x_bytes(const gpu_weight *w, int32_t max_tok) {
+    return ((uint64_t)max_tok * (uint64_t)w->cols * 4 + 15) & ~(uint64_t)15;
+}
+
 /* in against w and max_tok: x (and a normed input's raw row and norm weight) large enough */
 static lean_status check_in(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_in *in, lean_error *err) {
     const uint64_t row = (uint64_t)w->cols * 4, norm_bytes = (row + 15) & ~(uint64_t)15;
-    lean_status st = check_binding(g, in->x, in->offset, (uint64_t)max_tok * row, "matmul x", err);
+    if (in->offset % 16) /* matmul_vec reads x as vec4s */
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul x: offset %llu is not a multiple of 16",
+                         (unsigned long long)in->offset);
+    lean_status st = check_binding(g, in->x, in->offset, x_bytes(w, max_tok), "matmul x", err);
     if (st == LEAN_OK && in->norm && norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul: a normed input of %lld columns passes the %d-byte uniform "
                        "binding every adapter grants", (long long)w->cols, LEAN_GPU_UNIFORM_MAX_BYTES);
-    if (st == LEAN_OK && in->norm) st = check_binding(g, in->raw, 0, row, "matmul raw x", err);
+    if (st == LEAN_OK && in->norm) st = check_binding(g, in->raw, 0, x_bytes(w, 1), "matmul raw x", err);
     if (st == LEAN_OK && in->norm && lean_gpu_buf_size(in->norm) < norm_bytes)
         st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: the norm weight has %llu bytes, %llu wanted",
                        (unsigned long long)lean_gpu_buf_size(in->norm), (unsigned long long)norm_bytes);
@@ -424,7 +436,6 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
                               const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
     if (max_tok < 1 || (uint64_t)max_tok > 65535ull * TILE_T)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: max_tok %d is not in 1 .. %d", max_tok, 65535 * TILE_T);
-    const uint64_t row = (uint64_t)w->cols * 4;
     lean_status st = check_in(g, w, max_tok, in, err);
     if (st == LEAN_OK) st = check_out(g, w, max_tok, out, err);
     if (st == LEAN_OK && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
@@ -432,10 +443,10 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
     const lean_gpu_bind binds[N_BINDS] = {
-        [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, (uint64_t)max_tok * row},
+        [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, x_bytes(w, max_tok)},
         [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
         [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
-        [B_RAW] = {in->raw, 0, row}, [B_NORM] = {in->norm, 0, 0}};
+        [B_RAW] = {in->raw, 0, x_bytes(w, 1)}, [B_NORM] = {in->norm, 0, 0}};
     st = matmul_vec_make(g, w, binds, in, out, m, err);
     if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, out, m, err);
     if (st != LEAN_OK) {

@@ -1,7 +1,8 @@
 // rmsnorm.wgsl — RMSNorm with a weight, as ops_ref.c's ref_rmsnorm:
 //   out = x / sqrt(mean(x^2) + EPS) * w        over each token's row of N elements
-// One workgroup per token: workgroup (0, t). Each lane sums the squares of its strided
-// elements in index order, then the lanes' sums are added as a tree (reduce.wgsl).
+// One workgroup per token: workgroup (0, t). Lane l sums the squares of elements 4v .. 4v + 3
+// for v = l, l + WG, ... in index order, then the lanes' sums are added across the workgroup
+// (reduce.wgsl or reduce_sg.wgsl): matmul_in.wgsl's normed input keeps this order exactly.
 // (matmul_in.wgsl computes the same, fused into decode's matmuls; qkv_post.wgsl the per-head
 // norms of q and k.)
 // LAST_ONLY = 1: only the call's last token, written to row 0 of out (the final norm before
@@ -21,7 +22,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         dst = 0u;
     }
     var ss = 0.0;
-    for (var i = lid; i < N; i += WG) { ss += x[src + i] * x[src + i]; }
+    for (var v = lid; v < (N + 3u) / 4u; v += WG) { // four at a time, in matmul_in.wgsl's order
+        for (var i = 4u * v; i < min(4u * v + 4u, N); i++) { ss += x[src + i] * x[src + i]; }
+    }
     ss = wg_sum(ss, lid);
     let scale = 1.0 / sqrt(ss / f32(N) + EPS);
     for (var i = lid; i < N; i += WG) { out[dst + i] = x[src + i] * scale * w[i]; }
