@@ -8,13 +8,16 @@
 // i holding row o(i % OPT) + (i / OPT) * OUTS with o(k) = tile_o0 + gr + GR * k, and tokens
 // tile_t0 + gt + GT * j (j < TT): TR * TT accumulators in registers.
 // The columns are walked in steps of KSTEP (128); each step first stages X[tokens of the
-// tile][columns of the step] in workgroup memory (zero past n_tok and COLS), then every
-// invocation decodes each chunk of its rows once and dots it with its TT tokens' staged x.
+// tile][columns of the step] in workgroup memory as vec4s (zero past n_tok and COLS), then
+// every invocation decodes each chunk of its rows once and dots it with its TT tokens' staged
+// x, four columns a read (a chunk's columns come in runs of 4, formats.wgsl): one workgroup
+// read per 4 multiply-adds, not per 1, which was what bound this kernel.
 //
-// Summation order of Y[t][r]: chunks in ascending order, each chunk's CH products summed in
-// i order into a chunk sum that is added to the accumulator. It depends on CH alone, not on
-// n_tok or the tile a token falls in, so any split of a prefill gives the same bits. (The
-// decode kernel, matmul_vec, sums in another order: its results are close, not equal.)
+// Summation order of Y[t][r]: chunks in ascending order, each chunk's CH / 4 runs' dot
+// products summed in order into a chunk sum that is added to the accumulator. It depends on
+// CH alone, not on n_tok or the tile a token falls in, so any split of a prefill gives the
+// same bits. (The decode kernel, matmul_vec, sums in another order: its results are close,
+// not equal.)
 //
 // Workgroup index: outputs tile wid.y * NX + wid.x (split like matmul_vec), tokens tile wid.z.
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
@@ -33,8 +36,10 @@ const OPT: u32 = TR / NW;
 const TILE_O: u32 = GR * OPT;
 const TILE_T: u32 = GT * TT;
 const CPS: u32 = KSTEP / CH; // chunks per step
+const KV4: u32 = KSTEP / 4u;  // vec4s of a token's staged columns
+const RUNS: u32 = CH / 4u;
 
-var<workgroup> xs: array<f32, TILE_T * KSTEP>; // xs[tl * KSTEP + column - step start]
+var<workgroup> xs: array<vec4<f32>, TILE_T * KV4>; // xs[tl * KV4 + (column - step start) / 4]
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
@@ -48,11 +53,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let n_steps = (COLS + KSTEP - 1u) / KSTEP;
     for (var s = 0u; s < n_steps; s++) {
         let k0 = s * KSTEP;
-        for (var e = l; e < TILE_T * KSTEP; e += WG) {
-            let t = tile_t0 + e / KSTEP;
-            let col = k0 + e % KSTEP;
-            var v = 0.0;
-            if (t < n_tok && col < COLS) { v = X[t * COLS + col]; }
+        for (var e = l; e < TILE_T * KV4; e += WG) {
+            let t = tile_t0 + e / KV4;
+            let col = k0 + 4u * (e % KV4);
+            var v = vec4<f32>(0.0);
+            for (var k = 0u; k < 4u; k++) {
+                if (t < n_tok && col + k < COLS) { v[k] = X[t * COLS + col + k]; }
+            }
             xs[e] = v;
         }
         workgroupBarrier();
@@ -61,9 +68,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var i = 0u; i < TR; i++) {
                 dequant_chunk(min(tile_o0 + gr + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
                 for (var j = 0u; j < TT; j++) {
-                    let xrow = (gt + GT * j) * KSTEP;
+                    let xrow = (gt + GT * j) * KV4;
                     var d = 0.0;
-                    for (var k = 0u; k < CH; k++) { d += wv[k] * xs[xrow + chunk_col(c, k) - k0]; }
+                    for (var q = 0u; q < RUNS; q++) {
+                        let w4 = vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]);
+                        d += dot(w4, xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]);
+                    }
                     acc[i * TT + j] += d;
                 }
             }
