@@ -96,7 +96,7 @@ const char *lean_gpu_shader(const char *name);
 
 /* The reductions every kernel that sums across a workgroup includes, with the constant SG =
  * lean_gpu_subgroup_size: reduce_sg.wgsl where that is not 0 (the device has subgroups of
- * one fixed size and LEAN_SUBGROUPS=1), else reduce.wgsl. A source that starts with a
+ * one fixed size and LEAN_SUBGROUPS is not 0), else reduce.wgsl. A source that starts with a
  * directive ("enable ...;") may go anywhere in a pipeline's list: the directive is moved
  * before the constants. */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g);

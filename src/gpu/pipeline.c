@@ -25,14 +25,14 @@ const char *lean_gpu_shader(const char *name) {
 }
 
 /* Where the device has subgroups of one size (min = max: every pipeline then gets that size,
- * so all kernels sum alike) and LEAN_SUBGROUPS=1, the reductions run over them. Off by
- * default: on the H200 they ran decode 3-7% slower than reduce.wgsl's trees
- * (docs/runs/2026-12-03-gpu-h200-decode.md). */
+ * so all kernels sum alike) and LEAN_SUBGROUPS is not 0, the reductions run over them (on
+ * the H200: decode 4% faster than reduce.wgsl's trees at smollm2-360m,
+ * docs/runs/2026-12-03-gpu-h200-decode.md). */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
     const char *env = getenv("LEAN_SUBGROUPS");
     const bool fixed = in->subgroups && in->subgroup_min_size > 0 && in->subgroup_min_size == in->subgroup_max_size;
-    return fixed && env && strcmp(env, "1") == 0 ? in->subgroup_min_size : 0;
+    return fixed && !(env && strcmp(env, "0") == 0) ? in->subgroup_min_size : 0;
 }
 
 const char *lean_gpu_reduce_shader(lean_gpu *g) {

@@ -202,7 +202,7 @@ void gpu_weight_free(gpu_weight *w) {
  * shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2 };
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
-enum { TILE_GR = 128, TILE_GT = 1, TILE_TR = 1, TILE_TT = 16, TILE_KSTEP = 128 };
+enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
 enum { ROWS_WG = 64 };
 
