@@ -5,8 +5,8 @@
  * activations for n_batch tokens, uploads the RoPE cos/sin of every position (computed on the
  * host by the reference's own code), and makes every pipeline, bind group and matmul a call will
  * need. A forward call then writes the 16-byte step uniform and the ids, records the whole
- * batch — embedding, every layer, and (when logits are asked for) the last token's final norm,
- * logits and their argmax — into one command buffer, submits it, and reads back only the logits. Nothing is
+ * batch — embedding, every layer, and (when logits are asked for) the last token's final norm
+ * and logits — into one command buffer, submits it, and reads back only the logits. Nothing is
  * allocated per call. Batched prefill starts at any position (a suffix over a resident prefix
  * takes the same path); decode is the one-token case; truncation is a later call at a lower
  * position (rows at and past it are overwritten before they are read).
@@ -304,7 +304,7 @@ static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err
     return st;
 }
 
-/* Embedding, final norm, logits and argmax. */
+/* Embedding, final norm, logits, and the argmax (for lean_backend_gpu_argmax only). */
 static lean_status make_ends(lean_backend_state *s, lean_error *err) {
     const lean_model *m = s->m;
     const gpu_weight *out = m->tied_output ? &s->tok_embd : &s->output;
