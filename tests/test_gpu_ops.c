@@ -290,8 +290,8 @@ static void test_argmax(int32_t n, int32_t first, int32_t second) {
     free(x);
 }
 
-int main(void) {
-    if (!(g = test_gpu_open("test_gpu_ops"))) return test_finish("test_gpu_ops");
+static void test_all(void) {
+    printf("test_gpu_ops: reductions over %s\n", lean_gpu_subgroup_size(g) ? "subgroups" : "workgroup trees");
 
     const int32_t widths[] = {1, 64, 100, 896}, toks[] = {1, 7, 65};
     for (size_t i = 0; i < 4; i++)
@@ -337,7 +337,15 @@ int main(void) {
     test_argmax(1000, -1, -1);
     test_argmax(151936 / 16, 777, 5000);
     test_argmax(100, 99, 3);
+}
 
+int main(void) {
+    if (!(g = test_gpu_open("test_gpu_ops"))) return test_finish("test_gpu_ops");
+    test_all();
+    if (lean_gpu_subgroup_size(g)) { /* and the kernels every adapter without subgroups runs */
+        setenv("LEAN_SUBGROUPS", "0", 1);
+        test_all();
+    }
     lean_gpu_close(g);
     return test_finish("test_gpu_ops");
 }

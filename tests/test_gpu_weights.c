@@ -507,9 +507,8 @@ static void test_errors(lean_gpu_buf *step) {
     matrix_free(&m);
 }
 
-int main(void) {
-    if (!(G = test_gpu_open("test_gpu_weights"))) return test_finish("test_gpu_weights");
-    lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
+static void test_all(lean_gpu_buf *step) {
+    printf("test_gpu_weights: reductions over %s\n", lean_gpu_subgroup_size(G) ? "subgroups" : "workgroup trees");
     static const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
                                      LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
@@ -522,6 +521,16 @@ int main(void) {
     test_repack_pieces(step);
     test_many_groups(step);
     test_errors(step);
+}
+
+int main(void) {
+    if (!(G = test_gpu_open("test_gpu_weights"))) return test_finish("test_gpu_weights");
+    lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
+    test_all(step);
+    if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
+        setenv("LEAN_SUBGROUPS", "0", 1);
+        test_all(step);
+    }
     lean_gpu_buf_free(step);
     lean_gpu_close(G);
     return test_finish("test_gpu_weights");
