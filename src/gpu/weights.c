@@ -193,13 +193,14 @@ void gpu_weight_free(gpu_weight *w) {
 
 /* Kernel shapes (the compat defaults bound them: <= 128 invocations, <= 16 KiB workgroup
  * memory), each the fastest of a sweep on the H200 (scripts/h200_tile_sweep.sh;
- * docs/runs/2026-12-02-gpu-h200-resident.md has the numbers). matmul_vec: VEC_WG lanes, VEC_RPW
- * outputs per workgroup (up to 4 KiB of partial sums; decode is latency-bound, and 128 lanes
- * ran tg128 of smollm2-360m q4_0 19% faster than 64). matmul_tiled: 128 invocations, each 1
- * output x 16 tokens (an output's NW rows: 2 for SwiGLU): tiles of 128 outputs x 16 tokens, so
- * a weight chunk is decoded once per tile and used for 16 tokens; 128 columns of the 16 tokens
- * staged per step (8 KiB); 2.4x the 32 x (2 rows x 16 tokens) before it at pp512, and the
- * shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
+ * docs/runs/2026-12-02-gpu-h200-resident.md and docs/runs/2026-12-03-gpu-h200-decode.md have
+ * the numbers). matmul_vec: VEC_WG lanes, VEC_RPW outputs per workgroup (more workgroups for
+ * latency-bound decode: 2 outputs ran smollm2-135m q8_0 tg128 1.15x faster than 4, 1 and 8
+ * slower). matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for
+ * SwiGLU) x 16 tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per
+ * 16 tokens; 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to
+ * 1.45x (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512, and the shape never
+ * changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2 };
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
