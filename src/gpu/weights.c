@@ -195,7 +195,7 @@ void gpu_weight_free(gpu_weight *w) {
  * memory), each the fastest of a sweep on the H200 (scripts/h200_tile_sweep.sh;
  * docs/runs/2026-12-02-gpu-h200-resident.md and docs/runs/2026-12-03-gpu-h200-decode.md have
  * the numbers). matmul_vec: VEC_WG lanes, VEC_RPW outputs per workgroup (more workgroups for
- * latency-bound decode: 2 outputs ran smollm2-135m q8_0 tg128 1.15x faster than 4, 1 and 8
+ * latency-bound decode: 2 outputs ran smollm2-135m q8_0 tg128 1.18x faster than 4, 1 and 8
  * slower). matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for
  * SwiGLU) x 16 tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per
  * 16 tokens; 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to
@@ -395,7 +395,7 @@ static uint64_t x_bytes(const gpu_weight *w, int32_t max_tok) {
 
 /* in against w and max_tok: x (and a normed input's raw row and norm weight) large enough */
 static lean_status check_in(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_in *in, lean_error *err) {
-    const uint64_t row = (uint64_t)w->cols * 4, norm_bytes = (row + 15) & ~(uint64_t)15;
+    const uint64_t norm_bytes = x_bytes(w, 1); /* the uniform: one row, padded to a vec4 */
     if (in->offset % 16) /* matmul_vec reads x as vec4s */
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul x: offset %llu is not a multiple of 16",
                          (unsigned long long)in->offset);
