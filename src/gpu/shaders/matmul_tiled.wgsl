@@ -10,8 +10,8 @@
 // The columns are walked in steps of KSTEP (128); each step first stages X[tokens of the
 // tile][columns of the step] in workgroup memory as vec4s (zero past n_tok and COLS), then
 // every invocation decodes each chunk of its rows once and dots it with its TT tokens' staged
-// x, four columns a read (a chunk's columns come in runs of 4, formats.wgsl): one workgroup
-// read per 4 multiply-adds, not per 1, which was what bound this kernel.
+// x, four columns a read (a chunk's columns come in runs of 4, formats.wgsl) used for all TR
+// rows: one workgroup read per 4 TR multiply-adds, not per 1, which was what bound this kernel.
 //
 // Summation order of Y[t][r]: chunks in ascending order, each chunk's CH / 4 runs' dot
 // products summed in order into a chunk sum that is added to the accumulator. It depends on
@@ -65,17 +65,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
         let c_end = min(s * CPS + CPS, CHUNKS);
         for (var c = s * CPS; c < c_end; c++) {
+            var w: array<vec4<f32>, TR * RUNS>; // the chunk of each row, decoded once
             for (var i = 0u; i < TR; i++) {
                 dequant_chunk(min(tile_o0 + gr + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
-                for (var j = 0u; j < TT; j++) {
-                    let xrow = (gt + GT * j) * KV4;
-                    var d = 0.0;
-                    for (var q = 0u; q < RUNS; q++) {
-                        let w4 = vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]);
-                        d += dot(w4, xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]);
-                    }
-                    acc[i * TT + j] += d;
+                for (var q = 0u; q < RUNS; q++) {
+                    w[i * RUNS + q] = vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]);
                 }
+            }
+            for (var j = 0u; j < TT; j++) {
+                let xrow = (gt + GT * j) * KV4;
+                // zeroed by hand: declared in a loop, the H200's compiled kernel kept the last
+                // pass's values (one declaration per function in SPIR-V); llvmpipe zeroed it
+                var d: array<f32, TR>;
+                for (var i = 0u; i < TR; i++) { d[i] = 0.0; }
+                for (var q = 0u; q < RUNS; q++) {
+                    let x4 = xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]; // read once for all TR rows
+                    for (var i = 0u; i < TR; i++) { d[i] += dot(w[i * RUNS + q], x4); }
+                }
+                for (var i = 0u; i < TR; i++) { acc[i * TT + j] += d[i]; }
             }
         }
         workgroupBarrier();
