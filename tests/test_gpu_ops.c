@@ -293,9 +293,9 @@ static void test_argmax(int32_t n, int32_t first, int32_t second) {
 static void test_all(void) {
     printf("test_gpu_ops: reductions over %s\n", lean_gpu_subgroup_size(g) ? "subgroups" : "workgroup trees");
 
-    const int32_t widths[] = {1, 64, 100, 896}, toks[] = {1, 7, 65};
-    for (size_t i = 0; i < 4; i++)
-        for (size_t j = 0; j < 3; j++) {
+    const int32_t widths[] = {1, 64, 100, 896, 2050}, toks[] = {1, 7, 65};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        for (size_t j = 0; j < sizeof toks / sizeof toks[0]; j++) {
             test_rmsnorm(widths[i], toks[j], false);
             test_swiglu(widths[i], toks[j]);
         }

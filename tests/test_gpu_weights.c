@@ -518,6 +518,7 @@ static void test_all(lean_gpu_buf *step) {
     test_normed_input(LEAN_TYPE_F32, 131, step);
     test_normed_input(LEAN_TYPE_Q4_K, 512, step);
     test_normed_input(LEAN_TYPE_Q6_K, 256, step);
+    test_normed_input(LEAN_TYPE_Q4_0, 1056, step); /* 5 vec4s a norm lane, the last one short */
     test_repack_pieces(step);
     test_many_groups(step);
     test_errors(step);

@@ -67,7 +67,7 @@ lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x,
                                lean_gpu_buf *out, int32_t n, float eps, bool last_only, gpu_op *op, lean_error *err) {
     const lean_gpu_const k[] = {{"N", 'u', n}, {"EPS", 'f', eps}, {"LAST_ONLY", 'u', last_only}};
     lean_gpu_buf *b[] = {step, x, w, out};
-    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 3, b, 4, 1, !last_only, op, err);
+    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 3, b, 4, div_up(n, 4 * WG), !last_only, op, err);
 }
 
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,

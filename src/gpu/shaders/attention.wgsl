@@ -65,7 +65,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let d = lid + i * WG;
             if (d < HEAD_DIM) {
                 var a = acc[i] * corr;
-                for (var jj = 0u; jj < n_in; jj++) { a += pr[jj] * vc[(j0 + jj) * KV_DIM + kvo + d]; }
+                for (var jj = 0u; jj < WG; jj++) { // a constant count: the loads can go out together
+                    if (jj < n_in) { a += pr[jj] * vc[(j0 + jj) * KV_DIM + kvo + d]; }
+                }
                 acc[i] = a;
             }
         }

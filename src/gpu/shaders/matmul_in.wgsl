@@ -22,6 +22,8 @@
 
 var<workgroup> x_normed: array<vec4<f32>, NORM_STAGED>;
 
+const NORM_VPL: u32 = (NORM_VEC4 + NORM_LANES - 1u) / NORM_LANES; // vec4s a lane sums
+
 // v with the lanes of columns COLS and past set to 0 (constant-folded away when COLS % 4 = 0)
 fn x4_mask(v: vec4<f32>, col: u32) -> vec4<f32> {
     if (COLS % 4u == 0u) { return v; }
@@ -33,15 +35,21 @@ fn x4_at_plain(col: u32) -> vec4<f32> { return x4_mask(X[col >> 2u], col); }
 
 fn x_begin_normed(l: u32) {
     var ss = 0.0;
-    for (var v = l; l < NORM_LANES && v < NORM_VEC4; v += NORM_LANES) {
-        let x = x4_mask(X[v], 4u * v);
-        ss += x.x * x.x;
-        ss += x.y * x.y;
-        ss += x.z * x.z;
-        ss += x.w * x.w;
+    for (var k = 0u; k < NORM_VPL; k++) { // a constant count, so the loads can go out together
+        let v = l + k * NORM_LANES;
+        if (l < NORM_LANES && v < NORM_VEC4) {
+            let x = x4_mask(X[v], 4u * v);
+            ss += x.x * x.x;
+            ss += x.y * x.y;
+            ss += x.z * x.z;
+            ss += x.w * x.w;
+        }
     }
     let scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
-    for (var v = l; v < NORM_VEC4; v += WG) { x_normed[v] = x4_mask(X[v] * scale * NORM_W[v], 4u * v); }
+    for (var k = 0u; k < (NORM_STAGED + WG - 1u) / WG; k++) {
+        let v = l + k * WG;
+        if (v < NORM_VEC4) { x_normed[v] = x4_mask(X[v] * scale * NORM_W[v], 4u * v); }
+    }
     workgroupBarrier();
 }
 fn x4_at_normed(col: u32) -> vec4<f32> { return x_normed[col >> 2u]; }

@@ -26,6 +26,9 @@
 
 const SLOTS: u32 = RPW * NW;
 const RUNS: u32 = CH / 4u;
+// chunks a lane takes: a constant count, so the compiler can unroll the loop and issue several
+// chunks' loads before the first one's arrive (decode's matmuls are short: latency, not bytes)
+const CPL: u32 = (CHUNKS + WG - 1u) / WG;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
@@ -33,7 +36,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
     x_begin(l);
     var acc: array<f32, SLOTS>;
-    for (var c = l; c < CHUNKS; c += WG) {
+    for (var k = 0u; k < CPL; k++) {
+        let c = l + k * WG;
+        if (CHUNKS % WG != 0u && c >= CHUNKS) { break; } // folded away where every lane has CPL
         var xs: array<vec4<f32>, RUNS>;
         for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(chunk_col(c, 4u * q)); }
         for (var s = 0u; s < SLOTS; s++) {

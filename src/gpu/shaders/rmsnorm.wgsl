@@ -1,8 +1,14 @@
 // rmsnorm.wgsl — RMSNorm with a weight, as ops_ref.c's ref_rmsnorm:
 //   out = x / sqrt(mean(x^2) + EPS) * w        over each token's row of N elements
-// One workgroup per token: workgroup (0, t). Lane l sums the squares of elements 4v .. 4v + 3
-// for v = l, l + WG, ... in index order, then the lanes' sums are added across the workgroup
-// (reduce.wgsl or reduce_sg.wgsl): matmul_in.wgsl's normed input keeps this order exactly.
+// Workgroup (s, t) writes elements s * 4 WG .. s * 4 WG + 4 WG - 1 of token t's row: every
+// workgroup of the row computes the row's sum itself, in the same order, so they agree bit for
+// bit — a row takes ceil(N / 4 WG) workgroups side by side rather than one walking it all, since
+// a lone workgroup's dependent loads, not bytes, were this kernel's time (23 us a call at
+// N = 2048 on the H200).
+// The order: lane l sums the squares of elements 4v .. 4v + 3 for v = l, l + WG, ... in index
+// order, then the lanes' sums are added across the workgroup (reduce.wgsl or reduce_sg.wgsl):
+// matmul_in.wgsl's normed input keeps this order exactly. The loops run a constant number of
+// times (VPL), so the compiler can issue their loads together.
 // (matmul_in.wgsl computes the same, fused into decode's matmuls; qkv_post.wgsl the per-head
 // norms of q and k.)
 // LAST_ONLY = 1: only the call's last token, written to row 0 of out (the final norm before
@@ -13,6 +19,8 @@
 @group(0) @binding(2) var<storage, read> w: array<f32>;         // (N)
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // (n_batch, N), or (N)
 
+const VPL: u32 = (N + 4u * WG - 1u) / (4u * WG); // vec4s a lane sums
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     var src = wid.y * N; // first element of the row, in x
@@ -22,10 +30,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         dst = 0u;
     }
     var ss = 0.0;
-    for (var v = lid; v < (N + 3u) / 4u; v += WG) { // four at a time, in matmul_in.wgsl's order
-        for (var i = 4u * v; i < min(4u * v + 4u, N); i++) { ss += x[src + i] * x[src + i]; }
+    for (var k = 0u; k < VPL; k++) { // vec4 v = lid + k WG, four at a time, in matmul_in.wgsl's order
+        let e = 4u * (lid + k * WG);
+        if (N % (4u * WG) == 0u || e + 4u <= N) { // the first test folds where no lane is short
+            let a = x[src + e];
+            let b = x[src + e + 1u];
+            let c = x[src + e + 2u];
+            let d = x[src + e + 3u];
+            ss += a * a;
+            ss += b * b;
+            ss += c * c;
+            ss += d * d;
+        } else {
+            for (var i = e; i < N; i++) { ss += x[src + i] * x[src + i]; }
+        }
     }
     ss = wg_sum(ss, lid);
     let scale = 1.0 / sqrt(ss / f32(N) + EPS);
-    for (var i = lid; i < N; i += WG) { out[dst + i] = x[src + i] * scale * w[i]; }
+    for (var k = 0u; k < 4u; k++) {
+        let i = wid.x * 4u * WG + k * WG + lid;
+        if (i < N) { out[dst + i] = x[src + i] * scale * w[i]; }
+    }
 }
