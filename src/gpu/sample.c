@@ -24,7 +24,11 @@
 #include <string.h>
 
 #define WG 64             /* invocations per workgroup, every sampling kernel */
-#define CHUNK 4096        /* entries per workgroup: level 0 of the top-k tree, every level of the greedy one */
+#define CHUNK 4096        /* entries per workgroup: level 0 of the top-k tree */
+/* Entries per workgroup, every level of the greedy tree: 8 a lane. A level's time is its lanes'
+ * serial reads, not bytes: at 4096 (64 a lane) the first level took 36 us of a decode step on
+ * the H200 for a 49152-id vocabulary (LEAN_PROFILE); at 512 a 152k vocabulary still takes 2. */
+#define GREEDY_CHUNK 512
 #define FAN 8             /* lists merged per workgroup: the later levels of the top-k tree */
 #define MASS_BLOCKS 8     /* top-p's mass: blocks of SAMPLER_SUM_BLOCK ids per workgroup */
 #define MAX_LEVELS 8      /* a level shrinks its input 8-fold or more: 65535 groups -> 1 in 7 */
@@ -125,12 +129,12 @@ typedef struct level_plan {
 /* The levels from the vocabulary down to one list; returns how many (0 when more than
  * MAX_LEVELS would be needed) and the scratch words the lists take in *words. Top-k: level 0
  * keeps 64 of CHUNK entries per workgroup, later levels merge FAN lists (sample_merge);
- * greedy: every level keeps 1 of CHUNK. */
+ * greedy: every level keeps 1 of GREEDY_CHUNK. */
 static int plan_tree(int32_t n_vocab, bool greedy, level_plan *lv, uint64_t *words) {
     const uint32_t list_len = greedy ? 1 : SAMPLER_K_CAP;
     uint64_t n_in = (uint64_t)n_vocab, off = 0, in_off = 0;
     for (int l = 0; l < MAX_LEVELS; l++) {
-        lv[l] = (level_plan){n_in, in_off, off, div_up(n_in, greedy || l == 0 ? CHUNK : FAN)};
+        lv[l] = (level_plan){n_in, in_off, off, div_up(n_in, greedy ? GREEDY_CHUNK : l == 0 ? CHUNK : FAN)};
         in_off = off;
         n_in = lv[l].groups;
         off += 2 * n_in * list_len;
@@ -150,7 +154,7 @@ static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_pla
         snprintf(label, sizeof label, "sample_%s_%d", greedy ? "argmax" : l == 0 ? "topk" : "merge", l);
         const lean_gpu_const k[] = {
             {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
-            {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', CHUNK}, {"FAN", 'u', FAN},
+            {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', greedy ? GREEDY_CHUNK : CHUNK}, {"FAN", 'u', FAN},
             {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}};
         const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
         const char *loader = l == 0 ? "sample_vocab" : greedy ? "sample_lists" : NULL;
