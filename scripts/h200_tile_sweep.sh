@@ -4,7 +4,8 @@
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
 # shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:TQ,BK
 # (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
-# decode attention workgroup takes: ops.h), vec:WG,RPW (matmul_vec.wgsl: weights.c's VEC_* enum)
+# decode attention workgroup takes: ops.h), vec:WG,RPW[,RPW_SHORT,SHORT_CPL] (matmul_vec.wgsl:
+# weights.c's VEC_* enum; RPW_SHORT defaults to RPW, SHORT_CPL to 1)
 # or norm:N (NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves: weights.c).
 # Tiled matmul shapes sum in the same order (the chunk size alone fixes it): they change speed,
 # never bits.
@@ -25,8 +26,8 @@ for shape in $shapes; do
     cp /tmp/ops.h.orig src/gpu/ops.h
     case "$shape" in
     vec:*)
-        IFS=, read -r wg rpw <<<"${shape#vec:}"
-        sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw };/" src/gpu/weights.c ;;
+        IFS=, read -r wg rpw rpw_short short_cpl <<<"${shape#vec:}"
+        sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
     norm:*)
         sed -i -E "s/#define NORM_FUSE_MAX_COLS [0-9]+/#define NORM_FUSE_MAX_COLS ${shape#norm:}/" src/gpu/weights.c ;;
     chunk:*)

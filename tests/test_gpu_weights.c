@@ -254,10 +254,12 @@ static void test_format(uint32_t type, lean_gpu_buf *step) {
     const lean_type_traits *tr = lean_type_traits_get(type);
     const int64_t B = tr->block_elems;
     /* one block per row, 5 rows (ragged for 4 rows per workgroup); then 67 rows (a 64-row tile
-     * and 3) of several blocks, not a whole number of 128-column steps */
-    const int64_t shapes[][2] = {{5, B}, {67, B == 1 ? 131 : B == 32 ? 160 : 768}};
+     * and 3) of several blocks, not a whole number of 128-column steps; then 7 rows long enough
+     * for matmul_vec's lanes to take 2 or 3 chunks of each (its 2-output workgroups) */
+    const int64_t shapes[][2] = {{5, B}, {67, B == 1 ? 131 : B == 32 ? 160 : 768},
+                                 {7, B == 1 ? 1030 : B == 32 ? 1056 : 2304}};
     static const int32_t n_small[] = {1, 2, 7, 65}, n_big[] = {1, 2, 7, 64, 65};
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 3; s++) {
         matrix m;
         matrix_make(&m, type, shapes[s][0], shapes[s][1]);
         gpu_weight gw = {0};

@@ -196,12 +196,14 @@ void gpu_weight_free(gpu_weight *w) {
  * docs/runs/2026-12-02-gpu-h200-resident.md and docs/runs/2026-12-03-gpu-h200-decode.md have
  * the numbers). matmul_vec: VEC_WG lanes, VEC_RPW outputs per workgroup (more workgroups for
  * latency-bound decode: 2 outputs ran smollm2-135m q8_0 tg128 1.18x faster than 4, 1 and 8
- * slower). matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for
+ * slower), but VEC_RPW_SHORT where a lane has at most VEC_SHORT_CPL chunks of a row: with
+ * little work a workgroup, more rows share its start and its reduction (4 for every matrix ran
+ * smollm2-360m tg128 1.08x faster than 2, smollm2-1.7b's 2048-wide rows 0.95x). matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for
  * SwiGLU) x 16 tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per
  * 16 tokens; 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to
  * 1.45x (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512, and the shape never
  * changes the bits. get_rows: ROWS_WG chunks per workgroup. */
-enum { VEC_WG = 128, VEC_RPW = 2 };
+enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
@@ -336,10 +338,16 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
-/* matmul_vec's workgroup memory: the reduction's VEC_WG floats for each of up to 2 VEC_RPW
- * rows, and (normed) the normed row as vec4s. */
+/* matmul_vec's outputs per workgroup for w */
+static uint32_t vec_rpw(const gpu_weight *w) {
+    return (row_chunks(w) + VEC_WG - 1) / VEC_WG <= VEC_SHORT_CPL ? VEC_RPW_SHORT : VEC_RPW;
+}
+
+/* matmul_vec's workgroup memory at most: the reduction's VEC_WG floats for each of up to
+ * 2 RPW rows, and (normed) the normed row as vec4s. */
 static uint64_t vec_storage(int32_t normed_cols) {
-    return 4 * ((uint64_t)2 * VEC_RPW * VEC_WG + ((uint64_t)normed_cols + 3) / 4 * 4);
+    const uint64_t rpw = VEC_RPW > VEC_RPW_SHORT ? VEC_RPW : VEC_RPW_SHORT;
+    return 4 * (2 * rpw * VEC_WG + ((uint64_t)normed_cols + 3) / 4 * 4);
 }
 
 /* Every workgroup of a normed matmul normalizes the whole row again, so the fusion pays while
@@ -358,13 +366,14 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
                                    const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
-    lean_status st = split_groups(g, (outs + VEC_RPW - 1) / VEC_RPW, "matmul_vec", &m->vec_x, &m->vec_y, err);
-    lean_gpu_const k[16] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', VEC_RPW}, {"NX", 'u', m->vec_x}};
+    const uint32_t rpw = vec_rpw(w);
+    lean_status st = split_groups(g, (outs + rpw - 1) / rpw, "matmul_vec", &m->vec_x, &m->vec_y, err);
+    lean_gpu_const k[16] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
     int n = 3 + out_consts(out, outs, 3, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
     k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
     k[n++] = (lean_gpu_const){"NORM_STAGED", 'u', normed ? (double)((w->cols + 3) / 4) : 1};
-    k[n++] = (lean_gpu_const){"RED_ROWS", 'u', VEC_RPW * rows_per_out(out->mode)};
+    k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode)};
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};

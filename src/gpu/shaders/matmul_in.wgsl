@@ -7,8 +7,8 @@
 // Columns from COLS on read as 0 (X's binding is a whole number of vec4s: gpu_matmul_create
 // rounds it up, so the last vec4 may hold another row's floats or padding).
 // Normed, every workgroup computes the row's scale itself (the row is short: n_embd) as
-// rmsnorm.wgsl does — lane l < NORM_LANES adds the squares of columns 4v .. 4v + 3 for v = l,
-// l + NORM_LANES, ... in index order, then the workgroup sum (reduce.wgsl or reduce_sg.wgsl;
+// rmsnorm.wgsl does — lane l < NORM_LANES adds dot(x4, x4) of columns 4v .. 4v + 3 for v = l,
+// l + NORM_LANES, ... in turn, then the workgroup sum (reduce.wgsl or reduce_sg.wgsl;
 // lanes past NORM_LANES add 0, which leaves every sum as rmsnorm's workgroup makes it),
 // x * scale * w — so its inputs are rmsnorm.wgsl's outputs bit for bit — and stages the normed
 // row in workgroup memory once: x4_at then reads it there, since lanes reading scattered words
@@ -39,10 +39,7 @@ fn x_begin_normed(l: u32) {
         let v = l + k * NORM_LANES;
         if (l < NORM_LANES && v < NORM_VEC4) {
             let x = x4_mask(X[v], 4u * v);
-            ss += x.x * x.x;
-            ss += x.y * x.y;
-            ss += x.z * x.z;
-            ss += x.w * x.w;
+            ss += dot(x, x);
         }
     }
     let scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);

@@ -5,10 +5,12 @@
 // bit — a row takes ceil(N / 4 WG) workgroups side by side rather than one walking it all, since
 // a lone workgroup's dependent loads, not bytes, were this kernel's time (23 us a call at
 // N = 2048 on the H200).
-// The order: lane l sums the squares of elements 4v .. 4v + 3 for v = l, l + WG, ... in index
-// order, then the lanes' sums are added across the workgroup (reduce.wgsl or reduce_sg.wgsl):
-// matmul_in.wgsl's normed input keeps this order exactly. The loops run a constant number of
-// times (VPL), so the compiler can issue their loads together.
+// The order: lane l adds dot(x4, x4) of the vec4s x4 = elements 4v .. 4v + 3 (0 past N) for
+// v = l, l + WG, ... in turn, then the lanes' sums are added across the workgroup (reduce.wgsl
+// or reduce_sg.wgsl): matmul_in.wgsl's normed input computes exactly this. (dot, not four
+// `ss += a * a`, which a compiler may contract into fused multiply-adds one way in one kernel
+// and another way in the other: the H200's test saw the two differ once the loops unrolled.) The loops
+// run a constant number of times (VPL), so the compiler can issue their loads together.
 // (matmul_in.wgsl computes the same, fused into decode's matmuls; qkv_post.wgsl the per-head
 // norms of q and k.)
 // LAST_ONLY = 1: only the call's last token, written to row 0 of out (the final norm before
@@ -30,20 +32,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         dst = 0u;
     }
     var ss = 0.0;
-    for (var k = 0u; k < VPL; k++) { // vec4 v = lid + k WG, four at a time, in matmul_in.wgsl's order
+    for (var k = 0u; k < VPL; k++) { // vec4 v = lid + k WG, in matmul_in.wgsl's order
         let e = 4u * (lid + k * WG);
-        if (N % (4u * WG) == 0u || e + 4u <= N) { // the first test folds where no lane is short
-            let a = x[src + e];
-            let b = x[src + e + 1u];
-            let c = x[src + e + 2u];
-            let d = x[src + e + 3u];
-            ss += a * a;
-            ss += b * b;
-            ss += c * c;
-            ss += d * d;
-        } else {
-            for (var i = e; i < N; i++) { ss += x[src + i] * x[src + i]; }
+        var v = vec4<f32>(0.0);
+        for (var i = 0u; i < 4u; i++) {
+            if (e + i < N) { v[i] = x[src + e + i]; }
         }
+        ss += dot(v, v);
     }
     ss = wg_sum(ss, lid);
     let scale = 1.0 / sqrt(ss / f32(N) + EPS);
