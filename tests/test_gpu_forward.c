@@ -293,12 +293,12 @@ int main(void) {
     test_greedy("qwen2", LEAN_TYPE_Q8_0, "blk.0.attn_v.weight"); /* Wq, Wk, Wv apart, with biases */
     test_greedy("qwen3", LEAN_TYPE_Q4_0, "blk.1.attn_k.weight"); /* and with head norms */
 
-    /* 2 layers: embedding + 2 x 5 per layer + final norm, logits (forward.c's list); a layer
+    /* 2 layers: embedding + 2 x 6 per layer + final norm, logits (forward.c's list); a layer
      * whose Wv has its own format (q4_k_m) one more */
-    test_dispatches("llama", LEAN_TYPE_F32, NULL, 13);
-    test_dispatches("qwen2", LEAN_TYPE_Q8_0, NULL, 13);
-    test_dispatches("qwen3", LEAN_TYPE_Q4_0, NULL, 13);
-    test_dispatches("qwen3", LEAN_TYPE_Q4_0, "blk.0.attn_v.weight", 14);
+    test_dispatches("llama", LEAN_TYPE_F32, NULL, 15);
+    test_dispatches("qwen2", LEAN_TYPE_Q8_0, NULL, 15);
+    test_dispatches("qwen3", LEAN_TYPE_Q4_0, NULL, 15);
+    test_dispatches("qwen3", LEAN_TYPE_Q4_0, "blk.0.attn_v.weight", 16);
 
     lean_model *m = load("build/fixtures/qwen3-q8_0.gguf");
     if (m) {

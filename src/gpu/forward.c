@@ -18,20 +18,20 @@
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
- *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to 1024), qwen2's biases added
+ *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to ~3500), qwen2's biases added
  *     by it; [Wq; Wk] and Wv, or
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
- *   2 qkv_post, prefill only: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row
- *     pos+t], the value write [v -> value cache row pos+t]
- *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_MIN_CHUNK keys in decode); in
- *     decode it does 2's work for its token itself [qkv -> att; k, v -> cache row pos]
+ *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
+ *     value write [v -> value cache row pos+t]
+ *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_MIN_CHUNK keys in decode)
  *   4 Wo [x += Wo att: the residual add is the matmul's]
  *   5 [Wgate; Wup] with SwiGLU [x -> gate], the FFN RMSNorm in the matmul as in 1 (Wgate, Wup,
  *     SwiGLU when their formats differ)
  *   6 Wdown [x += Wdown gate]
  * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
- * decode where the row is wider. A decode step is then 5 n_layer + 3 dispatches (embedding;
- * final norm, logits), and, generating, the draw's 2-5 (sample.h).
+ * decode where the normed row does not fit the kernel's workgroup memory. A decode step is
+ * then 6 n_layer + 3 dispatches (embedding; final norm, logits), and, generating, the draw's
+ * 2-5 (sample.h).
  *
  * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
@@ -104,12 +104,12 @@ struct lean_backend_state {
     gpu_layer *layers;          /* n_layer */
     gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
     lean_gpu_buf *output_norm;  /* (n_embd) F32 */
+    lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position (gpu_rope_table_create) */
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
     lean_gpu_buf *ids;          /* (B) u32 */
     lean_gpu_buf *x, *xn;       /* (B, n_embd) residual (Wo and Wdown add into it), normed input */
-    lean_gpu_buf *qkv;          /* (B, q_dim + 2 kv_dim): q | k | v per token (prefill: q roped in place),
-                                   then the RoPE table of every position (gpu_qkv_buf_create) */
+    lean_gpu_buf *qkv;          /* (B, q_dim + 2 kv_dim): q | k | v per token; q roped in place */
     lean_gpu_buf *att;          /* (B, q_dim) + attention partials (gpu_attention_out_floats) */
     lean_gpu_buf *gate, *up;    /* (B, n_ff) */
     lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
@@ -149,7 +149,7 @@ static void gpu_destroy(lean_backend_state *s) {
     gpu_op_free(&s->argmax);
     gpu_weight_free(&s->tok_embd);
     gpu_weight_free(&s->output);
-    lean_gpu_buf *bufs[] = {s->output_norm, s->step, s->step1,  s->ids,    s->x,   s->xn,
+    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1,  s->ids,    s->x,   s->xn,
                             s->qkv,         s->att,        s->gate, s->up,     s->x_last, s->logits,
                             s->next_id};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
@@ -183,21 +183,23 @@ static lean_status upload_f32(lean_backend_state *s, const lean_tensor *const *t
 
 static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
-    const uint64_t B = (uint64_t)s->n_batch, d = (uint64_t)hp->n_embd, ff = (uint64_t)hp->n_ff;
+    const uint64_t B = (uint64_t)s->n_batch, d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp),
+                   kvd = (uint64_t)lean_kv_dim(hp), ff = (uint64_t)hp->n_ff;
     lean_status st;
     if ((st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step", &s->step, err)) ||
         (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step1", &s->step1, err)) ||
         (st = lean_gpu_buf_write(s->g, s->step1, 0, (const uint32_t[4]){1, 0, 0, 0}, 16, err)) ||
         (st = new_buf(s, B, 1, "ids", &s->ids, err)) || (st = new_buf(s, B, d, "x", &s->x, err)) ||
         (st = new_buf(s, B, d, "xn", &s->xn, err)) ||
-        (st = gpu_qkv_buf_create(s->g, hp, s->n_ctx, s->n_batch, s->m->rope_freqs.data, &s->qkv, err)) ||
+        (st = new_buf(s, B, qd + 2 * kvd, "qkv", &s->qkv, err)) ||
         (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
         (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
         (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
         (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
         (st = new_buf(s, 1, 1, "next_id", &s->next_id, err)))
         return st;
-    return LEAN_OK;
+    return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
+                                 &s->rope_table, err);
 }
 
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
@@ -223,10 +225,11 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
         const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv};
         if (L->w[i].buf) st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
-    if (!st && B > 1)
-        st = gpu_qkv_post_create(s->g, hp, B, s->step, s->qkv, L->k_cache, L->v_cache, L->qk_norm, &L->qkv_post, err);
     if (!st)
-        st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, L->k_cache, L->v_cache, L->qk_norm, s->att,
+        st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, L->qk_norm,
+                                 &L->qkv_post, err);
+    if (!st)
+        st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
     if (!st)
@@ -369,7 +372,7 @@ static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t
     if (norm_op) gpu_op_record(c, &L->norm_attn, n);
     for (int k = 0; k < 4; k++)
         if (L->mm[QKV_ORDER[k]]) gpu_matmul_record(c, L->mm[QKV_ORDER[k]], n);
-    if (n > 1) gpu_op_record(c, &L->qkv_post, n); /* decode's attention does its work */
+    gpu_op_record(c, &L->qkv_post, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);
     if (norm_op) gpu_op_record(c, &L->norm_ffn, n);

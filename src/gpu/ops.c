@@ -23,7 +23,7 @@
 static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
 
 /* Which shared sources precede a kernel. */
-enum { USE_STEP = 1, USE_REDUCE = 2, USE_HEAD = 4 };
+enum { USE_STEP = 1, USE_REDUCE = 2 };
 
 /* Compiles kernel `name` (with the shared sources `uses` names and consts + WG) and binds bufs
  * as @binding(0..n_bufs), whole. */
@@ -31,11 +31,10 @@ static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const l
                            int n_consts, lean_gpu_buf *const *bufs, int n_bufs, uint32_t wg_x, bool per_tok,
                            gpu_op *op, lean_error *err) {
     *op = (gpu_op){.wg_x = wg_x, .per_tok = per_tok};
-    const char *src[4];
+    const char *src[3];
     int n_src = 0;
     if (uses & USE_STEP) src[n_src++] = lean_gpu_shader("step");
     if (uses & USE_REDUCE) src[n_src++] = lean_gpu_reduce_shader(g);
-    if (uses & USE_HEAD) src[n_src++] = lean_gpu_shader("qk_head");
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "shader '%s' is not in this build", name);
@@ -82,45 +81,29 @@ lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up,
 
 enum { ROPE_CHUNK = 256 }; /* positions computed and written at a time: bounded host memory */
 
-static uint64_t qkv_row(const lean_hparams *hp) { return (uint64_t)lean_q_dim(hp) + 2 * (uint64_t)lean_kv_dim(hp); }
-
-uint64_t gpu_qkv_table_off(const lean_hparams *hp, int32_t n_batch) { return (uint64_t)n_batch * qkv_row(hp); }
-
-/* The table: position p's row at table_off + p * head_dim floats, written ROPE_CHUNK rows at a time. */
-static lean_status write_rope_table(lean_gpu *g, lean_gpu_buf *buf, uint64_t table_off, int32_t n_ctx,
-                                    const lean_hparams *hp, const float *freq_factors, lean_error *err) {
-    const int32_t head_dim = hp->head_dim;
-    const uint64_t row_bytes = (uint64_t)head_dim * 4;
+lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, float base,
+                                  const float *freq_factors, lean_gpu_buf **out, lean_error *err) {
+    *out = NULL;
+    const uint64_t row_bytes = (uint64_t)head_dim * 4, bytes = (uint64_t)n_ctx * row_bytes;
+    if (n_ctx < 1 || head_dim < 2 || head_dim % 2)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "rope table: n_ctx %d, head_dim %d", n_ctx, head_dim);
+    if (bytes > gpu_binding_max_bytes(g))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "n_ctx %d: the RoPE table (n_ctx x head_dim %d floats, %llu bytes) exceeds this device's "
+                         "storage binding limit of %llu bytes; use a smaller n_ctx",
+                         n_ctx, head_dim, (unsigned long long)bytes, (unsigned long long)gpu_binding_max_bytes(g));
     float *rows = lean_malloc((size_t)ROPE_CHUNK * (size_t)row_bytes); /* (ROPE_CHUNK, head_dim) */
     if (!rows) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "rope table: out of memory");
-    lean_status st = LEAN_OK;
+    lean_status st = lean_gpu_buf_create(g, bytes, LEAN_GPU_STORAGE, "rope table", out, err);
     for (int32_t p0 = 0; !st && p0 < n_ctx; p0 += ROPE_CHUNK) {
         const int32_t n = n_ctx - p0 < ROPE_CHUNK ? n_ctx - p0 : ROPE_CHUNK;
         for (int32_t t = 0; t < n; t++) {
             float *row = rows + (int64_t)t * head_dim;
-            ref_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, hp->rope_base, freq_factors);
+            ref_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, base, freq_factors);
         }
-        st = lean_gpu_buf_write(g, buf, table_off * 4 + (uint64_t)p0 * row_bytes, rows, (uint64_t)n * row_bytes, err);
+        st = lean_gpu_buf_write(g, *out, (uint64_t)p0 * row_bytes, rows, (uint64_t)n * row_bytes, err);
     }
     lean_free(rows);
-    return st;
-}
-
-lean_status gpu_qkv_buf_create(lean_gpu *g, const lean_hparams *hp, int32_t n_ctx, int32_t n_batch,
-                               const float *freq_factors, lean_gpu_buf **out, lean_error *err) {
-    *out = NULL;
-    const int32_t head_dim = hp->head_dim;
-    if (n_ctx < 1 || n_batch < 1 || head_dim < 2 || head_dim % 2)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "qkv buffer: n_ctx %d, n_batch %d, head_dim %d", n_ctx, n_batch, head_dim);
-    const uint64_t off = gpu_qkv_table_off(hp, n_batch), bytes = (off + (uint64_t)n_ctx * (uint64_t)head_dim) * 4;
-    if (bytes > gpu_binding_max_bytes(g))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
-                         "n_ctx %d: the q | k | v rows of %d tokens and the RoPE table (n_ctx x head_dim %d floats), "
-                         "%llu bytes, exceed this device's storage binding limit of %llu bytes; use a smaller n_ctx",
-                         n_ctx, n_batch, head_dim, (unsigned long long)bytes,
-                         (unsigned long long)gpu_binding_max_bytes(g));
-    lean_status st = lean_gpu_buf_create(g, bytes, LEAN_GPU_STORAGE, "qkv", out, err);
-    if (!st) st = write_rope_table(g, *out, off, n_ctx, hp, freq_factors, err);
     if (st) {
         lean_gpu_buf_free(*out);
         *out = NULL;
@@ -128,41 +111,27 @@ lean_status gpu_qkv_buf_create(lean_gpu *g, const lean_hparams *hp, int32_t n_ct
     return st;
 }
 
-/* The constants of qk_head.wgsl; *norm_bytes: the norms uniform's size (16 without norms). */
-static int head_consts(const lean_hparams *hp, int32_t n_batch, bool norms, lean_gpu_const *k, uint64_t *norm_bytes) {
-    *norm_bytes = norms ? 2 * (uint64_t)hp->head_dim * 4 : 16;
-    k[0] = (lean_gpu_const){"HEAD_DIM", 'u', hp->head_dim};
-    k[1] = (lean_gpu_const){"NEOX", 'u', hp->rope_style == LEAN_ROPE_NEOX};
-    k[2] = (lean_gpu_const){"QK_NORM", 'u', norms};
-    k[3] = (lean_gpu_const){"EPS", 'f', hp->rms_eps};
-    k[4] = (lean_gpu_const){"NORM_VEC4", 'u', (double)(*norm_bytes / 16)};
-    k[5] = (lean_gpu_const){"TABLE_OFF", 'u', (double)gpu_qkv_table_off(hp, n_batch)};
-    return 6;
-}
-
-static lean_status check_norms(const lean_hparams *hp, uint64_t norm_bytes, lean_error *err) {
-    if (norm_bytes <= LEAN_GPU_UNIFORM_MAX_BYTES) return LEAN_OK;
-    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the q/k norm weights (%llu bytes) pass the %d-byte "
-                     "uniform binding every adapter grants", hp->head_dim, (unsigned long long)norm_bytes,
-                     LEAN_GPU_UNIFORM_MAX_BYTES);
-}
-
-lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
-                                lean_gpu_buf *qkv, lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *norms,
+lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
+                                lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
                                 gpu_op *op, lean_error *err) {
-    lean_gpu_const k[10] = {{"N_HEAD", 'u', hp->n_head},
-                            {"N_HEAD_KV", 'u', hp->n_head_kv},
-                            {"KV_DIM", 'u', lean_kv_dim(hp)},
-                            {"QKV", 'u', (double)qkv_row(hp)}};
-    uint64_t norm_bytes;
-    const int n = 4 + head_consts(hp, n_batch, norms != NULL, k + 4, &norm_bytes);
-    lean_status st = check_norms(hp, norm_bytes, err);
+    const uint64_t norm_bytes = norms ? 2 * (uint64_t)hp->head_dim * 4 : 16;
+    if (norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the q/k norm weights (%llu bytes) pass the %d-byte "
+                         "uniform binding every adapter grants", hp->head_dim, (unsigned long long)norm_bytes,
+                         LEAN_GPU_UNIFORM_MAX_BYTES);
+    const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
+                                {"N_HEAD_KV", 'u', hp->n_head_kv},
+                                {"HEAD_DIM", 'u', hp->head_dim},
+                                {"KV_DIM", 'u', lean_kv_dim(hp)},
+                                {"QKV", 'u', lean_q_dim(hp) + 2 * lean_kv_dim(hp)},
+                                {"NEOX", 'u', hp->rope_style == LEAN_ROPE_NEOX},
+                                {"QK_NORM", 'u', norms != NULL},
+                                {"EPS", 'f', hp->rms_eps},
+                                {"NORM_VEC4", 'u', (double)(norm_bytes / 16)}};
     /* without norms the kernel never reads the binding: the step uniform's 16 bytes fill it */
-    lean_gpu_buf *b[] = {step, qkv, kc, vc, norms ? norms : step};
-    if (!st)
-        st = make_op(g, "qkv_post", USE_STEP | USE_REDUCE | USE_HEAD, k, n, b, 5,
-                     (uint32_t)(hp->n_head + 2 * hp->n_head_kv), true, op, err);
-    return st;
+    lean_gpu_buf *b[] = {step, qkv, kc, vc, table, norms ? norms : step};
+    return make_op(g, "qkv_post", USE_STEP | USE_REDUCE, k, 9, b, 6, (uint32_t)(hp->n_head + 2 * hp->n_head_kv),
+                   true, op, err);
 }
 
 /* ---- attention ---- */
@@ -227,31 +196,29 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
 }
 
 lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
-                                 lean_gpu_buf *qkv, lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *norms,
+                                 lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
                                  lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
     *a = (gpu_attention){.n_head = hp->n_head};
     const double part_off = (double)n_batch * lean_q_dim(hp);
-    lean_gpu_const k[13] = {{"N_HEAD", 'u', hp->n_head},
-                            {"GROUP", 'u', hp->n_head / hp->n_head_kv},
-                            {"KV_DIM", 'u', lean_kv_dim(hp)},
-                            {"Q_DIM", 'u', lean_q_dim(hp)},
-                            {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
-                            {"DPT", 'u', div_up(hp->head_dim, WG)},
-                            {"PART_OFF", 'u', part_off}};
-    uint64_t norm_bytes;
-    const int n = 7 + head_consts(hp, n_batch, norms != NULL, k + 7, &norm_bytes);
-    lean_status st = check_norms(hp, norm_bytes, err);
-    lean_gpu_buf *b[] = {step, qkv, kc, vc, out, norms ? norms : step};
-    if (!st)
-        st = make_op(g, "attention", USE_STEP | USE_REDUCE | USE_HEAD, k, n, b, 6, (uint32_t)hp->n_head, true,
-                     &a->main, err);
+    const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
+                                {"GROUP", 'u', hp->n_head / hp->n_head_kv},
+                                {"HEAD_DIM", 'u', hp->head_dim},
+                                {"KV_DIM", 'u', lean_kv_dim(hp)},
+                                {"Q_DIM", 'u', lean_q_dim(hp)},
+                                {"Q_STRIDE", 'u', q_stride},
+                                {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
+                                {"DPT", 'u', div_up(hp->head_dim, WG)},
+                                {"PART_OFF", 'u', part_off}};
+    lean_gpu_buf *b[] = {step, q, kc, vc, out};
+    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 9, b, 5, (uint32_t)hp->n_head, true,
+                             &a->main, err);
     if (st != LEAN_OK) return st;
     const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},
                                   {"HEAD_DIM", 'u', hp->head_dim},
                                   {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b2[] = {step, out};
     st = make_op(g, "attn_combine", USE_STEP, kc2, 3, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
-    if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, (int32_t)qkv_row(hp), b, a, err);
+    if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, q_stride, b, a, err);
     return st;
 }
 

@@ -1,6 +1,5 @@
 /* ops.h — the forward pass's kernels other than matmul and the embedding gather (weights.h):
- * RMSNorm, the QKV post-processing (head norms, RoPE, the KV writes: its own dispatch in a
- * prefill, part of attention in decode), attention, SwiGLU and
+ * RMSNorm, the QKV post-processing (head norms, RoPE, the KV writes), attention, SwiGLU and
  * argmax (the residual and bias adds are matmul output modes, weights.h). Each is made once at
  * load — a pipeline (shared through gpu.h's cache) and a bind group over fixed buffers — and
  * recorded per call for the call's n_tok tokens.
@@ -41,47 +40,39 @@ lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x,
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
                               lean_error *err);
 
-/* The buffer of the Q, K, V matmul's output, (n_batch, q_dim + 2 kv_dim) F32 (q | k | v per
- * token), followed at gpu_qkv_table_off floats by the RoPE table that qk_head.wgsl reads,
- * (n_ctx, head_dim) F32: row p holds cos then sin of position p's head_dim / 2 angles, computed
- * on the host by ops_ref.c's ref_rope_angles itself (hp's rope_base, freq_factors (head_dim / 2)
- * or NULL), so the GPU rotates by the reference's very bits: no angle or sin/cos is computed on
- * the GPU, whose compilers may contract or reassociate a range reduction (1e-4 rad off at angle
- * 4000 on NVIDIA). One buffer, so that decode's attention, which also writes the KV cache and
- * its output, stays within 4 storage buffers. LEAN_ERR_UNSUPPORTED naming n_ctx when its size
- * exceeds gpu_binding_max_bytes. */
-uint64_t gpu_qkv_table_off(const lean_hparams *hp, int32_t n_batch);
-lean_status gpu_qkv_buf_create(lean_gpu *g, const lean_hparams *hp, int32_t n_ctx, int32_t n_batch,
-                               const float *freq_factors, lean_gpu_buf **out, lean_error *err);
+/* The table qkv_post.wgsl reads, (n_ctx, head_dim) F32: row p holds cos then sin of position p's
+ * head_dim / 2 angles, computed on the host by ops_ref.c's ref_rope_angles itself (base,
+ * freq_factors (head_dim / 2) or NULL), so the GPU rotates by the reference's very bits: no
+ * angle or sin/cos is computed on the GPU, whose compilers may contract or reassociate a
+ * range reduction (1e-4 rad off at angle 4000 on NVIDIA). n_ctx * head_dim * 4 bytes;
+ * LEAN_ERR_UNSUPPORTED naming n_ctx when that exceeds gpu_binding_max_bytes. */
+lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, float base,
+                                  const float *freq_factors, lean_gpu_buf **out, lean_error *err);
 
-/* qkv_post.wgsl, one dispatch between a prefill's Q, K, V matmul and its attention: of the
- * call's rows of qkv (a gpu_qkv_buf_create buffer for n_batch tokens; qwen2's biases added),
- * q's and k's heads RMS-normed by norms (qwen3: a UNIFORM buffer of 2 * head_dim F32, q_norm
- * then k_norm; NULL: no norm) and rotated at positions pos.., q in place, k into kc row pos + t
- * (ref_rmsnorm, ref_rope), and v copied into vc row pos + t; kc, vc (n_ctx, kv_dim).
- * A one-token call needs none: its attention does the same (gpu_attention_create).
- * LEAN_ERR_UNSUPPORTED when the norms pass the device's uniform binding limit (head_dim past
- * 2048 on any adapter). */
-lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
-                                lean_gpu_buf *qkv, lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *norms,
+/* qkv_post.wgsl, one dispatch between a layer's Q, K, V matmul and its attention: of the call's
+ * rows of qkv (n_batch, q_dim + 2 kv_dim; q | k | v per token, qwen2's biases added), q's and
+ * k's heads RMS-normed by norms (qwen3: a UNIFORM buffer of 2 * head_dim F32, q_norm then
+ * k_norm; NULL: no norm) and rotated at positions pos.. by table (gpu_rope_table_create), q in
+ * place, k into kc row pos + t (ref_rmsnorm, ref_rope), and v copied into vc row pos + t;
+ * kc, vc (n_ctx, kv_dim). LEAN_ERR_UNSUPPORTED when the norms pass the device's uniform
+ * binding limit (head_dim past 2048 on any adapter). */
+lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
+                                lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
                                 gpu_op *op, lean_error *err);
 
 /* out[0] (u32) = argmax of x (n), lowest index among equals. One workgroup. */
 lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
                               lean_error *err);
 
-/* Causal grouped-query attention of the call's queries (qkv: a gpu_qkv_buf_create buffer for
- * n_batch tokens) over one layer's cache kc, vc (n_ctx, kv_dim), into out's first
- * (n_tok, q_dim) floats.
- * A one-token call (decode: attention.wgsl) starts from the matmul's raw q | k | v: it does
- * qkv_post's work for its token itself (norms as gpu_qkv_post_create's), writing k and v into
- * cache row pos. Its keys past gpu_attention_chunk(pos) are split over workgroups of that many
- * keys and the partials, kept in out after the att rows, merged: size out with
- * gpu_attention_out_floats.
- * A call of several tokens (prefill; n_batch > 1 only) runs after qkv_post, the tiled kernel,
+/* Causal grouped-query attention of the call's queries q (n_tok rows of q_stride floats, the
+ * heads first: q_dim) over one layer's
+ * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call whose
+ * keys exceed gpu_attention_chunk(pos) splits them over workgroups of that many keys and
+ * merges the partials, kept in out after the att rows: size out with gpu_attention_out_floats.
+ * A call of several tokens (prefill; n_batch > 1 only) runs the tiled kernel,
  * attention_tiled.wgsl: tq tokens a workgroup share each key and value read.
  * LEAN_ERR_UNSUPPORTED when head_dim is too large for its tiles in the device's workgroup
- * storage (past 2000 or so) or for the norms' uniform. */
+ * storage (past 2000 or so). */
 #define GPU_ATTN_MIN_CHUNK 32
 #define GPU_ATTN_MAX_SPLITS 32
 /* Keys a decode workgroup takes at position pos: GPU_ATTN_MIN_CHUNK, or the multiple of it that
@@ -100,7 +91,7 @@ typedef struct gpu_attention {
 } gpu_attention;
 uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch);
 lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
-                                 lean_gpu_buf *qkv, lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *norms,
+                                 lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
                                  lean_gpu_buf *out, gpu_attention *a, lean_error *err);
 void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos);
 void gpu_attention_free(gpu_attention *a);

@@ -1,64 +1,43 @@
-// attention.wgsl — decode's causal grouped-query attention: the call's one token over one
-// layer's KV cache (keys after RoPE), as forward_ref.c's attend_token computes it but with a
-// streaming softmax (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018;
-// the FlashAttention recurrence): for the token at position p = pos and query head h, over the
+// attention.wgsl — causal grouped-query attention of the call's queries over one layer's KV
+// cache (keys after RoPE), as forward_ref.c's attend_token computes it but with a streaming
+// softmax (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018; the
+// FlashAttention recurrence): for token t at position p = pos + t and query head h, over the
 // keys j <= p of KV head h / GROUP,
 //   out = sum_j softmax_j(q . k_j * SCALE) v_j.
-// It starts from the Q, K, V matmul's raw row, as qkv_post.wgsl would: each workgroup readies
-// its query head (qk_head.wgsl: qwen3's norm, RoPE) and, where its keys include p, the token's
-// own key, which it uses from workgroup memory (with the raw value); the workgroups of the
-// first query head of each KV group write that key and value into cache row p (no workgroup
-// reads row p from the cache, so the writes race with nothing). One dispatch fewer a layer.
-// One workgroup per (head h, split s). Keys are taken WG at a time, one per lane (each lane
-// dots the query, held in workgroup memory, with its key); the tile's maximum rescales the
+// One workgroup per (head h, token t, split s). Keys are taken WG at a time, one per lane (each
+// lane dots the query, held in workgroup memory, with its key); the tile's maximum rescales the
 // running sum l and accumulator, and lane d accumulates dimensions d, d + WG, ... of the values.
-// Unsplit (one workgroup along z): all keys 0..p, out = acc / l into the att row. Split (z > 1):
-// workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its partial (acc, m, l) after
-// the att row; attn_combine.wgsl merges them. CHUNK is the step's (step.chunk,
-// gpu_attention_chunk in ops.c).
-// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM, KV_DIM, Q_DIM, SCALE, DPT
-// (ceil(HEAD_DIM / WG)), PART_OFF (element where the partials start in out), WG, and
-// qk_head.wgsl's.
+// Unsplit (one workgroup along z): all keys 0..p, out = acc / l into the att rows. Split (z > 1,
+// decode: one token): workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its
+// partial (acc, m, l) after the att rows; attn_combine.wgsl merges them. CHUNK is the step's
+// (step.chunk, gpu_attention_chunk in ops.c).
+// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM, KV_DIM, Q_DIM, Q_STRIDE (floats
+// between tokens' queries), SCALE, DPT (ceil(HEAD_DIM / WG)), PART_OFF (element where the
+// partials start in out), WG.
 @group(0) @binding(0) var<uniform> step: Step;
-// the token's q | k | v (Q_DIM + 2 KV_DIM, raw), then the RoPE table from TABLE_OFF
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;
-@group(0) @binding(2) var<storage, read_write> kc: array<f32>; // (n_ctx, KV_DIM)
-@group(0) @binding(3) var<storage, read_write> vc: array<f32>; // (n_ctx, KV_DIM)
+@group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_STRIDE), heads first, after RoPE
+@group(0) @binding(2) var<storage, read> kc: array<f32>;        // (n_ctx, KV_DIM)
+@group(0) @binding(3) var<storage, read> vc: array<f32>;        // (n_ctx, KV_DIM)
 // [0, PART_OFF): att (n_batch, Q_DIM); then partials (n_split, N_HEAD, HEAD_DIM + 2): acc, m, l
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
-@group(0) @binding(5) var<uniform> norms: array<vec4<f32>, NORM_VEC4>; // as qkv_post.wgsl's
 
-var<workgroup> qs: array<f32, HEAD_DIM>; // this head's query, ready
-var<workgroup> kn: array<f32, HEAD_DIM>; // the token's own key (its KV head's), ready
-var<workgroup> vn: array<f32, HEAD_DIM>; // and value
+var<workgroup> qs: array<f32, HEAD_DIM>; // this head's query
 var<workgroup> pr: array<f32, WG>;       // the tile's e^(score - m)
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let p = step.pos;
-    let kvo = (h / GROUP) * HEAD_DIM; // this head's slice of a cache row (and of k, v in qkv)
+    let t = wid.y;
+    let kvo = (h / GROUP) * HEAD_DIM; // this head's slice of a cache row
+    let n_keys = step.pos + t + 1u;
     var k0 = 0u;
-    var k1 = p + 1u;
+    var k1 = n_keys;
     if (nwg.z > 1u) {
         k0 = wid.z * step.chunk;
-        k1 = min(k0 + step.chunk, p + 1u);
+        k1 = min(k0 + step.chunk, n_keys);
     }
-    if (k1 == p + 1u) { // uniform: these keys end with the token's own
-        head_ready(Q_DIM + kvo, 1u, p, lid);
-        let write = h % GROUP == 0u;
-        for (var i = lid; i < HEAD_DIM; i += WG) {
-            kn[i] = hv[i];
-            vn[i] = qkv[Q_DIM + KV_DIM + kvo + i];
-            if (write) {
-                kc[p * KV_DIM + kvo + i] = hv[i];
-                vc[p * KV_DIM + kvo + i] = vn[i];
-            }
-        }
-    }
-    head_ready(h * HEAD_DIM, 0u, p, lid);
-    for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = hv[d]; }
+    for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = q[t * Q_STRIDE + h * HEAD_DIM + d]; }
     workgroupBarrier();
 
     var m = -3.0e38; // running maximum of the scores (finite: WGSL has no infinity literal)
@@ -69,11 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sc = -3.0e38;
         if (j < k1) {
             var dot = 0.0;
-            if (j == p) {
-                for (var d = 0u; d < HEAD_DIM; d++) { dot += qs[d] * kn[d]; }
-            } else {
-                for (var d = 0u; d < HEAD_DIM; d++) { dot += qs[d] * kc[j * KV_DIM + kvo + d]; }
-            }
+            for (var d = 0u; d < HEAD_DIM; d++) { dot += qs[d] * kc[j * KV_DIM + kvo + d]; }
             sc = dot * SCALE;
         }
         let m_new = max(m, wg_max(sc, lid));
@@ -91,11 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (d < HEAD_DIM) {
                 var a = acc[i] * corr;
                 for (var jj = 0u; jj < WG; jj++) { // a constant count: the loads can go out together
-                    if (jj < n_in) {
-                        var v = vn[d];
-                        if (j0 + jj != p) { v = vc[(j0 + jj) * KV_DIM + kvo + d]; }
-                        a += pr[jj] * v;
-                    }
+                    if (jj < n_in) { a += pr[jj] * vc[(j0 + jj) * KV_DIM + kvo + d]; }
                 }
                 acc[i] = a;
             }
@@ -107,7 +78,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (nwg.z == 1u) {
         for (var i = 0u; i < DPT; i++) {
             let d = lid + i * WG;
-            if (d < HEAD_DIM) { out[h * HEAD_DIM + d] = acc[i] / l; }
+            if (d < HEAD_DIM) { out[t * Q_DIM + h * HEAD_DIM + d] = acc[i] / l; }
         }
         return;
     }
