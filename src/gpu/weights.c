@@ -192,16 +192,19 @@ void gpu_weight_free(gpu_weight *w) {
 /* ---- 3. pipelines and dispatch shapes ---- */
 
 /* Kernel shapes (the compat defaults bound them: <= 128 invocations, <= 16 KiB workgroup
- * memory), each the fastest of a sweep on the H200 (scripts/h200_tile_sweep.sh;
- * docs/runs/2026-12-02-gpu-h200-resident.md and docs/runs/2026-12-03-gpu-h200-decode.md have
- * the numbers). matmul_vec: VEC_WG lanes, VEC_RPW outputs per workgroup (more workgroups for
- * latency-bound decode: 2 outputs ran smollm2-135m q8_0 tg128 1.18x faster than 4, 1 and 8
- * slower), but VEC_RPW_SHORT where a lane has at most VEC_SHORT_CPL chunks of a row: with
- * little work a workgroup, more rows share its start and its reduction (4 for every matrix ran
- * smollm2-360m tg128 1.08x faster than 2, smollm2-1.7b's 2048-wide rows 0.95x). matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for
- * SwiGLU) x 16 tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per
- * 16 tokens; 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to
- * 1.45x (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512, and the shape never
+ * memory), each the fastest of a sweep on the H200 (scripts/h200_tile_sweep.sh; the numbers
+ * are in docs/runs/2026-12-02-gpu-h200-resident.md, 2026-12-03-gpu-h200-decode.md and
+ * 2026-12-03-gpu-h200-latency.md).
+ * matmul_vec: VEC_WG lanes, VEC_RPW outputs per workgroup (more workgroups for latency-bound
+ * decode: 2 outputs ran smollm2-135m q8_0 tg128 1.18x faster than 4, 1 and 8 slower), but
+ * VEC_RPW_SHORT where a lane has at most VEC_SHORT_CPL chunks of a row: with little work a
+ * workgroup, more rows share its start and its reduction (tg128 against 2 everywhere:
+ * smollm2-360m q4_0 1.08x, qwen2.5-0.5b q4_k_m 1.05x, smollm2-135m q8_0 0.99x; 4 up to 3
+ * chunks a lane and 8 outputs were slower).
+ * matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for SwiGLU) x 16
+ * tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per 16 tokens;
+ * 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to 1.45x
+ * (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512, and the shape never
  * changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
