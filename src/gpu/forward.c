@@ -18,7 +18,7 @@
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
- *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to ~3500), qwen2's biases added
+ *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to 1024), qwen2's biases added
  *     by it; [Wq; Wk] and Wv, or
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
@@ -29,9 +29,9 @@
  *     SwiGLU when their formats differ)
  *   6 Wdown [x += Wdown gate]
  * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
- * decode where the normed row does not fit the kernel's workgroup memory. A decode step is
- * then 6 n_layer + 3 dispatches (embedding; final norm, logits), and, generating, the draw's
- * 2-5 (sample.h).
+ * decode where the row is wider than the fusion pays for (weights.c: NORM_FUSE_MAX_COLS). A
+ * decode step is then 6 n_layer + 3 dispatches (embedding; final norm, logits; 8 n_layer + 3
+ * with the separate norms), and, generating, the draw's 2-5 (sample.h).
  *
  * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
