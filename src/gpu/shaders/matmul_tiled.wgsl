@@ -74,8 +74,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             for (var j = 0u; j < TT; j++) {
                 let xrow = (gt + GT * j) * KV4;
-                // zeroed by hand: declared in a loop, the H200's compiled kernel kept the last
-                // pass's values (one declaration per function in SPIR-V); llvmpipe zeroed it
+                // zeroed by hand: with only the declaration in the loop, this kernel summed
+                // wrong on the H200 (likely the last pass's values kept: SPIR-V declares a
+                // function's variables once) and right on llvmpipe
                 var d: array<f32, TR>;
                 for (var i = 0u; i < TR; i++) { d[i] = 0.0; }
                 for (var q = 0u; q < RUNS; q++) {

@@ -9,8 +9,9 @@
 // v = l, l + WG, ... in turn, then the lanes' sums are added across the workgroup (reduce.wgsl
 // or reduce_sg.wgsl): matmul_in.wgsl's normed input computes exactly this. (dot, not four
 // `ss += a * a`, which a compiler may contract into fused multiply-adds one way in one kernel
-// and another way in the other: the H200's test saw the two differ once the loops unrolled.) The loops
-// run a constant number of times (VPL), so the compiler can issue their loads together.
+// and another way in the other: the H200's test saw the two differ once the loops unrolled.)
+// The loops run a constant number of times (VPL), so the compiler can issue their loads
+// together.
 // (matmul_in.wgsl computes the same, fused into decode's matmuls; qkv_post.wgsl the per-head
 // norms of q and k.)
 // LAST_ONLY = 1: only the call's last token, written to row 0 of out (the final norm before
