@@ -6,9 +6,11 @@
 # (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
 # decode attention workgroup takes: ops.h), vec:WG,RPW[,RPW_SHORT,SHORT_CPL] (matmul_vec.wgsl:
 # weights.c's VEC_* enum; RPW_SHORT defaults to RPW, SHORT_CPL to 1)
+# wide:N (TILE_WIDE_MIN_OUTS, the fewest outputs that take the wide tiled shape: weights.c)
 # or norm:N (NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves: weights.c).
 # Tiled matmul shapes sum in the same order (the chunk size alone fixes it): they change speed,
 # never bits.
+# SWEEP_FLAGS replaces the bench flags (default -p 512 -n 128 -r 3), e.g. "-p 512 -n 0 -r 3".
 # Run after scripts/h200_gpu.sh has built and generated the models:
 #   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16,32" smollm2-360m:q4_0 ...
 set -uo pipefail
@@ -28,6 +30,8 @@ for shape in $shapes; do
     vec:*)
         IFS=, read -r wg rpw rpw_short short_cpl <<<"${shape#vec:}"
         sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
+    wide:*)
+        sed -i -E "s/TILE_WIDE_MIN_OUTS = [0-9]+/TILE_WIDE_MIN_OUTS = ${shape#wide:}/" src/gpu/weights.c ;;
     norm:*)
         sed -i -E "s/#define NORM_FUSE_MAX_COLS [0-9]+/#define NORM_FUSE_MAX_COLS ${shape#norm:}/" src/gpu/weights.c ;;
     chunk:*)
@@ -44,7 +48,7 @@ for shape in $shapes; do
     for spec in "$@"; do
         f=build/models/${spec%%:*}-${spec#*:}.gguf
         printf '%s %s ' "$shape" "$spec"
-        build-dev/lean bench -m "$f" --backend gpu -p 512 -n 128 -r 3 --batch 512 --suffix none |
+        build-dev/lean bench -m "$f" --backend gpu ${SWEEP_FLAGS:--p 512 -n 128 -r 3} --batch 512 --suffix none |
             grep -E 'pp512|tg128' | awk -F'|' '{printf "%s %s", $7, $10} END {print ""}'
     done
 done

@@ -266,6 +266,27 @@ static void test_attention(int32_t head_dim, int32_t n_head, int32_t n_head_kv, 
     free(q), free(kc), free(vc), free(want), free(got), free(scores);
 }
 
+/* decode reads heads as vec4s: a head_dim that is no multiple of 4, or past what a workgroup's
+ * lanes hold, is refused by name, not run wrong */
+static void test_attention_unsupported(void) {
+    const int32_t dims[] = {62, 4 * GPU_ATTN_WG + 4};
+    for (int i = 0; i < 2; i++) {
+        const lean_hparams hp = {.n_head = 2, .n_head_kv = 1, .head_dim = dims[i]};
+        const int32_t q_stride = lean_q_dim(&hp) + 2 * lean_kv_dim(&hp);
+        lean_gpu_buf *step = step_buf(1, 0), *bq = buf_of(NULL, q_stride), *bk = buf_of(NULL, 8 * lean_kv_dim(&hp)),
+                     *bv = buf_of(NULL, 8 * lean_kv_dim(&hp)),
+                     *bo = buf_of(NULL, (int64_t)gpu_attention_out_floats(&hp, 8, 1));
+        gpu_attention a = {0};
+        lean_error err = {0};
+        const lean_status st = gpu_attention_create(g, &hp, 1, step, bq, q_stride, bk, bv, bo, &a, &err);
+        CHECK(st == LEAN_ERR_UNSUPPORTED && strstr(err.msg, "head_dim"), "attention head_dim %d: status %d (%s)",
+              dims[i], (int)st, err.msg);
+        gpu_attention_free(&a);
+        lean_gpu_buf_free(step), lean_gpu_buf_free(bq), lean_gpu_buf_free(bk), lean_gpu_buf_free(bv),
+            lean_gpu_buf_free(bo);
+    }
+}
+
 /* ---- argmax ---- */
 
 static void test_argmax(int32_t n, int32_t first, int32_t second) {
@@ -327,11 +348,15 @@ static void test_all(void) {
     test_attention(80, 4, 2, 40, 23, 10);    /* a head_dim no power of two */
     test_attention(256, 2, 1, 40, 19, 21);   /* tiles shrunk to fit 16 KiB: 8 tokens, 4 keys */
     test_attention(128, 14, 2, 16, 1, 0);    /* decode of the first token */
-    test_attention(64, 6, 2, 300, 1, 31);    /* 32 keys: one chunk, no split */
-    test_attention(64, 6, 2, 300, 1, 32);    /* 33 keys: two splits */
-    test_attention(64, 6, 2, 1100, 1, 1023); /* 1024 keys: the most splits, 32 of 32 keys */
-    test_attention(64, 6, 2, 1100, 1, 1024); /* 1025 keys: 17 splits of 64 */
-    test_attention(128, 3, 1, 1100, 1, 1099); /* 18 splits of 64, up to n_ctx */
+    test_attention(64, 6, 2, 300, 1, 100);   /* 101 keys: one tile of 128, part-filled */
+    test_attention(64, 6, 2, 300, 1, 255);   /* 256 keys: two tiles, one chunk, no split */
+    test_attention(64, 6, 2, 300, 1, 256);   /* 257 keys: two splits */
+    test_attention(80, 4, 2, 300, 1, 200);   /* 20 vec4s a head: 6 key groups of 128 lanes */
+    test_attention(256, 2, 1, 600, 1, 530);  /* 64 vec4s a head: 2 key groups; 3 splits */
+    test_attention(64, 6, 2, 8300, 1, 8191); /* 8192 keys: the most splits, 32 of 256 keys */
+    test_attention(64, 6, 2, 8300, 1, 8192); /* 8193 keys: 17 splits of 512 */
+    test_attention(128, 3, 1, 8300, 1, 8299); /* 17 splits of 512, up to n_ctx */
+    test_attention_unsupported();
 
     test_argmax(1, -1, -1);
     test_argmax(1000, -1, -1);

@@ -25,11 +25,11 @@ static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b
 /* Which shared sources precede a kernel. */
 enum { USE_STEP = 1, USE_REDUCE = 2 };
 
-/* Compiles kernel `name` (with the shared sources `uses` names and consts + WG) and binds bufs
- * as @binding(0..n_bufs), whole. */
-static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const lean_gpu_const *consts,
-                           int n_consts, lean_gpu_buf *const *bufs, int n_bufs, uint32_t wg_x, bool per_tok,
-                           gpu_op *op, lean_error *err) {
+/* Compiles kernel `name` (with the shared sources `uses` names, consts and WG = wg invocations)
+ * and binds bufs as @binding(0..n_bufs), whole. */
+static lean_status make_op_wg(lean_gpu *g, const char *name, unsigned uses, const lean_gpu_const *consts,
+                              int n_consts, lean_gpu_buf *const *bufs, int n_bufs, uint32_t wg, uint32_t wg_x,
+                              bool per_tok, gpu_op *op, lean_error *err) {
     *op = (gpu_op){.wg_x = wg_x, .per_tok = per_tok};
     const char *src[3];
     int n_src = 0;
@@ -42,7 +42,7 @@ static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const l
     if (n_consts + 3 > (int)(sizeof all / sizeof all[0]))
         return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d constants", name, n_consts);
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
-    all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
+    all[n_consts++] = (lean_gpu_const){"WG", 'u', wg};
     all[n_consts++] = (lean_gpu_const){"RED_ROWS", 'u', 1};
     all[n_consts++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     lean_gpu_bind binds[8];
@@ -50,6 +50,13 @@ static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const l
     lean_status st = lean_gpu_pipeline_create(g, name, src, n_src, all, n_consts, &op->pipe, err);
     if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, op->pipe, binds, n_bufs, name, &op->bg, err);
     return st;
+}
+
+/* make_op_wg with the GPU_OP_WG invocations of every kernel here but decode's attention */
+static lean_status make_op(lean_gpu *g, const char *name, unsigned uses, const lean_gpu_const *consts,
+                           int n_consts, lean_gpu_buf *const *bufs, int n_bufs, uint32_t wg_x, bool per_tok,
+                           gpu_op *op, lean_error *err) {
+    return make_op_wg(g, name, uses, consts, n_consts, bufs, n_bufs, WG, wg_x, per_tok, op, err);
 }
 
 void gpu_op_record(lean_gpu_cmd *c, const gpu_op *op, int32_t n_tok) {
@@ -199,7 +206,12 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                  lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
                                  lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
     *a = (gpu_attention){.n_head = hp->n_head};
+    /* decode's kernel reads queries, keys and values as vec4s, a lane a vec4 of the head */
+    if (hp->head_dim % 4 || hp->head_dim > 4 * GPU_ATTN_WG || q_stride % 4)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu attention: head_dim %d (needs a multiple of 4 up to %d)",
+                         hp->head_dim, 4 * GPU_ATTN_WG);
     const double part_off = (double)n_batch * lean_q_dim(hp);
+    const uint32_t hd4 = (uint32_t)hp->head_dim / 4;
     const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
                                 {"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
@@ -207,11 +219,12 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                 {"Q_DIM", 'u', lean_q_dim(hp)},
                                 {"Q_STRIDE", 'u', q_stride},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
-                                {"DPT", 'u', div_up(hp->head_dim, WG)},
+                                {"HD4", 'u', hd4},
+                                {"KG", 'u', GPU_ATTN_WG / hd4},
                                 {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b[] = {step, q, kc, vc, out};
-    lean_status st = make_op(g, "attention", USE_STEP | USE_REDUCE, k, 9, b, 5, (uint32_t)hp->n_head, true,
-                             &a->main, err);
+    lean_status st = make_op_wg(g, "attention", USE_STEP | USE_REDUCE, k, 10, b, 5, GPU_ATTN_WG,
+                                (uint32_t)hp->n_head, false, &a->main, err);
     if (st != LEAN_OK) return st;
     const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},
                                   {"HEAD_DIM", 'u', hp->head_dim},

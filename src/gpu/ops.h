@@ -9,7 +9,8 @@
  * token count read them from the step uniform (step.wgsl: n_tok, pos), which must hold the
  * recorded n_tok and the call's position when the command buffer runs. Widths are elements.
  *
- * Every kernel runs on any adapter: F32 only, GPU_OP_WG (64) invocations, under 2 KiB of
+ * Every kernel runs on any adapter: F32 only, GPU_OP_WG (64) invocations (decode's attention:
+ * GPU_ATTN_WG, 128, the compatibility limit), under 2 KiB of
  * workgroup storage (qkv_post: a head, head_dim floats; prefill attention: up to 16 KiB, the
  * WebGPU minimum), at most 4 storage buffers per kernel (the compatibility default) and
  * uniforms within the 16 KiB every adapter binds. */
@@ -66,20 +67,24 @@ lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, i
 
 /* Causal grouped-query attention of the call's queries q (n_tok rows of q_stride floats, the
  * heads first: q_dim) over one layer's
- * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call whose
- * keys exceed gpu_attention_chunk(pos) splits them over workgroups of that many keys and
- * merges the partials, kept in out after the att rows: size out with gpu_attention_out_floats.
+ * cache kc, vc (n_ctx, kv_dim), into out's first (n_tok, q_dim) floats. A one-token call
+ * (decode, attention.wgsl: GPU_ATTN_WG invocations a head) whose keys exceed
+ * gpu_attention_chunk(pos) splits them over workgroups of that many keys and merges the
+ * partials, kept in out after the att rows: size out with gpu_attention_out_floats.
  * A call of several tokens (prefill; n_batch > 1 only) runs the tiled kernel,
  * attention_tiled.wgsl: tq tokens a workgroup share each key and value read.
- * LEAN_ERR_UNSUPPORTED when head_dim is too large for its tiles in the device's workgroup
+ * LEAN_ERR_UNSUPPORTED when head_dim is no multiple of 4 or past 4 GPU_ATTN_WG (decode reads a
+ * head as vec4s, one a lane), or too large for the prefill tiles in the device's workgroup
  * storage (past 2000 or so). */
-#define GPU_ATTN_MIN_CHUNK 32
+#define GPU_ATTN_WG 128
+#define GPU_ATTN_MIN_CHUNK 256
 #define GPU_ATTN_MAX_SPLITS 32
-/* Keys a decode workgroup takes at position pos: GPU_ATTN_MIN_CHUNK, or the multiple of it that
- * keeps the splits (merged one after another by attn_combine.wgsl) at GPU_ATTN_MAX_SPLITS or
- * fewer. Short contexts get many short workgroups (a decode step's attention is latency, not
- * bytes: 32 keys a workgroup ran smollm2-360m's tg128 6% faster than 256 on the H200), long
- * ones a bounded merge. It travels in the step uniform (gpu_step_words). */
+/* Keys a decode workgroup takes at position pos: GPU_ATTN_MIN_CHUNK (two tiles of GPU_ATTN_WG
+ * keys), or the multiple of it that keeps the splits (merged one after another by
+ * attn_combine.wgsl, a dispatch of its own) at GPU_ATTN_MAX_SPLITS or fewer. Up to 256 keys a
+ * head is one workgroup and no merge: decode is latency, and a split costs a dispatch (on the
+ * H200 ~4 us) where a tile costs a workgroup one more pass of its loop. It travels in the step
+ * uniform (gpu_step_words). */
 uint32_t gpu_attention_chunk(int32_t pos);
 /* The step uniform's words for n_tok tokens at pos (step.wgsl): n_tok, pos, the chunk, 0. */
 void gpu_step_words(int32_t n_tok, int32_t pos, uint32_t w[4]);

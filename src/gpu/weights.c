@@ -38,6 +38,7 @@
 #include "ops.h" /* GPU_OP_WG: rmsnorm's workgroup, whose order a normed matmul keeps */
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The GPU side of a format: weights per chunk (formats.wgsl), and the byte offset of the f16
@@ -204,12 +205,16 @@ void gpu_weight_free(gpu_weight *w) {
  * matmul_tiled: 64 x 2 invocations, each 2 outputs (an output's NW rows: 2 for SwiGLU) x 16
  * tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per 16 tokens;
  * 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to 1.45x
- * (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512, and the shape never
- * changes the bits. get_rows: ROWS_WG chunks per workgroup. */
+ * (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512. Matrices of
+ * TILE_WIDE_MIN_OUTS outputs or more take 128 x 1 invocations of 2 outputs x 32 tokens (tiles
+ * of 256 x 32: a chunk decoded once per 32 tokens): pp512 smollm2-1.7b q4_0 1.23x, but
+ * qwen2.5-0.5b q8_0 0.85x when every matrix took it (its 896-output ones get half the
+ * workgroups). The shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
-enum { TILE_R = TILE_GR * TILE_TR, TILE_T = TILE_GT * TILE_TT };
+enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN_OUTS = 2048 };
+enum { TILE_T = TILE_GT * TILE_TT }; /* tokens a tile, both shapes (the wide one has GT = 1) */
 enum { ROWS_WG = 64 };
 
 /* Chunks of formats.wgsl in a row of w (the F32/F16/BF16 rows end in a partial one). */
@@ -386,13 +391,22 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     return st;
 }
 
+/* TILE_WIDE_MIN_OUTS, or LEAN_GPU_WIDE_MIN_OUTS where set (the tests run every format and
+ * mode in both shapes with it) */
+static uint64_t wide_min_outs(void) {
+    const char *env = getenv("LEAN_GPU_WIDE_MIN_OUTS");
+    return env && *env ? strtoull(env, NULL, 10) : TILE_WIDE_MIN_OUTS;
+}
+
 static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
-    /* a tile is TILE_R outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
-    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode), tile = TILE_R;
+    /* a tile is GR x TILE_TR outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
+    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
+    const bool wide = outs >= wide_min_outs();
+    const uint32_t gr = wide ? TILE_WIDE_GR : TILE_GR, gt = wide ? 1 : TILE_GT, tile = gr * TILE_TR;
     lean_status st = split_groups(g, (outs + tile - 1) / tile, "matmul_tiled", &m->tile_x, &m->tile_y, err);
-    lean_gpu_const k[12] = {{"GR", 'u', TILE_GR}, {"GT", 'u', TILE_GT}, {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
-                            {"TT", 'u', TILE_TT}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
+    lean_gpu_const k[12] = {{"GR", 'u', gr},     {"GT", 'u', gt},       {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
+                            {"TT", 'u', TILE_T / gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
     const int n = 6 + out_consts(out, outs, 4, k + 6);
     if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[out->mode], k, n, &m->tiled, err);
     if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, false, out, "matmul_tiled", &m->tiled_bg, err);

@@ -1,55 +1,64 @@
-// attention.wgsl — causal grouped-query attention of the call's queries over one layer's KV
-// cache (keys after RoPE), as forward_ref.c's attend_token computes it but with a streaming
-// softmax (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018; the
-// FlashAttention recurrence): for token t at position p = pos + t and query head h, over the
-// keys j <= p of KV head h / GROUP,
+// attention.wgsl — decode's attention: the one query token's causal grouped-query attention
+// over one layer's KV cache (keys after RoPE), as forward_ref.c's attend_token computes it but
+// with a streaming softmax (Milakov & Gimelshein, "Online normalizer calculation for softmax",
+// 2018; the FlashAttention recurrence): at position p = pos and query head h, over the keys
+// j <= p of KV head h / GROUP,
 //   out = sum_j softmax_j(q . k_j * SCALE) v_j.
-// One workgroup per (head h, token t, split s). Keys are taken WG at a time, one per lane (each
-// lane dots the query, held in workgroup memory, with its key); the tile's maximum rescales the
-// running sum l and accumulator, and lane d accumulates dimensions d, d + WG, ... of the values.
-// Unsplit (one workgroup along z): all keys 0..p, out = acc / l into the att rows. Split (z > 1,
-// decode: one token): workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its
-// partial (acc, m, l) after the att rows; attn_combine.wgsl merges them. CHUNK is the step's
-// (step.chunk, gpu_attention_chunk in ops.c).
-// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM, KV_DIM, Q_DIM, Q_STRIDE (floats
-// between tokens' queries), SCALE, DPT (ceil(HEAD_DIM / WG)), PART_OFF (element where the
-// partials start in out), WG.
+// One workgroup per (head h, split s). Keys are taken WG at a time, a tile: lane j dots the
+// query (in workgroup memory) with key j, HD4 vec4s; the tile's maximum rescales the running
+// sum l and the accumulators; then the lanes split the tile's values by key as well as by
+// dimension — lane (g, v), g < KG = WG / HD4 key groups, adds keys g, g + KG, ... of vec4 v of
+// the values — so a tile costs WG / KG steps, not WG. The key groups' sums are added in group
+// order at the end. Decode is latency, not bytes: a step's attention is one workgroup a head
+// up to ATT_CHUNK keys (ops.h), with no merge to dispatch.
+// Unsplit (one workgroup along z): keys 0..p, out = acc / l into the att row. Split (z > 1):
+// workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its partial (acc, m, l)
+// after the att rows; attn_combine.wgsl merges them. CHUNK is the step's (step.chunk,
+// gpu_attention_chunk in ops.c).
+// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM (a multiple of 4), KV_DIM, Q_DIM,
+// Q_STRIDE (floats between tokens' queries; a multiple of 4), SCALE, PART_OFF (element where
+// the partials start in out), WG, HD4 (HEAD_DIM / 4, at most WG), KG (WG / HD4).
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<f32>;         // (n_batch, Q_STRIDE), heads first, after RoPE
-@group(0) @binding(2) var<storage, read> kc: array<f32>;        // (n_ctx, KV_DIM)
-@group(0) @binding(3) var<storage, read> vc: array<f32>;        // (n_ctx, KV_DIM)
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;  // (n_batch, Q_STRIDE), heads first, after RoPE
+@group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>; // (n_ctx, KV_DIM)
+@group(0) @binding(3) var<storage, read> vc: array<vec4<f32>>; // (n_ctx, KV_DIM)
 // [0, PART_OFF): att (n_batch, Q_DIM); then partials (n_split, N_HEAD, HEAD_DIM + 2): acc, m, l
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-var<workgroup> qs: array<f32, HEAD_DIM>; // this head's query
-var<workgroup> pr: array<f32, WG>;       // the tile's e^(score - m)
+const KV4: u32 = KV_DIM / 4u;
+const STEPS: u32 = (WG + KG - 1u) / KG; // keys of a tile one lane's value sum takes
+
+var<workgroup> qs: array<vec4<f32>, HD4>;      // this head's query
+var<workgroup> pr: array<f32, WG>;             // the tile's e^(score - m)
+var<workgroup> part: array<vec4<f32>, KG * HD4>; // the key groups' value sums
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let t = wid.y;
-    let kvo = (h / GROUP) * HEAD_DIM; // this head's slice of a cache row
-    let n_keys = step.pos + t + 1u;
+    let kvo = (h / GROUP) * HD4; // this head's slice of a cache row, in vec4s
+    let n_keys = step.pos + 1u;
     var k0 = 0u;
     var k1 = n_keys;
     if (nwg.z > 1u) {
         k0 = wid.z * step.chunk;
         k1 = min(k0 + step.chunk, n_keys);
     }
-    for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = q[t * Q_STRIDE + h * HEAD_DIM + d]; }
+    if (lid < HD4) { qs[lid] = q[h * HD4 + lid]; }
     workgroupBarrier();
 
+    let g = lid / HD4; // the lane's key group and vec4 of the values
+    let v = lid % HD4;
     var m = -3.0e38; // running maximum of the scores (finite: WGSL has no infinity literal)
     var l = 0.0;     // running sum of e^(score - m)
-    var acc: array<f32, DPT>;
+    var acc = vec4<f32>(0.0);
     for (var j0 = k0; j0 < k1; j0 += WG) {
         let j = j0 + lid;
         var sc = -3.0e38;
         if (j < k1) {
-            var dot = 0.0;
-            for (var d = 0u; d < HEAD_DIM; d++) { dot += qs[d] * kc[j * KV_DIM + kvo + d]; }
-            sc = dot * SCALE;
+            var dot4 = vec4<f32>(0.0); // four partial sums, so the HD4 loads go out together
+            for (var i = 0u; i < HD4; i++) { dot4 += qs[i] * kc[j * KV4 + kvo + i]; }
+            sc = (dot4.x + dot4.y + dot4.z + dot4.w) * SCALE;
         }
         let m_new = max(m, wg_max(sc, lid));
         var e = 0.0;
@@ -61,32 +70,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let corr = exp(m - m_new);
         l = l * corr + wg_sum(e, lid);
         let n_in = min(WG, k1 - j0);
-        for (var i = 0u; i < DPT; i++) {
-            let d = lid + i * WG;
-            if (d < HEAD_DIM) {
-                var a = acc[i] * corr;
-                for (var jj = 0u; jj < WG; jj++) { // a constant count: the loads can go out together
-                    if (jj < n_in) { a += pr[jj] * vc[(j0 + jj) * KV_DIM + kvo + d]; }
-                }
-                acc[i] = a;
+        if (g < KG) {
+            var a = acc * corr;
+            for (var u = 0u; u < STEPS; u++) { // a constant count: the loads can go out together
+                let jj = g + u * KG;
+                if (jj < n_in) { a += pr[jj] * vc[(j0 + jj) * KV4 + kvo + v]; }
             }
+            acc = a;
         }
         m = m_new;
         workgroupBarrier(); // pr is rewritten by the next tile
     }
+    if (g < KG) { part[g * HD4 + v] = acc; }
+    workgroupBarrier();
+    if (lid >= HD4) { return; }
+    var o = part[lid];
+    for (var k = 1u; k < KG; k++) { o += part[k * HD4 + lid]; }
 
     if (nwg.z == 1u) {
-        for (var i = 0u; i < DPT; i++) {
-            let d = lid + i * WG;
-            if (d < HEAD_DIM) { out[t * Q_DIM + h * HEAD_DIM + d] = acc[i] / l; }
-        }
+        let at = h * HEAD_DIM + 4u * lid;
+        for (var c = 0u; c < 4u; c++) { out[at + c] = o[c] / l; }
         return;
     }
     let base = PART_OFF + (wid.z * N_HEAD + h) * (HEAD_DIM + 2u);
-    for (var i = 0u; i < DPT; i++) {
-        let d = lid + i * WG;
-        if (d < HEAD_DIM) { out[base + d] = acc[i]; }
-    }
+    for (var c = 0u; c < 4u; c++) { out[base + 4u * lid + c] = o[c]; }
     if (lid == 0u) {
         out[base + HEAD_DIM] = m;
         out[base + HEAD_DIM + 1u] = l;

@@ -13,11 +13,12 @@
 // x, four columns a read (a chunk's columns come in runs of 4, formats.wgsl) used for all TR
 // rows: one workgroup read per 4 TR multiply-adds, not per 1, which was what bound this kernel.
 //
-// Summation order of Y[t][r]: chunks in ascending order, each chunk's CH / 4 runs' dot
-// products summed in order into a chunk sum that is added to the accumulator. It depends on
-// CH alone, not on n_tok or the tile a token falls in, so any split of a prefill gives the
-// same bits. (The decode kernel, matmul_vec, sums in another order: its results are close,
-// not equal.)
+// Summation order of Y[t][r]: one fused multiply-add per weight onto the accumulator, in
+// chunk order (chunks ascending, each chunk's columns in wv order). It depends on the format
+// alone, not on n_tok, the tile a token falls in or the tile's shape, so any split of a prefill
+// gives the same bits. (One fma per weight, not dot() then an add per run: on the H200 pp512
+// qwen2.5-0.5b q8_0 1.04x, smollm2-1.7b q4_0 1.06x in the wide shape. The decode kernel,
+// matmul_vec, sums in another order: its results are close, not equal.)
 //
 // Workgroup index: outputs tile wid.y * NX + wid.x (split like matmul_vec), tokens tile wid.z.
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
@@ -74,16 +75,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             for (var j = 0u; j < TT; j++) {
                 let xrow = (gt + GT * j) * KV4;
-                // zeroed by hand: with only the declaration in the loop, this kernel summed
-                // wrong on the H200 (likely the last pass's values kept: SPIR-V declares a
-                // function's variables once) and right on llvmpipe
-                var d: array<f32, TR>;
-                for (var i = 0u; i < TR; i++) { d[i] = 0.0; }
                 for (var q = 0u; q < RUNS; q++) {
                     let x4 = xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]; // read once for all TR rows
-                    for (var i = 0u; i < TR; i++) { d[i] += dot(w[i * RUNS + q], x4); }
+                    for (var i = 0u; i < TR; i++) {
+                        let w4 = w[i * RUNS + q];
+                        let a = acc[i * TT + j];
+                        acc[i * TT + j] = fma(w4.w, x4.w, fma(w4.z, x4.z, fma(w4.y, x4.y, fma(w4.x, x4.x, a))));
+                    }
                 }
-                for (var i = 0u; i < TR; i++) { acc[i * TT + j] += d[i]; }
             }
         }
         workgroupBarrier();
