@@ -4,7 +4,8 @@
  * frequency factors, positions near n_ctx, the KV writes at pos, a RoPE table past the binding
  * limit), causal grouped-query attention (head_dim 64, 80, 128 and 256, GQA ratios 1, 3 and
  * 7, 1..65 tokens, queries in rows of q | k | v: the tiled prefill kernel on ragged tiles,
- * split decode over long contexts) and argmax (ties). Runs on whatever adapter lean_gpu_open
+ * split decode over long contexts), decode's Q, K, V matmul epilogue against the matmul and
+ * qkv_post it replaces, and argmax (ties). Runs on whatever adapter lean_gpu_open
  * finds (Dawn over llvmpipe in CI).
  *
  * Tolerances: the value write is exact. The others sum in another order than the reference (a tree over 64 lanes; a streaming softmax), so they are
@@ -193,6 +194,102 @@ static void test_qkv_post(int32_t n_head, int32_t n_head_kv, int32_t head_dim, l
     free(qkv), free(kc), free(vc), free(nw), free(ff), free(cs), free(sn), free(got_q), free(got_k), free(got_v);
 }
 
+/* Decode's Q, K, V epilogue (weights.h's gpu_mm_kv): the matmul of a one-token q | k | v row
+ * doing qkv_post's work equals the plain matmul (SET, or BIAS with a bias) followed by
+ * qkv_post — q in the row, the key and value cache rows at pos, every other cache row as it
+ * was — v exactly, q and k within the RoPE tolerance (each kernel may contract differently).
+ * apart: Wv a matmul of its own at column q_dim + kv_dim (its format differing, as q4_k_m's),
+ * [Wq; Wk] one. Weights in [-1/64, 1/64) over 64 columns keep outputs (and biases) in
+ * [-1, 1), so |a|, |b| < 2 and the tolerance is 2 ulp(4). */
+static void test_qkv_epilogue(int32_t n_head, int32_t n_head_kv, int32_t head_dim, lean_rope_style style, bool bias,
+                              bool apart, int32_t pos) {
+    enum { COLS = 64, N_CTX = 40 };
+    const lean_hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim, .rope_style = style};
+    const int32_t qd = lean_q_dim(&hp), kvd = lean_kv_dim(&hp), R = qd + 2 * kvd;
+    const int64_t nc = (int64_t)N_CTX * kvd;
+    float *w = rand_floats((int64_t)R * COLS), *x = rand_floats(COLS), *b = rand_floats(R), *kc = rand_floats(nc),
+          *vc = rand_floats(nc);
+    for (int64_t i = 0; i < (int64_t)R * COLS; i++) w[i] /= COLS;
+    float *want[3], *got[3]; /* q | k | v row, key cache, value cache */
+    const int64_t len[3] = {R, nc, nc};
+    for (int i = 0; i < 3; i++) want[i] = malloc(sizeof(float) * (size_t)len[i]), got[i] = malloc(sizeof(float) * (size_t)len[i]);
+    lean_gpu_buf *step = step_buf(1, pos), *bx = buf_of(x, COLS), *bb = buf_of(b, R), *bt = NULL;
+    lean_error err;
+    lean_status st = gpu_rope_table_create(g, N_CTX, head_dim, 10000.0f, NULL, &bt, &err);
+    for (int fused = 0; fused < 2 && st == LEAN_OK; fused++) {
+        lean_gpu_buf *by = buf_of(NULL, R), *bk = buf_of(kc, nc), *bv = buf_of(vc, nc);
+        const gpu_mm_kv kv = {.step = step, .kc = bk, .vc = bv, .table = bt, .q_dim = qd, .kv_dim = kvd,
+                              .head_dim = head_dim, .neox = style == LEAN_ROPE_NEOX};
+        /* the matrices: [Wq; Wk; Wv], or [Wq; Wk] and Wv */
+        const int32_t split = apart ? qd + kvd : R, rows[2] = {split, R - split};
+        gpu_weight gw[2] = {{0}};
+        gpu_matmul *mm[2] = {NULL};
+        gpu_op post = {0};
+        for (int k = 0; k < 2 && st == LEAN_OK; k++) {
+            if (!rows[k]) continue;
+            const lean_tensor t = {.name = "test.weight", .type = LEAN_TYPE_F32, .ne = {COLS, rows[k], 1, 1},
+                                   .n_bytes = (uint64_t)rows[k] * COLS * 4, .data = w + (int64_t)(k ? split : 0) * COLS};
+            const gpu_mm_out out = {.y = by, .col = (uint32_t)(k ? split : 0), .stride = (uint32_t)R,
+                                    .mode = bias ? GPU_MM_BIAS : GPU_MM_SET, .bias = bias ? bb : NULL,
+                                    .kv = fused ? &kv : NULL};
+            st = gpu_weight_upload(g, &t, &gw[k], &err);
+            if (st == LEAN_OK) st = gpu_matmul_create(g, &gw[k], 1, step, &(gpu_mm_in){.x = bx}, &out, &mm[k], &err);
+        }
+        if (st == LEAN_OK && !fused) st = gpu_qkv_post_create(g, &hp, step, by, bk, bv, bt, NULL, &post, &err);
+        lean_gpu_cmd *c = NULL;
+        if (st == LEAN_OK) st = lean_gpu_begin(g, &c, &err);
+        if (st == LEAN_OK) {
+            for (int k = 0; k < 2; k++)
+                if (mm[k]) gpu_matmul_record(c, mm[k], 1);
+            if (!fused) gpu_op_record(c, &post, 1);
+            st = lean_gpu_submit(c, &err);
+        }
+        float **dst = fused ? got : want;
+        if (st == LEAN_OK) read_back(by, dst[0], R), read_back(bk, dst[1], nc), read_back(bv, dst[2], nc);
+        for (int k = 0; k < 2; k++) gpu_matmul_free(mm[k]), gpu_weight_free(&gw[k]);
+        gpu_op_free(&post);
+        lean_gpu_buf_free(by), lean_gpu_buf_free(bk), lean_gpu_buf_free(bv);
+    }
+    CHECK(st == LEAN_OK, "qkv epilogue: %s", err.msg);
+    if (st == LEAN_OK) {
+        const float tol = 2.0f * ulp(4.0f);
+        CHECK(n_bad(got[0], want[0], qd, tol, 0, "epilogue q") == 0 && n_bad(got[1], want[1], nc, tol, 0, "epilogue k") == 0 &&
+                  n_bad(got[2], want[2], nc, 0, 0, "epilogue v") == 0,
+              "qkv epilogue heads %d/%d head_dim %d %s bias %d apart %d pos %d", n_head, n_head_kv, head_dim,
+              style == LEAN_ROPE_NEOX ? "neox" : "norm", bias, apart, pos);
+    }
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bx), lean_gpu_buf_free(bb), lean_gpu_buf_free(bt);
+    free(w), free(x), free(b), free(kc), free(vc);
+    for (int i = 0; i < 3; i++) free(want[i]), free(got[i]);
+}
+
+/* The epilogue refuses what it cannot do, by name: outputs that are no whole heads of the row,
+ * a mode it does not take. */
+static void test_qkv_epilogue_errors(void) {
+    lean_gpu_buf *step = step_buf(1, 0), *bx = buf_of(NULL, 64), *by = buf_of(NULL, 64 * 3), *bc = buf_of(NULL, 64 * 8);
+    float *w = rand_floats(64 * 64);
+    const lean_tensor t = {.name = "test.weight", .type = LEAN_TYPE_F32, .ne = {64, 64, 1, 1}, .n_bytes = 64 * 64 * 4, .data = w};
+    gpu_weight gw = {0};
+    lean_error err;
+    CHECK(gpu_weight_upload(g, &t, &gw, &err) == LEAN_OK, "upload: %s", err.msg);
+    const gpu_mm_kv kv = {.step = step, .kc = bc, .vc = bc, .table = bc, .q_dim = 64, .kv_dim = 64, .head_dim = 64};
+    const gpu_mm_out bad[] = {
+        {.y = by, .col = 32, .stride = 192, .kv = &kv},                          /* not at a head */
+        {.y = by, .col = 0, .stride = 160, .kv = &kv},                           /* not q | k | v's row */
+        {.y = by, .col = 0, .stride = 192, .mode = GPU_MM_ADD, .kv = &kv},        /* a residual add */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gpu_matmul *mm = NULL;
+        const lean_status st = gpu_matmul_create(g, &gw, 1, step, &(gpu_mm_in){.x = bx}, &bad[i], &mm, &err);
+        CHECK(st == LEAN_ERR_ARG && mm == NULL && strstr(err.msg, "epilogue"), "epilogue error %zu: status %d (%s)", i,
+              (int)st, err.msg);
+        gpu_matmul_free(mm);
+    }
+    gpu_weight_free(&gw);
+    free(w);
+    lean_gpu_buf_free(step), lean_gpu_buf_free(bx), lean_gpu_buf_free(by), lean_gpu_buf_free(bc);
+}
+
 /* A table past the storage binding limit is refused, naming n_ctx, before anything is made. */
 static void test_rope_table_limit(void) {
     const int32_t head_dim = 1024, n_ctx = (int32_t)(gpu_binding_max_bytes(g) / (head_dim * 4)) + 1;
@@ -357,6 +454,14 @@ static void test_all(void) {
     test_attention(64, 6, 2, 8300, 1, 8192); /* 8193 keys: 17 splits of 512 */
     test_attention(128, 3, 1, 8300, 1, 8299); /* 17 splits of 512, up to n_ctx */
     test_attention_unsupported();
+    if (gpu_matmul_kv_fits(g, true)) { /* the epilogue where the device binds its 7 storage buffers */
+        test_qkv_epilogue(4, 2, 64, LEAN_ROPE_NORM, false, false, 0);
+        test_qkv_epilogue(4, 2, 64, LEAN_ROPE_NEOX, true, false, 17);   /* qwen2: NEOX, biases */
+        test_qkv_epilogue(6, 2, 64, LEAN_ROPE_NORM, false, true, 39);   /* Wv apart, the last row */
+        test_qkv_epilogue(4, 1, 128, LEAN_ROPE_NEOX, true, true, 5);    /* Wv apart, with biases */
+        test_qkv_epilogue(2, 2, 80, LEAN_ROPE_NEOX, false, false, 11);  /* a head_dim no power of two */
+        test_qkv_epilogue_errors();
+    }
 
     test_argmax(1, -1, -1);
     test_argmax(1000, -1, -1);

@@ -22,7 +22,9 @@
  *     by it; [Wq; Wk] and Wv, or
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
- *     value write [v -> value cache row pos+t]
+ *     value write [v -> value cache row pos+t]; in decode without q/k norms, done by 1's
+ *     matmuls themselves where the device binds their 6-7 storage buffers (gpu_mm_kv;
+ *     LEAN_GPU_KV_EPILOGUE=0 keeps the dispatch)
  *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_MIN_CHUNK keys in decode)
  *   4 Wo [x += Wo att: the residual add is the matmul's]
  *   5 [Wgate; Wup] with SwiGLU [x -> gate], the FFN RMSNorm in the matmul as in 1 (Wgate, Wup,
@@ -30,8 +32,9 @@
  *   6 Wdown [x += Wdown gate]
  * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
  * decode where the row is wider than the fusion pays for (weights.c: NORM_FUSE_MAX_COLS). A
- * decode step is then 6 n_layer + 3 dispatches (embedding; final norm, logits; 8 n_layer + 3
- * with the separate norms), and, generating, the draw's 2-5 (sample.h).
+ * decode step is then 5 n_layer + 3 dispatches (embedding; final norm, logits; 6 n_layer + 3
+ * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
+ * (sample.h).
  *
  * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
@@ -42,6 +45,7 @@
 #include "weights.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- state ---- */
@@ -94,6 +98,7 @@ typedef struct gpu_layer {
     gpu_op norm_ffn, swiglu; /* swiglu: only without W_GATE_UP */
     gpu_attention attn;
     bool norm_in_matmul; /* decode's Q, K, V and gate, up matmuls norm their input themselves */
+    bool kv_in_matmul;   /* decode's Q, K, V matmuls do qkv_post's work (gpu_mm_kv) */
 } gpu_layer;
 
 /* One sequence on one device. B = n_batch; widths as in forward_ref.c. */
@@ -202,6 +207,11 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
                                  &s->rope_table, err);
 }
 
+static bool env_is(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
  * itself from x where the weight fits a uniform (gpu_mm_in). */
 static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, lean_gpu_buf *norm) {
@@ -220,9 +230,14 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     const gpu_mm_mode mode = L->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
     const gpu_mm_in in = normed_input(s, L, L->attn_norm);
     const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
+    const gpu_mm_kv kv = {.step = s->step, .kc = L->k_cache, .vc = L->v_cache, .table = s->rope_table,
+                          .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
+                          .neox = hp->rope_style == LEAN_ROPE_NEOX};
+    L->kv_in_matmul = !L->qk_norm && gpu_matmul_kv_fits(s->g, L->bqkv != NULL) && !env_is("LEAN_GPU_KV_EPILOGUE", "0");
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
-        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv};
+        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv,
+                                .kv = L->kv_in_matmul ? &kv : NULL};
         if (L->w[i].buf) st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
@@ -372,7 +387,7 @@ static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t
     if (norm_op) gpu_op_record(c, &L->norm_attn, n);
     for (int k = 0; k < 4; k++)
         if (L->mm[QKV_ORDER[k]]) gpu_matmul_record(c, L->mm[QKV_ORDER[k]], n);
-    gpu_op_record(c, &L->qkv_post, n);
+    if (n > 1 || !L->kv_in_matmul) gpu_op_record(c, &L->qkv_post, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);
     if (norm_op) gpu_op_record(c, &L->norm_ffn, n);

@@ -211,6 +211,7 @@ void gpu_weight_free(gpu_weight *w) {
  * qwen2.5-0.5b q8_0 0.85x when every matrix took it (its 896-output ones get half the
  * workgroups). The shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
+_Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0, "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN_OUTS = 2048 };
@@ -265,7 +266,7 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
     if (in) src[n_src++] = lean_gpu_reduce_shader(g), src[n_src++] = lean_gpu_shader("matmul_in");
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
-    lean_gpu_const consts[24];
+    lean_gpu_const consts[32];
     const int n_shape = shape_consts(w, consts);
     memcpy(consts + n_shape, extra, sizeof(lean_gpu_const) * (size_t)n_extra);
     return lean_gpu_pipeline_create(g, label, src, n_src, consts, n_shape + n_extra, res, err);
@@ -320,30 +321,46 @@ static const char *const MODE_FN[] = {"set", "add", "bias", "swiglu"};
 static uint32_t rows_per_out(gpu_mm_mode mode) { return mode == GPU_MM_SWIGLU ? 2 : 1; }
 
 /* The constants both kernels take for out, w's outputs being outs; bias_at: the kernel's
- * binding for the bias. Returns how many (written to k). */
-static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, lean_gpu_const *k) {
+ * binding for the bias; kv_at: the first of the Q, K, V epilogue's four (0: the kernel does
+ * not run it). Returns how many (written to k). */
+static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, uint32_t kv_at, lean_gpu_const *k) {
+    const gpu_mm_kv *kv = kv_at ? out->kv : NULL;
     k[0] = (lean_gpu_const){"NW", 'u', rows_per_out(out->mode)};
     k[1] = (lean_gpu_const){"OUTS", 'u', (double)outs};
     k[2] = (lean_gpu_const){"Y_STRIDE", 'u', out->stride ? out->stride : (double)outs};
     k[3] = (lean_gpu_const){"Y_COL", 'u', out->col};
     k[4] = (lean_gpu_const){"BIAS_AT", 'u', bias_at};
-    return 5;
+    k[5] = (lean_gpu_const){"KV_MODE", 'u', kv != NULL};
+    k[6] = (lean_gpu_const){"KV_AT", 'u', kv ? kv_at : bias_at + 1};
+    k[7] = (lean_gpu_const){"NEOX", 'u', kv && kv->neox};
+    k[8] = (lean_gpu_const){"HEAD_DIM", 'u', kv ? kv->head_dim : 2};
+    k[9] = (lean_gpu_const){"Q_DIM", 'u', kv ? kv->q_dim : 0};
+    k[10] = (lean_gpu_const){"KV_DIM", 'u', kv ? kv->kv_dim : 0};
+    return 11;
 }
 
-/* The bindings a matmul may have, in this order (raw, norm: a normed input's). */
-enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, N_BINDS };
+/* The bindings a matmul may have, in this order (raw, norm: a normed input's; the last four:
+ * the Q, K, V epilogue's). */
+enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, B_KV_STEP, B_KC, B_VC, B_TABLE, N_BINDS };
 
 /* Binds the kernel's own (W, x, y[, step]: n_own of all, x replaced by raw when normed), then the
- * bias in BIAS mode, then (normed) the norm weight; *n_at: the binding after the bias. */
+ * bias in BIAS mode, then (normed) the norm weight, then (kv) the epilogue's four; returns the
+ * binding after the last. */
 static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *all, int n_own, bool normed,
-                               const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg, lean_error *err) {
+                               bool kv, const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg,
+                               lean_error *err) {
     lean_gpu_bind b[N_BINDS];
     memcpy(b, all, sizeof(lean_gpu_bind) * (size_t)n_own);
     if (normed) b[B_X] = all[B_RAW];
     int n = n_own;
     if (out->mode == GPU_MM_BIAS) b[n++] = all[B_BIAS];
     if (normed) b[n++] = all[B_NORM];
+    if (kv) memcpy(b + n, all + B_KV_STEP, 4 * sizeof(lean_gpu_bind)), n += 4;
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
+}
+
+bool gpu_matmul_kv_fits(lean_gpu *g, bool bias) {
+    return lean_gpu_get_info(g)->max_storage_buffers_per_stage >= 6u + bias;
 }
 
 /* matmul_vec's outputs per workgroup for w */
@@ -376,9 +393,10 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     const bool normed = in->norm != NULL;
     const uint32_t rpw = vec_rpw(w);
     lean_status st = split_groups(g, (outs + rpw - 1) / rpw, "matmul_vec", &m->vec_x, &m->vec_y, err);
-    lean_gpu_const k[16] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
-    int n = 3 + out_consts(out, outs, 3, k + 3);
-    k[n++] = (lean_gpu_const){"NORM_AT", 'u', 3 + (out->mode == GPU_MM_BIAS)};
+    const uint32_t norm_at = 3 + (out->mode == GPU_MM_BIAS);
+    lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
+    int n = 3 + out_consts(out, outs, 3, norm_at + normed, k + 3);
+    k[n++] = (lean_gpu_const){"NORM_AT", 'u', norm_at};
     k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
     k[n++] = (lean_gpu_const){"NORM_STAGED", 'u', normed ? (double)((w->cols + 3) / 4) : 1};
     k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode)};
@@ -386,8 +404,10 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     if (st == LEAN_OK)
-        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", MODE_FN[out->mode], k, n, &m->vec, err);
-    if (st == LEAN_OK) st = bind_matmul(g, m->vec, binds, 3, normed, out, "matmul_vec", &m->vec_bg, err);
+        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", out->kv ? (out->mode == GPU_MM_BIAS ? "qkv_bias" : "qkv") : MODE_FN[out->mode], k,
+                           n, &m->vec, err);
+    if (st == LEAN_OK)
+        st = bind_matmul(g, m->vec, binds, 3, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
     return st;
 }
 
@@ -405,11 +425,11 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lea
     const bool wide = outs >= wide_min_outs();
     const uint32_t gr = wide ? TILE_WIDE_GR : TILE_GR, gt = wide ? 1 : TILE_GT, tile = gr * TILE_TR;
     lean_status st = split_groups(g, (outs + tile - 1) / tile, "matmul_tiled", &m->tile_x, &m->tile_y, err);
-    lean_gpu_const k[12] = {{"GR", 'u', gr},     {"GT", 'u', gt},       {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
+    lean_gpu_const k[24] = {{"GR", 'u', gr},     {"GT", 'u', gt},       {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
                             {"TT", 'u', TILE_T / gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
-    const int n = 6 + out_consts(out, outs, 4, k + 6);
+    const int n = 6 + out_consts(out, outs, 4, 0, k + 6);
     if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[out->mode], k, n, &m->tiled, err);
-    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, false, out, "matmul_tiled", &m->tiled_bg, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, false, false, out, "matmul_tiled", &m->tiled_bg, err);
     return st;
 }
 
@@ -443,6 +463,24 @@ static uint64_t y_floats(const gpu_weight *w, int32_t max_tok, const gpu_mm_out 
 }
 
 /* out against w and max_tok: a mode w can serve, y (and the bias) large enough */
+/* the Q, K, V epilogue (gpu_mm_kv) against out: whole heads of the q | k | v row, a mode it
+ * takes, its buffers there and bindable on the device */
+static lean_status check_kv(lean_gpu *g, const gpu_mm_out *out, uint64_t outs, lean_error *err) {
+    const gpu_mm_kv *kv = out->kv;
+    const int64_t hd = kv->head_dim, row = (int64_t)kv->q_dim + 2 * (int64_t)kv->kv_dim;
+    if (hd < 2 || hd % 2 || kv->q_dim % hd || kv->kv_dim % hd || out->col % hd || outs % (uint64_t)hd ||
+        out->stride != row || (out->mode != GPU_MM_SET && out->mode != GPU_MM_BIAS))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul q|k|v epilogue: %llu outputs at column %u of rows of %u, head_dim "
+                         "%d, q_dim %d, kv_dim %d, mode %d", (unsigned long long)outs, out->col, out->stride,
+                         kv->head_dim, kv->q_dim, kv->kv_dim, (int)out->mode);
+    if (!kv->step || !kv->kc || !kv->vc || !kv->table)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul q|k|v epilogue: a buffer missing");
+    if (!gpu_matmul_kv_fits(g, out->mode == GPU_MM_BIAS))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul q|k|v epilogue: %d storage buffers, the device binds %u",
+                         6 + (out->mode == GPU_MM_BIAS), lean_gpu_get_info(g)->max_storage_buffers_per_stage);
+    return LEAN_OK;
+}
+
 static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_out *out,
                              lean_error *err) {
     if ((unsigned)out->mode > GPU_MM_SWIGLU || (out->mode == GPU_MM_SWIGLU && w->rows % 2) ||
@@ -456,6 +494,7 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
     lean_status st = check_binding(g, out->y, out->offset, y_floats(w, max_tok, out) * 4, "matmul y", err);
     if (st == LEAN_OK && out->mode == GPU_MM_BIAS)
         st = check_binding(g, out->bias, 0, (out->col + outs) * 4, "matmul bias", err);
+    if (st == LEAN_OK && out->kv) st = check_kv(g, out, outs, err);
     return st;
 }
 
@@ -469,11 +508,18 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
-    const lean_gpu_bind binds[N_BINDS] = {
+    lean_gpu_bind binds[N_BINDS] = {
         [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, x_bytes(w, max_tok)},
         [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
         [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
         [B_RAW] = {in->raw, 0, x_bytes(w, 1)}, [B_NORM] = {in->norm, 0, 0}};
+    const gpu_mm_kv *kv = out->kv;
+    if (kv) {
+        binds[B_KV_STEP] = (lean_gpu_bind){kv->step, 0, 16};
+        binds[B_KC] = (lean_gpu_bind){kv->kc, 0, 0};
+        binds[B_VC] = (lean_gpu_bind){kv->vc, 0, 0};
+        binds[B_TABLE] = (lean_gpu_bind){kv->table, 0, 0};
+    }
     st = matmul_vec_make(g, w, binds, in, out, m, err);
     if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, out, m, err);
     if (st != LEAN_OK) {

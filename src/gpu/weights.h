@@ -51,13 +51,30 @@ typedef enum gpu_mm_mode {
  * t * stride + col + o of y, from byte offset on (a multiple of min_storage_offset_align);
  * stride 0 means the number of outputs (tokens' rows packed). bias: BIAS only, F32 laid out as
  * a row of y: output o's at col + o. */
+typedef struct gpu_mm_kv gpu_mm_kv;
 typedef struct gpu_mm_out {
     lean_gpu_buf *y;
     uint64_t offset;
     uint32_t col, stride;
     gpu_mm_mode mode;
     lean_gpu_buf *bias;
+    const gpu_mm_kv *kv; /* NULL, or (SET and BIAS only) decode's Q, K, V epilogue: below */
 } gpu_mm_out;
+
+/* Decode's Q, K, V epilogue, for a matmul whose outputs are columns col .. of the q | k | v
+ * row (stride q_dim + 2 kv_dim; col and the outputs whole heads): the one-token kernel does
+ * qkv_post's work for a model without q/k norms — q and k rotated by RoPE at the position in
+ * step (words: n_tok, pos, ...) with table's cos and sin (gpu_rope_table_create), q written to
+ * y, k and v to row pos of kc and vc (n_ctx, kv_dim) — so a decode step has no qkv_post
+ * dispatch; each value is qkv_post's expression over the matmul's (biased) output. The prefill
+ * kernel writes y as without it (qkv_post follows there). It binds 3 more storage buffers
+ * (6, or 7 with a bias): gpu_matmul_kv_fits says whether the device has them. */
+struct gpu_mm_kv {
+    lean_gpu_buf *step, *kc, *vc, *table;
+    int32_t q_dim, kv_dim, head_dim;
+    bool neox;
+};
+bool gpu_matmul_kv_fits(lean_gpu *g, bool bias);
 
 /* What a matmul reads: x (max_tok, cols) F32 from byte offset on (a multiple of the device's
  * min_storage_offset_align). With norm (a UNIFORM buffer of cols F32 padded to 16 bytes, at

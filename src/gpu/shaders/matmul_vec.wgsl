@@ -3,9 +3,9 @@
 // (x, or x RMS-normed) and each output written by matmul_out.wgsl's y_out (set, residual add,
 // bias, or SwiGLU of a stacked [Wgate; Wup]).
 //
-// A workgroup of WG invocations computes RPW consecutive outputs o0 .. o0 + RPW - 1, each from
-// NW weight rows (1; 2 in SWIGLU mode: row o and row o + OUTS): RPW * NW rows, slot
-// s = k * RPW + r holding row o0 + r + k * OUTS. Its index is wid.y * NX + wid.x (outputs / RPW
+// A workgroup of WG invocations computes RPW consecutive outputs o0 .. o0 + RPW - 1 (in QKV
+// mode, NEOX: out_of's order, matmul_out.wgsl), each from NW weight rows (1; 2 in SWIGLU mode:
+// row o and row o + OUTS): RPW * NW rows, slot s = k * RPW + r holding row o0 + r + k * OUTS. Its index is wid.y * NX + wid.x (outputs / RPW
 // can pass the 65535-per-dimension dispatch limit: the C side splits the workgroups over x and
 // y). Invocation l takes chunks l, l + WG, l + 2 WG, ... of every one of its rows (one chunk =
 // CH weights; its columns come as CH / 4 runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3):
@@ -16,10 +16,10 @@
 // the workgroup or the mode.
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
-// NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT (matmul_out.wgsl), NORM_AT, NORM_VEC4, NORM_STAGED,
+// NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4, NORM_STAGED,
 // EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's).
 // Bindings: 0 W (formats.wgsl), 1 x: (cols) f32 as vec4s, 2 y: f32, output o at Y_COL + o;
-// then the bias (BIAS mode) and the norm weight (a uniform; normed input).
+// then the bias (BIAS mode), the norm weight (a uniform; normed input) and QKV mode's four.
 
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
@@ -42,7 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var xs: array<vec4<f32>, RUNS>;
         for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(chunk_col(c, 4u * q)); }
         for (var s = 0u; s < SLOTS; s++) {
-            dequant_chunk(min(o0 + s % RPW, OUTS - 1u) + (s / RPW) * OUTS, c);
+            dequant_chunk(out_of(min(o0 + s % RPW, OUTS - 1u)) + (s / RPW) * OUTS, c);
             var d = acc[s];
             for (var q = 0u; q < RUNS; q++) {
                 d += dot(vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]), xs[q]);
@@ -51,6 +51,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
     let sum = wg_sums(acc, l);
-    // b: the up row's sum in SWIGLU mode (slot l + RPW); unused otherwise (slot l again)
-    if (l < RPW && o0 + l < OUTS) { y_out(Y_COL + o0 + l, o0 + l, sum[l], sum[(l + RPW) % SLOTS]); }
+    // b: the up row's sum in SWIGLU mode (slot l + RPW), the RoPE partner's in QKV mode (slot
+    // l ^ 1: RPW is even); unused otherwise
+    if (l < RPW && o0 + l < OUTS) {
+        let o = out_of(o0 + l);
+        y_out(Y_COL + o, o, sum[l], select(sum[(l + RPW) % SLOTS], sum[l ^ 1u], KV_MODE == 1u));
+    }
 }
