@@ -213,7 +213,7 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as_f16,
         float *logits = malloc(sizeof(float) * (size_t)sp.n_vocab);
         lean_gpu *g = lean_backend_gpu_device(lean_ctx_backend_state(c));
         /* where the device binds the Q, K, V epilogue's storage buffers, its qkv_post is gone */
-        if (gpu_matmul_kv_fits(g, strcmp(arch, "qwen2") == 0)) most -= kv_saves;
+        if (gpu_matmul_kv_fits(g, strcmp(arch, "qwen2") == 0, true)) most -= kv_saves;
         lean_status st = lean_prefill(c, ids, 3, logits, &err);
         const uint64_t before = lean_gpu_dispatch_count(g);
         if (st == LEAN_OK) st = lean_decode(c, ids[3], logits, &err);

@@ -454,7 +454,7 @@ static void test_all(void) {
     test_attention(64, 6, 2, 8300, 1, 8192); /* 8193 keys: 17 splits of 512 */
     test_attention(128, 3, 1, 8300, 1, 8299); /* 17 splits of 512, up to n_ctx */
     test_attention_unsupported();
-    if (gpu_matmul_kv_fits(g, true)) { /* the epilogue where the device binds its 7 storage buffers */
+    if (gpu_matmul_kv_fits(g, true, false)) { /* the epilogue where the device binds its 7 storage buffers */
         test_qkv_epilogue(4, 2, 64, LEAN_ROPE_NORM, false, false, 0);
         test_qkv_epilogue(4, 2, 64, LEAN_ROPE_NEOX, true, false, 17);   /* qwen2: NEOX, biases */
         test_qkv_epilogue(6, 2, 64, LEAN_ROPE_NORM, false, true, 39);   /* Wv apart, the last row */

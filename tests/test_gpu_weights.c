@@ -429,7 +429,7 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
 
 /* The normed input (gpu_mm_in.norm: decode's matmuls RMS-norm their input themselves) equals
  * the unfused path bit for bit — rmsnorm.wgsl's op, then the plain matmul — alone and with a
- * bias bound before the norm weight; cols not a multiple of 4 pad the uniform. */
+ * bias bound before the norm weight; cols not a multiple of 4 pad the norm weight. */
 static void test_normed_input(uint32_t type, int64_t cols, lean_gpu_buf *step) {
     enum { R = 67 };
     matrix m;
@@ -441,7 +441,7 @@ static void test_normed_input(uint32_t type, int64_t cols, lean_gpu_buf *step) {
     for (int64_t i = 0; i < R; i++) b[i] = rnd_unit();
     gpu_weight gw = {0};
     lean_gpu_buf *xb = buf_new(cols * 4, LEAN_GPU_STORAGE), *xn = buf_new(65 * cols * 4, LEAN_GPU_STORAGE), /* max_tok 65 */
-                 *wb = buf_new(norm_bytes, LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM), *bb = buf_new(R * 4, LEAN_GPU_STORAGE),
+                 *wb = buf_new(norm_bytes, LEAN_GPU_STORAGE), *bb = buf_new(R * 4, LEAN_GPU_STORAGE),
                  *yb = buf_new(65 * R * 4, LEAN_GPU_STORAGE); /* max_tok 65 */
     gpu_op norm = {0};
     lean_error err;
@@ -523,6 +523,7 @@ static void test_all(lean_gpu_buf *step) {
     test_normed_input(LEAN_TYPE_Q4_K, 512, step);
     test_normed_input(LEAN_TYPE_Q6_K, 256, step);
     test_normed_input(LEAN_TYPE_Q4_0, 1056, step); /* 5 vec4s a norm lane, the last one short */
+    test_normed_input(LEAN_TYPE_Q8_0, 2048, step); /* the widest row decode fuses (NORM_FUSE_MAX_COLS) */
     test_repack_pieces(step);
     test_many_groups(step);
     test_errors(step);

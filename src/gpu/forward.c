@@ -18,7 +18,7 @@
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
- *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to 1024), qwen2's biases added
+ *     matmul itself in decode (gpu_matmul_can_norm: n_embd up to 2048), qwen2's biases added
  *     by it; [Wq; Wk] and Wv, or
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
@@ -88,7 +88,7 @@ static const int QKV_ORDER[] = {W_QKV, W_Q, W_K, W_V};
 typedef struct gpu_layer {
     gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
     gpu_matmul *mm[N_MATRICES];
-    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32, storage and uniform (decode's matmuls read it) */
+    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32 */
     lean_gpu_buf *bqkv;    /* qwen2: (q_dim + 2 kv_dim) F32, bq | bk | bv, as qkv's rows */
     lean_gpu_buf *qk_norm; /* qwen3: (2, head_dim) F32 q_norm, k_norm; a uniform (qkv_post) */
     /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
@@ -233,7 +233,8 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     const gpu_mm_kv kv = {.step = s->step, .kc = L->k_cache, .vc = L->v_cache, .table = s->rope_table,
                           .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
                           .neox = hp->rope_style == LEAN_ROPE_NEOX};
-    L->kv_in_matmul = !L->qk_norm && gpu_matmul_kv_fits(s->g, L->bqkv != NULL) && !env_is("LEAN_GPU_KV_EPILOGUE", "0");
+    L->kv_in_matmul = !L->qk_norm && gpu_matmul_kv_fits(s->g, L->bqkv != NULL, L->norm_in_matmul) &&
+                      !env_is("LEAN_GPU_KV_EPILOGUE", "0");
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
         const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv,
@@ -305,10 +306,9 @@ static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err
     gpu_layer *L = &s->layers[il];
     const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
     lean_status st = upload_matrices(s, src, L, err);
-    const unsigned norm_usage = LEAN_GPU_STORAGE | LEAN_GPU_UNIFORM;
     L->norm_in_matmul = gpu_matmul_can_norm(s->g, s->m->hp.n_embd);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, norm_usage, &L->attn_norm, err);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, norm_usage, &L->ffn_norm, err);
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &L->attn_norm, err);
+    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &L->ffn_norm, err);
     if (!st) st = upload_f32(s, bias, 3, LEAN_GPU_STORAGE, &L->bqkv, err);
     if (!st) st = upload_f32(s, qk_norm, 2, LEAN_GPU_UNIFORM, &L->qk_norm, err);
     const uint64_t kvd = (uint64_t)lean_kv_dim(&s->m->hp);

@@ -321,8 +321,8 @@ static const char *const MODE_FN[] = {"set", "add", "bias", "swiglu"};
 static uint32_t rows_per_out(gpu_mm_mode mode) { return mode == GPU_MM_SWIGLU ? 2 : 1; }
 
 /* The constants both kernels take for out, w's outputs being outs; bias_at: the kernel's
- * binding for the bias; kv_at: the first of the Q, K, V epilogue's four (0: the kernel does
- * not run it). Returns how many (written to k). */
+ * binding for the bias; kv_at: the first of the Q, K, V epilogue's four (0: the
+ * kernel does not run it). Returns how many (written to k). */
 static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, uint32_t kv_at, lean_gpu_const *k) {
     const gpu_mm_kv *kv = kv_at ? out->kv : NULL;
     k[0] = (lean_gpu_const){"NW", 'u', rows_per_out(out->mode)};
@@ -359,32 +359,29 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
-bool gpu_matmul_kv_fits(lean_gpu *g, bool bias) {
-    return lean_gpu_get_info(g)->max_storage_buffers_per_stage >= 6u + bias;
-}
+
 
 /* matmul_vec's outputs per workgroup for w */
 static uint32_t vec_rpw(const gpu_weight *w) {
     return (row_chunks(w) + VEC_WG - 1) / VEC_WG <= VEC_SHORT_CPL ? VEC_RPW_SHORT : VEC_RPW;
 }
 
-/* matmul_vec's workgroup memory at most: the reduction's VEC_WG floats for each of up to
- * 2 RPW rows, and (normed) the normed row as vec4s. */
-static uint64_t vec_storage(int32_t normed_cols) {
-    const uint64_t rpw = VEC_RPW > VEC_RPW_SHORT ? VEC_RPW : VEC_RPW_SHORT;
-    return 4 * (2 * rpw * VEC_WG + ((uint64_t)normed_cols + 3) / 4 * 4);
-}
+/* Every workgroup of a normed matmul sums the whole row's squares again, so the fusion pays
+ * while the row is short: on the H200 it saves a dispatch at n_embd 960 (smollm2-360m). */
+#define NORM_FUSE_MAX_COLS 2048
 
-/* Every workgroup of a normed matmul normalizes the whole row again, so the fusion pays while
- * the row is short: on the H200 it saves a dispatch at n_embd 960 (smollm2-360m), but at 2048
- * (smollm2-1.7b) the normed [Wgate; Wup] matmul took 103 us against ~20 for a plain one. */
-#define NORM_FUSE_MAX_COLS 1024
+/* The storage buffers a matmul_vec binds: W, x, y, then the bias, the norm weight and the
+ * Q, K, V epilogue's three where used. */
+static uint32_t vec_storage_buffers(bool bias, bool normed, bool kv) { return 3u + bias + normed + 3u * kv; }
+
+static bool storage_fits(lean_gpu *g, uint32_t n) { return lean_gpu_get_info(g)->max_storage_buffers_per_stage >= n; }
 
 bool gpu_matmul_can_norm(lean_gpu *g, int32_t cols) {
-    uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
-    if (cap > 16384) cap = 16384; /* what every adapter grants: the same choice everywhere */
-    return cols > 0 && cols <= NORM_FUSE_MAX_COLS && vec_storage(cols) <= cap &&
-           ((uint64_t)cols * 4 + 15) / 16 * 16 <= LEAN_GPU_UNIFORM_MAX_BYTES;
+    return cols > 0 && cols <= NORM_FUSE_MAX_COLS && storage_fits(g, vec_storage_buffers(true, true, false));
+}
+
+bool gpu_matmul_kv_fits(lean_gpu *g, bool bias, bool normed) {
+    return storage_fits(g, vec_storage_buffers(bias, normed, true));
 }
 
 static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
@@ -398,7 +395,6 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     int n = 3 + out_consts(out, outs, 3, norm_at + normed, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', norm_at};
     k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
-    k[n++] = (lean_gpu_const){"NORM_STAGED", 'u', normed ? (double)((w->cols + 3) / 4) : 1};
     k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode)};
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
@@ -441,14 +437,11 @@ static uint64_t x_bytes(const gpu_weight *w, int32_t max_tok) {
 
 /* in against w and max_tok: x (and a normed input's raw row and norm weight) large enough */
 static lean_status check_in(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_in *in, lean_error *err) {
-    const uint64_t norm_bytes = x_bytes(w, 1); /* the uniform: one row, padded to a vec4 */
+    const uint64_t norm_bytes = x_bytes(w, 1); /* one row, padded to a vec4 */
     if (in->offset % 16) /* matmul_vec reads x as vec4s */
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul x: offset %llu is not a multiple of 16",
                          (unsigned long long)in->offset);
     lean_status st = check_binding(g, in->x, in->offset, x_bytes(w, max_tok), "matmul x", err);
-    if (st == LEAN_OK && in->norm && norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
-        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul: a normed input of %lld columns passes the %d-byte uniform "
-                       "binding every adapter grants", (long long)w->cols, LEAN_GPU_UNIFORM_MAX_BYTES);
     if (st == LEAN_OK && in->norm) st = check_binding(g, in->raw, 0, x_bytes(w, 1), "matmul raw x", err);
     if (st == LEAN_OK && in->norm && lean_gpu_buf_size(in->norm) < norm_bytes)
         st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: the norm weight has %llu bytes, %llu wanted",
@@ -465,7 +458,7 @@ static uint64_t y_floats(const gpu_weight *w, int32_t max_tok, const gpu_mm_out 
 /* out against w and max_tok: a mode w can serve, y (and the bias) large enough */
 /* the Q, K, V epilogue (gpu_mm_kv) against out: whole heads of the q | k | v row, a mode it
  * takes, its buffers there and bindable on the device */
-static lean_status check_kv(lean_gpu *g, const gpu_mm_out *out, uint64_t outs, lean_error *err) {
+static lean_status check_kv(const gpu_mm_out *out, uint64_t outs, lean_error *err) {
     const gpu_mm_kv *kv = out->kv;
     const int64_t hd = kv->head_dim, row = (int64_t)kv->q_dim + 2 * (int64_t)kv->kv_dim;
     if (hd < 2 || hd % 2 || kv->q_dim % hd || kv->kv_dim % hd || out->col % hd || outs % (uint64_t)hd ||
@@ -475,9 +468,6 @@ static lean_status check_kv(lean_gpu *g, const gpu_mm_out *out, uint64_t outs, l
                          kv->head_dim, kv->q_dim, kv->kv_dim, (int)out->mode);
     if (!kv->step || !kv->kc || !kv->vc || !kv->table)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul q|k|v epilogue: a buffer missing");
-    if (!gpu_matmul_kv_fits(g, out->mode == GPU_MM_BIAS))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul q|k|v epilogue: %d storage buffers, the device binds %u",
-                         6 + (out->mode == GPU_MM_BIAS), lean_gpu_get_info(g)->max_storage_buffers_per_stage);
     return LEAN_OK;
 }
 
@@ -494,7 +484,7 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
     lean_status st = check_binding(g, out->y, out->offset, y_floats(w, max_tok, out) * 4, "matmul y", err);
     if (st == LEAN_OK && out->mode == GPU_MM_BIAS)
         st = check_binding(g, out->bias, 0, (out->col + outs) * 4, "matmul bias", err);
-    if (st == LEAN_OK && out->kv) st = check_kv(g, out, outs, err);
+    if (st == LEAN_OK && out->kv) st = check_kv(out, outs, err);
     return st;
 }
 
@@ -504,6 +494,11 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: max_tok %d is not in 1 .. %d", max_tok, 65535 * TILE_T);
     lean_status st = check_in(g, w, max_tok, in, err);
     if (st == LEAN_OK) st = check_out(g, w, max_tok, out, err);
+    const uint32_t n_storage = vec_storage_buffers(out->mode == GPU_MM_BIAS, in->norm != NULL, out->kv != NULL);
+    if (st == LEAN_OK && !storage_fits(g, n_storage))
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul: %u storage buffers (bias %d, normed %d, q|k|v epilogue %d), "
+                       "the device binds %u", n_storage, out->mode == GPU_MM_BIAS, in->norm != NULL, out->kv != NULL,
+                       lean_gpu_get_info(g)->max_storage_buffers_per_stage);
     if (st == LEAN_OK && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);

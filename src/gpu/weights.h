@@ -68,17 +68,18 @@ typedef struct gpu_mm_out {
  * y, k and v to row pos of kc and vc (n_ctx, kv_dim) — so a decode step has no qkv_post
  * dispatch; each value is qkv_post's expression over the matmul's (biased) output. The prefill
  * kernel writes y as without it (qkv_post follows there). It binds 3 more storage buffers
- * (6, or 7 with a bias): gpu_matmul_kv_fits says whether the device has them. */
+ * (6 to 8 in all, with a bias and a normed input): gpu_matmul_kv_fits says whether the device
+ * has them. */
 struct gpu_mm_kv {
     lean_gpu_buf *step, *kc, *vc, *table;
     int32_t q_dim, kv_dim, head_dim;
     bool neox;
 };
-bool gpu_matmul_kv_fits(lean_gpu *g, bool bias);
+bool gpu_matmul_kv_fits(lean_gpu *g, bool bias, bool normed);
 
 /* What a matmul reads: x (max_tok, cols) F32 from byte offset on (a multiple of the device's
- * min_storage_offset_align). With norm (a UNIFORM buffer of cols F32 padded to 16 bytes, at
- * most LEAN_GPU_UNIFORM_MAX_BYTES), the one-token kernel (decode) reads instead raw's row 0
+ * min_storage_offset_align). With norm (a storage buffer of cols F32 padded to 16 bytes), the
+ * one-token kernel (decode) reads instead raw's row 0
  * (cols F32) RMS-normed by norm with eps, rmsnorm.wgsl's computation bit for bit: the norm's
  * own dispatch fused away in decode; a prefill (n_tok > 1) reads x, normed by that dispatch. */
 typedef struct gpu_mm_in {
@@ -91,12 +92,14 @@ typedef struct gpu_mm_in {
 /* W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
  * weight use (a layer's wq, wk, ...), made at load; recording it costs no allocation.
  * LEAN_ERR_ARG for a misaligned offset, a buffer too small, a SWIGLU weight of odd rows or a
- * BIAS without bias; step may be NULL when max_tok is 1. n_tok == 1 runs matmul_vec.wgsl,
+ * BIAS without bias; LEAN_ERR_UNSUPPORTED for more storage buffers than the device binds; step
+ * may be NULL when max_tok is 1. n_tok == 1 runs matmul_vec.wgsl,
  * n_tok > 1 matmul_tiled.wgsl; each fixes its summation order by its own shape (the files say
  * which), so a prefill's results do not depend on n_tok, and equal a decode's only to rounding. */
 typedef struct gpu_matmul gpu_matmul;
-/* Whether the one-token kernel can take a normed input of cols columns on g: the norm weight
- * fits the uniform binding, and the normed row the workgroup memory it is staged in. */
+/* Whether the one-token kernel takes a normed input of cols columns on g: a row short enough
+ * for the fusion to pay (every workgroup sums its squares), and the norm weight's storage
+ * buffer bindable beside a bias. */
 bool gpu_matmul_can_norm(lean_gpu *g, int32_t cols);
 lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
                               const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err);

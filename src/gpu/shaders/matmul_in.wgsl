@@ -9,18 +9,19 @@
 // Normed, every workgroup computes the row's scale itself (the row is short: n_embd) as
 // rmsnorm.wgsl does — lane l < NORM_LANES adds dot(x4, x4) of columns 4v .. 4v + 3 for v = l,
 // l + NORM_LANES, ... in turn, then the workgroup sum (reduce.wgsl or reduce_sg.wgsl;
-// lanes past NORM_LANES add 0, which leaves every sum as rmsnorm's workgroup makes it),
-// x * scale * w — so its inputs are rmsnorm.wgsl's outputs bit for bit — and stages the normed
-// row in workgroup memory once: x4_at then reads it there, since lanes reading scattered words
-// of a uniform are served one address at a time (on the H200 that made the normed
-// [Wgate; Wup] matmul 8x slower than a plain one). NORM_W is bound only in normed mode, at
-// binding NORM_AT; a uniform, so the kernel keeps to 4 storage buffers with a bias.
-// NORM_VEC4: COLS / 4 rounded up; normed: NORM_VEC4 of them staged, plain: 1 (unused).
-// NORM_LANES: rmsnorm's workgroup size (WG here is a power of two at least that).
+// lanes past NORM_LANES add 0, which leaves every sum as rmsnorm's workgroup makes it) — and
+// x4_at returns x * scale * w, rmsnorm's expression, so its inputs are rmsnorm.wgsl's outputs
+// bit for bit. NORM_W is a storage buffer (a uniform read at scattered words by the lanes is
+// served one address at a time: the H200's normed [Wgate; Wup] matmul ran 8x slower than a
+// plain one that way), bound only in normed mode, at binding NORM_AT.
+// NORM_VEC4: COLS / 4 rounded up. NORM_LANES: rmsnorm's workgroup size (WG here is a power of
+// two at least that).
 
-@group(0) @binding(NORM_AT) var<uniform> NORM_W: array<vec4<f32>, NORM_VEC4>; // (COLS), padded
+@group(0) @binding(NORM_AT) var<storage, read> NORM_W: array<vec4<f32>>; // (COLS), padded
 
-var<workgroup> x_normed: array<vec4<f32>, NORM_STAGED>;
+// the row's scale, shared through workgroup memory: kept in a private variable set here and
+// read in x4_at, it read wrong on llvmpipe (Dawn over OpenGL ES; the normed input's test)
+var<workgroup> norm_scale: f32;
 
 const NORM_VPL: u32 = (NORM_VEC4 + NORM_LANES - 1u) / NORM_LANES; // vec4s a lane sums
 
@@ -42,11 +43,11 @@ fn x_begin_normed(l: u32) {
             ss += dot(x, x);
         }
     }
-    let scale = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
-    for (var k = 0u; k < (NORM_STAGED + WG - 1u) / WG; k++) {
-        let v = l + k * WG;
-        if (v < NORM_VEC4) { x_normed[v] = x4_mask(X[v] * scale * NORM_W[v], 4u * v); }
-    }
+    let sc = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
+    if (l == 0u) { norm_scale = sc; }
     workgroupBarrier();
 }
-fn x4_at_normed(col: u32) -> vec4<f32> { return x_normed[col >> 2u]; }
+fn x4_at_normed(col: u32) -> vec4<f32> {
+    let v = col >> 2u;
+    return x4_mask(X[v] * norm_scale * NORM_W[v], col);
+}
