@@ -344,8 +344,7 @@ static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, ui
 enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, B_KV_STEP, B_KC, B_VC, B_TABLE, N_BINDS };
 
 /* Binds the kernel's own (W, x, y[, step]: n_own of all, x replaced by raw when normed), then the
- * bias in BIAS mode, then (normed) the norm weight, then (kv) the epilogue's four; returns the
- * binding after the last. */
+ * bias in BIAS mode, then (normed) the norm weight, then (kv) the epilogue's four. */
 static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *all, int n_own, bool normed,
                                bool kv, const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg,
                                lean_error *err) {
@@ -358,8 +357,6 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     if (kv) memcpy(b + n, all + B_KV_STEP, 4 * sizeof(lean_gpu_bind)), n += 4;
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
-
-
 
 /* matmul_vec's outputs per workgroup for w */
 static uint32_t vec_rpw(const gpu_weight *w) {
@@ -455,9 +452,8 @@ static uint64_t y_floats(const gpu_weight *w, int32_t max_tok, const gpu_mm_out 
     return (uint64_t)(max_tok - 1) * stride + out->col + outs;
 }
 
-/* out against w and max_tok: a mode w can serve, y (and the bias) large enough */
 /* the Q, K, V epilogue (gpu_mm_kv) against out: whole heads of the q | k | v row, a mode it
- * takes, its buffers there and bindable on the device */
+ * takes, its buffers there */
 static lean_status check_kv(const gpu_mm_out *out, uint64_t outs, lean_error *err) {
     const gpu_mm_kv *kv = out->kv;
     const int64_t hd = kv->head_dim, row = (int64_t)kv->q_dim + 2 * (int64_t)kv->kv_dim;
@@ -471,6 +467,7 @@ static lean_status check_kv(const gpu_mm_out *out, uint64_t outs, lean_error *er
     return LEAN_OK;
 }
 
+/* out against w and max_tok: a mode w can serve, y (and the bias) large enough */
 static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const gpu_mm_out *out,
                              lean_error *err) {
     if ((unsigned)out->mode > GPU_MM_SWIGLU || (out->mode == GPU_MM_SWIGLU && w->rows % 2) ||
