@@ -2,8 +2,8 @@
 # h200_tile_sweep.sh — speed of the kernels' shapes on the H200 (the `device` tool): for each
 # shape given, rewrites it into a scratch copy of the source, rebuilds and runs
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
-# shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:TQ,BK
-# (attention_tiled.wgsl's first tile: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
+# shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:BK
+# (attention_tiled.wgsl's keys a tile at most: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
 # decode attention workgroup takes: ops.h), vec:WG,RPW[,RPW_SHORT,SHORT_CPL] (matmul_vec.wgsl:
 # weights.c's VEC_* enum; RPW_SHORT defaults to RPW, SHORT_CPL to 1)
 # wide:N (TILE_WIDE_MIN_OUTS, the fewest outputs that take the wide tiled shape: weights.c)
@@ -12,7 +12,7 @@
 # never bits.
 # SWEEP_FLAGS replaces the bench flags (default -p 512 -n 128 -r 3), e.g. "-p 512 -n 0 -r 3".
 # Run after scripts/h200_gpu.sh has built and generated the models:
-#   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16,32" smollm2-360m:q4_0 ...
+#   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16" smollm2-360m:q4_0 ...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
@@ -37,8 +37,7 @@ for shape in $shapes; do
     chunk:*)
         sed -i -E "s/#define GPU_ATTN_MIN_CHUNK [0-9]+/#define GPU_ATTN_MIN_CHUNK ${shape#chunk:}/" src/gpu/ops.h ;;
     attn:*)
-        IFS=, read -r tq bk <<<"${shape#attn:}"
-        sed -i -E "s/uint32_t tq = [0-9]+, bk = [0-9]+;/uint32_t tq = $tq, bk = $bk;/" src/gpu/ops.c ;;
+        sed -i -E "s/uint32_t bk = [0-9]+;/uint32_t bk = ${shape#attn:};/" src/gpu/ops.c ;;
     *)
         IFS=, read -r gr gt tr tt <<<"$shape"
         sed -i -E "s/enum \{ TILE_GR = [0-9]+, TILE_GT = [0-9]+, TILE_TR = [0-9]+, TILE_TT = [0-9]+,/enum { TILE_GR = $gr, TILE_GT = $gt, TILE_TR = $tr, TILE_TT = $tt,/" \

@@ -166,40 +166,39 @@ uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t
     return att + splits * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2);
 }
 
-/* Bytes of attention_tiled.wgsl's workgroup arrays for tq tokens and bk keys a tile. */
-static uint64_t tiled_storage(int32_t head_dim, uint32_t tq, uint32_t bk) {
-    return 4 * ((uint64_t)(tq + bk) * ((uint64_t)head_dim + 1) + (uint64_t)tq * bk + tq);
+/* Bytes of attention_tiled.wgsl's workgroup arrays for lpt lanes a token and bk keys a tile:
+ * the tile's keys and values, and (lpt > 1) the lanes' partial scores. */
+static uint64_t tiled_storage(int32_t head_dim, uint32_t lpt, uint32_t bk) {
+    return 4 * (2 * (uint64_t)bk * (uint64_t)head_dim + (lpt > 1 ? (uint64_t)WG * bk : 1));
 }
 
-/* The prefill kernel, attention_tiled.wgsl, over the buffers b of attention.wgsl: 8 tokens and
- * 16 keys a tile (the fastest of 11 shapes on the H200 at pp512, 6% ahead of 16 x 16:
- * scripts/h200_tile_sweep.sh), halved (keys first) until its arrays fit the device's workgroup
- * storage and the 16 KiB every adapter grants. */
+/* The prefill kernel, attention_tiled.wgsl, over the buffers b of attention.wgsl: a token's
+ * head held by lpt lanes of 16 vec4s or fewer (the fewest that divide its vec4s: one lane up
+ * to head_dim 64), so WG / lpt tokens a workgroup; keys in tiles of 32, halved until the
+ * arrays fit the device's workgroup storage and the 16 KiB every adapter grants. */
 static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_stride, lean_gpu_buf *const *b,
                               gpu_attention *a, lean_error *err) {
     uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
     if (cap > 16384) cap = 16384;
-    uint32_t tq = 8, bk = 16;
-    while (tq > 0 && tiled_storage(hp->head_dim, tq, bk) > cap) {
-        if (bk >= tq && bk > 1) bk /= 2;
-        else tq /= 2;
-    }
-    if (tq == 0)
+    const uint32_t hd4 = (uint32_t)hp->head_dim / 4;
+    uint32_t lpt = div_up(hd4, 16);
+    while (hd4 % lpt) lpt++;
+    uint32_t bk = 32;
+    while (bk > 0 && tiled_storage(hp->head_dim, lpt, bk) > cap) bk /= 2;
+    if (bk == 0 || lpt > WG)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
                          "head_dim %d: attention needs %llu bytes of workgroup storage, the device has %llu",
-                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, 1, 1), (unsigned long long)cap);
-    a->tq = tq;
+                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, lpt, 1), (unsigned long long)cap);
+    a->tq = WG / lpt;
     const lean_gpu_const k[] = {{"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
                                 {"Q_DIM", 'u', lean_q_dim(hp)},
                                 {"Q_STRIDE", 'u', q_stride},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
-                                {"TQ", 'u', tq},
-                                {"BK", 'u', bk},
-                                {"LPR", 'u', WG / tq},
-                                {"DPL", 'u', div_up(hp->head_dim, WG / tq)}};
-    return make_op(g, "attention_tiled", USE_STEP, k, 10, b, 5, (uint32_t)hp->n_head, false, &a->tiled, err);
+                                {"LPT", 'u', lpt},
+                                {"BK", 'u', bk}};
+    return make_op(g, "attention_tiled", USE_STEP, k, 8, b, 5, (uint32_t)hp->n_head, false, &a->tiled, err);
 }
 
 lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
