@@ -6,7 +6,8 @@
 # (attention_tiled.wgsl's keys a tile at most: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
 # decode attention workgroup takes: ops.h), vec:WG,RPW[,RPW_SHORT,SHORT_CPL] (matmul_vec.wgsl:
 # weights.c's VEC_* enum; RPW_SHORT defaults to RPW, SHORT_CPL to 1)
-# wide:N (TILE_WIDE_MIN_OUTS, the fewest outputs that take the wide tiled shape: weights.c)
+# vecn:N (VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup: weights.c), attnwg:N
+# (GPU_ATTN_TILED_WG, prefill attention's invocations: ops.h), wide:N (TILE_WIDE_MIN_OUTS, the fewest outputs that take the wide tiled shape: weights.c)
 # or norm:N (NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves: weights.c).
 # Tiled matmul shapes sum in the same order (the chunk size alone fixes it): they change speed,
 # never bits.
@@ -32,6 +33,10 @@ for shape in $shapes; do
         sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
     wide:*)
         sed -i -E "s/TILE_WIDE_MIN_OUTS = [0-9]+/TILE_WIDE_MIN_OUTS = ${shape#wide:}/" src/gpu/weights.c ;;
+    vecn:*)
+        sed -i -E "s/enum \{ VEC_RPW_NORMED = [0-9]+ \};/enum { VEC_RPW_NORMED = ${shape#vecn:} };/" src/gpu/weights.c ;;
+    attnwg:*)
+        sed -i -E "s/#define GPU_ATTN_TILED_WG [0-9]+/#define GPU_ATTN_TILED_WG ${shape#attnwg:}/" src/gpu/ops.h ;;
     norm:*)
         sed -i -E "s/#define NORM_FUSE_MAX_COLS [0-9]+/#define NORM_FUSE_MAX_COLS ${shape#norm:}/" src/gpu/weights.c ;;
     chunk:*)

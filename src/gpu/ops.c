@@ -169,7 +169,7 @@ uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t
 /* Bytes of attention_tiled.wgsl's workgroup arrays for lpt lanes a token and bk keys a tile:
  * the tile's keys and values, and (lpt > 1) the lanes' partial scores. */
 static uint64_t tiled_storage(int32_t head_dim, uint32_t lpt, uint32_t bk) {
-    return 4 * (2 * (uint64_t)bk * (uint64_t)head_dim + (lpt > 1 ? (uint64_t)WG * bk : 1));
+    return 4 * (2 * (uint64_t)bk * (uint64_t)head_dim + (lpt > 1 ? (uint64_t)GPU_ATTN_TILED_WG * bk : 1));
 }
 
 /* The prefill kernel, attention_tiled.wgsl, over the buffers b of attention.wgsl: a token's
@@ -185,11 +185,11 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
     while (hd4 % lpt) lpt++;
     uint32_t bk = 32;
     while (bk > 0 && tiled_storage(hp->head_dim, lpt, bk) > cap) bk /= 2;
-    if (bk == 0 || lpt > WG)
+    if (bk == 0 || lpt > GPU_ATTN_TILED_WG)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
                          "head_dim %d: attention needs %llu bytes of workgroup storage, the device has %llu",
                          hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, lpt, 1), (unsigned long long)cap);
-    a->tq = WG / lpt;
+    a->tq = GPU_ATTN_TILED_WG / lpt;
     const lean_gpu_const k[] = {{"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
@@ -198,7 +198,8 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
                                 {"LPT", 'u', lpt},
                                 {"BK", 'u', bk}};
-    return make_op(g, "attention_tiled", USE_STEP, k, 8, b, 5, (uint32_t)hp->n_head, false, &a->tiled, err);
+    return make_op_wg(g, "attention_tiled", USE_STEP, k, 8, b, 5, GPU_ATTN_TILED_WG, (uint32_t)hp->n_head, false,
+                      &a->tiled, err);
 }
 
 lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,

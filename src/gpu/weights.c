@@ -211,7 +211,9 @@ void gpu_weight_free(gpu_weight *w) {
  * qwen2.5-0.5b q8_0 0.85x when every matrix took it (its 896-output ones get half the
  * workgroups). The shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
-_Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0, "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
+enum { VEC_RPW_NORMED = 2 };
+_Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0 && VEC_RPW_NORMED % 2 == 0,
+               "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN_OUTS = 2048 };
@@ -359,8 +361,9 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
 }
 
 /* matmul_vec's outputs per workgroup for w */
-static uint32_t vec_rpw(const gpu_weight *w) {
-    return (row_chunks(w) + VEC_WG - 1) / VEC_WG <= VEC_SHORT_CPL ? VEC_RPW_SHORT : VEC_RPW;
+static uint32_t vec_rpw(const gpu_weight *w, bool normed) {
+    if ((row_chunks(w) + VEC_WG - 1) / VEC_WG <= VEC_SHORT_CPL) return VEC_RPW_SHORT;
+    return normed ? VEC_RPW_NORMED : VEC_RPW;
 }
 
 /* Every workgroup of a normed matmul sums the whole row's squares again, so the fusion pays
@@ -385,7 +388,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
                                    const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
-    const uint32_t rpw = vec_rpw(w);
+    const uint32_t rpw = vec_rpw(w, normed);
     lean_status st = split_groups(g, (outs + rpw - 1) / rpw, "matmul_vec", &m->vec_x, &m->vec_y, err);
     const uint32_t norm_at = 3 + (out->mode == GPU_MM_BIAS);
     lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
