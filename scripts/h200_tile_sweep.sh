@@ -2,15 +2,18 @@
 # h200_tile_sweep.sh — speed of the kernels' shapes on the H200 (the `device` tool): for each
 # shape given, rewrites it into a scratch copy of the source, rebuilds and runs
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
-# shape is GR,GT,TR,TT (matmul_tiled.wgsl: weights.c's TILE_* enum), attn:BK
-# (attention_tiled.wgsl's keys a tile at most: ops.c) or chunk:N (GPU_ATTN_MIN_CHUNK, the fewest keys a
-# decode attention workgroup takes: ops.h), vec:WG,RPW[,RPW_SHORT,SHORT_CPL] (matmul_vec.wgsl:
-# weights.c's VEC_* enum; RPW_SHORT defaults to RPW, SHORT_CPL to 1)
-# vecn:N (VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup: weights.c), attnwg:N
-# (GPU_ATTN_TILED_WG, prefill attention's invocations: ops.h), wide:N (TILE_WIDE_MIN_OUTS, the fewest outputs that take the wide tiled shape: weights.c)
-# or norm:N (NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves: weights.c).
-# Tiled matmul shapes sum in the same order (the chunk size alone fixes it): they change speed,
-# never bits.
+# shape is one of:
+#   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
+#   wide:N        TILE_WIDE_MIN, the fewest outputs and columns that take the wide tiled shape
+#   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (weights.c's VEC_* enum; RPW_SHORT
+#                 defaults to RPW, SHORT_CPL to 1)
+#   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (weights.c)
+#   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
+#   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
+#   attn:BK       attention_tiled.wgsl's keys a tile at most (ops.c)
+#   attnwg:N      GPU_ATTN_TILED_WG, prefill attention's invocations (ops.h)
+# Tiled matmul shapes sum in the same order (one fma a weight, in chunk order): they change
+# speed, never bits.
 # SWEEP_FLAGS replaces the bench flags (default -p 512 -n 128 -r 3), e.g. "-p 512 -n 0 -r 3".
 # Run after scripts/h200_gpu.sh has built and generated the models:
 #   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16" smollm2-360m:q4_0 ...
@@ -32,7 +35,7 @@ for shape in $shapes; do
         IFS=, read -r wg rpw rpw_short short_cpl <<<"${shape#vec:}"
         sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
     wide:*)
-        sed -i -E "s/TILE_WIDE_MIN_OUTS = [0-9]+/TILE_WIDE_MIN_OUTS = ${shape#wide:}/" src/gpu/weights.c ;;
+        sed -i -E "s/TILE_WIDE_MIN = [0-9]+/TILE_WIDE_MIN = ${shape#wide:}/" src/gpu/weights.c ;;
     vecn:*)
         sed -i -E "s/enum \{ VEC_RPW_NORMED = [0-9]+ \};/enum { VEC_RPW_NORMED = ${shape#vecn:} };/" src/gpu/weights.c ;;
     attnwg:*)

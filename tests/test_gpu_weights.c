@@ -24,7 +24,7 @@
  *               column) over those outputs on three formats (test_modes says how); the
  *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
  * All of it twice: as the matrices' sizes choose the tiled kernel's shape, then with every one
- * taking the wide shape (LEAN_GPU_WIDE_MIN_OUTS=1).
+ * taking the wide shape (LEAN_GPU_TILE_WIDE=1).
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
@@ -533,12 +533,12 @@ int main(void) {
     if (!(G = test_gpu_open("test_gpu_weights"))) return test_finish("test_gpu_weights");
     lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
     test_all(step);
-    /* the wide tiled shape, which only matrices of 2048 outputs or more take, on every format
-     * and mode: every matrix takes it */
-    setenv("LEAN_GPU_WIDE_MIN_OUTS", "1", 1);
+    /* the wide tiled shape, which only matrices of 2048 outputs and columns or more take, on
+     * every format and mode: every matrix takes it */
+    setenv("LEAN_GPU_TILE_WIDE", "1", 1);
     printf("test_gpu_weights: the wide tiled shape\n");
     test_all(step);
-    unsetenv("LEAN_GPU_WIDE_MIN_OUTS");
+    unsetenv("LEAN_GPU_TILE_WIDE");
     if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
         setenv("LEAN_SUBGROUPS", "0", 1);
         test_all(step);

@@ -206,17 +206,20 @@ void gpu_weight_free(gpu_weight *w) {
  * tokens: tiles of 128 outputs x 32 tokens, so a weight chunk is decoded once per 16 tokens;
  * 128 columns of the 32 tokens staged per step (16 KiB); 1.2x (smollm2-360m) to 1.45x
  * (smollm2-1.7b) the 128 x (1 output x 16 tokens) before it at pp512. Matrices of
- * TILE_WIDE_MIN_OUTS outputs or more take 128 x 1 invocations of 2 outputs x 32 tokens (tiles
- * of 256 x 32: a chunk decoded once per 32 tokens): pp512 smollm2-1.7b q4_0 1.23x, but
- * qwen2.5-0.5b q8_0 0.85x when every matrix took it (its 896-output ones get half the
- * workgroups). The shape never changes the bits. get_rows: ROWS_WG chunks per workgroup. */
+ * TILE_WIDE_MIN outputs and columns or more take 128 x 1 invocations of 2 outputs x 32 tokens
+ * (tiles of 256 x 32: a chunk decoded once per 32 tokens): pp512 smollm2-1.7b q4_0 1.18x
+ * (5515 -> 6516 tokens/s), where shorter rows lose more to the halved workgroup count than
+ * they gain (qwen2.5-0.5b q8_0 0.95x with its 4864 x 896 [Wgate; Wup] wide). The shape never
+ * changes the bits. get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
-enum { VEC_RPW_NORMED = 2 };
+/* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm
+ * (smollm2-1.7b tg128 q4_0 1.01x, q8_0 1.01x against 2) */
+enum { VEC_RPW_NORMED = 4 };
 _Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0 && VEC_RPW_NORMED % 2 == 0,
                "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
-enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN_OUTS = 2048 };
+enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN = 2048 };
 enum { TILE_T = TILE_GT * TILE_TT }; /* tokens a tile, both shapes (the wide one has GT = 1) */
 enum { ROWS_WG = 64 };
 
@@ -407,18 +410,20 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     return st;
 }
 
-/* TILE_WIDE_MIN_OUTS, or LEAN_GPU_WIDE_MIN_OUTS where set (the tests run every format and
- * mode in both shapes with it) */
-static uint64_t wide_min_outs(void) {
-    const char *env = getenv("LEAN_GPU_WIDE_MIN_OUTS");
-    return env && *env ? strtoull(env, NULL, 10) : TILE_WIDE_MIN_OUTS;
+/* Whether matmul_tiled takes the wide shape for w's outs outputs: by TILE_WIDE_MIN, or for
+ * every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to run both shapes on
+ * every format and mode. */
+static bool tile_wide(const gpu_weight *w, uint64_t outs) {
+    const char *env = getenv("LEAN_GPU_TILE_WIDE");
+    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
+    return outs >= TILE_WIDE_MIN && w->cols >= TILE_WIDE_MIN;
 }
 
 static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     /* a tile is GR x TILE_TR outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
-    const bool wide = outs >= wide_min_outs();
+    const bool wide = tile_wide(w, outs);
     const uint32_t gr = wide ? TILE_WIDE_GR : TILE_GR, gt = wide ? 1 : TILE_GT, tile = gr * TILE_TR;
     lean_status st = split_groups(g, (outs + tile - 1) / tile, "matmul_tiled", &m->tile_x, &m->tile_y, err);
     lean_gpu_const k[24] = {{"GR", 'u', gr},     {"GT", 'u', gt},       {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
