@@ -23,6 +23,8 @@ export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
 [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 shapes=$1; shift
+# set_n FILE TEXT VALUE: the number where TEXT has @, in FILE, becomes VALUE
+set_n() { sed -i -E "s/${2/@/[0-9]+}/${2/@/$3}/" "$1"; }
 cp src/gpu/weights.c /tmp/weights.c.orig
 cp src/gpu/ops.c /tmp/ops.c.orig
 cp src/gpu/ops.h /tmp/ops.h.orig
@@ -34,18 +36,12 @@ for shape in $shapes; do
     vec:*)
         IFS=, read -r wg rpw rpw_short short_cpl <<<"${shape#vec:}"
         sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
-    wide:*)
-        sed -i -E "s/TILE_WIDE_MIN = [0-9]+/TILE_WIDE_MIN = ${shape#wide:}/" src/gpu/weights.c ;;
-    vecn:*)
-        sed -i -E "s/enum \{ VEC_RPW_NORMED = [0-9]+ \};/enum { VEC_RPW_NORMED = ${shape#vecn:} };/" src/gpu/weights.c ;;
-    attnwg:*)
-        sed -i -E "s/#define GPU_ATTN_TILED_WG [0-9]+/#define GPU_ATTN_TILED_WG ${shape#attnwg:}/" src/gpu/ops.h ;;
-    norm:*)
-        sed -i -E "s/#define NORM_FUSE_MAX_COLS [0-9]+/#define NORM_FUSE_MAX_COLS ${shape#norm:}/" src/gpu/weights.c ;;
-    chunk:*)
-        sed -i -E "s/#define GPU_ATTN_MIN_CHUNK [0-9]+/#define GPU_ATTN_MIN_CHUNK ${shape#chunk:}/" src/gpu/ops.h ;;
-    attn:*)
-        sed -i -E "s/uint32_t bk = [0-9]+;/uint32_t bk = ${shape#attn:};/" src/gpu/ops.c ;;
+    wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${shape#*:}" ;;
+    vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${shape#*:}" ;;
+    norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${shape#*:}" ;;
+    chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${shape#*:}" ;;
+    attnwg:*) set_n src/gpu/ops.h "define GPU_ATTN_TILED_WG @" "${shape#*:}" ;;
+    attn:*) set_n src/gpu/ops.c "uint32_t bk = @;" "${shape#*:}" ;;
     *)
         IFS=, read -r gr gt tr tt <<<"$shape"
         sed -i -E "s/enum \{ TILE_GR = [0-9]+, TILE_GT = [0-9]+, TILE_TR = [0-9]+, TILE_TT = [0-9]+,/enum { TILE_GR = $gr, TILE_GT = $gt, TILE_TR = $tr, TILE_TT = $tt,/" \
