@@ -295,6 +295,13 @@ int main(void) {
     test_greedy("llama", LEAN_TYPE_Q8_0, "blk.1.ffn_up.weight"); /* Wgate, Wup apart */
     test_greedy("qwen2", LEAN_TYPE_Q8_0, "blk.0.attn_v.weight"); /* Wq, Wk, Wv apart, with biases */
     test_greedy("qwen3", LEAN_TYPE_Q4_0, "blk.1.attn_k.weight"); /* and with head norms */
+    /* decode's qkv_post as a dispatch where the Q, K, V matmuls would do its work (a device
+     * without their storage buffers): llama's RoPE, qwen2's NEOX with biases */
+    setenv("LEAN_GPU_KV_EPILOGUE", "0", 1);
+    test_greedy("llama", LEAN_TYPE_Q8_0, NULL);
+    test_greedy("qwen2", LEAN_TYPE_Q4_0, NULL);
+    test_dispatches("llama", LEAN_TYPE_F32, NULL, 15, 0);
+    unsetenv("LEAN_GPU_KV_EPILOGUE");
 
     /* 2 layers: embedding + 2 x 6 per layer + final norm, logits (forward.c's list), or 5 per
      * layer where the Q, K, V matmuls do qkv_post's work (not qwen3's head norms); a layer whose
