@@ -23,7 +23,7 @@
  *     Wq, Wk, Wv, as matmuls into qkv's columns when their formats differ
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
  *     value write [v -> value cache row pos+t]; in decode without q/k norms, done by 1's
- *     matmuls themselves where the device binds their 6-7 storage buffers (gpu_mm_kv;
+ *     matmuls themselves where the device binds their 6-8 storage buffers (gpu_mm_kv;
  *     LEAN_GPU_KV_EPILOGUE=0 keeps the dispatch)
  *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_MIN_CHUNK keys in decode)
  *   4 Wo [x += Wo att: the residual add is the matmul's]
@@ -213,7 +213,7 @@ static bool env_is(const char *name, const char *value) {
 }
 
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
- * itself from x where the weight fits a uniform (gpu_mm_in). */
+ * itself from x where the row is short enough (gpu_matmul_can_norm, gpu_mm_in). */
 static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, lean_gpu_buf *norm) {
     if (!L->norm_in_matmul) return (gpu_mm_in){.x = s->xn};
     return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};

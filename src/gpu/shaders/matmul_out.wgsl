@@ -11,11 +11,12 @@
 //
 // QKV (y_qkv, y_qkv_bias; decode's matmul_vec only, KV_MODE 1: weights.h's gpu_mm_kv) is
 // qkv_post.wgsl's work done on the matmul's outputs, columns Y_COL + o of the q | k | v row:
-// the bias added (y_qkv_bias), then q and k rotated by RoPE at the step's position with the table's cos and sin,
-// q written to Y, k to the key cache row pos, v (unrotated) to the value cache row pos. A
-// rotation takes both outputs of a pair — (2i, 2i + 1) of a head, or (i, i + HEAD_DIM / 2) in
-// NEOX — so the kernel computes them in one workgroup: out_of(n) orders a head's outputs pair
-// by pair, and b is the partner's sum. Its bindings follow the kernel's others, from KV_AT.
+// the bias added (y_qkv_bias), then q and k rotated by RoPE at the step's position with the
+// table's cos and sin, q written to Y, k to the key cache row pos, v (unrotated) to the value
+// cache row pos. A rotation takes both outputs of a pair — (2i, 2i + 1) of a head, or
+// (i, i + HEAD_DIM / 2) in NEOX — so the kernel computes them in one workgroup: out_of(n)
+// orders a head's outputs pair by pair, and b is the partner's sum. Its bindings follow the
+// kernel's others, from KV_AT.
 // Constants: KV_MODE, KV_AT, NEOX, HEAD_DIM, Q_DIM, KV_DIM (unused where KV_MODE is 0).
 
 @group(0) @binding(BIAS_AT) var<storage, read> BIAS: array<f32>; // (Y_COL + OUTS)

@@ -5,9 +5,9 @@
 //
 // A workgroup of WG invocations computes RPW consecutive outputs o0 .. o0 + RPW - 1 (in QKV
 // mode, NEOX: out_of's order, matmul_out.wgsl), each from NW weight rows (1; 2 in SWIGLU mode:
-// row o and row o + OUTS): RPW * NW rows, slot s = k * RPW + r holding row o0 + r + k * OUTS. Its index is wid.y * NX + wid.x (outputs / RPW
-// can pass the 65535-per-dimension dispatch limit: the C side splits the workgroups over x and
-// y). Invocation l takes chunks l, l + WG, l + 2 WG, ... of every one of its rows (one chunk =
+// row o and row o + OUTS): RPW * NW rows, slot s = k * RPW + r holding row o0 + r + k * OUTS.
+// Its index is wid.y * NX + wid.x (outputs / RPW can pass the 65535-per-dimension dispatch
+// limit: the C side splits the workgroups over x and y). Invocation l takes chunks l, l + WG, l + 2 WG, ... of every one of its rows (one chunk =
 // CH weights; its columns come as CH / 4 runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3):
 // it reads the chunk's x once, as CH / 4 vec4s, then decodes the chunk of each row and adds
 // the dot products of the runs, run by run, to the row's sum. The WG sums of a row are then
@@ -16,10 +16,10 @@
 // the workgroup or the mode.
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
-// NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4, NORM_STAGED,
-// EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's).
+// NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4,
+// NORM_LANES, EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's).
 // Bindings: 0 W (formats.wgsl), 1 x: (cols) f32 as vec4s, 2 y: f32, output o at Y_COL + o;
-// then the bias (BIAS mode), the norm weight (a uniform; normed input) and QKV mode's four.
+// then the bias (BIAS mode), the norm weight (normed input) and QKV mode's four.
 
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
