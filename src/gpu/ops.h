@@ -10,8 +10,8 @@
  * recorded n_tok and the call's position when the command buffer runs. Widths are elements.
  *
  * Every kernel runs on any adapter: F32 only, GPU_OP_WG (64) invocations (decode's attention:
- * GPU_ATTN_WG, 128, the compatibility limit), under 2 KiB of
- * workgroup storage (qkv_post: a head, head_dim floats; prefill attention: up to 16 KiB, the
+ * GPU_ATTN_WG, 128, the compatibility limit), under 2 KiB of workgroup storage (qkv_post: a
+ * head, head_dim floats; decode attention: up to 4 KiB; prefill attention: up to 16 KiB, the
  * WebGPU minimum), at most 4 storage buffers per kernel (the compatibility default) and
  * uniforms within the 16 KiB every adapter binds. */
 #ifndef LEAN_GPU_OPS_H
