@@ -212,7 +212,10 @@ static void test_qkv_epilogue(int32_t n_head, int32_t n_head_kv, int32_t head_di
     for (int64_t i = 0; i < (int64_t)R * COLS; i++) w[i] /= COLS;
     float *want[3], *got[3]; /* q | k | v row, key cache, value cache */
     const int64_t len[3] = {R, nc, nc};
-    for (int i = 0; i < 3; i++) want[i] = malloc(sizeof(float) * (size_t)len[i]), got[i] = malloc(sizeof(float) * (size_t)len[i]);
+    for (int i = 0; i < 3; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)len[i]);
+        got[i] = malloc(sizeof(float) * (size_t)len[i]);
+    }
     lean_gpu_buf *step = step_buf(1, pos), *bx = buf_of(x, COLS), *bb = buf_of(b, R), *bt = NULL;
     lean_error err;
     lean_status st = gpu_rope_table_create(g, N_CTX, head_dim, 10000.0f, NULL, &bt, &err);
@@ -228,7 +231,8 @@ static void test_qkv_epilogue(int32_t n_head, int32_t n_head_kv, int32_t head_di
         for (int k = 0; k < 2 && st == LEAN_OK; k++) {
             if (!rows[k]) continue;
             const lean_tensor t = {.name = "test.weight", .type = LEAN_TYPE_F32, .ne = {COLS, rows[k], 1, 1},
-                                   .n_bytes = (uint64_t)rows[k] * COLS * 4, .data = w + (int64_t)(k ? split : 0) * COLS};
+                                   .n_bytes = (uint64_t)rows[k] * COLS * 4,
+                                   .data = w + (int64_t)(k ? split : 0) * COLS};
             const gpu_mm_out out = {.y = by, .col = (uint32_t)(k ? split : 0), .stride = (uint32_t)R,
                                     .mode = bias ? GPU_MM_BIAS : GPU_MM_SET, .bias = bias ? bb : NULL,
                                     .kv = fused ? &kv : NULL};
@@ -253,7 +257,8 @@ static void test_qkv_epilogue(int32_t n_head, int32_t n_head_kv, int32_t head_di
     CHECK(st == LEAN_OK, "qkv epilogue: %s", err.msg);
     if (st == LEAN_OK) {
         const float tol = 2.0f * ulp(4.0f);
-        CHECK(n_bad(got[0], want[0], qd, tol, 0, "epilogue q") == 0 && n_bad(got[1], want[1], nc, tol, 0, "epilogue k") == 0 &&
+        CHECK(n_bad(got[0], want[0], qd, tol, 0, "epilogue q") == 0 &&
+                  n_bad(got[1], want[1], nc, tol, 0, "epilogue k") == 0 &&
                   n_bad(got[2], want[2], nc, 0, 0, "epilogue v") == 0,
               "qkv epilogue heads %d/%d head_dim %d %s bias %d apart %d pos %d", n_head, n_head_kv, head_dim,
               style == LEAN_ROPE_NEOX ? "neox" : "norm", bias, apart, pos);
@@ -268,7 +273,8 @@ static void test_qkv_epilogue(int32_t n_head, int32_t n_head_kv, int32_t head_di
 static void test_qkv_epilogue_errors(void) {
     lean_gpu_buf *step = step_buf(1, 0), *bx = buf_of(NULL, 64), *by = buf_of(NULL, 64 * 3), *bc = buf_of(NULL, 64 * 8);
     float *w = rand_floats(64 * 64);
-    const lean_tensor t = {.name = "test.weight", .type = LEAN_TYPE_F32, .ne = {64, 64, 1, 1}, .n_bytes = 64 * 64 * 4, .data = w};
+    const lean_tensor t = {
+        .name = "test.weight", .type = LEAN_TYPE_F32, .ne = {64, 64, 1, 1}, .n_bytes = 64 * 64 * 4, .data = w};
     gpu_weight gw = {0};
     lean_error err;
     CHECK(gpu_weight_upload(g, &t, &gw, &err) == LEAN_OK, "upload: %s", err.msg);

@@ -188,7 +188,8 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
     if (bk == 0 || lpt > GPU_ATTN_TILED_WG)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
                          "head_dim %d: attention needs %llu bytes of workgroup storage, the device has %llu",
-                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, lpt, 1), (unsigned long long)cap);
+                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, lpt, 1),
+                         (unsigned long long)cap);
     a->tq = GPU_ATTN_TILED_WG / lpt;
     const lean_gpu_const k[] = {{"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
@@ -216,14 +217,12 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                 {"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
-                                {"Q_DIM", 'u', lean_q_dim(hp)},
-                                {"Q_STRIDE", 'u', q_stride},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
                                 {"HD4", 'u', hd4},
                                 {"KG", 'u', GPU_ATTN_WG / hd4},
                                 {"PART_OFF", 'u', part_off}};
     lean_gpu_buf *b[] = {step, q, kc, vc, out};
-    lean_status st = make_op_wg(g, "attention", USE_STEP | USE_REDUCE, k, 10, b, 5, GPU_ATTN_WG,
+    lean_status st = make_op_wg(g, "attention", USE_STEP | USE_REDUCE, k, 8, b, 5, GPU_ATTN_WG,
                                 (uint32_t)hp->n_head, false, &a->main, err);
     if (st != LEAN_OK) return st;
     const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},

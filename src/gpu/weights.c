@@ -323,6 +323,11 @@ struct gpu_matmul {
 
 /* The output functions of matmul_out.wgsl, by gpu_mm_mode; weight rows per output. */
 static const char *const MODE_FN[] = {"set", "add", "bias", "swiglu"};
+/* matmul_vec's output function: the mode's, or the Q, K, V epilogue's (with or without a bias) */
+static const char *vec_out_fn(const gpu_mm_out *out) {
+    if (!out->kv) return MODE_FN[out->mode];
+    return out->mode == GPU_MM_BIAS ? "qkv_bias" : "qkv";
+}
 static uint32_t rows_per_out(gpu_mm_mode mode) { return mode == GPU_MM_SWIGLU ? 2 : 1; }
 
 /* The constants both kernels take for out, w's outputs being outs; bias_at: the kernel's
@@ -404,8 +409,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     if (st == LEAN_OK)
-        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", out->kv ? (out->mode == GPU_MM_BIAS ? "qkv_bias" : "qkv") : MODE_FN[out->mode], k,
-                           n, &m->vec, err);
+        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", vec_out_fn(out), k, n, &m->vec, err);
     if (st == LEAN_OK)
         st = bind_matmul(g, m->vec, binds, 3, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
     return st;

@@ -15,11 +15,11 @@
 // workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its partial (acc, m, l)
 // after the att rows; attn_combine.wgsl merges them. CHUNK is the step's (step.chunk,
 // gpu_attention_chunk in ops.c).
-// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM (a multiple of 4), KV_DIM, Q_DIM,
-// Q_STRIDE (floats between tokens' queries; a multiple of 4), SCALE, PART_OFF (element where
-// the partials start in out), WG, HD4 (HEAD_DIM / 4, at most WG), KG (WG / HD4).
+// Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM (a multiple of 4), KV_DIM, SCALE,
+// PART_OFF (element where the partials start in out), WG, HD4 (HEAD_DIM / 4, at most WG),
+// KG (WG / HD4).
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;  // (n_batch, Q_STRIDE), heads first, after RoPE
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;  // the token's row of q | k | v: q first, after RoPE
 @group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>; // (n_ctx, KV_DIM)
 @group(0) @binding(3) var<storage, read> vc: array<vec4<f32>>; // (n_ctx, KV_DIM)
 // [0, PART_OFF): att (n_batch, Q_DIM); then partials (n_split, N_HEAD, HEAD_DIM + 2): acc, m, l

@@ -7,9 +7,10 @@
 // mode, NEOX: out_of's order, matmul_out.wgsl), each from NW weight rows (1; 2 in SWIGLU mode:
 // row o and row o + OUTS): RPW * NW rows, slot s = k * RPW + r holding row o0 + r + k * OUTS.
 // Its index is wid.y * NX + wid.x (outputs / RPW can pass the 65535-per-dimension dispatch
-// limit: the C side splits the workgroups over x and y). Invocation l takes chunks l, l + WG, l + 2 WG, ... of every one of its rows (one chunk =
-// CH weights; its columns come as CH / 4 runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3):
-// it reads the chunk's x once, as CH / 4 vec4s, then decodes the chunk of each row and adds
+// limit: the C side splits the workgroups over x and y). Invocation l takes chunks l, l + WG,
+// l + 2 WG, ... of every one of its rows (one chunk = CH weights; its columns come as CH / 4
+// runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3): it reads the chunk's x once, as CH / 4
+// vec4s, then decodes the chunk of each row and adds
 // the dot products of the runs, run by run, to the row's sum. The WG sums of a row are then
 // added across the workgroup (wg_sums: reduce.wgsl's tree or reduce_sg.wgsl's subgroups).
 // That order depends only on WG, CH and the device's reduction, never on which rows share
