@@ -5,6 +5,9 @@
 # shape is one of:
 #   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
 #   wide:N        TILE_WIDE_MIN, the fewest outputs and columns that take the wide tiled shape
+#   ksplit:N      TILE_SPLIT_WG, the prefill workgroups below which a matmul is split over its
+#                 columns (1: never split)
+#   kmin:N        TILE_SPLIT_MIN_STEPS, the fewest 128-column steps a split's part takes
 #   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (weights.c's VEC_* enum; RPW_SHORT
 #                 defaults to RPW, SHORT_CPL to 1)
 #   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (weights.c)
@@ -13,7 +16,8 @@
 #   attn:BK       attention_tiled.wgsl's keys a tile at most (ops.c)
 #   attnwg:N      GPU_ATTN_TILED_WG, prefill attention's invocations (ops.h)
 # Tiled matmul shapes sum in the same order (one fma a weight, in chunk order): they change
-# speed, never bits.
+# speed, never bits; a split over the columns (ksplit, kmin) changes the order, not its
+# independence from n_tok.
 # SWEEP_FLAGS replaces the bench flags (default -p 512 -n 128 -r 3), e.g. "-p 512 -n 0 -r 3".
 # Run after scripts/h200_gpu.sh has built and generated the models:
 #   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16" smollm2-360m:q4_0 ...
@@ -37,6 +41,8 @@ for shape in $shapes; do
         IFS=, read -r wg rpw rpw_short short_cpl <<<"${shape#vec:}"
         sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
     wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${shape#*:}" ;;
+    ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${shape#*:}" ;;
+    kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${shape#*:}" ;;
     vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${shape#*:}" ;;
     norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${shape#*:}" ;;
     chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${shape#*:}" ;;

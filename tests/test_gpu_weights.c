@@ -213,6 +213,21 @@ static bool y_untouched(lean_gpu_buf *yb, uint64_t y_off, uint64_t n_floats, uin
     return ok;
 }
 
+/* A part buffer for a matmul of w in mode (gpu_mm_out), NULL where it takes none; filled with
+ * NaNs, so a partial sum the combine reads but the tiled kernel did not write shows. */
+static lean_gpu_buf *part_new(const gpu_weight *w, gpu_mm_mode mode, int32_t max_tok) {
+    const uint64_t n = gpu_matmul_part_floats(w->rows, w->cols, mode, max_tok);
+    if (!n) return NULL;
+    lean_gpu_buf *b = buf_new(n * 4, LEAN_GPU_STORAGE);
+    uint8_t *nan = malloc(n * 4);
+    memset(nan, 0xff, n * 4);
+    lean_error err;
+    CHECK(b && nan && lean_gpu_buf_write(G, b, 0, nan, n * 4, &err) == LEAN_OK, "part buffer of %llu floats",
+          (unsigned long long)n);
+    free(nan);
+    return b;
+}
+
 /* Every n_toks[i] in turn (ascending) on one gpu_matmul whose x and y sit at an aligned offset
  * in their buffers. */
 static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *step, const int32_t *n_toks, int n_n) {
@@ -229,11 +244,20 @@ static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *st
     lean_error err;
     lean_status st = lean_gpu_buf_write(G, xb, off, x, nx * 4, &err);
     if (!st) st = lean_gpu_buf_write(G, yb, 0, fill, off + ny * 4, &err);
-    if (!st) st = gpu_matmul_create(G, gw, max_tok, step, &(gpu_mm_in){.x = xb, .offset = off}, &(gpu_mm_out){.y = yb, .offset = off}, &mm, &err);
+    lean_gpu_buf *part = part_new(gw, GPU_MM_SET, max_tok);
+    if (!st)
+        st = gpu_matmul_create(G, gw, max_tok, step, &(gpu_mm_in){.x = xb, .offset = off},
+                               &(gpu_mm_out){.y = yb, .offset = off, .part = part}, &mm, &err);
     CHECK(st == LEAN_OK, "matmul_create %s: %s", name, err.msg);
+    const bool forced = getenv("LEAN_GPU_TILE_KSPLIT") != NULL;
+    CHECK(!forced || (part != NULL) == (cols > 128), "matmul %s (%lld columns): split %d", name, (long long)cols,
+          part != NULL);
     for (int i = 0; st == LEAN_OK && i < n_n; i++) {
         const int32_t n = n_toks[i];
+        const uint64_t before = lean_gpu_dispatch_count(G);
         const bool ran = run_step(step, record_matmul, mm, n) && !lean_gpu_buf_read(G, yb, off, y, n * rows * 4, &err);
+        CHECK(lean_gpu_dispatch_count(G) - before == (n > 1 && part ? 2u : 1u), "matmul %s n_tok %d: %llu dispatches",
+              name, n, (unsigned long long)(lean_gpu_dispatch_count(G) - before));
         const double e = ran ? matmul_error(m, x, y, n) : INFINITY;
         CHECK(e <= 1.0, "matmul %s (%lld x %lld) n_tok %d: error %.3g x the tolerance", name, (long long)rows,
               (long long)cols, n, e);
@@ -246,6 +270,7 @@ static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *st
     gpu_matmul_free(mm);
     lean_gpu_buf_free(xb);
     lean_gpu_buf_free(yb);
+    lean_gpu_buf_free(part);
     free(x);
     free(y);
     free(y7);
@@ -330,11 +355,14 @@ static bool run_out(const gpu_weight *w, lean_gpu_buf *step, const gpu_mm_in *in
                     float *got, uint64_t n) {
     gpu_matmul *mm = NULL;
     lean_error err;
-    lean_status st = gpu_matmul_create(G, w, 65, step, in, out, &mm, &err);
+    gpu_mm_out o = *out;
+    o.part = part_new(w, out->mode, 65);
+    lean_status st = gpu_matmul_create(G, w, 65, step, in, &o, &mm, &err);
     CHECK(st == LEAN_OK, "matmul mode %d: %s", (int)out->mode, err.msg);
     const bool ok = st == LEAN_OK && run_step(step, record_matmul, mm, n_tok) &&
                     !lean_gpu_buf_read(G, out->y, 0, got, n * 4, &err);
     gpu_matmul_free(mm);
+    lean_gpu_buf_free(o.part);
     return ok;
 }
 
@@ -539,6 +567,12 @@ int main(void) {
     printf("test_gpu_weights: the wide tiled shape\n");
     test_all(step);
     unsetenv("LEAN_GPU_TILE_WIDE");
+    /* every prefill matmul split over its columns, in 4 parts where it has the steps (the
+     * shapes of test_format have 1 to 18 steps of 128 columns: 18 split 5 + 5 + 5 + 3) */
+    setenv("LEAN_GPU_TILE_KSPLIT", "4", 1);
+    printf("test_gpu_weights: prefill matmuls split over their columns\n");
+    test_all(step);
+    unsetenv("LEAN_GPU_TILE_KSPLIT");
     if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
         setenv("LEAN_SUBGROUPS", "0", 1);
         test_all(step);

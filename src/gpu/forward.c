@@ -117,6 +117,7 @@ struct lean_backend_state {
     lean_gpu_buf *qkv;          /* (B, q_dim + 2 kv_dim): q | k | v per token; q roped in place */
     lean_gpu_buf *att;          /* (B, q_dim) + attention partials (gpu_attention_out_floats) */
     lean_gpu_buf *gate, *up;    /* (B, n_ff) */
+    lean_gpu_buf *part;         /* prefill matmuls' partial sums (gpu_mm_out), NULL if none splits */
     lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
     lean_gpu_buf *logits;       /* (n_vocab) */
     lean_gpu_buf *next_id;      /* (1) u32: argmax of logits */
@@ -156,7 +157,7 @@ static void gpu_destroy(lean_backend_state *s) {
     gpu_weight_free(&s->output);
     lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1,  s->ids,    s->x,   s->xn,
                             s->qkv,         s->att,        s->gate, s->up,     s->x_last, s->logits,
-                            s->next_id};
+                            s->next_id,     s->part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_gpu_close(s->g);
     lean_free(s);
@@ -186,6 +187,21 @@ static lean_status upload_f32(lean_backend_state *s, const lean_tensor *const *t
     return st;
 }
 
+/* The F32s the part buffer needs: the most any of a layer's matmuls takes, for each shape they
+ * may have (Q, K, V and gate, up stacked or apart, by their files' formats). */
+static uint64_t part_floats(const lean_hparams *hp, int32_t B) {
+    const int64_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), ff = hp->n_ff;
+    const struct { int64_t rows, cols; gpu_mm_mode mode; } mats[] = {
+        {qd + 2 * kvd, d, GPU_MM_SET}, {qd + kvd, d, GPU_MM_SET}, {qd, d, GPU_MM_SET}, {kvd, d, GPU_MM_SET},
+        {d, qd, GPU_MM_ADD}, {2 * ff, d, GPU_MM_SWIGLU}, {ff, d, GPU_MM_SET}, {d, ff, GPU_MM_ADD}};
+    uint64_t most = 0;
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+        const uint64_t n = gpu_matmul_part_floats(mats[i].rows, mats[i].cols, mats[i].mode, B);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
 static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const uint64_t B = (uint64_t)s->n_batch, d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp),
@@ -203,6 +219,8 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
         (st = new_buf(s, 1, 1, "next_id", &s->next_id, err)))
         return st;
+    const uint64_t part = part_floats(hp, s->n_batch);
+    if (part && (st = new_buf(s, part, 1, "matmul parts", &s->part, err))) return st;
     return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
                                  &s->rope_table, err);
 }
@@ -238,7 +256,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
         const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv,
-                                .kv = L->kv_in_matmul ? &kv : NULL};
+                                .kv = L->kv_in_matmul ? &kv : NULL, .part = s->part};
         if (L->w[i].buf) st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
@@ -247,7 +265,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_erro
     if (!st)
         st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
-    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
     if (!st)
         st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
     return st;
@@ -262,15 +280,15 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err
                                         &L->norm_ffn, err);
     const gpu_mm_in in = normed_input(s, L, L->ffn_norm);
     if (!st && L->w[W_GATE_UP].buf) {
-        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
+        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU, .part = s->part};
         st = gpu_matmul_create(s->g, &L->w[W_GATE_UP], B, s->step, &in, &out, &L->mm[W_GATE_UP], err);
     } else if (!st) {
-        const gpu_mm_out gate = {.y = s->gate}, up = {.y = s->up};
+        const gpu_mm_out gate = {.y = s->gate, .part = s->part}, up = {.y = s->up, .part = s->part};
         st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, &in, &gate, &L->mm[W_GATE], err);
         if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, &in, &up, &L->mm[W_UP], err);
         if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
     }
-    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
     if (!st)
         st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
                                err);

@@ -221,6 +221,15 @@ _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.w
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN = 2048 };
 enum { TILE_T = TILE_GT * TILE_TT }; /* tokens a tile, both shapes (the wide one has GT = 1) */
+/* A matrix whose output tiles give a TILE_SPLIT_TOK-token prefill fewer than TILE_SPLIT_WG
+ * workgroups is split over its columns into enough parts to reach it, each of at least
+ * TILE_SPLIT_MIN_STEPS 128-column steps (matmul_tiled.wgsl's KSPLIT; the partial sums are
+ * added by matmul_combine.wgsl, COMBINE_WG outputs x COMBINE_CT tokens a workgroup): an H200
+ * holds 132 x 16 of matmul_tiled's 128-invocation workgroups at once, and a 896-output Wdown
+ * (qwen2.5-0.5b) made 112. The rule reads the matrix's shape alone, so the bits never depend
+ * on n_tok. */
+enum { TILE_SPLIT_WG = 1024, TILE_SPLIT_TOK = 512, TILE_SPLIT_MIN_STEPS = 2 };
+enum { COMBINE_WG = 64, COMBINE_CT = 8 };
 enum { ROWS_WG = 64 };
 
 /* Chunks of formats.wgsl in a row of w (the F32/F16/BF16 rows end in a partial one). */
@@ -315,10 +324,11 @@ static lean_status check_binding(lean_gpu *g, const lean_gpu_buf *buf, uint64_t 
 /* ---- 4. matmul ---- */
 
 struct gpu_matmul {
-    lean_gpu_pipeline *vec, *tiled; /* tiled: NULL when max_tok is 1 */
-    lean_gpu_bindgroup *vec_bg, *tiled_bg;
+    lean_gpu_pipeline *vec, *tiled, *combine; /* tiled: NULL when max_tok is 1; combine: unless split */
+    lean_gpu_bindgroup *vec_bg, *tiled_bg, *combine_bg;
     uint32_t vec_x, vec_y;   /* matmul_vec's workgroups */
-    uint32_t tile_x, tile_y; /* matmul_tiled's output tiles (tokens tiles go in z) */
+    uint32_t tile_x, tile_y; /* matmul_tiled's output tiles x splits (tokens tiles go in z) */
+    uint32_t combine_x;      /* matmul_combine's workgroups over the outputs (tokens in y) */
 };
 
 /* The output functions of matmul_out.wgsl, by gpu_mm_mode; weight rows per output. */
@@ -351,7 +361,7 @@ static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, ui
 
 /* The bindings a matmul may have, in this order (raw, norm: a normed input's; the last four:
  * the Q, K, V epilogue's). */
-enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, B_KV_STEP, B_KC, B_VC, B_TABLE, N_BINDS };
+enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, B_KV_STEP, B_KC, B_VC, B_TABLE, B_PART, N_BINDS };
 
 /* Binds the kernel's own (W, x, y[, step]: n_own of all, x replaced by raw when normed), then the
  * bias in BIAS mode, then (normed) the norm weight, then (kv) the epilogue's four. */
@@ -415,27 +425,96 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     return st;
 }
 
-/* Whether matmul_tiled takes the wide shape for w's outs outputs: by TILE_WIDE_MIN, or for
- * every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to run both shapes on
- * every format and mode. */
-static bool tile_wide(const gpu_weight *w, uint64_t outs) {
+/* Whether matmul_tiled takes the wide shape for a matrix of outs outputs and cols columns: by
+ * TILE_WIDE_MIN, or for every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to
+ * run both shapes on every format and mode. */
+static bool tile_wide(uint64_t outs, uint64_t cols) {
     const char *env = getenv("LEAN_GPU_TILE_WIDE");
     if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
-    return outs >= TILE_WIDE_MIN && w->cols >= TILE_WIDE_MIN;
+    return outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN;
+}
+
+/* matmul_tiled's shape for a matrix of rows x cols in mode: invocations gr x gt, output tiles,
+ * and its split over the columns (ksplit parts of sps steps; 1 part where it takes no split) */
+typedef struct tile_shape {
+    uint32_t gr, gt;
+    uint64_t tiles_o, ksplit, sps;
+} tile_shape;
+
+static uint64_t div_up_u64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* The split by TILE_SPLIT_WG, or LEAN_GPU_TILE_KSPLIT=N parts (at most one a step), which the
+ * tests use to split every matrix. */
+static uint64_t tile_ksplit(uint64_t tiles_o, uint64_t steps) {
+    const char *env = getenv("LEAN_GPU_TILE_KSPLIT");
+    const long forced = env ? strtol(env, NULL, 10) : 0;
+    if (forced > 0) return (uint64_t)forced < steps ? (uint64_t)forced : steps;
+    const uint64_t wgs = tiles_o * (TILE_SPLIT_TOK / TILE_T), most = steps / TILE_SPLIT_MIN_STEPS;
+    const uint64_t k = wgs >= TILE_SPLIT_WG ? 1 : div_up_u64(TILE_SPLIT_WG, wgs);
+    return k < most ? k : most ? most : 1;
+}
+
+/* split: whether the matmul has a part buffer (gpu_mm_out) */
+static tile_shape tile_shape_of(int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
+    const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = div_up_u64((uint64_t)cols, TILE_KSTEP);
+    tile_shape t = {.gr = TILE_GR, .gt = TILE_GT};
+    if (tile_wide(outs, (uint64_t)cols)) t.gr = TILE_WIDE_GR, t.gt = 1;
+    t.tiles_o = div_up_u64(outs, (uint64_t)t.gr * TILE_TR);
+    t.sps = div_up_u64(steps, split ? tile_ksplit(t.tiles_o, steps) : 1);
+    t.ksplit = div_up_u64(steps, t.sps); /* no part left empty */
+    return t;
+}
+
+uint64_t gpu_matmul_part_floats(int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok) {
+    if (max_tok < 2 || rows < 1 || cols < 1) return 0;
+    const tile_shape t = tile_shape_of(rows, cols, mode, true);
+    return t.ksplit > 1 ? t.ksplit * (uint64_t)max_tok * (uint64_t)rows : 0;
+}
+
+/* matmul_combine for a matmul split over its columns: binds part (P), y (and the bias) */
+static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
+                                       const gpu_mm_out *out, uint64_t ksplit, gpu_matmul *m, lean_error *err) {
+    const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
+    if (div_up_u64(outs, COMBINE_WG) > max_groups(g))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul_combine: %llu outputs", (unsigned long long)outs);
+    m->combine_x = (uint32_t)div_up_u64(outs, COMBINE_WG);
+    char glue[128], label[64];
+    snprintf(glue, sizeof glue, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", MODE_FN[out->mode]);
+    snprintf(label, sizeof label, "matmul_combine_%s", MODE_FN[out->mode]);
+    const char *src[] = {lean_gpu_shader("matmul_combine"), glue, lean_gpu_shader("matmul_out")};
+    if (!src[0] || !src[2]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
+    lean_gpu_const k[24] = {{"WG", 'u', COMBINE_WG}, {"CT", 'u', COMBINE_CT}, {"KSPLIT", 'u', (double)ksplit},
+                            {"ROWS", 'u', (double)w->rows}};
+    const int n = 4 + out_consts(out, outs, 3, 0, k + 4);
+    lean_gpu_bind b[N_BINDS]; /* P, y, step (then the bias, by bind_matmul) */
+    memcpy(b, binds, sizeof b);
+    b[0] = binds[B_PART], b[1] = binds[B_Y], b[2] = binds[B_STEP];
+    lean_status st = lean_gpu_pipeline_create(g, label, src, 3, k, n, &m->combine, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->combine, b, 3, false, false, out, label, &m->combine_bg, err);
+    return st;
 }
 
 static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     /* a tile is GR x TILE_TR outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
-    const bool wide = tile_wide(w, outs);
-    const uint32_t gr = wide ? TILE_WIDE_GR : TILE_GR, gt = wide ? 1 : TILE_GT, tile = gr * TILE_TR;
-    lean_status st = split_groups(g, (outs + tile - 1) / tile, "matmul_tiled", &m->tile_x, &m->tile_y, err);
-    lean_gpu_const k[24] = {{"GR", 'u', gr},     {"GT", 'u', gt},       {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
-                            {"TT", 'u', TILE_T / gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x}};
-    const int n = 6 + out_consts(out, outs, 4, 0, k + 6);
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[out->mode], k, n, &m->tiled, err);
-    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, binds, 4, false, false, out, "matmul_tiled", &m->tiled_bg, err);
+    const tile_shape t = tile_shape_of(w->rows, w->cols, out->mode, out->part != NULL);
+    const bool split = t.ksplit > 1;
+    lean_status st = split_groups(g, t.tiles_o * t.ksplit, "matmul_tiled", &m->tile_x, &m->tile_y, err);
+    lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
+                            {"TT", 'u', TILE_T / t.gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x},
+                            {"TILES_O", 'u', (double)t.tiles_o}, {"KSPLIT", 'u', (double)t.ksplit},
+                            {"SPS", 'u', (double)t.sps}};
+    const int n = 9 + out_consts(out, outs, 4, 0, k + 9);
+    /* split: y is the part buffer, written by tile_part; the mode is the combine's */
+    lean_gpu_bind b[N_BINDS];
+    memcpy(b, binds, sizeof b);
+    if (split) b[B_Y] = binds[B_PART];
+    const gpu_mm_out part_out = {.mode = GPU_MM_SET};
+    const gpu_mm_out *tile_out = split ? &part_out : out;
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[tile_out->mode], k, n, &m->tiled, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
+    if (st == LEAN_OK && split) st = matmul_combine_make(g, w, binds, out, t.ksplit, m, err);
     return st;
 }
 
@@ -495,6 +574,8 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
     if (st == LEAN_OK && out->mode == GPU_MM_BIAS)
         st = check_binding(g, out->bias, 0, (out->col + outs) * 4, "matmul bias", err);
     if (st == LEAN_OK && out->kv) st = check_kv(out, outs, err);
+    const uint64_t part = gpu_matmul_part_floats(w->rows, w->cols, out->mode, max_tok);
+    if (st == LEAN_OK && out->part && part) st = check_binding(g, out->part, 0, part * 4, "matmul part", err);
     return st;
 }
 
@@ -517,7 +598,8 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, x_bytes(w, max_tok)},
         [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
         [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
-        [B_RAW] = {in->raw, 0, x_bytes(w, 1)}, [B_NORM] = {in->norm, 0, 0}};
+        [B_RAW] = {in->raw, 0, x_bytes(w, 1)}, [B_NORM] = {in->norm, 0, 0},
+        [B_PART] = {out->part, 0, gpu_matmul_part_floats(w->rows, w->cols, out->mode, max_tok) * 4}};
     const gpu_mm_kv *kv = out->kv;
     if (kv) {
         binds[B_KV_STEP] = (lean_gpu_bind){kv->step, 0, 16};
@@ -538,12 +620,15 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok) {
     if (n_tok == 1) lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, 1);
     else lean_gpu_dispatch(c, m->tiled, m->tiled_bg, m->tile_x, m->tile_y, (uint32_t)(n_tok + TILE_T - 1) / TILE_T);
+    if (n_tok > 1 && m->combine)
+        lean_gpu_dispatch(c, m->combine, m->combine_bg, m->combine_x, (uint32_t)(n_tok + COMBINE_CT - 1) / COMBINE_CT, 1);
 }
 
 void gpu_matmul_free(gpu_matmul *m) {
     if (!m) return;
     lean_gpu_bindgroup_free(m->vec_bg);
     lean_gpu_bindgroup_free(m->tiled_bg);
+    lean_gpu_bindgroup_free(m->combine_bg);
     lean_free(m);
 }
 

@@ -50,7 +50,10 @@ typedef enum gpu_mm_mode {
 /* Where a matmul writes: output o (< rows, or rows / 2 in SWIGLU mode) of token t at element
  * t * stride + col + o of y, from byte offset on (a multiple of min_storage_offset_align);
  * stride 0 means the number of outputs (tokens' rows packed). bias: BIAS only, F32 laid out as
- * a row of y: output o's at col + o. */
+ * a row of y: output o's at col + o. part: NULL, or scratch for the prefill kernel's partial
+ * sums, at least gpu_matmul_part_floats F32s (read and written by the matmul only; matmuls
+ * recorded one after another may share it): with it, a matrix with few output tiles is split
+ * over its columns (weights.c says when) and its parts added by a second dispatch. */
 typedef struct gpu_mm_kv gpu_mm_kv;
 typedef struct gpu_mm_out {
     lean_gpu_buf *y;
@@ -59,7 +62,11 @@ typedef struct gpu_mm_out {
     gpu_mm_mode mode;
     lean_gpu_buf *bias;
     const gpu_mm_kv *kv; /* NULL, or (SET and BIAS only) decode's Q, K, V epilogue: below */
+    lean_gpu_buf *part;
 } gpu_mm_out;
+/* The F32s of part a matmul of a rows x cols weight in mode takes for max_tok tokens (0: it is
+ * not split, part may be NULL). A function of the shape alone. */
+uint64_t gpu_matmul_part_floats(int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok);
 
 /* Decode's Q, K, V epilogue, for a matmul whose outputs are columns col .. of the q | k | v
  * row (stride q_dim + 2 kv_dim; col and the outputs whole heads): the one-token kernel does

@@ -20,11 +20,22 @@
 // qwen2.5-0.5b q8_0 1.04x, smollm2-1.7b q4_0 1.06x in the wide shape. The decode kernel,
 // matmul_vec, sums in another order: its results are close, not equal.)
 //
-// Workgroup index: outputs tile wid.y * NX + wid.x (split like matmul_vec), tokens tile wid.z.
+// Split over the columns (KSPLIT > 1, weights.c chooses it for matrices whose output tiles
+// alone leave most of the GPU idle): split ks of the KSPLIT sums steps [ks * SPS, ks * SPS +
+// SPS) only and writes its partial sums, every row's (both of SWIGLU's), to the part buffer
+// bound as Y: row r of token t at (ks * n_tok + t) * ROWS + r. matmul_combine.wgsl then adds
+// the splits in order (split 0 first) and applies the output mode. So Y[t][r] is a sum of
+// KSPLIT fma chains, each in chunk order; KSPLIT and SPS are the matrix's, never n_tok's, and
+// the bits still do not depend on how a prefill is cut.
+// (Split, the C side compiles the kernel with y_set as y_out, so it binds no bias.)
+//
+// Workgroup index: flat = wid.y * NX + wid.x (split like matmul_vec): outputs tile
+// flat % TILES_O, split flat / TILES_O; tokens tile wid.z.
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
-// OUTS (= ROWS / NW), Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
+// OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
 // Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: f32, output o of token t at
-// t * Y_STRIDE + Y_COL + o, 3 step; 4 bias (BIAS mode).
+// t * Y_STRIDE + Y_COL + o (the part buffer when KSPLIT > 1), 3 step; 4 bias (BIAS mode, not
+// split).
 
 struct Step { n_tok: u32, pos: u32, a: u32, b: u32 }
 
@@ -45,14 +56,16 @@ var<workgroup> xs: array<vec4<f32>, TILE_T * KV4>; // xs[tl * KV4 + (column - st
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let n_tok = step.n_tok;
-    let tile_o0 = (wid.y * NX + wid.x) * TILE_O;
+    let flat = wid.y * NX + wid.x;
+    let ks = flat / TILES_O;
+    let tile_o0 = (flat % TILES_O) * TILE_O;
     let tile_t0 = wid.z * TILE_T;
-    if (tile_o0 >= OUTS || tile_t0 >= n_tok) { return; } // uniform over the workgroup
+    if (ks >= KSPLIT || tile_t0 >= n_tok) { return; } // uniform over the workgroup
     let gr = l % GR;
     let gt = l / GR;
     var acc: array<f32, TR * TT>; // acc[i * TT + j]
-    let n_steps = (COLS + KSTEP - 1u) / KSTEP;
-    for (var s = 0u; s < n_steps; s++) {
+    let s_end = min(ks * SPS + SPS, (COLS + KSTEP - 1u) / KSTEP);
+    for (var s = ks * SPS; s < s_end; s++) {
         let k0 = s * KSTEP;
         for (var e = l; e < TILE_T * KV4; e += WG) {
             let t = tile_t0 + e / KV4;
@@ -92,9 +105,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let o = tile_o0 + gr + GR * k;
         for (var j = 0u; j < TT; j++) {
             let t = tile_t0 + gt + GT * j;
-            if (o < OUTS && t < n_tok) {
-                y_out(t * Y_STRIDE + Y_COL + o, o, acc[k * TT + j], acc[((k + OPT) % TR) * TT + j]);
-            }
+            if (o >= OUTS || t >= n_tok) { continue; }
+            let a = acc[k * TT + j];
+            let b = acc[((k + OPT) % TR) * TT + j];
+            if (KSPLIT > 1u) { tile_part(t, o, a, b, ks); } else { y_out(t * Y_STRIDE + Y_COL + o, o, a, b); }
         }
     }
+}
+
+// split ks's partial sums of rows o (and o + OUTS, SWIGLU's up row) into the part buffer
+fn tile_part(t: u32, o: u32, a: f32, b: f32, ks: u32) {
+    let i = (ks * step.n_tok + t) * ROWS + o;
+    Y[i] = a;
+    if (NW == 2u) { Y[i + OUTS] = b; }
 }
