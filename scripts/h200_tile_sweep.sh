@@ -11,7 +11,7 @@
 #   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
 #   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
 #   attn:BK       attention_tiled.wgsl's keys a tile at most (ops.c)
-#   attnwg:N      GPU_ATTN_TILED_WG, prefill attention's invocations (ops.h)
+#   ksplit:N      GPU_ATTN_KSPLITS, prefill attention's key splits (ops.h)
 # Tiled matmul shapes sum in the same order (one fma a weight, in chunk order): they change
 # speed, never bits.
 # SWEEP_FLAGS replaces the bench flags (default -p 512 -n 128 -r 3), e.g. "-p 512 -n 0 -r 3".
@@ -40,7 +40,7 @@ for shape in $shapes; do
     vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${shape#*:}" ;;
     norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${shape#*:}" ;;
     chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${shape#*:}" ;;
-    attnwg:*) set_n src/gpu/ops.h "define GPU_ATTN_TILED_WG @" "${shape#*:}" ;;
+    ksplit:*) set_n src/gpu/ops.h "define GPU_ATTN_KSPLITS @" "${shape#*:}" ;;
     attn:*) set_n src/gpu/ops.c "uint32_t bk = @;" "${shape#*:}" ;;
     *)
         IFS=, read -r gr gt tr tt <<<"$shape"
