@@ -14,10 +14,12 @@
 #   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
 #   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
 #   attn:BK       attention_tiled.wgsl's keys a tile at most (ops.c)
-#   attnwg:N      GPU_ATTN_TILED_WG, prefill attention's invocations (ops.h)
+#   attnks:N      GPU_ATTN_KSPLITS, prefill attention's key splits (ops.h)
+#   attntq:N      GPU_ATTN_TILED_TQ_LANES, prefill attention's lanes a split (ops.h)
 # Tiled matmul shapes sum in the same order (one fma a weight, in chunk order): they change
 # speed, never bits; a split over the columns (ksplit, kmin) changes the order, not its
 # independence from n_tok.
+# Knobs joined by + are one shape (e.g. attnks:1+attntq:16).
 # SWEEP_FLAGS replaces the bench flags (default -p 512 -n 128 -r 3), e.g. "-p 512 -n 0 -r 3".
 # Run after scripts/h200_gpu.sh has built and generated the models:
 #   bash scripts/h200_tile_sweep.sh "32,1,2,16 128,1,1,16 attn:16" smollm2-360m:q4_0 ...
@@ -36,23 +38,26 @@ for shape in $shapes; do
     cp /tmp/weights.c.orig src/gpu/weights.c
     cp /tmp/ops.c.orig src/gpu/ops.c
     cp /tmp/ops.h.orig src/gpu/ops.h
-    case "$shape" in
-    vec:*)
-        IFS=, read -r wg rpw rpw_short short_cpl <<<"${shape#vec:}"
-        sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
-    wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${shape#*:}" ;;
-    ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${shape#*:}" ;;
-    kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${shape#*:}" ;;
-    vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${shape#*:}" ;;
-    norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${shape#*:}" ;;
-    chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${shape#*:}" ;;
-    attnwg:*) set_n src/gpu/ops.h "define GPU_ATTN_TILED_WG @" "${shape#*:}" ;;
-    attn:*) set_n src/gpu/ops.c "uint32_t bk = @;" "${shape#*:}" ;;
-    *)
-        IFS=, read -r gr gt tr tt <<<"$shape"
-        sed -i -E "s/enum \{ TILE_GR = [0-9]+, TILE_GT = [0-9]+, TILE_TR = [0-9]+, TILE_TT = [0-9]+,/enum { TILE_GR = $gr, TILE_GT = $gt, TILE_TR = $tr, TILE_TT = $tt,/" \
-            src/gpu/weights.c ;;
-    esac
+    for knob in ${shape//+/ }; do # knobs joined by + apply together
+        case "$knob" in
+        vec:*)
+            IFS=, read -r wg rpw rpw_short short_cpl <<<"${knob#vec:}"
+            sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
+        wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
+        ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
+        kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
+        vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${knob#*:}" ;;
+        norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${knob#*:}" ;;
+        chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${knob#*:}" ;;
+        attnks:*) set_n src/gpu/ops.h "define GPU_ATTN_KSPLITS @" "${knob#*:}" ;;
+        attntq:*) set_n src/gpu/ops.h "define GPU_ATTN_TILED_TQ_LANES @" "${knob#*:}" ;;
+        attn:*) set_n src/gpu/ops.c "uint32_t bk = @;" "${knob#*:}" ;;
+        *)
+            IFS=, read -r gr gt tr tt <<<"$knob"
+            sed -i -E "s/enum \{ TILE_GR = [0-9]+, TILE_GT = [0-9]+, TILE_TR = [0-9]+, TILE_TT = [0-9]+,/enum { TILE_GR = $gr, TILE_GT = $gt, TILE_TR = $tr, TILE_TT = $tt,/" \
+                src/gpu/weights.c ;;
+        esac
+    done
     make -j16 BUILD=build-dev build-dev/lean >/tmp/build.log 2>&1 || { tail -5 /tmp/build.log; continue; }
     for spec in "$@"; do
         f=build/models/${spec%%:*}-${spec#*:}.gguf

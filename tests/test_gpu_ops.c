@@ -371,6 +371,23 @@ static void test_attention(int32_t head_dim, int32_t n_head, int32_t n_head_kv, 
 
 /* decode reads heads as vec4s: a head_dim that is no multiple of 4, or past what a workgroup's
  * lanes hold, is refused by name, not run wrong */
+/* Prefill (attention_tiled.wgsl): 16 or 8 tokens a tile for these head dims, whole, ragged
+ * and single tiles, the last key tile partly past the call's keys, each token's keys over
+ * GPU_ATTN_KSPLITS splits (some splits without a key for the first tokens). */
+static void test_prefill_attention(void) {
+    /* head_dim, heads, KV heads, n_ctx, n_tok, pos */
+    test_attention(64, 2, 2, 96, 65, 31);    /* GQA 1, a prefill past a resident prefix */
+    test_attention(128, 6, 2, 80, 65, 0);    /* GQA 3, a cold prefill of 65 */
+    test_attention(64, 14, 2, 600, 7, 593);  /* GQA 7, a suffix up to n_ctx */
+    test_attention(64, 3, 1, 40, 2, 0);      /* GQA 3, the fewest tokens that tile */
+    test_attention(128, 7, 1, 64, 16, 48);   /* GQA 7, one whole tile, up to n_ctx */
+    test_attention(128, 2, 2, 50, 17, 33);   /* GQA 1, a tile and one token, up to n_ctx */
+    test_attention(64, 6, 2, 64, 33, 0);     /* GQA 3, two tiles and one token, cold */
+    test_attention(128, 14, 2, 300, 65, 235); /* GQA 7, 19 key tiles, up to n_ctx */
+    test_attention(80, 4, 2, 40, 23, 10);    /* a head_dim no power of two */
+    test_attention(256, 2, 1, 40, 19, 21);   /* tiles shrunk to fit 16 KiB */
+}
+
 static void test_attention_unsupported(void) {
     const int32_t dims[] = {62, 4 * GPU_ATTN_WG + 4};
     for (int i = 0; i < 2; i++) {
@@ -437,19 +454,7 @@ static void test_all(void) {
     test_qkv_post(2, 1, 256, LEAN_ROPE_NORM, false, true, 8, 3, 5);   /* 4 elements a lane */
     test_rope_table_limit();
 
-    /* head_dim, heads, KV heads, n_ctx, n_tok, pos */
-    test_attention(64, 2, 2, 96, 65, 31);    /* GQA 1, a prefill past a resident prefix */
-    test_attention(128, 6, 2, 80, 65, 0);    /* GQA 3, a cold prefill of 65 */
-    test_attention(64, 14, 2, 600, 7, 593);  /* GQA 7, a suffix up to n_ctx */
-    /* prefill runs attention_tiled.wgsl: 16 tokens a tile for these head dims, whole, ragged
-     * and single tiles, the last key tile partly past the call's keys */
-    test_attention(64, 3, 1, 40, 2, 0);      /* GQA 3, the fewest tokens that tile */
-    test_attention(128, 7, 1, 64, 16, 48);   /* GQA 7, one whole tile, up to n_ctx */
-    test_attention(128, 2, 2, 50, 17, 33);   /* GQA 1, a tile and one token, up to n_ctx */
-    test_attention(64, 6, 2, 64, 33, 0);     /* GQA 3, two tiles and one token, cold */
-    test_attention(128, 14, 2, 300, 65, 235); /* GQA 7, 19 key tiles, up to n_ctx */
-    test_attention(80, 4, 2, 40, 23, 10);    /* a head_dim no power of two */
-    test_attention(256, 2, 1, 40, 19, 21);   /* tiles shrunk to fit 16 KiB: 8 tokens, 4 keys */
+    test_prefill_attention();
     test_attention(128, 14, 2, 16, 1, 0);    /* decode of the first token */
     test_attention(64, 6, 2, 300, 1, 100);   /* 101 keys: one tile of 128, part-filled */
     test_attention(64, 6, 2, 300, 1, 255);   /* 256 keys: two tiles, one chunk, no split */
@@ -478,6 +483,14 @@ static void test_all(void) {
 int main(void) {
     if (!(g = test_gpu_open("test_gpu_ops"))) return test_finish("test_gpu_ops");
     test_all();
+    /* prefill attention's key splits other than GPU_ATTN_KSPLITS: none, and 3 (whose merge
+     * takes two splits' states into split 0) */
+    for (int ks = 1; ks <= 3; ks += 2) {
+        setenv("LEAN_GPU_ATTN_KSPLITS", ks == 1 ? "1" : "3", 1);
+        printf("test_gpu_ops: prefill attention in %d key splits\n", ks);
+        test_prefill_attention();
+    }
+    unsetenv("LEAN_GPU_ATTN_KSPLITS");
     if (lean_gpu_subgroup_size(g)) { /* and the kernels every adapter without subgroups runs */
         setenv("LEAN_SUBGROUPS", "0", 1);
         test_all();

@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ---- common ---- */
 
@@ -166,16 +167,30 @@ uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t
     return att + splits * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2);
 }
 
-/* Bytes of attention_tiled.wgsl's workgroup arrays for lpt lanes a token and bk keys a tile:
- * the tile's keys and values, and (lpt > 1) the lanes' partial scores. */
-static uint64_t tiled_storage(int32_t head_dim, uint32_t lpt, uint32_t bk) {
-    return 4 * (2 * (uint64_t)bk * (uint64_t)head_dim + (lpt > 1 ? (uint64_t)GPU_ATTN_TILED_WG * bk : 1));
+/* Bytes of attention_tiled.wgsl's workgroup arrays for lpt lanes a token, ks key splits and bk
+ * keys a tile: the tiles' keys and values, and (lpt > 1) the lanes' partial scores. */
+static uint64_t tiled_storage(int32_t head_dim, uint32_t lpt, uint32_t ks, uint32_t bk) {
+    const uint64_t wg = (uint64_t)ks * GPU_ATTN_TILED_TQ_LANES;
+    return 4 * (2 * (uint64_t)ks * bk * (uint64_t)head_dim + (lpt > 1 ? wg * bk : 1));
+}
+
+/* The most keys a tile (a power of two, 32 at most) whose arrays fit cap bytes; 0: none. */
+static uint32_t tiled_bk(int32_t head_dim, uint32_t lpt, uint32_t ks, uint64_t cap) {
+    uint32_t bk = 32;
+    while (bk > 0 && tiled_storage(head_dim, lpt, ks, bk) > cap) bk /= 2;
+    return bk;
 }
 
 /* The prefill kernel, attention_tiled.wgsl, over the buffers b of attention.wgsl: a token's
  * head held by lpt lanes of 16 vec4s or fewer (the fewest that divide its vec4s: one lane up
- * to head_dim 64), so WG / lpt tokens a workgroup; keys in tiles of 32, halved until the
- * arrays fit the device's workgroup storage and the 16 KiB every adapter grants. */
+ * to head_dim 64), GPU_ATTN_TILED_TQ_LANES / lpt tokens a workgroup, their keys walked by
+ * GPU_ATTN_KSPLITS splits of lanes side by side (LEAN_GPU_ATTN_KSPLITS=N, 1 to 8, for the
+ * tests); keys in tiles of 32 a split, halved until the arrays fit the device's workgroup
+ * storage and the 16 KiB every adapter grants. Splits and small tiles are for parallelism: a
+ * prefill has few workgroups (heads x n_tok / tokens a workgroup) and the last tile's walk
+ * over every key is the critical path. On the H200 pp512 (docs/runs/2026-12-03-gpu-h200-split.md)
+ * 2 splits of 16 tokens ran qwen2.5-0.5b q8_0 18877 tokens/s against 17962 for 1 split of
+ * 32 (the shape before), 17534 for 1 of 16, 16953 for 2 of 32, 17627 for 4 of 8. */
 static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_stride, lean_gpu_buf *const *b,
                               gpu_attention *a, lean_error *err) {
     uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
@@ -183,14 +198,16 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
     const uint32_t hd4 = (uint32_t)hp->head_dim / 4;
     uint32_t lpt = div_up(hd4, 16);
     while (hd4 % lpt) lpt++;
-    uint32_t bk = 32;
-    while (bk > 0 && tiled_storage(hp->head_dim, lpt, bk) > cap) bk /= 2;
-    if (bk == 0 || lpt > GPU_ATTN_TILED_WG)
+    const uint32_t tq = GPU_ATTN_TILED_TQ_LANES / lpt;
+    const char *env = getenv("LEAN_GPU_ATTN_KSPLITS"); /* the tests' other splits */
+    const uint32_t ks = env && atoi(env) >= 1 && atoi(env) <= 8 ? (uint32_t)atoi(env) : GPU_ATTN_KSPLITS;
+    const uint32_t bk = tiled_bk(hp->head_dim, lpt, ks, cap);
+    if (bk == 0 || lpt > GPU_ATTN_TILED_TQ_LANES)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
                          "head_dim %d: attention needs %llu bytes of workgroup storage, the device has %llu",
-                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, lpt, 1),
+                         hp->head_dim, (unsigned long long)tiled_storage(hp->head_dim, lpt, ks, 1),
                          (unsigned long long)cap);
-    a->tq = GPU_ATTN_TILED_WG / lpt;
+    a->tq = tq;
     const lean_gpu_const k[] = {{"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
@@ -198,8 +215,10 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
                                 {"Q_STRIDE", 'u', q_stride},
                                 {"SCALE", 'f', 1.0f / sqrtf((float)hp->head_dim)},
                                 {"LPT", 'u', lpt},
+                                {"TQ", 'u', tq},
+                                {"KS", 'u', ks},
                                 {"BK", 'u', bk}};
-    return make_op_wg(g, "attention_tiled", USE_STEP, k, 8, b, 5, GPU_ATTN_TILED_WG, (uint32_t)hp->n_head, false,
+    return make_op_wg(g, "attention_tiled", USE_STEP, k, 10, b, 5, ks * tq * lpt, (uint32_t)hp->n_head, false,
                       &a->tiled, err);
 }
 

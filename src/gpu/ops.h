@@ -77,9 +77,10 @@ lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, i
  * head as vec4s, one a lane), or too large for the prefill tiles in the device's workgroup
  * storage (past 2000 or so). */
 #define GPU_ATTN_WG 128
-/* prefill's: GPU_ATTN_TILED_WG / lpt tokens a workgroup (ops.c); 32 and 64 ran alike on the
- * H200 (pp512), 32 gives short prompts twice the workgroups */
-#define GPU_ATTN_TILED_WG 32
+/* prefill's: GPU_ATTN_TILED_TQ_LANES / lpt tokens a workgroup, their keys walked by
+ * GPU_ATTN_KSPLITS groups of lanes side by side (ops.c says what was measured) */
+#define GPU_ATTN_TILED_TQ_LANES 16
+#define GPU_ATTN_KSPLITS 2
 #define GPU_ATTN_MIN_CHUNK 256
 #define GPU_ATTN_MAX_SPLITS 32
 /* Keys a decode workgroup takes at position pos: GPU_ATTN_MIN_CHUNK (two tiles of GPU_ATTN_WG
