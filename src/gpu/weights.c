@@ -224,10 +224,12 @@ enum { TILE_T = TILE_GT * TILE_TT }; /* tokens a tile, both shapes (the wide one
 /* A matrix whose output tiles give a TILE_SPLIT_TOK-token prefill fewer than TILE_SPLIT_WG
  * workgroups is split over its columns into enough parts to reach it, each of at least
  * TILE_SPLIT_MIN_STEPS 128-column steps (matmul_tiled.wgsl's KSPLIT; the partial sums are
- * added by matmul_combine.wgsl, COMBINE_WG outputs x COMBINE_CT tokens a workgroup): an H200
- * holds 132 x 16 of matmul_tiled's 128-invocation workgroups at once, and a 896-output Wdown
- * (qwen2.5-0.5b) made 112. The rule reads the matrix's shape alone, so the bits never depend
- * on n_tok. */
+ * added by matmul_combine.wgsl, COMBINE_WG outputs x COMBINE_CT tokens a workgroup). Unsplit,
+ * a 896-output Wdown (qwen2.5-0.5b) made 112 workgroups at pp512 for the H200's 132
+ * multiprocessors. Split (H200 pp512 against no split, docs/runs/2026-12-03-gpu-h200-split.md):
+ * qwen2.5-0.5b q8_0 1.12x, smollm2-135m q4_k_m 1.13x, smollm2-1.7b q4_0 1.09x; a target of
+ * 256, 512 or 1024 workgroups within 3% of each other, 1024 taken. The rule reads the
+ * matrix's shape alone, so the bits never depend on n_tok. */
 enum { TILE_SPLIT_WG = 1024, TILE_SPLIT_TOK = 512, TILE_SPLIT_MIN_STEPS = 2 };
 enum { COMBINE_WG = 64, COMBINE_CT = 8 };
 enum { ROWS_WG = 64 };
