@@ -219,8 +219,12 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
         (st = new_buf(s, 1, 1, "next_id", &s->next_id, err)))
         return st;
+    /* no split where the parts would pass what one binding holds (a large n_batch on a device
+     * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
     const uint64_t part = part_floats(hp, s->n_batch);
-    if (part && (st = new_buf(s, part, 1, "matmul parts", &s->part, err))) return st;
+    if (part && part * 4 <= gpu_binding_max_bytes(s->g) &&
+        (st = new_buf(s, part, 1, "matmul parts", &s->part, err)))
+        return st;
     return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
                                  &s->rope_table, err);
 }
