@@ -537,6 +537,25 @@ static void test_errors(lean_gpu_buf *step) {
     lean_gpu_buf_free(xb);
     lean_gpu_buf_free(yb);
     matrix_free(&m);
+    /* a part buffer too small for the column split (64 x 512: 2 parts of 2 steps, 4 tokens) */
+    matrix_make(&m, LEAN_TYPE_Q4_0, 64, 512);
+    const uint64_t part = gpu_matmul_part_floats(64, 512, GPU_MM_SET, 4);
+    CHECK(getenv("LEAN_GPU_TILE_KSPLIT") || part == 2 * 4 * 64, "part floats of a 64 x 512 matrix: %llu",
+          (unsigned long long)part);
+    xb = buf_new(4 * 512 * 4, LEAN_GPU_STORAGE), yb = buf_new(4 * 64 * 4, LEAN_GPU_STORAGE);
+    lean_gpu_buf *pb = buf_new(part * 4 - 16, LEAN_GPU_STORAGE);
+    if (gpu_weight_upload(G, &m.t, &gw, &err) == LEAN_OK) {
+        CHECK(gpu_matmul_create(G, &gw, 4, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb, .part = pb}, &mm, &err) ==
+                      LEAN_ERR_ARG && mm == NULL && strstr(err.msg, "part"),
+              "small part: %s", err.msg);
+    } else {
+        CHECK(false, "upload: %s", err.msg);
+    }
+    gpu_weight_free(&gw);
+    lean_gpu_buf_free(xb);
+    lean_gpu_buf_free(yb);
+    lean_gpu_buf_free(pb);
+    matrix_free(&m);
 }
 
 static void test_all(lean_gpu_buf *step) {

@@ -474,11 +474,12 @@ uint64_t gpu_matmul_part_floats(int64_t rows, int64_t cols, gpu_mm_mode mode, in
 }
 
 /* matmul_combine for a matmul split over its columns: binds part (P), y (and the bias) */
-static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
+static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const lean_gpu_bind *binds,
                                        const gpu_mm_out *out, uint64_t ksplit, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
-    if (div_up_u64(outs, COMBINE_WG) > max_groups(g))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul_combine: %llu outputs", (unsigned long long)outs);
+    if (div_up_u64(outs, COMBINE_WG) > max_groups(g) || div_up_u64((uint64_t)max_tok, COMBINE_CT) > max_groups(g))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul_combine: %llu outputs x %d tokens exceed %u x %u workgroups",
+                         (unsigned long long)outs, max_tok, max_groups(g) * COMBINE_WG, max_groups(g) * COMBINE_CT);
     m->combine_x = (uint32_t)div_up_u64(outs, COMBINE_WG);
     char glue[128], label[64];
     snprintf(glue, sizeof glue, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", MODE_FN[out->mode]);
@@ -496,7 +497,7 @@ static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, const l
     return st;
 }
 
-static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds,
+static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const lean_gpu_bind *binds,
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     /* a tile is GR x TILE_TR outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
@@ -516,7 +517,7 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, const lea
     const gpu_mm_out *tile_out = split ? &part_out : out;
     if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[tile_out->mode], k, n, &m->tiled, err);
     if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
-    if (st == LEAN_OK && split) st = matmul_combine_make(g, w, binds, out, t.ksplit, m, err);
+    if (st == LEAN_OK && split) st = matmul_combine_make(g, w, max_tok, binds, out, t.ksplit, m, err);
     return st;
 }
 
@@ -610,7 +611,7 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         binds[B_TABLE] = (lean_gpu_bind){kv->table, 0, 0};
     }
     st = matmul_vec_make(g, w, binds, in, out, m, err);
-    if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, binds, out, m, err);
+    if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, max_tok, binds, out, m, err);
     if (st != LEAN_OK) {
         gpu_matmul_free(m);
         return st;
