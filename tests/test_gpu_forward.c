@@ -83,9 +83,16 @@ static bool greedy(lean_ctx *c, const int32_t *prompt, int32_t *out, int n_vocab
     return st == LEAN_OK;
 }
 
-/* K-quants (rows of 256) get n_embd = n_ff = 256, head_dim 64 (q_dim 256). as_f16: one
- * tensor written as F16 instead (NULL: none), as q4_k_m files mix formats: the unstacked paths. */
-static void test_greedy(const char *arch, uint32_t type, const char *as_f16) {
+/* One tensor of sp in another format, as q4_k_m files mix them: "NAME" is written as F16
+ * (which stacks with nothing: the unstacked paths), "q8_0:NAME" as Q8_0 (beside Q4_0 or Q5_0:
+ * a stack of two formats); NULL: none. */
+static void retype(tiny_spec *sp, const char *as) {
+    if (as && strncmp(as, "q8_0:", 5) == 0) sp->as_q8_0 = as + 5;
+    else sp->as_f16 = as;
+}
+
+/* K-quants (rows of 256) get n_embd = n_ff = 256, head_dim 64 (q_dim 256). as: retype's. */
+static void test_greedy(const char *arch, uint32_t type, const char *as) {
     char path[256];
     lean_error err;
     tiny_spec sp = tiny_default(arch);
@@ -93,7 +100,7 @@ static void test_greedy(const char *arch, uint32_t type, const char *as_f16) {
     if (lean_type_traits_get(type)->block_elems == 256) sp.n_embd = sp.n_ff = 256, sp.head_dim = 64;
     sp.rope_freqs = !strcmp(arch, "llama");
     sp.tied = !strcmp(arch, "qwen2");
-    sp.as_f16 = as_f16;
+    retype(&sp, as);
     tiny_path(path, sizeof path);
     CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
     lean_model *m = load(path);
@@ -107,7 +114,7 @@ static void test_greedy(const char *arch, uint32_t type, const char *as_f16) {
             if (ref[i] != got[i]) first = i;
         CHECK(fnv1a(ref, N_GREEDY) == fnv1a(got, N_GREEDY),
               "%s %s%s%s: greedy hash %016llx (gpu) != %016llx (cpu-ref): first difference at step %d (%d vs %d)", arch,
-              lean_type_traits_get(type)->name, as_f16 ? ", F16 " : "", as_f16 ? as_f16 : "", (unsigned long long)fnv1a(got, N_GREEDY),
+              lean_type_traits_get(type)->name, as ? ", retyped " : "", as ? as : "", (unsigned long long)fnv1a(got, N_GREEDY),
               (unsigned long long)fnv1a(ref, N_GREEDY), first, first >= 0 ? got[first] : -1,
               first >= 0 ? ref[first] : -1);
     }
@@ -197,12 +204,12 @@ static void test_long_context(const lean_model *m) {
 /* On a fast GPU a small model's decode step costs ~4 us per dispatch, more than its bytes:
  * the dispatches one decode step records (embedding, every layer, final norm, logits)
  * on a tiny 2-layer model of arch, held to at most `most` so a fusion undone fails here. */
-static void test_dispatches(const char *arch, uint32_t type, const char *as_f16, uint64_t most, uint64_t kv_saves) {
+static void test_dispatches(const char *arch, uint32_t type, const char *as, uint64_t most, uint64_t kv_saves) {
     char path[256];
     lean_error err;
     tiny_spec sp = tiny_default(arch);
     sp.matrix_type = sp.embd_type = type;
-    sp.as_f16 = as_f16;
+    retype(&sp, as);
     tiny_path(path, sizeof path);
     CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
     lean_model *m = load(path);
@@ -220,7 +227,7 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as_f16,
         const uint64_t n = lean_gpu_dispatch_count(g) - before;
         CHECK(st == LEAN_OK, "%s: %s", arch, err.msg);
         printf("dispatches per decode step, %s %s%s%s, %d layers: %llu\n", arch, lean_type_traits_get(type)->name,
-               as_f16 ? ", F16 " : "", as_f16 ? as_f16 : "", sp.n_layer, (unsigned long long)n);
+               as ? ", retyped " : "", as ? as : "", sp.n_layer, (unsigned long long)n);
         CHECK(n <= most, "%s %s: %llu dispatches per decode step, at most %llu before", arch,
               lean_type_traits_get(type)->name, (unsigned long long)n, (unsigned long long)most);
         free(logits);
@@ -295,6 +302,8 @@ int main(void) {
     test_greedy("llama", LEAN_TYPE_Q8_0, "blk.1.ffn_up.weight"); /* Wgate, Wup apart */
     test_greedy("qwen2", LEAN_TYPE_Q8_0, "blk.0.attn_v.weight"); /* Wq, Wk, Wv apart, with biases */
     test_greedy("qwen3", LEAN_TYPE_Q4_0, "blk.1.attn_k.weight"); /* and with head norms */
+    test_greedy("qwen2", LEAN_TYPE_Q5_0, "q8_0:blk.0.attn_v.weight"); /* [Wq; Wk; Wv] of two formats */
+    test_greedy("llama", LEAN_TYPE_Q4_0, "q8_0:blk.1.ffn_up.weight"); /* [Wgate; Wup] of two */
     /* decode's qkv_post as a dispatch where the Q, K, V matmuls would do its work (a device
      * without their storage buffers): llama's RoPE, qwen2's NEOX with biases */
     setenv("LEAN_GPU_KV_EPILOGUE", "0", 1);
@@ -311,6 +320,7 @@ int main(void) {
     test_dispatches("qwen3", LEAN_TYPE_Q4_0, NULL, 15, 0);
     test_dispatches("qwen3", LEAN_TYPE_Q4_0, "blk.0.attn_v.weight", 16, 0);
     test_dispatches("llama", LEAN_TYPE_Q4_0, "blk.0.attn_v.weight", 16, 2);
+    test_dispatches("qwen2", LEAN_TYPE_Q5_0, "q8_0:blk.0.attn_v.weight", 15, 2); /* stacked all the same */
 
     lean_model *m = load("build/fixtures/qwen3-q8_0.gguf");
     if (m) {

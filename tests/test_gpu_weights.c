@@ -455,6 +455,88 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
     matrix_free(&gate), matrix_free(&up);
 }
 
+/* A stack of 32-weight block formats (a q4_k_m file's Q5_0 Wq, Wk and Q8_0 Wv): the matmul
+ * against the reference floats of all rows (check_matmul: decode, prefill, its order) and
+ * every row of a nibble-format part equal bit for bit to that matrix's own matmul (a Q8_0
+ * part's chunks are stored in the nibble order, so its sums are the reference's to rounding). */
+static void test_mixed_stack(const uint32_t *types, const int64_t *rows, int n, lean_gpu_buf *step) {
+    enum { COLS = 160 }; /* 5 blocks: 2 steps of 128, the last one short */
+    matrix m[4], all;
+    const lean_tensor *ts[4];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        matrix_make(&m[i], types[i], rows[i], COLS);
+        ts[i] = &m[i].t;
+        total += rows[i];
+    }
+    all.w = malloc(sizeof(float) * (size_t)(total * COLS));
+    all.t = (lean_tensor){.name = "mixed", .type = types[0], .ne = {COLS, total, 1, 1}};
+    for (int i = 0, at = 0; i < n; at += (int)(rows[i] * COLS), i++) memcpy(all.w + at, m[i].w, sizeof(float) * (size_t)(rows[i] * COLS));
+    gpu_weight ws = {0};
+    lean_error err;
+    CHECK(gpu_weight_stackable(ts, n), "stackable %s ..", lean_type_traits_get(types[0])->name);
+    const lean_status st = gpu_weight_upload_stacked(G, ts, n, "mixed", &ws, &err);
+    CHECK(st == LEAN_OK && ws.rows == total && ws.n_parts >= 2, "mixed stack: %s", err.msg);
+    if (st == LEAN_OK) {
+        static const int32_t n_toks[] = {1, 2, 7, 64, 65};
+        check_matmul(&all, &ws, step, n_toks, 5);
+        gpu_get_rows *gr = NULL;
+        lean_gpu_buf *ids = buf_new(16, LEAN_GPU_STORAGE), *out = buf_new(4 * COLS * 4, LEAN_GPU_STORAGE);
+        CHECK(gpu_get_rows_create(G, &ws, 4, step, ids, out, &gr, &err) == LEAN_ERR_UNSUPPORTED && !gr,
+              "get_rows of a mixed stack: %s", err.msg);
+        lean_gpu_buf_free(ids), lean_gpu_buf_free(out);
+        /* each nibble-format part's rows against its own matrix, n_tok 1 and 65 */
+        float *x = malloc(sizeof(float) * 65 * COLS), *ya = malloc(sizeof(float) * 65 * (size_t)total),
+              *yp = malloc(sizeof(float) * 65 * (size_t)total);
+        for (int i = 0; i < 65 * COLS; i++) x[i] = rnd_unit();
+        lean_gpu_buf *xb = buf_new(65 * COLS * 4, LEAN_GPU_STORAGE), *yb = buf_new(65 * (uint64_t)total * 4, LEAN_GPU_STORAGE);
+        bool ok = lean_gpu_buf_write(G, xb, 0, x, 65 * COLS * 4, &err) == LEAN_OK;
+        for (int nt = 1; ok && nt <= 65; nt += 64) {
+            ok = run_out(&ws, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, nt, ya, (uint64_t)nt * total);
+            for (int i = 0, r0 = 0; ok && i < n; r0 += (int)rows[i], i++) {
+                gpu_weight wi = {0};
+                if (types[i] == LEAN_TYPE_Q8_0 || gpu_weight_upload(G, ts[i], &wi, &err) != LEAN_OK) continue;
+                ok = run_out(&wi, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, nt, yp, (uint64_t)nt * rows[i]);
+                int64_t bad = 0;
+                for (int t = 0; ok && t < nt; t++)
+                    for (int64_t r = 0; r < rows[i]; r++) bad += bits_of(ya[t * total + r0 + r]) != bits_of(yp[t * rows[i] + r]);
+                CHECK(bad == 0, "mixed stack part %d (%s) n_tok %d: %lld outputs differ from its own matmul", i,
+                      lean_type_traits_get(types[i])->name, nt, (long long)bad);
+                gpu_weight_free(&wi);
+            }
+        }
+        CHECK(ok, "mixed stack: the part matmuls ran");
+        lean_gpu_buf_free(xb), lean_gpu_buf_free(yb);
+        free(x), free(ya), free(yp);
+    }
+    gpu_weight_free(&ws);
+    free(all.w);
+    for (int i = 0; i < n; i++) matrix_free(&m[i]);
+}
+
+/* What does not stack: a format outside the 32-weight blocks beside another, more runs of one
+ * format than GPU_WEIGHT_MAX_PARTS, columns that differ. */
+static void test_not_stackable(void) {
+    matrix a, b, c;
+    matrix_make(&a, LEAN_TYPE_Q4_K, 2, 256);
+    matrix_make(&b, LEAN_TYPE_Q8_0, 2, 256);
+    matrix_make(&c, LEAN_TYPE_Q8_0, 2, 128);
+    const lean_tensor *kq[] = {&b.t, &a.t}, *runs[] = {&b.t, &b.t, &b.t, &b.t, &b.t}, *cols[] = {&b.t, &c.t};
+    CHECK(!gpu_weight_stackable(kq, 2), "Q8_0 on Q4_K stacks");
+    CHECK(gpu_weight_stackable(runs, 5), "five Q8_0 do not stack");
+    CHECK(!gpu_weight_stackable(cols, 2), "256 and 128 columns stack");
+    matrix q4, q5;
+    matrix_make(&q4, LEAN_TYPE_Q4_0, 2, 256);
+    matrix_make(&q5, LEAN_TYPE_Q5_0, 2, 256);
+    const lean_tensor *five[] = {&b.t, &q4.t, &q5.t, &q4.t, &q5.t};
+    CHECK(gpu_weight_stackable(five, 4) && !gpu_weight_stackable(five, 5), "4 runs stack, 5 do not");
+    gpu_weight w = {0};
+    lean_error err;
+    CHECK(gpu_weight_upload_stacked(G, kq, 2, "kq", &w, &err) == LEAN_ERR_UNSUPPORTED && !w.buf && strstr(err.msg, "kq"),
+          "Q8_0 on Q4_K: %s", err.msg);
+    matrix_free(&a), matrix_free(&b), matrix_free(&c), matrix_free(&q4), matrix_free(&q5);
+}
+
 /* The normed input (gpu_mm_in.norm: decode's matmuls RMS-norm their input themselves) equals
  * the unfused path bit for bit — rmsnorm.wgsl's op, then the plain matmul — alone and with a
  * bias bound before the norm weight; cols not a multiple of 4 pad the norm weight. */
@@ -571,6 +653,15 @@ static void test_all(lean_gpu_buf *step) {
     test_normed_input(LEAN_TYPE_Q6_K, 256, step);
     test_normed_input(LEAN_TYPE_Q4_0, 1056, step); /* 5 vec4s a norm lane, the last one short */
     test_normed_input(LEAN_TYPE_Q8_0, 2048, step); /* the widest row decode fuses (NORM_FUSE_MAX_COLS) */
+    /* a q4_k_m file's [Wq; Wk; Wv] at smollm2-135m's 576 columns, cut to 3 heads; then words a
+     * block falling (8, 4: unused rows between the parts), rising, and four parts */
+    test_mixed_stack((const uint32_t[]){LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_0, LEAN_TYPE_Q8_0}, (const int64_t[]){67, 22, 22},
+                     3, step);
+    test_mixed_stack((const uint32_t[]){LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_0, LEAN_TYPE_Q5_1}, (const int64_t[]){5, 70, 3}, 3,
+                     step);
+    test_mixed_stack((const uint32_t[]){LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_0},
+                     (const int64_t[]){9, 8, 7, 6}, 4, step);
+    test_not_stackable();
     test_repack_pieces(step);
     test_many_groups(step);
     test_errors(step);

@@ -35,6 +35,7 @@ typedef struct tiny_spec {
     const char *omit;    /* a key or tensor name left out */
     const char *reshape; /* a tensor written with one more row (1-D: one more element) */
     const char *as_f16;  /* a tensor written as F16 */
+    const char *as_q8_0; /* a tensor written as Q8_0 (q4_k_m's Wv beside Q5_0 Wq, Wk) */
     const char *extra;   /* an extra F32 tensor of (n_embd) elements */
     const char *arch_name; /* general.architecture written instead of arch */
     struct { const char *key; uint32_t value; } set[2]; /* u32 keys overridden */
@@ -103,6 +104,7 @@ static inline void tiny_add(gguf_writer *w, tiny_model *tm, const char *name, in
         else ne0++;
     }
     if (sp->as_f16 && strcmp(sp->as_f16, name) == 0) type = LEAN_TYPE_F16;
+    if (sp->as_q8_0 && strcmp(sp->as_q8_0, name) == 0) type = LEAN_TYPE_Q8_0;
     uint64_t seed = sp->seed * 1000003u + (uint64_t)tm->n * 7919u;
     int64_t n = ne0 * ne1;
     float *f = malloc(sizeof(float) * (size_t)n);

@@ -75,10 +75,12 @@ typedef struct gpu_gen {
     int32_t ready[GEN_GREEDY_BLOCK];
 } gpu_gen;
 
-/* Stacked matrices (gpu_weight_upload_stacked), used when their parts share a format:
- * W_QKV = [Wq; Wk; Wv], one matmul into qkv, or [Wq; Wk] when only those two do (q4_k_m's Wv
- * is Q6_K on some layers); W_GATE_UP = [Wgate; Wup], one SWIGLU matmul. The parts stacked stay
- * empty (and a stack whose parts do not share a format). */
+/* Stacked matrices (gpu_weight_upload_stacked), used when their parts stack
+ * (gpu_weight_stackable: one format, or 32-weight block formats such as a q4_k_m file's Q5_0
+ * Wq, Wk and Q8_0 Wv at rows no multiple of 256): W_QKV = [Wq; Wk; Wv], one matmul into qkv,
+ * or [Wq; Wk] when only those two do (q4_k_m's Wv is Q6_K on some layers where Wq, Wk are
+ * Q4_K); W_GATE_UP = [Wgate; Wup], one SWIGLU matmul. The parts stacked stay empty (and a
+ * stack whose parts do not stack). */
 enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP, N_MATRICES };
 
 /* Q, K and V's matmuls in recording order: the stack (it starts at column 0 of qkv's rows),
@@ -299,10 +301,13 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err
     return st;
 }
 
-static bool same_type(const lean_tensor *const *ts, int n) {
-    for (int i = 1; i < n; i++)
-        if (ts[i]->type != ts[0]->type) return false;
-    return true;
+/* Whether ts[0..n) stack: gpu_weight_stackable, but one format only with
+ * LEAN_GPU_MIXED_STACK=0 (the stacks of two formats measured against their parts apart). */
+static bool stackable(const lean_tensor *const *ts, int n) {
+    if (env_is("LEAN_GPU_MIXED_STACK", "0"))
+        for (int i = 1; i < n; i++)
+            if (ts[i]->type != ts[0]->type) return false;
+    return gpu_weight_stackable(ts, n);
 }
 
 /* The layer's matrices, each in its file's format: Q, K (and V) stacked and gate, up stacked
@@ -310,8 +315,8 @@ static bool same_type(const lean_tensor *const *ts, int n) {
 static lean_status upload_matrices(lean_backend_state *s, const lean_layer *src, gpu_layer *L, lean_error *err) {
     const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
                                       &src->w_gate, &src->w_up, &src->w_down};
-    const int n_qkv = same_type(mats + W_Q, 3) ? 3 : same_type(mats + W_Q, 2) ? 2 : 0; /* stacked */
-    const bool stack_ffn = same_type(mats + W_GATE, 2);
+    const int n_qkv = stackable(mats + W_Q, 3) ? 3 : stackable(mats + W_Q, 2) ? 2 : 0;
+    const bool stack_ffn = stackable(mats + W_GATE, 2);
     lean_status st = LEAN_OK;
     for (int i = 0; !st && i < W_QKV; i++) {
         const bool stacked = i < n_qkv || (stack_ffn && (i == W_GATE || i == W_UP));

@@ -31,6 +31,16 @@
  *
  * The f16 values are read with unpack2x16float, bf16 by a shift; every weight is recomputed
  * with the reference dequantizer's operations (formats.wgsl), so get_rows is exact.
+ *
+ * A mixed stack (gpu_weight_upload_stacked of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 parts: all 32-weight
+ * blocks, 8-weight chunks) keeps each part's block layout above in one buffer, so each part's
+ * dq_<fmt> reads it unchanged. The parts' rows are placed at virtual rows: block b (over the
+ * virtual rows) of a part with k words a block sits at word k * b, and the separated scales of
+ * every virtual row at SCALE_BASE + b / 2, as in one matrix. A part starts at the first virtual
+ * row after the previous one whose words do not overlap it (k rising: right after it; falling:
+ * a gap of unused rows). Chunks must give the same columns in every part (the kernels read x
+ * once for all rows): the nibble formats' order (col_nib), so a Q8_0 part's 32 quants are
+ * stored in that order (byte 8k + i of a block holds the weight of column col_nib(k, i)).
  */
 #include "weights.h"
 
@@ -158,21 +168,125 @@ lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out
         lean_gpu_buf_free(b);
         return st;
     }
-    *out = (gpu_weight){.type = t->type, .rows = t->ne[1] * t->ne[2] * t->ne[3], .cols = t->ne[0], .buf = b};
+    const uint64_t nb = t->n_bytes / tr->block_bytes;
+    *out = (gpu_weight){.type = t->type, .rows = t->ne[1] * t->ne[2] * t->ne[3], .cols = t->ne[0], .buf = b,
+                        .scale_base = f->d_offset < 0 ? 0 : nb * (tr->block_bytes - 2) / 4};
+    return LEAN_OK;
+}
+
+/* Words a block of a mixed stack's format keeps on the GPU (section 1); 0: it does not mix. */
+static uint32_t mixed_words(uint32_t type) {
+    switch (type) {
+    case LEAN_TYPE_Q4_0: return 4;
+    case LEAN_TYPE_Q5_0: case LEAN_TYPE_Q4_1: return 5;
+    case LEAN_TYPE_Q5_1: return 6;
+    case LEAN_TYPE_Q8_0: return 8;
+    default: return 0;
+    }
+}
+
+bool gpu_weight_stackable(const lean_tensor *const *ts, int n) {
+    int runs = 1;
+    bool mixable = mixed_words(ts[0]->type) > 0;
+    for (int i = 1; i < n; i++) {
+        if (ts[i]->ne[0] != ts[0]->ne[0]) return false;
+        runs += ts[i]->type != ts[i - 1]->type;
+        mixable = mixable && mixed_words(ts[i]->type) > 0;
+    }
+    return runs == 1 || (mixable && runs <= GPU_WEIGHT_MAX_PARTS);
+}
+
+/* Copies block src of a mixed stack's part into its place: the quants at q (a Q8_0 block's in
+ * col_nib order), the f16 scale (split formats) at scale. */
+static void mixed_block(uint32_t type, const uint8_t *src, uint8_t *q, uint8_t *scale) {
+    const lean_type_traits *tr = lean_type_traits_get(type);
+    if (format_of(type)->d_offset < 0) { /* Q4_1, Q5_1: the block as it is */
+        memcpy(q, src, tr->block_bytes);
+        return;
+    }
+    memcpy(scale, src, 2); /* d first in Q4_0, Q5_0, Q8_0 */
+    if (type != LEAN_TYPE_Q8_0) {
+        memcpy(q, src + 2, tr->block_bytes - 2u);
+        return;
+    }
+    for (int k = 0; k < 4; k++) /* chunk k: columns 4k .. 4k + 3, then 16 + 4k .. 16 + 4k + 3 */
+        for (int i = 0; i < 8; i++) q[8 * k + i] = src[2 + (i < 4 ? 4 * k + i : 12 + 4 * k + i)];
+}
+
+/* The parts of a mixed stack (runs of one type) with their virtual rows (section 1); returns
+ * the virtual rows in all, *words the words of quants before the scales. */
+static int64_t mixed_layout(const lean_tensor *const *ts, int n, gpu_weight *w, uint64_t *words) {
+    const uint64_t bpr = (uint64_t)ts[0]->ne[0] / 32;
+    int64_t logical = 0, virt = 0, end_words = 0; /* end_words: the last part's end, in rows x bpr x k */
+    w->n_parts = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t rows = ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3];
+        if (i == 0 || ts[i]->type != ts[i - 1]->type) { /* a new part: its first virtual row */
+            const int64_t k = mixed_words(ts[i]->type), start = (end_words + k - 1) / k;
+            virt = start > virt ? start : virt;
+            w->part[w->n_parts++] = (gpu_weight_part){.type = ts[i]->type, .gap = virt - logical};
+        }
+        logical += rows, virt += rows;
+        w->part[w->n_parts - 1].end = logical;
+        end_words = virt * (int64_t)mixed_words(ts[i]->type);
+    }
+    *words = (uint64_t)end_words * bpr;
+    return virt;
+}
+
+/* A stack of several 32-weight block formats (gpu_weight_stackable), laid out on the host as
+ * section 1 says and uploaded. */
+static lean_status upload_mixed(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name, gpu_weight *out,
+                                lean_error *err) {
+    gpu_weight w = {.type = ts[0]->type, .cols = ts[0]->ne[0]};
+    uint64_t words;
+    const int64_t virt = mixed_layout(ts, n, &w, &words);
+    const uint64_t bpr = (uint64_t)w.cols / 32, bytes = 4 * words + (((uint64_t)virt * bpr * 2 + 3) & ~(uint64_t)3);
+    w.rows = w.part[w.n_parts - 1].end;
+    w.scale_base = words;
+    if (bytes > gpu_binding_max_bytes(g))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: %llu bytes on the GPU, more than this device's storage binding "
+                         "limit of %llu bytes", name, (unsigned long long)bytes,
+                         (unsigned long long)gpu_binding_max_bytes(g));
+    uint8_t *host = lean_calloc(1, (size_t)bytes);
+    if (!host) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)bytes);
+    int64_t row = 0; /* tensor i's first row */
+    for (int i = 0, p = 0; i < n; row += ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3], i++) {
+        const lean_type_traits *tr = lean_type_traits_get(ts[i]->type);
+        while (w.part[p].end <= row) p++; /* the part holding the tensor's first row */
+        const uint64_t nb = ts[i]->n_bytes / tr->block_bytes, k = mixed_words(ts[i]->type);
+        const uint64_t b0 = (uint64_t)(row + w.part[p].gap) * bpr; /* the tensor's first virtual block */
+        for (uint64_t b = 0; b < nb; b++)
+            mixed_block(ts[i]->type, (const uint8_t *)ts[i]->data + b * tr->block_bytes, host + 4 * k * (b0 + b),
+                        host + 4 * words + 2 * (b0 + b));
+    }
+    lean_status st = lean_gpu_buf_create(g, bytes, LEAN_GPU_STORAGE, name, &w.buf, err);
+    for (uint64_t at = 0; st == LEAN_OK && at < bytes; at += 1u << 22) /* under the runtime's 8 MiB write */
+        st = lean_gpu_buf_write(g, w.buf, at, host + at, bytes - at < (1u << 22) ? bytes - at : 1u << 22, err);
+    lean_free(host);
+    if (st != LEAN_OK) {
+        lean_gpu_buf_free(w.buf);
+        return st;
+    }
+    *out = w;
     return LEAN_OK;
 }
 
 lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
                                       gpu_weight *out, lean_error *err) {
     lean_tensor t = {.name = name, .type = ts[0]->type, .ne = {ts[0]->ne[0], 0, 1, 1}};
+    bool mixed = false;
     for (int i = 0; i < n; i++) {
-        if (ts[i]->type != t.type || ts[i]->ne[0] != t.ne[0])
+        if (!gpu_weight_stackable(ts, i + 1))
             return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: '%s' (type %u, %lld columns) does not stack on '%s'",
                              name, ts[i]->name, ts[i]->type, (long long)ts[i]->ne[0], ts[0]->name);
-        if (!ts[i]->data) return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': its data is not loaded", ts[i]->name);
+        lean_status st = check_tensor(g, ts[i], lean_type_traits_get(ts[i]->type), err);
+        if (st != LEAN_OK) return st;
+        mixed = mixed || ts[i]->type != t.type;
         t.ne[1] += ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3];
         t.n_bytes += ts[i]->n_bytes;
     }
+    if (mixed) return upload_mixed(g, ts, n, name, out, err);
     uint8_t *bytes = t.n_bytes <= SIZE_MAX ? lean_malloc((size_t)t.n_bytes) : NULL;
     if (!bytes)
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)t.n_bytes);
@@ -244,8 +358,7 @@ static uint64_t row_chunks(const gpu_weight *w) {
 static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     const gpu_format *f = format_of(w->type);
     const lean_type_traits *tr = lean_type_traits_get(w->type);
-    const uint64_t bpr = (uint64_t)w->cols / tr->block_elems;
-    const uint64_t scale_base = f->d_offset < 0 ? 0 : bpr * (uint64_t)w->rows * (tr->block_bytes - 2) / 4;
+    const uint64_t bpr = (uint64_t)w->cols / tr->block_elems, scale_base = w->scale_base;
     c[0] = (lean_gpu_const){"ROWS", 'u', (double)w->rows};
     c[1] = (lean_gpu_const){"COLS", 'u', (double)w->cols};
     c[2] = (lean_gpu_const){"CHUNKS", 'u', (double)row_chunks(w)};
@@ -255,18 +368,38 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     return 6;
 }
 
+/* The glue naming w's format for formats.wgsl (its two functions; a mixed stack's
+ * dequant_chunk picks the part by row, every part's chunks in col_nib's columns), and the
+ * format's name for labels; returns the glue's length. */
+static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, size_t name_cap) {
+    const char *first = lean_type_traits_get(w->type)->name;
+    if (w->n_parts == 0) {
+        snprintf(name, name_cap, "%s", first);
+        return snprintf(glue, cap,
+                        "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
+                        "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
+                        first, first);
+    }
+    int n = snprintf(glue, cap, "fn dequant_chunk(row: u32, c: u32) {\n");
+    size_t at = 0;
+    for (int p = 0; p < w->n_parts; p++) {
+        const char *fmt = lean_type_traits_get(w->part[p].type)->name;
+        at += (size_t)snprintf(name + at, name_cap - at, "%s%s", p ? "+" : "", fmt);
+        n += snprintf(glue + n, cap - (size_t)n, "    if (row < %lldu) { dq_%s(row + %lldu, c); return; }\n",
+                      (long long)w->part[p].end, fmt, (long long)w->part[p].gap);
+    }
+    return n + snprintf(glue + n, cap - (size_t)n,
+                        "}\nfn chunk_col(c: u32, i: u32) -> u32 { return col_nib(c, i); }\n");
+}
+
 /* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
  * function of matmul_out.wgsl; in, one of matmul_in.wgsl, matmul_vec only) + kernel + those
  * files, with w's shape constants and n_extra kernel constants. NULL modes: not compiled in. */
 static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *in,
                                  const char *out, const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **res,
                                  lean_error *err) {
-    const char *name = lean_type_traits_get(w->type)->name;
-    char glue[512], label[80];
-    int n = snprintf(glue, sizeof glue,
-                     "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
-                     "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
-                     name, name);
+    char glue[1024], label[96], name[48];
+    int n = weight_glue(w, glue, sizeof glue, name, sizeof name);
     if (out)
         n += snprintf(glue + n, sizeof glue - (size_t)n,
                       "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", out);
@@ -646,6 +779,9 @@ struct gpu_get_rows {
 lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
                                 lean_gpu_buf *ids, lean_gpu_buf *out, gpu_get_rows **res, lean_error *err) {
     const uint32_t max_dim = max_groups(g);
+    if (w->n_parts)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "get_rows: a stack of %d formats (its rows are in col_nib order)",
+                         w->n_parts);
     if (max_tok < 1 || (uint32_t)max_tok > max_dim)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "get_rows: max_tok %d is not in 1 .. %u", max_tok, max_dim);
     const uint64_t out_bytes = (uint64_t)max_tok * (uint64_t)w->cols * 4;

@@ -14,11 +14,22 @@
 #include "gpu.h"
 #include "model.h"
 
+/* A stack of matrices in different 32-weight block formats (gpu_weight_upload_stacked): rows
+ * before end are part p's (after the previous part's), found at row + gap of the layout. */
+typedef struct gpu_weight_part {
+    uint32_t type;
+    int64_t end, gap;
+} gpu_weight_part;
+#define GPU_WEIGHT_MAX_PARTS 4
+
 /* One weight matrix (or vector) resident on the GPU. */
 typedef struct gpu_weight {
-    uint32_t type;       /* lean_type of the file */
+    uint32_t type;       /* lean_type of the file (the first part's, for a mixed stack) */
     int64_t rows, cols;  /* a vector is (1, cols) */
     lean_gpu_buf *buf;   /* the (repacked) blocks */
+    uint64_t scale_base; /* word of buf where the separated f16 scales start (weights.c) */
+    int n_parts;         /* 0, or the formats of a mixed stack (2 or more) */
+    gpu_weight_part part[GPU_WEIGHT_MAX_PARTS];
 } gpu_weight;
 
 /* The most bytes one storage binding of g may hold for the kernels: the least of the device's
@@ -31,8 +42,12 @@ uint64_t gpu_binding_max_bytes(const lean_gpu *g);
 lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err);
 /* The rows of ts[0..n) stacked into one weight (ts[0]'s rows first), uploaded as one tensor
  * named name: so one dispatch reads [Wq; Wk; Wv] or [Wgate; Wup]. The tensors must share
- * type and columns (LEAN_ERR_UNSUPPORTED otherwise: the caller keeps them apart); their bytes
- * are copied once on the host for the upload (the stack's file size, freed before return). */
+ * columns and either their type or, up to GPU_WEIGHT_MAX_PARTS runs of one type, the 32-weight
+ * block formats Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (llama.cpp's _K_M files give Q5_0 q, k and Q8_0 v
+ * where rows are no multiple of 256): gpu_weight_stackable says which; LEAN_ERR_UNSUPPORTED
+ * otherwise (the caller keeps them apart). The bytes are copied once on the host for the
+ * upload (the stack's size, freed before return). A mixed stack serves matmuls, not get_rows. */
+bool gpu_weight_stackable(const lean_tensor *const *ts, int n);
 lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
                                       gpu_weight *out, lean_error *err);
 void gpu_weight_free(gpu_weight *w);
