@@ -36,5 +36,7 @@ static inline bool lean_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 static inline bool lean_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);
 }
+/* a / b rounded up (b > 0; a + b - 1 must not overflow): workgroups, tiles, blocks */
+static inline uint64_t lean_div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 #endif

@@ -21,8 +21,6 @@
 
 #define WG GPU_OP_WG
 
-static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
-
 /* Which shared sources precede a kernel. */
 enum { USE_STEP = 1, USE_REDUCE = 2 };
 
@@ -75,14 +73,14 @@ lean_status gpu_rmsnorm_create(lean_gpu *g, lean_gpu_buf *step, lean_gpu_buf *x,
                                lean_gpu_buf *out, int32_t n, float eps, bool last_only, gpu_op *op, lean_error *err) {
     const lean_gpu_const k[] = {{"N", 'u', n}, {"EPS", 'f', eps}, {"LAST_ONLY", 'u', last_only}};
     lean_gpu_buf *b[] = {step, x, w, out};
-    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 3, b, 4, div_up(n, 4 * WG), !last_only, op, err);
+    return make_op(g, "rmsnorm", USE_STEP | USE_REDUCE, k, 3, b, 4, lean_div_up(n, 4 * WG), !last_only, op, err);
 }
 
 lean_status gpu_swiglu_create(lean_gpu *g, lean_gpu_buf *gate, lean_gpu_buf *up, int32_t n, gpu_op *op,
                               lean_error *err) {
     const lean_gpu_const k[] = {{"N", 'u', n}};
     lean_gpu_buf *b[] = {gate, up};
-    return make_op(g, "swiglu", 0, k, 1, b, 2, div_up(n, WG), true, op, err);
+    return make_op(g, "swiglu", 0, k, 1, b, 2, lean_div_up(n, WG), true, op, err);
 }
 
 /* ---- position ---- */
@@ -158,11 +156,11 @@ void gpu_step_words(int32_t n_tok, int32_t pos, uint32_t w[4]) {
 
 /* Splits of a one-token call at position pos: the ones forward.c dispatches and
  * attn_combine.wgsl assumes (<= GPU_ATTN_MAX_SPLITS). */
-static uint32_t n_splits(int32_t pos) { return div_up((int64_t)pos + 1, gpu_attention_chunk(pos)); }
+static uint32_t n_splits(int32_t pos) { return lean_div_up((int64_t)pos + 1, gpu_attention_chunk(pos)); }
 
 uint64_t gpu_attention_out_floats(const lean_hparams *hp, int32_t n_ctx, int32_t n_batch) {
     const uint64_t att = (uint64_t)n_batch * (uint64_t)lean_q_dim(hp);
-    uint64_t splits = div_up(n_ctx, GPU_ATTN_MIN_CHUNK); /* the most any position needs */
+    uint64_t splits = lean_div_up(n_ctx, GPU_ATTN_MIN_CHUNK); /* the most any position needs */
     if (splits > GPU_ATTN_MAX_SPLITS) splits = GPU_ATTN_MAX_SPLITS;
     return att + splits * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2);
 }
@@ -196,11 +194,12 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
     uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;
     if (cap > 16384) cap = 16384;
     const uint32_t hd4 = (uint32_t)hp->head_dim / 4;
-    uint32_t lpt = div_up(hd4, 16);
+    uint32_t lpt = lean_div_up(hd4, 16);
     while (hd4 % lpt) lpt++;
     const uint32_t tq = GPU_ATTN_TILED_TQ_LANES / lpt;
     const char *env = getenv("LEAN_GPU_ATTN_KSPLITS"); /* the tests' other splits */
-    const uint32_t ks = env && atoi(env) >= 1 && atoi(env) <= 8 ? (uint32_t)atoi(env) : GPU_ATTN_KSPLITS;
+    const int forced = env ? atoi(env) : 0;
+    const uint32_t ks = forced >= 1 && forced <= 8 ? (uint32_t)forced : GPU_ATTN_KSPLITS;
     const uint32_t bk = tiled_bk(hp->head_dim, lpt, ks, cap);
     if (bk == 0 || lpt > GPU_ATTN_TILED_TQ_LANES)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
@@ -255,7 +254,7 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
 
 void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos) {
     if (n_tok > 1) {
-        lean_gpu_dispatch(c, a->tiled.pipe, a->tiled.bg, (uint32_t)a->n_head, div_up(n_tok, a->tq), 1);
+        lean_gpu_dispatch(c, a->tiled.pipe, a->tiled.bg, (uint32_t)a->n_head, lean_div_up(n_tok, a->tq), 1);
         return;
     }
     const uint32_t split = n_splits(pos);

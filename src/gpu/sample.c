@@ -61,8 +61,6 @@ struct gpu_sampler {
     uint64_t hist_words;
 };
 
-static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-
 /* ---- layout ---- */
 
 /* The Params uniform (sample_common.wgsl), 12 words. */
@@ -134,7 +132,7 @@ static int plan_tree(int32_t n_vocab, bool greedy, level_plan *lv, uint64_t *wor
     const uint32_t list_len = greedy ? 1 : SAMPLER_K_CAP;
     uint64_t n_in = (uint64_t)n_vocab, off = 0, in_off = 0;
     for (int l = 0; l < MAX_LEVELS; l++) {
-        lv[l] = (level_plan){n_in, in_off, off, div_up(n_in, greedy ? GREEDY_CHUNK : l == 0 ? CHUNK : FAN)};
+        lv[l] = (level_plan){n_in, in_off, off, lean_div_up(n_in, greedy ? GREEDY_CHUNK : l == 0 ? CHUNK : FAN)};
         in_off = off;
         n_in = lv[l].groups;
         off += 2 * n_in * list_len;
@@ -181,7 +179,7 @@ static lean_status make_end(gpu_sampler *s, const vocab_src *v, uint32_t mass_of
     if (w[4] & F_MASS_ALL) {
         const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
         lean_status st = make_kernel(s, "sample_mass", "sample_vocab", "sample_mass", k, 10, extra, 2,
-                                     div_up(n_blocks, MASS_BLOCKS), &s->mass, err);
+                                     lean_div_up(n_blocks, MASS_BLOCKS), &s->mass, err);
         if (st != LEAN_OK) return st;
     }
     const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
@@ -234,7 +232,7 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
     s->list_len = cfg->greedy ? 1 : SAMPLER_K_CAP;
     s->ring_len = cfg->use_penalty && cfg->repeat_last_n > 0 ? (uint32_t)cfg->repeat_last_n : 0;
     s->hist_words = HIST_STATE + (cfg->use_penalty ? (uint64_t)n_vocab + s->ring_len : 0);
-    const uint32_t n_blocks = div_up((uint64_t)n_vocab, SAMPLER_SUM_BLOCK);
+    const uint32_t n_blocks = lean_div_up((uint64_t)n_vocab, SAMPLER_SUM_BLOCK);
     level_plan lv[MAX_LEVELS];
     uint64_t words = 0;
     const int n_levels = plan_tree(n_vocab, cfg->greedy, lv, &words);

@@ -261,8 +261,7 @@ static lean_status upload_mixed(lean_gpu *g, const lean_tensor *const *ts, int n
                         host + 4 * words + 2 * (b0 + b));
     }
     lean_status st = lean_gpu_buf_create(g, bytes, LEAN_GPU_STORAGE, name, &w.buf, err);
-    for (uint64_t at = 0; st == LEAN_OK && at < bytes; at += 1u << 22) /* under the runtime's 8 MiB write */
-        st = lean_gpu_buf_write(g, w.buf, at, host + at, bytes - at < (1u << 22) ? bytes - at : 1u << 22, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(g, w.buf, 0, host, bytes, err); /* it writes in pieces */
     lean_free(host);
     if (st != LEAN_OK) {
         lean_gpu_buf_free(w.buf);
@@ -576,8 +575,6 @@ typedef struct tile_shape {
     uint64_t tiles_o, ksplit, sps;
 } tile_shape;
 
-static uint64_t div_up_u64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
 /* The split by TILE_SPLIT_WG, or LEAN_GPU_TILE_KSPLIT=N parts (at most one a step), which the
  * tests use to split every matrix. */
 static uint64_t tile_ksplit(uint64_t tiles_o, uint64_t steps) {
@@ -585,18 +582,18 @@ static uint64_t tile_ksplit(uint64_t tiles_o, uint64_t steps) {
     const long forced = env ? strtol(env, NULL, 10) : 0;
     if (forced > 0) return (uint64_t)forced < steps ? (uint64_t)forced : steps;
     const uint64_t wgs = tiles_o * (TILE_SPLIT_TOK / TILE_T), most = steps / TILE_SPLIT_MIN_STEPS;
-    const uint64_t k = wgs >= TILE_SPLIT_WG ? 1 : div_up_u64(TILE_SPLIT_WG, wgs);
+    const uint64_t k = wgs >= TILE_SPLIT_WG ? 1 : lean_div_up(TILE_SPLIT_WG, wgs);
     return k < most ? k : most ? most : 1;
 }
 
 /* split: whether the matmul has a part buffer (gpu_mm_out) */
 static tile_shape tile_shape_of(int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
-    const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = div_up_u64((uint64_t)cols, TILE_KSTEP);
+    const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = lean_div_up((uint64_t)cols, TILE_KSTEP);
     tile_shape t = {.gr = TILE_GR, .gt = TILE_GT};
     if (tile_wide(outs, (uint64_t)cols)) t.gr = TILE_WIDE_GR, t.gt = 1;
-    t.tiles_o = div_up_u64(outs, (uint64_t)t.gr * TILE_TR);
-    t.sps = div_up_u64(steps, split ? tile_ksplit(t.tiles_o, steps) : 1);
-    t.ksplit = div_up_u64(steps, t.sps); /* no part left empty */
+    t.tiles_o = lean_div_up(outs, (uint64_t)t.gr * TILE_TR);
+    t.sps = lean_div_up(steps, split ? tile_ksplit(t.tiles_o, steps) : 1);
+    t.ksplit = lean_div_up(steps, t.sps); /* no part left empty */
     return t;
 }
 
@@ -610,10 +607,10 @@ uint64_t gpu_matmul_part_floats(int64_t rows, int64_t cols, gpu_mm_mode mode, in
 static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const lean_gpu_bind *binds,
                                        const gpu_mm_out *out, uint64_t ksplit, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
-    if (div_up_u64(outs, COMBINE_WG) > max_groups(g) || div_up_u64((uint64_t)max_tok, COMBINE_CT) > max_groups(g))
+    if (lean_div_up(outs, COMBINE_WG) > max_groups(g) || lean_div_up((uint64_t)max_tok, COMBINE_CT) > max_groups(g))
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul_combine: %llu outputs x %d tokens exceed %u x %u workgroups",
                          (unsigned long long)outs, max_tok, max_groups(g) * COMBINE_WG, max_groups(g) * COMBINE_CT);
-    m->combine_x = (uint32_t)div_up_u64(outs, COMBINE_WG);
+    m->combine_x = (uint32_t)lean_div_up(outs, COMBINE_WG);
     char glue[128], label[64];
     snprintf(glue, sizeof glue, "fn y_out(i: u32, o: u32, a: f32, b: f32) { y_%s(i, o, a, b); }\n", MODE_FN[out->mode]);
     snprintf(label, sizeof label, "matmul_combine_%s", MODE_FN[out->mode]);
