@@ -55,7 +55,7 @@ static const char *const usage_bench =
     "  -t LIST          thread counts (default: the library's, one per CPU)\n"
     "  --backend LIST   backends: auto, gpu, cpu, cpu-ref, cpu-generic, cpu-avx2, ... (default: the\n"
     "                   library's choice, shown as 'default')\n"
-    "  --batch N        prefill chunk in tokens (default: the library's, 64)\n"
+    "  --batch N        prefill chunk in tokens (default: the backend's, 512 gpu, 64 cpu)\n"
     "  --seed S         seed of the pseudo-random ids (default 42)\n"
     "  --bandwidth GBPS streaming-read bandwidth (build/bandwidth) for decode's roofline\n"
     "  --json           one JSON object per row (JSON Lines) instead of the table\n"

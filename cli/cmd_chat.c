@@ -31,7 +31,7 @@ static const char *const usage_chat =
     "(Ctrl-D) exits. Ctrl-C stops the reply in progress; at the prompt it exits.\n"
     "  -m FILE              the model (GGUF, with a tokenizer)\n"
     "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
-    "  --batch N            prefill chunk in tokens (default 64)\n"
+    "  --batch N            prefill chunk in tokens (default 512 gpu, 64 cpu)\n"
     "  --backend B          auto (default: WebGPU on a hardware GPU, else cpu), gpu, cpu, cpu-ref,\n"
     "                       cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (see lean\n"
     "                       run --help)\n"

@@ -36,7 +36,7 @@ static const char *const usage_run =
     "               (with none of the three, the prompt is read from stdin)\n"
     "  -n N         tokens to generate (default 16)\n"
     "  --ctx N      context length in tokens (default: the model's, at most 4096)\n"
-    "  --batch N    prefill chunk in tokens (default 64)\n"
+    "  --batch N    prefill chunk in tokens (default 512 gpu, 64 cpu)\n"
     "  -t N         CPU threads (default 0: one per CPU)\n"
     "  --backend B  auto (the default: gpu on a hardware GPU adapter, else cpu), gpu (WebGPU,\n"
     "               software adapters too), cpu (the CPU kernels: the best table this CPU runs,\n"

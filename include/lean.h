@@ -117,7 +117,7 @@ typedef struct lean_ctx lean_ctx;
 
 typedef struct lean_ctx_params {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's n_ctx_train capped at 4096 */
-    int32_t n_batch;   /* prefill chunk in tokens; 0 = 64 */
+    int32_t n_batch;   /* prefill chunk in tokens; 0 = the backend's: 512 on the GPU, 64 on the CPU */
     int32_t n_threads; /* CPU threads; 0 = one per CPU this process may use (1 in wasm) */
     /* Which backend computes:
      *   NULL or "auto": WebGPU when a hardware GPU adapter is found and the model loads onto
@@ -142,6 +142,8 @@ LEAN_API void lean_ctx_free(lean_ctx *c);
 /* Tokens resident in the KV cache; the next prefill/decode writes at this position. */
 LEAN_API int32_t lean_ctx_pos(const lean_ctx *c);
 LEAN_API int32_t lean_ctx_n_ctx(const lean_ctx *c);
+/* The prefill chunk in tokens: n_batch as asked, or the backend's default (lean_ctx_params). */
+LEAN_API int32_t lean_ctx_n_batch(const lean_ctx *c);
 /* Forget every position >= n_pos (0 <= n_pos <= lean_ctx_pos). */
 LEAN_API lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err);
 
@@ -575,7 +577,7 @@ typedef struct lean_chat_session lean_chat_session;
 
 typedef struct lean_chat_session_params {
     int32_t n_ctx;                /* KV cache length in tokens; 0 = lean_ctx's default */
-    int32_t n_batch;              /* prefill chunk in tokens (one step); 0 = 64 */
+    int32_t n_batch;              /* prefill chunk in tokens (one step); 0 = the backend's (lean_ctx_params) */
     lean_sampler_params sampling; /* how reply ids are drawn; default lean_sampler_default_params */
     const char *template_source;  /* nullable: a Jinja chat template used instead of the model's */
     int32_t chatml_fallback;      /* nonzero: ChatML (lean_chat_template_chatml) when the model has

@@ -381,7 +381,12 @@ static void test_ctx_params(void) {
     lean_ctx *c = NULL;
     CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_OK, "%s", err.msg);
     CHECK(c && lean_ctx_n_ctx(c) == 256 && lean_ctx_pos(c) == 0, "n_ctx 0 -> n_ctx_train 256");
+    CHECK(c && lean_ctx_n_batch(c) == 64, "n_batch 0 -> the CPU's 64: %d", c ? lean_ctx_n_batch(c) : -1);
     lean_ctx_free(c);
+    p.n_batch = 1000; /* more than the context: one chunk holds at most n_ctx */
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_OK && lean_ctx_n_batch(c) == 256, "n_batch 1000 -> 256");
+    lean_ctx_free(c);
+    p.n_batch = 0;
     CHECK(lean_ctx_create(m, NULL, &c, &err) == LEAN_OK && lean_ctx_n_ctx(c) == 256, "NULL params");
     lean_ctx_free(c);
     p.n_ctx = -1;

@@ -185,6 +185,29 @@ static void test_context_end(void) {
     unlink(path);
 }
 
+/* The prefill chunk: the GPU's own (512) when none is asked, never more than the context. */
+static void test_batch_default(void) {
+    char path[256];
+    lean_model *m = load_tiny("llama", LEAN_TYPE_F32, path, sizeof path);
+    if (!m) return;
+    const struct { int32_t n_ctx, asked, want; } cases[] = {{1024, 0, 512}, {100, 0, 100}, {1024, 7, 7}, {50, 600, 50}};
+    for (int i = 0; i < 4; i++) {
+        lean_error err;
+        lean_ctx *c = NULL;
+        lean_ctx_params cp = lean_ctx_default_params();
+        cp.backend = "gpu";
+        cp.n_ctx = cases[i].n_ctx;
+        cp.n_batch = cases[i].asked;
+        CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "gpu ctx: %s", err.msg);
+        if (c)
+            CHECK(lean_ctx_n_batch(c) == cases[i].want, "n_ctx %d, n_batch %d asked: %d, want %d", cases[i].n_ctx,
+                  cases[i].asked, lean_ctx_n_batch(c), cases[i].want);
+        lean_ctx_free(c);
+    }
+    lean_model_free(m);
+    unlink(path);
+}
+
 /* Misuse, and a device lost mid-generation. */
 static void test_errors(void) {
     char path[256];
@@ -412,6 +435,7 @@ int main(void) {
     for (int a = 0; a < 3; a++) test_against_host(archs[a], LEAN_TYPE_F32);
     test_against_host("llama", LEAN_TYPE_Q4_0);
     test_context_end();
+    test_batch_default();
     test_errors();
     test_chat();
     return test_finish("test_gpu_gen");

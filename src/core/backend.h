@@ -20,6 +20,9 @@ typedef struct lean_backend_config {
 
 typedef struct lean_backend {
     const char *name;
+    /* the prefill chunk (n_batch) when the caller names none: the GPU's kernels fill the
+     * device only with hundreds of tokens a call, the CPU's gain nothing past tens */
+    int32_t n_batch_default;
     /* n_ctx: KV cache length; n_batch: the most tokens one prefill call gets. NULL when
      * create_config is given (session.c calls create_config first). */
     lean_status (*create)(const lean_model *m, int32_t n_ctx, int32_t n_batch,

@@ -25,8 +25,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define DEFAULT_N_BATCH 64
-
 typedef struct chat_buf { /* bytes, always with room for a NUL after them */
     char *p;
     size_t n, cap;
@@ -167,8 +165,7 @@ lean_status lean_chat_session_create(const lean_model *m, const lean_chat_sessio
     cp.backend = p.backend;
     if ((st = lean_ctx_create(m, &cp, &s->ctx, err)) != LEAN_OK) goto fail;
     s->n_ctx = lean_ctx_n_ctx(s->ctx);
-    s->n_batch = p.n_batch ? p.n_batch : DEFAULT_N_BATCH;
-    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    s->n_batch = lean_ctx_n_batch(s->ctx);
     if (s->n_predict >= s->n_ctx) {
         st = LEAN_FAIL(err, LEAN_ERR_ARG, "n_predict %d leaves no room for a prompt in a context of %d",
                        s->n_predict, s->n_ctx);

@@ -52,7 +52,12 @@ static lean_status create_state(const lean_backend *be, const lean_model *m, con
 }
 
 #define DEFAULT_N_CTX_CAP 4096
-#define DEFAULT_N_BATCH 64
+
+/* the prefill chunk: the one asked for, else the backend's; never more than the context */
+static int32_t batch_of(const lean_backend *be, int32_t asked, int32_t n_ctx) {
+    const int32_t b = asked ? asked : be->n_batch_default;
+    return b < n_ctx ? b : n_ctx;
+}
 
 struct lean_ctx {
     const lean_model *m;
@@ -101,9 +106,6 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     if (n_ctx > LEAN_MAX_N_CTX)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx %d is more than lean supports (%d)", n_ctx,
                          LEAN_MAX_N_CTX);
-    int32_t n_batch = params.n_batch ? params.n_batch : DEFAULT_N_BATCH;
-    if (n_batch > n_ctx) n_batch = n_ctx; /* a chunk never holds more than the context */
-
     lean_ctx *c = lean_calloc(1, sizeof *c);
     float *logits = lean_malloc(sizeof *logits * (size_t)m->hp.n_vocab);
     if (!c || !logits) {
@@ -111,12 +113,14 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
         lean_free(logits);
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
     }
-    *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = n_batch, .logits = logits};
-    const lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = params.n_threads,
-                                     .isa = bc.isa, .hardware_only = bc.ladder};
+    *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = batch_of(bc.be, params.n_batch, n_ctx),
+                    .logits = logits};
+    lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = c->n_batch, .n_threads = params.n_threads,
+                               .isa = bc.isa, .hardware_only = bc.ladder};
     lean_status st = create_state(c->be, m, &cfg, &c->state, err);
     if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.ladder) { /* out of memory stays an error */
         c->be = &lean_backend_cpu;
+        cfg.n_batch = c->n_batch = batch_of(c->be, params.n_batch, n_ctx);
         st = create_state(c->be, m, &cfg, &c->state, err);
     }
     if (st != LEAN_OK) {
@@ -146,6 +150,7 @@ lean_backend_state *lean_ctx_backend_state(lean_ctx *c) { return c->state; }
 
 int32_t lean_ctx_pos(const lean_ctx *c) { return c->pos; }
 int32_t lean_ctx_n_ctx(const lean_ctx *c) { return c->n_ctx; }
+int32_t lean_ctx_n_batch(const lean_ctx *c) { return c->n_batch; }
 
 static lean_status check_no_gen(const lean_ctx *c, const char *what, lean_error *err) {
     return c->gen.on ? LEAN_FAIL(err, LEAN_ERR_ARG, "%s during a generation (lean_gen_end first)", what) : LEAN_OK;

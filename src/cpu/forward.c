@@ -508,6 +508,7 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
 
 const lean_backend lean_backend_cpu = {
     .name = "cpu",
+    .n_batch_default = 64,
     .create = cpu_create,
     .create_config = cpu_create_config,
     .forward = cpu_forward,

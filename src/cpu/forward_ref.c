@@ -256,6 +256,7 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
 
 const lean_backend lean_backend_cpu_ref = {
     .name = "cpu_ref",
+    .n_batch_default = 64,
     .create = cpu_create,
     .forward = cpu_forward,
     .destroy = cpu_destroy,

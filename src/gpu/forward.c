@@ -616,6 +616,7 @@ lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_err
 
 const lean_backend lean_backend_gpu = {
     .name = "gpu",
+    .n_batch_default = 512,
     .create_config = gpu_create_config,
     .forward = gpu_forward,
     .destroy = gpu_destroy,
