@@ -10,6 +10,7 @@
 #   kmin:N        TILE_SPLIT_MIN_STEPS, the fewest 128-column steps a split's part takes
 #   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (weights.c's VEC_* enum; RPW_SHORT
 #                 defaults to RPW, SHORT_CPL to 1)
+#   vocab:N       VEC_RPW_VOCAB, outputs a matmul_vec workgroup of the logits' matrix
 #   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (weights.c)
 #   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
 #   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
@@ -46,6 +47,7 @@ for shape in $shapes; do
         wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
         ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
         kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
+        vocab:*) set_n src/gpu/weights.c "VEC_RPW_VOCAB = @" "${knob#*:}" ;;
         vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${knob#*:}" ;;
         norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${knob#*:}" ;;
         chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${knob#*:}" ;;

@@ -321,10 +321,11 @@ static void test_repack_pieces(lean_gpu_buf *step) {
     matrix_free(&m);
 }
 
-/* 262141 rows: 65536 workgroups of matmul_vec's 4 rows, split over x and y. */
+/* 524281 rows: 65536 workgroups of matmul_vec's 8 rows (VEC_RPW_VOCAB, weights.c: this
+ * many outputs are a vocabulary's), split over x and y. */
 static void test_many_groups(lean_gpu_buf *step) {
     matrix m;
-    matrix_make(&m, LEAN_TYPE_F32, 4 * 65535 + 1, 1);
+    matrix_make(&m, LEAN_TYPE_F32, 8 * 65535 + 1, 1);
     const int64_t rows = m.t.ne[1];
     gpu_weight gw = {0};
     lean_gpu_buf *xb = buf_new(4, LEAN_GPU_STORAGE), *yb = buf_new(rows * 4, LEAN_GPU_STORAGE);

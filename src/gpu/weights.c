@@ -328,6 +328,11 @@ enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 /* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm
  * (smollm2-1.7b tg128 q4_0 1.01x, q8_0 1.01x against 2) */
 enum { VEC_RPW_NORMED = 4 };
+/* the logits' matrix, a row a vocabulary entry: VEC_RPW_VOCAB outputs a workgroup from
+ * VEC_VOCAB_OUTS outputs on, where 2 made tens of thousands of workgroups of a few KiB each
+ * (H200 tg128 qwen2.5-0.5b q8_0, 151936 rows: 1135 tokens/s at 8, 1100 at 2, 1108 at 16;
+ * smollm2's 49152 rows within 1%: docs/runs/2026-12-03-gpu-h200-table.md) */
+enum { VEC_RPW_VOCAB = 8, VEC_VOCAB_OUTS = 16384 };
 _Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0 && VEC_RPW_NORMED % 2 == 0,
                "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
@@ -513,7 +518,8 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
 }
 
 /* matmul_vec's outputs per workgroup for w */
-static uint32_t vec_rpw(const gpu_weight *w, bool normed) {
+static uint32_t vec_rpw(const gpu_weight *w, uint64_t outs, bool normed) {
+    if (outs >= VEC_VOCAB_OUTS) return VEC_RPW_VOCAB;
     if ((row_chunks(w) + VEC_WG - 1) / VEC_WG <= VEC_SHORT_CPL) return VEC_RPW_SHORT;
     return normed ? VEC_RPW_NORMED : VEC_RPW;
 }
@@ -541,7 +547,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
                                    const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
-    const uint32_t rpw = vec_rpw(w, normed);
+    const uint32_t rpw = vec_rpw(w, outs, normed);
     lean_status st = split_groups(g, (outs + rpw - 1) / rpw, "matmul_vec", &m->vec_x, &m->vec_y, err);
     const uint32_t norm_at = 3 + (out->mode == GPU_MM_BIAS);
     lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
