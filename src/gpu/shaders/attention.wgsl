@@ -10,7 +10,10 @@
 // dimension — lane (g, v), g < KG = WG / HD4 key groups, adds keys g, g + KG, ... of vec4 v of
 // the values — so a tile costs WG / KG steps, not WG. The key groups' sums are added in group
 // order at the end. Decode is latency, not bytes: a step's attention is one workgroup a head
-// up to ATT_CHUNK keys (ops.h), with no merge to dispatch.
+// up to ATT_CHUNK keys (ops.h), with no merge to dispatch; and a tile's three reads go out
+// together — every lane reads the query itself (the same 16 B at once: one broadcast), and
+// each lane's values are loaded before the scores are, so one memory round trip a tile
+// waits, not three (the sums are the same as with the reads in turn).
 // Unsplit (one workgroup along z): keys 0..p, out = acc / l into the att row. Split (z > 1):
 // workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its partial (acc, m, l)
 // after the att rows; attn_combine.wgsl merges them. CHUNK is the step's (step.chunk,
@@ -28,7 +31,6 @@
 const KV4: u32 = KV_DIM / 4u;
 const STEPS: u32 = (WG + KG - 1u) / KG; // keys of a tile one lane's value sum takes
 
-var<workgroup> qs: array<vec4<f32>, HD4>;      // this head's query
 var<workgroup> pr: array<f32, WG>;             // the tile's e^(score - m)
 var<workgroup> part: array<vec4<f32>, KG * HD4>; // the key groups' value sums
 
@@ -44,20 +46,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         k0 = wid.z * step.chunk;
         k1 = min(k0 + step.chunk, n_keys);
     }
-    if (lid < HD4) { qs[lid] = q[h * HD4 + lid]; }
-    workgroupBarrier();
-
+    let qo = h * HD4; // this head's query, in vec4s
     let g = lid / HD4; // the lane's key group and vec4 of the values
     let v = lid % HD4;
     var m = -3.0e38; // running maximum of the scores (finite: WGSL has no infinity literal)
     var l = 0.0;     // running sum of e^(score - m)
     var acc = vec4<f32>(0.0);
     for (var j0 = k0; j0 < k1; j0 += WG) {
+        let n_in = min(WG, k1 - j0);
+        var vt: array<vec4<f32>, STEPS>; // the tile's values this lane adds: keys g + u * KG
+        if (g < KG) {
+            for (var u = 0u; u < STEPS; u++) { // a constant count: the loads go out together
+                let jj = g + u * KG;
+                if (jj < n_in) { vt[u] = vc[(j0 + jj) * KV4 + kvo + v]; }
+            }
+        }
         let j = j0 + lid;
         var sc = -3.0e38;
         if (j < k1) {
             var dot4 = vec4<f32>(0.0); // four partial sums, so the HD4 loads go out together
-            for (var i = 0u; i < HD4; i++) { dot4 += qs[i] * kc[j * KV4 + kvo + i]; }
+            for (var i = 0u; i < HD4; i++) { dot4 += q[qo + i] * kc[j * KV4 + kvo + i]; }
             sc = (dot4.x + dot4.y + dot4.z + dot4.w) * SCALE;
         }
         let m_new = max(m, wg_max(sc, lid));
@@ -69,12 +77,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
         let corr = exp(m - m_new);
         l = l * corr + wg_sum(e, lid);
-        let n_in = min(WG, k1 - j0);
         if (g < KG) {
             var a = acc * corr;
-            for (var u = 0u; u < STEPS; u++) { // a constant count: the loads can go out together
+            for (var u = 0u; u < STEPS; u++) {
                 let jj = g + u * KG;
-                if (jj < n_in) { a += pr[jj] * vc[(j0 + jj) * KV4 + kvo + v]; }
+                if (jj < n_in) { a += pr[jj] * vt[u]; }
             }
             acc = a;
         }
