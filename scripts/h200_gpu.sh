@@ -2,8 +2,12 @@
 # h200_gpu.sh — what runs on the H200 machine (the `device` tool): Vulkan loader from the
 # carried Debian package, lean built there, the GPU tests, and `lean bench --backend gpu`.
 #
-#   carry: .gl (Debian's libvulkan1 .deb), build/webgpu (libwebgpu_wrapper.so from
-#          scripts/setup_webgpu.sh), build/vocab (tokenizer GGUFs from scripts/make_vocabs.sh)
+#   carry: .gl (Debian's .debs of the Vulkan loader and the GL dispatch libraries NVIDIA's
+#          Vulkan driver, libGLX_nvidia, loads: with the loader alone it finds no driver —
+#          `echo /.gl/ >>.git/info/exclude; mkdir -p .gl; (cd .gl && apt-get download
+#          libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)`), build/webgpu
+#          (libwebgpu_wrapper.so from scripts/setup_webgpu.sh), build/vocab (tokenizer GGUFs
+#          from scripts/make_vocabs.sh)
 #   run:   bash scripts/h200_gpu.sh tests [NAME..] # the GPU test programs (or those named), against fixtures
 #          bash scripts/h200_gpu.sh bench MODEL... # MODEL = preset:type, e.g. smollm2-360m:q4_0
 # Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
