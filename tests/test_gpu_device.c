@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- layouts: offsets and sizes from dawn-layouts.txt ---- */
 
@@ -411,6 +412,38 @@ static void test_out_of_memory(lean_gpu *g) {
     CHECK(one_pass(g, 400, &err) == LEAN_OK, "after the failures: %s", err.msg);
 }
 
+/* LEAN_GPU_DUMP=1: each kernel named on stderr before it is made, then the library's log of
+ * it (Dawn's dump_shaders: the WGSL with our constants, then what it became), between markers. */
+static void test_dump(void) {
+    char path[] = "/tmp/lean_dump_XXXXXX";
+    const int fd = mkstemp(path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0, "temp file");
+    if (fd < 0 || saved < 0) return;
+    fflush(stderr);
+    dup2(fd, 2);
+    setenv("LEAN_GPU_DUMP", "1", 1);
+    lean_gpu *g = NULL;
+    lean_error err;
+    const lean_status st = lean_gpu_open(&g, &err);
+    lean_gpu_const c[] = {{"N", 'u', 12345}, {"MUL", 'u', 3}, {"ADD", 'u', 1}};
+    const bool made = st == LEAN_OK && make_pipeline(g, "dumped kernel", affine_src, c, 3) != NULL;
+    lean_gpu_close(g);
+    unsetenv("LEAN_GPU_DUMP");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK(made, "dump: no pipeline: %s", st == LEAN_OK ? "" : err.msg);
+    char text[1 << 16];
+    const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    text[n > 0 ? n : 0] = 0;
+    const char *named = strstr(text, "=== lean-gpu-pipeline dumped kernel\n");
+    const char *log = named ? strstr(named, "<<< lean-gpu-log\n") : NULL;
+    CHECK(named && log && strstr(log, "12345") && strstr(log, ">>> lean-gpu-log\n"),
+          "dump: the kernel's name, then its text between the markers: %.300s", text);
+}
+
 int main(void) {
     test_layouts();
     test_shaders();
@@ -428,5 +461,6 @@ int main(void) {
     test_out_of_memory(g);
     test_lost(g);
     lean_gpu_close(g);
+    test_dump();
     return test_finish("test_gpu_device");
 }

@@ -52,6 +52,20 @@ static void on_uncaptured_error(const WGPUDevice *device, WGPUErrorType type, WG
                    message);
 }
 
+/* LEAN_GPU_DUMP=1: the library's log (Dawn's dump_shaders: each kernel's WGSL and what it
+ * became, SPIR-V on Vulkan) on stderr, a message between marker lines, for
+ * scripts/h200_vk_stats.sh; pipeline.c names each kernel before it is made. */
+bool gpu_dump_wanted(void) {
+    const char *e = getenv("LEAN_GPU_DUMP");
+    return e && strcmp(e, "1") == 0;
+}
+
+static void on_log(uint32_t type, WGPUStringView message, void *userdata1, void *userdata2) {
+    (void)type, (void)userdata1, (void)userdata2;
+    const size_t n = message.length == WGPU_STRLEN ? (message.data ? strlen(message.data) : 0) : message.length;
+    fprintf(stderr, "<<< lean-gpu-log\n%.*s\n>>> lean-gpu-log\n", (int)n, message.data ? message.data : "");
+}
+
 lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err) {
     WGPUFutureWaitInfo wait = {f, 0};
     for (;;) {
@@ -214,12 +228,14 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
      * range by construction (shapes checked when a pipeline is made, ids clamped in-kernel),
      * and the clamps cost the H200 a third of its prefill speed (docs/runs/2026-12-03-*).
      * LEAN_GPU_ROBUST=1 puts them back. */
-    static const char *const unrobust[] = {"disable_robustness"};
     const char *rb = getenv("LEAN_GPU_ROBUST");
-    const bool no_robust = !(rb && strcmp(rb, "1") == 0);
-    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, no_robust, unrobust,
+    const char *enabled[2];
+    size_t n_enabled = 0;
+    if (!(rb && strcmp(rb, "1") == 0)) enabled[n_enabled++] = "disable_robustness";
+    if (gpu_dump_wanted()) enabled[n_enabled++] = "dump_shaders"; /* what Dawn compiled each kernel to */
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, n_enabled, enabled,
                                          gpu_profile_wanted(), unquantized};
-    if (gpu_profile_wanted() || no_robust) desc.nextInChain = &toggles.chain;
+    if (gpu_profile_wanted() || n_enabled) desc.nextInChain = &toggles.chain;
     gpu_async r = {.done = false};
     WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, &r, NULL};
     WGPUFuture f = g->w.AdapterRequestDevice(g->adapter, &desc, info);
@@ -230,6 +246,8 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
                          r.msg[0] ? r.msg : "request failed");
     g->device = r.handle;
     g->queue = g->w.DeviceGetQueue(g->device);
+    if (gpu_dump_wanted() && g->w.DeviceSetLoggingCallback)
+        g->w.DeviceSetLoggingCallback(g->device, (WGPULoggingCallbackInfo){NULL, on_log, NULL, NULL});
     return LEAN_OK;
 }
 

@@ -79,6 +79,7 @@ struct lean_gpu {
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
  * says in which order) and writes its path to path. LEAN_ERR_UNSUPPORTED naming every place tried. */
 lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err);
+bool gpu_dump_wanted(void); /* LEAN_GPU_DUMP=1 (device.c) */
 /* Whether the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name. */
 bool gpu_vulkan_loader_present(const char *library);
 

@@ -8,8 +8,8 @@
  *      programs in build/tests use build/webgpu) — where scripts/setup_webgpu.sh copies Dawn
  *   3. the plain names libwebgpu_wrapper.so, libwebgpu_dawn.so, libwgpu_native.so (the
  *      dynamic loader's own search path)
- * Every function of wgpu_api (webgpu.h) must resolve, else the library is refused naming the
- * first missing symbol. The library stays loaded until the process exits: Dawn and the
+ * Every function of wgpu_api (webgpu.h) but the optional ones must resolve, else the library
+ * is refused naming the first missing symbol. The library stays loaded until the process exits: Dawn and the
  * drivers below it (Mesa starts threads) are not safe to unload.
  *
  * In the wasm32 build there is no dlopen: gpu_load_library says WebGPU is not in this build
@@ -43,11 +43,13 @@ bool gpu_vulkan_loader_present(const char *library) {
 #include <limits.h>
 #include <unistd.h>
 
-/* Each member of wgpu_api and its symbol: "wgpu" + the member's name. */
-#define SYM(name) {"wgpu" #name, offsetof(wgpu_api, name)}
+/* Each member of wgpu_api and its symbol: "wgpu" + the member's name; OPT: may be missing. */
+#define SYM(name) {"wgpu" #name, offsetof(wgpu_api, name), false}
+#define OPT(name) {"wgpu" #name, offsetof(wgpu_api, name), true}
 static const struct {
     const char *symbol;
     size_t offset;
+    bool optional;
 } api_symbols[] = {
     SYM(CreateInstance), SYM(InstanceRequestAdapter), SYM(InstanceWaitAny), SYM(InstanceRelease),
     SYM(AdapterGetInfo), SYM(AdapterInfoFreeMembers), SYM(AdapterGetLimits), SYM(AdapterHasFeature),
@@ -64,8 +66,10 @@ static const struct {
     SYM(CommandEncoderRelease), SYM(CommandBufferRelease), SYM(ComputePassEncoderSetPipeline),
     SYM(ComputePassEncoderSetBindGroup), SYM(ComputePassEncoderDispatchWorkgroups),
     SYM(ComputePassEncoderEnd), SYM(ComputePassEncoderRelease), SYM(QuerySetDestroy), SYM(QuerySetRelease),
+    OPT(DeviceSetLoggingCallback),
 };
 #undef SYM
+#undef OPT
 /* Every member is listed (a member left out would stay NULL). */
 _Static_assert(sizeof api_symbols / sizeof api_symbols[0] * sizeof(void (*)(void)) == sizeof(wgpu_api),
                "api_symbols must name every member of wgpu_api");
@@ -92,7 +96,7 @@ static bool try_library(const char *path, wgpu_api *w, tried *t) {
     }
     for (size_t i = 0; i < sizeof api_symbols / sizeof api_symbols[0]; i++) {
         void *f = dlsym(lib, api_symbols[i].symbol);
-        if (!f) {
+        if (!f && !api_symbols[i].optional) {
             char why[96];
             snprintf(why, sizeof why, "no symbol %s", api_symbols[i].symbol);
             tried_add(t, path, why);

@@ -244,6 +244,14 @@ typedef void (*WGPUDeviceLostCallback)(const WGPUDevice *device, WGPUDeviceLostR
                                        WGPUStringView message, void *userdata1, void *userdata2);
 typedef void (*WGPUUncapturedErrorCallback)(const WGPUDevice *device, WGPUErrorType type,
                                             WGPUStringView message, void *userdata1, void *userdata2);
+/* type: 1 verbose, 2 info, 3 warning, 4 error */
+typedef void (*WGPULoggingCallback)(uint32_t type, WGPUStringView message, void *userdata1, void *userdata2);
+typedef struct WGPULoggingCallbackInfo { /* no mode field (../shared/webgpu/NOTES.md) */
+    WGPUChainedStruct *nextInChain; /* 0x00 */
+    WGPULoggingCallback callback;   /* 0x08 */
+    void *userdata1;                /* 0x10 */
+    void *userdata2;                /* 0x18 */
+} WGPULoggingCallbackInfo;
 typedef void (*WGPUPopErrorScopeCallback)(WGPUPopErrorScopeStatus status, WGPUErrorType type,
                                           WGPUStringView message, void *userdata1, void *userdata2);
 typedef void (*WGPUBufferMapCallback)(WGPUMapAsyncStatus status, WGPUStringView message, void *userdata1,
@@ -458,6 +466,9 @@ typedef struct wgpu_api {
 
     void (*QuerySetDestroy)(WGPUQuerySet set);
     void (*QuerySetRelease)(WGPUQuerySet set);
+
+    /* optional (NULL where the library has none): Dawn's own */
+    void (*DeviceSetLoggingCallback)(WGPUDevice device, WGPULoggingCallbackInfo info);
 } wgpu_api;
 
 #endif
