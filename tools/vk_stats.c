@@ -51,6 +51,20 @@ typedef struct binding {
     VkDescriptorType type;
 } binding;
 
+/* The name of the module's first compute entry point into name (Dawn may rename "main"). */
+static void entry_name(const uint32_t *w, size_t n, char *name, size_t cap) {
+    snprintf(name, cap, "main");
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        const uint32_t len = w[i] >> 16, op = w[i] & 0xffff;
+        if (op == 15 && len >= 4 && w[i + 1] == 5 && i + len <= n) { /* OpEntryPoint GLCompute id "name" */
+            const char *s = (const char *)&w[i + 3];
+            snprintf(name, cap, "%.*s", (int)strnlen(s, (len - 3) * 4), s);
+            return;
+        }
+        i += len;
+    }
+}
+
 /* The descriptors and push constants the module uses (see the top of the file). */
 static int module_bindings(const uint32_t *w, size_t n, binding *out, int *n_out, int *push) {
     static uint32_t set_of[MAX_IDS], bind_of[MAX_IDS], block_of[MAX_IDS], ptr_type[MAX_IDS];
@@ -180,12 +194,13 @@ int main(int argc, char **argv) {
                                          .pCode = code};
         VkShaderModule sm;
         if ((r = vkCreateShaderModule(dev, &smci, NULL, &sm))) die("vkCreateShaderModule", r);
-        /* Dawn names every entry point "main" unless told otherwise; lean's are "main" */
+        char entry[128];
+        entry_name(code, n, entry, sizeof entry);
         VkComputePipelineCreateInfo cci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
             .flags = stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
             .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                      .module = sm, .pName = "main"},
+                      .module = sm, .pName = entry},
             .layout = pl};
         VkPipeline p;
         if ((r = vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cci, NULL, &p))) {
