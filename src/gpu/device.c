@@ -248,6 +248,8 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
     g->queue = g->w.DeviceGetQueue(g->device);
     if (gpu_dump_wanted() && g->w.DeviceSetLoggingCallback)
         g->w.DeviceSetLoggingCallback(g->device, (WGPULoggingCallbackInfo){NULL, on_log, NULL, NULL});
+    else if (gpu_dump_wanted())
+        fprintf(stderr, "lean: LEAN_GPU_DUMP: %s has no wgpuDeviceSetLoggingCallback; no log\n", g->library);
     return LEAN_OK;
 }
 

@@ -9,8 +9,8 @@
  *   3. the plain names libwebgpu_wrapper.so, libwebgpu_dawn.so, libwgpu_native.so (the
  *      dynamic loader's own search path)
  * Every function of wgpu_api (webgpu.h) but the optional ones must resolve, else the library
- * is refused naming the first missing symbol. The library stays loaded until the process exits: Dawn and the
- * drivers below it (Mesa starts threads) are not safe to unload.
+ * is refused naming the first missing symbol. The library stays loaded until the process
+ * exits: Dawn and the drivers below it (Mesa starts threads) are not safe to unload.
  *
  * In the wasm32 build there is no dlopen: gpu_load_library says WebGPU is not in this build
  * (the browser build reaches WebGPU through JavaScript instead). */
