@@ -69,15 +69,13 @@ fn col_q4_1(c: u32, i: u32) -> u32 { return col_nib(c, i); }
 fn col_q5_0(c: u32, i: u32) -> u32 { return col_nib(c, i); }
 fn col_q5_1(c: u32, i: u32) -> u32 { return col_nib(c, i); }
 
-// wv[0..7] = the 8 quants of chunk k (4 bits from qs word, fifth bit from qh when bits = 5)
-fn nibbles(qs: u32, qh: u32, k: u32, bits: u32) {
-    for (var j = 0u; j < 4u; j++) {
-        let lo = (qs >> (8u * j)) & 0xfu;
-        let hi = (qs >> (8u * j + 4u)) & 0xfu;
-        let h5 = select(0u, 1u, bits == 5u);
-        wv[j] = f32(lo | ((((qh >> (4u * k + j)) & h5) << 4u)));
-        wv[4u + j] = f32(hi | ((((qh >> (16u + 4u * k + j)) & h5) << 4u)));
-    }
+// quant i (0..7) of chunk k as a float: i < 4 the low nibble of byte i of qs, else the high
+// nibble of byte i - 4; its fifth bit from qh when bits = 5
+fn nib(qs: u32, qh: u32, k: u32, bits: u32, i: u32) -> f32 {
+    let j = i & 3u;
+    let hi = i >> 2u;
+    let h5 = select(0u, 1u, bits == 5u);
+    return f32(((qs >> (8u * j + 4u * hi)) & 0xfu) | (((qh >> (16u * hi + 4u * k + j)) & h5) << 4u));
 }
 
 fn dq_q8_0(row: u32, c: u32) {
@@ -90,12 +88,14 @@ fn dq_q8_0(row: u32, c: u32) {
         wv[4u + j] = f32(byte_i(q1, j)) * d;
     }
 }
+
+// Each weight below is written once, in one expression of the reference's operations (no
+// second pass over wv: decode, then scale).
 // Q4_0 / Q5_0: (q - 2^(bits-1)) * d; the integer subtraction first, as the reference
 fn dq_sym(b: u32, qs: u32, qh: u32, k: u32, bits: u32) {
-    nibbles(qs, qh, k, bits);
     let d = split_scale(b);
     let zero = f32(1u << (bits - 1u));
-    for (var i = 0u; i < 8u; i++) { wv[i] = (wv[i] - zero) * d; } // q - zero is exact in f32
+    for (var i = 0u; i < 8u; i++) { wv[i] = (nib(qs, qh, k, bits, i) - zero) * d; } // q - zero is exact in f32
 }
 fn dq_q4_0(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
@@ -107,9 +107,8 @@ fn dq_q5_0(row: u32, c: u32) {
 }
 // Q4_1 / Q5_1: q * d + m, d and m the two halves of the block's first word
 fn dq_min(dm: u32, qs: u32, qh: u32, k: u32, bits: u32) {
-    nibbles(qs, qh, k, bits);
     let s = unpack2x16float(dm);
-    for (var i = 0u; i < 8u; i++) { wv[i] = wv[i] * s.x + s.y; }
+    for (var i = 0u; i < 8u; i++) { wv[i] = nib(qs, qh, k, bits, i) * s.x + s.y; }
 }
 fn dq_q4_1(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
