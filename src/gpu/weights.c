@@ -328,6 +328,13 @@ enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 /* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm
  * (smollm2-1.7b tg128 q4_0 1.01x, q8_0 1.01x against 2) */
 enum { VEC_RPW_NORMED = 4 };
+/* Two variants off until the H200 has measured them (each the same sums; both are tested):
+ * VEC_PREFETCH, a normed matmul_vec decoding its lanes' first chunk of every row before it
+ * sums the row's squares (matmul_vec.wgsl's PRE; chunks of up to VEC_PREFETCH_CH weights: the
+ * K-quants' 16 would hold 2 x RPW_NORMED x 16 registers), and TILE_PIPE, matmul_tiled decoding
+ * chunk c + 1 before chunk c's multiply-adds (its PIPE). LEAN_GPU_VEC_PREFETCH=0|1 and
+ * LEAN_GPU_TILE_PIPE=0|1 override them (the tests run both). */
+enum { VEC_PREFETCH = 0, VEC_PREFETCH_CH = 8, TILE_PIPE = 0 };
 /* the logits' matrix, a row a vocabulary entry: VEC_RPW_VOCAB outputs a workgroup from
  * VEC_VOCAB_OUTS outputs on, where 2 made tens of thousands of workgroups of a few KiB each
  * (H200 tg128 qwen2.5-0.5b q8_0, 151936 rows: 1135 tokens/s at 8, 1100 at 2, 1108 at 16;
@@ -517,6 +524,12 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
+/* a variant's switch: the environment's 0 or 1, else the default */
+static bool switch_on(const char *name, bool dflt) {
+    const char *e = getenv(name);
+    return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
+}
+
 /* matmul_vec's outputs per workgroup for w */
 static uint32_t vec_rpw(const gpu_weight *w, uint64_t outs, bool normed) {
     if (outs >= VEC_VOCAB_OUTS) return VEC_RPW_VOCAB;
@@ -558,6 +571,8 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
+    k[n++] = (lean_gpu_const){"PRE", 'u', normed && switch_on("LEAN_GPU_VEC_PREFETCH", VEC_PREFETCH) &&
+                                                 format_of(w->type)->chunk <= VEC_PREFETCH_CH};
     if (st == LEAN_OK)
         st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", vec_out_fn(out), k, n, &m->vec, err);
     if (st == LEAN_OK)
@@ -569,9 +584,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
  * TILE_WIDE_MIN, or for every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to
  * run both shapes on every format and mode. */
 static bool tile_wide(uint64_t outs, uint64_t cols) {
-    const char *env = getenv("LEAN_GPU_TILE_WIDE");
-    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
-    return outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN;
+    return switch_on("LEAN_GPU_TILE_WIDE", outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN);
 }
 
 /* matmul_tiled's shape for a matrix of rows x cols in mode: invocations gr x gt, output tiles,
@@ -643,8 +656,8 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
                             {"TT", 'u', TILE_T / t.gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x},
                             {"TILES_O", 'u', (double)t.tiles_o}, {"KSPLIT", 'u', (double)t.ksplit},
-                            {"SPS", 'u', (double)t.sps}};
-    const int n = 9 + out_consts(out, outs, 4, 0, k + 9);
+                            {"SPS", 'u', (double)t.sps}, {"PIPE", 'u', switch_on("LEAN_GPU_TILE_PIPE", TILE_PIPE)}};
+    const int n = 10 + out_consts(out, outs, 4, 0, k + 10);
     /* split: y is the part buffer, written by tile_part; the mode is the combine's */
     lean_gpu_bind b[N_BINDS];
     memcpy(b, binds, sizeof b);

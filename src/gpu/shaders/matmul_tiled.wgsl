@@ -32,7 +32,7 @@
 // Workgroup index: flat = wid.y * NX + wid.x (split like matmul_vec): outputs tile
 // flat % TILES_O, split flat / TILES_O; tokens tile wid.z.
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
-// OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
+// OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, PIPE, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
 // Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: f32, output o of token t at
 // t * Y_STRIDE + Y_COL + o (the part buffer when KSPLIT > 1), 3 step; 4 bias (BIAS mode, not
 // split).
@@ -78,14 +78,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
         let c_end = min(s * CPS + CPS, CHUNKS);
+        // PIPE: the next chunk is decoded before this one's multiply-adds, so its loads are in
+        // flight while they run (the same sums; TR * CH more registers)
+        var w = tile_rows(tile_o0 + gr, s * CPS);
         for (var c = s * CPS; c < c_end; c++) {
-            var w: array<vec4<f32>, TR * RUNS>; // the chunk of each row, decoded once
-            for (var i = 0u; i < TR; i++) {
-                dequant_chunk(min(tile_o0 + gr + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
-                for (var q = 0u; q < RUNS; q++) {
-                    w[i * RUNS + q] = vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]);
-                }
-            }
+            var w_next = w;
+            if (PIPE == 1u && c + 1u < c_end) { w_next = tile_rows(tile_o0 + gr, c + 1u); }
+            if (PIPE == 0u && c > s * CPS) { w = tile_rows(tile_o0 + gr, c); }
             for (var j = 0u; j < TT; j++) {
                 let xrow = (gt + GT * j) * KV4;
                 for (var q = 0u; q < RUNS; q++) {
@@ -97,6 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     }
                 }
             }
+            if (PIPE == 1u) { w = w_next; }
         }
         workgroupBarrier();
     }
@@ -111,6 +111,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (KSPLIT > 1u) { tile_part(t, o, a, b, ks); } else { y_out(t * Y_STRIDE + Y_COL + o, o, a, b); }
         }
     }
+}
+
+// chunk c of the invocation's TR rows (output o0 + GR * k, k < OPT, and its up row in SWIGLU
+// mode), decoded: w[i * RUNS + q] is run q of row slot i
+fn tile_rows(o0: u32, c: u32) -> array<vec4<f32>, TR * RUNS> {
+    var w: array<vec4<f32>, TR * RUNS>;
+    for (var i = 0u; i < TR; i++) {
+        dequant_chunk(min(o0 + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
+        for (var q = 0u; q < RUNS; q++) {
+            w[i * RUNS + q] = vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]);
+        }
+    }
+    return w;
 }
 
 // split ks's partial sums of rows o (and o + OUTS, SWIGLU's up row) into the part buffer

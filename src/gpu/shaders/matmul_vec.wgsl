@@ -18,7 +18,8 @@
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
 // NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4,
-// NORM_LANES, EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's).
+// NORM_LANES, EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's), PRE (1: the first
+// chunks decoded before x_begin; the same sums either way).
 // Bindings: 0 W (formats.wgsl), 1 x: (cols) f32 as vec4s, 2 y: f32, output o at Y_COL + o;
 // then the bias (BIAS mode), the norm weight (normed input) and QKV mode's four.
 
@@ -35,6 +36,15 @@ const CPL: u32 = (CHUNKS + WG - 1u) / WG;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let o0 = (wid.y * NX + wid.x) * RPW;
     if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
+    // PRE: the lane's first chunk of every row, decoded before x_begin, so its loads are in
+    // flight while a normed input sums the row's squares (a barrier the loads cannot cross)
+    var w0: array<vec4<f32>, SLOTS * RUNS>;
+    if (PRE == 1u) {
+        for (var s = 0u; s < SLOTS; s++) {
+            dequant_chunk(row_of(o0, s), min(l, CHUNKS - 1u));
+            for (var q = 0u; q < RUNS; q++) { w0[s * RUNS + q] = wv4(q); }
+        }
+    }
     x_begin(l);
     var acc: array<f32, SLOTS>;
     for (var k = 0u; k < CPL; k++) {
@@ -43,11 +53,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var xs: array<vec4<f32>, RUNS>;
         for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(chunk_col(c, 4u * q)); }
         for (var s = 0u; s < SLOTS; s++) {
-            dequant_chunk(out_of(min(o0 + s % RPW, OUTS - 1u)) + (s / RPW) * OUTS, c);
+            let pre = PRE == 1u && k == 0u;
+            if (!pre) { dequant_chunk(row_of(o0, s), c); }
             var d = acc[s];
-            for (var q = 0u; q < RUNS; q++) {
-                d += dot(vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]), xs[q]);
-            }
+            for (var q = 0u; q < RUNS; q++) { d += dot(select(wv4(q), w0[s * RUNS + q], pre), xs[q]); }
             acc[s] = d;
         }
     }
@@ -59,3 +68,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         y_out(Y_COL + o, o, sum[l], select(sum[(l + RPW) % SLOTS], sum[l ^ 1u], KV_MODE == 1u));
     }
 }
+
+// the weight row of slot s in the workgroup of outputs o0 ..
+fn row_of(o0: u32, s: u32) -> u32 { return out_of(min(o0 + s % RPW, OUTS - 1u)) + (s / RPW) * OUTS; }
+// run q of the chunk dequant_chunk decoded last
+fn wv4(q: u32) -> vec4<f32> { return vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]); }
