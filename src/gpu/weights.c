@@ -533,7 +533,7 @@ static bool switch_on(const char *name, bool dflt) {
 /* matmul_vec's outputs per workgroup for w */
 static uint32_t vec_rpw(const gpu_weight *w, uint64_t outs, bool normed) {
     if (outs >= VEC_VOCAB_OUTS) return VEC_RPW_VOCAB;
-    if ((row_chunks(w) + VEC_WG - 1) / VEC_WG <= VEC_SHORT_CPL) return VEC_RPW_SHORT;
+    if (lean_div_up(row_chunks(w), VEC_WG) <= VEC_SHORT_CPL) return VEC_RPW_SHORT;
     return normed ? VEC_RPW_NORMED : VEC_RPW;
 }
 
@@ -561,7 +561,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
     const uint32_t rpw = vec_rpw(w, outs, normed);
-    lean_status st = split_groups(g, (outs + rpw - 1) / rpw, "matmul_vec", &m->vec_x, &m->vec_y, err);
+    lean_status st = split_groups(g, lean_div_up(outs, rpw), "matmul_vec", &m->vec_x, &m->vec_y, err);
     const uint32_t norm_at = 3 + (out->mode == GPU_MM_BIAS);
     lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
     int n = 3 + out_consts(out, outs, 3, norm_at + normed, k + 3);

@@ -23,6 +23,9 @@
 
 var<private> wv: array<f32, 16>;
 
+// run q of the chunk dequant_chunk decoded last: wv[4q .. 4q + 3]
+fn wv4(q: u32) -> vec4<f32> { return vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]); }
+
 // byte k (0..3) of a word, unsigned and signed
 fn byte_u(w: u32, k: u32) -> u32 { return (w >> (8u * k)) & 0xffu; }
 fn byte_i(w: u32, k: u32) -> i32 { return extractBits(i32(w), 8u * k, 8u); }

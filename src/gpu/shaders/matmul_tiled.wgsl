@@ -78,13 +78,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
         let c_end = min(s * CPS + CPS, CHUNKS);
-        // PIPE: the next chunk is decoded before this one's multiply-adds, so its loads are in
-        // flight while they run (the same sums; TR * CH more registers)
+        // chunk c + 1 is decoded after chunk c's multiply-adds or, with PIPE, before them, so
+        // that its loads are in flight while they run (the same sums; TR * CH more registers)
         var w = tile_rows(tile_o0 + gr, s * CPS);
         for (var c = s * CPS; c < c_end; c++) {
+            let more = c + 1u < c_end;
             var w_next = w;
-            if (PIPE == 1u && c + 1u < c_end) { w_next = tile_rows(tile_o0 + gr, c + 1u); }
-            if (PIPE == 0u && c > s * CPS) { w = tile_rows(tile_o0 + gr, c); }
+            if (PIPE == 1u && more) { w_next = tile_rows(tile_o0 + gr, c + 1u); }
             for (var j = 0u; j < TT; j++) {
                 let xrow = (gt + GT * j) * KV4;
                 for (var q = 0u; q < RUNS; q++) {
@@ -96,7 +96,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     }
                 }
             }
-            if (PIPE == 1u) { w = w_next; }
+            if (PIPE == 0u && more) { w_next = tile_rows(tile_o0 + gr, c + 1u); }
+            w = w_next;
         }
         workgroupBarrier();
     }
@@ -119,9 +120,7 @@ fn tile_rows(o0: u32, c: u32) -> array<vec4<f32>, TR * RUNS> {
     var w: array<vec4<f32>, TR * RUNS>;
     for (var i = 0u; i < TR; i++) {
         dequant_chunk(min(o0 + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
-        for (var q = 0u; q < RUNS; q++) {
-            w[i * RUNS + q] = vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]);
-        }
+        for (var q = 0u; q < RUNS; q++) { w[i * RUNS + q] = wv4(q); }
     }
     return w;
 }

@@ -71,5 +71,3 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // the weight row of slot s in the workgroup of outputs o0 ..
 fn row_of(o0: u32, s: u32) -> u32 { return out_of(min(o0 + s % RPW, OUTS - 1u)) + (s / RPW) * OUTS; }
-// run q of the chunk dequant_chunk decoded last
-fn wv4(q: u32) -> vec4<f32> { return vec4<f32>(wv[4u * q], wv[4u * q + 1u], wv[4u * q + 2u], wv[4u * q + 3u]); }
