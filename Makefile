@@ -137,9 +137,12 @@ $(EMBED_DIRS:%=%/gen/shaders.c): %/gen/shaders.c: %/tools/embed_wgsl $(SHADERS)
 # library and NEON_TESTS; build-neon-v8/ without (armv8-a: smull + sadalp), under ASan + UBSan
 # (leak checks off: LeakSanitizer does not run under qemu-user), and NEON_V8_TESTS. Under
 # emulation test_cpu_backend takes ~2 min of CPU, test_kernels ~20 s (~30 s sanitized).
+# test_pool_stress (~4 s) runs there too: qemu lets a store and a later load reorder where
+# aarch64 would not (the x86 host's store buffer), timings x86 code never sees; it caught a
+# lost wake-up in the pool (see pool.c).
 # One by hand: qemu-aarch64 -L /usr/aarch64-linux-gnu build-neon/tests/test_kernels
 NEON_CC       ?= aarch64-linux-gnu-gcc
-NEON_TESTS    ?= test_kernels test_cpu_backend
+NEON_TESTS    ?= test_kernels test_cpu_backend test_pool_stress
 NEON_V8_TESTS ?= test_kernels
 NEON_V8_FLAGS  = -march=armv8-a -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 .PHONY: neon test-neon neon-builds
