@@ -32,14 +32,6 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-#define MATMUL_ARGS                                                                                  \
-    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
-        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
-#define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
-#define TILE_ARGS                                                                                    \
-    int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, int32_t nt, float *y, int64_t ldy
-#define TILE_PASS cols, w, x, xrb, nt, y, ldy
-
 /* ---- helpers ---- */
 
 INLINE float f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
@@ -114,13 +106,6 @@ INLINE void float_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = combine8(lo[j], hi[j]);
 }
 
-static void tile_f32(TILE_ARGS) { float_tile(W_F32, TILE_PASS); }
-static void tile_f16(TILE_ARGS) { float_tile(W_F16, TILE_PASS); }
-static void tile_bf16(TILE_ARGS) { float_tile(W_BF16, TILE_PASS); }
-static void matmul_f32(MATMUL_ARGS) { lean_matmul_tiles(tile_f32, MATMUL_PASS); }
-static void matmul_f16(MATMUL_ARGS) { lean_matmul_tiles(tile_f16, MATMUL_PASS); }
-static void matmul_bf16(MATMUL_ARGS) { lean_matmul_tiles(tile_bf16, MATMUL_PASS); }
-
 /* ---- Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations) ----
  * Block layouts (formats.c): d f16 [m f16] [qh 4 bytes] qs; element j < 16 is qs[j]'s low
  * nibble, j >= 16 qs[j - 16]'s high nibble, its fifth bit bit j of qh. */
@@ -178,17 +163,6 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
-
-static void tile_q4_0(TILE_ARGS) { legacy_tile(L_Q4_0, TILE_PASS); }
-static void tile_q4_1(TILE_ARGS) { legacy_tile(L_Q4_1, TILE_PASS); }
-static void tile_q5_0(TILE_ARGS) { legacy_tile(L_Q5_0, TILE_PASS); }
-static void tile_q5_1(TILE_ARGS) { legacy_tile(L_Q5_1, TILE_PASS); }
-static void tile_q8_0(TILE_ARGS) { legacy_tile(L_Q8_0, TILE_PASS); }
-static void matmul_q4_0(MATMUL_ARGS) { lean_matmul_tiles(tile_q4_0, MATMUL_PASS); }
-static void matmul_q4_1(MATMUL_ARGS) { lean_matmul_tiles(tile_q4_1, MATMUL_PASS); }
-static void matmul_q5_0(MATMUL_ARGS) { lean_matmul_tiles(tile_q5_0, MATMUL_PASS); }
-static void matmul_q5_1(MATMUL_ARGS) { lean_matmul_tiles(tile_q5_1, MATMUL_PASS); }
-static void matmul_q8_0(MATMUL_ARGS) { lean_matmul_tiles(tile_q8_0, MATMUL_PASS); }
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * A super-block is unpacked into 16 int8 vectors in element order with one int32 scale per
@@ -291,13 +265,6 @@ INLINE void k_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-static void tile_q4_k(TILE_ARGS) { k_tile(K_Q4, TILE_PASS); }
-static void tile_q5_k(TILE_ARGS) { k_tile(K_Q5, TILE_PASS); }
-static void tile_q6_k(TILE_ARGS) { k_tile(K_Q6, TILE_PASS); }
-static void matmul_q4_k(MATMUL_ARGS) { lean_matmul_tiles(tile_q4_k, MATMUL_PASS); }
-static void matmul_q5_k(MATMUL_ARGS) { lean_matmul_tiles(tile_q5_k, MATMUL_PASS); }
-static void matmul_q6_k(MATMUL_ARGS) { lean_matmul_tiles(tile_q6_k, MATMUL_PASS); }
-
 /* ---- attention ---- */
 
 /* s[j] = q . k_j: the F32 row kernel (q[i] k_j[i] = k_j[i] q[i] in IEEE arithmetic). */
@@ -326,28 +293,7 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
 
 /* ---- table ---- */
 
-static const lean_kernels table = {
-    .name = "neon",
-    .same_as_generic = true,
-    .matmul =
-        {
-            [LEAN_TYPE_F32] = matmul_f32,
-            [LEAN_TYPE_F16] = matmul_f16,
-            [LEAN_TYPE_BF16] = matmul_bf16,
-            [LEAN_TYPE_Q8_0] = matmul_q8_0,
-            [LEAN_TYPE_Q4_0] = matmul_q4_0,
-            [LEAN_TYPE_Q4_1] = matmul_q4_1,
-            [LEAN_TYPE_Q5_0] = matmul_q5_0,
-            [LEAN_TYPE_Q5_1] = matmul_q5_1,
-            [LEAN_TYPE_Q4_K] = matmul_q4_k,
-            [LEAN_TYPE_Q5_K] = matmul_q5_k,
-            [LEAN_TYPE_Q6_K] = matmul_q6_k,
-        },
-    .attn_scores = attn_scores,
-    .attn_accum = attn_accum,
-};
-
-const lean_kernels *lean_kernels_neon(void) { return &table; }
+TILED_TABLE("neon", lean_kernels_neon)
 
 #else /* not aarch64 */
 

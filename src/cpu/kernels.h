@@ -122,6 +122,10 @@ static inline void lean_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8])
 typedef void (*lean_matmul_fn)(int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                const void *x, size_t x_row_bytes, int32_t n_tok, float *y,
                                int64_t y_row_elems);
+/* The same parameters, for the files that define a lean_matmul_fn per format. */
+#define LEAN_MATMUL_ARGS                                                                             \
+    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
+        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
 
 /* Attention scores of one query against n keys: s[j] = q . k_j, k_j = k + j * k_row_elems,
  * each over hd floats. */

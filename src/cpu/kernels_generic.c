@@ -207,12 +207,7 @@ static inline void matmul_rows(dot_fn dot, int64_t cols, const void *w, size_t w
     }
 }
 
-#define MATMUL_ARGS                                                                                  \
-    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
-        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
-#define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
-
-void lean_matmul_tiles(lean_tile_fn tile, MATMUL_ARGS) {
+void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
         for (int32_t t = 0; t < n_tok; t += LEAN_TILE_TOKENS) {
@@ -223,17 +218,17 @@ void lean_matmul_tiles(lean_tile_fn tile, MATMUL_ARGS) {
     }
 }
 
-static void matmul_f32(MATMUL_ARGS) { matmul_rows(dot_f32, MATMUL_PASS); }
-static void matmul_f16(MATMUL_ARGS) { matmul_rows(dot_f16, MATMUL_PASS); }
-static void matmul_bf16(MATMUL_ARGS) { matmul_rows(dot_bf16, MATMUL_PASS); }
-static void matmul_q8_0(MATMUL_ARGS) { matmul_rows(dot_q8_0, MATMUL_PASS); }
-static void matmul_q4_0(MATMUL_ARGS) { matmul_rows(dot_q4_0, MATMUL_PASS); }
-static void matmul_q4_1(MATMUL_ARGS) { matmul_rows(dot_q4_1, MATMUL_PASS); }
-static void matmul_q5_0(MATMUL_ARGS) { matmul_rows(dot_q5_0, MATMUL_PASS); }
-static void matmul_q5_1(MATMUL_ARGS) { matmul_rows(dot_q5_1, MATMUL_PASS); }
-static void matmul_q4_k(MATMUL_ARGS) { matmul_rows(dot_q4_k, MATMUL_PASS); }
-static void matmul_q5_k(MATMUL_ARGS) { matmul_rows(dot_q5_k, MATMUL_PASS); }
-static void matmul_q6_k(MATMUL_ARGS) { matmul_rows(dot_q6_k, MATMUL_PASS); }
+static void matmul_f32(LEAN_MATMUL_ARGS) { matmul_rows(dot_f32, MATMUL_PASS); }
+static void matmul_f16(LEAN_MATMUL_ARGS) { matmul_rows(dot_f16, MATMUL_PASS); }
+static void matmul_bf16(LEAN_MATMUL_ARGS) { matmul_rows(dot_bf16, MATMUL_PASS); }
+static void matmul_q8_0(LEAN_MATMUL_ARGS) { matmul_rows(dot_q8_0, MATMUL_PASS); }
+static void matmul_q4_0(LEAN_MATMUL_ARGS) { matmul_rows(dot_q4_0, MATMUL_PASS); }
+static void matmul_q4_1(LEAN_MATMUL_ARGS) { matmul_rows(dot_q4_1, MATMUL_PASS); }
+static void matmul_q5_0(LEAN_MATMUL_ARGS) { matmul_rows(dot_q5_0, MATMUL_PASS); }
+static void matmul_q5_1(LEAN_MATMUL_ARGS) { matmul_rows(dot_q5_1, MATMUL_PASS); }
+static void matmul_q4_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q4_k, MATMUL_PASS); }
+static void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q5_k, MATMUL_PASS); }
+static void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q6_k, MATMUL_PASS); }
 
 /* ---- attention ---- */
 

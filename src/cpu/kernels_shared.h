@@ -1,6 +1,7 @@
 /* kernels_shared.h — what the portable table (kernels_generic.c) and the 128-bit ISA files
- * (arm_neon.c, wasm_simd128.c) share: the float step of a block and the matmul driver of row x
- * token tiles (the K-quant scale decoding, lean_k4_scales, every table shares: kernels.h).
+ * (arm_neon.c, wasm_simd128.c) share: the float step of a block, the matmul driver of row x
+ * token tiles and the 128-bit files' table (the K-quant scale decoding, lean_k4_scales, every
+ * table shares: kernels.h).
  * Internal to src/cpu.
  */
 #ifndef LEAN_KERNELS_SHARED_H
@@ -50,7 +51,48 @@ typedef void (*lean_tile_fn)(int64_t cols, const uint8_t *w, const uint8_t *x, s
 
 /* A lean_matmul_fn made of tiles: rows r0..r1 one at a time, each against the tokens in
  * groups of LEAN_TILE_TOKENS (the row's blocks are unpacked once per group). */
-void lean_matmul_tiles(lean_tile_fn tile, int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                       const void *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems);
+void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
+
+/* A matmul's and a tile's arguments passed on (LEAN_MATMUL_ARGS, TILE_ARGS). */
+#define MATMUL_PASS cols, w, w_row_bytes, r0, r1, x, x_row_bytes, n_tok, y, y_row_elems
+#define TILE_ARGS                                                                                    \
+    int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, int32_t nt, float *y, int64_t ldy
+#define TILE_PASS cols, w, x, xrb, nt, y, ldy
+
+/* The table of a 128-bit ISA file (arm_neon.c, wasm_simd128.c) and the function NAME_FN that
+ * returns it. The file defines three tile families, each a lean_tile_fn with the format as its
+ * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0) and
+ * k_tile (K_Q4, K_Q5, K_Q6); and attn_scores, attn_accum. Every format's entry is then
+ * lean_matmul_tiles over tile_<format>. Its entries give the generic table's bits (the files'
+ * contract, memcmp-tested in test_kernels.c); the rest (exp_sum, SwiGLU, the activation
+ * quantizer) lean_kernels_select takes from the generic table. */
+#define TILED_FORMAT(fmt, family, which)                                                             \
+    static void tile_##fmt(TILE_ARGS) { family(which, TILE_PASS); }                                 \
+    static void matmul_##fmt(LEAN_MATMUL_ARGS) { lean_matmul_tiles(tile_##fmt, MATMUL_PASS); }
+#define TILED_TABLE(NAME, NAME_FN)                                                                   \
+    TILED_FORMAT(f32, float_tile, W_F32)                                                             \
+    TILED_FORMAT(f16, float_tile, W_F16)                                                             \
+    TILED_FORMAT(bf16, float_tile, W_BF16)                                                           \
+    TILED_FORMAT(q4_0, legacy_tile, L_Q4_0)                                                          \
+    TILED_FORMAT(q4_1, legacy_tile, L_Q4_1)                                                          \
+    TILED_FORMAT(q5_0, legacy_tile, L_Q5_0)                                                          \
+    TILED_FORMAT(q5_1, legacy_tile, L_Q5_1)                                                          \
+    TILED_FORMAT(q8_0, legacy_tile, L_Q8_0)                                                          \
+    TILED_FORMAT(q4_k, k_tile, K_Q4)                                                                 \
+    TILED_FORMAT(q5_k, k_tile, K_Q5)                                                                 \
+    TILED_FORMAT(q6_k, k_tile, K_Q6)                                                                 \
+    static const lean_kernels table = {                                                              \
+        .name = NAME,                                                                                \
+        .same_as_generic = true,                                                                     \
+        .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16,                       \
+                   [LEAN_TYPE_BF16] = matmul_bf16, [LEAN_TYPE_Q8_0] = matmul_q8_0,                   \
+                   [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,                   \
+                   [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,                   \
+                   [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k,                   \
+                   [LEAN_TYPE_Q6_K] = matmul_q6_k},                                                  \
+        .attn_scores = attn_scores,                                                                  \
+        .attn_accum = attn_accum,                                                                    \
+    };                                                                                               \
+    const lean_kernels *NAME_FN(void) { return &table; }
 
 #endif

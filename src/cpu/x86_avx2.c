@@ -153,9 +153,9 @@ AVX2_INLINE void matmul_float(int f, int64_t cols, const uint8_t *w, size_t w_ro
 #undef FT
 }
 
-static AVX2 void matmul_f32(MATMUL_ARGS) { matmul_float(W_F32, MATMUL_PASS); }
-static AVX2 void matmul_f16(MATMUL_ARGS) { matmul_float(W_F16, MATMUL_PASS); }
-static AVX2 void matmul_bf16(MATMUL_ARGS) { matmul_float(W_BF16, MATMUL_PASS); }
+static AVX2 void matmul_f32(LEAN_MATMUL_ARGS) { matmul_float(W_F32, MATMUL_PASS); }
+static AVX2 void matmul_f16(LEAN_MATMUL_ARGS) { matmul_float(W_F16, MATMUL_PASS); }
+static AVX2 void matmul_bf16(LEAN_MATMUL_ARGS) { matmul_float(W_BF16, MATMUL_PASS); }
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
 

@@ -21,11 +21,8 @@
 
 #include "kernels.h"
 
-/* A matmul entry point's arguments (kernels.h's lean_matmul_fn), and passed on with the
+/* A matmul entry point's arguments (kernels.h's LEAN_MATMUL_ARGS), passed on with the
  * pointers as bytes. */
-#define MATMUL_ARGS                                                                                  \
-    int64_t cols, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, const void *x,        \
-        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
 #define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
 
 /* The quantized formats as the kernels' f argument, and their block sizes in bytes. */
@@ -37,14 +34,14 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_
 /* The quantized formats' table entries of a file (ATTR: its target attribute), each its
  * matmul_legacy or matmul_k of one format. */
 #define QUANT_ENTRY_POINTS(ATTR)                                                                    \
-    static ATTR void matmul_q4_0(MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }               \
-    static ATTR void matmul_q4_1(MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }               \
-    static ATTR void matmul_q5_0(MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }               \
-    static ATTR void matmul_q5_1(MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }               \
-    static ATTR void matmul_q8_0(MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }               \
-    static ATTR void matmul_q4_k(MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }                      \
-    static ATTR void matmul_q5_k(MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }                      \
-    static ATTR void matmul_q6_k(MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+    static ATTR void matmul_q4_0(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }               \
+    static ATTR void matmul_q4_1(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }               \
+    static ATTR void matmul_q5_0(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q5_0, MATMUL_PASS); }               \
+    static ATTR void matmul_q5_1(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q5_1, MATMUL_PASS); }               \
+    static ATTR void matmul_q8_0(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }               \
+    static ATTR void matmul_q4_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }                      \
+    static ATTR void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }                      \
+    static ATTR void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
 
 /* The end of a tile: y of rows r .. r + RT - 1, tokens t .. t + TT - 1 = the lane sums of
  * acc[i][j] (HSUM: the file's fixed-order horizontal sum). */
