@@ -149,23 +149,41 @@ static void locate(const lean_gpu_pipeline *p, const char *const *src, int n_src
     }
 }
 
-/* Dawn's text is "Error while parsing WGSL: :LINE:COL error: MESSAGE\n<source line>\n<caret>"
- * (or, for a pipeline error, a message without a position): the first message and where in
- * the sources its line is, as "line L:C (source K line M): MESSAGE". */
+/* Where a compiler message puts the error, in the full text: Dawn's "... :LINE:COL error:
+ * MESSAGE\n<source line>\n<caret>" (the message after "error: "), or wgpu's (JS hosts)
+ * "\nMESSAGE\n  ┌─ NAME:LINE:COL\n..." (the first line). False for a message without a position
+ * (a pipeline error); *text is then its first line. */
+static bool message_position(const char *msg, unsigned *line, unsigned *col, const char **text) {
+    msg += strspn(msg, " \n");
+    *text = msg;
+    const char *at = strstr(msg, "\xe2\x94\x8c\xe2\x94\x80 "); /* "┌─ " */
+    if (at) {
+        const char *c = at + strcspn(at, "\n"); /* back over ":COL", then ":LINE" */
+        for (int k = 0; k < 2 && c > at; k++)
+            while (--c > at && *c != ':') {}
+        return sscanf(c, ":%u:%u", line, col) == 2;
+    }
+    const char *e = strstr(msg, " error: ");
+    if (!e) return false;
+    const char *colon = e;
+    while (colon > msg && colon[-1] != ' ') colon--; /* back to ":LINE:COL" */
+    *text = e + strlen(" error: ");
+    return sscanf(colon, ":%u:%u", line, col) == 2;
+}
+
+/* The first message and where in the sources its line is, as "line L:C (source K line M):
+ * MESSAGE", or the message's first line when it names no position. */
 static void compiler_message(const lean_gpu_pipeline *p, const char *const *src, int n_src, const char *msg,
                              char *out, size_t cap) {
-    const char *e = strstr(msg, " error: ");
-    const char *colon = e;
     unsigned line = 0, col = 0;
-    while (colon && colon > msg && colon[-1] != ' ') colon--; /* back to ":LINE:COL" */
-    if (!e || sscanf(colon, ":%u:%u", &line, &col) != 2) {
-        snprintf(out, cap, "%.*s", (int)strcspn(msg, "\n"), msg);
+    const char *text;
+    if (!message_position(msg, &line, &col, &text)) {
+        snprintf(out, cap, "%.*s", (int)strcspn(text, "\n"), text);
         return;
     }
     char where[48];
     locate(p, src, n_src, line, where, sizeof where);
-    e += strlen(" error: ");
-    snprintf(out, cap, "line %u:%u (%s): %.*s", line, col, where, (int)strcspn(e, "\n"), e);
+    snprintf(out, cap, "line %u:%u (%s): %.*s", line, col, where, (int)strcspn(text, "\n"), text);
 }
 
 static lean_status compile(lean_gpu *g, lean_gpu_pipeline *p, const char *const *src, int n_src, lean_error *err) {

@@ -64,22 +64,28 @@ fn better(a: Entry, b: Entry) -> bool {
 // that slot + j.
 fn pair_lo(p: u32, j: u32) -> u32 { return ((p & ~(j - 1u)) << 1u) | (p & (j - 1u)); }
 
-// Merges a list sorted best first into *best (sorted best first, 64 entries), keeping the 64
-// best of both (one bitonic merge, Batcher 1968): invocation lid offers o, entry 63 - lid of
-// the list; m[j] = the better of best[j] and o is a bitonic sequence holding the 64 best of
-// both, and half-cleaners with strides 32 .. 1 sort it. Every invocation of the workgroup
-// (64) calls it, after a barrier that made *best and the list visible.
-fn merge_into(best: ptr<workgroup, array<Entry, 64>>, o: Entry, lid: u32) {
-    if (better(o, (*best)[lid])) { (*best)[lid] = o; }
+// The 64 best entries so far, best first, of sample_topk's and sample_merge's workgroup. Here,
+// not passed to merge_into as a pointer: a workgroup pointer parameter needs WGSL's
+// unrestricted_pointer_parameters, which Dawn has and wgpu (Firefox, Deno) does not. A kernel
+// that never touches it (sample_argmax...) reserves no workgroup memory for it.
+var<workgroup> best: array<Entry, 64>;
+
+// Merges a list sorted best first into best, keeping the 64 best of both (one bitonic merge,
+// Batcher 1968): invocation lid offers o, entry 63 - lid of the list; m[j] = the better of
+// best[j] and o is a bitonic sequence holding the 64 best of both, and half-cleaners with
+// strides 32 .. 1 sort it. Every invocation of the workgroup (64) calls it, after a barrier
+// that made best and the list visible.
+fn merge_into(o: Entry, lid: u32) {
+    if (better(o, best[lid])) { best[lid] = o; }
     workgroupBarrier();
     for (var j = 32u; j > 0u; j >>= 1u) {
         if (lid < 32u) {
             let i = pair_lo(lid, j);
-            let a = (*best)[i];
-            let b = (*best)[i + j];
+            let a = best[i];
+            let b = best[i + j];
             if (better(b, a)) {
-                (*best)[i] = b;
-                (*best)[i + j] = a;
+                best[i] = b;
+                best[i + j] = a;
             }
         }
         workgroupBarrier();

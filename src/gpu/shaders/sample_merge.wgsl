@@ -3,8 +3,7 @@
 // best first, written as list wid at OUT_OFF: one bitonic merge per list (merge_into). The
 // lists' entries are read up front (one per invocation per list), so the merges wait on no
 // device memory.
-// Constants: WG (64), N_IN, FAN, IN_OFF, OUT_OFF.
-var<workgroup> best: array<Entry, 64>;
+// Constants: WG (64), N_IN, FAN, IN_OFF, OUT_OFF. best: sample_common.wgsl's.
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -17,7 +16,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     best[lid] = mine[0];
     for (var l = 1u; l < FAN; l++) {
         workgroupBarrier();
-        merge_into(&best, mine[l], lid);
+        merge_into(mine[l], lid);
     }
     store_list_entry(OUT_OFF, wid.x * 64u + lid, best[lid]);
 }

@@ -14,11 +14,10 @@
 //   3. per block of 128 of them, a bitonic network (Batcher 1968; each step a compare-exchange
 //      of a pair of slots, one pair per invocation): sort the block best first (stages k = 2 ..
 //      128, strides k/2 .. 1), then merge its first 64 into best (merge_into).
-// Constants: WG (64), N_IN, CHUNK, OUT_OFF. 6 KiB of workgroup storage.
+// Constants: WG (64), N_IN, CHUNK, OUT_OFF. 6 KiB of workgroup storage (best: sample_common.wgsl's).
 const CAP = 512u;
 const UNROLL = 4u;
 var<workgroup> blk: array<Entry, 128>;
-var<workgroup> best: array<Entry, 64>;
 var<workgroup> red: array<Entry, 64>;
 var<workgroup> surv: array<Entry, CAP>;
 var<workgroup> n_surv: atomic<u32>;
@@ -39,7 +38,7 @@ fn absorb_block(lid: u32) {
             workgroupBarrier();
         }
     }
-    merge_into(&best, blk[63u - lid], lid);
+    merge_into(blk[63u - lid], lid);
 }
 
 // The worst of the invocations' best entries (step 1). Invocation lid reads entries lid,
