@@ -26,7 +26,7 @@ PIC_OBJ  = $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/shaders.o
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib cli tests test asan wasm test-wasm fuzz clean
+.PHONY: all lib cli tests test asan wasm wasm-webgpu test-wasm fuzz clean
 all: lib cli tests
 lib: $(BUILD)/liblean.a $(BUILD)/liblean.so
 cli: $(BUILD)/lean
@@ -92,10 +92,14 @@ WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) $(WASM_SIMD)
 WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK)
 WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o) $(WASM_BUILD)/obj/gen/shaders.o
 WASM_NATIVE  := $(shell grep -l 'lean-test: native-only' $(TEST_SRC) /dev/null)
-WASM_TEST_SRC = $(filter-out $(WASM_NATIVE),$(TEST_SRC))
+# The GPU tests: in wasm32 they need a JavaScript host with WebGPU (src/gpu/web.c), which Node
+# is not: `make wasm-webgpu` builds them, tests/run.sh's webgpu stage runs them under Deno.
+WASM_WEBGPU  := $(shell grep -l 'lean-test: webgpu' $(TEST_SRC) /dev/null)
+WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 
 wasm: $(WASM_BUILD)/liblean.a $(WASM_TESTS)
+wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 test-wasm:
 	bash tests/run.sh wasm
 

@@ -9,6 +9,9 @@
 #                        the library, the CLI and the same programs
 #   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
+#   webgpu  build-wasm/  the GPU tests ("lean-test: webgpu") of the wasm32 build, under Deno
+#                        (scripts/setup_deno.sh, from npm): WebGPU through JavaScript
+#                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe
 #   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
 #           ASan + UBSan (`make neon`): the library and the Makefile's NEON_TESTS and
 #           NEON_V8_TESTS, run under qemu-aarch64 (leak checks off: LSan cannot run there).
@@ -23,7 +26,7 @@
 # total: "N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm neon fuzz)
+# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm webgpu neon fuzz)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
 #              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
@@ -114,7 +117,11 @@ run_tests() {
     for src in tests/test_*.c; do
         [ -f "$src" ] || continue
         name=$(basename "$src" .c)
-        if [ "$suffix" = .wasm ] && grep -q 'lean-test: native-only' "$src"; then continue; fi
+        if [ "$suffix" = .wasm ]; then # wasm_set: which programs of the wasm build this stage runs
+            grep -q 'lean-test: native-only' "$src" && continue
+            if grep -q 'lean-test: webgpu' "$src"; then [ "$wasm_set" = webgpu ] || continue
+            else [ "$wasm_set" != webgpu ] || continue; fi
+        fi
         prog=$dir/tests/$name$suffix
         if [ "$built" = 0 ] && ! "$MAKE" -q "${qargs[@]}" "$prog" >/dev/null 2>&1; then
             echo "$name: not built"
@@ -137,6 +144,7 @@ run_tests() {
 
 # ---- the stages ----
 qargs=()
+wasm_set=plain
 
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
@@ -168,6 +176,26 @@ stage_wasm() {
     case $(node --version 2>/dev/null) in v18.*) node_flags=(--experimental-wasi-unstable-preview1) ;; esac
     qargs=()
     run_tests build-wasm .wasm $built node "${node_flags[@]}" tests/wasm_run.mjs
+    stage_end
+}
+
+stage_webgpu() {
+    stage_begin webgpu "the wasm32 GPU tests under Deno, WebGPU through JavaScript (src/gpu/web.c)"
+    local deno built=1 xdg
+    if ! deno=$(bash scripts/setup_deno.sh); then
+        echo "webgpu: no Deno: scripts/setup_deno.sh failed (it needs npm and the npm registry)"
+        count 0 1
+        stage_end
+        return
+    fi
+    "$deno" --version | sed -n 1p
+    build wasm-webgpu wasm-webgpu || built=0
+    qargs=()
+    wasm_set=webgpu
+    xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
+    XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
+    wasm_set=plain
+    rm -rf "$xdg"
     stage_end
 }
 
@@ -226,12 +254,12 @@ stage_fuzz() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm neon fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm webgpu neon fuzz)
 for s in "${stages[@]}"; do
     case $s in
-    data | native | asan | wasm | neon | fuzz) "stage_$s" ;;
+    data | native | asan | wasm | webgpu | neon | fuzz) "stage_$s" ;;
     *)
-        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, neon, fuzz)" >&2
+        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, webgpu, neon, fuzz)" >&2
         exit 2
         ;;
     esac

@@ -15,7 +15,7 @@
  * 1e-4 (the matmul and attention kernels may sum in an order that depends on the batch
  * size; observed differences are ~1e-6).
  *
- * lean-test: native-only (dlopen) */
+ * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "backend.h"
 #include "fixture.h"
 #include "gpu_test.h"

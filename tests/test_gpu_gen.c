@@ -15,7 +15,7 @@
  *     every block of a generation, kernel rows where the adapter has timestamp-query, and
  *     LEAN_ERR_UNSUPPORTED without LEAN_PROFILE and on the CPU.
  *
- * lean-test: native-only (dlopen) */
+ * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "backend.h"
 #include "gpu_test.h"
 #include "tiny_model.h"

@@ -17,7 +17,7 @@
  * plus the final roundings, under 2 ulp(|a c| + |b s|) <= 2 ulp(2) = 4.8e-7 for inputs in
  * [-1, 1): the tolerance, absolute (plus the norm's 1e-5 relative where q and k are normed).
  *
- * lean-test: native-only (dlopen) */
+ * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "gpu_test.h"
 #include "ops.h"
 #include "ops_ref.h"

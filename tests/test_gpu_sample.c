@@ -1,7 +1,7 @@
 /* test_gpu_sample.c — GPU-resident sampling (src/gpu/sample.c, shaders/sample_*.wgsl) against
  * the CPU's sample_reference (src/core/sampler.c), on whatever adapter lean_gpu_open finds (in
  * CI: Dawn over Mesa llvmpipe).
- * lean-test: native-only (dlopen)
+ * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU)
  *
  * Every check is bit for bit: the id, and the trace (candidates and their penalized logits,
  * weights, running sums, kept count, top-p's mass, uniform, target, pick).

@@ -2,7 +2,7 @@
  * matmul_vec.wgsl, matmul_tiled.wgsl, get_rows.wgsl) against the reference dequantizers of
  * src/core/formats.c, for every format on ragged shapes, on whatever adapter lean_gpu_open
  * finds (in CI: Dawn over Mesa llvmpipe).
- * lean-test: native-only (dlopen)
+ * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU)
  *
  * Weights: random blocks made by the format's own quantizer, plus three rows of weird blocks
  * (all zero bytes; random quants with the largest finite f16 scales; random quants with

@@ -28,6 +28,7 @@ process.emitWarning = function (warning, ...rest) {
     return emitWarning.call(process, warning, ...rest);
 };
 const { WASI } = await import('node:wasi');
+const { leanWebGPU } = await import('../web/webgpu_imports.mjs');
 
 const [file, ...args] = process.argv.slice(2);
 if (!file) {
@@ -53,8 +54,34 @@ try {
         returnOnExit: true,
     });
     const module = await WebAssembly.compile(readFileSync(file));
-    const instance = await WebAssembly.instantiate(module, wasi.getImportObject());
-    status = wasi.start(instance);
+    const gpu = leanWebGPU();
+    const imports = { ...wasi.getImportObject(), ...gpu.imports };
+    if (!gpu.jspi) {
+        const instance = await WebAssembly.instantiate(module, imports);
+        gpu.setMemory(instance.exports.memory);
+        status = wasi.start(instance);
+    } else {
+        // WebGPU with JSPI: the program may suspend (src/gpu/web.c), so its entry runs through
+        // WebAssembly.promising, and its exit comes as our own proc_exit's exception (WASI's
+        // start() would see a pending promise). start() gets a stand-in with a no-op entry:
+        // it only hands the memory to the WASI functions.
+        class Exit {
+            constructor(code) {
+                this.code = code;
+            }
+        }
+        const preview1 = { ...imports.wasi_snapshot_preview1, proc_exit: (code) => { throw new Exit(code); } };
+        const instance = await WebAssembly.instantiate(module, { ...imports, wasi_snapshot_preview1: preview1 });
+        gpu.setMemory(instance.exports.memory);
+        wasi.start({ exports: { memory: instance.exports.memory, _start() {} } });
+        try {
+            await WebAssembly.promising(instance.exports._start)();
+            status = 0;
+        } catch (e) {
+            if (!(e instanceof Exit)) throw e;
+            status = e.code;
+        }
+    }
 } catch (e) {
     // The stack, cut short: a stack overflow would print every frame.
     const trace = String(e && e.stack ? e.stack : e).split('\n');

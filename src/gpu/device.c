@@ -179,7 +179,7 @@ static lean_status open_adapter(lean_gpu *g, lean_error *err) {
     char why_default[256] = "no Vulkan loader (libvulkan.so.1)", why_gles[256];
     /* Without a Vulkan loader the default request can only end at the Null backend; skipping
      * it also spares stderr Dawn's "Couldn't load Vulkan" warning. */
-    if (gpu_vulkan_loader_present(g->library))
+    if (gpu_default_request_useful(g->library))
         g->adapter = request_adapter(g, WGPUFeatureLevel_Undefined, WGPUBackendType_Undefined, why_default,
                                      sizeof why_default);
     if (!g->adapter)

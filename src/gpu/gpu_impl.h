@@ -77,11 +77,13 @@ struct lean_gpu {
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
- * says in which order) and writes its path to path. LEAN_ERR_UNSUPPORTED naming every place tried. */
+ * says in which order) and writes its path to path. LEAN_ERR_UNSUPPORTED naming every place
+ * tried. In wasm32, web.c: the functions over JavaScript's navigator.gpu. */
 lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err);
 bool gpu_dump_wanted(void); /* LEAN_GPU_DUMP=1 (device.c) */
-/* Whether the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name. */
-bool gpu_vulkan_loader_present(const char *library);
+/* Whether the default adapter request can find more than the Null backend: natively, whether
+ * the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name; in JS, always. */
+bool gpu_default_request_useful(const char *library);
 
 /* The embedded src/gpu/shaders/NAME.wgsl files ($(BUILD)/gen/shaders.c, made by
  * tools/embed_wgsl.c): name without ".wgsl", text NUL-terminated. */

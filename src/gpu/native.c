@@ -12,32 +12,16 @@
  * is refused naming the first missing symbol. The library stays loaded until the process
  * exits: Dawn and the drivers below it (Mesa starts threads) are not safe to unload.
  *
- * In the wasm32 build there is no dlopen: gpu_load_library says WebGPU is not in this build
- * (the browser build reaches WebGPU through JavaScript instead). */
+ * Not in the wasm32 build, which has no dlopen: web.c reaches WebGPU through JavaScript. */
 #ifndef __wasi__
 #define _GNU_SOURCE /* dladdr */
-
 #endif
 #include "gpu_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#ifdef __wasi__
-
-lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err) {
-    (void)w, (void)path, (void)path_cap;
-    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
-                     "WebGPU is not available in this build (wasm32-wasi has no dlopen; the browser "
-                     "build reaches WebGPU through JavaScript)");
-}
-
-bool gpu_vulkan_loader_present(const char *library) {
-    (void)library;
-    return false;
-}
-
-#else
+#ifndef __wasi__
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -164,8 +148,9 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_erro
                      env && *env ? "" : "LEAN_WEBGPU_LIB (unset), ", t.text);
 }
 
-/* Dawn looks for the Vulkan loader beside itself, then by name; so does this. */
-bool gpu_vulkan_loader_present(const char *library) {
+/* Dawn looks for the Vulkan loader beside itself, then by name; so does this. Without one the
+ * default request can only end at Dawn's Null backend. */
+bool gpu_default_request_useful(const char *library) {
     char dir[PATH_MAX], p[PATH_MAX + 32];
     dir_of(library, dir, sizeof dir);
     snprintf(p, sizeof p, "%.*s/libvulkan.so.1", PATH_MAX, dir);

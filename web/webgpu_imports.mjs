@@ -1,0 +1,239 @@
+// webgpu_imports.mjs — the "lean_webgpu" imports of the wasm32 build (src/gpu/web.c): lean's
+// webgpu.h calls, made with navigator.gpu.
+//
+// Only numbers cross: C passes strings as (pointer, byte count) into the wasm memory and
+// 64-bit sizes as doubles; objects are ids into `objects` (0 = none). Asynchronous calls
+// return a future id; C waits on it with future_wait, a suspending import (JSPI), then reads
+// its status (1 = success), value (an object id, or an error type) and message.
+//
+//   const gpu = leanWebGPU();
+//   const instance = await WebAssembly.instantiate(module, { ...other, ...gpu.imports });
+//   gpu.setMemory(instance.exports.memory);
+//   // then run the entry point through WebAssembly.promising (gpu.jspi says whether it can)
+//
+// Without navigator.gpu or JSPI every import is still there, and `why` says what is missing:
+// C then reports no WebGPU, and the program runs on the CPU.
+
+const ERROR_TYPE = { GPUValidationError: 2, GPUOutOfMemoryError: 3, GPUInternalError: 4 };
+const errorType = (e) => ERROR_TYPE[e?.constructor?.name] ?? 5; // WGPUErrorType
+const FILTERS = [undefined, 'validation', 'out-of-memory', 'internal']; // WGPUErrorFilter
+const POWER = [undefined, 'low-power', 'high-performance']; // WGPUPowerPreference
+const UNSET = 0xffffffff; // a query index C leaves out
+
+export function leanWebGPU() {
+    const gpu = globalThis.navigator?.gpu;
+    const jspi = typeof WebAssembly.Suspending === 'function' && typeof WebAssembly.promising === 'function';
+    let memory = null;
+    const objects = new Map(); // id -> GPU object
+    const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
+    const futures = new Map(); // id -> { settled, status, value, message, done }
+    let nextId = 1;
+    let device = { features: [], limits: {} }; // the next requestDevice's descriptor
+    let entries = []; // the next bind group's entries
+
+    const add = (o) => {
+        if (o === null || o === undefined) return 0;
+        const id = nextId++;
+        objects.set(id, o);
+        return id;
+    };
+    const get = (id) => objects.get(id);
+    const bytes = (ptr, len) => new Uint8Array(memory.buffer, ptr, len);
+    const str = (ptr, len) => (ptr && len ? new TextDecoder().decode(bytes(ptr, len).slice()) : undefined);
+    // writes s (UTF-8) at ptr, at most cap bytes (nul: and a NUL after, within cap); returns its length
+    const put = (s, ptr, cap, nul = false) => {
+        const b = new TextEncoder().encode(s ?? '');
+        const n = Math.min(b.length, nul ? cap - 1 : cap);
+        if (ptr && n > 0) bytes(ptr, n).set(b.subarray(0, n));
+        if (ptr && nul && cap > 0) bytes(ptr + n, 1)[0] = 0;
+        return b.length;
+    };
+    const size = (v) => (v < 0 ? undefined : v); // -1: the whole buffer
+    // a future for promise p, which resolves to { status, value, message }
+    const future = (p) => {
+        const f = { settled: false, status: 0, value: 0, message: '' };
+        f.done = Promise.resolve(p).then(
+            (r) => Object.assign(f, { status: 1, value: 0, message: '' }, r, { settled: true }),
+            (e) => Object.assign(f, { settled: true, status: 3, value: 0, message: String(e?.message ?? e) }),
+        );
+        const id = nextId++;
+        futures.set(id, f);
+        return id;
+    };
+
+    const wait = async (id, ms) => {
+        const f = futures.get(id);
+        if (!f) return 1;
+        if (!f.settled) {
+            let timer;
+            const timeout = new Promise((r) => (timer = setTimeout(r, Math.min(ms, 2 ** 31 - 1))));
+            await Promise.race([f.done, timeout]);
+            clearTimeout(timer);
+        }
+        return f.settled ? 1 : 0;
+    };
+
+    const imports = {
+        why(buf, cap) {
+            const why = !gpu ? 'navigator.gpu is missing' : !jspi ? 'no JSPI (WebAssembly.Suspending)' : '';
+            return why ? put(why, buf, cap) : 0;
+        },
+        instance_create: () => (gpu && jspi ? add({}) : 0),
+        request_adapter: (power, fallback) =>
+            future(
+                gpu.requestAdapter({ powerPreference: POWER[power], forceFallbackAdapter: !!fallback }).then((a) =>
+                    a ? { value: add(a) } : { status: 3, message: 'navigator.gpu.requestAdapter found no adapter' },
+                ),
+            ),
+        future_wait: jspi ? new WebAssembly.Suspending(wait) : () => 0,
+        future_status: (id) => futures.get(id)?.status ?? 3,
+        future_value: (id) => futures.get(id)?.value ?? 0,
+        future_message: (id, buf, cap) => put(futures.get(id)?.message, buf, cap),
+        future_free: (id) => void futures.delete(id),
+        adapter_info(id, field, buf, cap) {
+            const a = get(id);
+            const info = a?.info ?? {};
+            switch (field) {
+                case 0: return put(info.vendor, buf, cap);
+                case 1: return put(info.architecture, buf, cap);
+                case 2: return put(info.description || info.device, buf, cap); // Deno: device is an id
+                case 3: return put(info.description, buf, cap);
+                case 4: return a?.isFallbackAdapter || info.isFallbackAdapter ? 1 : 0;
+                case 5: return info.subgroupMinSize ?? 0;
+                case 6: return info.subgroupMaxSize ?? 0;
+                default: return 0;
+            }
+        },
+        limit: (id, name, len) => get(id)?.limits?.[str(name, len)] ?? -1,
+        // Every device here is core level: lean never asks for a compatibility adapter in JS.
+        has_feature: (id, name, len) =>
+            str(name, len) === 'core-features-and-limits' || get(id)?.features?.has(str(name, len)) ? 1 : 0,
+        device_begin: () => void (device = { features: [], limits: {} }),
+        device_feature: (name, len) => void device.features.push(str(name, len)),
+        device_limit: (name, len, v) => void (device.limits[str(name, len)] = v),
+        request_device(adapter, label, len) {
+            const a = get(adapter);
+            const requiredLimits = {};
+            for (const [k, v] of Object.entries(device.limits)) if (k in a.limits) requiredLimits[k] = v;
+            const desc = { label: str(label, len), requiredFeatures: device.features, requiredLimits };
+            return future(
+                a.requestDevice(desc).then((d) => {
+                    const id = add(d);
+                    const m = { events: [], destroyed: false };
+                    meta.set(id, m);
+                    d.lost.then((info) => {
+                        if (!m.destroyed) m.events.push([1, info.reason === 'destroyed' ? 2 : 1, info.message]);
+                    });
+                    d.onuncapturederror = (e) => m.events.push([2, errorType(e.error), e.error?.message]);
+                    return { value: id };
+                }),
+            );
+        },
+        device_event(id, code, buf, cap) {
+            const e = meta.get(id)?.events.shift();
+            if (!e) return 0;
+            new Uint32Array(memory.buffer, code, 1)[0] = e[1];
+            put(e[2], buf, cap, true);
+            return e[0];
+        },
+        device_queue: (id) => add(get(id).queue),
+        create_buffer: (dev, usage, size, mapped, label, len) =>
+            add(get(dev).createBuffer({ usage, size, mappedAtCreation: !!mapped, label: str(label, len) })),
+        create_shader: (dev, code, len, label, llen) =>
+            add(get(dev).createShaderModule({ code: str(code, len), label: str(label, llen) })),
+        create_pipeline: (dev, module, entry, len, label, llen) =>
+            add(
+                get(dev).createComputePipeline({
+                    label: str(label, llen),
+                    layout: 'auto',
+                    compute: { module: get(module), entryPoint: str(entry, len) },
+                }),
+            ),
+        bind_entry: (binding, buffer, offset, sz) =>
+            void entries.push({ binding, resource: { buffer: get(buffer), offset, size: size(sz) } }),
+        create_bind_group(dev, layout, label, len) {
+            const desc = { layout: get(layout), entries, label: str(label, len) };
+            entries = [];
+            return add(get(dev).createBindGroup(desc));
+        },
+        create_encoder: (dev) => add(get(dev).createCommandEncoder()),
+        push_scope: (dev, filter) => get(dev).pushErrorScope(FILTERS[filter]),
+        pop_scope: (dev) =>
+            future(
+                get(dev)
+                    .popErrorScope()
+                    .then((e) => ({ value: e ? errorType(e) : 1, message: e?.message ?? '' })),
+            ),
+        create_query_set: (dev, count) => add(get(dev).createQuerySet({ type: 'timestamp', count })),
+        destroy(id) {
+            const m = meta.get(id);
+            if (m) m.destroyed = true; // a device: C reports the loss itself
+            get(id)?.destroy?.();
+        },
+        release: (id) => void (objects.delete(id), meta.delete(id)),
+        write_buffer: (q, buf, offset, data, sz) => get(q).writeBuffer(get(buf), offset, memory.buffer, data, sz),
+        submit: (q, count, ptr) => get(q).submit(Array.from(new Uint32Array(memory.buffer, ptr, count), get)),
+        work_done: (q) => future(get(q).onSubmittedWorkDone()),
+        map_read(buf, offset, sz) {
+            meta.set(buf, { mapOffset: offset, mapSize: size(sz), range: null });
+            return future(get(buf).mapAsync(1 /* GPUMapMode.READ */, offset, size(sz)));
+        },
+        // WebGPU hands out a mapped range once (ranges may not overlap): the whole mapping is
+        // taken at the first copy and kept until unmap.
+        mapped_copy(buf, offset, sz, dst) {
+            const m = meta.get(buf);
+            if (!m) return 0;
+            m.range ??= get(buf).getMappedRange(m.mapOffset, m.mapSize);
+            bytes(dst, sz).set(new Uint8Array(m.range, offset - m.mapOffset, sz));
+            return 1;
+        },
+        unmap(buf) {
+            meta.delete(buf);
+            get(buf).unmap();
+        },
+        bind_group_layout: (p, group) => add(get(p).getBindGroupLayout(group)),
+        begin_pass: (enc, qs, b, e) =>
+            add(
+                get(enc).beginComputePass(
+                    qs
+                        ? {
+                              timestampWrites: {
+                                  querySet: get(qs),
+                                  beginningOfPassWriteIndex: b === UNSET ? undefined : b,
+                                  endOfPassWriteIndex: e === UNSET ? undefined : e,
+                              },
+                          }
+                        : undefined,
+                ),
+            ),
+        copy_buffer: (enc, src, so, dst, dof, sz) => get(enc).copyBufferToBuffer(get(src), so, get(dst), dof, sz),
+        resolve_query_set: (enc, set, first, count, dst, off) =>
+            get(enc).resolveQuerySet(get(set), first, count, get(dst), off),
+        finish: (enc) => add(get(enc).finish()),
+        set_pipeline: (pass, p) => get(pass).setPipeline(get(p)),
+        set_bind_group: (pass, group, bg) => get(pass).setBindGroup(group, get(bg)),
+        dispatch: (pass, x, y, z) => get(pass).dispatchWorkgroups(x, y, z),
+        end_pass: (pass) => get(pass).end(),
+    };
+    // A call that throws (wgpu throws where Dawn records an error: an unmap on a lost device)
+    // must not trap the program: it returns 0 and its error goes to every open device as an
+    // uncaptured internal error, which fails the context with the message (device.c).
+    for (const [name, fn] of Object.entries(imports)) {
+        if (typeof fn !== 'function' || name === 'future_wait') continue;
+        imports[name] = (...args) => {
+            try {
+                return fn(...args);
+            } catch (e) {
+                for (const m of meta.values()) m.events?.push([2, 4, `${name}: ${e?.message ?? e}`]);
+                return 0;
+            }
+        };
+    }
+    return {
+        imports: { lean_webgpu: imports },
+        jspi: !!gpu && jspi,
+        setMemory(m) {
+            memory = m;
+        },
+    };
+}
