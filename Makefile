@@ -99,7 +99,7 @@ WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 
 wasm: $(WASM_BUILD)/liblean.a $(WASM_TESTS)
-wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
+wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm
 test-wasm:
 	bash tests/run.sh wasm
 
@@ -116,6 +116,11 @@ $(WASM_BUILD)/obj/gen/shaders.o: $(WASM_BUILD)/gen/shaders.c | $(WASI_SYSROOT)
 $(WASM_BUILD)/liblean.a: $(WASM_OBJ)
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
+# The CLI as a WASI command (no Ctrl-C: WASI has no signals). Under a host with WebGPU and
+# JSPI its --backend gpu is the JavaScript path: deno run -A tests/wasm_run.mjs
+# build-wasm/lean.wasm bench -m MODEL --backend gpu (paths relative to the repository).
+$(WASM_BUILD)/lean.wasm: $(CLI_SRC) $(wildcard cli/*.h) $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $(CLI_SRC) $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -Itests -o $@ $< tests/testlib.c \

@@ -13,7 +13,11 @@
 #include "cli.h"
 
 #include <errno.h>
+#ifndef __wasi__
 #include <signal.h>
+#else
+typedef int sig_atomic_t; /* wasm32-wasi has no signals (its signal.h refuses): none arrive */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +157,27 @@ static void on_sigint(int sig) {
     /* at the prompt: getline fails with EINTR (no SA_RESTART) and the loop ends */
 }
 
+static void catch_sigint(lean_chat_session *s) {
+    g_session = s;
+#ifndef __wasi__
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
+    sigaction(SIGINT, &sa, NULL);
+#else
+    (void)on_sigint;
+#endif
+}
+
+static void release_sigint(void) {
+#ifndef __wasi__
+    signal(SIGINT, SIG_DFL);
+#endif
+    g_session = NULL;
+}
+
 /* ---- the loop ---- */
 
 static int print_text(void *user, const char *text, size_t n) {
@@ -206,13 +231,7 @@ int cmd_chat(int argc, char **argv) {
     if (lean_chat_session_create(m, &p, &s, &err) != LEAN_OK) goto fail;
     print_sampling(&a.sampling, lean_sampler_seed(lean_chat_session_sampler(s)));
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
-    g_session = s;
-    sigaction(SIGINT, &sa, NULL);
+    catch_sigint(s);
 
     const int interactive = isatty(STDIN_FILENO);
     for (;;) {
@@ -264,8 +283,7 @@ int cmd_chat(int argc, char **argv) {
 fail:
     lib_error(&err);
 done:
-    signal(SIGINT, SIG_DFL);
-    g_session = NULL;
+    release_sigint();
     lean_chat_session_free(s);
     lean_model_free(m);
     free(tpl);

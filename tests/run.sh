@@ -189,14 +189,34 @@ stage_webgpu() {
         return
     fi
     "$deno" --version | sed -n 1p
-    build wasm-webgpu wasm-webgpu || built=0
+    build wasm-webgpu wasm-webgpu build/lean || built=0
     qargs=()
     wasm_set=webgpu
     xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
     XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
     wasm_set=plain
+    XDG_RUNTIME_DIR=$xdg cli_same_ids "$deno" build/fixtures/llama-q4_k.gguf
+    XDG_RUNTIME_DIR=$xdg cli_same_ids "$deno" build/fixtures/qwen2-q8_0.gguf
     rm -rf "$xdg"
     stage_end
+}
+
+# cli_same_ids DENO MODEL: the wasm32 CLI's `lean bench --backend gpu` under Deno (wgpu) hashes
+# the same greedy ids as the native CLI's through Dawn: the same kernels on two WebGPU
+# implementations (one test). (Not the CPU's: on these random models a near-tie can go the
+# other way under the CPU's 8-bit activations.)
+cli_same_ids() {
+    local deno=$1 model=$2 want got args=(bench -m "$2" -p 16 -n 24 -r 1 --backend gpu)
+    want=$(timeout "$TIMEOUT" build/lean "${args[@]}" 2>&1 </dev/null | grep -o 'fnv1a64 [0-9a-f]*')
+    got=$(timeout "$TIMEOUT" "$deno" run -A tests/wasm_run.mjs build-wasm/lean.wasm "${args[@]}" 2>&1 </dev/null |
+          grep -o 'fnv1a64 [0-9a-f]*')
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then
+        echo "lean.wasm bench ($model): 1 passed, 0 failed"
+        count 1 0
+    else
+        echo "lean.wasm bench ($model): FAIL: greedy ids '${got:-none}' through Deno's WebGPU, '${want:-none}' through Dawn"
+        count 0 1
+    fi
 }
 
 stage_neon() {
