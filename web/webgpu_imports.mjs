@@ -93,11 +93,13 @@ export function leanWebGPU() {
         adapter_info(id, field, buf, cap) {
             const a = get(id);
             const info = a?.info ?? {};
+            // the adapter's name: Deno's device is a number, its description the name
+            const name = /^\d*$/.test(info.device ?? '') ? info.description : info.device;
             switch (field) {
                 case 0: return put(info.vendor, buf, cap);
                 case 1: return put(info.architecture, buf, cap);
-                case 2: return put(info.description || info.device, buf, cap); // Deno: device is an id
-                case 3: return put(info.description, buf, cap);
+                case 2: return put(name, buf, cap);
+                case 3: return put(name === info.description ? '' : info.description, buf, cap);
                 case 4: return a?.isFallbackAdapter || info.isFallbackAdapter ? 1 : 0;
                 case 5: return info.subgroupMinSize ?? 0;
                 case 6: return info.subgroupMaxSize ?? 0;
