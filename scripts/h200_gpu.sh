@@ -10,6 +10,11 @@
 #          from scripts/make_vocabs.sh)
 #   run:   bash scripts/h200_gpu.sh tests [NAME..] # the GPU test programs (or those named), against fixtures
 #          bash scripts/h200_gpu.sh bench MODEL... # MODEL = preset:type, e.g. smollm2-360m:q4_0
+#          bash scripts/h200_gpu.sh deno MODEL...  # the same through Deno's WebGPU (wgpu) and the
+#                                                  # wasm32 CLI: carry build/deno.xz (`xz -c` of
+#                                                  # scripts/setup_deno.sh's binary: 91 MB, 29 MB
+#                                                  # packed; the carry takes 64 MiB) and
+#                                                  # build-wasm/lean.wasm, not build/webgpu
 # Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,5 +45,21 @@ bench)
         [ -f "$f" ] || build-dev/lean gen --preset "$preset" --type "$type" --vocab "$vocab" -o "$f" >/dev/null || exit 1
         build-dev/lean bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-bench.txt"
+    ;;
+deno)
+    # What wgpu grants on the H200 (shader-f16? Dawn there does not) and lean's speed on it
+    python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('build/deno.xz'), open('/tmp/deno', 'wb'))" &&
+        chmod +x /tmp/deno || exit 1
+    export XDG_RUNTIME_DIR=/tmp
+    run_wasm() { /tmp/deno run -A tests/wasm_run.mjs build-wasm/lean.wasm "$@"; }
+    run_wasm info --gpu 2>&1 | tee "$out/h200-deno-info.txt"
+    mkdir -p build/models
+    for spec in "$@"; do
+        preset=${spec%%:*} type=${spec#*:}
+        case "$preset" in qwen*) vocab=build/vocab/qwen.gguf ;; *) vocab=build/vocab/smollm2.gguf ;; esac
+        f=build/models/$preset-$type.gguf
+        [ -f "$f" ] || build-dev/lean gen --preset "$preset" --type "$type" --vocab "$vocab" -o "$f" >/dev/null || exit 1
+        run_wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
+    done 2>&1 | tee "$out/h200-deno-bench.txt"
     ;;
 esac
