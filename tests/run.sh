@@ -171,6 +171,8 @@ stage_wasm() {
     local skipped built=1 node_flags=()
     skipped=$(grep -l 'lean-test: native-only' tests/test_*.c 2>/dev/null | xargs -r -n 1 basename | paste -sd ' ')
     [ -z "$skipped" ] || echo "native-only, not built for wasm: $skipped"
+    skipped=$(grep -l 'lean-test: webgpu' tests/test_*.c 2>/dev/null | xargs -r -n 1 basename | paste -sd ' ')
+    [ -z "$skipped" ] || echo "for the webgpu stage (Node has no WebGPU): $skipped"
     build wasm wasm || built=0
     # Node 18 keeps WASI behind a flag; from Node 20 it needs none.
     case $(node --version 2>/dev/null) in v18.*) node_flags=(--experimental-wasi-unstable-preview1) ;; esac
