@@ -27,6 +27,16 @@ out=${OUT:-/tmp}
 make -j16 BUILD=build-dev build-dev/lean >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
 build-dev/lean info --gpu | tee "$out/h200-info.txt"
 
+# model_file PRESET:TYPE: the path of that model, generated (with the preset's vocabulary) if absent
+model_file() {
+    local preset=${1%%:*} type=${1#*:} vocab=build/vocab/smollm2.gguf f
+    case "$preset" in qwen*) vocab=build/vocab/qwen.gguf ;; esac
+    f=build/models/$preset-$type.gguf
+    mkdir -p build/models
+    [ -f "$f" ] || build-dev/lean gen --preset "$preset" --type "$type" --vocab "$vocab" -o "$f" >/dev/null || return 1
+    echo "$f"
+}
+
 mode=${1:-tests}; shift || true
 case "$mode" in
 tests)
@@ -37,12 +47,8 @@ tests)
     for t in $tests; do echo "== $t"; timeout 300 "$t" 2>&1 | tail -40; done | tee "$out/h200-tests.txt"
     ;;
 bench)
-    mkdir -p build/models
     for spec in "$@"; do
-        preset=${spec%%:*} type=${spec#*:}
-        case "$preset" in qwen*) vocab=build/vocab/qwen.gguf ;; *) vocab=build/vocab/smollm2.gguf ;; esac
-        f=build/models/$preset-$type.gguf
-        [ -f "$f" ] || build-dev/lean gen --preset "$preset" --type "$type" --vocab "$vocab" -o "$f" >/dev/null || exit 1
+        f=$(model_file "$spec") || exit 1
         build-dev/lean bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-bench.txt"
     ;;
@@ -53,12 +59,8 @@ deno)
     export XDG_RUNTIME_DIR=/tmp
     run_wasm() { /tmp/deno run -A tests/wasm_run.mjs build-wasm/lean.wasm "$@"; }
     run_wasm info --gpu 2>&1 | tee "$out/h200-deno-info.txt"
-    mkdir -p build/models
     for spec in "$@"; do
-        preset=${spec%%:*} type=${spec#*:}
-        case "$preset" in qwen*) vocab=build/vocab/qwen.gguf ;; *) vocab=build/vocab/smollm2.gguf ;; esac
-        f=build/models/$preset-$type.gguf
-        [ -f "$f" ] || build-dev/lean gen --preset "$preset" --type "$type" --vocab "$vocab" -o "$f" >/dev/null || exit 1
+        f=$(model_file "$spec") || exit 1
         run_wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-deno-bench.txt"
     ;;

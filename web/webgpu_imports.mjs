@@ -39,10 +39,11 @@ export function leanWebGPU() {
     };
     const get = (id) => objects.get(id);
     const bytes = (ptr, len) => new Uint8Array(memory.buffer, ptr, len);
-    const str = (ptr, len) => (ptr && len ? new TextDecoder().decode(bytes(ptr, len).slice()) : undefined);
+    const decoder = new TextDecoder(), encoder = new TextEncoder();
+    const str = (ptr, len) => (ptr && len ? decoder.decode(bytes(ptr, len)) : undefined);
     // writes s (UTF-8) at ptr, at most cap bytes (nul: and a NUL after, within cap); returns its length
     const put = (s, ptr, cap, nul = false) => {
-        const b = new TextEncoder().encode(s ?? '');
+        const b = encoder.encode(s ?? '');
         const n = Math.min(b.length, nul ? cap - 1 : cap);
         if (ptr && n > 0) bytes(ptr, n).set(b.subarray(0, n));
         if (ptr && nul && cap > 0) bytes(ptr + n, 1)[0] = 0;
