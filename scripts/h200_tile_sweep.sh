@@ -6,7 +6,6 @@
 #   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
 #   widegr:N      TILE_WIDE_GR, invocations of the wide tiled shape (2 outputs x 32 tokens each;
 #                 past 128 only where the device grants the invocations, e.g. the H200's 1024)
-#   pipe:N        TILE_PIPE, 1: matmul_tiled decodes the next chunk before this one's sums
 #   wide:N        TILE_WIDE_MIN, the fewest outputs and columns that take the wide tiled shape
 #   ksplit:N      TILE_SPLIT_WG, the prefill workgroups below which a matmul is split over its
 #                 columns (1: never split)
@@ -14,7 +13,8 @@
 #   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (weights.c's VEC_* enum; RPW_SHORT
 #                 defaults to RPW, SHORT_CPL to 1)
 #   vocab:N       VEC_RPW_VOCAB, outputs a matmul_vec workgroup of the logits' matrix
-#   pre:N         VEC_PREFETCH, 1: a normed matmul_vec decodes its first chunks before the norm
+#   pre:N         1: a normed matmul_vec decodes its first chunks before the norm in every
+#                 format that can, 0: in none (LEAN_GPU_VEC_PREFETCH, weights.c's vec_prefetch)
 #   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (weights.c)
 #   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
 #   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
@@ -43,18 +43,18 @@ for shape in $shapes; do
     cp /tmp/weights.c.orig src/gpu/weights.c
     cp /tmp/ops.c.orig src/gpu/ops.c
     cp /tmp/ops.h.orig src/gpu/ops.h
+    unset LEAN_GPU_VEC_PREFETCH
     for knob in ${shape//+/ }; do # knobs joined by + apply together
         case "$knob" in
         vec:*)
             IFS=, read -r wg rpw rpw_short short_cpl <<<"${knob#vec:}"
             sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
         widegr:*) set_n src/gpu/weights.c "TILE_WIDE_GR = @" "${knob#*:}" ;;
-        pipe:*) set_n src/gpu/weights.c "TILE_PIPE = @" "${knob#*:}" ;;
         wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
         ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
         kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
         vocab:*) set_n src/gpu/weights.c "VEC_RPW_VOCAB = @" "${knob#*:}" ;;
-        pre:*) set_n src/gpu/weights.c "VEC_PREFETCH = @" "${knob#*:}" ;;
+        pre:*) export LEAN_GPU_VEC_PREFETCH=${knob#*:} ;;
         vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${knob#*:}" ;;
         norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${knob#*:}" ;;
         chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${knob#*:}" ;;

@@ -684,13 +684,14 @@ int main(void) {
     printf("test_gpu_weights: prefill matmuls split over their columns\n");
     test_all(step);
     unsetenv("LEAN_GPU_TILE_KSPLIT");
-    /* the variants off until measured (weights.c): the next chunk decoded during this one's
-     * sums (tiled), the first chunk decoded before the norm (normed decode) */
-    setenv("LEAN_GPU_TILE_PIPE", "1", 1);
+    /* the normed decode's first chunk decoded before the norm in every format that can (its
+     * default: Q5_0 alone, weights.c), and in none */
     setenv("LEAN_GPU_VEC_PREFETCH", "1", 1);
-    printf("test_gpu_weights: the pipelined and prefetching variants\n");
+    printf("test_gpu_weights: the normed decode prefetching\n");
     test_all(step);
-    unsetenv("LEAN_GPU_TILE_PIPE");
+    setenv("LEAN_GPU_VEC_PREFETCH", "0", 1);
+    printf("test_gpu_weights: the normed decode not prefetching\n");
+    test_all(step);
     unsetenv("LEAN_GPU_VEC_PREFETCH");
     if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
         setenv("LEAN_SUBGROUPS", "0", 1);

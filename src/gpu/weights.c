@@ -328,13 +328,15 @@ enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 /* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm
  * (smollm2-1.7b tg128 q4_0 1.01x, q8_0 1.01x against 2) */
 enum { VEC_RPW_NORMED = 4 };
-/* Two variants off until the H200 has measured them (each the same sums; both are tested):
- * VEC_PREFETCH, a normed matmul_vec decoding its lanes' first chunk of every row before it
- * sums the row's squares (matmul_vec.wgsl's PRE; chunks of up to VEC_PREFETCH_CH weights: the
- * K-quants' 16 would hold 2 x RPW_NORMED x 16 registers), and TILE_PIPE, matmul_tiled decoding
- * chunk c + 1 before chunk c's multiply-adds (its PIPE). LEAN_GPU_VEC_PREFETCH=0|1 and
- * LEAN_GPU_TILE_PIPE=0|1 override them (the tests run both). */
-enum { VEC_PREFETCH = 0, VEC_PREFETCH_CH = 8, TILE_PIPE = 0 };
+/* VEC_PREFETCH_CH: a normed matmul_vec of a format in VEC_PREFETCH_TYPES decodes its lanes'
+ * first chunk of every row before it sums the row's squares (matmul_vec.wgsl's PRE; the same
+ * sums), in formats of chunks up to VEC_PREFETCH_CH weights (the K-quants' 16 would hold 2 x
+ * RPW_NORMED x 16 registers). H200 tg128 against no prefetch, one run of
+ * scripts/h200_tile_sweep.sh "pipe:0 pre:1" (docs/runs/2026-12-03-gpu-h200-sweep.md):
+ * smollm2-135m q4_k_m (its normed matrices Q5_0) 1.09x, smollm2-1.7b q4_0 1.00x, q8_0 0.95x,
+ * qwen2.5-0.5b q8_0 0.97x: Q5_0 alone takes it. LEAN_GPU_VEC_PREFETCH=0|1 overrides it (the
+ * tests run every format both ways). */
+enum { VEC_PREFETCH_CH = 8 };
 /* the logits' matrix, a row a vocabulary entry: VEC_RPW_VOCAB outputs a workgroup from
  * VEC_VOCAB_OUTS outputs on, where 2 made tens of thousands of workgroups of a few KiB each
  * (H200 tg128 qwen2.5-0.5b q8_0, 151936 rows: 1135 tokens/s at 8, 1100 at 2, 1108 at 16;
@@ -530,6 +532,10 @@ static bool switch_on(const char *name, bool dflt) {
     return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
 }
 
+static bool vec_prefetch(uint32_t type) {
+    return switch_on("LEAN_GPU_VEC_PREFETCH", type == LEAN_TYPE_Q5_0) && format_of(type)->chunk <= VEC_PREFETCH_CH;
+}
+
 /* matmul_vec's outputs per workgroup for w */
 static uint32_t vec_rpw(const gpu_weight *w, uint64_t outs, bool normed) {
     if (outs >= VEC_VOCAB_OUTS) return VEC_RPW_VOCAB;
@@ -571,8 +577,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
-    k[n++] = (lean_gpu_const){"PRE", 'u', normed && switch_on("LEAN_GPU_VEC_PREFETCH", VEC_PREFETCH) &&
-                                                 format_of(w->type)->chunk <= VEC_PREFETCH_CH};
+    k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(w->type)};
     if (st == LEAN_OK)
         st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", vec_out_fn(out), k, n, &m->vec, err);
     if (st == LEAN_OK)
@@ -656,8 +661,8 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
                             {"TT", 'u', TILE_T / t.gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x},
                             {"TILES_O", 'u', (double)t.tiles_o}, {"KSPLIT", 'u', (double)t.ksplit},
-                            {"SPS", 'u', (double)t.sps}, {"PIPE", 'u', switch_on("LEAN_GPU_TILE_PIPE", TILE_PIPE)}};
-    const int n = 10 + out_consts(out, outs, 4, 0, k + 10);
+                            {"SPS", 'u', (double)t.sps}};
+    const int n = 9 + out_consts(out, outs, 4, 0, k + 9);
     /* split: y is the part buffer, written by tile_part; the mode is the combine's */
     lean_gpu_bind b[N_BINDS];
     memcpy(b, binds, sizeof b);

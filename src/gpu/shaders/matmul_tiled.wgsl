@@ -32,7 +32,7 @@
 // Workgroup index: flat = wid.y * NX + wid.x (split like matmul_vec): outputs tile
 // flat % TILES_O, split flat / TILES_O; tokens tile wid.z.
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
-// OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, PIPE, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
+// OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
 // Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: f32, output o of token t at
 // t * Y_STRIDE + Y_COL + o (the part buffer when KSPLIT > 1), 3 step; 4 bias (BIAS mode, not
 // split).
@@ -78,13 +78,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
         let c_end = min(s * CPS + CPS, CHUNKS);
-        // chunk c + 1 is decoded after chunk c's multiply-adds or, with PIPE, before them, so
-        // that its loads are in flight while they run (the same sums; TR * CH more registers)
+        // chunk c + 1 is decoded after chunk c's multiply-adds (decoding it before them, so
+        // that its loads are in flight while they run, was slower: H200 pp512 smollm2-1.7b
+        // q4_0 0.95x, q8_0 0.97x, docs/runs/2026-12-03-gpu-h200-sweep.md)
         var w = tile_rows(tile_o0 + gr, s * CPS);
         for (var c = s * CPS; c < c_end; c++) {
-            let more = c + 1u < c_end;
-            var w_next = w;
-            if (PIPE == 1u && more) { w_next = tile_rows(tile_o0 + gr, c + 1u); }
             for (var j = 0u; j < TT; j++) {
                 let xrow = (gt + GT * j) * KV4;
                 for (var q = 0u; q < RUNS; q++) {
@@ -96,8 +94,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     }
                 }
             }
-            if (PIPE == 0u && more) { w_next = tile_rows(tile_o0 + gr, c + 1u); }
-            w = w_next;
+            if (c + 1u < c_end) { w = tile_rows(tile_o0 + gr, c + 1u); }
         }
         workgroupBarrier();
     }
