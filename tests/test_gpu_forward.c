@@ -10,7 +10,9 @@
  *   - decode past 256 positions (split attention) against the reference's logits;
  *   - the dispatches one decode step records, per architecture, at most a stated number;
  *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
- *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free.
+ *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free;
+ *   - where the adapter grants shader-f16, the f16 path held to the F32 path (LEAN_F16=0) on
+ *     every fixture: the logits after the prompt within F16_TOL, the greedy ids identical.
  * Logit comparisons between GPU calls that differ only in how tokens were batched allow
  * 1e-4 (the matmul and attention kernels may sum in an order that depends on the batch
  * size; observed differences are ~1e-6).
@@ -237,6 +239,68 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as, uin
     unlink(path);
 }
 
+/* ---- the f16 path against the F32 path ---- */
+
+/* Prefill's matmuls on the f16 path (tiled_f16.wgsl) round weights and inputs to f16: the
+ * largest difference it may make to a fixture's logits. (Under Deno's wgpu over lavapipe it
+ * made 1.2e-2 to 3.1e-2 on the 27 fixtures, whose largest logits are 10 to 13.) */
+#define F16_TOL 5e-2f
+
+/* The logits after fx's prompt (into logits) and the N_GREEDY greedy ids that follow, with
+ * LEAN_F16 = f16 ("0": the F32 path). */
+static bool prompt_greedy(const lean_model *m, const fixture *fx, const char *f16, float *logits, int32_t *ids) {
+    const int V = lean_model_n_vocab(m);
+    setenv("LEAN_F16", f16, 1);
+    lean_ctx *c = new_ctx(m, "gpu", 128, 64);
+    float *cur = malloc(sizeof(float) * (size_t)V);
+    lean_error err;
+    lean_status st = c && cur ? lean_prefill(c, fx->prompt, fx->n_prompt, cur, &err) : LEAN_ERR_NOMEM;
+    if (st == LEAN_OK) memcpy(logits, cur, sizeof(float) * (size_t)V);
+    for (int i = 0; st == LEAN_OK && i < N_GREEDY; i++) {
+        ids[i] = fixture_argmax(cur, V);
+        st = lean_decode(c, ids[i], cur, &err);
+    }
+    CHECK(st == LEAN_OK, "%s (LEAN_F16=%s): %s", fx->model, f16, c && cur ? err.msg : "no context");
+    setenv("LEAN_F16", "0", 1); /* back to the F32 path of every other test (test_gpu_open) */
+    lean_ctx_free(c);
+    free(cur);
+    return st == LEAN_OK;
+}
+
+static void f16_against_f32(const fixture *fx, void *user) {
+    (void)user;
+    lean_model *m = load(fx->model);
+    if (!m) return;
+    const int V = lean_model_n_vocab(m);
+    float *l32 = malloc(sizeof(float) * (size_t)V), *l16 = malloc(sizeof(float) * (size_t)V);
+    int32_t g32[N_GREEDY], g16[N_GREEDY];
+    if (prompt_greedy(m, fx, "0", l32, g32) && prompt_greedy(m, fx, "1", l16, g16)) {
+        const float d = max_diff(l32, l16, V);
+        CHECK(d <= F16_TOL, "%s: f16 path's logits max |delta| %.3g from the F32 path's > %.0e", fx->model, d, F16_TOL);
+        int first = -1;
+        for (int i = 0; i < N_GREEDY && first < 0; i++)
+            if (g32[i] != g16[i]) first = i;
+        CHECK(first < 0, "%s: the f16 path's greedy ids differ from the F32 path's at step %d (%d vs %d)", fx->model,
+              first, first >= 0 ? g16[first] : -1, first >= 0 ? g32[first] : -1);
+        printf("| %-5s | %-4s | %.2e | %s |\n", fx->arch, fx->fmt, d, first < 0 ? "yes" : "no");
+    }
+    free(l32);
+    free(l16);
+    lean_model_free(m);
+}
+
+static void test_f16(bool granted) {
+    if (!granted) {
+        printf("test_gpu_forward: no shader-f16 on this adapter, so no f16 path to test (the webgpu stage's has it)\n");
+        return;
+    }
+    printf("the f16 path against the F32 path (LEAN_F16=0):\n| arch  | fmt  | max abs delta logit (all, after "
+           "the prompt) | %d greedy ids equal |\n|---|---|---|---|\n", N_GREEDY);
+    fixture_each("llama", f16_against_f32, NULL);
+    fixture_each("qwen2", f16_against_f32, NULL);
+    fixture_each("qwen3", f16_against_f32, NULL);
+}
+
 /* ---- errors ---- */
 
 static void test_errors(const lean_model *m) {
@@ -281,7 +345,7 @@ static void test_choice(const lean_model *m, bool software) {
 int main(void) {
     lean_gpu *g = test_gpu_open("test_gpu_forward");
     if (!g) return test_finish("test_gpu_forward");
-    const bool software = lean_gpu_get_info(g)->software;
+    const bool software = lean_gpu_get_info(g)->software, f16 = lean_gpu_get_info(g)->shader_f16;
     printf("adapter: %s (%s)\n", lean_gpu_get_info(g)->adapter, lean_gpu_get_info(g)->backend);
     lean_gpu_close(g);
 
@@ -330,5 +394,6 @@ int main(void) {
         test_choice(m, software);
         lean_model_free(m);
     }
+    test_f16(f16);
     return test_finish("test_gpu_forward");
 }

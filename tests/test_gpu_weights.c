@@ -16,6 +16,12 @@
  *               and of each addition; a term passes through at most cols of them, so
  *               |y - y_ref| <= gamma(cols) * sum_c |w x| with gamma(n) = n u / (1 - n u), u = 2^-24,
  *               plus 2 cols 2^-126 for products and sums flushed to zero (denormals): the tolerance.
+ *               On the f16 path (tiled_f16.wgsl: adapters with shader-f16, LEAN_F16=1) the tiled
+ *               kernel's bound is f16's: each term rounded through at most 8 f16 operations
+ *               (x and w to f16, up to 4 fmas in a lane, 2 adds of the lanes) then the f32
+ *               additions, |y - y_ref| <= (gamma16(8) + gamma(cols)) sum_c |w x| + 2^-25
+ *               sum_c (|w| + |x| + 2) (f16's subnormal steps), u16 = 2^-11; its weights stay in
+ *               f16's range (no huge-scale row), as the path requires.
  *   order       the tiled kernel's sum does not depend on n_tok: the first 7 tokens of a
  *               65-token call equal a 7-token call bit for bit.
  *   bounds      x and y bound at an aligned offset; y outside the call's tokens is not written.
@@ -23,8 +29,9 @@
  *               for bit, every format; the output modes (ADD, BIAS exact; SWIGLU; a strided
  *               column) over those outputs on three formats (test_modes says how); the
  *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
- * All of it twice: as the matrices' sizes choose the tiled kernel's shape, then with every one
- * taking the wide shape (LEAN_GPU_TILE_WIDE=1).
+ * All of it twice on the F32 path (LEAN_F16=0): as the matrices' sizes choose the tiled
+ * kernel's shape, then with every one taking the wide shape (LEAN_GPU_TILE_WIDE=1); then the
+ * formats and modes on the f16 path where the adapter grants shader-f16.
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
@@ -40,6 +47,7 @@
 #include <string.h>
 
 static lean_gpu *G;
+static bool F16; /* the f16 path's run: its tolerance, no weights beyond f16's range */
 
 /* ---- data ---- */
 
@@ -106,7 +114,7 @@ static void matrix_make(matrix *m, uint32_t type, int64_t rows, int64_t cols) {
     m->blocks = malloc(row_bytes * (uint64_t)rows);
     tr->quantize(src, m->blocks, (int64_t)n);
     if (rows > 0) memset(m->blocks, 0, row_bytes);
-    for (int k = 1; k <= 2 && k < rows; k++) weird_row(type, m->blocks + row_bytes * k, row_bytes, tr->block_bytes, k);
+    for (int k = F16 ? 2 : 1; k <= 2 && k < rows; k++) weird_row(type, m->blocks + row_bytes * k, row_bytes, tr->block_bytes, k);
     m->w = malloc(n * sizeof(float));
     tr->dequant(m->blocks, m->w, (int64_t)n);
     m->t = (lean_tensor){.name = "test.weight", .type = type, .ne = {cols, rows, 1, 1},
@@ -181,20 +189,24 @@ static void check_get_rows(const matrix *m, const gpu_weight *gw, lean_gpu_buf *
     free(got);
 }
 
-/* Largest |y - y_ref| / tolerance over the n_tok tokens (> 1 fails). */
+/* Largest |y - y_ref| / tolerance over the n_tok tokens (> 1 fails); the f16 path's bound
+ * where it ran (F16 and more than one token: the tiled kernel). */
 static double matmul_error(const matrix *m, const float *x, const float *y, int32_t n_tok) {
     const int64_t rows = m->t.ne[1], cols = m->t.ne[0];
-    const double u = ldexp(1.0, -24), gamma = cols * u / (1 - cols * u);
+    const double u = ldexp(1.0, -24), gamma = cols * u / (1 - cols * u), u16 = ldexp(1.0, -11);
+    const double gamma16 = F16 && n_tok > 1 ? 8 * u16 / (1 - 8 * u16) : 0;
     double worst = 0;
     for (int32_t t = 0; t < n_tok; t++) {
         for (int64_t r = 0; r < rows; r++) {
-            double sum = 0, abs_sum = 0;
+            double sum = 0, abs_sum = 0, sub16 = 0;
             for (int64_t c = 0; c < cols; c++) {
                 const double p = (double)m->w[r * cols + c] * x[t * cols + c];
                 sum += p;
                 abs_sum += fabs(p);
+                sub16 += fabs(m->w[r * cols + c]) + fabs(x[t * cols + c]) + 2;
             }
-            const double tol = gamma * abs_sum + 2 * cols * ldexp(1.0, -126);
+            const double tol = (gamma + gamma16) * abs_sum + 2 * cols * ldexp(1.0, -126) +
+                               (gamma16 ? ldexp(sub16, -25) : 0);
             const double e = fabs((double)y[t * rows + r] - sum) / tol;
             if (!(e <= worst)) worst = e; /* NaN sticks */
         }
@@ -375,7 +387,7 @@ static bool same_or_near(float got, float want, float rel) {
  * outputs equal the two matrices' own bit for bit; then each mode against its expression over
  * those outputs — ADD (y0 + a) and BIAS (a + b) exact, SWIGLU within SwiGLU's 1e-5 (exp is the
  * device's) — and a strided output at a column leaving the rest of y untouched. */
-static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
+static void test_modes(uint32_t type, lean_gpu_buf *step, bool every_mode) {
     enum { R = 67, T = 65, STRIDE = R + 5, COL = 3, NY = T * 2 * R }; /* NY: y's floats, >= T * STRIDE */
     const lean_type_traits *tr = lean_type_traits_get(type);
     const int64_t cols = tr->block_elems == 256 ? 512 : 96;
@@ -414,7 +426,7 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool all_modes) {
             bad += bits_of(a[i]) != bits_of(r < R ? ag[t * R + r] : au[t * R + r - R]);
         }
         CHECK(bad == 0, "stacked %s n_tok %d: %lld outputs differ from the matrices' own", tr->name, n, (long long)bad);
-        if (!all_modes) continue;
+        if (!every_mode) continue;
         bad = 0;
         if (lean_gpu_buf_write(G, yb, 0, y0, (uint64_t)na * 4, &err) ||
             !run_out(&ws, step, &in, &(gpu_mm_out){.y = yb, .mode = GPU_MM_ADD}, n, got, na))
@@ -641,14 +653,17 @@ static void test_errors(lean_gpu_buf *step) {
     matrix_free(&m);
 }
 
+static const uint32_t TYPES[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
+                                 LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
+                                 LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
+/* the formats test_modes runs every output mode on (the others: set and SwiGLU) */
+static bool all_modes(uint32_t type) { return type == LEAN_TYPE_F32 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K; }
+
 static void test_all(lean_gpu_buf *step) {
     printf("test_gpu_weights: reductions over %s\n", lean_gpu_subgroup_size(G) ? "subgroups" : "workgroup trees");
-    static const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
-                                     LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_format(types[i], step);
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        test_modes(types[i], step, types[i] == LEAN_TYPE_F32 || types[i] == LEAN_TYPE_Q4_0 || types[i] == LEAN_TYPE_Q6_K);
+    for (size_t i = 0; i < N_TYPES; i++) test_format(TYPES[i], step);
+    for (size_t i = 0; i < N_TYPES; i++) test_modes(TYPES[i], step, all_modes(TYPES[i]));
     test_normed_input(LEAN_TYPE_F32, 131, step);
     test_normed_input(LEAN_TYPE_Q4_K, 512, step);
     test_normed_input(LEAN_TYPE_Q6_K, 256, step);
@@ -668,9 +683,27 @@ static void test_all(lean_gpu_buf *step) {
     test_errors(step);
 }
 
+/* The f16 path's tiled kernel (tiled_f16.wgsl) on every format and mode, where the adapter
+ * grants shader-f16 (in CI: the webgpu stage's, Deno's wgpu; Dawn on llvmpipe does not). */
+static void test_f16(lean_gpu_buf *step) {
+    if (!lean_gpu_get_info(G)->shader_f16) {
+        printf("test_gpu_weights: no shader-f16 on this adapter, so no f16 path to test (the webgpu stage's has it)\n");
+        return;
+    }
+    setenv("LEAN_F16", "1", 1);
+    CHECK(lean_gpu_f16(G), "LEAN_F16=1 on an adapter with shader-f16: the f16 path");
+    printf("test_gpu_weights: the f16 path\n");
+    F16 = true;
+    for (size_t i = 0; i < N_TYPES; i++) test_format(TYPES[i], step);
+    for (size_t i = 0; i < N_TYPES; i++) test_modes(TYPES[i], step, all_modes(TYPES[i]));
+    F16 = false;
+    setenv("LEAN_F16", "0", 1);
+}
+
 int main(void) {
     if (!(G = test_gpu_open("test_gpu_weights"))) return test_finish("test_gpu_weights");
     lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
+    CHECK(!lean_gpu_f16(G), "LEAN_F16=0 (test_gpu_open): the F32 path");
     test_all(step);
     /* the wide tiled shape, which only matrices of 2048 outputs and columns or more take, on
      * every format and mode: every matrix takes it */
@@ -684,19 +717,21 @@ int main(void) {
     printf("test_gpu_weights: prefill matmuls split over their columns\n");
     test_all(step);
     unsetenv("LEAN_GPU_TILE_KSPLIT");
-    /* the normed decode's first chunk decoded before the norm in every format that can (its
-     * default: Q5_0 alone, weights.c), and in none */
+    /* the normed decode's first chunk decoded before the norm in every format that can (by
+     * default Q5_0 alone, weights.c) */
     setenv("LEAN_GPU_VEC_PREFETCH", "1", 1);
-    printf("test_gpu_weights: the normed decode prefetching\n");
-    test_all(step);
-    setenv("LEAN_GPU_VEC_PREFETCH", "0", 1);
-    printf("test_gpu_weights: the normed decode not prefetching\n");
+    printf("test_gpu_weights: the normed decode prefetching in every format that can\n");
     test_all(step);
     unsetenv("LEAN_GPU_VEC_PREFETCH");
     if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
         setenv("LEAN_SUBGROUPS", "0", 1);
         test_all(step);
+        unsetenv("LEAN_SUBGROUPS");
     }
+    test_f16(step);
+    setenv("LEAN_GPU_TILE_WIDE", "1", 1); /* the f16 path in the wide shape too */
+    test_f16(step);
+    unsetenv("LEAN_GPU_TILE_WIDE");
     lean_gpu_buf_free(step);
     lean_gpu_close(G);
     return test_finish("test_gpu_weights");

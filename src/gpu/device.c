@@ -319,6 +319,7 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              "vendor         %s%s%s\n"
              "backend        %s, %s level%s\n"
              "features       shader-f16 %s, subgroups %s%s, timestamp-query %s\n"
+             "prefill        %s\n"
              "storage        binding %llu MiB, buffer %llu MiB, %u buffers per stage\n"
              "workgroups     %u invocations, size %u x %u x %u, %u per dimension, %u KiB shared\n"
              "alignment      storage offsets %u, uniform offsets %u\n"
@@ -327,6 +328,8 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              in->architecture[0] ? ", " : "", in->architecture, in->backend,
              in->feature_level, in->software ? ", software (CPU) adapter" : "", in->shader_f16 ? "yes" : "no",
              in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no",
+             lean_gpu_f16(g) ? "f16 path (matmuls in f16, shaders/tiled_f16.wgsl; LEAN_F16=0: F32)"
+             : in->shader_f16 ? "F32 path (LEAN_F16=0)" : "F32 path (no shader-f16)",
              (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
              in->max_storage_buffers_per_stage, in->max_invocations, in->max_workgroup_x, in->max_workgroup_y,
              in->max_workgroup_z, in->max_workgroups_per_dim, in->max_workgroup_storage >> 10,

@@ -101,6 +101,9 @@ const char *lean_gpu_shader(const char *name);
  * before the constants. */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g);
 const char *lean_gpu_reduce_shader(lean_gpu *g);
+/* Whether prefill's matmuls take the f16 path (tiled_f16.wgsl): the device grants shader-f16
+ * and LEAN_F16 is not 0 (LEAN_F16=0 forces the F32 path everywhere). */
+bool lean_gpu_f16(const lean_gpu *g);
 
 /* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the
  * code (no `override`): type 'u' (u32), 'i' (i32) or 'f' (f32). */

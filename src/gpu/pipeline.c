@@ -35,6 +35,13 @@ uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
     return fixed && !(env && strcmp(env, "0") == 0) ? in->subgroup_min_size : 0;
 }
 
+/* The f16 path (matmul_tiled over tiled_f16.wgsl) where the device grants shader-f16 and
+ * LEAN_F16 is not 0. */
+bool lean_gpu_f16(const lean_gpu *g) {
+    const char *env = getenv("LEAN_F16");
+    return lean_gpu_get_info(g)->shader_f16 && !(env && strcmp(env, "0") == 0);
+}
+
 const char *lean_gpu_reduce_shader(lean_gpu *g) {
     return lean_gpu_shader(lean_gpu_subgroup_size(g) ? "reduce_sg" : "reduce");
 }

@@ -409,8 +409,8 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
  * function of matmul_out.wgsl; in, one of matmul_in.wgsl, matmul_vec only) + kernel + those
  * files, with w's shape constants and n_extra kernel constants. NULL modes: not compiled in. */
 static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *in,
-                                 const char *out, const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **res,
-                                 lean_error *err) {
+                                 const char *out, const char *arith, const lean_gpu_const *extra, int n_extra,
+                                 lean_gpu_pipeline **res, lean_error *err) {
     char glue[1024], label[96], name[48];
     int n = weight_glue(w, glue, sizeof glue, name, sizeof name);
     if (out)
@@ -420,12 +420,13 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
         snprintf(glue + n, sizeof glue - (size_t)n,
                  "fn x_begin(l: u32) { x_begin_%s(l); }\n"
                  "fn x4_at(col: u32) -> vec4<f32> { return x4_at_%s(col); }\n", in, in);
-    snprintf(label, sizeof label, "%s_%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
-             out ? out : "");
-    const char *src[6] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
+    snprintf(label, sizeof label, "%s_%s%s%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
+             out ? out : "", arith ? "_" : "", arith ? arith : "");
+    const char *src[7] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
     int n_src = 3;
     if (out) src[n_src++] = lean_gpu_shader("matmul_out");
     if (in) src[n_src++] = lean_gpu_reduce_shader(g), src[n_src++] = lean_gpu_shader("matmul_in");
+    if (arith) src[n_src++] = lean_gpu_shader(arith);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
     lean_gpu_const consts[32];
@@ -579,7 +580,8 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(w->type)};
     if (st == LEAN_OK)
-        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", vec_out_fn(out), k, n, &m->vec, err);
+        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", vec_out_fn(out), NULL, k, n, &m->vec,
+                           err);
     if (st == LEAN_OK)
         st = bind_matmul(g, m->vec, binds, 3, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
     return st;
@@ -669,7 +671,8 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     if (split) b[B_Y] = binds[B_PART];
     const gpu_mm_out part_out = {.mode = GPU_MM_SET};
     const gpu_mm_out *tile_out = split ? &part_out : out;
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[tile_out->mode], k, n, &m->tiled, err);
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[tile_out->mode],
+                                            lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32", k, n, &m->tiled, err);
     if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
     if (st == LEAN_OK && split) st = matmul_combine_make(g, w, max_tok, binds, out, t.ksplit, m, err);
     return st;
@@ -815,7 +818,7 @@ lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_to
     gr->groups_x = (uint32_t)((row_chunks(w) + ROWS_WG - 1) / ROWS_WG); /* <= 65535 for cols < 16 M */
     const lean_gpu_const k[] = {{"WG", 'u', ROWS_WG}};
     const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {ids, 0, (uint64_t)max_tok * 4}, {out, 0, out_bytes}, {step, 0, 16}};
-    st = make_pipeline(g, w, "get_rows", NULL, NULL, k, 1, &gr->p, err);
+    st = make_pipeline(g, w, "get_rows", NULL, NULL, NULL, k, 1, &gr->p, err);
     if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, gr->p, binds, 4, "get_rows", &gr->bg, err);
     if (st != LEAN_OK) {
         gpu_get_rows_free(gr);

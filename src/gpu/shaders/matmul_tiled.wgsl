@@ -13,12 +13,15 @@
 // x, four columns a read (a chunk's columns come in runs of 4, formats.wgsl) used for all TR
 // rows: one workgroup read per 4 TR multiply-adds, not per 1, which was what bound this kernel.
 //
-// Summation order of Y[t][r]: one fused multiply-add per weight onto the accumulator, in
+// The arithmetic (XV, the staged and decoded vec4s; PART, part_begin/fma/end, a chunk's
+// sum) is tiled_f32.wgsl's or, on the f16 path, tiled_f16.wgsl's (weights.c picks).
+// Summation order of Y[t][r] (F32): one fused multiply-add per weight onto the accumulator, in
 // chunk order (chunks ascending, each chunk's columns in wv order). It depends on the format
 // alone, not on n_tok, the tile a token falls in or the tile's shape, so any split of a prefill
 // gives the same bits. (One fma per weight, not dot() then an add per run: on the H200 pp512
 // qwen2.5-0.5b q8_0 1.04x, smollm2-1.7b q4_0 1.06x in the wide shape. The decode kernel,
-// matmul_vec, sums in another order: its results are close, not equal.)
+// matmul_vec, sums in another order: its results are close, not equal.) The f16 path sums
+// each chunk apart first, then adds it in chunk order: it too is independent of n_tok.
 //
 // Split over the columns (KSPLIT > 1, weights.c chooses it for matrices whose output tiles
 // alone leave most of the GPU idle): split ks of the KSPLIT sums steps [ks * SPS, ks * SPS +
@@ -51,7 +54,7 @@ const CPS: u32 = KSTEP / CH; // chunks per step
 const KV4: u32 = KSTEP / 4u;  // vec4s of a token's staged columns
 const RUNS: u32 = CH / 4u;
 
-var<workgroup> xs: array<vec4<f32>, TILE_T * KV4>; // xs[tl * KV4 + (column - step start) / 4]
+var<workgroup> xs: array<XV, TILE_T * KV4>; // xs[tl * KV4 + (column - step start) / 4]
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
@@ -74,7 +77,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             for (var k = 0u; k < 4u; k++) {
                 if (t < n_tok && col + k < COLS) { v[k] = X[t * COLS + col + k]; }
             }
-            xs[e] = v;
+            xs[e] = to_xv(v);
         }
         workgroupBarrier();
         let c_end = min(s * CPS + CPS, CHUNKS);
@@ -85,14 +88,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var c = s * CPS; c < c_end; c++) {
             for (var j = 0u; j < TT; j++) {
                 let xrow = (gt + GT * j) * KV4;
+                var p: array<PART, TR>;
+                for (var i = 0u; i < TR; i++) { p[i] = part_begin(acc[i * TT + j]); }
                 for (var q = 0u; q < RUNS; q++) {
                     let x4 = xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]; // read once for all TR rows
-                    for (var i = 0u; i < TR; i++) {
-                        let w4 = w[i * RUNS + q];
-                        let a = acc[i * TT + j];
-                        acc[i * TT + j] = fma(w4.w, x4.w, fma(w4.z, x4.z, fma(w4.y, x4.y, fma(w4.x, x4.x, a))));
-                    }
+                    for (var i = 0u; i < TR; i++) { p[i] = part_fma(p[i], w[i * RUNS + q], x4); }
                 }
+                for (var i = 0u; i < TR; i++) { acc[i * TT + j] = part_end(acc[i * TT + j], p[i]); }
             }
             if (c + 1u < c_end) { w = tile_rows(tile_o0 + gr, c + 1u); }
         }
@@ -113,11 +115,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // chunk c of the invocation's TR rows (output o0 + GR * k, k < OPT, and its up row in SWIGLU
 // mode), decoded: w[i * RUNS + q] is run q of row slot i
-fn tile_rows(o0: u32, c: u32) -> array<vec4<f32>, TR * RUNS> {
-    var w: array<vec4<f32>, TR * RUNS>;
+fn tile_rows(o0: u32, c: u32) -> array<XV, TR * RUNS> {
+    var w: array<XV, TR * RUNS>;
     for (var i = 0u; i < TR; i++) {
         dequant_chunk(min(o0 + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
-        for (var q = 0u; q < RUNS; q++) { w[i * RUNS + q] = wv4(q); }
+        for (var q = 0u; q < RUNS; q++) { w[i * RUNS + q] = to_xv(wv4(q)); }
     }
     return w;
 }
