@@ -226,7 +226,8 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
     static const char *const unquantized[] = {"timestamp_quantization"};
     /* Dawn clamps every storage index again unless told not to; our kernels keep theirs in
      * range by construction (shapes checked when a pipeline is made, ids clamped in-kernel),
-     * and the clamps cost the H200 a third of its prefill speed (docs/runs/2026-12-03-*).
+     * and the clamps cost the H200 a third of its prefill speed on the kernels of then, 4%
+     * (pp512 GPU time) on today's (docs/runs/2026-12-03-gpu-h200-table-2.md).
      * LEAN_GPU_ROBUST=1 puts them back. */
     const char *rb = getenv("LEAN_GPU_ROBUST");
     const char *enabled[2];
