@@ -31,7 +31,8 @@
  *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
  * All of it twice on the F32 path (LEAN_F16=0): as the matrices' sizes choose the tiled
  * kernel's shape, then with every one taking the wide shape (LEAN_GPU_TILE_WIDE=1); then the
- * formats and modes on the f16 path where the adapter grants shader-f16.
+ * formats and modes on the f16 path where the adapter grants shader-f16 (as the sizes choose,
+ * wide, and split over the columns).
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
@@ -732,6 +733,9 @@ int main(void) {
     setenv("LEAN_GPU_TILE_WIDE", "1", 1); /* the f16 path in the wide shape too */
     test_f16(step);
     unsetenv("LEAN_GPU_TILE_WIDE");
+    setenv("LEAN_GPU_TILE_KSPLIT", "4", 1); /* and split over the columns */
+    test_f16(step);
+    unsetenv("LEAN_GPU_TILE_KSPLIT");
     lean_gpu_buf_free(step);
     lean_gpu_close(G);
     return test_finish("test_gpu_weights");
