@@ -6,10 +6,6 @@
 #   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
 #   widegr:N      TILE_WIDE_GR, invocations of the wide tiled shape (2 outputs x 32 tokens each;
 #                 past 128 only where the device grants the invocations, e.g. the H200's 1024)
-#   widegt:N      the wide tiled shape with N token groups (GT; TT = 32 / N tokens each): fewer
-#                 accumulators an invocation, each chunk decoded by N invocations
-#   widegtsw:N    the same for SwiGLU's stacked [Wgate; Wup] alone (its invocations hold 2 rows)
-#   nowidesw      SwiGLU's stacked matrices never take the wide shape
 #   wide:N        TILE_WIDE_MIN, the fewest outputs and columns that take the wide tiled shape
 #   ksplit:N      TILE_SPLIT_WG, the prefill workgroups below which a matmul is split over its
 #                 columns (1: never split)
@@ -54,9 +50,6 @@ for shape in $shapes; do
             IFS=, read -r wg rpw rpw_short short_cpl <<<"${knob#vec:}"
             sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
         widegr:*) set_n src/gpu/weights.c "TILE_WIDE_GR = @" "${knob#*:}" ;;
-        widegt:*) sed -i "s/t.gr = TILE_WIDE_GR, t.gt = 1;/t.gr = TILE_WIDE_GR, t.gt = ${knob#*:};/" src/gpu/weights.c ;;
-        widegtsw:*) sed -i "s/t.gr = TILE_WIDE_GR, t.gt = 1;/t.gr = TILE_WIDE_GR, t.gt = mode == GPU_MM_SWIGLU ? ${knob#*:} : 1;/" src/gpu/weights.c ;;
-        nowidesw) sed -i "s/if (tile_wide(outs, (uint64_t)cols))/if (mode != GPU_MM_SWIGLU \&\& tile_wide(outs, (uint64_t)cols))/" src/gpu/weights.c ;;
         wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
         ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
         kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
