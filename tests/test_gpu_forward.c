@@ -65,12 +65,15 @@ static uint64_t fnv1a(const int32_t *ids, int n) {
 
 /* ---- greedy ids against the CPU reference ---- */
 
-/* The prompt, then N_GREEDY greedy ids into out (the GPU's own argmax when on the GPU). */
-static bool greedy(lean_ctx *c, const int32_t *prompt, int32_t *out, int n_vocab) {
+/* The prompt (n_prompt ids; its logits into prompt_logits unless NULL), then N_GREEDY greedy
+ * ids into out (the GPU's own argmax when on the GPU). */
+static bool greedy(lean_ctx *c, const int32_t *prompt, int n_prompt, float *prompt_logits, int32_t *out,
+                   int n_vocab) {
     lean_error err;
     float *logits = malloc(sizeof(float) * (size_t)n_vocab);
     const bool gpu = lean_ctx_backend(c) == &lean_backend_gpu;
-    lean_status st = lean_prefill(c, prompt, N_PROMPT, logits, &err);
+    lean_status st = lean_prefill(c, prompt, n_prompt, logits, &err);
+    if (st == LEAN_OK && prompt_logits) memcpy(prompt_logits, logits, sizeof(float) * (size_t)n_vocab);
     for (int i = 0; st == LEAN_OK && i < N_GREEDY; i++) {
         out[i] = fixture_argmax(logits, n_vocab);
         if (gpu) {
@@ -110,7 +113,8 @@ static void test_greedy(const char *arch, uint32_t type, const char *as) {
     int32_t prompt[N_PROMPT], ref[N_GREEDY], got[N_GREEDY];
     tiny_ids(prompt, N_PROMPT, sp.n_vocab, sp.seed + 5);
     lean_ctx *cr = new_ctx(m, "cpu-ref", 64, 8), *cg = new_ctx(m, "gpu", 64, 8);
-    if (cr && cg && greedy(cr, prompt, ref, sp.n_vocab) && greedy(cg, prompt, got, sp.n_vocab)) {
+    if (cr && cg && greedy(cr, prompt, N_PROMPT, NULL, ref, sp.n_vocab) &&
+        greedy(cg, prompt, N_PROMPT, NULL, got, sp.n_vocab)) {
         int first = -1;
         for (int i = 0; i < N_GREEDY && first < 0; i++)
             if (ref[i] != got[i]) first = i;
@@ -249,22 +253,12 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as, uin
 /* The logits after fx's prompt (into logits) and the N_GREEDY greedy ids that follow, with
  * LEAN_F16 = f16 ("0": the F32 path). */
 static bool prompt_greedy(const lean_model *m, const fixture *fx, const char *f16, float *logits, int32_t *ids) {
-    const int V = lean_model_n_vocab(m);
     setenv("LEAN_F16", f16, 1);
     lean_ctx *c = new_ctx(m, "gpu", 128, 64);
-    float *cur = malloc(sizeof(float) * (size_t)V);
-    lean_error err;
-    lean_status st = c && cur ? lean_prefill(c, fx->prompt, fx->n_prompt, cur, &err) : LEAN_ERR_NOMEM;
-    if (st == LEAN_OK) memcpy(logits, cur, sizeof(float) * (size_t)V);
-    for (int i = 0; st == LEAN_OK && i < N_GREEDY; i++) {
-        ids[i] = fixture_argmax(cur, V);
-        st = lean_decode(c, ids[i], cur, &err);
-    }
-    CHECK(st == LEAN_OK, "%s (LEAN_F16=%s): %s", fx->model, f16, c && cur ? err.msg : "no context");
+    const bool ok = c && greedy(c, fx->prompt, fx->n_prompt, logits, ids, lean_model_n_vocab(m));
     setenv("LEAN_F16", "0", 1); /* back to the F32 path of every other test (test_gpu_open) */
     lean_ctx_free(c);
-    free(cur);
-    return st == LEAN_OK;
+    return ok;
 }
 
 static void f16_against_f32(const fixture *fx, void *user) {

@@ -29,10 +29,11 @@
  *               for bit, every format; the output modes (ADD, BIAS exact; SWIGLU; a strided
  *               column) over those outputs on three formats (test_modes says how); the
  *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
- * All of it twice on the F32 path (LEAN_F16=0): as the matrices' sizes choose the tiled
- * kernel's shape, then with every one taking the wide shape (LEAN_GPU_TILE_WIDE=1); then the
- * formats and modes on the f16 path where the adapter grants shader-f16 (as the sizes choose,
- * wide, and split over the columns).
+ * All of it on the F32 path (LEAN_F16=0): as the matrices' sizes choose the tiled kernel's
+ * shape, with every one taking the wide shape (LEAN_GPU_TILE_WIDE=1), split over the columns,
+ * prefetching in every format that can, and without subgroups where the adapter has them; then
+ * the formats and modes on the f16 path where the adapter grants shader-f16 (as the sizes
+ * choose, wide, and split over the columns).
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,

@@ -328,14 +328,14 @@ enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 /* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm
  * (smollm2-1.7b tg128 q4_0 1.01x, q8_0 1.01x against 2) */
 enum { VEC_RPW_NORMED = 4 };
-/* VEC_PREFETCH_CH: a normed matmul_vec of a format in VEC_PREFETCH_TYPES decodes its lanes'
- * first chunk of every row before it sums the row's squares (matmul_vec.wgsl's PRE; the same
- * sums), in formats of chunks up to VEC_PREFETCH_CH weights (the K-quants' 16 would hold 2 x
- * RPW_NORMED x 16 registers). H200 tg128 against no prefetch, one run of
- * scripts/h200_tile_sweep.sh "pipe:0 pre:1" (docs/runs/2026-12-03-gpu-h200-sweep.md):
- * smollm2-135m q4_k_m (its normed matrices Q5_0) 1.09x, smollm2-1.7b q4_0 1.00x, q8_0 0.95x,
- * qwen2.5-0.5b q8_0 0.97x: Q5_0 alone takes it. LEAN_GPU_VEC_PREFETCH=0|1 overrides it (the
- * tests run every format both ways). */
+/* Prefetch (vec_prefetch): a normed matmul_vec decodes its lanes' first chunk of every row
+ * before it sums the row's squares (matmul_vec.wgsl's PRE; the same sums), in formats of
+ * chunks up to VEC_PREFETCH_CH weights (the K-quants' 16 would hold 2 x RPW_NORMED x 16
+ * registers). H200 tg128 against no prefetch, scripts/h200_tile_sweep.sh's "pipe:0" and
+ * "pre:1" (docs/runs/2026-12-03-gpu-h200-sweep.md): smollm2-135m q4_k_m (its normed matrices
+ * Q5_0) 1.09x, smollm2-1.7b q4_0 1.00x, q8_0 0.95x, qwen2.5-0.5b q8_0 0.97x: Q5_0 alone takes
+ * it. LEAN_GPU_VEC_PREFETCH=0|1 overrides it (the tests run the default, and every format
+ * that can with it on). */
 enum { VEC_PREFETCH_CH = 8 };
 /* the logits' matrix, a row a vocabulary entry: VEC_RPW_VOCAB outputs a workgroup from
  * VEC_VOCAB_OUTS outputs on, where 2 made tens of thousands of workgroups of a few KiB each
