@@ -4,6 +4,7 @@
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
 # shape is one of:
 #   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
+#   widetr:N      TILE_WIDE_TR, the outputs an invocation of the wide shape takes outside SwiGLU
 #   widegr:N      TILE_WIDE_GR, invocations of the wide tiled shape (2 outputs x 32 tokens each;
 #                 past 128 only where the device grants the invocations, e.g. the H200's 1024)
 #   wide:N        TILE_WIDE_MIN, the fewest outputs and columns that take the wide tiled shape
@@ -49,6 +50,7 @@ for shape in $shapes; do
         vec:*)
             IFS=, read -r wg rpw rpw_short short_cpl <<<"${knob#vec:}"
             sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
+        widetr:*) set_n src/gpu/weights.c "TILE_WIDE_TR = @" "${knob#*:}" ;;
         widegr:*) set_n src/gpu/weights.c "TILE_WIDE_GR = @" "${knob#*:}" ;;
         wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
         ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;

@@ -322,8 +322,13 @@ void gpu_weight_free(gpu_weight *w) {
  * TILE_WIDE_MIN outputs and columns or more take 128 x 1 invocations of 2 outputs x 32 tokens
  * (tiles of 256 x 32: a chunk decoded once per 32 tokens): pp512 smollm2-1.7b q4_0 1.18x
  * (5515 -> 6516 tokens/s), where shorter rows lose more to the halved workgroup count than
- * they gain (qwen2.5-0.5b q8_0 0.95x with its 4864 x 896 [Wgate; Wup] wide). The shape never
- * changes the bits. get_rows: ROWS_WG chunks per workgroup. */
+ * they gain (qwen2.5-0.5b q8_0 0.95x with its 4864 x 896 [Wgate; Wup] wide). Outside SwiGLU
+ * (whose 2 outputs are 4 rows already) a wide invocation takes TILE_WIDE_TR = 4 outputs x 32
+ * tokens (tiles of 512 x 32): each x the workgroup stages is read from workgroup memory once
+ * for 4 rows, not 2 — those reads, not the multiply-adds, bound the kernel. pp512 smollm2-1.7b
+ * q4_0 8372 vs 7633 (1.10x), q8_0 7965 vs 7998; where every shape took 4, qwen2.5-0.5b q8_0
+ * lost (0.96x; docs/runs/2026-12-04-gpu-h200-groups.md). The shape never changes the bits.
+ * get_rows: ROWS_WG chunks per workgroup. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
 /* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm
  * (smollm2-1.7b tg128 q4_0 1.01x, q8_0 1.01x against 2) */
@@ -346,7 +351,7 @@ _Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0 && VEC_RPW_NORMED % 2 
                "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
-enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN = 2048 };
+enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN = 2048, TILE_WIDE_TR = 4 };
 enum { TILE_T = TILE_GT * TILE_TT }; /* tokens a tile, both shapes (the wide one has GT = 1) */
 /* A matrix whose output tiles give a TILE_SPLIT_TOK-token prefill fewer than TILE_SPLIT_WG
  * workgroups is split over its columns into enough parts to reach it, each of at least
@@ -381,19 +386,26 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     return 6;
 }
 
-/* The glue naming w's format for formats.wgsl (its two functions; a mixed stack's
- * dequant_chunk picks the part by row, every part's chunks in col_nib's columns), and the
- * format's name for labels; returns the glue's length. */
+/* The glue naming w's format for formats.wgsl (its functions; a mixed stack's dequant_chunk
+ * picks the part by row, every part's chunks in col_nib's columns), and the format's name for
+ * labels; returns the glue's length. Groups (matmul_tiled's loads): Q4_0's and Q8_0's own, of
+ * 4 and 2 chunks; every other format (and a mixed stack) one chunk a group. */
 static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, size_t name_cap) {
     const char *first = lean_type_traits_get(w->type)->name;
+    const bool grouped = w->n_parts == 0 && (w->type == LEAN_TYPE_Q4_0 || w->type == LEAN_TYPE_Q8_0);
+    int n = snprintf(glue, cap,
+                     "const GCH: u32 = %du;\n"
+                     "fn chunk_group(row: u32, g: u32) -> GRAW { return gl_%s(row, g); }\n"
+                     "fn group_chunk(r: GRAW, k: u32) { gd_%s(r, k); }\n",
+                     !grouped ? 1 : w->type == LEAN_TYPE_Q4_0 ? 4 : 2, grouped ? first : "any", grouped ? first : "any");
     if (w->n_parts == 0) {
         snprintf(name, name_cap, "%s", first);
-        return snprintf(glue, cap,
-                        "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
-                        "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
-                        first, first);
+        return n + snprintf(glue + n, cap - (size_t)n,
+                            "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
+                            "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
+                            first, first);
     }
-    int n = snprintf(glue, cap, "fn dequant_chunk(row: u32, c: u32) {\n");
+    n += snprintf(glue + n, cap - (size_t)n, "fn dequant_chunk(row: u32, c: u32) {\n");
     size_t at = 0;
     for (int p = 0; p < w->n_parts; p++) {
         const char *fmt = lean_type_traits_get(w->part[p].type)->name;
@@ -407,10 +419,11 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
 
 /* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
  * function of matmul_out.wgsl; in, one of matmul_in.wgsl, matmul_vec only) + kernel + those
- * files, with w's shape constants and n_extra kernel constants. NULL modes: not compiled in. */
-static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *in,
-                                 const char *out, const char *arith, const lean_gpu_const *extra, int n_extra,
-                                 lean_gpu_pipeline **res, lean_error *err) {
+ * files + words (how W is read: "words_u32" or "words_vec4"), with w's shape constants and
+ * n_extra kernel constants. NULL modes: not compiled in. */
+static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *words,
+                                 const char *in, const char *out, const char *arith, const lean_gpu_const *extra,
+                                 int n_extra, lean_gpu_pipeline **res, lean_error *err) {
     char glue[1024], label[96], name[48];
     int n = weight_glue(w, glue, sizeof glue, name, sizeof name);
     if (out)
@@ -422,8 +435,8 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
                  "fn x4_at(col: u32) -> vec4<f32> { return x4_at_%s(col); }\n", in, in);
     snprintf(label, sizeof label, "%s_%s%s%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
              out ? out : "", arith ? "_" : "", arith ? arith : "");
-    const char *src[7] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel)};
-    int n_src = 3;
+    const char *src[8] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel), lean_gpu_shader(words)};
+    int n_src = 4;
     if (out) src[n_src++] = lean_gpu_shader("matmul_out");
     if (in) src[n_src++] = lean_gpu_reduce_shader(g), src[n_src++] = lean_gpu_shader("matmul_in");
     if (arith) src[n_src++] = lean_gpu_shader(arith);
@@ -580,7 +593,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(w->type)};
     if (st == LEAN_OK)
-        st = make_pipeline(g, w, "matmul_vec", normed ? "normed" : "plain", vec_out_fn(out), NULL, k, n, &m->vec,
+        st = make_pipeline(g, w, "matmul_vec", "words_u32", normed ? "normed" : "plain", vec_out_fn(out), NULL, k, n, &m->vec,
                            err);
     if (st == LEAN_OK)
         st = bind_matmul(g, m->vec, binds, 3, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
@@ -597,7 +610,7 @@ static bool tile_wide(uint64_t outs, uint64_t cols) {
 /* matmul_tiled's shape for a matrix of rows x cols in mode: invocations gr x gt, output tiles,
  * and its split over the columns (ksplit parts of sps steps; 1 part where it takes no split) */
 typedef struct tile_shape {
-    uint32_t gr, gt;
+    uint32_t gr, gt, opt; /* opt: outputs an invocation */
     uint64_t tiles_o, ksplit, sps;
 } tile_shape;
 
@@ -615,9 +628,9 @@ static uint64_t tile_ksplit(uint64_t tiles_o, uint64_t steps) {
 /* split: whether the matmul has a part buffer (gpu_mm_out) */
 static tile_shape tile_shape_of(int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
     const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = lean_div_up((uint64_t)cols, TILE_KSTEP);
-    tile_shape t = {.gr = TILE_GR, .gt = TILE_GT};
-    if (tile_wide(outs, (uint64_t)cols)) t.gr = TILE_WIDE_GR, t.gt = 1;
-    t.tiles_o = lean_div_up(outs, (uint64_t)t.gr * TILE_TR);
+    tile_shape t = {.gr = TILE_GR, .gt = TILE_GT, .opt = TILE_TR};
+    if (tile_wide(outs, (uint64_t)cols)) t.gr = TILE_WIDE_GR, t.gt = 1, t.opt = mode == GPU_MM_SWIGLU ? TILE_TR : TILE_WIDE_TR;
+    t.tiles_o = lean_div_up(outs, (uint64_t)t.gr * t.opt);
     t.sps = lean_div_up(steps, split ? tile_ksplit(t.tiles_o, steps) : 1);
     t.ksplit = lean_div_up(steps, t.sps); /* no part left empty */
     return t;
@@ -660,7 +673,7 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     const tile_shape t = tile_shape_of(w->rows, w->cols, out->mode, out->part != NULL);
     const bool split = t.ksplit > 1;
     lean_status st = split_groups(g, t.tiles_o * t.ksplit, "matmul_tiled", &m->tile_x, &m->tile_y, err);
-    lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', TILE_TR * rows_per_out(out->mode)},
+    lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', (double)(t.opt * rows_per_out(out->mode))},
                             {"TT", 'u', TILE_T / t.gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x},
                             {"TILES_O", 'u', (double)t.tiles_o}, {"KSPLIT", 'u', (double)t.ksplit},
                             {"SPS", 'u', (double)t.sps}};
@@ -671,7 +684,7 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     if (split) b[B_Y] = binds[B_PART];
     const gpu_mm_out part_out = {.mode = GPU_MM_SET};
     const gpu_mm_out *tile_out = split ? &part_out : out;
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", NULL, MODE_FN[tile_out->mode],
+    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode],
                                             lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32", k, n, &m->tiled, err);
     if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
     if (st == LEAN_OK && split) st = matmul_combine_make(g, w, max_tok, binds, out, t.ksplit, m, err);
@@ -818,7 +831,7 @@ lean_status gpu_get_rows_create(lean_gpu *g, const gpu_weight *w, int32_t max_to
     gr->groups_x = (uint32_t)((row_chunks(w) + ROWS_WG - 1) / ROWS_WG); /* <= 65535 for cols < 16 M */
     const lean_gpu_const k[] = {{"WG", 'u', ROWS_WG}};
     const lean_gpu_bind binds[4] = {{w->buf, 0, 0}, {ids, 0, (uint64_t)max_tok * 4}, {out, 0, out_bytes}, {step, 0, 16}};
-    st = make_pipeline(g, w, "get_rows", NULL, NULL, NULL, k, 1, &gr->p, err);
+    st = make_pipeline(g, w, "get_rows", "words_u32", NULL, NULL, NULL, k, 1, &gr->p, err);
     if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, gr->p, binds, 4, "get_rows", &gr->bg, err);
     if (st != LEAN_OK) {
         gpu_get_rows_free(gr);

@@ -19,7 +19,8 @@
 // BPR (blocks per row; quantized formats), SCALE_BASE (word index of the separated f16 scales;
 // Q8_0, Q4_0, Q5_0, Q6_K), CH.
 
-@group(0) @binding(0) var<storage, read> W: array<u32>;
+// The kernel's W (binding 0) is declared by words_u32.wgsl or words_vec4.wgsl (weights.c
+// picks): wd(i) is word i, wq4(i) words 4i .. 4i + 3.
 
 var<private> wv: array<f32, 16>;
 
@@ -31,7 +32,7 @@ fn byte_u(w: u32, k: u32) -> u32 { return (w >> (8u * k)) & 0xffu; }
 fn byte_i(w: u32, k: u32) -> i32 { return extractBits(i32(w), 8u * k, 8u); }
 
 // the separated f16 scale of block b (block index over the whole matrix)
-fn split_scale(b: u32) -> f32 { return unpack2x16float(W[SCALE_BASE + (b >> 1u)])[b & 1u]; }
+fn split_scale(b: u32) -> f32 { return unpack2x16float(wd(SCALE_BASE + (b >> 1u)))[b & 1u]; }
 
 // ---- F32, F16, BF16: element e = row * COLS + col, 4 per chunk; past COLS: 0 ----
 fn col_float(c: u32, i: u32) -> u32 { return 4u * c + i; }
@@ -42,21 +43,21 @@ fn col_bf16(c: u32, i: u32) -> u32 { return col_float(c, i); }
 fn dq_f32(row: u32, c: u32) {
     for (var i = 0u; i < 4u; i++) {
         let col = 4u * c + i;
-        wv[i] = select(0.0, bitcast<f32>(W[min(row * COLS + col, row * COLS + COLS - 1u)]), col < COLS);
+        wv[i] = select(0.0, bitcast<f32>(wd(min(row * COLS + col, row * COLS + COLS - 1u))), col < COLS);
     }
 }
 fn dq_f16(row: u32, c: u32) {
     for (var i = 0u; i < 4u; i++) {
         let col = 4u * c + i;
         let e = row * COLS + min(col, COLS - 1u);
-        wv[i] = select(0.0, unpack2x16float(W[e >> 1u])[e & 1u], col < COLS);
+        wv[i] = select(0.0, unpack2x16float(wd(e >> 1u))[e & 1u], col < COLS);
     }
 }
 fn dq_bf16(row: u32, c: u32) {
     for (var i = 0u; i < 4u; i++) {
         let col = 4u * c + i;
         let e = row * COLS + min(col, COLS - 1u);
-        let w = W[e >> 1u];
+        let w = wd(e >> 1u);
         let bits = select(w << 16u, w & 0xffff0000u, (e & 1u) == 1u);
         wv[i] = select(0.0, bitcast<f32>(bits), col < COLS);
     }
@@ -83,9 +84,10 @@ fn nib(qs: u32, qh: u32, k: u32, bits: u32, i: u32) -> f32 {
 
 fn dq_q8_0(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
-    let d = split_scale(b);
-    let q0 = W[8u * b + 2u * (c & 3u)];
-    let q1 = W[8u * b + 2u * (c & 3u) + 1u];
+    dq_q8(split_scale(b), wd(8u * b + 2u * (c & 3u)), wd(8u * b + 2u * (c & 3u) + 1u));
+}
+// the 8 quants of words q0, q1 times d
+fn dq_q8(d: f32, q0: u32, q1: u32) {
     for (var j = 0u; j < 4u; j++) {
         wv[j] = f32(byte_i(q0, j)) * d;
         wv[4u + j] = f32(byte_i(q1, j)) * d;
@@ -95,18 +97,17 @@ fn dq_q8_0(row: u32, c: u32) {
 // Each weight below is written once, in one expression of the reference's operations (no
 // second pass over wv: decode, then scale).
 // Q4_0 / Q5_0: (q - 2^(bits-1)) * d; the integer subtraction first, as the reference
-fn dq_sym(b: u32, qs: u32, qh: u32, k: u32, bits: u32) {
-    let d = split_scale(b);
+fn dq_sym(d: f32, qs: u32, qh: u32, k: u32, bits: u32) {
     let zero = f32(1u << (bits - 1u));
     for (var i = 0u; i < 8u; i++) { wv[i] = (nib(qs, qh, k, bits, i) - zero) * d; } // q - zero is exact in f32
 }
 fn dq_q4_0(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
-    dq_sym(b, W[4u * b + (c & 3u)], 0u, c & 3u, 4u);
+    dq_sym(split_scale(b), wd(4u * b + (c & 3u)), 0u, c & 3u, 4u);
 }
 fn dq_q5_0(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
-    dq_sym(b, W[5u * b + 1u + (c & 3u)], W[5u * b], c & 3u, 5u);
+    dq_sym(split_scale(b), wd(5u * b + 1u + (c & 3u)), wd(5u * b), c & 3u, 5u);
 }
 // Q4_1 / Q5_1: q * d + m, d and m the two halves of the block's first word
 fn dq_min(dm: u32, qs: u32, qh: u32, k: u32, bits: u32) {
@@ -115,12 +116,36 @@ fn dq_min(dm: u32, qs: u32, qh: u32, k: u32, bits: u32) {
 }
 fn dq_q4_1(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
-    dq_min(W[5u * b], W[5u * b + 1u + (c & 3u)], 0u, c & 3u, 4u);
+    dq_min(wd(5u * b), wd(5u * b + 1u + (c & 3u)), 0u, c & 3u, 4u);
 }
 fn dq_q5_1(row: u32, c: u32) {
     let b = row * BPR + (c >> 2u);
-    dq_min(W[6u * b], W[6u * b + 2u + (c & 3u)], W[6u * b + 1u], c & 3u, 5u);
+    dq_min(wd(6u * b), wd(6u * b + 2u + (c & 3u)), wd(6u * b + 1u), c & 3u, 5u);
 }
+
+// ---- groups: GCH chunks of a row from one set of loads (matmul_tiled) ----
+// The glue also writes, for matmul_tiled:
+//   const GCH: u32 = n;  fn chunk_group(row: u32, g: u32) -> GRAW  fn group_chunk(r: GRAW, k: u32)
+// chunk_group loads group g of the row (chunks g * GCH .. + GCH - 1) into registers, with one
+// vec4 load of its quants where the format's blocks are whole vec4s; group_chunk(r, k) decodes
+// chunk g * GCH + k of it into wv, as dequant_chunk would (the same expressions, so the same
+// floats). Q4_0: a block, 4 chunks (4 quant words, then d as f32 bits); Q8_0: half a block,
+// 2 chunks. Every other format (and a mixed stack): GCH = 1, r holding (row, c).
+alias GRAW = array<u32, 5>;
+fn gl_any(row: u32, c: u32) -> GRAW { return GRAW(row, c, 0u, 0u, 0u); }
+fn gd_any(r: GRAW, k: u32) { dequant_chunk(r[0], r[1]); }
+fn gl_q4_0(row: u32, g: u32) -> GRAW {
+    let b = row * BPR + g;
+    let q = wq4(b);
+    return GRAW(q.x, q.y, q.z, q.w, bitcast<u32>(split_scale(b)));
+}
+fn gd_q4_0(r: GRAW, k: u32) { dq_sym(bitcast<f32>(r[4]), r[k], 0u, k, 4u); }
+fn gl_q8_0(row: u32, g: u32) -> GRAW {
+    let b = row * BPR + (g >> 1u);
+    let q = wq4(2u * b + (g & 1u));
+    return GRAW(q.x, q.y, q.z, q.w, bitcast<u32>(split_scale(b)));
+}
+fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u]); }
 
 // ---- Q4_K, Q5_K: 16 chunks of 16 per super-block ----
 // Chunk k: group g = k / 4 (sub-blocks 2g, 2g+1), part p = k % 4 (l = 8p .. 8p+7):
@@ -137,7 +162,7 @@ fn col_q5_k(c: u32, i: u32) -> u32 { return col_k4(c, i); }
 // six-bit scale and min of sub-block j from the 12 scale bytes (words w1..w3), ggml's
 // get_scale_min_k4: returns (sc, m)
 fn scale_min_k4(base: u32, j: u32) -> vec2<u32> {
-    var sb = array<u32, 3>(W[base + 1u], W[base + 2u], W[base + 3u]);
+    var sb = array<u32, 3>(wd(base + 1u), wd(base + 2u), wd(base + 3u));
     if (j < 4u) {
         return vec2<u32>(byte_u(sb[j >> 2u], j & 3u) & 63u, byte_u(sb[(j + 4u) >> 2u], (j + 4u) & 3u) & 63u);
     }
@@ -154,7 +179,7 @@ fn dq_k45(row: u32, c: u32, bits: u32) {
     let k = c & 15u;
     let g = k >> 2u;
     let p = k & 3u;
-    let dm = unpack2x16float(W[base]);
+    let dm = unpack2x16float(wd(base));
     let s1 = scale_min_k4(base, 2u * g);
     let s2 = scale_min_k4(base, 2u * g + 1u);
     let d1 = dm.x * f32(s1.x);
@@ -163,8 +188,8 @@ fn dq_k45(row: u32, c: u32, bits: u32) {
     let m2 = dm.y * f32(s2.y);
     let qs0 = select(4u, 12u, bits == 5u) + 8u * g + 2u * p;
     for (var h = 0u; h < 2u; h++) {
-        let qs = W[base + qs0 + h];
-        let qh = select(0u, W[base + 4u + 2u * p + h], bits == 5u);
+        let qs = wd(base + qs0 + h);
+        let qh = select(0u, wd(base + 4u + 2u * p + h), bits == 5u);
         for (var j = 0u; j < 4u; j++) {
             let lo = ((qs >> (8u * j)) & 0xfu) | (((qh >> (8u * j + 2u * g)) & 1u) << 4u);
             let hi = ((qs >> (8u * j + 4u)) & 0xfu) | (((qh >> (8u * j + 2u * g + 1u)) & 1u) << 4u);
@@ -191,13 +216,13 @@ fn dq_q6_k(row: u32, c: u32) {
     let h = k >> 3u;
     let p = k & 7u;
     let d = split_scale(b);
-    let qa = W[base + 16u * h + p];       // ql[64h + 4p ..]
-    let qb = W[base + 16u * h + 8u + p];  // ql[64h + 32 + 4p ..]
-    let qh = W[base + 32u + 8u * h + p];  // qh[32h + 4p ..]
+    let qa = wd(base + 16u * h + p);       // ql[64h + 4p ..]
+    let qb = wd(base + 16u * h + 8u + p);  // ql[64h + 32 + 4p ..]
+    let qh = wd(base + 32u + 8u * h + p);  // qh[32h + 4p ..]
     let is = p >> 2u;                     // (4p) / 16
     for (var n = 0u; n < 4u; n++) {
         let si = 8u * h + is + 2u * n;
-        let sc = f32(byte_i(W[base + 48u + (si >> 2u)], si & 3u));
+        let sc = f32(byte_i(wd(base + 48u + (si >> 2u)), si & 3u));
         let q = select(qa, qb, (n & 1u) == 1u);
         for (var j = 0u; j < 4u; j++) {
             let low = (q >> (8u * j + 4u * (n >> 1u))) & 0xfu;

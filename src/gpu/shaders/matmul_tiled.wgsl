@@ -42,7 +42,7 @@
 
 struct Step { n_tok: u32, pos: u32, a: u32, b: u32 }
 
-@group(0) @binding(1) var<storage, read> X: array<f32>;
+@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>; // (n_tok, cols) f32, a whole number of vec4s
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<uniform> step: Step;
 
@@ -71,32 +71,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var s = ks * SPS; s < s_end; s++) {
         let k0 = s * KSTEP;
         for (var e = l; e < TILE_T * KV4; e += WG) {
-            let t = tile_t0 + e / KV4;
-            let col = k0 + 4u * (e % KV4);
-            var v = vec4<f32>(0.0);
-            for (var k = 0u; k < 4u; k++) {
-                if (t < n_tok && col + k < COLS) { v[k] = X[t * COLS + col + k]; }
-            }
-            xs[e] = to_xv(v);
+            xs[e] = to_xv(x_stage(tile_t0 + e / KV4, k0 + 4u * (e % KV4), n_tok));
         }
         workgroupBarrier();
-        let c_end = min(s * CPS + CPS, CHUNKS);
-        // chunk c + 1 is decoded after chunk c's multiply-adds (decoding it before them, so
-        // that its loads are in flight while they run, was slower: H200 pp512 smollm2-1.7b
-        // q4_0 0.95x, q8_0 0.97x, docs/runs/2026-12-03-gpu-h200-sweep.md)
-        var w = tile_rows(tile_o0 + gr, s * CPS);
-        for (var c = s * CPS; c < c_end; c++) {
-            for (var j = 0u; j < TT; j++) {
-                let xrow = (gt + GT * j) * KV4;
-                var p: array<PART, TR>;
-                for (var i = 0u; i < TR; i++) { p[i] = part_begin(acc[i * TT + j]); }
-                for (var q = 0u; q < RUNS; q++) {
-                    let x4 = xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]; // read once for all TR rows
-                    for (var i = 0u; i < TR; i++) { p[i] = part_fma(p[i], w[i * RUNS + q], x4); }
+        // chunks come a group at a time (formats.wgsl: GCH chunks from one set of loads); the
+        // step's chunks are whole groups (GCH divides CPS and CHUNKS)
+        let g_end = min(s * CPS + CPS, CHUNKS) / GCH;
+        for (var g = s * (CPS / GCH); g < g_end; g++) {
+            var raw: array<GRAW, TR>;
+            for (var i = 0u; i < TR; i++) { raw[i] = chunk_group(tile_row(tile_o0 + gr, i), g); }
+            for (var k = 0u; k < GCH; k++) {
+                let c = g * GCH + k;
+                var w: array<XV, TR * RUNS>; // w[i * RUNS + q]: run q of chunk c of row slot i
+                for (var i = 0u; i < TR; i++) {
+                    group_chunk(raw[i], k);
+                    for (var q = 0u; q < RUNS; q++) { w[i * RUNS + q] = to_xv(wv4(q)); }
                 }
-                for (var i = 0u; i < TR; i++) { acc[i * TT + j] = part_end(acc[i * TT + j], p[i]); }
+                for (var j = 0u; j < TT; j++) {
+                    let xrow = (gt + GT * j) * KV4;
+                    var p: array<PART, TR>;
+                    for (var i = 0u; i < TR; i++) { p[i] = part_begin(acc[i * TT + j]); }
+                    for (var q = 0u; q < RUNS; q++) {
+                        let x4 = xs[xrow + (chunk_col(c, 4u * q) - k0) / 4u]; // read once for all TR rows
+                        for (var i = 0u; i < TR; i++) { p[i] = part_fma(p[i], w[i * RUNS + q], x4); }
+                    }
+                    for (var i = 0u; i < TR; i++) { acc[i * TT + j] = part_end(acc[i * TT + j], p[i]); }
+                }
             }
-            if (c + 1u < c_end) { w = tile_rows(tile_o0 + gr, c + 1u); }
         }
         workgroupBarrier();
     }
@@ -113,16 +114,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 }
 
-// chunk c of the invocation's TR rows (output o0 + GR * k, k < OPT, and its up row in SWIGLU
-// mode), decoded: w[i * RUNS + q] is run q of row slot i
-fn tile_rows(o0: u32, c: u32) -> array<XV, TR * RUNS> {
-    var w: array<XV, TR * RUNS>;
-    for (var i = 0u; i < TR; i++) {
-        dequant_chunk(min(o0 + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS, c);
-        for (var q = 0u; q < RUNS; q++) { w[i * RUNS + q] = to_xv(wv4(q)); }
+// columns col .. col + 3 of token t's input, 0 past n_tok and COLS (col % 4 = 0)
+fn x_stage(t: u32, col: u32, n_tok: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (t >= n_tok || col >= COLS) { return v; }
+    let e = t * COLS + col;
+    if (COLS % 4u == 0u) { return X[e >> 2u]; } // a row starts on a vec4: one load
+    for (var k = 0u; k < 4u; k++) {
+        if (col + k < COLS) { v[k] = X[(e + k) >> 2u][(e + k) & 3u]; }
     }
-    return w;
+    return v;
 }
+
+// the weight row of slot i of the invocation whose first output is o0: output o0 + GR * k
+// (k = i % OPT; clamped to the last), or its up row in SWIGLU mode (i >= OPT)
+fn tile_row(o0: u32, i: u32) -> u32 { return min(o0 + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS; }
 
 // split ks's partial sums of rows o (and o + OUTS, SWIGLU's up row) into the part buffer
 fn tile_part(t: u32, o: u32, a: f32, b: f32, ks: u32) {
