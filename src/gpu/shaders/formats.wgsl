@@ -1,6 +1,7 @@
 // formats.wgsl — one dequantizer per weight format over the GPU layouts of src/gpu/weights.c
 // (its layout table says which words hold what). Every kernel that reads weights (matmul_vec,
-// matmul_tiled, get_rows) is compiled after this file and a two-line glue the C side writes:
+// matmul_tiled, get_rows) is compiled with this file, a words file that declares W (below)
+// and a glue the C side writes (matmul_tiled's also names its groups, below):
 //   fn dequant_chunk(row: u32, c: u32) { dq_<fmt>(row, c); }
 //   fn chunk_col(c: u32, i: u32) -> u32 { return col_<fmt>(c, i); }
 //
