@@ -5,7 +5,7 @@
 # shape is one of:
 #   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
 #   widetr:N      TILE_WIDE_TR, the outputs an invocation of the wide shape takes outside SwiGLU
-#   widegr:N      TILE_WIDE_GR, invocations of the wide tiled shape (2 outputs x 32 tokens each;
+#   widegr:N      TILE_WIDE_GR, invocations of the wide tiled shape (4 rows x 32 tokens each;
 #                 past 128 only where the device grants the invocations, e.g. the H200's 1024)
 #   wide:N        TILE_WIDE_MIN, the fewest outputs and columns that take the wide tiled shape
 #   ksplit:N      TILE_SPLIT_WG, the prefill workgroups below which a matmul is split over its

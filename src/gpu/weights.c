@@ -668,7 +668,7 @@ static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, int32_t
 
 static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t max_tok, const lean_gpu_bind *binds,
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
-    /* a tile is GR x TILE_TR outputs; an invocation's TILE_TR outputs take TR = TILE_TR x NW rows */
+    /* a tile is GR x t.opt outputs; an invocation's t.opt outputs take TR = t.opt x NW rows */
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const tile_shape t = tile_shape_of(w->rows, w->cols, out->mode, out->part != NULL);
     const bool split = t.ksplit > 1;
