@@ -386,10 +386,17 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     return 6;
 }
 
+/* The chunk dot matmul_vec takes for a format (formats.wgsl's vl_ and vd_ pairs): Q4_0's own
+ * (its quants dotted with x, then the block's scale: H200 tg128 smollm2-1.7b 1.08x); every
+ * other format's decoded chunk ("dq"). Q8_0's own lost there (0.96x at 1.7B, 1.02x at 0.5B:
+ * docs/runs/2026-12-04-gpu-h200-dots.md). */
+static const char *chunk_dot_of(uint32_t type) { return type == LEAN_TYPE_Q4_0 ? "q4_0" : "dq"; }
+
 /* The glue naming w's format for formats.wgsl (its functions; a mixed stack's dequant_chunk
- * picks the part by row, every part's chunks in col_nib's columns), and the format's name for
- * labels; returns the glue's length. Groups (matmul_tiled's loads): Q4_0's and Q8_0's own, of
- * 4 and 2 chunks; every other format (and a mixed stack) one chunk a group. */
+ * and chunk_vdot pick the part by row, every part's chunks in col_nib's columns), and the
+ * format's name for labels; returns the glue's length. Groups (matmul_tiled's loads): Q4_0's
+ * and Q8_0's own, of 4 and 2 chunks; every other format (and a mixed stack) one chunk a group.
+ * Chunk dots (matmul_vec's): chunk_dot_of's. */
 static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, size_t name_cap) {
     const char *first = lean_type_traits_get(w->type)->name;
     const bool grouped = w->n_parts == 0 && (w->type == LEAN_TYPE_Q4_0 || w->type == LEAN_TYPE_Q8_0);
@@ -399,22 +406,37 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
                      "fn group_chunk(r: GRAW, k: u32) { gd_%s(r, k); }\n",
                      !grouped ? 1 : w->type == LEAN_TYPE_Q4_0 ? 4 : 2, grouped ? first : "any", grouped ? first : "any");
     if (w->n_parts == 0) {
+        const char *dot = chunk_dot_of(w->type);
         snprintf(name, name_cap, "%s", first);
         return n + snprintf(glue + n, cap - (size_t)n,
                             "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
-                            "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
-                            first, first);
+                            "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n"
+                            "alias VRAW = VR_%s;\n"
+                            "fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_%s(row, c); }\n"
+                            "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_%s(r, acc, x); }\n",
+                            first, first, dot, dot, dot);
     }
     n += snprintf(glue + n, cap - (size_t)n, "fn dequant_chunk(row: u32, c: u32) {\n");
+    int m = 0; /* the chunk_vdot text, appended after dequant_chunk's */
+    char vdot[1024];
+    m += snprintf(vdot, sizeof vdot,
+                  "alias VRAW = vec2<u32>;\n"
+                  "fn chunk_vload(row: u32, c: u32) -> VRAW { return VRAW(row, c); }\n"
+                  "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 {\n");
     size_t at = 0;
     for (int p = 0; p < w->n_parts; p++) {
-        const char *fmt = lean_type_traits_get(w->part[p].type)->name;
+        const lean_type t = w->part[p].type;
+        const char *fmt = lean_type_traits_get(t)->name, *dot = chunk_dot_of(t);
+        const long long end = (long long)w->part[p].end, gap = (long long)w->part[p].gap;
         at += (size_t)snprintf(name + at, name_cap - at, "%s%s", p ? "+" : "", fmt);
-        n += snprintf(glue + n, cap - (size_t)n, "    if (row < %lldu) { dq_%s(row + %lldu, c); return; }\n",
-                      (long long)w->part[p].end, fmt, (long long)w->part[p].gap);
+        n += snprintf(glue + n, cap - (size_t)n, "    if (row < %lldu) { dq_%s(row + %lldu, c); return; }\n", end, fmt,
+                      gap);
+        /* vl_dq reads through dequant_chunk, which finds the part itself: the row as it is */
+        m += snprintf(vdot + m, sizeof vdot - (size_t)m, "    if (r.x < %lldu) { return vd_%s(vl_%s(r.x + %lldu, r.y), acc, x); }\n",
+                      end, dot, dot, strcmp(dot, "dq") ? gap : 0);
     }
     return n + snprintf(glue + n, cap - (size_t)n,
-                        "}\nfn chunk_col(c: u32, i: u32) -> u32 { return col_nib(c, i); }\n");
+                        "}\nfn chunk_col(c: u32, i: u32) -> u32 { return col_nib(c, i); }\n%s    return acc;\n}\n", vdot);
 }
 
 /* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
@@ -424,7 +446,7 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
 static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *words,
                                  const char *in, const char *out, const char *arith, const lean_gpu_const *extra,
                                  int n_extra, lean_gpu_pipeline **res, lean_error *err) {
-    char glue[1024], label[96], name[48];
+    char glue[2048], label[96], name[48];
     int n = weight_glue(w, glue, sizeof glue, name, sizeof name);
     if (out)
         n += snprintf(glue + n, sizeof glue - (size_t)n,

@@ -148,6 +148,37 @@ fn gl_q8_0(row: u32, g: u32) -> GRAW {
 }
 fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u]); }
 
+// ---- chunk dots: acc + (chunk c of a row) . x, matmul_vec's arithmetic ----
+// The glue also writes, for matmul_vec:
+//   alias VRAW;  fn chunk_vload(row: u32, c: u32) -> VRAW  fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32
+// chunk_vload issues the chunk's loads (matmul_vec's PRE issues a lane's first ones before the
+// norm); chunk_vdot returns acc plus the chunk's weights dotted with x, run q by x[q]. Q4_0
+// dots the chunk's quants (q - 8, exact) with x first and multiplies by the block's scale once,
+// in one fma onto acc: a multiply a weight fewer than decoding it, which is what decode waits
+// on there (weights.c's chunk_dot_of). Every other format decodes the chunk (dequant_chunk) and
+// adds its runs' dot products to acc in run order. A mixed stack's VRAW is (row, c) and its
+// chunk_vdot calls its part's pair, so a part sums as its own matrix does.
+const RUNS: u32 = CH / 4u;
+alias XRUNS = array<vec4<f32>, 4>; // a chunk's x: runs 0 .. RUNS - 1 used
+alias VR_dq = array<f32, 16>;      // the chunk decoded (wv)
+fn vl_dq(row: u32, c: u32) -> VR_dq { dequant_chunk(row, c); return wv; }
+fn vd_dq(r: VR_dq, acc: f32, x: XRUNS) -> f32 {
+    var d = acc;
+    for (var q = 0u; q < RUNS; q++) { d += dot(vec4<f32>(r[4u * q], r[4u * q + 1u], r[4u * q + 2u], r[4u * q + 3u]), x[q]); }
+    return d;
+}
+alias VR_q4_0 = vec2<u32>; // the chunk's quant word, d as f32 bits
+fn vl_q4_0(row: u32, c: u32) -> VR_q4_0 {
+    let b = row * BPR + (c >> 2u);
+    return VR_q4_0(wd(4u * b + (c & 3u)), bitcast<u32>(split_scale(b)));
+}
+fn vd_q4_0(r: VR_q4_0, acc: f32, x: XRUNS) -> f32 {
+    let q = r.x;
+    let lo = vec4<f32>(f32(q & 0xfu), f32((q >> 8u) & 0xfu), f32((q >> 16u) & 0xfu), f32((q >> 24u) & 0xfu)) - 8.0;
+    let hi = vec4<f32>(f32((q >> 4u) & 0xfu), f32((q >> 12u) & 0xfu), f32((q >> 20u) & 0xfu), f32(q >> 28u)) - 8.0;
+    return fma(dot(lo, x[0]) + dot(hi, x[1]), bitcast<f32>(r.y), acc);
+}
+
 // ---- Q4_K, Q5_K: 16 chunks of 16 per super-block ----
 // Chunk k: group g = k / 4 (sub-blocks 2g, 2g+1), part p = k % 4 (l = 8p .. 8p+7):
 // wv[0..7] = sub-block 2g's weights l (low nibbles of qs[32g + l]), wv[8..15] = sub-block

@@ -52,7 +52,6 @@ const TILE_O: u32 = GR * OPT;
 const TILE_T: u32 = GT * TT;
 const CPS: u32 = KSTEP / CH; // chunks per step
 const KV4: u32 = KSTEP / 4u;  // vec4s of a token's staged columns
-const RUNS: u32 = CH / 4u;
 
 var<workgroup> xs: array<XV, TILE_T * KV4>; // xs[tl * KV4 + (column - step start) / 4]
 

@@ -27,7 +27,6 @@
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 
 const SLOTS: u32 = RPW * NW;
-const RUNS: u32 = CH / 4u;
 // chunks a lane takes: a constant count, so the compiler can unroll the loop and issue several
 // chunks' loads before the first one's arrive (decode's matmuls are short: latency, not bytes)
 const CPL: u32 = (CHUNKS + WG - 1u) / WG;
@@ -38,26 +37,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
     // PRE: the lane's first chunk of every row, decoded before x_begin, so its loads are in
     // flight while a normed input sums the row's squares (a barrier the loads cannot cross)
-    var w0: array<vec4<f32>, SLOTS * RUNS>;
+    var w0: array<VRAW, SLOTS>;
     if (PRE == 1u) {
-        for (var s = 0u; s < SLOTS; s++) {
-            dequant_chunk(row_of(o0, s), min(l, CHUNKS - 1u));
-            for (var q = 0u; q < RUNS; q++) { w0[s * RUNS + q] = wv4(q); }
-        }
+        for (var s = 0u; s < SLOTS; s++) { w0[s] = chunk_vload(row_of(o0, s), min(l, CHUNKS - 1u)); }
     }
     x_begin(l);
     var acc: array<f32, SLOTS>;
     for (var k = 0u; k < CPL; k++) {
         let c = l + k * WG;
         if (CHUNKS % WG != 0u && c >= CHUNKS) { break; } // folded away where every lane has CPL
-        var xs: array<vec4<f32>, RUNS>;
+        var xs: XRUNS;
         for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(chunk_col(c, 4u * q)); }
         for (var s = 0u; s < SLOTS; s++) {
-            let pre = PRE == 1u && k == 0u;
-            if (!pre) { dequant_chunk(row_of(o0, s), c); }
-            var d = acc[s];
-            for (var q = 0u; q < RUNS; q++) { d += dot(select(wv4(q), w0[s * RUNS + q], pre), xs[q]); }
-            acc[s] = d;
+            var r = w0[s];
+            if (PRE == 0u || k > 0u) { r = chunk_vload(row_of(o0, s), c); }
+            acc[s] = chunk_vdot(r, acc[s], xs);
         }
     }
     let sum = wg_sums(acc, l);
