@@ -10,16 +10,16 @@
 // limit: the C side splits the workgroups over x and y). Invocation l takes chunks l, l + WG,
 // l + 2 WG, ... of every one of its rows (one chunk = CH weights; its columns come as CH / 4
 // runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3): it reads the chunk's x once, as CH / 4
-// vec4s, then decodes the chunk of each row and adds
-// the dot products of the runs, run by run, to the row's sum. The WG sums of a row are then
-// added across the workgroup (wg_sums: reduce.wgsl's tree or reduce_sg.wgsl's subgroups).
-// That order depends only on WG, CH and the device's reduction, never on which rows share
-// the workgroup or the mode.
+// vec4s, then adds each of its rows' chunk dot to the row's sum (formats.wgsl's chunk_vdot:
+// Q4_0 its quants' dot times the block's scale, other formats the decoded chunk's runs' dots,
+// run by run). The WG sums of a row are then added across the workgroup (wg_sums:
+// reduce.wgsl's tree or reduce_sg.wgsl's subgroups). That order depends only on WG, CH, the
+// format and the device's reduction, never on which rows share the workgroup or the mode.
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
 // NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4,
 // NORM_LANES, EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's), PRE (1: the first
-// chunks decoded before x_begin; the same sums either way).
+// chunks' loads issued before x_begin; the same sums either way).
 // Bindings: 0 W (formats.wgsl), 1 x: (cols) f32 as vec4s, 2 y: f32, output o at Y_COL + o;
 // then the bias (BIAS mode), the norm weight (normed input) and QKV mode's four.
 
@@ -35,7 +35,7 @@ const CPL: u32 = (CHUNKS + WG - 1u) / WG;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let o0 = (wid.y * NX + wid.x) * RPW;
     if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
-    // PRE: the lane's first chunk of every row, decoded before x_begin, so its loads are in
+    // PRE: the lane's first chunk of every row, loaded (decoded, where its VRAW is) before x_begin, so its loads are in
     // flight while a normed input sums the row's squares (a barrier the loads cannot cross)
     var w0: array<VRAW, SLOTS>;
     if (PRE == 1u) {
