@@ -35,8 +35,9 @@ const CPL: u32 = (CHUNKS + WG - 1u) / WG;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let o0 = (wid.y * NX + wid.x) * RPW;
     if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
-    // PRE: the lane's first chunk of every row, loaded (decoded, where its VRAW is) before x_begin, so its loads are in
-    // flight while a normed input sums the row's squares (a barrier the loads cannot cross)
+    // PRE: the lane's first chunk of every row loaded (decoded, where VRAW is the decoded chunk)
+    // before x_begin, so its loads are in flight while a normed input sums the row's squares (a
+    // barrier the loads cannot cross)
     var w0: array<VRAW, SLOTS>;
     if (PRE == 1u) {
         for (var s = 0u; s < SLOTS; s++) { w0[s] = chunk_vload(row_of(o0, s), min(l, CHUNKS - 1u)); }
