@@ -386,11 +386,16 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
     return 6;
 }
 
-/* The chunk dot matmul_vec takes for a format (formats.wgsl's vl_ and vd_ pairs): Q4_0's own
- * (its quants dotted with x, then the block's scale: H200 tg128 smollm2-1.7b 1.08x); every
- * other format's decoded chunk ("dq"). Q8_0's own lost there (0.96x at 1.7B, 1.02x at 0.5B:
- * docs/runs/2026-12-04-gpu-h200-dots.md). */
-static const char *chunk_dot_of(uint32_t type) { return type == LEAN_TYPE_Q4_0 ? "q4_0" : "dq"; }
+/* The chunk dot matmul_vec takes for a format (formats.wgsl's vl_ and vd_ pairs): Q4_0's,
+ * Q4_1's and Q5_1's own (their quants dotted with x, then the block's scale and min), every
+ * other format's decoded chunk ("dq"). H200 tg128 against "dq" (docs/runs/2026-12-04-gpu-h200-
+ * dots.md): smollm2-1.7b q4_0 1.08x, smollm2-360m q4_1 1.08x, q5_1 1.06x. Not Q5_0 (smollm2-360m
+ * q5_0 0.96x, though the Q4_K_M files, whose normed matrices are Q5_0, gained 3-4% with it) nor
+ * Q8_0 (smollm2-1.7b 0.96x, qwen2.5-0.5b 1.02x). */
+static const char *chunk_dot_of(uint32_t type) {
+    const bool own = type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q4_1 || type == LEAN_TYPE_Q5_1;
+    return own ? lean_type_traits_get(type)->name : "dq";
+}
 
 /* The glue naming w's format for formats.wgsl (its functions; a mixed stack's dequant_chunk
  * and chunk_vdot pick the part by row, every part's chunks in col_nib's columns), and the

@@ -102,26 +102,32 @@ fn dq_sym(d: f32, qs: u32, qh: u32, k: u32, bits: u32) {
     let zero = f32(1u << (bits - 1u));
     for (var i = 0u; i < 8u; i++) { wv[i] = (nib(qs, qh, k, bits, i) - zero) * d; } // q - zero is exact in f32
 }
-fn dq_q4_0(row: u32, c: u32) {
-    let b = row * BPR + (c >> 2u);
-    dq_sym(split_scale(b), wd(4u * b + (c & 3u)), 0u, c & 3u, 4u);
-}
-fn dq_q5_0(row: u32, c: u32) {
-    let b = row * BPR + (c >> 2u);
-    dq_sym(split_scale(b), wd(5u * b + 1u + (c & 3u)), wd(5u * b), c & 3u, 5u);
-}
+fn dq_q4_0(row: u32, c: u32) { let r = vl_q4_0(row, c); dq_sym(bitcast<f32>(r.z), r.x, r.y, r.w, 4u); }
+fn dq_q5_0(row: u32, c: u32) { let r = vl_q5_0(row, c); dq_sym(bitcast<f32>(r.z), r.x, r.y, r.w, 5u); }
 // Q4_1 / Q5_1: q * d + m, d and m the two halves of the block's first word
 fn dq_min(dm: u32, qs: u32, qh: u32, k: u32, bits: u32) {
     let s = unpack2x16float(dm);
     for (var i = 0u; i < 8u; i++) { wv[i] = nib(qs, qh, k, bits, i) * s.x + s.y; }
 }
-fn dq_q4_1(row: u32, c: u32) {
+fn dq_q4_1(row: u32, c: u32) { let r = vl_q4_1(row, c); dq_min(r.z, r.x, r.y, r.w, 4u); }
+fn dq_q5_1(row: u32, c: u32) { let r = vl_q5_1(row, c); dq_min(r.z, r.x, r.y, r.w, 5u); }
+// The loads of chunk c of a row in these four formats: (quant word, high-bit word or 0, d as f32
+// bits or the d | m word, k = c & 3); matmul_vec's chunk_vload too (below)
+fn vl_q4_0(row: u32, c: u32) -> vec4<u32> {
     let b = row * BPR + (c >> 2u);
-    dq_min(wd(5u * b), wd(5u * b + 1u + (c & 3u)), 0u, c & 3u, 4u);
+    return vec4<u32>(wd(4u * b + (c & 3u)), 0u, bitcast<u32>(split_scale(b)), c & 3u);
 }
-fn dq_q5_1(row: u32, c: u32) {
+fn vl_q5_0(row: u32, c: u32) -> vec4<u32> {
     let b = row * BPR + (c >> 2u);
-    dq_min(wd(6u * b), wd(6u * b + 2u + (c & 3u)), wd(6u * b + 1u), c & 3u, 5u);
+    return vec4<u32>(wd(5u * b + 1u + (c & 3u)), wd(5u * b), bitcast<u32>(split_scale(b)), c & 3u);
+}
+fn vl_q4_1(row: u32, c: u32) -> vec4<u32> {
+    let b = row * BPR + (c >> 2u);
+    return vec4<u32>(wd(5u * b + 1u + (c & 3u)), 0u, wd(5u * b), c & 3u);
+}
+fn vl_q5_1(row: u32, c: u32) -> vec4<u32> {
+    let b = row * BPR + (c >> 2u);
+    return vec4<u32>(wd(6u * b + 2u + (c & 3u)), wd(6u * b + 1u), wd(6u * b), c & 3u);
 }
 
 // ---- groups: GCH chunks of a row from one set of loads (matmul_tiled) ----
@@ -152,11 +158,11 @@ fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u
 // The glue also writes, for matmul_vec:
 //   alias VRAW;  fn chunk_vload(row: u32, c: u32) -> VRAW  fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32
 // chunk_vload issues the chunk's loads (matmul_vec's PRE issues a lane's first ones before the
-// norm); chunk_vdot returns acc plus the chunk's weights dotted with x, run q by x[q]. Q4_0
-// dots the chunk's quants (q - 8, exact) with x first and multiplies by the block's scale once,
-// in one fma onto acc: a multiply a weight fewer than decoding it, which is what decode waits
-// on there (weights.c's chunk_dot_of). Every other format decodes the chunk (dequant_chunk) and
-// adds its runs' dot products to acc in run order. A mixed stack's VRAW is (row, c) and its
+// norm); chunk_vdot returns acc plus the chunk's weights dotted with x, run q by x[q]. The
+// nibble formats dot the chunk's quants with x first and apply the block's scale (and min) once:
+// an operation a weight fewer than decoding it, which is what decode waits on there (weights.c's
+// chunk_dot_of says which of them take it). Every other format decodes the chunk (dequant_chunk)
+// and adds its runs' dot products to acc in run order. A mixed stack's VRAW is (row, c) and its
 // chunk_vdot calls its part's pair, so a part sums as its own matrix does.
 const RUNS: u32 = CH / 4u;
 alias XRUNS = array<vec4<f32>, 4>; // a chunk's x: runs 0 .. RUNS - 1 used
@@ -167,17 +173,27 @@ fn vd_dq(r: VR_dq, acc: f32, x: XRUNS) -> f32 {
     for (var q = 0u; q < RUNS; q++) { d += dot(vec4<f32>(r[4u * q], r[4u * q + 1u], r[4u * q + 2u], r[4u * q + 3u]), x[q]); }
     return d;
 }
-alias VR_q4_0 = vec2<u32>; // the chunk's quant word, d as f32 bits
-fn vl_q4_0(row: u32, c: u32) -> VR_q4_0 {
-    let b = row * BPR + (c >> 2u);
-    return VR_q4_0(wd(4u * b + (c & 3u)), bitcast<u32>(split_scale(b)));
+// the nibble formats' (vl_ above): run h of the chunk's quants, with their fifth bits for bits 5
+fn vd_nib(r: vec4<u32>, bits: u32, h: u32) -> vec4<f32> {
+    return vec4<f32>(nib(r.x, r.y, r.w, bits, 4u * h), nib(r.x, r.y, r.w, bits, 4u * h + 1u),
+                     nib(r.x, r.y, r.w, bits, 4u * h + 2u), nib(r.x, r.y, r.w, bits, 4u * h + 3u));
 }
+// Q4_1 / Q5_1: d (q . x) + m (sum of x)
+fn vd_min(r: vec4<u32>, bits: u32, acc: f32, x: XRUNS) -> f32 {
+    let s = unpack2x16float(r.z);
+    let qx = dot(vd_nib(r, bits, 0u), x[0]) + dot(vd_nib(r, bits, 1u), x[1]);
+    let sx = dot(x[0], vec4<f32>(1.0)) + dot(x[1], vec4<f32>(1.0));
+    return fma(s.x, qx, fma(s.y, sx, acc));
+}
+alias VR_q4_0 = vec4<u32>;
+alias VR_q4_1 = vec4<u32>;
+alias VR_q5_1 = vec4<u32>;
+// Q4_0: d ((q - 8) . x) (q - 8 exact)
 fn vd_q4_0(r: VR_q4_0, acc: f32, x: XRUNS) -> f32 {
-    let q = r.x;
-    let lo = vec4<f32>(f32(q & 0xfu), f32((q >> 8u) & 0xfu), f32((q >> 16u) & 0xfu), f32((q >> 24u) & 0xfu)) - 8.0;
-    let hi = vec4<f32>(f32((q >> 4u) & 0xfu), f32((q >> 12u) & 0xfu), f32((q >> 20u) & 0xfu), f32(q >> 28u)) - 8.0;
-    return fma(dot(lo, x[0]) + dot(hi, x[1]), bitcast<f32>(r.y), acc);
+    return fma(dot(vd_nib(r, 4u, 0u) - 8.0, x[0]) + dot(vd_nib(r, 4u, 1u) - 8.0, x[1]), bitcast<f32>(r.z), acc);
 }
+fn vd_q4_1(r: VR_q4_1, acc: f32, x: XRUNS) -> f32 { return vd_min(r, 4u, acc, x); }
+fn vd_q5_1(r: VR_q5_1, acc: f32, x: XRUNS) -> f32 { return vd_min(r, 5u, acc, x); }
 
 // ---- Q4_K, Q5_K: 16 chunks of 16 per super-block ----
 // Chunk k: group g = k / 4 (sub-blocks 2g, 2g+1), part p = k % 4 (l = 8p .. 8p+7):
