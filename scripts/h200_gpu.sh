@@ -15,6 +15,10 @@
 #                                                  # scripts/setup_deno.sh's binary: 91 MB, 29 MB
 #                                                  # packed; the carry takes 64 MiB) and
 #                                                  # build-wasm/lean.wasm, not build/webgpu
+#          bash scripts/h200_gpu.sh dawn-node MODEL... # as deno, through npm's dawn.node with
+#                                                  # LEAN_DAWN_FLAGS (tests/wasm_run.mjs): carry
+#                                                  # build/dawn-node.xz too (`xz -c` of
+#                                                  # scripts/setup_dawn_node.sh's addon, 4.9 MB)
 # Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,16 +56,22 @@ bench)
         build-dev/lean bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-bench.txt"
     ;;
-deno)
-    # What wgpu grants on the H200 (shader-f16? Dawn there does not) and lean's speed on it
-    python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('build/deno.xz'), open('/tmp/deno', 'wb'))" &&
-        chmod +x /tmp/deno || exit 1
+deno | dawn-node)
+    # deno: what wgpu grants on the H200 (shader-f16? Dawn there does not) and lean's speed on
+    # it; dawn-node: Dawn again, npm's dawn.node under Deno, given LEAN_DAWN_FLAGS (by default
+    # the toggle that grants shader-f16 on NVIDIA)
+    unxz() { python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$@"; }
+    unxz build/deno.xz /tmp/deno && chmod +x /tmp/deno || exit 1
+    if [ "$mode" = dawn-node ]; then
+        unxz build/dawn-node.xz /tmp/dawn.node || exit 1
+        export LEAN_DAWN_NODE=/tmp/dawn.node LEAN_DAWN_FLAGS=${LEAN_DAWN_FLAGS-enable-dawn-features=vulkan_enable_f16_on_nvidia}
+    fi
     export XDG_RUNTIME_DIR=/tmp
     run_wasm() { /tmp/deno run -A tests/wasm_run.mjs build-wasm/lean.wasm "$@"; }
-    run_wasm info --gpu 2>&1 | tee "$out/h200-deno-info.txt"
+    run_wasm info --gpu 2>&1 | tee "$out/h200-$mode-info.txt"
     for spec in "$@"; do
         f=$(model_file "$spec") || exit 1
         run_wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
-    done 2>&1 | tee "$out/h200-deno-bench.txt"
+    done 2>&1 | tee "$out/h200-$mode-bench.txt"
     ;;
 esac

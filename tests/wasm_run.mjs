@@ -9,6 +9,12 @@
 // argv[0] is the test's name (test_gguf); the environment holds TMPDIR, PWD=/ and the
 // host's CI and LEAN_* variables, nothing else.
 //
+// LEAN_DAWN_NODE=PATH puts the Dawn of a dawn.node addon (npm's webgpu package:
+// scripts/setup_dawn_node.sh) behind navigator.gpu, made with LEAN_DAWN_FLAGS (its create()
+// options, space-separated, e.g. "enable-dawn-features=vulkan_enable_f16_on_nvidia", the
+// toggle that lets Dawn grant shader-f16 on NVIDIA); Deno loads such addons. Its adapter is
+// asked for as the program asks, then, if none, at the compatibility level (OpenGL ES).
+//
 // Exit status: the program's own (main's return or exit()); 134 when it traps
 // (abort(), unreachable, out-of-bounds memory, stack overflow), with the trap on stderr.
 // Needs Node >= 18 (WASI preview1 without flags from Node 20; on 18 pass
@@ -28,6 +34,15 @@ process.emitWarning = function (warning, ...rest) {
     return emitWarning.call(process, warning, ...rest);
 };
 const { WASI } = await import('node:wasi');
+if (process.env.LEAN_DAWN_NODE) {
+    const { createRequire } = await import('node:module');
+    const { create } = createRequire(import.meta.url)(path.resolve(process.env.LEAN_DAWN_NODE));
+    const dawn = create((process.env.LEAN_DAWN_FLAGS ?? '').split(' ').filter(Boolean));
+    const request = dawn.requestAdapter.bind(dawn);
+    dawn.requestAdapter = async (o) => (await request(o)) ?? request({ ...o, featureLevel: 'compatibility' });
+    globalThis.navigator ??= {};
+    Object.defineProperty(globalThis.navigator, 'gpu', { value: dawn, configurable: true });
+}
 const { leanWebGPU } = await import('../web/webgpu_imports.mjs');
 
 const [file, ...args] = process.argv.slice(2);
