@@ -10,6 +10,8 @@
 #          from scripts/make_vocabs.sh)
 #   run:   bash scripts/h200_gpu.sh tests [NAME..] # the GPU test programs (or those named), against fixtures
 #          bash scripts/h200_gpu.sh bench MODEL... # MODEL = preset:type, e.g. smollm2-360m:q4_0
+#          MODELS="smollm2-1.7b:q4_0 ..." FLAGS="-p 512 -n 0 -r 2" ROUNDS=2 \
+#              bash scripts/h200_gpu.sh ab head VARIANT... # A/B: the tree and var/VARIANT/ over it
 #          bash scripts/h200_gpu.sh deno MODEL...  # the same through Deno's WebGPU (wgpu) and the
 #                                                  # wasm32 CLI: carry build/deno.xz (`xz -c` of
 #                                                  # scripts/setup_deno.sh's binary: 91 MB, 29 MB
@@ -55,6 +57,30 @@ bench)
         f=$(model_file "$spec") || exit 1
         build-dev/lean bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-bench.txt"
+    ;;
+ab)
+    # the working tree ("head") and variants of it side by side: var/NAME/ holds changed copies
+    # of files at their paths in the tree (untracked, so it travels); each built apart under
+    # /tmp/v/NAME, then MODELS benched with FLAGS by every build in turn, ROUNDS times
+    for v in "$@"; do
+        d=/tmp/v/$v
+        rm -rf "$d" && mkdir -p "$d"
+        git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$d"
+        [ -d "var/$v" ] && cp -r "var/$v/." "$d/"
+        (cd "$d" && make -j16 BUILD=build-dev build-dev/lean >"/tmp/v/$v.log" 2>&1) ||
+            { echo "h200_gpu.sh: $v does not build"; tail -20 "/tmp/v/$v.log"; } &
+    done
+    wait
+    for spec in $MODELS; do model_file "$spec" >/dev/null || exit 1; done
+    for r in $(seq "${ROUNDS:-2}"); do
+        for spec in $MODELS; do
+            for v in "$@"; do
+                res=$("/tmp/v/$v/build-dev/lean" bench -m "$(model_file "$spec")" --backend gpu $FLAGS --suffix none 2>&1 |
+                    awk -F'|' '/ pp| tg/ {printf "%s %s  ", $7, $10}')
+                echo "r$r $spec $v: $res"
+            done
+        done
+    done 2>&1 | tee "$out/h200-ab.txt"
     ;;
 deno | dawn-node)
     # deno: what wgpu grants on the H200 (shader-f16? Dawn there does not) and lean's speed on
