@@ -397,11 +397,23 @@ static const char *chunk_dot_of(uint32_t type) {
     return own ? lean_type_traits_get(type)->name : "dq";
 }
 
+/* matmul_vec's chunk pair for the glue: VRAW, chunk_vload and chunk_vdot as formats.wgsl's
+ * vl_ and vd_ pair named dot; returns the text's length */
+static int chunk_dot_glue(char *glue, size_t cap, const char *dot) {
+    return snprintf(glue, cap,
+                    "alias VRAW = VR_%s;\n"
+                    "fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_%s(row, c); }\n"
+                    "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_%s(r, acc, x); }\n",
+                    dot, dot, dot);
+}
+
 /* The glue naming w's format for formats.wgsl (its functions; a mixed stack's dequant_chunk
- * and chunk_vdot pick the part by row, every part's chunks in col_nib's columns), and the
- * format's name for labels; returns the glue's length. Groups (matmul_tiled's loads): Q4_0's
- * and Q8_0's own, of 4 and 2 chunks; every other format (and a mixed stack) one chunk a group.
- * Chunk dots (matmul_vec's): chunk_dot_of's. */
+ * picks the part by row, every part's chunks in col_nib's columns), and the format's name for
+ * labels; returns the glue's length. Groups (matmul_tiled's loads): Q4_0's and Q8_0's own, of
+ * 4 and 2 chunks; every other format (and a mixed stack) one chunk a group. Chunk dots
+ * (matmul_vec's): chunk_dot_of's; a mixed stack of decoded chunks alone takes "dq" through its
+ * dequant_chunk (so PRE still decodes its first chunks early), one with a part of its own dot
+ * a chunk_vdot that picks the part by row, VRAW (row, c) (so its loads come late, PRE or not). */
 static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, size_t name_cap) {
     const char *first = lean_type_traits_get(w->type)->name;
     const bool grouped = w->n_parts == 0 && (w->type == LEAN_TYPE_Q4_0 || w->type == LEAN_TYPE_Q8_0);
@@ -411,24 +423,22 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
                      "fn group_chunk(r: GRAW, k: u32) { gd_%s(r, k); }\n",
                      !grouped ? 1 : w->type == LEAN_TYPE_Q4_0 ? 4 : 2, grouped ? first : "any", grouped ? first : "any");
     if (w->n_parts == 0) {
-        const char *dot = chunk_dot_of(w->type);
         snprintf(name, name_cap, "%s", first);
-        return n + snprintf(glue + n, cap - (size_t)n,
-                            "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
-                            "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n"
-                            "alias VRAW = VR_%s;\n"
-                            "fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_%s(row, c); }\n"
-                            "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_%s(r, acc, x); }\n",
-                            first, first, dot, dot, dot);
+        n += snprintf(glue + n, cap - (size_t)n,
+                      "fn dequant_chunk(row: u32, c: u32) { dq_%s(row, c); }\n"
+                      "fn chunk_col(c: u32, i: u32) -> u32 { return col_%s(c, i); }\n",
+                      first, first);
+        return n + chunk_dot_glue(glue + n, cap - (size_t)n, chunk_dot_of(w->type));
     }
     n += snprintf(glue + n, cap - (size_t)n, "fn dequant_chunk(row: u32, c: u32) {\n");
-    int m = 0; /* the chunk_vdot text, appended after dequant_chunk's */
+    int m = 0; /* the chunk_vdot that picks the part, appended after dequant_chunk's */
     char vdot[1024];
     m += snprintf(vdot, sizeof vdot,
                   "alias VRAW = vec2<u32>;\n"
                   "fn chunk_vload(row: u32, c: u32) -> VRAW { return VRAW(row, c); }\n"
                   "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 {\n");
     size_t at = 0;
+    bool own = false; /* a part with its own chunk dot */
     for (int p = 0; p < w->n_parts; p++) {
         const lean_type t = w->part[p].type;
         const char *fmt = lean_type_traits_get(t)->name, *dot = chunk_dot_of(t);
@@ -436,12 +446,14 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
         at += (size_t)snprintf(name + at, name_cap - at, "%s%s", p ? "+" : "", fmt);
         n += snprintf(glue + n, cap - (size_t)n, "    if (row < %lldu) { dq_%s(row + %lldu, c); return; }\n", end, fmt,
                       gap);
+        own = own || strcmp(dot, "dq") != 0;
         /* vl_dq reads through dequant_chunk, which finds the part itself: the row as it is */
         m += snprintf(vdot + m, sizeof vdot - (size_t)m, "    if (r.x < %lldu) { return vd_%s(vl_%s(r.x + %lldu, r.y), acc, x); }\n",
                       end, dot, dot, strcmp(dot, "dq") ? gap : 0);
     }
-    return n + snprintf(glue + n, cap - (size_t)n,
-                        "}\nfn chunk_col(c: u32, i: u32) -> u32 { return col_nib(c, i); }\n%s    return acc;\n}\n", vdot);
+    n += snprintf(glue + n, cap - (size_t)n, "}\nfn chunk_col(c: u32, i: u32) -> u32 { return col_nib(c, i); }\n");
+    if (!own) return n + chunk_dot_glue(glue + n, cap - (size_t)n, "dq");
+    return n + snprintf(glue + n, cap - (size_t)n, "%s    return acc;\n}\n", vdot);
 }
 
 /* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
