@@ -720,11 +720,14 @@ int main(void) {
     test_all(step);
     unsetenv("LEAN_GPU_TILE_KSPLIT");
     /* the normed decode's first chunk decoded before the norm in every format that can (by
-     * default Q5_0 alone, weights.c) */
+     * default Q5_0 alone), and the prefill's loads a group ahead in every format (by default
+     * Q8_0 alone, weights.c) */
     setenv("LEAN_GPU_VEC_PREFETCH", "1", 1);
-    printf("test_gpu_weights: the normed decode prefetching in every format that can\n");
+    setenv("LEAN_GPU_TILE_PREFETCH", "1", 1);
+    printf("test_gpu_weights: the normed decode and the prefill prefetching in every format that can\n");
     test_all(step);
     unsetenv("LEAN_GPU_VEC_PREFETCH");
+    unsetenv("LEAN_GPU_TILE_PREFETCH");
     if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
         setenv("LEAN_SUBGROUPS", "0", 1);
         test_all(step);

@@ -639,6 +639,16 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     return st;
 }
 
+/* Whether matmul_tiled issues each group's loads one group ahead (matmul_tiled.wgsl's PF), for a
+ * matrix of w in the wide shape or not. H200 pp512 against none: smollm2-1.7b (every matrix
+ * wide) q8_0 1.05x (7937 -> 8362 tokens/s) but q4_0 0.97x; in the narrow shape q8_0 0.99x
+ * (qwen2.5-0.5b) to 1.01x (smollm2-135m, -360m). So Q8_0 in the wide shape alone
+ * (docs/runs/2026-12-04-gpu-h200-prefill.md). LEAN_GPU_TILE_PREFETCH=0|1 overrides it (the tests
+ * run every format both ways). */
+static bool tile_prefetch(const gpu_weight *w, bool wide) {
+    return switch_on("LEAN_GPU_TILE_PREFETCH", wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
+}
+
 /* Whether matmul_tiled takes the wide shape for a matrix of outs outputs and cols columns: by
  * TILE_WIDE_MIN, or for every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to
  * run both shapes on every format and mode. */
@@ -650,6 +660,7 @@ static bool tile_wide(uint64_t outs, uint64_t cols) {
  * and its split over the columns (ksplit parts of sps steps; 1 part where it takes no split) */
 typedef struct tile_shape {
     uint32_t gr, gt, opt; /* opt: outputs an invocation */
+    bool wide;
     uint64_t tiles_o, ksplit, sps;
 } tile_shape;
 
@@ -668,7 +679,8 @@ static uint64_t tile_ksplit(uint64_t tiles_o, uint64_t steps) {
 static tile_shape tile_shape_of(int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
     const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = lean_div_up((uint64_t)cols, TILE_KSTEP);
     tile_shape t = {.gr = TILE_GR, .gt = TILE_GT, .opt = TILE_TR};
-    if (tile_wide(outs, (uint64_t)cols)) t.gr = TILE_WIDE_GR, t.gt = 1, t.opt = mode == GPU_MM_SWIGLU ? TILE_TR : TILE_WIDE_TR;
+    t.wide = tile_wide(outs, (uint64_t)cols);
+    if (t.wide) t.gr = TILE_WIDE_GR, t.gt = 1, t.opt = mode == GPU_MM_SWIGLU ? TILE_TR : TILE_WIDE_TR;
     t.tiles_o = lean_div_up(outs, (uint64_t)t.gr * t.opt);
     t.sps = lean_div_up(steps, split ? tile_ksplit(t.tiles_o, steps) : 1);
     t.ksplit = lean_div_up(steps, t.sps); /* no part left empty */
@@ -715,8 +727,8 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', (double)(t.opt * rows_per_out(out->mode))},
                             {"TT", 'u', TILE_T / t.gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x},
                             {"TILES_O", 'u', (double)t.tiles_o}, {"KSPLIT", 'u', (double)t.ksplit},
-                            {"SPS", 'u', (double)t.sps}};
-    const int n = 9 + out_consts(out, outs, 4, 0, k + 9);
+                            {"SPS", 'u', (double)t.sps}, {"PF", 'u', tile_prefetch(w, t.wide)}};
+    const int n = 10 + out_consts(out, outs, 4, 0, k + 10);
     /* split: y is the part buffer, written by tile_part; the mode is the combine's */
     lean_gpu_bind b[N_BINDS];
     memcpy(b, binds, sizeof b);

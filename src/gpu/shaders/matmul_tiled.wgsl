@@ -34,7 +34,7 @@
 //
 // Workgroup index: flat = wid.y * NX + wid.x (split like matmul_vec): outputs tile
 // flat % TILES_O, split flat / TILES_O; tokens tile wid.z.
-// Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX, NW,
+// Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX PF, NW,
 // OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
 // Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: f32, output o of token t at
 // t * Y_STRIDE + Y_COL + o (the part buffer when KSPLIT > 1), 3 step; 4 bias (BIAS mode, not
@@ -75,10 +75,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
         // chunks come a group at a time (formats.wgsl: GCH chunks from one set of loads); the
         // step's chunks are whole groups (GCH divides CPS and CHUNKS)
+        // PF = 1: the next group's loads are issued before this group's sums, so they wait
+        // behind its multiply-adds, not in front of the next ones
+        let g0 = s * (CPS / GCH);
         let g_end = min(s * CPS + CPS, CHUNKS) / GCH;
-        for (var g = s * (CPS / GCH); g < g_end; g++) {
+        var next: array<GRAW, TR>;
+        if (PF == 1u) {
+            for (var i = 0u; i < TR; i++) { next[i] = chunk_group(tile_row(tile_o0 + gr, i), g0); }
+        }
+        for (var g = g0; g < g_end; g++) {
             var raw: array<GRAW, TR>;
-            for (var i = 0u; i < TR; i++) { raw[i] = chunk_group(tile_row(tile_o0 + gr, i), g); }
+            for (var i = 0u; i < TR; i++) {
+                let row = tile_row(tile_o0 + gr, i);
+                if (PF == 1u) {
+                    raw[i] = next[i];
+                    next[i] = chunk_group(row, min(g + 1u, g_end - 1u)); // the last group's again: unused
+                } else {
+                    raw[i] = chunk_group(row, g);
+                }
+            }
             for (var k = 0u; k < GCH; k++) {
                 let c = g * GCH + k;
                 var w: array<XV, TR * RUNS>; // w[i * RUNS + q]: run q of chunk c of row slot i
