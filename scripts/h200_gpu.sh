@@ -95,19 +95,19 @@ deno | dawn-node)
         export LEAN_DAWN_NODE=/tmp/dawn.node LEAN_DAWN_FLAGS=${LEAN_DAWN_FLAGS-enable-dawn-features=vulkan_enable_f16_on_nvidia}
     fi
     export XDG_RUNTIME_DIR=/tmp
-    run_wasm() { /tmp/deno run -A tests/wasm_run.mjs "$@"; }
-    run_wasm build-wasm/lean.wasm info --gpu 2>&1 | tee "$out/h200-$mode-info.txt"
+    run_wasm=(/tmp/deno run -A tests/wasm_run.mjs) # then the program and its arguments
+    "${run_wasm[@]}" build-wasm/lean.wasm info --gpu 2>&1 | tee "$out/h200-$mode-info.txt"
     if [ "${1:-}" = tests ]; then # the wasm32 GPU tests (`make wasm-webgpu`, carry build-wasm/tests)
         shift
         python3 scripts/make_fixtures.py models build/fixtures >/dev/null || exit 1
         for n in ${*:-$(cd build-wasm/tests && ls test_gpu_*.wasm | sed 's/\.wasm$//')}; do
-            echo "== $n"; timeout 300 /tmp/deno run -A tests/wasm_run.mjs "build-wasm/tests/$n.wasm" 2>&1 | tail -40
+            echo "== $n"; timeout 300 "${run_wasm[@]}" "build-wasm/tests/$n.wasm" 2>&1 | tail -40
         done | tee "$out/h200-$mode-tests.txt"
         exit
     fi
     for spec in "$@"; do
         f=$(model_file "$spec") || exit 1
-        run_wasm build-wasm/lean.wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
+        "${run_wasm[@]}" build-wasm/lean.wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-$mode-bench.txt"
     ;;
 esac

@@ -12,9 +12,10 @@
 // runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3): it reads the chunk's x once, as CH / 4
 // vec4s, then adds each of its rows' chunk dot to the row's sum (formats.wgsl's chunk_vdot:
 // for the formats weights.c's chunk_dot_of names, their quants' dot then the block's scale
-// (and min); for the others the decoded chunk's runs' dots, run by run). The WG sums of a row are then added across the workgroup (wg_sums:
-// reduce.wgsl's tree or reduce_sg.wgsl's subgroups). That order depends only on WG, CH, the
-// format and the device's reduction, never on which rows share the workgroup or the mode.
+// (and min); for the others the decoded chunk's runs' dots, run by run). The WG sums of a row
+// are then added across the workgroup (wg_sums: reduce.wgsl's tree or reduce_sg.wgsl's
+// subgroups). That order depends only on WG, CH, the format and the device's reduction, never
+// on which rows share the workgroup or the mode.
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
 // NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4,
