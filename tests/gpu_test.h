@@ -18,6 +18,7 @@ static inline lean_gpu *test_gpu_open(const char *name) {
      * path (tiled_f16.wgsl) is held to it by test_gpu_weights and test_gpu_forward's test_f16,
      * which set LEAN_F16=1 themselves. */
     setenv("LEAN_F16", "0", 1);
+    setenv("LEAN_GPU_INT8", "0", 1); /* and the exact prefill: those that test the 8-bit one set 1 */
     lean_gpu *g = NULL;
     lean_error err;
     const lean_status st = lean_gpu_open(&g, &err);

@@ -12,7 +12,10 @@
  *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
  *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free;
  *   - where the adapter grants shader-f16, the f16 path held to the F32 path (LEAN_F16=0) on
- *     every fixture: the logits after the prompt within F16_TOL, the greedy ids identical.
+ *     every fixture: the logits after the prompt within F16_TOL, the greedy ids identical;
+ *   - where WGSL has packed dot products, the 8-bit prefill (Q8_0, Q4_0) held to the F32 path
+ *     (LEAN_GPU_INT8=0) on those fixtures: I8_TOL, the first greedy id (int8_against_f32).
+ * Everything else runs the exact F32 path (test_gpu_open sets LEAN_F16=0, LEAN_GPU_INT8=0).
  * Logit comparisons between GPU calls that differ only in how tokens were batched allow
  * 1e-4 (the matmul and attention kernels may sum in an order that depends on the batch
  * size; observed differences are ~1e-6).
@@ -251,12 +254,13 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as, uin
 #define F16_TOL 5e-2f
 
 /* The logits after fx's prompt (into logits) and the N_GREEDY greedy ids that follow, with
- * LEAN_F16 = f16 ("0": the F32 path). */
-static bool prompt_greedy(const lean_model *m, const fixture *fx, const char *f16, float *logits, int32_t *ids) {
-    setenv("LEAN_F16", f16, 1);
+ * the switch env = on ("0": the F32 path, which every other test runs: test_gpu_open). */
+static bool prompt_greedy(const lean_model *m, const fixture *fx, const char *env, const char *on, float *logits,
+                          int32_t *ids) {
+    setenv(env, on, 1);
     lean_ctx *c = new_ctx(m, "gpu", 128, 64);
     const bool ok = c && greedy(c, fx->prompt, fx->n_prompt, logits, ids, lean_model_n_vocab(m));
-    setenv("LEAN_F16", "0", 1); /* back to the F32 path of every other test (test_gpu_open) */
+    setenv(env, "0", 1);
     lean_ctx_free(c);
     return ok;
 }
@@ -268,7 +272,7 @@ static void f16_against_f32(const fixture *fx, void *user) {
     const int V = lean_model_n_vocab(m);
     float *l32 = malloc(sizeof(float) * (size_t)V), *l16 = malloc(sizeof(float) * (size_t)V);
     int32_t g32[N_GREEDY], g16[N_GREEDY];
-    if (prompt_greedy(m, fx, "0", l32, g32) && prompt_greedy(m, fx, "1", l16, g16)) {
+    if (prompt_greedy(m, fx, "LEAN_F16", "0", l32, g32) && prompt_greedy(m, fx, "LEAN_F16", "1", l16, g16)) {
         const float d = max_diff(l32, l16, V);
         CHECK(d <= F16_TOL, "%s: f16 path's logits max |delta| %.3g from the F32 path's > %.0e", fx->model, d, F16_TOL);
         int first = -1;
@@ -293,6 +297,58 @@ static void test_f16(bool granted) {
     fixture_each("llama", f16_against_f32, NULL);
     fixture_each("qwen2", f16_against_f32, NULL);
     fixture_each("qwen3", f16_against_f32, NULL);
+}
+
+/* ---- the 8-bit prefill against the F32 path ---- */
+
+/* The 8-bit prefill (matmul_tiled_i8.wgsl: Q8_0 and Q4_0 weights) quantizes each matmul's
+ * input as the CPU backend does, so its logits may differ from the F32 path's as the CPU
+ * backend's differ from the reference: tests/test_cpu_backend.c's QTOL, 6% of the largest
+ * |logit|. Its greedy continuation must be the F32 path's at its first step unless the F32
+ * path's top two logits there are within twice the difference (a near-tie either may break). */
+#define I8_TOL 0.06f
+
+static void int8_against_f32(const fixture *fx, void *user) {
+    (void)user;
+    if (strcmp(fx->fmt, "q8_0") && strcmp(fx->fmt, "q4_0")) return; /* no other format takes it */
+    lean_model *m = load(fx->model);
+    if (!m) return;
+    const int V = lean_model_n_vocab(m);
+    float *l32 = malloc(sizeof(float) * (size_t)V), *l8 = malloc(sizeof(float) * (size_t)V);
+    int32_t g32[N_GREEDY], g8[N_GREEDY];
+    if (prompt_greedy(m, fx, "LEAN_GPU_INT8", "0", l32, g32) && prompt_greedy(m, fx, "LEAN_GPU_INT8", "1", l8, g8)) {
+        float top = 0, first = -INFINITY, second = -INFINITY;
+        for (int i = 0; i < V; i++) {
+            top = fmaxf(top, fabsf(l32[i]));
+            if (l32[i] > first) second = first, first = l32[i];
+            else if (l32[i] > second) second = l32[i];
+        }
+        const float d = max_diff(l32, l8, V);
+        CHECK(d <= I8_TOL * top, "%s: the 8-bit prefill's logits max |delta| %.3g from the F32 path's > %.2f x %.3g",
+              fx->model, d, I8_TOL, top);
+        const bool tie = first - second <= 2 * d;
+        CHECK(g8[0] == g32[0] || tie, "%s: the 8-bit prefill's first greedy id %d, the F32 path's %d (top-2 gap %.3g)",
+              fx->model, g8[0], g32[0], first - second);
+        int same = 0;
+        while (same < N_GREEDY && g8[same] == g32[same]) same++;
+        printf("| %-5s | %-4s | %.2e | %.1f%% | %d%s |\n", fx->arch, fx->fmt, d, 100 * d / top, same,
+               tie ? " (near-tie)" : "");
+    }
+    free(l32);
+    free(l8);
+    lean_model_free(m);
+}
+
+static void test_int8(bool has_dot) {
+    if (!has_dot) {
+        printf("test_gpu_forward: no packed_4x8_integer_dot_product in this WGSL, so no 8-bit prefill to test\n");
+        return;
+    }
+    printf("the 8-bit prefill against the F32 path (LEAN_GPU_INT8=0):\n| arch  | fmt  | max abs delta logit (after "
+           "the prompt) | of max abs logit | greedy ids equal from the start |\n|---|---|---|---|---|\n");
+    fixture_each("llama", int8_against_f32, NULL);
+    fixture_each("qwen2", int8_against_f32, NULL);
+    fixture_each("qwen3", int8_against_f32, NULL);
 }
 
 /* ---- errors ---- */
@@ -340,6 +396,7 @@ int main(void) {
     lean_gpu *g = test_gpu_open("test_gpu_forward");
     if (!g) return test_finish("test_gpu_forward");
     const bool software = lean_gpu_get_info(g)->software, f16 = lean_gpu_get_info(g)->shader_f16;
+    const bool dot = lean_gpu_get_info(g)->packed_dot;
     printf("adapter: %s (%s)\n", lean_gpu_get_info(g)->adapter, lean_gpu_get_info(g)->backend);
     lean_gpu_close(g);
 
@@ -389,5 +446,6 @@ int main(void) {
         lean_model_free(m);
     }
     test_f16(f16);
+    test_int8(dot);
     return test_finish("test_gpu_forward");
 }

@@ -50,6 +50,7 @@
 
 static lean_gpu *G;
 static bool F16; /* the f16 path's run: its tolerance, no weights beyond f16's range */
+static bool I8;  /* the 8-bit prefill's run (Q8_0, Q4_0): x's quantization in the tolerance */
 
 /* ---- data ---- */
 
@@ -193,6 +194,20 @@ static void check_get_rows(const matrix *m, const gpu_weight *gw, lean_gpu_buf *
 
 /* Largest |y - y_ref| / tolerance over the n_tok tokens (> 1 fails); the f16 path's bound
  * where it ran (F16 and more than one token: the tiled kernel). */
+/* The 8-bit prefill's bound on |sum_c w[c] x[c] - sum_c w[c] x~[c]| for one row and token,
+ * x~ the quantized x (matmul_tiled_i8.wgsl): each x~[c] is within d / 2 of x[c], d = max |x|
+ * over c's 32-column block / 127 (plus 1e-4 d for the shader's divisions, which WGSL allows
+ * 2.5 ulp); the float steps after the exact integer sums round like the F32 path's sums. */
+static double quant_error(const float *w, const float *x, int64_t cols) {
+    double bound = 0;
+    for (int64_t b = 0; b < cols; b += 32) {
+        double amax = 0, wsum = 0;
+        for (int64_t c = b; c < b + 32 && c < cols; c++) amax = fmax(amax, fabs(x[c])), wsum += fabs(w[c]);
+        bound += wsum * amax / 127 * 0.5001;
+    }
+    return bound;
+}
+
 static double matmul_error(const matrix *m, const float *x, const float *y, int32_t n_tok) {
     const int64_t rows = m->t.ne[1], cols = m->t.ne[0];
     const double u = ldexp(1.0, -24), gamma = cols * u / (1 - cols * u), u16 = ldexp(1.0, -11);
@@ -207,8 +222,9 @@ static double matmul_error(const matrix *m, const float *x, const float *y, int3
                 abs_sum += fabs(p);
                 sub16 += fabs(m->w[r * cols + c]) + fabs(x[t * cols + c]) + 2;
             }
-            const double tol = (gamma + gamma16) * abs_sum + 2 * cols * ldexp(1.0, -126) +
-                               (gamma16 ? ldexp(sub16, -25) : 0);
+            double tol = (gamma + gamma16) * abs_sum + 2 * cols * ldexp(1.0, -126) +
+                         (gamma16 ? ldexp(sub16, -25) : 0);
+            if (I8 && n_tok > 1) tol += quant_error(m->w + r * cols, x + t * cols, cols);
             const double e = fabs((double)y[t * rows + r] - sum) / tol;
             if (!(e <= worst)) worst = e; /* NaN sticks */
         }
@@ -702,6 +718,33 @@ static void test_f16(lean_gpu_buf *step) {
     setenv("LEAN_F16", "0", 1);
 }
 
+/* The 8-bit prefill (matmul_tiled_i8.wgsl) on its two formats and every mode, in both shapes
+ * and split, where WGSL has packed dot products (Dawn has them everywhere, polyfilled on
+ * llvmpipe). Its sums are held to the reference within x's quantization (quant_error); the
+ * modes, the order (n_tok-independent bits) and the bounds as the F32 path's. */
+static void test_int8(lean_gpu_buf *step) {
+    if (!lean_gpu_get_info(G)->packed_dot) {
+        printf("test_gpu_weights: no packed_4x8_integer_dot_product in this WGSL, so no 8-bit prefill to test\n");
+        return;
+    }
+    setenv("LEAN_GPU_INT8", "1", 1);
+    CHECK(lean_gpu_int8(G), "LEAN_GPU_INT8=1 where WGSL has packed dot products: the 8-bit prefill");
+    I8 = true;
+    static const char *const how[][2] = {{NULL, NULL}, {"LEAN_GPU_TILE_WIDE", "1"}, {"LEAN_GPU_TILE_KSPLIT", "4"}};
+    for (int h = 0; h < 3; h++) {
+        printf("test_gpu_weights: the 8-bit prefill%s%s\n", how[h][0] ? ", " : "", how[h][0] ? how[h][0] : "");
+        if (how[h][0]) setenv(how[h][0], how[h][1], 1);
+        for (int k = 0; k < 2; k++) {
+            const uint32_t type = k ? LEAN_TYPE_Q4_0 : LEAN_TYPE_Q8_0;
+            test_format(type, step);
+            test_modes(type, step, true);
+        }
+        if (how[h][0]) unsetenv(how[h][0]);
+    }
+    I8 = false;
+    setenv("LEAN_GPU_INT8", "0", 1);
+}
+
 int main(void) {
     if (!(G = test_gpu_open("test_gpu_weights"))) return test_finish("test_gpu_weights");
     lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
@@ -733,6 +776,7 @@ int main(void) {
         test_all(step);
         unsetenv("LEAN_SUBGROUPS");
     }
+    test_int8(step);
     test_f16(step);
     setenv("LEAN_GPU_TILE_WIDE", "1", 1); /* the f16 path in the wide shape too */
     test_f16(step);

@@ -109,6 +109,7 @@ export function leanWebGPU() {
         },
         limit: (id, name, len) => get(id)?.limits?.[str(name, len)] ?? -1,
         // Every device here is core level: lean never asks for a compatibility adapter in JS.
+        wgsl_feature: (name, len) => (navigator.gpu.wgslLanguageFeatures?.has(str(name, len)) ? 1 : 0),
         has_feature: (id, name, len) =>
             str(name, len) === 'core-features-and-limits' || get(id)?.features?.has(str(name, len)) ? 1 : 0,
         device_begin: () => void (device = { features: [], limits: {} }),

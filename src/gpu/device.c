@@ -289,6 +289,8 @@ static lean_status fill_device_info(lean_gpu *g, lean_error *err) {
     in->shader_f16 = g->w.DeviceHasFeature(g->device, WGPUFeatureName_ShaderF16);
     in->subgroups = g->w.DeviceHasFeature(g->device, WGPUFeatureName_Subgroups);
     in->timestamp_query = g->w.DeviceHasFeature(g->device, WGPUFeatureName_TimestampQuery);
+    in->packed_dot = g->w.InstanceHasWGSLLanguageFeature &&
+                     g->w.InstanceHasWGSLLanguageFeature(g->instance, WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct);
     if (!in->subgroups) in->subgroup_min_size = in->subgroup_max_size = 0;
     /* Compatibility-level devices lack the core feature-and-limits feature (0x12). */
     snprintf(in->feature_level, sizeof in->feature_level, "%s",
@@ -320,7 +322,7 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              "vendor         %s%s%s\n"
              "backend        %s, %s level%s\n"
              "features       shader-f16 %s, subgroups %s%s, timestamp-query %s\n"
-             "prefill        %s\n"
+             "prefill        %s%s\n"
              "storage        binding %llu MiB, buffer %llu MiB, %u buffers per stage\n"
              "workgroups     %u invocations, size %u x %u x %u, %u per dimension, %u KiB shared\n"
              "alignment      storage offsets %u, uniform offsets %u\n"
@@ -331,6 +333,8 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no",
              lean_gpu_f16(g) ? "f16 path (matmuls in f16, shaders/tiled_f16.wgsl; LEAN_F16=0: F32)"
              : in->shader_f16 ? "F32 path (LEAN_F16=0)" : "F32 path (no shader-f16)",
+             lean_gpu_int8(g) ? "; Q8_0, Q4_0 on 8-bit dot products (LEAN_GPU_INT8=0: off)"
+             : in->packed_dot ? "; 8-bit dot products off (LEAN_GPU_INT8=1: on)" : "; no 8-bit dot products in WGSL here",
              (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
              in->max_storage_buffers_per_stage, in->max_invocations, in->max_workgroup_x, in->max_workgroup_y,
              in->max_workgroup_z, in->max_workgroups_per_dim, in->max_workgroup_storage >> 10,

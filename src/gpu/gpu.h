@@ -35,6 +35,7 @@ typedef struct lean_gpu_info {
     char feature_level[16]; /* "core" or "compatibility" */
     bool software;          /* adapterType CPU (llvmpipe, SwiftShader): `auto` prefers the CPU backend */
     bool shader_f16, subgroups, timestamp_query; /* granted on the device */
+    bool packed_dot; /* WGSL's packed_4x8_integer_dot_product (dot4I8Packed): the instance has it */
     uint32_t subgroup_min_size, subgroup_max_size; /* 0 when unknown */
     uint64_t max_storage_binding;  /* maxStorageBufferBindingSize, bytes */
     uint64_t max_buffer;           /* maxBufferSize, bytes */
@@ -104,6 +105,8 @@ const char *lean_gpu_reduce_shader(lean_gpu *g);
 /* Whether prefill's matmuls take the f16 path (tiled_f16.wgsl): the device grants shader-f16
  * and LEAN_F16 is not 0 (LEAN_F16=0 forces the F32 path everywhere). */
 bool lean_gpu_f16(const lean_gpu *g);
+/* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (pipeline.c says when) */
+bool lean_gpu_int8(const lean_gpu *g);
 
 /* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the
  * code (no `override`): type 'u' (u32), 'i' (i32) or 'f' (f32). */

@@ -36,6 +36,7 @@ static const struct {
     bool optional;
 } api_symbols[] = {
     SYM(CreateInstance), SYM(InstanceRequestAdapter), SYM(InstanceWaitAny), SYM(InstanceRelease),
+    OPT(InstanceHasWGSLLanguageFeature),
     SYM(AdapterGetInfo), SYM(AdapterInfoFreeMembers), SYM(AdapterGetLimits), SYM(AdapterHasFeature),
     SYM(AdapterRequestDevice), SYM(AdapterRelease), SYM(DeviceGetLimits), SYM(DeviceHasFeature),
     SYM(DeviceGetQueue), SYM(DeviceCreateBuffer), SYM(DeviceCreateShaderModule),

@@ -42,6 +42,18 @@ bool lean_gpu_f16(const lean_gpu *g) {
     return lean_gpu_get_info(g)->shader_f16 && !(env && strcmp(env, "0") == 0);
 }
 
+/* The 8-bit prefill (matmul_tiled_i8.wgsl for Q8_0 and Q4_0 weights) where WGSL has packed
+ * dot products and, by default, the adapter is hardware that has them as instructions as far
+ * as we know: not a software adapter (llvmpipe, SwiftShader) and not Apple's (Metal has no
+ * 8-bit dot product, so Dawn writes each as a dozen integer operations there). LEAN_GPU_INT8=0
+ * turns it off, 1 on (given the feature). */
+bool lean_gpu_int8(const lean_gpu *g) {
+    const lean_gpu_info *in = lean_gpu_get_info(g);
+    const char *env = getenv("LEAN_GPU_INT8");
+    const bool dflt = !in->software && strncmp(in->vendor, "apple", 5) != 0;
+    return in->packed_dot && (env && (!strcmp(env, "0") || !strcmp(env, "1")) ? env[0] == '1' : dflt);
+}
+
 const char *lean_gpu_reduce_shader(lean_gpu *g) {
     return lean_gpu_shader(lean_gpu_subgroup_size(g) ? "reduce_sg" : "reduce");
 }

@@ -45,6 +45,7 @@ IMPORT(future_free) void js_future_free(uint32_t future);
 IMPORT(adapter_info) uint32_t js_adapter_info(uint32_t adapter, uint32_t field, char *buf, uint32_t cap);
 IMPORT(limit) double js_limit(uint32_t object, const char *name, uint32_t len);
 IMPORT(has_feature) uint32_t js_has_feature(uint32_t object, const char *name, uint32_t len);
+IMPORT(wgsl_feature) uint32_t js_wgsl_feature(const char *name, uint32_t len);
 IMPORT(device_begin) void js_device_begin(void);
 IMPORT(device_feature) void js_device_feature(const char *name, uint32_t len);
 IMPORT(device_limit) void js_device_limit(const char *name, uint32_t len, double value);
@@ -248,6 +249,11 @@ static WGPUWaitStatus InstanceWaitAny(WGPUInstance instance, size_t count, WGPUF
 }
 
 static void InstanceRelease(WGPUInstance instance) { js_release(ID(instance)); }
+static WGPUBool InstanceHasWGSLLanguageFeature(WGPUInstance instance, WGPUWGSLLanguageFeatureName f) {
+    (void)instance;
+    static const char packed[] = "packed_4x8_integer_dot_product";
+    return f == WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct && js_wgsl_feature(packed, sizeof packed - 1);
+}
 
 /* field: 0 vendor, 1 architecture, 2 device, 3 description; a NUL-terminated copy each */
 static WGPUStringView info_string(WGPUAdapter adapter, uint32_t field) {
@@ -538,7 +544,7 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_erro
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "no WebGPU in this JavaScript host: %s", why);
     }
     *w = (wgpu_api){
-        CreateInstance, InstanceRequestAdapter, InstanceWaitAny, InstanceRelease, AdapterGetInfo,
+        CreateInstance, InstanceRequestAdapter, InstanceWaitAny, InstanceRelease, InstanceHasWGSLLanguageFeature, AdapterGetInfo,
         AdapterInfoFreeMembers, AdapterGetLimits, AdapterHasFeature, AdapterRequestDevice, AdapterRelease,
         DeviceGetLimits, DeviceHasFeature, DeviceGetQueue, DeviceCreateBuffer, DeviceCreateShaderModule,
         DeviceCreateComputePipeline, DeviceCreateBindGroup, DeviceCreateCommandEncoder, DevicePushErrorScope,

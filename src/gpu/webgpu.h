@@ -396,6 +396,11 @@ typedef struct WGPUCommandBufferDescriptor {
     WGPUStringView label;           /* 0x08 */
 } WGPUCommandBufferDescriptor;
 
+/* WGSL language features (wgpuInstanceHasWGSLLanguageFeature); the one lean asks about */
+typedef enum WGPUWGSLLanguageFeatureName {
+    WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct = 0x00000002, /* dot4I8Packed, pack4xI8 */
+} WGPUWGSLLanguageFeatureName;
+
 /* ---- the function table: one typed pointer per library function lean calls ----
  * native.c resolves "wgpu" + each member's name (wgpuCreateInstance ...) with dlsym. */
 typedef struct wgpu_api {
@@ -405,6 +410,7 @@ typedef struct wgpu_api {
     WGPUWaitStatus (*InstanceWaitAny)(WGPUInstance instance, size_t count, WGPUFutureWaitInfo *futures,
                                       uint64_t timeout_ns);
     void (*InstanceRelease)(WGPUInstance instance);
+    WGPUBool (*InstanceHasWGSLLanguageFeature)(WGPUInstance instance, WGPUWGSLLanguageFeatureName feature); /* may be NULL */
 
     WGPUStatus (*AdapterGetInfo)(WGPUAdapter adapter, WGPUAdapterInfo *info);
     void (*AdapterInfoFreeMembers)(WGPUAdapterInfo info);

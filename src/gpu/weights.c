@@ -422,6 +422,9 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
                      "fn chunk_group(row: u32, g: u32) -> GRAW { return gl_%s(row, g); }\n"
                      "fn group_chunk(r: GRAW, k: u32) { gd_%s(r, k); }\n",
                      !grouped ? 1 : w->type == LEAN_TYPE_Q4_0 ? 4 : 2, grouped ? first : "any", grouped ? first : "any");
+    if (grouped) /* matmul_tiled_i8's blocks */
+        n += snprintf(glue + n, cap - (size_t)n, "const BI_ZERO: i32 = %d;\nfn block_i8(row: u32, b: u32) -> BI8 { return bi_%s(row, b); }\n",
+                      w->type == LEAN_TYPE_Q4_0 ? 8 : 0, first);
     if (w->n_parts == 0) {
         snprintf(name, name_cap, "%s", first);
         n += snprintf(glue + n, cap - (size_t)n,
@@ -461,7 +464,7 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
  * files + words (how W is read: "words_u32" or "words_vec4"), with w's shape constants and
  * n_extra kernel constants. NULL modes: not compiled in. */
 static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *words,
-                                 const char *in, const char *out, const char *arith, const lean_gpu_const *extra,
+                                 const char *in, const char *out, const char *const *more, const lean_gpu_const *extra,
                                  int n_extra, lean_gpu_pipeline **res, lean_error *err) {
     char glue[2048], label[96], name[48];
     int n = weight_glue(w, glue, sizeof glue, name, sizeof name);
@@ -472,13 +475,16 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
         snprintf(glue + n, sizeof glue - (size_t)n,
                  "fn x_begin(l: u32) { x_begin_%s(l); }\n"
                  "fn x4_at(col: u32) -> vec4<f32> { return x4_at_%s(col); }\n", in, in);
-    snprintf(label, sizeof label, "%s_%s%s%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
-             out ? out : "", arith ? "_" : "", arith ? arith : "");
+    int at = snprintf(label, sizeof label, "%s_%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
+                      out ? out : "");
     const char *src[8] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel), lean_gpu_shader(words)};
     int n_src = 4;
     if (out) src[n_src++] = lean_gpu_shader("matmul_out");
     if (in) src[n_src++] = lean_gpu_reduce_shader(g), src[n_src++] = lean_gpu_shader("matmul_in");
-    if (arith) src[n_src++] = lean_gpu_shader(arith);
+    for (int i = 0; more && more[i] && n_src < 8; i++) {
+        src[n_src++] = lean_gpu_shader(more[i]);
+        if (at < (int)sizeof label) at += snprintf(label + at, sizeof label - (size_t)at, "_%s", more[i]);
+    }
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
     lean_gpu_const consts[32];
@@ -645,6 +651,12 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
  * (qwen2.5-0.5b) to 1.01x (smollm2-135m, -360m). So Q8_0 in the wide shape alone
  * (docs/runs/2026-12-04-gpu-h200-prefill.md). LEAN_GPU_TILE_PREFETCH=0|1 overrides it (the tests
  * run every format both ways). */
+/* Whether a prefill matmul of w takes 8-bit activations and integer dot products
+ * (matmul_tiled_i8.wgsl): Q8_0 and Q4_0 matrices where lean_gpu_int8. */
+static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
+    return lean_gpu_int8(g) && w->n_parts == 0 && (w->type == LEAN_TYPE_Q4_0 || w->type == LEAN_TYPE_Q8_0);
+}
+
 static bool tile_prefetch(const gpu_weight *w, bool wide) {
     return switch_on("LEAN_GPU_TILE_PREFETCH", wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
 }
@@ -735,8 +747,11 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     if (split) b[B_Y] = binds[B_PART];
     const gpu_mm_out part_out = {.mode = GPU_MM_SET};
     const gpu_mm_out *tile_out = split ? &part_out : out;
-    if (st == LEAN_OK) st = make_pipeline(g, w, "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode],
-                                            lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32", k, n, &m->tiled, err);
+    const bool i8 = tile_i8(g, w);
+    const char *more[] = {i8 ? "tiled_common" : lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32", i8 ? NULL : "tiled_common", NULL};
+    if (st == LEAN_OK)
+        st = make_pipeline(g, w, i8 ? "matmul_tiled_i8" : "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode], more,
+                           k, n, &m->tiled, err);
     if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
     if (st == LEAN_OK && split) st = matmul_combine_make(g, w, max_tok, binds, out, t.ksplit, m, err);
     return st;

@@ -154,6 +154,28 @@ fn gl_q8_0(row: u32, g: u32) -> GRAW {
 }
 fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u]); }
 
+// ---- 8-bit blocks: Q8_0 and Q4_0 for integer dot products (matmul_tiled_i8) ----
+// The glue also writes, for these two formats:
+//   const BI_ZERO: i32 = 0 or 8;  fn block_i8(row: u32, b: u32) -> BI8
+// block_i8 loads block b of the row as its 32 quants, signed 8-bit, four a word in column order
+// (word m: columns 4m .. 4m + 3), and d: the block's weights are (q - BI_ZERO) * d, the
+// reference's. Q4_0's nibbles become the bytes 0..15: quant word k's low nibbles are columns
+// 4k .. 4k + 3, its high nibbles columns 16 + 4k .. 16 + 4k + 3 (col_nib).
+struct BI8 { q: array<u32, 8>, d: f32 }
+fn bi_q8_0(row: u32, b: u32) -> BI8 {
+    let i = row * BPR + b;
+    let lo = wq4(2u * i);
+    let hi = wq4(2u * i + 1u);
+    return BI8(array<u32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w), split_scale(i));
+}
+fn bi_q4_0(row: u32, b: u32) -> BI8 {
+    let i = row * BPR + b;
+    let q = wq4(i);
+    let lo = q & vec4<u32>(0x0f0f0f0fu);
+    let hi = (q >> vec4<u32>(4u)) & vec4<u32>(0x0f0f0f0fu);
+    return BI8(array<u32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w), split_scale(i));
+}
+
 // ---- chunk dots: acc + (chunk c of a row) . x, matmul_vec's arithmetic ----
 // The glue also writes, for matmul_vec:
 //   alias VRAW;  fn chunk_vload(row: u32, c: u32) -> VRAW  fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32

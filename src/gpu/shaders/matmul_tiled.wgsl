@@ -32,24 +32,14 @@
 // the bits still do not depend on how a prefill is cut.
 // (Split, the C side compiles the kernel with y_set as y_out, so it binds no bias.)
 //
-// Workgroup index: flat = wid.y * NX + wid.x (split like matmul_vec): outputs tile
-// flat % TILES_O, split flat / TILES_O; tokens tile wid.z.
+// The bindings, the workgroup's tile (tile_at) and the outputs (tile_store) are
+// tiled_common.wgsl's, shared with matmul_tiled_i8.wgsl (the 8-bit prefill).
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), GR GT TR TT KSTEP NX PF, NW,
 // OUTS (= ROWS / NW), TILES_O, KSPLIT, SPS, Y_STRIDE, Y_COL, BIAS_AT (matmul_out.wgsl).
 // Bindings: 0 W (formats.wgsl), 1 x: (n_tok, cols) f32, 2 y: f32, output o of token t at
 // t * Y_STRIDE + Y_COL + o (the part buffer when KSPLIT > 1), 3 step; 4 bias (BIAS mode, not
 // split).
 
-struct Step { n_tok: u32, pos: u32, a: u32, b: u32 }
-
-@group(0) @binding(1) var<storage, read> X: array<vec4<f32>>; // (n_tok, cols) f32, a whole number of vec4s
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(3) var<uniform> step: Step;
-
-const WG: u32 = GR * GT;
-const OPT: u32 = TR / NW;
-const TILE_O: u32 = GR * OPT;
-const TILE_T: u32 = GT * TT;
 const CPS: u32 = KSTEP / CH; // chunks per step
 const KV4: u32 = KSTEP / 4u;  // vec4s of a token's staged columns
 
@@ -57,20 +47,16 @@ var<workgroup> xs: array<XV, TILE_T * KV4>; // xs[tl * KV4 + (column - step star
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
+    let tl = tile_at(wid);
+    if (!tl.live) { return; }
     let n_tok = step.n_tok;
-    let flat = wid.y * NX + wid.x;
-    let ks = flat / TILES_O;
-    let tile_o0 = (flat % TILES_O) * TILE_O;
-    let tile_t0 = wid.z * TILE_T;
-    if (ks >= KSPLIT || tile_t0 >= n_tok) { return; } // uniform over the workgroup
-    let gr = l % GR;
+    let o = tl.o0 + l % GR; // the invocation's first output
     let gt = l / GR;
     var acc: array<f32, TR * TT>; // acc[i * TT + j]
-    let s_end = min(ks * SPS + SPS, (COLS + KSTEP - 1u) / KSTEP);
-    for (var s = ks * SPS; s < s_end; s++) {
+    for (var s = tl.s0; s < tl.s1; s++) {
         let k0 = s * KSTEP;
         for (var e = l; e < TILE_T * KV4; e += WG) {
-            xs[e] = to_xv(x_stage(tile_t0 + e / KV4, k0 + 4u * (e % KV4), n_tok));
+            xs[e] = to_xv(x_stage(tl.t0 + e / KV4, k0 + 4u * (e % KV4), n_tok));
         }
         workgroupBarrier();
         // chunks come a group at a time (formats.wgsl: GCH chunks from one set of loads); the
@@ -81,12 +67,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let g_end = min(s * CPS + CPS, CHUNKS) / GCH;
         var next: array<GRAW, TR>;
         if (PF == 1u) {
-            for (var i = 0u; i < TR; i++) { next[i] = chunk_group(tile_row(tile_o0 + gr, i), g0); }
+            for (var i = 0u; i < TR; i++) { next[i] = chunk_group(tile_row(o, i), g0); }
         }
         for (var g = g0; g < g_end; g++) {
             var raw: array<GRAW, TR>;
             for (var i = 0u; i < TR; i++) {
-                let row = tile_row(tile_o0 + gr, i);
+                let row = tile_row(o, i);
                 if (PF == 1u) {
                     raw[i] = next[i];
                     next[i] = chunk_group(row, min(g + 1u, g_end - 1u)); // the last group's again: unused
@@ -115,17 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    // b: the up row's sum in SWIGLU mode (slot k + OPT); unused otherwise (slot k again)
-    for (var k = 0u; k < OPT; k++) {
-        let o = tile_o0 + gr + GR * k;
-        for (var j = 0u; j < TT; j++) {
-            let t = tile_t0 + gt + GT * j;
-            if (o >= OUTS || t >= n_tok) { continue; }
-            let a = acc[k * TT + j];
-            let b = acc[((k + OPT) % TR) * TT + j];
-            if (KSPLIT > 1u) { tile_part(t, o, a, b, ks); } else { y_out(t * Y_STRIDE + Y_COL + o, o, a, b); }
-        }
-    }
+    tile_store(&acc, o, tl.t0 + gt, tl.ks);
 }
 
 // columns col .. col + 3 of token t's input, 0 past n_tok and COLS (col % 4 = 0)
@@ -138,15 +114,4 @@ fn x_stage(t: u32, col: u32, n_tok: u32) -> vec4<f32> {
         if (col + k < COLS) { v[k] = X[(e + k) >> 2u][(e + k) & 3u]; }
     }
     return v;
-}
-
-// the weight row of slot i of the invocation whose first output is o0: output o0 + GR * k
-// (k = i % OPT; clamped to the last), or its up row in SWIGLU mode (i >= OPT)
-fn tile_row(o0: u32, i: u32) -> u32 { return min(o0 + GR * (i % OPT), OUTS - 1u) + (i / OPT) * OUTS; }
-
-// split ks's partial sums of rows o (and o + OUTS, SWIGLU's up row) into the part buffer
-fn tile_part(t: u32, o: u32, a: f32, b: f32, ks: u32) {
-    let i = (ks * step.n_tok + t) * ROWS + o;
-    Y[i] = a;
-    if (NW == 2u) { Y[i + OUTS] = b; }
 }
