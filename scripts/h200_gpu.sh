@@ -67,7 +67,7 @@ ab)
     for v in "$@"; do
         d=/tmp/v/$v
         rm -rf "$d" && mkdir -p "$d"
-        git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$d"
+        git ls-files -z --cached --others --exclude-standard | xargs -0 tar -cf - | tar -xf - -C "$d"
         [ -d "var/$v" ] && cp -r "var/$v/." "$d/"
         (cd "$d" && make -j16 BUILD=build-dev build-dev/lean >"/tmp/v/$v.log" 2>&1) ||
             { echo "h200_gpu.sh: $v does not build"; tail -20 "/tmp/v/$v.log"; } &
