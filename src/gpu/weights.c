@@ -461,10 +461,11 @@ static int weight_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
 
 /* Compiles formats.wgsl + the glue naming w's format (and, for a matmul, its modes: out, a
  * function of matmul_out.wgsl; in, one of matmul_in.wgsl, matmul_vec only) + kernel + those
- * files + words (how W is read: "words_u32" or "words_vec4"), with w's shape constants and
- * n_extra kernel constants. NULL modes: not compiled in. */
+ * files + words (how W is read: "words_u32" or "words_vec4") + arith (matmul_tiled's
+ * tiled_f32.wgsl or tiled_f16.wgsl) + tiled_common.wgsl for the tiled kernels, with w's shape
+ * constants and n_extra kernel constants. NULL modes: not compiled in. */
 static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *words,
-                                 const char *in, const char *out, const char *const *more, const lean_gpu_const *extra,
+                                 const char *in, const char *out, const char *arith, const lean_gpu_const *extra,
                                  int n_extra, lean_gpu_pipeline **res, lean_error *err) {
     char glue[2048], label[96], name[48];
     int n = weight_glue(w, glue, sizeof glue, name, sizeof name);
@@ -475,16 +476,14 @@ static lean_status make_pipeline(lean_gpu *g, const gpu_weight *w, const char *k
         snprintf(glue + n, sizeof glue - (size_t)n,
                  "fn x_begin(l: u32) { x_begin_%s(l); }\n"
                  "fn x4_at(col: u32) -> vec4<f32> { return x4_at_%s(col); }\n", in, in);
-    int at = snprintf(label, sizeof label, "%s_%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
-                      out ? out : "");
+    snprintf(label, sizeof label, "%s_%s%s%s%s%s%s%s", kernel, name, in ? "_" : "", in ? in : "", out ? "_" : "",
+             out ? out : "", arith ? "_" : "", arith ? arith : "");
     const char *src[8] = {lean_gpu_shader("formats"), glue, lean_gpu_shader(kernel), lean_gpu_shader(words)};
     int n_src = 4;
     if (out) src[n_src++] = lean_gpu_shader("matmul_out");
     if (in) src[n_src++] = lean_gpu_reduce_shader(g), src[n_src++] = lean_gpu_shader("matmul_in");
-    for (int i = 0; more && more[i] && n_src < 8; i++) {
-        src[n_src++] = lean_gpu_shader(more[i]);
-        if (at < (int)sizeof label) at += snprintf(label + at, sizeof label - (size_t)at, "_%s", more[i]);
-    }
+    if (arith) src[n_src++] = lean_gpu_shader(arith);
+    if (!strncmp(kernel, "matmul_tiled", 12)) src[n_src++] = lean_gpu_shader("tiled_common"); /* both tiled kernels' */
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "pipeline '%s': shader missing", label);
     lean_gpu_const consts[32];
@@ -645,18 +644,18 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     return st;
 }
 
-/* Whether matmul_tiled issues each group's loads one group ahead (matmul_tiled.wgsl's PF), for a
- * matrix of w in the wide shape or not. H200 pp512 against none: smollm2-1.7b (every matrix
- * wide) q8_0 1.05x (7937 -> 8362 tokens/s) but q4_0 0.97x; in the narrow shape q8_0 0.99x
- * (qwen2.5-0.5b) to 1.01x (smollm2-135m, -360m). So Q8_0 in the wide shape alone
- * (docs/runs/2026-12-04-gpu-h200-prefill.md). LEAN_GPU_TILE_PREFETCH=0|1 overrides it (the tests
- * run every format both ways). */
 /* Whether a prefill matmul of w takes 8-bit activations and integer dot products
  * (matmul_tiled_i8.wgsl): Q8_0 and Q4_0 matrices where lean_gpu_int8. */
 static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
     return lean_gpu_int8(g) && w->n_parts == 0 && (w->type == LEAN_TYPE_Q4_0 || w->type == LEAN_TYPE_Q8_0);
 }
 
+/* Whether matmul_tiled issues each group's loads one group ahead (matmul_tiled.wgsl's PF), for a
+ * matrix of w in the wide shape or not. H200 pp512 against none: smollm2-1.7b (every matrix
+ * wide) q8_0 1.05x (7937 -> 8362 tokens/s) but q4_0 0.97x; in the narrow shape q8_0 0.99x
+ * (qwen2.5-0.5b) to 1.01x (smollm2-135m, -360m). So Q8_0 in the wide shape alone
+ * (docs/runs/2026-12-04-gpu-h200-prefill.md). LEAN_GPU_TILE_PREFETCH=0|1 overrides it (the tests
+ * run every format both ways). */
 static bool tile_prefetch(const gpu_weight *w, bool wide) {
     return switch_on("LEAN_GPU_TILE_PREFETCH", wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
 }
@@ -747,10 +746,10 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     if (split) b[B_Y] = binds[B_PART];
     const gpu_mm_out part_out = {.mode = GPU_MM_SET};
     const gpu_mm_out *tile_out = split ? &part_out : out;
-    const bool i8 = tile_i8(g, w);
-    const char *more[] = {i8 ? "tiled_common" : lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32", i8 ? NULL : "tiled_common", NULL};
+    const bool i8 = tile_i8(g, w); /* its own arithmetic; else tiled_f32's or tiled_f16's */
+    const char *arith = i8 ? NULL : lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32";
     if (st == LEAN_OK)
-        st = make_pipeline(g, w, i8 ? "matmul_tiled_i8" : "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode], more,
+        st = make_pipeline(g, w, i8 ? "matmul_tiled_i8" : "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode], arith,
                            k, n, &m->tiled, err);
     if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
     if (st == LEAN_OK && split) st = matmul_combine_make(g, w, max_tok, binds, out, t.ksplit, m, err);

@@ -1,19 +1,20 @@
 // matmul_tiled_i8.wgsl — matmul_tiled.wgsl's product on 8-bit integer dot products, for Q8_0
 // and Q4_0 weights: x quantized as the CPU backend quantizes it (src/cpu/quant_act.c: blocks
-// of 32 columns, d = max |x| / 127, quants x / d rounded half to even), each 32-weight block's
-// products summed exactly in i32 by dot4I8Packed, then one float step a block:
+// of 32 columns, d = max |x| / 127, quants x * 127 / max |x| rounded half to even), each
+// 32-weight block's products summed exactly in i32 by dot4I8Packed, then one float step a block:
 //   acc += (d_w * d_x) * f32(sum q_w q_x - ZERO * sum q_x)     (ZERO = 8 for Q4_0, 0 for Q8_0)
-// the CPU backend's arithmetic (lean_legacy_step), block by block in column order. So Y is the
-// CPU backend's (to f32 rounding of the quantizer's two divisions, which WGSL may do to 2.5
-// ulp), not the F32 path's: 8-bit inputs err by up to d_x / 2 each (tests/test_cpu_backend.c).
+// block by block in column order: the CPU backend's arithmetic (lean_legacy_step), up to the
+// quantizer's two divisions (WGSL allows them 2.5 ulp) and a multiply-add the driver may fuse.
+// So Y is not the F32 path's: each 8-bit input errs by up to d_x / 2 (tests/test_cpu_backend.c
+// says what that does to a model's logits; test_gpu_weights holds each matmul to it).
 //
 // Shape, workgroup index, split and output as matmul_tiled.wgsl (the same constants and
-// bindings, from tiled_common.wgsl). Each 128-column step
-// first quantizes X[tokens of the tile][columns of the step] into workgroup memory: one
-// (token, block) a lane, 32 quants as 8 words (2 vec4) plus (d, sum of the quants); then
-// every invocation takes each block of its TR rows once (formats.wgsl's block_i8) and dots it
-// with its TT tokens' quants: 8 dot4I8Packed, an integer multiply-add and 3 float operations
-// for 32 multiply-adds, against matmul_tiled's 32 fmas.
+// bindings, from tiled_common.wgsl). Each 128-column step first quantizes X[tokens of the
+// tile][columns of the step] into workgroup memory: one (token, block) a lane, 32 quants as 8
+// words (2 vec4) plus (d, sum of the quants); then every invocation takes each block of its TR
+// rows once (formats.wgsl's block_i8) and dots it with its TT tokens' quants: 8 dot4I8Packed,
+// an integer subtraction and 3 float operations for 32 multiply-adds, where matmul_tiled
+// issues 32 fmas.
 
 const BPS: u32 = KSTEP / 32u; // blocks per step
 
