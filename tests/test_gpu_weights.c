@@ -32,8 +32,10 @@
  * All of it on the F32 path (LEAN_F16=0): as the matrices' sizes choose the tiled kernel's
  * shape, with every one taking the wide shape (LEAN_GPU_TILE_WIDE=1), split over the columns,
  * prefetching in every format that can, and without subgroups where the adapter has them; then
- * the formats and modes on the f16 path where the adapter grants shader-f16 (as the sizes
- * choose, wide, and split over the columns).
+ * Q8_0 and Q4_0 and their modes on the 8-bit prefill (matmul_tiled_i8.wgsl) where WGSL has
+ * packed dot products, its tolerance widened by x's quantization (quant_error); then the
+ * formats and modes on the f16 path where the adapter grants shader-f16 (as the sizes choose,
+ * wide, and split over the columns).
  * Plus: an upload repacked in several pieces, a dispatch of more than 65535 workgroups (rows
  * split over x and y), and the errors of
  * gpu_weight_upload / gpu_matmul_create (unknown type, oversized tensor, ragged columns,
