@@ -107,6 +107,8 @@ const char *lean_gpu_reduce_shader(lean_gpu *g);
 bool lean_gpu_f16(const lean_gpu *g);
 /* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (pipeline.c says when) */
 bool lean_gpu_int8(const lean_gpu *g);
+/* a kernel variant's switch: environment variable name's "0" or "1", else dflt */
+bool lean_gpu_switch(const char *name, bool dflt);
 
 /* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the
  * code (no `override`): type 'u' (u32), 'i' (i32) or 'f' (f32). */

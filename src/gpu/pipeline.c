@@ -49,9 +49,12 @@ bool lean_gpu_f16(const lean_gpu *g) {
  * turns it off, 1 on (given the feature). */
 bool lean_gpu_int8(const lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
-    const char *env = getenv("LEAN_GPU_INT8");
-    const bool dflt = !in->software && strncmp(in->vendor, "apple", 5) != 0;
-    return in->packed_dot && (env && (!strcmp(env, "0") || !strcmp(env, "1")) ? env[0] == '1' : dflt);
+    return in->packed_dot && lean_gpu_switch("LEAN_GPU_INT8", !in->software && strncmp(in->vendor, "apple", 5) != 0);
+}
+
+bool lean_gpu_switch(const char *name, bool dflt) {
+    const char *e = getenv(name);
+    return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
 }
 
 const char *lean_gpu_reduce_shader(lean_gpu *g) {

@@ -584,14 +584,8 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
-/* a variant's switch: the environment's 0 or 1, else the default */
-static bool switch_on(const char *name, bool dflt) {
-    const char *e = getenv(name);
-    return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
-}
-
 static bool vec_prefetch(uint32_t type) {
-    return switch_on("LEAN_GPU_VEC_PREFETCH", type == LEAN_TYPE_Q5_0) && format_of(type)->chunk <= VEC_PREFETCH_CH;
+    return lean_gpu_switch("LEAN_GPU_VEC_PREFETCH", type == LEAN_TYPE_Q5_0) && format_of(type)->chunk <= VEC_PREFETCH_CH;
 }
 
 /* matmul_vec's outputs per workgroup for w */
@@ -657,14 +651,14 @@ static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
  * (docs/runs/2026-12-04-gpu-h200-prefill.md). LEAN_GPU_TILE_PREFETCH=0|1 overrides it (the tests
  * run every format both ways). */
 static bool tile_prefetch(const gpu_weight *w, bool wide) {
-    return switch_on("LEAN_GPU_TILE_PREFETCH", wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
+    return lean_gpu_switch("LEAN_GPU_TILE_PREFETCH", wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
 }
 
 /* Whether matmul_tiled takes the wide shape for a matrix of outs outputs and cols columns: by
  * TILE_WIDE_MIN, or for every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to
  * run both shapes on every format and mode. */
 static bool tile_wide(uint64_t outs, uint64_t cols) {
-    return switch_on("LEAN_GPU_TILE_WIDE", outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN);
+    return lean_gpu_switch("LEAN_GPU_TILE_WIDE", outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN);
 }
 
 /* matmul_tiled's shape for a matrix of rows x cols in mode: invocations gr x gt, output tiles,
