@@ -194,8 +194,6 @@ static void check_get_rows(const matrix *m, const gpu_weight *gw, lean_gpu_buf *
     free(got);
 }
 
-/* Largest |y - y_ref| / tolerance over the n_tok tokens (> 1 fails); the f16 path's bound
- * where it ran (F16 and more than one token: the tiled kernel). */
 /* The 8-bit prefill's bound on |sum_c w[c] x[c] - sum_c w[c] x~[c]| for one row and token,
  * x~ the quantized x (matmul_tiled_i8.wgsl): each x~[c] is within d / 2 of x[c], d = max |x|
  * over c's 32-column block / 127 (plus 1e-4 d for the shader's divisions, which WGSL allows
@@ -210,6 +208,9 @@ static double quant_error(const float *w, const float *x, int64_t cols) {
     return bound;
 }
 
+/* Largest |y - y_ref| / tolerance over the n_tok tokens (> 1 fails); the f16 path's bound
+ * where it ran (F16 and more than one token: the tiled kernel), and the 8-bit
+ * prefill's where it ran (I8, more than one token). */
 static double matmul_error(const matrix *m, const float *x, const float *y, int32_t n_tok) {
     const int64_t rows = m->t.ne[1], cols = m->t.ne[0];
     const double u = ldexp(1.0, -24), gamma = cols * u / (1 - cols * u), u16 = ldexp(1.0, -11);
