@@ -54,6 +54,18 @@ static void test_table(void) {
         CHECK(lean_type_traits_get(absent[i]) == NULL, "type %u should be unknown", absent[i]);
     }
     CHECK(lean_type_name(-1) == NULL && lean_type_name(5) == NULL && lean_type_name(31) == NULL, "bad ids named");
+    /* ggml's names for messages: every id it defined, the ones lean runs spelled as lean_type_name
+     * in upper case, nothing past ggml's last id (42, Q2_0) */
+    CHECK(lean_ggml_type_name(11) && strcmp(lean_ggml_type_name(11), "Q3_K") == 0, "id 11 is Q3_K");
+    CHECK(lean_ggml_type_name(4) && strcmp(lean_ggml_type_name(4), "Q4_2") == 0, "id 4 is Q4_2");
+    CHECK(lean_ggml_type_name(29) && strcmp(lean_ggml_type_name(29), "IQ1_M") == 0, "id 29 is IQ1_M");
+    CHECK(lean_ggml_type_name(35) && strcmp(lean_ggml_type_name(35), "TQ2_0") == 0, "id 35 is TQ2_0");
+    CHECK(lean_ggml_type_name(42) && strcmp(lean_ggml_type_name(42), "Q2_0") == 0, "id 42 is Q2_0");
+    CHECK(lean_ggml_type_name(43) == NULL && lean_ggml_type_name(0xffffffffu) == NULL, "ids past ggml's named");
+    for (size_t i = 0; i < N_TYPES; i++) {
+        const char *g = lean_ggml_type_name((uint32_t)k_types[i].id);
+        CHECK(g && lean_type_from_name(g) == k_types[i].id, "ggml's name of %s", k_types[i].name);
+    }
 
     CHECK(lean_type_from_name("Q4_K") == LEAN_TYPE_Q4_K, "upper case");
     CHECK(lean_type_from_name("BF16") == LEAN_TYPE_BF16, "upper case");

@@ -928,8 +928,14 @@ static void test_malformed_tensors(const bytes *b) {
     /* types */
     PATCH_FAIL(b, ttype_at(b, "t.b", 2), 99, 4, LEAN_ERR_UNSUPPORTED,
                "tensor 't.b' has type id 99 (offset");
-    PATCH_FAIL(b, ttype_at(b, "t.b", 2), 4, 4, LEAN_ERR_UNSUPPORTED, "has type id 4 ");  /* Q4_2, gone */
-    PATCH_FAIL(b, ttype_at(b, "t.a", 1), 9, 4, LEAN_ERR_UNSUPPORTED, "'t.a' has type id 9 "); /* Q8_1 */
+    PATCH_FAIL(b, ttype_at(b, "t.b", 2), 43, 4, LEAN_ERR_UNSUPPORTED, "has type id 43 (offset"); /* past ggml's */
+    /* a type ggml defines and lean does not run is named, as ggml.h spells it */
+    PATCH_FAIL(b, ttype_at(b, "t.b", 2), 11, 4, LEAN_ERR_UNSUPPORTED,
+               "tensor 't.b' has type Q3_K (id 11, at offset");
+    PATCH_FAIL(b, ttype_at(b, "t.b", 2), 4, 4, LEAN_ERR_UNSUPPORTED, "has type Q4_2 (id 4,");  /* retired */
+    PATCH_FAIL(b, ttype_at(b, "t.a", 1), 9, 4, LEAN_ERR_UNSUPPORTED, "'t.a' has type Q8_1 (id 9,");
+    PATCH_FAIL(b, ttype_at(b, "t.a", 1), 42, 4, LEAN_ERR_UNSUPPORTED, "'t.a' has type Q2_0 (id 42,");
+    PATCH_FAIL(b, ttype_at(b, "t.a", 1), 23, 4, LEAN_ERR_UNSUPPORTED, "'t.a' has type IQ4_XS (id 23,");
     PATCH_FAIL(b, ne_at(b, "t.b", 0), 16, 8, LEAN_ERR_FORMAT,
                "tensor 't.b' (q4_0): rows of 16 elements are not a multiple of the block of 32");
     /* offsets and data ranges */

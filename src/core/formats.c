@@ -386,6 +386,21 @@ bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes) {
     return lean_mul_u64(n_elems / t->block_elems, t->block_bytes, out_bytes);
 }
 
+/* Every ggml type id's name as ggml.h spells it (ggml_type, ids 0 to 42), for messages about
+ * files lean cannot run ("tensor 'x' has type Q3_K"). ggml retired 4, 5 and 31 to 33, 36 to 38
+ * (Q4_2, Q4_3, the repacked Q4_0 and IQ4_NL layouts); they keep their old names here. */
+static const char *const ggml_type_names[] = {
+    "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+    "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M",
+    "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+    "NVFP4", "Q1_0", "Q2_0",
+};
+
+const char *lean_ggml_type_name(uint32_t type) {
+    return type < sizeof ggml_type_names / sizeof ggml_type_names[0] ? ggml_type_names[type] : NULL;
+}
+
 const char *lean_type_name(int type) {
     if (type < 0) return NULL;
     const lean_type_traits *t = lean_type_traits_get((uint32_t)type);

@@ -25,6 +25,11 @@ typedef struct lean_type_traits {
 /* NULL for a type id lean does not support. */
 const lean_type_traits *lean_type_traits_get(uint32_t type);
 
+/* ggml's name for any type id it has defined ("Q3_K", "IQ2_XS"; a retired id's old name),
+ * lean running it or not, for messages; NULL for an id ggml never defined. lean_type_name
+ * (lean.h) is the contract for the types lean runs: lower case, NULL for the rest. */
+const char *lean_ggml_type_name(uint32_t type);
+
 /* Bytes of n elements of type; false if n is not a whole number of blocks or the
  * product overflows. */
 bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes);

@@ -449,9 +449,14 @@ static lean_status rd_type_offset(cursor *c, gguf_tensor_info *t, uint64_t align
     lean_status st = cur_u32(c, &t->type, "type");
     if (st != LEAN_OK) return st;
     const lean_type_traits *tr = lean_type_traits_get(t->type);
+    const char *ggml_name = lean_ggml_type_name(t->type);
+    if (!tr && ggml_name)
+        return LEAN_FAIL(c->err, LEAN_ERR_UNSUPPORTED,
+                         "%s has type %s (id %u, at offset %" U64 "), which lean does not support", c->where,
+                         ggml_name, t->type, at);
     if (!tr)
         return LEAN_FAIL(c->err, LEAN_ERR_UNSUPPORTED,
-                         "%s has type id %u (offset %" U64 "), which lean does not support", c->where,
+                         "%s has type id %u (offset %" U64 "), which neither lean nor ggml defines", c->where,
                          t->type, at);
     if ((uint64_t)t->ne[0] % tr->block_elems != 0)
         return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,

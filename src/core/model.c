@@ -183,8 +183,8 @@ static lean_status get_tensor(const gguf_file *f, const char *name, int64_t ne0,
     }
     const lean_type_traits *tt = lean_type_traits_get(ti->type);
     if (!tt)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "tensor '%s' has type %u, which lean does not support",
-                         name, ti->type);
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "tensor '%s' has type %s (id %u), which lean does not support",
+                         name, lean_ggml_type_name(ti->type) ? lean_ggml_type_name(ti->type) : "?", ti->type);
     if (kind == T_F32 && ti->type != LEAN_TYPE_F32)
         return LEAN_FAIL(err, LEAN_ERR_MODEL, "tensor '%s' has type %s, expected f32", name, tt->name);
     uint64_t row_bytes;
