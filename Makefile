@@ -258,3 +258,6 @@ $(WASM_BUILD)/kernel_bench.wasm: tools/kernel_bench.c $(WASM_BUILD)/liblean.a | 
 # tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
 $(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h
 $(WASM_BUILD)/tests/test_bench.wasm: cli/cmd_bench.c cli/cli.c cli/cli.h
+
+# tests/test_cli.c runs $(BUILD)/lean, the program beside its tests/ folder.
+$(BUILD)/tests/test_cli: $(BUILD)/lean

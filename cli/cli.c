@@ -2,12 +2,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int usage_error(const char *usage, const char *fmt, ...) {
     va_list ap;
@@ -39,6 +41,73 @@ double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- llama.cpp's spellings ---- */
+
+const char *flag_name(const char *o, const flag_alias *table) {
+    for (const flag_alias *a = table; a->alias; a++)
+        if (strcmp(o, a->alias) == 0) return a->flag;
+    return o;
+}
+
+/* ---- what stderr shows ---- */
+
+int parse_verbosity_flag(const char *o, int *verbosity) {
+    if (strcmp(o, "-q") == 0 || strcmp(o, "--quiet") == 0) return *verbosity = -1, 1;
+    if (strcmp(o, "-v") == 0 || strcmp(o, "--verbose") == 0) return *verbosity = 1, 1;
+    return 0;
+}
+
+/* fd 2 to /dev/null; the saved fd to give stderr_restore, or -1 (nothing changed). WASI has
+ * no dup, and no WebGPU library that prints. */
+static int stderr_mute(const char *backend, int verbosity) {
+#if defined(__wasi__)
+    (void)backend, (void)verbosity;
+    return -1;
+#else
+    if (verbosity > 0 || (backend && strcmp(backend, "gpu") == 0)) return -1;
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), null = open("/dev/null", O_WRONLY);
+    if (saved < 0 || null < 0 || dup2(null, STDERR_FILENO) < 0) {
+        if (saved >= 0) close(saved);
+        saved = -1;
+    }
+    if (null >= 0) close(null);
+    return saved;
+#endif
+}
+
+static void stderr_restore(int saved) {
+#if !defined(__wasi__)
+    if (saved < 0) return;
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+#else
+    (void)saved;
+#endif
+}
+
+lean_status ctx_create_quietly(const lean_model *m, const lean_ctx_params *p, int verbosity, lean_ctx **out,
+                               lean_error *err) {
+    int saved = stderr_mute(p->backend, verbosity);
+    lean_status st = lean_ctx_create(m, p, out, err);
+    stderr_restore(saved);
+    return st;
+}
+
+lean_status chat_session_create_quietly(const lean_model *m, const lean_chat_session_params *p, int verbosity,
+                                        lean_chat_session **out, lean_error *err) {
+    int saved = stderr_mute(p->backend, verbosity);
+    lean_status st = lean_chat_session_create(m, p, out, err);
+    stderr_restore(saved);
+    return st;
+}
+
+void print_backend(const lean_ctx *c, int verbosity) {
+    char text[256];
+    if (verbosity >= 0) fprintf(stderr, "lean: backend %s\n", lean_ctx_backend_str(c, text, sizeof text));
 }
 
 /* ---- sampling flags ---- */

@@ -22,6 +22,36 @@ char *read_all(FILE *f, size_t *len);
 /* read_all of the file at path ("-" = stdin); NULL on failure (errno says why). */
 char *read_path(const char *path, size_t *len);
 
+/* ---- llama.cpp's spellings: the flags users type from llama-cli and llama-bench ----
+ * Each command has its table of the aliases of the flags it has (an alias of a flag it lacks
+ * stays unknown, under the name typed). */
+typedef struct flag_alias {
+    const char *alias, *flag; /* "--ctx-size" -> "--ctx" */
+} flag_alias;
+/* The flag o in lean's spelling: the flag o stands for in table (ended by {NULL, NULL}), else o.
+ * Only for argv's flags, never their values. */
+const char *flag_name(const char *o, const flag_alias *table);
+
+/* ---- what stderr shows (run, chat, bench): -q/--quiet, -v/--verbose ---- */
+#define VERBOSITY_USAGE                                                                      \
+    "  -q, --quiet          no 'lean: backend ...' line on stderr\n"                          \
+    "  -v, --verbose        show what the WebGPU library says while it looks for a GPU (shown\n" \
+    "                       anyway with --backend gpu)\n"
+/* If o is -q/--quiet or -v/--verbose, sets *verbosity (-1 quiet, 1 verbose) and returns 1. */
+int parse_verbosity_flag(const char *o, int *verbosity);
+/* lean_ctx_create, with stderr (fd 2) sent to /dev/null around it unless the GPU was asked
+ * for (backend "gpu") or verbosity > 0: looking for a GPU, the WebGPU library (Dawn) and the
+ * drivers under it (Mesa: XDG_RUNTIME_DIR) print warnings straight to fd 2, which on a
+ * machine without a GPU say nothing about the CPU run that follows. The library cannot
+ * silence them (a library must not touch the process's stderr); the front end can. */
+lean_status ctx_create_quietly(const lean_model *m, const lean_ctx_params *p, int verbosity, lean_ctx **out,
+                               lean_error *err);
+/* The same for a chat session (it creates its context). */
+lean_status chat_session_create_quietly(const lean_model *m, const lean_chat_session_params *p, int verbosity,
+                                        lean_chat_session **out, lean_error *err);
+/* "lean: backend cpu (avx2, 2 threads)" on stderr, unless verbosity < 0. */
+void print_backend(const lean_ctx *c, int verbosity);
+
 /* ---- sampling flags, shared by `lean run` and `lean chat` (llama.cpp's names) ---- */
 /* Their help lines, for a command's usage text. */
 #define SAMPLING_USAGE                                                                       \

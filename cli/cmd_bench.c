@@ -47,6 +47,8 @@ static const char *const usage_bench =
     "model x backend x thread count; prints a Markdown table (min and median ms and tokens/s),\n"
     "the exactness hash of the greedy ids and the bytes read per decoded token. LISTs are\n"
     "comma-separated; 0 (or 'none' for --suffix) leaves a phase out.\n"
+    "llama-bench's spellings work too: --model, --n-prompt, --n-gen, --threads, -b/--batch-size,\n"
+    "--repetitions.\n"
     "  -m FILE          a model (GGUF); repeat for several\n"
     "  -p LIST          cold prefill lengths in tokens (default 128)\n"
     "  -n LIST          decode lengths in tokens, greedy, after an 8-token prompt (default 64)\n"
@@ -61,6 +63,7 @@ static const char *const usage_bench =
     "  --json           one JSON object per row (JSON Lines) instead of the table\n"
     "  --profile        GPU: dispatches and each kernel's GPU time per step, for the last\n"
     "                   repetition of every measurement (LEAN_PROFILE=1; profiled runs are slower)\n"
+    VERBOSITY_USAGE
     "Exit status: 0; 1 for a library error or when repetitions chose different ids; 2 usage.\n";
 
 enum { BENCH_MAX_LIST = 16, BENCH_MAX_MODELS = 16, BENCH_PROMPT = 8 };
@@ -85,6 +88,7 @@ typedef struct bench_args {
     uint64_t seed;
     double bandwidth_gbps;     /* 0: not given */
     int json, profile;
+    int verbosity;             /* -1 quiet (-q), 0, 1 verbose (-v) */
 } bench_args;
 
 /* Usage errors are written to msg (not printed) so tests can read them; cmd_bench prints. */
@@ -144,6 +148,12 @@ static int parse_suffix_list(const char *s, bench_suffix *out, int *n) {
     return *n ? 0 : -1;
 }
 
+/* llama-bench's spellings */
+static const flag_alias bench_aliases[] = {
+    {"--model", "-m"}, {"--n-prompt", "-p"}, {"--n-gen", "-n"}, {"--threads", "-t"}, {"-b", "--batch"},
+    {"--batch-size", "--batch"}, {"--repetitions", "-r"}, {NULL, NULL},
+};
+
 /* 0: parsed; -1: help was asked for; otherwise a usage error's exit status (2), msg set. */
 static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t cap) {
     memset(a, 0, sizeof *a);
@@ -154,8 +164,9 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
     a->seed = 42;
     msg[0] = 0;
     for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
+        const char *o = flag_name(argv[i], bench_aliases);
         if (is_help(o)) return -1;
+        if (parse_verbosity_flag(o, &a->verbosity)) continue;
         if (strcmp(o, "--json") == 0 || strcmp(o, "--profile") == 0) {
             *(o[2] == 'j' ? &a->json : &a->profile) = 1;
             continue;
@@ -566,9 +577,14 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         lean_ctx_free(c), c = NULL;
         lean_model_free(m), m = NULL;
         double t0 = now_ms();
-        if ((st = lean_model_load_file(path, &m, err)) != LEAN_OK || (st = lean_ctx_create(m, &cp, &c, err)) != LEAN_OK)
+        if ((st = lean_model_load_file(path, &m, err)) != LEAN_OK ||
+            (st = ctx_create_quietly(m, &cp, a->verbosity, &c, err)) != LEAN_OK)
             goto done;
         ms[r] = now_ms() - t0;
+        if (r == 0) {
+            if (b->progress) fprintf(stderr, "\r\033[K");
+            print_backend(c, a->verbosity);
+        }
     }
     lean_model_info info;
     lean_model_get_info(m, &info);

@@ -33,6 +33,7 @@ static const char *const usage_chat =
     "stderr tells how many prompt tokens were reused from the cache and how many computed.\n"
     "Typing /reset forgets the conversation (the system prompt stays); /quit or end of input\n"
     "(Ctrl-D) exits. Ctrl-C stops the reply in progress; at the prompt it exits.\n"
+    "llama.cpp's spellings work too: --model, --n-predict, -c/--ctx-size, -b/--batch-size.\n"
     "  -m FILE              the model (GGUF, with a tokenizer)\n"
     "  --ctx N              context length in tokens (default: the model's, at most 4096)\n"
     "  --batch N            prefill chunk in tokens (default 512 gpu, 64 cpu)\n"
@@ -48,6 +49,7 @@ static const char *const usage_chat =
     "                       template gets ChatML anyway, said on stderr)\n"
     "  --drop-oldest        when the conversation outgrows the context, leave out its oldest\n"
     "                       turns (default: say so, and keep the conversation as it is)\n"
+    VERBOSITY_USAGE
     SAMPLING_USAGE;
 
 /* ---- arguments ---- */
@@ -58,16 +60,24 @@ typedef struct chat_args {
     const char *model, *system, *template_path, *backend;
     const char *stops[MAX_STOPS];
     int n_stops, chatml, drop_oldest;
+    int verbosity; /* -1 quiet, 0, 1 verbose */
     long long n_predict, n_ctx, n_batch;
     lean_sampler_params sampling;
 } chat_args;
+
+/* llama-cli's spellings of the flags chat has */
+static const flag_alias chat_aliases[] = {
+    {"--model", "-m"}, {"--n-predict", "-n"}, {"-c", "--ctx"}, {"--ctx-size", "--ctx"},
+    {"-b", "--batch"}, {"--batch-size", "--batch"}, {NULL, NULL},
+};
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
 static int parse_chat(int argc, char **argv, chat_args *a) {
     *a = (chat_args){.sampling = lean_sampler_default_params()}; /* chat samples: llama.cpp's defaults */
     for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
+        const char *o = flag_name(argv[i], chat_aliases);
         if (is_help(o)) return printf("%s", usage_chat), -1;
+        if (parse_verbosity_flag(o, &a->verbosity)) continue;
         int rc = parse_sampling_flag(usage_chat, argc, argv, &i, &a->sampling);
         if (rc == 0) continue;
         if (rc > 0) return rc;
@@ -228,7 +238,8 @@ int cmd_chat(int argc, char **argv) {
     p.chatml_fallback = 1;
     if (!p.template_source && !lean_model_chat_template(m))
         fprintf(stderr, "lean: the model has no chat template; using ChatML\n");
-    if (lean_chat_session_create(m, &p, &s, &err) != LEAN_OK) goto fail;
+    if (chat_session_create_quietly(m, &p, a.verbosity, &s, &err) != LEAN_OK) goto fail;
+    print_backend(lean_chat_session_ctx(s), a.verbosity);
     print_sampling(&a.sampling, lean_sampler_seed(lean_chat_session_sampler(s)));
 
     catch_sigint(s);

@@ -29,6 +29,8 @@ static const char *const usage_run =
     "--ids the generated ids are printed on stdout, space-separated. The sampling settings with\n"
     "the seed, the prefill and the decode speeds go to stderr. A run with a given --seed prints\n"
     "the same output every time.\n"
+    "llama.cpp's spellings work too: --model, --prompt, --file, --n-predict, -c/--ctx-size,\n"
+    "-b/--batch-size, --threads.\n"
     "  -m FILE      the model (GGUF)\n"
     "  -p TEXT      the prompt\n"
     "  -f FILE      the prompt, read from FILE ('-': stdin)\n"
@@ -42,6 +44,7 @@ static const char *const usage_run =
     "               software adapters too), cpu (the CPU kernels: the best table this CPU runs,\n"
     "               threads), cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (one\n"
     "               table), cpu-ref (the reference)\n"
+    VERBOSITY_USAGE
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
@@ -67,12 +70,19 @@ static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     return 0;
 }
 
+/* llama-cli's spellings */
+static const flag_alias run_aliases[] = {
+    {"--model", "-m"}, {"--prompt", "-p"}, {"--file", "-f"}, {"--n-predict", "-n"}, {"-c", "--ctx"},
+    {"--ctx-size", "--ctx"}, {"-b", "--batch"}, {"--batch-size", "--batch"}, {"--threads", "-t"}, {NULL, NULL},
+};
+
 typedef struct run_args {
     const char *model, *ids, *prompt, *prompt_file;
     long long n_gen, n_ctx, n_batch;
     lean_sampler_params sampling;
     long long n_threads;
     const char *backend;
+    int verbosity; /* -1 quiet, 0, 1 verbose */
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -80,8 +90,9 @@ static int parse_run(int argc, char **argv, run_args *a) {
     *a = (run_args){.n_gen = 16, .sampling = lean_sampler_default_params()};
     a->sampling.temperature = 0; /* `run` is greedy unless asked: reproducible output by default */
     for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
+        const char *o = flag_name(argv[i], run_aliases);
         if (is_help(o)) return printf("%s", usage_run), -1;
+        if (parse_verbosity_flag(o, &a->verbosity)) continue;
         int rc = parse_sampling_flag(usage_run, argc, argv, &i, &a->sampling);
         if (rc == 0) continue;
         if (rc > 0) return rc;
@@ -181,7 +192,8 @@ int cmd_run(int argc, char **argv) {
     cp.n_batch = (int32_t)a.n_batch;
     cp.n_threads = (int32_t)a.n_threads;
     cp.backend = a.backend;
-    if (lean_ctx_create(m, &cp, &c, &err) != LEAN_OK) goto fail;
+    if (ctx_create_quietly(m, &cp, a.verbosity, &c, &err) != LEAN_OK) goto fail;
+    print_backend(c, a.verbosity);
     const int32_t n_vocab = lean_model_n_vocab(m);
     if (lean_sampler_create(&a.sampling, n_vocab, &smp, &err) != LEAN_OK) goto fail;
     /* The prompt is history too: the penalty's window counts it, as transformers' does. */

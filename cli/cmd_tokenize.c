@@ -11,6 +11,7 @@ static const char *const usage_tokenize =
     "Prints the token ids of TEXT on one line, space-separated, with the vocabulary of FILE (a\n"
     "model or a vocabulary-only GGUF; only its tokenizer.* keys are read). BOS (and EOS) are\n"
     "added when the file says so (tokenizer.ggml.add_bos_token / add_eos_token).\n"
+    "llama.cpp's spellings work too: --model, --prompt, --file.\n"
     "  -m FILE          the GGUF file\n"
     "  -p TEXT          the text\n"
     "  -f TEXTFILE      read the text from a file, bytes as they are ('-': standard input)\n"
@@ -40,12 +41,14 @@ static void print_piece(const char *p, size_t n) {
     putchar('\'');
 }
 
+static const flag_alias tokenize_aliases[] = {{"--model", "-m"}, {"--prompt", "-p"}, {"--file", "-f"}, {NULL, NULL}};
+
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *file = NULL;
     uint32_t flags = LEAN_TOKENIZE_ADD_SPECIAL;
     int pieces = 0;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = flag_name(argv[i], tokenize_aliases);
         if (is_help(a)) return printf("%s", usage_tokenize), 0;
         if (strcmp(a, "--no-bos") == 0) flags &= ~(uint32_t)LEAN_TOKENIZE_ADD_SPECIAL;
         else if (strcmp(a, "--parse-special") == 0) flags |= LEAN_TOKENIZE_PARSE_SPECIAL;

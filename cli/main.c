@@ -12,6 +12,7 @@
  *                                                token ids of a text, by the file's vocabulary
  *   lean template [-m FILE] [--template JINJAFILE | --chatml] [--add-generation-prompt] < messages.json
  *                                                a conversation rendered through a chat template
+ *   lean version | --version                     the library's version (lean.h's LEAN_VERSION)
  *   lean bench -m FILE [-p 128] [-n 64] [--suffix 128+32] [-r 3] [-t LIST] [--backend LIST] [--json]
  *                                                load / prefill / decode speeds, greedy-id hash
  *
@@ -38,6 +39,8 @@ static const char *const usage_main =
     "  template -m FILE ... render JSON messages (stdin) through the chat template\n"
     "  bench -m FILE ...    time load, prefill and decode; hash the greedy ids\n"
     "\n"
+    "  version              print lean's version (also: lean --version)\n"
+    "\n"
     "'lean COMMAND --help' describes one command.\n";
 
 static const struct {
@@ -58,6 +61,7 @@ int main(int argc, char **argv) {
     if (argc < 2) return fprintf(stderr, "%s", usage_main), 2;
     const char *cmd = argv[1];
     if (is_help(cmd) || strcmp(cmd, "help") == 0) return printf("%s", usage_main), 0;
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) return printf("lean %s\n", lean_version()), 0;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 2, argv + 2);
     return usage_error(usage_main, "unknown command '%s'", cmd);

@@ -39,6 +39,15 @@ extern "C" {
 #define LEAN_API __attribute__((visibility("default")))
 #endif
 
+/* The release: the Makefile reads LEAN_VERSION from this line for the shared library's name
+ * (liblean.so.MAJOR.MINOR.PATCH, soname liblean.so.MAJOR) and lean.pc. */
+#define LEAN_VERSION "0.1.0"
+#define LEAN_VERSION_MAJOR 0
+#define LEAN_VERSION_MINOR 1
+#define LEAN_VERSION_PATCH 0
+/* LEAN_VERSION as the library was built: compare it with the header a program was built with. */
+LEAN_API const char *lean_version(void);
+
 typedef enum lean_status {
     LEAN_OK = 0,
     LEAN_ERR_IO = 1,           /* a file could not be opened, read, mapped or written */
@@ -144,6 +153,10 @@ LEAN_API int32_t lean_ctx_pos(const lean_ctx *c);
 LEAN_API int32_t lean_ctx_n_ctx(const lean_ctx *c);
 /* The prefill chunk in tokens: n_batch as asked, or the backend's default (lean_ctx_params). */
 LEAN_API int32_t lean_ctx_n_batch(const lean_ctx *c);
+/* What computes c, for people (a front end prints it once): "cpu (avx2, 2 threads)",
+ * "cpu_ref", "gpu (NVIDIA H200, Vulkan)". Writes at most cap bytes, NUL-terminated (cut
+ * short if need be), and returns text. */
+LEAN_API const char *lean_ctx_backend_str(const lean_ctx *c, char *text, size_t cap);
 /* Forget every position >= n_pos (0 <= n_pos <= lean_ctx_pos). */
 LEAN_API lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err);
 

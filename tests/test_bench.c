@@ -214,6 +214,20 @@ static void test_arguments(void) {
 
     const char *none[] = {"-m", "a", "--suffix", "none", NULL};
     CHECK(parse(&a, msg, sizeof msg, none) == 0 && a.n_suffix == 0, "--suffix none");
+
+    /* llama-bench's spellings; -q and -v */
+    const char *llama[] = {"--model", "a", "--n-prompt", "64,256", "--n-gen", "16", "--threads", "3",
+                           "--repetitions", "2", "-b", "8", "-q", NULL};
+    CHECK(parse(&a, msg, sizeof msg, llama) == 0, "llama-bench's spellings: %s", msg);
+    CHECK(a.n_models == 1 && strcmp(a.models[0], "a") == 0 && a.n_pp == 2 && a.pp[0] == 64 && a.pp[1] == 256 &&
+              a.n_tg == 1 && a.tg[0] == 16 && a.n_threads == 1 && a.threads[0] == 3 && a.reps == 2 &&
+              a.n_batch == 8 && a.verbosity == -1,
+          "llama-bench's spellings parsed");
+    const char *batch_size[] = {"-m", "a", "--batch-size", "128", "--verbose", NULL};
+    CHECK(parse(&a, msg, sizeof msg, batch_size) == 0 && a.n_batch == 128 && a.verbosity == 1, "--batch-size: %s",
+          msg);
+    const char *bad_alias[] = {"-m", "a", "--n-gen", "x", NULL};
+    CHECK(parse(&a, msg, sizeof msg, bad_alias) == 2 && strstr(msg, "-n expects decode lengths"), "--n-gen x: %s", msg);
 }
 
 static void test_pieces(void) {

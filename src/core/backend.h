@@ -50,6 +50,10 @@ typedef struct lean_backend {
     lean_status (*gen_next)(lean_backend_state *s, int32_t *id, lean_error *err);
     void (*gen_end)(lean_backend_state *s);
 
+    /* Optional (lean_ctx_backend_str; NULL: the name): what computes, for people, e.g.
+     * "cpu (avx2, 2 threads)", "gpu (NVIDIA H200, Vulkan)"; NUL-terminated within cap. */
+    void (*describe)(const lean_backend_state *s, char *text, size_t cap);
+
     /* Optional (lean_ctx_profile): the profile since the last call, per step. */
     lean_status (*profile)(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err);
 } lean_backend;

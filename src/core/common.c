@@ -17,6 +17,8 @@ lean_status lean_fail(lean_error *err, lean_status status, const char *fmt, ...)
     return status;
 }
 
+const char *lean_version(void) { return LEAN_VERSION; }
+
 const char *lean_status_str(lean_status s) {
     switch (s) {
     case LEAN_OK: return "ok";

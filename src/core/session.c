@@ -13,6 +13,7 @@
  */
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,13 @@ void lean_ctx_free(lean_ctx *c) {
 /* ---- backend (internal: backend.h) ---- */
 
 const lean_backend *lean_ctx_backend(const lean_ctx *c) { return c->be; }
+
+const char *lean_ctx_backend_str(const lean_ctx *c, char *text, size_t cap) {
+    if (!cap) return text;
+    if (c->be->describe) c->be->describe(c->state, text, cap);
+    else snprintf(text, cap, "%s", c->be->name);
+    return text;
+}
 bool lean_ctx_gen_resident(const lean_ctx *c) { return c->gen.on && c->gen.resident; }
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c) { return c->state; }
 

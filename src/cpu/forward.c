@@ -43,6 +43,7 @@
 #include "pool.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -504,6 +505,11 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
     return LEAN_OK;
 }
 
+static void cpu_describe(const lean_backend_state *s, char *text, size_t cap) {
+    const int32_t n = lean_pool_size(s->pool);
+    snprintf(text, cap, "cpu (%s, %d thread%s)", s->k.name, n, n == 1 ? "" : "s");
+}
+
 /* ---- table ---- */
 
 const lean_backend lean_backend_cpu = {
@@ -513,4 +519,5 @@ const lean_backend lean_backend_cpu = {
     .create_config = cpu_create_config,
     .forward = cpu_forward,
     .destroy = cpu_destroy,
+    .describe = cpu_describe,
 };

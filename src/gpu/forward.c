@@ -45,6 +45,7 @@
 #include "weights.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -612,6 +613,11 @@ lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_err
     return st;
 }
 
+static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
+    const lean_gpu_info *in = lean_gpu_get_info(s->g);
+    snprintf(text, cap, "gpu (%s, %s)", in->adapter, in->backend);
+}
+
 /* ---- table ---- */
 
 const lean_backend lean_backend_gpu = {
@@ -624,4 +630,5 @@ const lean_backend lean_backend_gpu = {
     .gen_next = gpu_gen_next,
     .gen_end = gpu_gen_end,
     .profile = gpu_profile,
+    .describe = gpu_describe,
 };

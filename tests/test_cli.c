@@ -1,0 +1,259 @@
+/* test_cli.c — the `lean` command as a user runs it: the program next to this one's folder
+ * (build/lean for build/tests/test_cli), through popen, stdout and stderr read back.
+ * lean-test: native-only (runs a program: WASI has no popen)
+ *
+ *   1. version: `lean --version` and `lean version` print lean.h's LEAN_VERSION
+ *   2. llama.cpp's spellings: each alias gives the same output as lean's flag, and takes
+ *      effect (--n-predict 2 prints 2 ids; -c 4 is too small a context); a flag's value is
+ *      never read as a flag; a command without the option refuses its alias too
+ *   3. stderr: one "lean: backend ..." line naming the backend; none with -q/--quiet; the
+ *      auto backend's search for a GPU prints nothing else (the WebGPU library's warnings are
+ *      shown only with --backend gpu or -v); stderr works again after the search (errors)
+ *
+ * The model files: the tokenizer-free fixture build/fixtures/llama-q8_0.gguf (ids), and
+ * tiny-llama with the Llama 2 vocabulary generated into $TMPDIR (text prompts).
+ */
+#include "lean.h"
+#include "test.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char lean_bin[1024];
+
+typedef struct result {
+    int rc;         /* exit status, or -1 when it did not exit */
+    char *out, *err; /* all of stdout and stderr, NUL-terminated */
+} result;
+
+static char *slurp(FILE *f) {
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    for (size_t k; s && (k = fread(s + n, 1, cap - n - 1, f)) > 0;) {
+        n += k;
+        if (cap - n - 1 == 0) {
+            char *t = realloc(s, cap *= 2);
+            if (!t) free(s);
+            s = t;
+        }
+    }
+    if (s) s[n] = 0;
+    return s;
+}
+
+/* `lean ARGS` (a shell word list, printf-style), stdin from /dev/null. */
+static result lean(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static result lean(const char *fmt, ...) {
+    char args[2048], cmd[4096], err_path[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    test_tmp_path(err_path, sizeof err_path, "stderr.txt");
+    snprintf(cmd, sizeof cmd, "'%s' %s </dev/null 2>'%s'", lean_bin, args, err_path);
+    result r = {.rc = -1};
+    FILE *p = popen(cmd, "r");
+    if (p) {
+        r.out = slurp(p);
+        int st = pclose(p);
+        if (st != -1 && WIFEXITED(st)) r.rc = WEXITSTATUS(st);
+    }
+    FILE *e = fopen(err_path, "rb");
+    if (e) r.err = slurp(e), fclose(e);
+    unlink(err_path);
+    if (!r.out) r.out = calloc(1, 1);
+    if (!r.err) r.err = calloc(1, 1);
+    return r;
+}
+
+static void result_free(result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+/* How many times needle occurs in s. */
+static int count_of(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* Every line of s starts with one of the prefixes (a NULL-terminated list). */
+static bool lines_start_with(const char *s, const char *const *prefixes) {
+    for (const char *line = s; *line;) {
+        const char *nl = strchr(line, '\n');
+        bool ok = false;
+        for (const char *const *p = prefixes; *p && !ok; p++) ok = strncmp(line, *p, strlen(*p)) == 0;
+        if (!ok) return false;
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    return true;
+}
+
+/* ================================================================ 1. version */
+
+static void test_version(void) {
+    CHECK(strcmp(lean_version(), LEAN_VERSION) == 0, "lean_version() = %s", lean_version());
+    const char *spellings[] = {"--version", "version"};
+    for (int i = 0; i < 2; i++) {
+        result r = lean("%s", spellings[i]);
+        CHECK(r.rc == 0 && strcmp(r.out, "lean " LEAN_VERSION "\n") == 0 && !r.err[0], "lean %s: rc %d, '%s' '%s'",
+              spellings[i], r.rc, r.out, r.err);
+        result_free(&r);
+    }
+    result r = lean("--help");
+    CHECK(r.rc == 0 && strstr(r.out, "version"), "the usage names the version command");
+    result_free(&r);
+}
+
+/* ================================================================ 2. aliases */
+
+static const char *const ids_model = "build/fixtures/llama-q8_0.gguf";
+
+/* The same stdout and exit status 0 for lean's spelling and llama.cpp's. */
+static void same_output(const char *what, const char *lean_args, const char *llama_args) {
+    result a = lean("%s", lean_args), b = lean("%s", llama_args);
+    CHECK(a.rc == 0 && b.rc == 0 && a.out[0] && strcmp(a.out, b.out) == 0, "%s: rc %d / %d, '%s' vs '%s' (%s)", what,
+          a.rc, b.rc, a.out, b.out, b.err);
+    result_free(&a);
+    result_free(&b);
+}
+
+static void test_aliases(const char *text_model, const char *vocab) {
+    char l[2048], c[2048];
+    /* run, with ids */
+    snprintf(l, sizeof l, "run -q -m %s --ids 1,2,3 -n 4 --ctx 64 --batch 2 -t 1", ids_model);
+    snprintf(c, sizeof c, "run -q --model %s --ids 1,2,3 --n-predict 4 -c 64 -b 2 --threads 1", ids_model);
+    same_output("run, short", l, c);
+    snprintf(c, sizeof c, "run -q --model %s --ids 1,2,3 --n-predict 4 --ctx-size 64 --batch-size 2 --threads 1",
+             ids_model);
+    same_output("run, long", l, c);
+    result r = lean("run -q --model %s --ids 1,2,3 --n-predict 2", ids_model);
+    int n_ids = 0;
+    for (char *p = r.out; *p; p++) n_ids += *p >= '0' && *p <= '9' && (p == r.out || p[-1] == ' ');
+    CHECK(r.rc == 0 && n_ids == 2, "--n-predict 2: rc %d, '%s'", r.rc, r.out);
+    result_free(&r);
+    /* -c takes effect: 3 prompt ids and 4 more do not fit in 4 positions */
+    r = lean("run -q -m %s --ids 1,2,3 -n 4 -c 4", ids_model);
+    CHECK(r.rc == 1 && strstr(r.err, "context"), "-c 4: rc %d, %s", r.rc, r.err);
+    result_free(&r);
+    r = lean("run -q -m %s --ids 1,2,3 -n 4 --ctx-size x", ids_model);
+    CHECK(r.rc == 2 && strstr(r.err, "expected a count"), "--ctx-size x: rc %d, %s", r.rc, r.err);
+    result_free(&r);
+
+    /* run, with text: -p / --prompt / --file */
+    if (text_model) {
+        char text_path[512];
+        test_tmp_path(text_path, sizeof text_path, "prompt.txt");
+        FILE *f = fopen(text_path, "wb");
+        CHECK(f && fputs("Once upon a time", f) >= 0 && fclose(f) == 0, "writing %s", text_path);
+        snprintf(l, sizeof l, "run -q -m %s -p 'Once upon a time' -n 3 -t 1", text_model);
+        snprintf(c, sizeof c, "run -q --model %s --prompt 'Once upon a time' --n-predict 3 --threads 1", text_model);
+        same_output("run --prompt", l, c);
+        snprintf(c, sizeof c, "run -q --model %s --file '%s' --n-predict 3 --threads 1", text_model, text_path);
+        same_output("run --file", l, c);
+        unlink(text_path);
+    }
+
+    /* tokenize; a value that looks like an alias stays a value */
+    if (vocab) {
+        snprintf(l, sizeof l, "tokenize -m %s -p 'hello world'", vocab);
+        snprintf(c, sizeof c, "tokenize --model %s --prompt 'hello world'", vocab);
+        same_output("tokenize", l, c);
+        r = lean("tokenize --model %s --prompt --model", vocab);
+        lean_tokenizer *tok = NULL;
+        lean_error err;
+        int32_t ids[16], n = 0;
+        char want[128] = "";
+        if (lean_tokenizer_load_file(vocab, &tok, &err) == LEAN_OK &&
+            lean_tokenize(tok, "--model", 7, LEAN_TOKENIZE_ADD_SPECIAL, ids, 16, &n, &err) == LEAN_OK && n <= 16)
+            for (int32_t i = 0; i < n; i++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? " " : "", ids[i]);
+        lean_tokenizer_free(tok);
+        CHECK(r.rc == 0 && want[0] && strncmp(r.out, want, strlen(want)) == 0 && r.out[strlen(want)] == '\n',
+              "the text '--model': '%s', want '%s' (%s)", r.out, want, r.err);
+        result_free(&r);
+    }
+
+    /* chat has no thread count: its alias is refused like the flag; its own aliases parse */
+    r = lean("chat --model %s --threads 1", ids_model);
+    CHECK(r.rc == 2 && strstr(r.err, "unknown option '--threads'"), "chat --threads: %d %s",
+          r.rc, r.err);
+    result_free(&r);
+    r = lean("chat --model %s --ctx-size x", ids_model);
+    CHECK(r.rc == 2 && strstr(r.err, "--ctx expects a count"), "chat --ctx-size x: %d %s", r.rc, r.err);
+    result_free(&r);
+}
+
+/* ================================================================ 3. stderr */
+
+static void test_stderr(void) {
+    result r = lean("run -m %s --ids 1,2 -n 1 --backend cpu -t 1", ids_model);
+    CHECK(r.rc == 0 && count_of(r.err, "lean: backend ") == 1 && strstr(r.err, "lean: backend cpu (") &&
+              strstr(r.err, ", 1 thread)\n"),
+          "cpu: %d %s", r.rc, r.err);
+    result_free(&r);
+    r = lean("run -m %s --ids 1,2 -n 1 --backend cpu-ref", ids_model);
+    CHECK(r.rc == 0 && strstr(r.err, "lean: backend cpu_ref\n"), "cpu-ref: %d %s", r.rc, r.err);
+    result_free(&r);
+    const char *quiet[] = {"-q", "--quiet"};
+    for (int i = 0; i < 2; i++) {
+        r = lean("run %s -m %s --ids 1,2 -n 1 --backend cpu", quiet[i], ids_model);
+        CHECK(r.rc == 0 && !strstr(r.err, "backend") && strstr(r.err, "prefill:"), "%s: %d %s", quiet[i], r.rc, r.err);
+        result_free(&r);
+    }
+    /* the auto backend: the search for a GPU says nothing (the WebGPU library, when it is
+     * there, would print its adapter warnings); lean's own lines only */
+    const char *const ours[] = {"lean: backend ", "sampling: ", "prefill: ", NULL};
+    r = lean("run -m %s --ids 1,2 -n 1", ids_model);
+    CHECK(r.rc == 0 && count_of(r.err, "lean: backend ") == 1 && lines_start_with(r.err, ours), "auto: %d %s", r.rc,
+          r.err);
+    result_free(&r);
+    /* -v lets the library's warnings through (whatever they are here) and still names the backend */
+    r = lean("run -v -m %s --ids 1,2 -n 1", ids_model);
+    CHECK(r.rc == 0 && count_of(r.err, "lean: backend ") == 1, "-v: %d %s", r.rc, r.err);
+    result_free(&r);
+    /* errors after the search still reach stderr */
+    r = lean("run -m %s --ids 1,2 -n 1 --backend nonsense", ids_model);
+    CHECK(r.rc == 1 && strstr(r.err, "unknown backend 'nonsense'"), "bad backend: %d %s", r.rc, r.err);
+    result_free(&r);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    /* DIR/tests/test_cli -> DIR/lean */
+    snprintf(lean_bin, sizeof lean_bin, "%s", argv[0]);
+    char *slash = strrchr(lean_bin, '/');
+    if (slash) *slash = 0;
+    slash = strrchr(lean_bin, '/');
+    if (slash) slash[1] = 0;
+    else snprintf(lean_bin, sizeof lean_bin, "../");
+    strncat(lean_bin, "lean", sizeof lean_bin - strlen(lean_bin) - 1);
+    CHECK(access(lean_bin, X_OK) == 0, "%s is not there (make cli)", lean_bin);
+
+    const char *vocab = "build/vocab/llama2.gguf";
+    if (access(vocab, R_OK) != 0) {
+        printf("(no %s: make test-data; the text-prompt and tokenize cases are left out)\n", vocab);
+        vocab = NULL;
+    }
+    char model[512];
+    const char *text_model = NULL;
+    if (vocab) {
+        test_tmp_path(model, sizeof model, "model.gguf");
+        lean_gen_params gp = {.preset = "tiny-llama", .recipe = "q8_0", .vocab_path = vocab, .seed = 1};
+        lean_error err;
+        lean_status st = lean_generate_model(&gp, model, &err);
+        CHECK(st == LEAN_OK, "generating %s: %s", model, err.msg);
+        if (st == LEAN_OK) text_model = model;
+    }
+    test_version();
+    test_aliases(text_model, vocab);
+    test_stderr();
+    if (text_model) unlink(text_model);
+    return test_finish("test_cli");
+}
