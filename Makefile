@@ -261,3 +261,38 @@ $(WASM_BUILD)/tests/test_bench.wasm: cli/cmd_bench.c cli/cli.c cli/cli.h
 
 # tests/test_cli.c runs $(BUILD)/lean, the program beside its tests/ folder.
 $(BUILD)/tests/test_cli: $(BUILD)/lean
+
+# ---- make install / uninstall ----
+# PREFIX (/usr/local) is where the files will live, DESTDIR a staging root put before every path
+# (packaging; tests/install.sh). Installs lean.h, liblean.a, liblean.so.VERSION with soname
+# liblean.so.MAJOR and the liblean.so link, lean.pc (pkg-config) and the lean command. The
+# version is lean.h's LEAN_VERSION, read here so it is written in one place.
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+VERSION      := $(shell sed -n 's/^\#define LEAN_VERSION "\(.*\)"$$/\1/p' include/lean.h)
+SONAME        = liblean.so.$(firstword $(subst ., ,$(VERSION)))
+.PHONY: install uninstall
+
+$(BUILD)/liblean.so.$(VERSION): $(PIC_OBJ)
+	$(CC) -shared $(CFLAGS) -Wl,-soname,$(SONAME) -o $@ $^ $(LIBS)
+# lean.pc is written at install time: its paths are this PREFIX's.
+install: $(BUILD)/liblean.a $(BUILD)/liblean.so.$(VERSION) $(BUILD)/lean
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 include/lean.h $(DESTDIR)$(INCLUDEDIR)/lean.h
+	install -m 644 $(BUILD)/liblean.a $(DESTDIR)$(LIBDIR)/liblean.a
+	install -m 755 $(BUILD)/liblean.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblean.so.$(VERSION)
+	ln -sf liblean.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblean.so
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' 'Name: lean' \
+	  'Description: small exact LLM inference (GGUF models) on the CPU and WebGPU' 'Version: $(VERSION)' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -llean' 'Libs.private: $(LIBS)' \
+	  > $(DESTDIR)$(PKGCONFIGDIR)/lean.pc
+	install -m 755 $(BUILD)/lean $(DESTDIR)$(BINDIR)/lean
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/lean.h $(DESTDIR)$(LIBDIR)/liblean.a $(DESTDIR)$(LIBDIR)/liblean.so.$(VERSION) \
+	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/liblean.so $(DESTDIR)$(PKGCONFIGDIR)/lean.pc \
+	  $(DESTDIR)$(BINDIR)/lean

@@ -4,7 +4,8 @@
 # Stages, in order (each prints a header, each program its tally, each stage its sum):
 #   data    `make test-data`: test inputs rebuilt from committed scripts (the parity
 #           models, checked against their recorded SHA-256); counts as one test
-#   native  build/       the default compiler (gcc): every tests/test_* program
+#   native  build/       the default compiler (gcc): every tests/test_* program, and
+#                        tests/install.sh (make install into a DESTDIR, used via pkg-config)
 #   asan    build-asan/  clang -Werror with ASan + UBSan (leaks, UB and overflows are fatal):
 #                        the library, the CLI and the same programs
 #   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
@@ -152,6 +153,8 @@ stage_native() {
     build native all || built=0
     qargs=(BUILD=build)
     run_tests build "" $built
+    # make install into a temporary DESTDIR, a program built against it through pkg-config
+    run_prog test_install bash tests/install.sh build
     stage_end
 }
 
