@@ -110,6 +110,38 @@ void print_backend(const lean_ctx *c, int verbosity) {
     if (verbosity >= 0) fprintf(stderr, "lean: backend %s\n", lean_ctx_backend_str(c, text, sizeof text));
 }
 
+/* ---- a progress bar ---- */
+
+void progress_begin(progress_bar *b, const char *label) {
+    *b = (progress_bar){.label = label, .t0_ms = now_ms(), .tty = isatty(STDERR_FILENO), .percent = -1};
+}
+
+void progress_draw(void *user, uint64_t done, uint64_t total) {
+    progress_bar *b = user;
+    if (!b->tty) return;
+    if (done >= total) {
+        if (b->percent >= 0) fprintf(stderr, "\r\033[K"), fflush(stderr);
+        b->percent = -1;
+        return;
+    }
+    if (now_ms() - b->t0_ms < 250) return;
+    const int pct = (int)(100.0 * (double)done / (double)total), width = 30, fill = pct * width / 100;
+    if (pct == b->percent) return;
+    b->percent = pct;
+    fprintf(stderr, "\r\033[K%s [%.*s%*s] %3d%%", b->label, fill, "==============================", width - fill,
+            "", pct);
+    fflush(stderr);
+}
+
+lean_status load_model(const char *path, lean_model **out, lean_error *err) {
+    progress_bar bar;
+    progress_begin(&bar, "loading");
+    const lean_model_params p = {.progress = progress_draw, .progress_user = &bar};
+    lean_status st = lean_model_load_file_params(path, &p, out, err);
+    progress_draw(&bar, 1, 1); /* a failure leaves the bar short of its end: clear it */
+    return st;
+}
+
 /* ---- sampling flags ---- */
 
 /* A whole decimal number (strtod syntax, finite); 0 on success. */

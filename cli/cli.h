@@ -52,6 +52,21 @@ lean_status chat_session_create_quietly(const lean_model *m, const lean_chat_ses
 /* "lean: backend cpu (avx2, 2 threads)" on stderr, unless verbosity < 0. */
 void print_backend(const lean_ctx *c, int verbosity);
 
+/* ---- a progress bar on stderr, when it is a terminal ---- */
+typedef struct progress_bar {
+    const char *label; /* "loading", "writing" */
+    double t0_ms;
+    int tty;           /* stderr is a terminal: draw at all */
+    int percent;       /* the last drawn, -1 before the first */
+} progress_bar;
+/* Starts a bar; pass progress_draw and the bar as a lean_progress_fn and its user. Work done
+ * within 0.25 s draws nothing; the bar's line is cleared when done reaches total. */
+void progress_begin(progress_bar *b, const char *label);
+void progress_draw(void *user, uint64_t done, uint64_t total);
+
+/* lean_model_load_file with a progress bar "loading". */
+lean_status load_model(const char *path, lean_model **out, lean_error *err);
+
 /* ---- sampling flags, shared by `lean run` and `lean chat` (llama.cpp's names) ---- */
 /* Their help lines, for a command's usage text. */
 #define SAMPLING_USAGE                                                                       \

@@ -223,7 +223,7 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "lean: cannot read the template '%s': %s\n", a.template_path, strerror(errno));
         return 1;
     }
-    if (lean_model_load_file(a.model, &m, &err) != LEAN_OK) goto fail;
+    if (load_model(a.model, &m, &err) != LEAN_OK) goto fail;
     lean_chat_session_params p = lean_chat_session_default_params();
     p.n_ctx = (int32_t)a.n_ctx;
     p.n_batch = (int32_t)a.n_batch;

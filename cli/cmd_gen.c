@@ -52,14 +52,23 @@ int cmd_gen(int argc, char **argv) {
     if (!p.preset || !p.recipe || !out)
         return usage_error(usage_gen, "--preset, --type and -o are required");
     lean_error err;
-    if (lean_generate_model(&p, out, &err) != LEAN_OK) return lib_error(&err);
-    return 0;
+    progress_bar bar;
+    progress_begin(&bar, "writing");
+    p.progress = progress_draw;
+    p.progress_user = &bar;
+    lean_status st = lean_generate_model(&p, out, &err);
+    progress_draw(&bar, 1, 1); /* a failure leaves the bar short of its end: clear it */
+    return st != LEAN_OK ? lib_error(&err) : 0;
 }
 
 int cmd_quantize(int argc, char **argv) {
     if (argc >= 1 && is_help(argv[0])) return printf("%s", usage_quantize), 0;
     if (argc != 3) return usage_error(usage_quantize, "quantize takes IN OUT TYPE");
     lean_error err;
-    if (lean_quantize_file(argv[0], argv[1], argv[2], &err) != LEAN_OK) return lib_error(&err);
-    return 0;
+    progress_bar bar;
+    progress_begin(&bar, "writing");
+    const lean_quantize_params p = {.recipe = argv[2], .progress = progress_draw, .progress_user = &bar};
+    lean_status st = lean_quantize_file_params(argv[0], argv[1], &p, &err);
+    progress_draw(&bar, 1, 1); /* a failure leaves the bar short of its end: clear it */
+    return st != LEAN_OK ? lib_error(&err) : 0;
 }

@@ -176,7 +176,7 @@ int cmd_run(int argc, char **argv) {
     const lean_tokenizer *tok = NULL;
     const char *stopped = "";
     rc = 1;
-    if (lean_model_load_file(a.model, &m, &err) != LEAN_OK) goto fail;
+    if (load_model(a.model, &m, &err) != LEAN_OK) goto fail;
     if (as_text) {
         tok = lean_model_tokenizer(m);
         if (!tok) {

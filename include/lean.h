@@ -88,12 +88,31 @@ LEAN_API const char *lean_type_name(int type);
 /* Parses "f32", "Q4_K", ... (case-insensitive); -1 if unknown. */
 LEAN_API int lean_type_from_name(const char *name);
 
+/* ---- progress of work that takes seconds (loading, generating, quantizing a model) ----
+ * Called on the calling thread with done of total units (the call says which), done never
+ * decreasing, the last call with done == total; total is the same on every call. For a front
+ * end's progress bar: the library itself never prints. */
+typedef void (*lean_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 /* ---- models ---- */
 typedef struct lean_model lean_model;
 
 /* Maps the file (mmap) and validates every tensor it needs. Where mmap does not exist
  * (wasm32-wasi) it loads through lean_model_load_stream over stdio instead. */
 LEAN_API lean_status lean_model_load_file(const char *path, lean_model **out, lean_error *err);
+
+/* How to load (lean_model_load_file_params). Zeroed, or lean_model_default_params(), is
+ * lean_model_load_file. */
+typedef struct lean_model_params {
+    /* nullable: bytes of tensor data made ready. Read through stdio (no mmap), one call per
+     * chunk read; mapped, one call (total, total) once the file is mapped and checked, as
+     * the pages are read later, on first use. */
+    lean_progress_fn progress;
+    void *progress_user;
+} lean_model_params;
+LEAN_API lean_model_params lean_model_default_params(void);
+LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_model_params *p, lean_model **out,
+                                                 lean_error *err);
 
 /* Streamed load for hosts without mmap (wasm): the header is parsed from small reads,
  * then tensor data is read in file order straight into the model's weight memory.
@@ -182,6 +201,8 @@ typedef struct lean_gen_params {
     const char *vocab_path;
     uint64_t seed;
     int32_t n_layer; /* 0 = the preset's; fewer layers make quick test files */
+    lean_progress_fn progress; /* nullable: tensors written (lean.h, "progress") */
+    void *progress_user;
 } lean_gen_params;
 LEAN_API lean_status lean_generate_model(const lean_gen_params *p, const char *out_path, lean_error *err);
 
@@ -189,6 +210,14 @@ LEAN_API lean_status lean_generate_model(const lean_gen_params *p, const char *o
  * and other 1-D tensors stay F32. */
 LEAN_API lean_status lean_quantize_file(const char *in_path, const char *out_path, const char *recipe,
                                         lean_error *err);
+/* The same, with a progress callback. */
+typedef struct lean_quantize_params {
+    const char *recipe;
+    lean_progress_fn progress; /* nullable: tensors written (lean.h, "progress") */
+    void *progress_user;
+} lean_quantize_params;
+LEAN_API lean_status lean_quantize_file_params(const char *in_path, const char *out_path,
+                                               const lean_quantize_params *p, lean_error *err);
 
 /* ---- tokenizers (src/core/tokenizer.c) ----
  * Text <-> token ids with the vocabulary a GGUF file carries (its tokenizer.ggml.* keys),

@@ -37,6 +37,15 @@ const char *test_tmp_path(char *buf, size_t cap, const char *tag);
 uint32_t bits_of(float f);
 float float_of(uint32_t u);
 
+/* A lean_progress_fn that records what it is told (pass a test_progress as user): the calls,
+ * the last done and total, and whether the contract broke (done decreasing or past total,
+ * total changing). */
+typedef struct test_progress {
+    uint64_t calls, done, total;
+    int broken;
+} test_progress;
+void test_progress_fn(void *user, uint64_t done, uint64_t total);
+
 /* For the GPU tests: nonzero, after a line saying so, when LEAN_TEST_GPU=0 asks to skip them
  * (machines without a WebGPU library); otherwise a missing GPU is a failure. */
 int test_gpu_skipped(const char *name);

@@ -8,7 +8,8 @@
  *      never read as a flag; a command without the option refuses its alias too
  *   3. stderr: one "lean: backend ..." line naming the backend; none with -q/--quiet; the
  *      auto backend's search for a GPU prints nothing else (the WebGPU library's warnings are
- *      shown only with --backend gpu or -v); stderr works again after the search (errors)
+ *      shown only with --backend gpu or -v); stderr works again after the search (errors);
+ *      gen and quantize print nothing when stderr is no terminal (no progress bar)
  *
  * The model files: the tokenizer-free fixture build/fixtures/llama-q8_0.gguf (ids), and
  * tiny-llama with the Llama 2 vocabulary generated into $TMPDIR (text prompts).
@@ -218,6 +219,18 @@ static void test_stderr(void) {
     r = lean("run -v -m %s --ids 1,2 -n 1", ids_model);
     CHECK(r.rc == 0 && count_of(r.err, "lean: backend ") == 1, "-v: %d %s", r.rc, r.err);
     result_free(&r);
+    /* gen and quantize draw their progress bar only on a terminal: through a pipe, stderr stays empty */
+    char gen_path[512], q_path[512];
+    test_tmp_path(gen_path, sizeof gen_path, "gen.gguf");
+    test_tmp_path(q_path, sizeof q_path, "quantized.gguf");
+    r = lean("gen --preset tiny-llama --type q8_0 -o '%s'", gen_path);
+    CHECK(r.rc == 0 && !r.err[0] && !r.out[0], "gen: %d '%s'", r.rc, r.err);
+    result_free(&r);
+    r = lean("quantize '%s' '%s' q4_0", gen_path, q_path);
+    CHECK(r.rc == 0 && !r.err[0] && !r.out[0], "quantize: %d '%s'", r.rc, r.err);
+    result_free(&r);
+    unlink(gen_path);
+    unlink(q_path);
     /* errors after the search still reach stderr */
     r = lean("run -m %s --ids 1,2 -n 1 --backend nonsense", ids_model);
     CHECK(r.rc == 1 && strstr(r.err, "unknown backend 'nonsense'"), "bad backend: %d %s", r.rc, r.err);

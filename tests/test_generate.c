@@ -397,6 +397,25 @@ static void test_determinism(void) {
 
 /* lean_quantize_file: f32 -> q8_0 within Q8_0's error bound, 1-D tensors kept, keys
  * updated; q8_0 -> f32 exact; and f32 -> R gives exactly the generator's file for R. */
+/* The generator's progress: one call per tensor written, in order, ending at their count. */
+static void test_gen_progress(void) {
+    char path[256];
+    lean_error err;
+    test_tmp_path(path, sizeof path, "progress.gguf");
+    test_progress pr = {0};
+    lean_gen_params p = {.preset = "tiny-qwen3", .recipe = "q4_0", .seed = 3, .progress = test_progress_fn,
+                         .progress_user = &pr};
+    CHECK(lean_generate_model(&p, path, &err) == LEAN_OK, "%s", err.msg);
+    opened o;
+    if (open_gguf(path, &o)) {
+        CHECK(!pr.broken && pr.calls == o.f->n_tensors && pr.done == o.f->n_tensors && pr.total == o.f->n_tensors,
+              "gen progress: %llu calls, %llu of %llu, %llu tensors", (unsigned long long)pr.calls,
+              (unsigned long long)pr.done, (unsigned long long)pr.total, (unsigned long long)o.f->n_tensors);
+        close_gguf(&o);
+    }
+    unlink(path);
+}
+
 static void test_quantize_file(void) {
     char f32[256], q8[256], back[256], direct[256], viaq[256];
     lean_error err;
@@ -406,12 +425,17 @@ static void test_quantize_file(void) {
     test_tmp_path(direct, sizeof direct, "qf_direct.gguf");
     test_tmp_path(viaq, sizeof viaq, "qf_viaq.gguf");
     CHECK(gen("tiny-llama", "f32", 5, 0, NULL, f32, &err) == LEAN_OK, "%s", err.msg);
-    CHECK(lean_quantize_file(f32, q8, "q8_0", &err) == LEAN_OK, "%s", err.msg);
+    test_progress qp = {0};
+    const lean_quantize_params qparams = {.recipe = "q8_0", .progress = test_progress_fn, .progress_user = &qp};
+    CHECK(lean_quantize_file_params(f32, q8, &qparams, &err) == LEAN_OK, "%s", err.msg);
     CHECK(lean_quantize_file(q8, back, "f32", &err) == LEAN_OK, "%s", err.msg);
     opened a, b, c;
     if (open_gguf(f32, &a)) {
         if (open_gguf(q8, &b)) {
             CHECK(b.f->n_tensors == a.f->n_tensors && b.f->n_kv == a.f->n_kv, "same tensors and keys");
+            CHECK(!qp.broken && qp.calls == b.f->n_tensors && qp.done == b.f->n_tensors && qp.total == b.f->n_tensors,
+                  "quantize progress: %llu calls, %llu of %llu tensors", (unsigned long long)qp.calls,
+                  (unsigned long long)qp.done, (unsigned long long)qp.total);
             CHECK(u32key(&b, "general.file_type") == 7, "file_type updated");
             CHECK(strcmp(strkey(&b, "lean.generator.recipe"), "q8_0") == 0, "recipe key updated");
             CHECK(strcmp(strkey(&b, "general.name"), strkey(&a, "general.name")) == 0, "other keys copied");
@@ -709,6 +733,7 @@ int main(void) {
     test_arch_layouts();
     test_recipes();
     test_determinism();
+    test_gen_progress();
     test_quantize_file();
     test_vocab_file();
     test_bad_params();

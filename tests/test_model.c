@@ -282,12 +282,46 @@ static void test_stream(void) {
     CHECK(st == LEAN_ERR_IO && a == NULL, "missing file: status %d", st);
 }
 
+/* lean_model_load_file_params' progress: bytes of tensor data, ending at their total. */
+static void test_load_progress(void) {
+    tiny_spec sp = tiny_default("llama");
+    char path[256];
+    tiny_path(path, sizeof path);
+    lean_error err = {0};
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
+    test_progress pr = {0};
+    lean_model_params mp = lean_model_default_params();
+    CHECK(mp.progress == NULL, "no callback by default");
+    mp.progress = test_progress_fn;
+    mp.progress_user = &pr;
+    lean_model *m = NULL;
+    CHECK(lean_model_load_file_params(path, &mp, &m, &err) == LEAN_OK, "%s", err.msg);
+    if (m) {
+        uint64_t end = 0;
+        for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+            uint64_t e = m->gguf->tensors[i].offset + m->gguf->tensors[i].n_bytes;
+            if (e > end) end = e;
+        }
+        CHECK(!pr.broken && pr.done == end && pr.total == end, "progress %llu of %llu, data %llu",
+              (unsigned long long)pr.done, (unsigned long long)pr.total, (unsigned long long)end);
+        /* mapped: one call; streamed (WASI): one per 8 MiB chunk, and this file's data is one */
+        CHECK(pr.calls == 1, "%llu calls", (unsigned long long)pr.calls);
+    }
+    lean_model_free(m);
+    /* NULL params: lean_model_load_file */
+    m = NULL;
+    CHECK(lean_model_load_file_params(path, NULL, &m, &err) == LEAN_OK && m, "%s", err.msg);
+    lean_model_free(m);
+    unlink(path);
+}
+
 int main(void) {
     test_valid_models();
     test_info();
     test_missing();
     test_shapes_and_types();
     test_hparams();
+    test_load_progress();
     test_stream();
     return test_finish("test_model");
 }

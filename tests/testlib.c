@@ -57,6 +57,14 @@ const char *test_tmp_path(char *buf, size_t cap, const char *tag) {
     return buf;
 }
 
+void test_progress_fn(void *user, uint64_t done, uint64_t total) {
+    test_progress *p = user;
+    if (done > total || (p->calls && (done < p->done || total != p->total))) p->broken = 1;
+    p->calls++;
+    p->done = done;
+    p->total = total;
+}
+
 int test_gpu_skipped(const char *name) {
     const char *env = getenv("LEAN_TEST_GPU");
     if (!env || strcmp(env, "0") != 0) return 0;

@@ -521,6 +521,8 @@ typedef struct out_file {
     uint64_t seed;
     const gen_preset *preset;
     gguf_src *src;
+    lean_progress_fn progress; /* nullable: tensors written, of n_t */
+    void *progress_user;
     /* while out_write runs */
     float *xrow;    /* max_cols floats */
     uint8_t *qrow;  /* max_row bytes */
@@ -634,6 +636,7 @@ static lean_status fill_tensor(void *user, uint64_t i, const gguf_tensor_info *t
         break;
     }
     }
+    if (st == LEAN_OK && o->progress) o->progress(o->progress_user, i + 1, o->n_t);
     return st;
 }
 
@@ -758,6 +761,8 @@ lean_status lean_generate_model(const lean_gen_params *p, const char *out_path, 
     o.w = gguf_writer_new();
     o.seed = p->seed;
     o.preset = pre;
+    o.progress = p->progress;
+    o.progress_user = p->progress_user;
 
     if (p->vocab_path) {
         if ((st = src_open(&vs, p->vocab_path, "vocab", err))) goto done;
@@ -823,7 +828,15 @@ static int file_layers(const gguf_file *f) {
 }
 
 lean_status lean_quantize_file(const char *in_path, const char *out_path, const char *recipe, lean_error *err) {
-    if (!in_path || !out_path) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_quantize_file: in_path and out_path are required");
+    const lean_quantize_params p = {.recipe = recipe};
+    return lean_quantize_file_params(in_path, out_path, &p, err);
+}
+
+lean_status lean_quantize_file_params(const char *in_path, const char *out_path, const lean_quantize_params *p,
+                                      lean_error *err) {
+    if (!in_path || !out_path || !p)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_quantize_file: in_path, out_path and params are required");
+    const char *recipe = p->recipe;
     const gen_recipe *rec = recipe ? find_recipe(recipe) : NULL;
     if (!rec) {
         char names[256];
@@ -841,6 +854,8 @@ lean_status lean_quantize_file(const char *in_path, const char *out_path, const 
     const gguf_file *f = s.f;
     o.w = gguf_writer_new(); /* general.alignment, when f has it, is copied below */
     o.src = &s;
+    o.progress = p->progress;
+    o.progress_user = p->progress_user;
 
     /* Keys: all of them, general.file_type / quantization_version / lean.generator.recipe
      * replaced in place (appended when absent). */

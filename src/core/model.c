@@ -298,15 +298,23 @@ static void bind_all(lean_model *m, const uint8_t *data_section) {
     }
 }
 
-/* Reads the data section [data_offset, end of the last tensor) in file order, in
- * chunks of at most STREAM_CHUNK_BYTES, into one owned buffer m->weights. */
-static lean_status stream_weights(lean_model *m, lean_read_fn read, void *user, lean_error *err) {
-    const gguf_file *f = m->gguf;
-    uint64_t end = 0; /* bytes from data_offset; the reader checked each tensor fits the file */
+/* Bytes from data_offset to the end of the last tensor (the reader checked each fits the file). */
+static uint64_t data_bytes(const gguf_file *f) {
+    uint64_t end = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         uint64_t e = f->tensors[i].offset + f->tensors[i].n_bytes;
         if (e > end) end = e;
     }
+    return end;
+}
+
+/* Reads the data section [data_offset, end of the last tensor) in file order, in
+ * chunks of at most STREAM_CHUNK_BYTES, into one owned buffer m->weights; p->progress
+ * (nullable p) after each chunk. */
+static lean_status stream_weights(lean_model *m, lean_read_fn read, void *user, const lean_model_params *p,
+                                  lean_error *err) {
+    const gguf_file *f = m->gguf;
+    const uint64_t end = data_bytes(f);
     if (end > SIZE_MAX)
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "tensor data of %llu bytes does not fit in memory",
                          (unsigned long long)end);
@@ -323,6 +331,7 @@ static lean_status stream_weights(lean_model *m, lean_read_fn read, void *user, 
             return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor data: %zu of %zu bytes at offset %llu",
                              got, want, (unsigned long long)off);
         done += want;
+        if (p && p->progress) p->progress(p->progress_user, done, end);
     }
     return LEAN_OK;
 }
@@ -348,8 +357,12 @@ static lean_status load_header(lean_read_fn read, void *user, uint64_t file_size
     return LEAN_OK;
 }
 
+static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size, const lean_model_params *p,
+                               lean_model **out, lean_error *err);
+
 /* Hosts without mmap (WASI) stream the file through stdio instead. */
-static lean_status load_file_stdio(const char *path, lean_model **out, lean_error *err) {
+static lean_status load_file_stdio(const char *path, const lean_model_params *p, lean_model **out,
+                                   lean_error *err) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return LEAN_FAIL(err, LEAN_ERR_IO, "cannot open '%s'", path);
     lean_status st;
@@ -357,17 +370,24 @@ static lean_status load_file_stdio(const char *path, lean_model **out, lean_erro
     if (fseeko(fp, 0, SEEK_END) != 0 || (size = ftello(fp)) < 0)
         st = LEAN_FAIL(err, LEAN_ERR_IO, "cannot find the size of '%s'", path);
     else
-        st = lean_model_load_stream(lean_read_stdio, fp, (uint64_t)size, out, err);
+        st = load_stream(lean_read_stdio, fp, (uint64_t)size, p, out, err);
     fclose(fp);
     return st;
 }
 
+lean_model_params lean_model_default_params(void) { return (lean_model_params){.progress = NULL}; }
+
 lean_status lean_model_load_file(const char *path, lean_model **out, lean_error *err) {
+    return lean_model_load_file_params(path, NULL, out, err);
+}
+
+lean_status lean_model_load_file_params(const char *path, const lean_model_params *p, lean_model **out,
+                                        lean_error *err) {
     if (!path || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_file: NULL argument");
     *out = NULL;
     lean_mapped_file map;
     lean_status st = lean_map_file(path, &map, err);
-    if (st == LEAN_ERR_UNSUPPORTED) return load_file_stdio(path, out, err);
+    if (st == LEAN_ERR_UNSUPPORTED) return load_file_stdio(path, p, out, err);
     if (st != LEAN_OK) return st;
     lean_model *m;
     st = load_header(lean_read_mapped, &map, map.size, &m, err);
@@ -377,18 +397,27 @@ lean_status lean_model_load_file(const char *path, lean_model **out, lean_error 
     }
     m->map = map;
     bind_all(m, (const uint8_t *)map.data + m->gguf->data_offset);
+    if (p && p->progress) { /* mapped: nothing is read now */
+        const uint64_t n = data_bytes(m->gguf);
+        p->progress(p->progress_user, n, n);
+    }
     *out = m;
     return LEAN_OK;
 }
 
 lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_size,
                                    lean_model **out, lean_error *err) {
+    return load_stream(read, user, file_size, NULL, out, err);
+}
+
+static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size, const lean_model_params *p,
+                               lean_model **out, lean_error *err) {
     if (!read || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_stream: NULL argument");
     *out = NULL;
     lean_model *m;
     lean_status st = load_header(read, user, file_size, &m, err);
     if (st != LEAN_OK) return st;
-    st = stream_weights(m, read, user, err);
+    st = stream_weights(m, read, user, p, err);
     if (st != LEAN_OK) {
         lean_model_free(m);
         return st;
