@@ -40,7 +40,7 @@ static int shape_consts(const gpu_weight *w, lean_gpu_const *c) {
 
 /* The chunk dot a part takes in matmul_vec: the one its format's file names (format_<fmt>.wgsl:
  * Q4_0's, Q4_1's and Q5_1's own pair, every other format's decoded chunk, "dq"), so a part sums
- * as its own matrix does. */
+ * as its own matrix does (test_gpu_weights holds the two to the same bits). */
 static const char *chunk_dot_of(uint32_t type) {
     const bool own = type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q4_1 || type == LEAN_TYPE_Q5_1;
     return own ? lean_type_traits_get(type)->name : "dq";
