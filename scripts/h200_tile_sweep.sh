@@ -3,7 +3,7 @@
 # shape given, rewrites it into a scratch copy of the source, rebuilds and runs
 # `lean bench -p 512 -n 128` on the models given (pp512 and tg128 tokens/s, median of 3). A
 # shape is one of:
-#   GR,GT,TR,TT   matmul_tiled.wgsl's (weights.c's TILE_* enum)
+#   GR,GT,TR,TT   matmul_tiled.wgsl's (matmul.c's TILE_* enum)
 #   widetr:N      TILE_WIDE_TR, the outputs an invocation of the wide shape takes outside SwiGLU
 #   widegr:N      TILE_WIDE_GR, invocations of the wide tiled shape (4 rows x 32 tokens each;
 #                 past 128 only where the device grants the invocations, e.g. the H200's 1024)
@@ -11,12 +11,12 @@
 #   ksplit:N      TILE_SPLIT_WG, the prefill workgroups below which a matmul is split over its
 #                 columns (1: never split)
 #   kmin:N        TILE_SPLIT_MIN_STEPS, the fewest 128-column steps a split's part takes
-#   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (weights.c's VEC_* enum; RPW_SHORT
+#   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (matmul.c's VEC_* enum; RPW_SHORT
 #                 defaults to RPW, SHORT_CPL to 1)
 #   vocab:N       VEC_RPW_VOCAB, outputs a matmul_vec workgroup of the logits' matrix
 #   pre:N         1: a normed matmul_vec decodes its first chunks before the norm in every
-#                 format that can, 0: in none (LEAN_GPU_VEC_PREFETCH, weights.c's vec_prefetch)
-#   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (weights.c)
+#                 format that can, 0: in none (LEAN_GPU_VEC_PREFETCH, matmul.c's vec_prefetch)
+#   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (matmul.c)
 #   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
 #   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
 #   attn:BK       attention_tiled.wgsl's keys a tile at most (ops.c)
@@ -37,11 +37,11 @@ export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
 shapes=$1; shift
 # set_n FILE TEXT VALUE: the number where TEXT has @, in FILE, becomes VALUE
 set_n() { sed -i -E "s/${2/@/[0-9]+}/${2/@/$3}/" "$1"; }
-cp src/gpu/weights.c /tmp/weights.c.orig
+cp src/gpu/matmul.c /tmp/matmul.c.orig
 cp src/gpu/ops.c /tmp/ops.c.orig
 cp src/gpu/ops.h /tmp/ops.h.orig
 for shape in $shapes; do
-    cp /tmp/weights.c.orig src/gpu/weights.c
+    cp /tmp/matmul.c.orig src/gpu/matmul.c
     cp /tmp/ops.c.orig src/gpu/ops.c
     cp /tmp/ops.h.orig src/gpu/ops.h
     unset LEAN_GPU_VEC_PREFETCH
@@ -49,16 +49,16 @@ for shape in $shapes; do
         case "$knob" in
         vec:*)
             IFS=, read -r wg rpw rpw_short short_cpl <<<"${knob#vec:}"
-            sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/weights.c ;;
-        widetr:*) set_n src/gpu/weights.c "TILE_WIDE_TR = @" "${knob#*:}" ;;
-        widegr:*) set_n src/gpu/weights.c "TILE_WIDE_GR = @" "${knob#*:}" ;;
-        wide:*) set_n src/gpu/weights.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
-        ksplit:*) set_n src/gpu/weights.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
-        kmin:*) set_n src/gpu/weights.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
-        vocab:*) set_n src/gpu/weights.c "VEC_RPW_VOCAB = @" "${knob#*:}" ;;
+            sed -i -E "s/enum \{ VEC_WG = [0-9]+, VEC_RPW = [0-9]+, VEC_RPW_SHORT = [0-9]+, VEC_SHORT_CPL = [0-9]+ \};/enum { VEC_WG = $wg, VEC_RPW = $rpw, VEC_RPW_SHORT = ${rpw_short:-$rpw}, VEC_SHORT_CPL = ${short_cpl:-1} };/" src/gpu/matmul.c ;;
+        widetr:*) set_n src/gpu/matmul.c "TILE_WIDE_TR = @" "${knob#*:}" ;;
+        widegr:*) set_n src/gpu/matmul.c "TILE_WIDE_GR = @" "${knob#*:}" ;;
+        wide:*) set_n src/gpu/matmul.c "TILE_WIDE_MIN = @" "${knob#*:}" ;;
+        ksplit:*) set_n src/gpu/matmul.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
+        kmin:*) set_n src/gpu/matmul.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
+        vocab:*) set_n src/gpu/matmul.c "VEC_RPW_VOCAB = @" "${knob#*:}" ;;
         pre:*) export LEAN_GPU_VEC_PREFETCH=${knob#*:} ;;
-        vecn:*) set_n src/gpu/weights.c "VEC_RPW_NORMED = @" "${knob#*:}" ;;
-        norm:*) set_n src/gpu/weights.c "define NORM_FUSE_MAX_COLS @" "${knob#*:}" ;;
+        vecn:*) set_n src/gpu/matmul.c "VEC_RPW_NORMED = @" "${knob#*:}" ;;
+        norm:*) set_n src/gpu/matmul.c "define NORM_FUSE_MAX_COLS @" "${knob#*:}" ;;
         chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${knob#*:}" ;;
         attnks:*) set_n src/gpu/ops.h "define GPU_ATTN_KSPLITS @" "${knob#*:}" ;;
         attntq:*) set_n src/gpu/ops.h "define GPU_ATTN_TILED_TQ_LANES @" "${knob#*:}" ;;
@@ -66,7 +66,7 @@ for shape in $shapes; do
         *)
             IFS=, read -r gr gt tr tt <<<"$knob"
             sed -i -E "s/enum \{ TILE_GR = [0-9]+, TILE_GT = [0-9]+, TILE_TR = [0-9]+, TILE_TT = [0-9]+,/enum { TILE_GR = $gr, TILE_GT = $gt, TILE_TR = $tr, TILE_TT = $tt,/" \
-                src/gpu/weights.c ;;
+                src/gpu/matmul.c ;;
         esac
     done
     make -j16 BUILD=build-dev build-dev/lean >/tmp/build.log 2>&1 || { tail -5 /tmp/build.log; continue; }
@@ -77,6 +77,6 @@ for shape in $shapes; do
             grep -E 'pp512|tg128' | awk -F'|' '{printf "%s %s", $7, $10} END {print ""}'
     done
 done
-cp /tmp/weights.c.orig src/gpu/weights.c
+cp /tmp/matmul.c.orig src/gpu/matmul.c
 cp /tmp/ops.c.orig src/gpu/ops.c
 cp /tmp/ops.h.orig src/gpu/ops.h

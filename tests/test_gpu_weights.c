@@ -1,6 +1,6 @@
-/* test_gpu_weights.c — the GPU weight kernels (src/gpu/weights.c over shaders/formats.wgsl,
- * matmul_vec.wgsl, matmul_tiled.wgsl, get_rows.wgsl) against the reference dequantizers of
- * src/core/formats.c, for every format on ragged shapes, on whatever adapter lean_gpu_open
+/* test_gpu_weights.c — the GPU weight kernels (src/gpu/weight_upload.c, matmul.c, get_rows.c
+ * over shaders/formats.wgsl, matmul_vec.wgsl, matmul_tiled.wgsl, get_rows.wgsl) against the
+ * reference dequantizers of src/core/formats.c, for every format on ragged shapes, on whatever adapter lean_gpu_open
  * finds (in CI: Dawn over Mesa llvmpipe).
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU)
  *
@@ -354,7 +354,7 @@ static void test_repack_pieces(lean_gpu_buf *step) {
     matrix_free(&m);
 }
 
-/* 524281 rows: 65536 workgroups of matmul_vec's 8 rows (VEC_RPW_VOCAB, weights.c: this
+/* 524281 rows: 65536 workgroups of matmul_vec's 8 rows (VEC_RPW_VOCAB, matmul.c: this
  * many outputs are a vocabulary's), split over x and y. */
 static void test_many_groups(lean_gpu_buf *step) {
     matrix m;
@@ -767,7 +767,7 @@ int main(void) {
     unsetenv("LEAN_GPU_TILE_KSPLIT");
     /* the normed decode's first chunk decoded before the norm in every format that can (by
      * default Q5_0 alone), and the prefill's loads a group ahead in every format (by default
-     * Q8_0 alone, weights.c) */
+     * Q8_0 alone, matmul.c) */
     setenv("LEAN_GPU_VEC_PREFETCH", "1", 1);
     setenv("LEAN_GPU_TILE_PREFETCH", "1", 1);
     printf("test_gpu_weights: the normed decode and the prefill prefetching in every format that can\n");

@@ -57,8 +57,9 @@
 
 /* Decode streams every weight once from DRAM (a model is larger than the caches); the
  * hardware prefetchers stop at 4 KiB pages, so each row's reads also ask for the line
- * PREFETCH_BYTES ahead, which doubled a Q4_0 matvec's throughput from DRAM here (5.3 -> 9.9
- * GB/s on one core). Prefetches never fault, so reading past the matrix is harmless. */
+ * PREFETCH_BYTES ahead, which doubled a Q4_0 matvec's throughput from DRAM
+ * (docs/runs/2026-12-04-moved-from-src.md). Prefetches never fault, so reading past the
+ * matrix is harmless. */
 #define PREFETCH_BYTES 4096
 
 AVX2_INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)p + PREFETCH_BYTES, _MM_HINT_T0); }

@@ -31,7 +31,7 @@
  *     SwiGLU when their formats differ)
  *   6 Wdown [x += Wdown gate]
  * Prefill (n_tok > 1) runs each RMSNorm as its own dispatch before 1 and 5 [x -> xn], as does
- * decode where the row is wider than the fusion pays for (weights.c: NORM_FUSE_MAX_COLS). A
+ * decode where the row is wider than the fusion pays for (matmul.c: NORM_FUSE_MAX_COLS). A
  * decode step is then 5 n_layer + 3 dispatches (embedding; final norm, logits; 6 n_layer + 3
  * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
  * (sample.h).

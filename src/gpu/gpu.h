@@ -57,6 +57,14 @@ lean_status lean_gpu_open(lean_gpu **out, lean_error *err);
  * and bind groups not freed yet are freed here: free none of them after this call. */
 void lean_gpu_close(lean_gpu *g);
 const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g);
+/* The most bytes one storage binding of g may hold for the kernels: the least of the device's
+ * maxStorageBufferBindingSize, its maxBufferSize, and 2^32 - 4 (what the kernels' u32 word and
+ * element indices reach). The limit error messages print this number. */
+static inline uint64_t gpu_binding_max_bytes(const lean_gpu *g) {
+    const lean_gpu_info *info = lean_gpu_get_info(g);
+    uint64_t limit = info->max_storage_binding < info->max_buffer ? info->max_storage_binding : info->max_buffer;
+    return limit > (1ull << 32) - 4 ? (1ull << 32) - 4 : limit;
+}
 /* One line per fact, for `lean info`: adapter, backend, features, limits. */
 void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap);
 

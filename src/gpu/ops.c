@@ -11,7 +11,6 @@
 #include "ops.h"
 
 #include "ops_ref.h"
-#include "weights.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -186,9 +185,8 @@ static uint32_t tiled_bk(int32_t head_dim, uint32_t lpt, uint32_t ks, uint64_t c
  * tests); keys in tiles of 32 a split, halved until the arrays fit the device's workgroup
  * storage and the 16 KiB every adapter grants. Splits and small tiles are for parallelism: a
  * prefill has few workgroups (heads x n_tok / tokens a workgroup) and the last tile's walk
- * over every key is the critical path. On the H200 pp512 (docs/runs/2026-12-03-gpu-h200-split.md)
- * 2 splits of 16 tokens ran qwen2.5-0.5b q8_0 18877 tokens/s against 17962 for 1 split of
- * 32 (the shape before), 17534 for 1 of 16, 16953 for 2 of 32, 17627 for 4 of 8. */
+ * over every key is the critical path; 2 splits of 16 tokens were the fastest shape
+ * (docs/runs/2026-12-03-gpu-h200-split.md). */
 static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_stride, lean_gpu_buf *const *b,
                               gpu_attention *a, lean_error *err) {
     uint64_t cap = lean_gpu_get_info(g)->max_workgroup_storage;

@@ -26,8 +26,7 @@
 #define WG 64             /* invocations per workgroup, every sampling kernel */
 #define CHUNK 4096        /* entries per workgroup: level 0 of the top-k tree */
 /* Entries per workgroup, every level of the greedy tree: 8 a lane. A level's time is its lanes'
- * serial reads, not bytes: at 4096 (64 a lane) the first level took 36 us of a decode step on
- * the H200 for a 49152-id vocabulary (LEAN_PROFILE); at 512 a 152k vocabulary still takes 2. */
+ * serial reads, not bytes (docs/runs/2026-12-04-moved-from-src.md). */
 #define GREEDY_CHUNK 512
 #define FAN 8             /* lists merged per workgroup: the later levels of the top-k tree */
 #define MASS_BLOCKS 8     /* top-p's mass: blocks of SAMPLER_SUM_BLOCK ids per workgroup */

@@ -1,8 +1,8 @@
 /* weights.h — weight matrices on the GPU in their own block formats: upload (with the
- * load-time repacking each format's kernels want, documented in weights.c), matrix x
- * activations for decode (one token: a vector kernel) and prefill (n tokens: a tiled kernel),
- * and the embedding gather (one row per token, dequantized). Every format lean reads:
- * F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K.
+ * load-time repacking each format's kernels want, documented in weight_upload.c), matrix x
+ * activations for decode (one token: a vector kernel) and prefill (n tokens: a tiled kernel;
+ * matmul.c), and the embedding gather (one row per token, dequantized; get_rows.c). Every
+ * format lean reads: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K.
  *
  * Shapes follow model.h: W is (rows, cols), y = W x. Activations are F32, token-major:
  * x[t * cols + c], y[t * rows + r], t < n_tok. The number of tokens of the current call is
@@ -27,15 +27,10 @@ typedef struct gpu_weight {
     uint32_t type;       /* lean_type of the file (the first part's, for a mixed stack) */
     int64_t rows, cols;  /* a vector is (1, cols) */
     lean_gpu_buf *buf;   /* the (repacked) blocks */
-    uint64_t scale_base; /* word of buf where the separated f16 scales start (weights.c) */
+    uint64_t scale_base; /* word of buf where the separated f16 scales start (weight_upload.c) */
     int n_parts;         /* 0, or the formats of a mixed stack (2 or more) */
     gpu_weight_part part[GPU_WEIGHT_MAX_PARTS];
 } gpu_weight;
-
-/* The most bytes one storage binding of g may hold for the kernels: the least of the device's
- * maxStorageBufferBindingSize, its maxBufferSize, and 2^32 - 4 (what the kernels' u32 word and
- * element indices reach). The limit error messages print this number. */
-uint64_t gpu_binding_max_bytes(const lean_gpu *g);
 
 /* Repacks t (whose data is mapped) and uploads it; a tensor larger than gpu_binding_max_bytes
  * fails with LEAN_ERR_UNSUPPORTED naming it, its size and the limit. */
@@ -68,7 +63,7 @@ typedef enum gpu_mm_mode {
  * a row of y: output o's at col + o. part: NULL, or scratch for the prefill kernel's partial
  * sums, at least gpu_matmul_part_floats F32s (read and written by the matmul only; matmuls
  * recorded one after another may share it): with it, a matrix with few output tiles is split
- * over its columns (weights.c says when) and its parts added by a second dispatch. */
+ * over its columns (matmul.c says when) and its parts added by a second dispatch. */
 typedef struct gpu_mm_kv gpu_mm_kv;
 typedef struct gpu_mm_out {
     lean_gpu_buf *y;

@@ -1,9 +1,12 @@
-// formats.wgsl — one dequantizer per weight format over the GPU layouts of src/gpu/weights.c
+// formats.wgsl — one dequantizer per weight format over the GPU layouts of src/gpu/weight_upload.c
 // (its layout table says which words hold what). Every kernel that reads weights (matmul_vec,
 // matmul_tiled, get_rows) is compiled with this file, a words file that declares W (below)
-// and a glue the C side writes (matmul_tiled's also names its groups, below):
-//   fn dequant_chunk(row: u32, c: u32) { dq_<fmt>(row, c); }
-//   fn chunk_col(c: u32, i: u32) -> u32 { return col_<fmt>(c, i); }
+// and the file naming the weight's format, format_<fmt>.wgsl, which gives formats.wgsl's
+// functions of that format the names the kernels call (a mixed stack's, picking the part by
+// row, is written by weight_kernel.c):
+//   fn dequant_chunk(row: u32, c: u32)        dq_<fmt>
+//   fn chunk_col(c: u32, i: u32) -> u32       col_<fmt>
+//   matmul_tiled's groups and matmul_vec's chunk dots: below
 //
 // A row is cut into CHUNKS chunks of CH weights (4 for F32/F16/BF16, 8 for the 32-weight
 // blocks, 16 for the 256-weight K-quant super-blocks); a chunk is what one word or a few words
@@ -20,8 +23,8 @@
 // BPR (blocks per row; quantized formats), SCALE_BASE (word index of the separated f16 scales;
 // Q8_0, Q4_0, Q5_0, Q6_K), CH.
 
-// The kernel's W (binding 0) is declared by words_u32.wgsl or words_vec4.wgsl (weights.c
-// picks): wd(i) is word i, wq4(i) words 4i .. 4i + 3.
+// The kernel's W (binding 0) is declared by words_u32.wgsl or words_vec4.wgsl (matmul.c
+// and get_rows.c pick): wd(i) is word i, wq4(i) words 4i .. 4i + 3.
 
 var<private> wv: array<f32, 16>;
 
@@ -131,7 +134,7 @@ fn vl_q5_1(row: u32, c: u32) -> vec4<u32> {
 }
 
 // ---- groups: GCH chunks of a row from one set of loads (matmul_tiled) ----
-// The glue also writes, for matmul_tiled:
+// The format file also names, for matmul_tiled:
 //   const GCH: u32 = n;  fn chunk_group(row: u32, g: u32) -> GRAW  fn group_chunk(r: GRAW, k: u32)
 // chunk_group loads group g of the row (chunks g * GCH .. + GCH - 1) into registers, with one
 // vec4 load of its quants where the format's blocks are whole vec4s; group_chunk(r, k) decodes
@@ -155,7 +158,7 @@ fn gl_q8_0(row: u32, g: u32) -> GRAW {
 fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u]); }
 
 // ---- 8-bit blocks: Q8_0 and Q4_0 for integer dot products (matmul_tiled_i8) ----
-// The glue also writes, for these two formats:
+// The format file also names, for these two formats:
 //   const BI_ZERO: i32 = 0 or 8;  fn block_i8(row: u32, b: u32) -> BI8
 // block_i8 loads block b of the row as its 32 quants, signed 8-bit, four a word in column order
 // (word m: columns 4m .. 4m + 3), and d: the block's weights are (q - BI_ZERO) * d, the
@@ -177,13 +180,13 @@ fn bi_q4_0(row: u32, b: u32) -> BI8 {
 }
 
 // ---- chunk dots: acc + (chunk c of a row) . x, matmul_vec's arithmetic ----
-// The glue also writes, for matmul_vec:
+// The format file also names, for matmul_vec:
 //   alias VRAW;  fn chunk_vload(row: u32, c: u32) -> VRAW  fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32
 // chunk_vload issues the chunk's loads (matmul_vec's PRE issues a lane's first ones before the
 // norm); chunk_vdot returns acc plus the chunk's weights dotted with x, run q by x[q]. The
 // nibble formats dot the chunk's quants with x first and apply the block's scale (and min) once:
-// an operation a weight fewer than decoding it, which is what decode waits on there (weights.c's
-// chunk_dot_of says which of them take it). Every other format decodes the chunk (dequant_chunk)
+// an operation a weight fewer than decoding it, which is what decode waits on there (the format
+// files say which of them take it). Every other format decodes the chunk (dequant_chunk)
 // and adds its runs' dot products to acc in run order. A mixed stack's VRAW is (row, c) and its
 // chunk_vdot calls its part's pair, so a part sums as its own matrix does.
 const RUNS: u32 = CH / 4u;
@@ -220,7 +223,7 @@ fn vd_q5_1(r: VR_q5_1, acc: f32, x: XRUNS) -> f32 { return vd_min(r, 5u, acc, x)
 // ---- Q4_K, Q5_K: 16 chunks of 16 per super-block ----
 // Chunk k: group g = k / 4 (sub-blocks 2g, 2g+1), part p = k % 4 (l = 8p .. 8p+7):
 // wv[0..7] = sub-block 2g's weights l (low nibbles of qs[32g + l]), wv[8..15] = sub-block
-// 2g+1's (high nibbles). Words of a block (weights.c): 0 = d | dmin << 16, 1..3 = scales,
+// 2g+1's (high nibbles). Words of a block (weight_upload.c): 0 = d | dmin << 16, 1..3 = scales,
 // Q4_K: 4.. qs;  Q5_K: 4..11 qh, 12.. qs.
 fn col_k4(c: u32, i: u32) -> u32 {
     let k = c & 15u;
@@ -273,7 +276,7 @@ fn dq_q5_k(row: u32, c: u32) { dq_k45(row, c, 5u); }
 
 // ---- Q6_K: 16 chunks of 16 per super-block ----
 // Chunk k: half h = k / 8, p = k % 8 (l = 4p .. 4p+3); wv[4n + j] is weight
-// 128h + 32n + 4p + j (n = 0..3). Words of a block (weights.c): 0..31 ql, 32..47 qh,
+// 128h + 32n + 4p + j (n = 0..3). Words of a block (weight_upload.c): 0..31 ql, 32..47 qh,
 // 48..51 scales (int8); d separated.
 fn col_q6_k(c: u32, i: u32) -> u32 {
     let k = c & 15u;

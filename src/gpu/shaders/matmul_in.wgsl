@@ -1,9 +1,9 @@
 // matmul_in.wgsl — what matmul_vec reads as its input x, four columns at a time, one pair of
-// functions per mode: X itself (plain), or X RMS-normed by the weight NORM_W (normed: the
-// layer's RMSNorm fused into decode's matmuls, so the norm costs no dispatch of its own). The
-// glue the C side writes picks:
-//   fn x_begin(l: u32) { x_begin_<mode>(l); }   called once by every lane, in uniform control flow
-//   fn x4_at(col: u32) -> vec4<f32> { return x4_at_<mode>(col); }  columns col .. col + 3, col % 4 = 0
+// functions per mode, each in its own file compiled after this one: X itself
+// (matmul_in_plain.wgsl), or X RMS-normed by the weight NORM_W (matmul_in_normed.wgsl: the
+// layer's RMSNorm fused into decode's matmuls, so the norm costs no dispatch of its own):
+//   fn x_begin(l: u32)                  called once by every lane, in uniform control flow
+//   fn x4_at(col: u32) -> vec4<f32>     columns col .. col + 3, col % 4 = 0
 // Columns from COLS on read as 0 (X's binding is a whole number of vec4s: gpu_matmul_create
 // rounds it up, so the last vec4 may hold another row's floats or padding).
 // Normed, every workgroup computes the row's scale itself (the row is short: n_embd) as
@@ -12,8 +12,8 @@
 // lanes past NORM_LANES add 0, which leaves every sum as rmsnorm's workgroup makes it) — and
 // x4_at returns x * scale * w, rmsnorm's expression, so its inputs are rmsnorm.wgsl's outputs
 // bit for bit. NORM_W is a storage buffer (a uniform read at scattered words by the lanes is
-// served one address at a time: the H200's normed [Wgate; Wup] matmul ran 8x slower than a
-// plain one that way), bound only in normed mode, at binding NORM_AT.
+// served one address at a time, several times slower: docs/runs/2026-12-04-moved-from-src.md),
+// bound only in normed mode, at binding NORM_AT.
 // NORM_VEC4: COLS / 4 rounded up. NORM_LANES: rmsnorm's workgroup size (WG here is a power of
 // two at least that).
 
@@ -29,25 +29,4 @@ const NORM_VPL: u32 = (NORM_VEC4 + NORM_LANES - 1u) / NORM_LANES; // vec4s a lan
 fn x4_mask(v: vec4<f32>, col: u32) -> vec4<f32> {
     if (COLS % 4u == 0u) { return v; }
     return select(vec4<f32>(0.0), v, vec4<u32>(col) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(COLS));
-}
-
-fn x_begin_plain(l: u32) {}
-fn x4_at_plain(col: u32) -> vec4<f32> { return x4_mask(X[col >> 2u], col); }
-
-fn x_begin_normed(l: u32) {
-    var ss = 0.0;
-    for (var k = 0u; k < NORM_VPL; k++) { // a constant count, so the loads can go out together
-        let v = l + k * NORM_LANES;
-        if (l < NORM_LANES && v < NORM_VEC4) {
-            let x = x4_mask(X[v], 4u * v);
-            ss += dot(x, x);
-        }
-    }
-    let sc = 1.0 / sqrt(wg_sum(ss, l) / f32(COLS) + EPS);
-    if (l == 0u) { norm_scale = sc; }
-    workgroupBarrier();
-}
-fn x4_at_normed(col: u32) -> vec4<f32> {
-    let v = col >> 2u;
-    return x4_mask(X[v] * norm_scale * NORM_W[v], col);
 }

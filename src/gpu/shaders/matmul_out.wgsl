@@ -1,17 +1,18 @@
 // matmul_out.wgsl — what matmul_vec and matmul_tiled do with an output, one function per
-// mode of gpu_mm_mode (weights.h). The kernel calls y_out(i, o, a, b) with i the element of Y
-// (t * Y_STRIDE + Y_COL + o), o the output, a = (W x)[o] and, in SWIGLU mode only, b = (W x)[o + OUTS]
-// (Wup's row); the glue the C side writes picks the mode:
-//   fn y_out(i: u32, o: u32, a: f32, b: f32) { y_<mode>(i, o, a, b); }
-// Each one is the reference op's expression (ops_ref.c: the residual x += proj, ref_add_bias,
-// ref_swiglu; swiglu.wgsl is the unfused twin), one rounding after the sum as there.
-// BIAS is bound only where y_bias is used, at binding BIAS_AT (after the kernel's own bindings);
+// mode of gpu_mm_mode (weights.h), each in its own file compiled after this one
+// (matmul_out_<mode>.wgsl: set, add, bias, swiglu, qkv, qkv_bias). The kernel calls
+//   fn y_out(i: u32, o: u32, a: f32, b: f32)
+// with i the element of Y (t * Y_STRIDE + Y_COL + o), o the output, a = (W x)[o] and, in SWIGLU
+// mode only, b = (W x)[o + OUTS] (Wup's row). Each one is the reference op's expression
+// (ops_ref.c: the residual x += proj, ref_add_bias, ref_swiglu; swiglu.wgsl is the unfused
+// twin), one rounding after the sum as there.
+// BIAS is bound only where a bias mode uses it, at binding BIAS_AT (after the kernel's own bindings);
 // it is laid out as a row of Y: output o's bias at Y_COL + o (one bias serves Q, K and V
 // written as columns of one row, stacked or not).
 //
-// QKV (y_qkv, y_qkv_bias; decode's matmul_vec only, KV_MODE 1: weights.h's gpu_mm_kv) is
+// QKV (qkv, qkv_bias; decode's matmul_vec only, KV_MODE 1: weights.h's gpu_mm_kv) is
 // qkv_post.wgsl's work done on the matmul's outputs, columns Y_COL + o of the q | k | v row:
-// the bias added (y_qkv_bias), then q and k rotated by RoPE at the step's position with the
+// the bias added (qkv_bias), then q and k rotated by RoPE at the step's position with the
 // table's cos and sin, q written to Y, k to the key cache row pos, v (unrotated) to the value
 // cache row pos. A rotation takes both outputs of a pair — (2i, 2i + 1) of a head, or
 // (i, i + HEAD_DIM / 2) in NEOX — so the kernel computes them in one workgroup: out_of(n)
@@ -20,11 +21,6 @@
 // Constants: KV_MODE, KV_AT, NEOX, HEAD_DIM, Q_DIM, KV_DIM (unused where KV_MODE is 0).
 
 @group(0) @binding(BIAS_AT) var<storage, read> BIAS: array<f32>; // (Y_COL + OUTS)
-
-fn y_set(i: u32, o: u32, a: f32, b: f32) { Y[i] = a; }
-fn y_add(i: u32, o: u32, a: f32, b: f32) { Y[i] = Y[i] + a; }            // the residual add
-fn y_bias(i: u32, o: u32, a: f32, b: f32) { Y[i] = a + BIAS[Y_COL + o]; }        // qwen2's q, k, v biases
-fn y_swiglu(i: u32, o: u32, a: f32, b: f32) { Y[i] = a / (1.0 + exp(-a)) * b; } // silu(gate) * up
 
 @group(0) @binding(KV_AT) var<uniform> KV_STEP: vec4<u32>;            // step.wgsl's Step: .y = pos
 @group(0) @binding(KV_AT + 1u) var<storage, read_write> KC: array<f32>; // (n_ctx, KV_DIM)
@@ -62,10 +58,4 @@ fn qkv_write(i: u32, c: u32, x: f32, y: f32) {
     var v = y * sn + x * cs; // qkv_post's a sin + b cos, x the second of the pair
     if (first) { v = x * cs - y * sn; }
     if (c < Q_DIM) { Y[i] = v; } else { KC[pos * KV_DIM + c - Q_DIM] = v; }
-}
-
-fn y_qkv(i: u32, o: u32, a: f32, b: f32) { qkv_write(i, Y_COL + o, a, b); }
-fn y_qkv_bias(i: u32, o: u32, a: f32, b: f32) {
-    let c = Y_COL + o;
-    qkv_write(i, c, a + BIAS[c], b + BIAS[qkv_partner(c)]);
 }

@@ -14,23 +14,23 @@
 // rows: one workgroup read per 4 TR multiply-adds, not per 1, which was what bound this kernel.
 //
 // The arithmetic (XV, the staged and decoded vec4s; PART, part_begin/fma/end, a chunk's
-// sum) is tiled_f32.wgsl's or, on the f16 path, tiled_f16.wgsl's (weights.c picks).
+// sum) is tiled_f32.wgsl's or, on the f16 path, tiled_f16.wgsl's (matmul.c picks).
 // Summation order of Y[t][r] (F32): one fused multiply-add per weight onto the accumulator, in
 // chunk order (chunks ascending, each chunk's columns in wv order). It depends on the format
 // alone, not on n_tok, the tile a token falls in or the tile's shape, so any split of a prefill
-// gives the same bits. (One fma per weight, not dot() then an add per run: on the H200 pp512
-// qwen2.5-0.5b q8_0 1.04x, smollm2-1.7b q4_0 1.06x in the wide shape. The decode kernel,
-// matmul_vec, sums in another order: its results are close, not equal.) The f16 path sums
+// gives the same bits. (One fma per weight, not dot() then an add per run, which was slower:
+// docs/runs/2026-12-04-moved-from-src.md. The decode kernel, matmul_vec, sums in another
+// order: its results are close, not equal.) The f16 path sums
 // each chunk apart first, then adds it in chunk order: it too is independent of n_tok.
 //
-// Split over the columns (KSPLIT > 1, weights.c chooses it for matrices whose output tiles
+// Split over the columns (KSPLIT > 1, matmul.c chooses it for matrices whose output tiles
 // alone leave most of the GPU idle): split ks of the KSPLIT sums steps [ks * SPS, ks * SPS +
 // SPS) only and writes its partial sums, every row's (both of SWIGLU's), to the part buffer
 // bound as Y: row r of token t at (ks * n_tok + t) * ROWS + r. matmul_combine.wgsl then adds
 // the splits in order (split 0 first) and applies the output mode. So Y[t][r] is a sum of
 // KSPLIT fma chains, each in chunk order; KSPLIT and SPS are the matrix's, never n_tok's, and
 // the bits still do not depend on how a prefill is cut.
-// (Split, the C side compiles the kernel with y_set as y_out, so it binds no bias.)
+// (Split, matmul.c compiles the kernel with matmul_out_set.wgsl's y_out, so it binds no bias.)
 //
 // The bindings, the workgroup's tile (tile_at) and the outputs (tile_store) are
 // tiled_common.wgsl's, shared with matmul_tiled_i8.wgsl (the 8-bit prefill).

@@ -11,7 +11,7 @@
 // l + 2 WG, ... of every one of its rows (one chunk = CH weights; its columns come as CH / 4
 // runs of 4, formats.wgsl's chunk_col(c, 4q) .. + 3): it reads the chunk's x once, as CH / 4
 // vec4s, then adds each of its rows' chunk dot to the row's sum (formats.wgsl's chunk_vdot:
-// for the formats weights.c's chunk_dot_of names, their quants' dot then the block's scale
+// for the formats whose format_<fmt>.wgsl names their own pair, their quants' dot then the block's scale
 // (and min); for the others the decoded chunk's runs' dots, run by run). The WG sums of a row
 // are then added across the workgroup (wg_sums: reduce.wgsl's tree or reduce_sg.wgsl's
 // subgroups). That order depends only on WG, CH, the format and the device's reduction, never

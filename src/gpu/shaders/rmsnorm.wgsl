@@ -3,8 +3,8 @@
 // Workgroup (s, t) writes elements s * 4 WG .. s * 4 WG + 4 WG - 1 of token t's row: every
 // workgroup of the row computes the row's sum itself, in the same order, so they agree bit for
 // bit — a row takes ceil(N / 4 WG) workgroups side by side rather than one walking it all, since
-// a lone workgroup's dependent loads, not bytes, were this kernel's time (at N = 2048 on the
-// H200, profiled: 22.8 us a call that way, 9.6 us now, of which ~8.6 is the profiling's own).
+// a lone workgroup's dependent loads, not bytes, were this kernel's time
+// (docs/runs/2026-12-04-moved-from-src.md).
 // The order: lane l adds dot(x4, x4) of the vec4s x4 = elements 4v .. 4v + 3 (0 past N) for
 // v = l, l + WG, ... in turn, then the lanes' sums are added across the workgroup (reduce.wgsl
 // or reduce_sg.wgsl): matmul_in.wgsl's normed input computes exactly this. (dot, not four

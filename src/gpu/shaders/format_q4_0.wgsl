@@ -1,0 +1,21 @@
+// format_q4_0.wgsl — Q4_0 weights under the names the weight kernels call: formats.wgsl's
+// q4_0 functions (weight_kernel.c compiles this file after formats.wgsl for a Q4_0 matrix).
+
+// a chunk's weights into wv, and their columns (get_rows, matmul_tiled, matmul_vec)
+fn dequant_chunk(row: u32, c: u32) { dq_q4_0(row, c); }
+fn chunk_col(c: u32, i: u32) -> u32 { return col_q4_0(c, i); }
+
+// matmul_tiled's groups: a block, 4 chunks, from one vec4 load of quants
+const GCH: u32 = 4u;
+fn chunk_group(row: u32, g: u32) -> GRAW { return gl_q4_0(row, g); }
+fn group_chunk(r: GRAW, k: u32) { gd_q4_0(r, k); }
+
+// matmul_tiled_i8's blocks: 32 signed 8-bit quants and d, the weights (q - 8) * d
+const BI_ZERO: i32 = 8;
+fn block_i8(row: u32, b: u32) -> BI8 { return bi_q4_0(row, b); }
+
+// matmul_vec's chunk dot: the quants dotted with x, then the block's scale (an operation a
+// weight fewer than decoding; docs/runs/2026-12-04-gpu-h200-dots.md)
+alias VRAW = VR_q4_0;
+fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_q4_0(row, c); }
+fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_q4_0(r, acc, x); }

@@ -1,0 +1,17 @@
+// format_q4_1.wgsl — Q4_1 weights under the names the weight kernels call: formats.wgsl's
+// q4_1 functions (weight_kernel.c compiles this file after formats.wgsl for a Q4_1 matrix).
+
+// a chunk's weights into wv, and their columns (get_rows, matmul_tiled, matmul_vec)
+fn dequant_chunk(row: u32, c: u32) { dq_q4_1(row, c); }
+fn chunk_col(c: u32, i: u32) -> u32 { return col_q4_1(c, i); }
+
+// matmul_tiled's groups: one chunk a group
+const GCH: u32 = 1u;
+fn chunk_group(row: u32, g: u32) -> GRAW { return gl_any(row, g); }
+fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
+
+// matmul_vec's chunk dot: the quants dotted with x, then the block's scale and min (an
+// operation a weight fewer than decoding; docs/runs/2026-12-04-gpu-h200-dots.md)
+alias VRAW = VR_q4_1;
+fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_q4_1(row, c); }
+fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_q4_1(r, acc, x); }
