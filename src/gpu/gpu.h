@@ -57,6 +57,10 @@ lean_status lean_gpu_open(lean_gpu **out, lean_error *err);
  * and bind groups not freed yet are freed here: free none of them after this call. */
 void lean_gpu_close(lean_gpu *g);
 const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g);
+/* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss (or uncaptured error) that ended g. */
+lean_status lean_gpu_check(const lean_gpu *g, lean_error *err);
+/* The lean_gpu handles open in this process (opened and not yet closed): for tests. */
+int lean_gpu_open_count(void);
 /* One line per fact, for `lean info`: adapter, backend, features, limits. */
 void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap);
 
@@ -71,6 +75,9 @@ lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, cons
                                 lean_gpu_buf **out, lean_error *err);
 void lean_gpu_buf_free(lean_gpu_buf *b); /* NULL is fine */
 uint64_t lean_gpu_buf_size(const lean_gpu_buf *b);
+/* The bytes of every buffer made on g and not yet freed (sizes as created: rounded up to 16),
+ * staging included: what the weights, KV caches and activations hold on the device. */
+uint64_t lean_gpu_bytes_allocated(const lean_gpu *g);
 /* Queues a write (offset and size multiples of 4): in pieces of at most 8 MiB with a submit
  * between them, so staging memory is released as a large upload proceeds. Ordered before any
  * command buffer submitted after it. */
