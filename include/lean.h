@@ -20,8 +20,13 @@
  * The library never exits or aborts the process. Status values are only appended.
  *
  * Ownership: a lean_model is immutable once loaded and may be shared by several
- * lean_ctx (one per sequence); free every ctx before its model. A lean_ctx is used
- * by one thread at a time.
+ * lean_ctx (one per sequence), made and used from several threads; free every ctx
+ * before its model. The model owns what its sequences share: the weights (mapped or
+ * read once) and, on the GPU, the device and the uploaded weights, made by its first GPU
+ * context and freed by lean_model_free, so N contexts hold one copy of the weights. A
+ * lean_ctx owns its KV cache and activations, and is used by one thread at a time.
+ * Once the model's device is lost (LEAN_ERR_DEVICE), the contexts on it keep failing and
+ * the next GPU context opens a new one ("auto" takes the CPU if none comes).
  */
 #ifndef LEAN_H
 #define LEAN_H
@@ -140,7 +145,7 @@ typedef struct lean_model_info {
 LEAN_API void lean_model_get_info(const lean_model *m, lean_model_info *out);
 LEAN_API int32_t lean_model_n_vocab(const lean_model *m);
 
-/* ---- contexts: one sequence, its KV cache and activations ---- */
+/* ---- contexts: one sequence, its KV cache and activations (the weights are the model's) ---- */
 typedef struct lean_ctx lean_ctx;
 
 typedef struct lean_ctx_params {

@@ -392,7 +392,12 @@ static void test_profile(bool timestamps) {
     CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK && lean_ctx_profile(c, 1, text, sizeof text, &err) ==
           LEAN_ERR_UNSUPPORTED, "profile on the CPU");
     lean_ctx_free(c);
-    c = new_ctx(m, 128);
+    /* profiling is the device's, and the device the model's (its first GPU context opened it,
+     * without): the same file loaded again opens a device of its own */
+    lean_model_free(m);
+    m = NULL;
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    c = m ? new_ctx(m, 128) : NULL;
     unsetenv("LEAN_PROFILE");
     lean_sampler_params sp = sampling(0);
     lean_sampler *smp = NULL;

@@ -1,5 +1,13 @@
-/* backend.h — the small interface every backend implements (CPU now, WebGPU later).
- * A backend state is one sequence: its KV cache and scratch activations.
+/* backend.h — the small interface every backend implements (the CPU's two, WebGPU's).
+ * Two lifetimes (DESIGN.md, "Lifetimes"):
+ *   - the model-level part (lean_backend_model, optional): what every context of one model
+ *     shares on the backend — on the GPU the device, the uploaded weights and the pipelines.
+ *     Made by the model's first context of that backend, kept by the model (model.h,
+ *     lean_model_share) and freed with it: N contexts upload the weights once. The CPU has
+ *     none: its contexts read the weights where the model mapped them.
+ *   - a backend state: one sequence, its KV cache, activations, bind groups, generation.
+ *     A state is used by one thread at a time, but states of one model may be used by
+ *     several threads at once: a backend serializes what they share (the GPU its device).
  * Positions are token indices; the caller (lean_ctx in session.c) checks ranges. */
 #ifndef LEAN_BACKEND_H
 #define LEAN_BACKEND_H
@@ -7,6 +15,7 @@
 #include "model.h"
 #include "sampler.h"
 
+typedef struct lean_backend_model lean_backend_model;
 typedef struct lean_backend_state lean_backend_state;
 
 /* Everything a backend is created with (create_config). */
@@ -28,9 +37,26 @@ typedef struct lean_backend {
     lean_status (*create)(const lean_model *m, int32_t n_ctx, int32_t n_batch,
                           lean_backend_state **out, lean_error *err);
     /* Optional (NULL: create is used, with the config's n_ctx and n_batch): create with
-     * every setting of the config. */
-    lean_status (*create_config)(const lean_model *m, const lean_backend_config *cfg,
+     * every setting of the config, over the model-level part bm (NULL for a backend without
+     * model_create); the state holds a reference to bm until destroy. */
+    lean_status (*create_config)(const lean_model *m, lean_backend_model *bm, const lean_backend_config *cfg,
                                  lean_backend_state **out, lean_error *err);
+    /* Optional, the model-level part (NULL: none). It depends only on the model and the
+     * device, never on a context's settings (pipelines are cached by their source, so a variant
+     * chosen per context is made once per device and key). session.c calls these three, and
+     * create_config, under the model's lock (contexts may be made from several threads).
+     * model_create: makes it, hardware_only as in the config, holding one reference: the model's.
+     * model_check: whether bm serves a new context with cfg. LEAN_ERR_DEVICE when its device is
+     *   lost: session.c then lets it go and makes another for this and later contexts (a lost
+     *   device does not poison the model; contexts still on it fail with LEAN_ERR_DEVICE until
+     *   freed, and the last one frees it). Other failures as create_config's. *alone: bm cannot
+     *   serve this thread (Dawn's OpenGL ES backend binds its context to the thread that opened
+     *   the device): session.c makes this context a part of its own, as before parts were shared.
+     * model_release: drops the model's reference (the part goes with the last context's). */
+    lean_status (*model_create)(const lean_model *m, const lean_backend_config *cfg, lean_backend_model **out,
+                                lean_error *err);
+    lean_status (*model_check)(lean_backend_model *bm, const lean_backend_config *cfg, bool *alone, lean_error *err);
+    void (*model_release)(lean_backend_model *bm);
     /* Runs ids[0..n) at positions pos..pos+n (n <= n_batch), writing their K/V.
      * logits (nullable): n_vocab floats for the last of the n tokens. */
     lean_status (*forward)(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos,
@@ -67,10 +93,10 @@ const lean_backend *lean_ctx_backend(const lean_ctx *c);
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c);
 /* Whether the generation in progress runs on the backend (gen_begin took it). */
 bool lean_ctx_gen_resident(const lean_ctx *c);
-/* Internal, for tests, on a lean_backend_gpu state (src/gpu/forward.c): its device (to lose it
- * with lean_gpu_lose_device), and the GPU's argmax of its logits buffer as it is now: those of
- * the last forward call that asked for logits, or of a generation's last step (argmax.wgsl, a
- * command of its own; waits for the GPU). */
+/* Internal, for tests, on a lean_backend_gpu state (src/gpu/forward.c): its device, the model's
+ * (to lose it with lean_gpu_lose_device, to count its bytes), and the GPU's argmax of its
+ * logits buffer as it is now: those of the last forward call that asked for logits, or of a
+ * generation's last step (argmax.wgsl, a command of its own; waits for the GPU). */
 struct lean_gpu;
 struct lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
 lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err);

@@ -39,4 +39,21 @@ static inline bool lean_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* a / b rounded up (b > 0; a + b - 1 must not overflow): workgroups, tiles, blocks */
 static inline uint64_t lean_div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* A mutex for what contexts of one model share across threads (model.h, gpu/forward.c);
+ * nothing in the single-threaded wasm32-wasi build, which has no pthread.h (pool.c's test). */
+#if defined(__wasi__) && !defined(_REENTRANT)
+typedef struct lean_mutex { char unused; } lean_mutex;
+static inline bool lean_mutex_init(lean_mutex *mu) { (void)mu; return true; }
+static inline void lean_mutex_destroy(lean_mutex *mu) { (void)mu; }
+static inline void lean_mutex_lock(lean_mutex *mu) { (void)mu; }
+static inline void lean_mutex_unlock(lean_mutex *mu) { (void)mu; }
+#else
+#include <pthread.h>
+typedef pthread_mutex_t lean_mutex;
+static inline bool lean_mutex_init(lean_mutex *mu) { return pthread_mutex_init(mu, NULL) == 0; }
+static inline void lean_mutex_destroy(lean_mutex *mu) { pthread_mutex_destroy(mu); }
+static inline void lean_mutex_lock(lean_mutex *mu) { pthread_mutex_lock(mu); }
+static inline void lean_mutex_unlock(lean_mutex *mu) { pthread_mutex_unlock(mu); }
+#endif
+
 #endif

@@ -20,6 +20,7 @@
  */
 #include "model.h"
 
+#include "backend.h"
 #include "formats.h"
 #include "tokenizer.h"
 
@@ -343,7 +344,13 @@ static lean_status load_header(lean_read_fn read, void *user, uint64_t file_size
                                lean_error *err) {
     *out = NULL;
     lean_model *m = lean_calloc(1, sizeof *m);
-    if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the model");
+    lean_model_share *share = lean_calloc(1, sizeof *share);
+    if (!m || !share || !lean_mutex_init(&share->lock)) {
+        lean_free(m);
+        lean_free(share);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the model");
+    }
+    m->share = share;
     lean_status st = gguf_read(read, user, file_size, &m->gguf, err);
     if (st == LEAN_OK) st = parse_hparams(m->gguf, &m->hp, err);
     if (st == LEAN_OK) st = load_tensors(m, err);
@@ -429,6 +436,10 @@ static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size
 
 void lean_model_free(lean_model *m) {
     if (!m) return;
+    /* every context is freed by now (lean.h): the model's reference is the part's last */
+    if (m->share->part) m->share->be->model_release(m->share->part);
+    lean_mutex_destroy(&m->share->lock);
+    lean_free(m->share);
     gguf_free(m->gguf);
     lean_tokenizer_free(m->tokenizer);
     lean_free(m->layers);

@@ -3,8 +3,9 @@
  * format; backends read them through lean_tensor views.
  *
  * Lifetimes (llama2.c's split): lean_hparams (numbers), the tensor views (point into
- * the mapping or the streamed weight buffer, owned by lean_model), and per-sequence
- * state (owned by a backend's context, never here). */
+ * the mapping or the streamed weight buffer, owned by lean_model), what every sequence
+ * shares on a backend (lean_model_share: the GPU's device and uploaded weights, owned by
+ * lean_model), and per-sequence state (owned by a backend's context, never here). */
 #ifndef LEAN_MODEL_H
 #define LEAN_MODEL_H
 
@@ -51,6 +52,17 @@ typedef struct lean_layer {
     lean_tensor w_down;      /* (n_embd, n_ff) */
 } lean_layer;
 
+/* What the contexts of a model share on a backend beyond the tensor views: that backend's
+ * model-level part (backend.h; on the GPU the device, the uploaded weights, the pipelines),
+ * made by the first context that needs it and kept until lean_model_free. The one thing
+ * about a model that changes after load, so it sits behind a pointer, under lock: contexts
+ * may be created from several threads at once (session.c). */
+typedef struct lean_model_share {
+    lean_mutex lock;
+    const struct lean_backend *be;   /* the backend that made part: only the GPU makes one */
+    struct lean_backend_model *part; /* NULL until then; the model holds one reference */
+} lean_model_share;
+
 struct lean_model {
     gguf_file *gguf;
     lean_hparams hp;
@@ -64,6 +76,7 @@ struct lean_model {
     void *weights;           /* set when streamed: the data section, owned */
     struct lean_tokenizer *tokenizer; /* from the tokenizer.* keys (tokenizer.h); NULL when
                                          the file has none; owned */
+    lean_model_share *share;  /* owned */
 };
 
 /* The longest context lean allocates (tokens); with model.c's other limits it keeps

@@ -5,6 +5,9 @@
  * time, asking for logits only from the last chunk. The position is the number of tokens
  * resident in the KV cache; truncating just lowers it, since a backend only ever reads
  * cache rows below pos + n and overwrites the rest as they are reused.
+ * A context's backend state runs over the model's part for that backend (backend.h: on the
+ * GPU the device and the weights), made by the first context that needs it, under the model's
+ * lock, and made again when its device was lost.
  * A generation (lean_gen_*) hands the draw-and-decode loop to the backend when it can keep
  * it resident (the GPU), else runs it here against the context's copy of the last logits.
  * What it does not: conversations, KV-prefix reuse, text (chat.c, tokenizer.c).
@@ -46,10 +49,41 @@ static bool choose_backend(const char *name, backend_choice *out) {
     return true;
 }
 
+/* The model's part for be in sh->part (made now if there is none, or none that serves: a lost
+ * device), or in *alone one for this context only; with sh->lock held. */
+static lean_status model_part(const lean_backend *be, const lean_model *m, const lean_backend_config *cfg,
+                              lean_backend_model **alone, lean_error *err) {
+    lean_model_share *sh = m->share;
+    if (sh->part && sh->be != be)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the model's shared part is the %s backend's, not %s's",
+                         sh->be->name, be->name);
+    bool own = false;
+    lean_status st = sh->part ? be->model_check(sh->part, cfg, &own, err) : LEAN_OK;
+    if (st == LEAN_ERR_DEVICE) { /* lost: contexts still on it keep it until they are freed */
+        be->model_release(sh->part);
+        sh->part = NULL;
+        st = LEAN_OK, own = false;
+    }
+    if (st == LEAN_OK && own) return be->model_create(m, cfg, alone, err);
+    if (st == LEAN_OK && !sh->part) {
+        st = be->model_create(m, cfg, &sh->part, err);
+        sh->be = be;
+    }
+    return st;
+}
+
 static lean_status create_state(const lean_backend *be, const lean_model *m, const lean_backend_config *cfg,
                                 lean_backend_state **out, lean_error *err) {
-    return be->create_config ? be->create_config(m, cfg, out, err)
-                             : be->create(m, cfg->n_ctx, cfg->n_batch, out, err);
+    if (!be->create_config) return be->create(m, cfg->n_ctx, cfg->n_batch, out, err);
+    if (!be->model_create) return be->create_config(m, NULL, cfg, out, err);
+    /* under the model's lock until the state holds its reference to the part */
+    lean_mutex_lock(&m->share->lock);
+    lean_backend_model *alone = NULL;
+    lean_status st = model_part(be, m, cfg, &alone, err);
+    if (st == LEAN_OK) st = be->create_config(m, alone ? alone : m->share->part, cfg, out, err);
+    if (alone) be->model_release(alone); /* the state holds it now, or it goes */
+    lean_mutex_unlock(&m->share->lock);
+    return st;
 }
 
 #define DEFAULT_N_CTX_CAP 4096

@@ -136,8 +136,10 @@ static lean_status check_types(const lean_model *m, const lean_kernels *k, bool 
     return LEAN_OK;
 }
 
-static lean_status cpu_create_config(const lean_model *m, const lean_backend_config *cfg,
+/* bm: NULL (no model-level part: the contexts read the weights where the model mapped them) */
+static lean_status cpu_create_config(const lean_model *m, lean_backend_model *bm, const lean_backend_config *cfg,
                                      lean_backend_state **out, lean_error *err) {
+    (void)bm;
     *out = NULL;
     const int32_t n_ctx = cfg->n_ctx, n_batch = cfg->n_batch;
     if (n_ctx < 1 || n_batch < 1 || n_batch > n_ctx)
@@ -201,7 +203,7 @@ static lean_status cpu_create_config(const lean_model *m, const lean_backend_con
 static lean_status cpu_create(const lean_model *m, int32_t n_ctx, int32_t n_batch, lean_backend_state **out,
                               lean_error *err) {
     const lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = n_batch};
-    return cpu_create_config(m, &cfg, out, err);
+    return cpu_create_config(m, NULL, &cfg, out, err);
 }
 
 /* ---- regions ---- */

@@ -60,6 +60,7 @@ lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, cons
     b->next = g->bufs;
     if (g->bufs) g->bufs->prev = b;
     g->bufs = b;
+    g->bytes += bytes;
     *out = b;
     return LEAN_OK;
 }
@@ -70,6 +71,7 @@ void lean_gpu_buf_free(lean_gpu_buf *b) {
     if (b->prev) b->prev->next = b->next;
     else g->bufs = b->next;
     if (b->next) b->next->prev = b->prev;
+    g->bytes -= b->size;
     if (g->staging == b) g->staging = NULL;
     g->w.BufferDestroy(b->buf); /* aborts a map in flight, whose callback still points into b: */
     if (b->mapping) (void)gpu_wait(g, b->map_future, "a dropped map", NULL);
@@ -79,6 +81,10 @@ void lean_gpu_buf_free(lean_gpu_buf *b) {
 
 uint64_t lean_gpu_buf_size(const lean_gpu_buf *b) {
     return b->size;
+}
+
+uint64_t lean_gpu_bytes_allocated(const lean_gpu *g) {
+    return g->bytes;
 }
 
 /* [offset, offset + size) inside b, or LEAN_ERR_ARG naming what is wrong. */

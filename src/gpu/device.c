@@ -15,6 +15,7 @@
  * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. */
 #include "gpu_impl.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,10 @@
 lean_status gpu_check(const lean_gpu *g, lean_error *err) {
     if (g->failed) return LEAN_FAIL(err, LEAN_ERR_DEVICE, "%s", g->fail_msg);
     return LEAN_OK;
+}
+
+lean_status lean_gpu_check(const lean_gpu *g, lean_error *err) {
+    return gpu_check(g, err);
 }
 
 /* The first failure wins: later ones are usually its consequences. */
@@ -402,10 +407,17 @@ static lean_status create_instance(lean_gpu *g, lean_error *err) {
     return st;
 }
 
+static atomic_int n_open; /* lean_gpu_open_count: every g from its calloc to lean_gpu_close */
+
+int lean_gpu_open_count(void) {
+    return atomic_load(&n_open);
+}
+
 lean_status lean_gpu_open(lean_gpu **out, lean_error *err) {
     *out = NULL;
     lean_gpu *g = lean_calloc(1, sizeof *g);
     if (!g) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory opening the GPU");
+    atomic_fetch_add(&n_open, 1);
     lean_status st = create_instance(g, err);
     if (st == LEAN_OK) st = open_adapter(g, err);
     if (st == LEAN_OK) fill_adapter_info(g), st = open_device(g, err);
@@ -447,4 +459,5 @@ void lean_gpu_close(lean_gpu *g) {
     }
     if (g->adapter) g->w.AdapterRelease(g->adapter);
     lean_free(g); /* the instance is the process's (create_instance) */
+    atomic_fetch_sub(&n_open, 1);
 }

@@ -1,15 +1,17 @@
 /* forward.c — lean_backend_gpu: the forward pass on WebGPU, the twin of forward_ref.c.
  *
- * What it does: at create, opens the device, uploads every weight in its own format
- * (weights.h; the 1-D norms and biases as F32 buffers), allocates an F32 KV cache and
- * activations for n_batch tokens, uploads the RoPE cos/sin of every position (computed on the
- * host by the reference's own code), and makes every pipeline, bind group and matmul a call will
- * need. A forward call then writes the 16-byte step uniform and the ids, records the whole
- * batch — embedding, every layer, and (when logits are asked for) the last token's final norm
- * and logits — into one command buffer, submits it, and reads back only the logits. Nothing is
- * allocated per call. Batched prefill starts at any position (a suffix over a resident prefix
- * takes the same path); decode is the one-token case; truncation is a later call at a lower
- * position (rows at and past it are overwritten before they are read).
+ * What it does: the model's first context opens the device and uploads every weight in its own
+ * format (weights.h; the 1-D norms and biases as F32 buffers) into the model-level part
+ * (lean_backend_model, backend.h), which every context of the model then shares. Each context
+ * allocates an F32 KV cache and activations for n_batch tokens, uploads the RoPE cos/sin of
+ * every position (computed on the host by the reference's own code), and makes every pipeline
+ * (cached on the device by source), bind group and matmul a call will need. A forward call
+ * then writes the 16-byte step uniform and the ids, records the whole batch — embedding, every
+ * layer, and (when logits are asked for) the last token's final norm and logits — into one
+ * command buffer, submits it, and reads back only the logits. Nothing is allocated per call.
+ * Batched prefill starts at any position (a suffix over a resident prefix takes the same path);
+ * decode is the one-token case; truncation is a later call at a lower position (rows at and past
+ * it are overwritten before they are read).
  * A resident generation (gen_begin / gen_next / gen_end, backend.h) runs draw-and-decode
  * steps on the GPU: each step decodes the id drawn last (its embedding reads it from the id
  * buffer the sampler wrote), draws the next with sample.h's sampler, and copies the id into a
@@ -36,7 +38,8 @@
  * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
  * (sample.h).
  *
- * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
+ * Sections: state · create / destroy (the model's part, a context's) · recording · forward · generation ·
+ * profile · test accessors · table (each call holding the device's lock)
  */
 #include "backend.h"
 
@@ -64,7 +67,6 @@
 typedef struct gpu_gen {
     gpu_sampler *smp;       /* made for cfg; kept across generations with the same settings */
     sampler_cfg cfg;
-    int checked;            /* gpu_sampler_check on this device: 0 not yet, 1 passed, -1 failed */
     lean_gpu_buf *slot[GEN_SLOTS]; /* READBACK, GEN_GREEDY_BLOCK ids each */
     bool mapping[GEN_SLOTS];
     bool on;
@@ -88,12 +90,32 @@ enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP, N_MATRICES };
  * then the parts not in it (at columns 0, q_dim, q_dim + kv_dim). */
 static const int QKV_ORDER[] = {W_QKV, W_Q, W_K, W_V};
 
-typedef struct gpu_layer {
+/* A layer's weights: the model's, uploaded once for all its contexts. */
+typedef struct gpu_layer_weights {
     gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
-    gpu_matmul *mm[N_MATRICES];
     lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32 */
     lean_gpu_buf *bqkv;    /* qwen2: (q_dim + 2 kv_dim) F32, bq | bk | bv, as qkv's rows */
     lean_gpu_buf *qk_norm; /* qwen3: (2, head_dim) F32 q_norm, k_norm; a uniform (qkv_post) */
+} gpu_layer_weights;
+
+/* The model-level part (backend.h): the device and every weight, shared by the model's
+ * contexts. A context's call holds lock while it uses the device, so contexts of several
+ * threads take turns on it (one queue, one set of error scopes, one buffer list). */
+struct lean_backend_model {
+    const lean_model *m;
+    lean_gpu *g;
+    lean_mutex lock;
+    atomic_int refs;             /* the model's (until it lets go) and one per context */
+    const char *thread;          /* on OpenGL (ES), the opening thread's thread_tag; else NULL */
+    int sampler_checked;         /* gpu_sampler_check on g: 0 not yet, 1 passed, -1 failed */
+    gpu_layer_weights *layers;   /* n_layer */
+    gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
+    lean_gpu_buf *output_norm;   /* (n_embd) F32 */
+};
+
+/* A layer's part of one sequence: its KV cache and its kernels over the model's weights. */
+typedef struct gpu_layer {
+    gpu_matmul *mm[N_MATRICES]; /* over gpu_layer_weights' w[] */
     /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
      * per layer, so no binding exceeds the storage binding limit for long contexts */
     lean_gpu_buf *k_cache, *v_cache;
@@ -104,14 +126,13 @@ typedef struct gpu_layer {
     bool kv_in_matmul;   /* decode's Q, K, V matmuls do qkv_post's work (gpu_mm_kv) */
 } gpu_layer;
 
-/* One sequence on one device. B = n_batch; widths as in forward_ref.c. */
+/* One sequence on the model's device. B = n_batch; widths as in forward_ref.c. */
 struct lean_backend_state {
+    lean_backend_model *bm;     /* the model's part: a reference */
     const lean_model *m;
-    lean_gpu *g;
+    lean_gpu *g;                /* bm->g */
     int32_t n_ctx, n_batch;
     gpu_layer *layers;          /* n_layer */
-    gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
-    lean_gpu_buf *output_norm;  /* (n_embd) F32 */
     lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position (gpu_rope_table_create) */
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
@@ -132,22 +153,40 @@ struct lean_backend_state {
 
 static void gen_free(lean_backend_state *s);
 
-/* ---- create / destroy ---- */
+/* ---- create / destroy: the model's part, then a context's ---- */
+
+static void model_free(lean_backend_model *bm) {
+    for (int32_t il = 0; bm->layers && il < bm->m->hp.n_layer; il++) {
+        gpu_layer_weights *W = &bm->layers[il];
+        for (int i = 0; i < N_MATRICES; i++) gpu_weight_free(&W->w[i]);
+        lean_gpu_buf *bufs[] = {W->attn_norm, W->ffn_norm, W->bqkv, W->qk_norm};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
+    }
+    lean_free(bm->layers);
+    gpu_weight_free(&bm->tok_embd);
+    gpu_weight_free(&bm->output);
+    lean_gpu_buf_free(bm->output_norm);
+    lean_gpu_close(bm->g);
+    lean_mutex_destroy(&bm->lock);
+    lean_free(bm);
+}
+
+/* Drops a reference (the model's: model_release; a context's: gpu_destroy); the last frees. */
+static void model_unref(lean_backend_model *bm) {
+    if (atomic_fetch_sub(&bm->refs, 1) == 1) model_free(bm);
+}
 
 static void free_layer(gpu_layer *L) {
-    for (int i = 0; i < N_MATRICES; i++) {
-        gpu_matmul_free(L->mm[i]);
-        gpu_weight_free(&L->w[i]);
-    }
-    lean_gpu_buf *bufs[] = {L->attn_norm, L->ffn_norm, L->bqkv, L->qk_norm, L->k_cache, L->v_cache};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
+    for (int i = 0; i < N_MATRICES; i++) gpu_matmul_free(L->mm[i]);
+    lean_gpu_buf_free(L->k_cache);
+    lean_gpu_buf_free(L->v_cache);
     gpu_op *ops[] = {&L->norm_attn, &L->qkv_post, &L->norm_ffn, &L->swiglu};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) gpu_op_free(ops[i]);
     gpu_attention_free(&L->attn);
 }
 
-static void gpu_destroy(lean_backend_state *s) {
-    if (!s) return;
+/* Frees s's objects on the device (with bm's lock held) and s. */
+static void free_state(lean_backend_state *s) {
     gen_free(s);
     if (s->layers)
         for (int32_t il = 0; il < s->m->hp.n_layer; il++) free_layer(&s->layers[il]);
@@ -156,14 +195,19 @@ static void gpu_destroy(lean_backend_state *s) {
     gpu_matmul_free(s->mm_out);
     gpu_op_free(&s->norm_out);
     gpu_op_free(&s->argmax);
-    gpu_weight_free(&s->tok_embd);
-    gpu_weight_free(&s->output);
-    lean_gpu_buf *bufs[] = {s->output_norm, s->rope_table, s->step, s->step1,  s->ids,    s->x,   s->xn,
-                            s->qkv,         s->att,        s->gate, s->up,     s->x_last, s->logits,
-                            s->next_id,     s->part};
+    lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,      s->qkv,
+                            s->att,        s->gate, s->up,    s->x_last, s->logits, s->next_id, s->part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
-    lean_gpu_close(s->g);
     lean_free(s);
+}
+
+static void gpu_destroy(lean_backend_state *s) {
+    if (!s) return;
+    lean_backend_model *bm = s->bm;
+    lean_mutex_lock(&bm->lock);
+    free_state(s);
+    lean_mutex_unlock(&bm->lock);
+    model_unref(bm);
 }
 
 /* *out = a zeroed storage buffer of a * b floats (or u32s). */
@@ -179,14 +223,14 @@ static lean_status new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const 
 /* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE and/or
  * UNIFORM), its size rounded up to 16 bytes (uniform arrays are of vec4s); *out stays NULL when
  * ts[0] is absent (the model has all of them or none). */
-static lean_status upload_f32(lean_backend_state *s, const lean_tensor *const *ts, int n, unsigned usage,
-                              lean_gpu_buf **out, lean_error *err) {
+static lean_status upload_f32(lean_gpu *g, const lean_tensor *const *ts, int n, unsigned usage, lean_gpu_buf **out,
+                              lean_error *err) {
     if (!ts[0]->data) return LEAN_OK;
     uint64_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += ts[i]->n_bytes;
-    lean_status st = lean_gpu_buf_create(s->g, (bytes + 15) & ~(uint64_t)15, usage, ts[0]->name, out, err);
+    lean_status st = lean_gpu_buf_create(g, (bytes + 15) & ~(uint64_t)15, usage, ts[0]->name, out, err);
     for (uint64_t i = 0, at = 0; !st && i < (uint64_t)n; at += ts[i]->n_bytes, i++)
-        st = lean_gpu_buf_write(s->g, *out, at, ts[i]->data, ts[i]->n_bytes, err);
+        st = lean_gpu_buf_write(g, *out, at, ts[i]->data, ts[i]->n_bytes, err);
     return st;
 }
 
@@ -244,60 +288,60 @@ static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, l
     return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};
 }
 
-/* The attention half's kernels of layer il (see the list at the top): Q, K and V into qkv's
- * rows, as one matmul when stacked, else three writing their columns. */
-static lean_status make_attention(lean_backend_state *s, gpu_layer *L, lean_error *err) {
+/* The attention half's kernels of a layer (see the list at the top) over its weights W: Q, K
+ * and V into qkv's rows, as one matmul when stacked, else three writing their columns. */
+static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu_layer_weights *W, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), B = s->n_batch;
     const uint32_t row = (uint32_t)(qd + 2 * kvd);
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->attn_norm, s->xn, d, hp->rms_eps, false,
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, W->attn_norm, s->xn, d, hp->rms_eps, false,
                                         &L->norm_attn, err);
-    const gpu_mm_mode mode = L->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
-    const gpu_mm_in in = normed_input(s, L, L->attn_norm);
+    const gpu_mm_mode mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
+    const gpu_mm_in in = normed_input(s, L, W->attn_norm);
     const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
     const gpu_mm_kv kv = {.step = s->step, .kc = L->k_cache, .vc = L->v_cache, .table = s->rope_table,
                           .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
                           .neox = hp->rope_style == LEAN_ROPE_NEOX};
-    L->kv_in_matmul = !L->qk_norm && gpu_matmul_kv_fits(s->g, L->bqkv != NULL, L->norm_in_matmul) &&
+    L->kv_in_matmul = !W->qk_norm && gpu_matmul_kv_fits(s->g, W->bqkv != NULL, L->norm_in_matmul) &&
                       !env_is("LEAN_GPU_KV_EPILOGUE", "0");
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
-        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = L->bqkv,
+        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = W->bqkv,
                                 .kv = L->kv_in_matmul ? &kv : NULL, .part = s->part};
-        if (L->w[i].buf) st = gpu_matmul_create(s->g, &L->w[i], B, s->step, &in, &out, &L->mm[i], err);
+        if (W->w[i].buf) st = gpu_matmul_create(s->g, &W->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
-        st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, L->qk_norm,
+        st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, W->qk_norm,
                                  &L->qkv_post, err);
     if (!st)
         st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
     if (!st)
-        st = gpu_matmul_create(s->g, &L->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
+        st = gpu_matmul_create(s->g, &W->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
     return st;
 }
 
 /* The feed-forward half's kernels: gate and up as one SWIGLU matmul when stacked, else two
  * matmuls and the SwiGLU op. */
-static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, lean_error *err) {
+static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, const gpu_layer_weights *W, lean_error *err) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t B = s->n_batch;
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, L->ffn_norm, s->xn, hp->n_embd, hp->rms_eps, false,
+    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, W->ffn_norm, s->xn, hp->n_embd, hp->rms_eps, false,
                                         &L->norm_ffn, err);
-    const gpu_mm_in in = normed_input(s, L, L->ffn_norm);
-    if (!st && L->w[W_GATE_UP].buf) {
+    const gpu_mm_in in = normed_input(s, L, W->ffn_norm);
+    if (!st && W->w[W_GATE_UP].buf) {
         const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU, .part = s->part};
-        st = gpu_matmul_create(s->g, &L->w[W_GATE_UP], B, s->step, &in, &out, &L->mm[W_GATE_UP], err);
+        st = gpu_matmul_create(s->g, &W->w[W_GATE_UP], B, s->step, &in, &out, &L->mm[W_GATE_UP], err);
     } else if (!st) {
         const gpu_mm_out gate = {.y = s->gate, .part = s->part}, up = {.y = s->up, .part = s->part};
-        st = gpu_matmul_create(s->g, &L->w[W_GATE], B, s->step, &in, &gate, &L->mm[W_GATE], err);
-        if (!st) st = gpu_matmul_create(s->g, &L->w[W_UP], B, s->step, &in, &up, &L->mm[W_UP], err);
+        st = gpu_matmul_create(s->g, &W->w[W_GATE], B, s->step, &in, &gate, &L->mm[W_GATE], err);
+        if (!st) st = gpu_matmul_create(s->g, &W->w[W_UP], B, s->step, &in, &up, &L->mm[W_UP], err);
         if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
     }
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
     if (!st)
-        st = gpu_matmul_create(s->g, &L->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
+        st = gpu_matmul_create(s->g, &W->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
                                err);
     return st;
 }
@@ -313,7 +357,7 @@ static bool stackable(const lean_tensor *const *ts, int n) {
 
 /* The layer's matrices, each in its file's format: Q, K (and V) stacked and gate, up stacked
  * where they share it. */
-static lean_status upload_matrices(lean_backend_state *s, const lean_layer *src, gpu_layer *L, lean_error *err) {
+static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer_weights *W, lean_error *err) {
     const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
                                       &src->w_gate, &src->w_up, &src->w_down};
     const int n_qkv = stackable(mats + W_Q, 3) ? 3 : stackable(mats + W_Q, 2) ? 2 : 0;
@@ -321,42 +365,48 @@ static lean_status upload_matrices(lean_backend_state *s, const lean_layer *src,
     lean_status st = LEAN_OK;
     for (int i = 0; !st && i < W_QKV; i++) {
         const bool stacked = i < n_qkv || (stack_ffn && (i == W_GATE || i == W_UP));
-        if (!stacked) st = gpu_weight_upload(s->g, mats[i], &L->w[i], err);
+        if (!stacked) st = gpu_weight_upload(g, mats[i], &W->w[i], err);
     }
-    if (!st && n_qkv) st = gpu_weight_upload_stacked(s->g, mats + W_Q, n_qkv, "attn_qkv", &L->w[W_QKV], err);
+    if (!st && n_qkv) st = gpu_weight_upload_stacked(g, mats + W_Q, n_qkv, "attn_qkv", &W->w[W_QKV], err);
     if (!st && stack_ffn)
-        st = gpu_weight_upload_stacked(s->g, mats + W_GATE, 2, "ffn_gate+ffn_up", &L->w[W_GATE_UP], err);
+        st = gpu_weight_upload_stacked(g, mats + W_GATE, 2, "ffn_gate+ffn_up", &W->w[W_GATE_UP], err);
     return st;
 }
 
-static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
-    const lean_layer *src = &s->m->layers[il];
-    gpu_layer *L = &s->layers[il];
+/* The model's: layer il's weights. */
+static lean_status upload_layer(lean_backend_model *bm, int32_t il, lean_error *err) {
+    const lean_layer *src = &bm->m->layers[il];
+    gpu_layer_weights *W = &bm->layers[il];
     const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
-    lean_status st = upload_matrices(s, src, L, err);
+    lean_status st = upload_matrices(bm->g, src, W, err);
+    if (!st) st = upload_f32(bm->g, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &W->attn_norm, err);
+    if (!st) st = upload_f32(bm->g, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &W->ffn_norm, err);
+    if (!st) st = upload_f32(bm->g, bias, 3, LEAN_GPU_STORAGE, &W->bqkv, err);
+    if (!st) st = upload_f32(bm->g, qk_norm, 2, LEAN_GPU_UNIFORM, &W->qk_norm, err);
+    return st;
+}
+
+/* A context's: layer il's KV cache and kernels. */
+static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
+    gpu_layer *L = &s->layers[il];
+    const gpu_layer_weights *W = &s->bm->layers[il];
     L->norm_in_matmul = gpu_matmul_can_norm(s->g, s->m->hp.n_embd);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &L->attn_norm, err);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &L->ffn_norm, err);
-    if (!st) st = upload_f32(s, bias, 3, LEAN_GPU_STORAGE, &L->bqkv, err);
-    if (!st) st = upload_f32(s, qk_norm, 2, LEAN_GPU_UNIFORM, &L->qk_norm, err);
     const uint64_t kvd = (uint64_t)lean_kv_dim(&s->m->hp);
-    if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "key cache", &L->k_cache, err);
+    lean_status st = new_buf(s, (uint64_t)s->n_ctx, kvd, "key cache", &L->k_cache, err);
     if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "value cache", &L->v_cache, err);
-    if (!st) st = make_attention(s, L, err);
-    if (!st) st = make_ffn(s, L, err);
+    if (!st) st = make_attention(s, L, W, err);
+    if (!st) st = make_ffn(s, L, W, err);
     return st;
 }
 
 /* Embedding, final norm, logits, and the argmax (for lean_backend_gpu_argmax only). */
 static lean_status make_ends(lean_backend_state *s, lean_error *err) {
     const lean_model *m = s->m;
-    const gpu_weight *out = m->tied_output ? &s->tok_embd : &s->output;
-    lean_status st = gpu_weight_upload(s->g, &m->tok_embd, &s->tok_embd, err);
-    if (!st && !m->tied_output) st = gpu_weight_upload(s->g, &m->output, &s->output, err);
-    if (!st) st = upload_f32(s, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &s->output_norm, err);
-    if (!st) st = gpu_get_rows_create(s->g, &s->tok_embd, s->n_batch, s->step, s->ids, s->x, &s->embed, err);
+    const lean_backend_model *bm = s->bm;
+    const gpu_weight *out = m->tied_output ? &bm->tok_embd : &bm->output;
+    lean_status st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, s->step, s->ids, s->x, &s->embed, err);
     if (!st)
-        st = gpu_rmsnorm_create(s->g, s->step, s->x, s->output_norm, s->x_last, m->hp.n_embd, m->hp.rms_eps, true,
+        st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->x_last, m->hp.n_embd, m->hp.rms_eps, true,
                                 &s->norm_out, err);
     const gpu_mm_out logits = {.y = s->logits};
     if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, &(gpu_mm_in){.x = s->x_last}, &logits, &s->mm_out, err);
@@ -369,19 +419,69 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
  * (~0.3 s over llvmpipe), which contexts made by the dozen (tests, chat OOM loops) skip. */
 static atomic_int no_hardware_adapter;
 
-static lean_status open_device(lean_backend_state *s, bool hardware_only, lean_error *err) {
+static lean_status open_device(lean_gpu **g, bool hardware_only, lean_error *err) {
     if (hardware_only && atomic_load(&no_hardware_adapter))
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: no hardware WebGPU adapter (found earlier in this process)");
-    lean_status st = lean_gpu_open(&s->g, err);
-    if (!st && hardware_only && lean_gpu_get_info(s->g)->software)
+    lean_status st = lean_gpu_open(g, err);
+    if (!st && hardware_only && lean_gpu_get_info(*g)->software)
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: adapter '%s' is a software renderer",
-                       lean_gpu_get_info(s->g)->adapter);
+                       lean_gpu_get_info(*g)->adapter);
     if (st == LEAN_ERR_UNSUPPORTED && hardware_only) atomic_store(&no_hardware_adapter, 1);
     return st;
 }
 
-static lean_status gpu_create_config(const lean_model *m, const lean_backend_config *cfg, lean_backend_state **out,
-                                     lean_error *err) {
+/* One per thread: its address names the thread. Dawn's OpenGL backends make their GL context
+ * current on the thread that opens the device and fail elsewhere (eglCreateSync: EGL_BAD_MATCH,
+ * seen over llvmpipe), so a device there serves that thread's contexts only (gpu_model_check). */
+static _Thread_local char thread_tag;
+
+/* The model's part: opens the device and uploads every weight, each once. */
+static lean_status gpu_model_create(const lean_model *m, const lean_backend_config *cfg, lean_backend_model **out,
+                                    lean_error *err) {
+    *out = NULL;
+    lean_backend_model *bm = lean_calloc(1, sizeof *bm);
+    if (!bm || !lean_mutex_init(&bm->lock)) {
+        lean_free(bm);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the gpu model");
+    }
+    bm->m = m;
+    atomic_init(&bm->refs, 1);
+    lean_status st = open_device(&bm->g, cfg->hardware_only, err);
+    if (!st && !strncmp(lean_gpu_get_info(bm->g)->backend, "OpenGL", 6)) bm->thread = &thread_tag;
+    if (!st) {
+        bm->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *bm->layers);
+        if (!bm->layers) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
+    }
+    if (!st) st = gpu_weight_upload(bm->g, &m->tok_embd, &bm->tok_embd, err);
+    if (!st && !m->tied_output) st = gpu_weight_upload(bm->g, &m->output, &bm->output, err);
+    if (!st)
+        st = upload_f32(bm->g, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &bm->output_norm, err);
+    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = upload_layer(bm, il, err);
+    if (!st) st = lean_gpu_finish(bm->g, err); /* the uploads are done before create returns */
+    if (st) {
+        model_free(bm);
+        return st;
+    }
+    *out = bm;
+    return LEAN_OK;
+}
+
+/* A lost device fails with LEAN_ERR_DEVICE, so session.c makes the model another one. */
+static lean_status gpu_model_check(lean_backend_model *bm, const lean_backend_config *cfg, bool *alone,
+                                   lean_error *err) {
+    *alone = bm->thread && bm->thread != &thread_tag;
+    lean_mutex_lock(&bm->lock);
+    lean_status st = lean_gpu_check(bm->g, err);
+    lean_mutex_unlock(&bm->lock);
+    if (!st && cfg->hardware_only && lean_gpu_get_info(bm->g)->software)
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: adapter '%s' is a software renderer",
+                       lean_gpu_get_info(bm->g)->adapter);
+    return st;
+}
+
+/* A context: its KV cache, activations and kernels over bm's weights, on bm's device. */
+static lean_status gpu_create_config(const lean_model *m, lean_backend_model *bm, const lean_backend_config *cfg,
+                                     lean_backend_state **out, lean_error *err) {
     *out = NULL;
     const int32_t n_ctx = cfg->n_ctx, n_batch = cfg->n_batch;
     /* dispatch counts: up to n_batch workgroups along one dimension (65535 at most) */
@@ -390,18 +490,19 @@ static lean_status gpu_create_config(const lean_model *m, const lean_backend_con
                          n_ctx, n_batch);
     lean_backend_state *s = lean_calloc(1, sizeof *s);
     if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the gpu state");
-    *s = (lean_backend_state){.m = m, .n_ctx = n_ctx, .n_batch = n_batch};
-    lean_status st = open_device(s, cfg->hardware_only, err);
-    if (!st) {
-        s->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *s->layers);
-        if (!s->layers) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
-    }
+    *s = (lean_backend_state){.bm = bm, .m = m, .g = bm->g, .n_ctx = n_ctx, .n_batch = n_batch};
+    atomic_fetch_add(&bm->refs, 1);
+    lean_mutex_lock(&bm->lock);
+    s->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *s->layers);
+    lean_status st = s->layers ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
     if (!st) st = alloc_activations(s, err);
     if (!st) st = make_ends(s, err);
     for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = make_layer(s, il, err);
-    if (!st) st = lean_gpu_finish(s->g, err); /* the uploads are done before create returns */
+    if (!st) st = lean_gpu_finish(s->g, err); /* the writes are done before create returns */
+    if (st) free_state(s);
+    lean_mutex_unlock(&bm->lock);
     if (st) {
-        gpu_destroy(s);
+        model_unref(bm);
         return st;
     }
     *out = s;
@@ -487,14 +588,15 @@ static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
 /* The sampler for cfg (made once per settings) and the read-back slots (made once). */
 static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, lean_error *err) {
     gpu_gen *G = &s->gen;
+    int *checked = &s->bm->sampler_checked; /* the device's arithmetic: one verdict for every context */
     lean_status st = LEAN_OK;
-    if (G->checked == 0) { /* a verdict on the arithmetic is kept; a failure (a lost device) is not */
+    if (*checked == 0) { /* a verdict on the arithmetic is kept; a failure (a lost device) is not */
         st = gpu_sampler_check(s->g, err);
         if (st != LEAN_OK && st != LEAN_ERR_UNSUPPORTED) return st;
-        G->checked = st == LEAN_OK ? 1 : -1;
+        *checked = st == LEAN_OK ? 1 : -1;
         st = LEAN_OK;
     }
-    if (G->checked < 0)
+    if (*checked < 0)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: this adapter's arithmetic does not reproduce the CPU's draw");
     if (G->smp && !same_cfg(&G->cfg, cfg)) {
         gpu_sampler_free(G->smp);
@@ -589,7 +691,8 @@ static void gen_free(lean_backend_state *s) {
 
 static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
     if (!lean_gpu_profiling(s->g))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: not profiling (set LEAN_PROFILE=1 before creating the context)");
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "gpu: not profiling (set LEAN_PROFILE=1 before the model's first GPU context)");
     lean_gpu_profile_report(s->g, steps, text, cap);
     return LEAN_OK;
 }
@@ -603,12 +706,14 @@ lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
 lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err) {
     uint32_t u = 0;
     lean_gpu_cmd *c = NULL;
+    lean_mutex_lock(&s->bm->lock);
     lean_status st = lean_gpu_begin(s->g, &c, err);
     if (st == LEAN_OK) {
         gpu_op_record(c, &s->argmax, 1);
         st = lean_gpu_submit(c, err);
     }
     if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->next_id, 0, &u, sizeof u, err);
+    lean_mutex_unlock(&s->bm->lock);
     *id = (int32_t)u;
     return st;
 }
@@ -618,17 +723,56 @@ static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     snprintf(text, cap, "gpu (%s, %s)", in->adapter, in->backend);
 }
 
-/* ---- table ---- */
+/* ---- table: each call on a context holds the device's lock (the model's part) ---- */
+
+static lean_status locked_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
+                                  lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = gpu_forward(s, ids, n, pos, logits, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
+static lean_status locked_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
+                                    int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = gpu_gen_begin(s, cfg, history, n_history, pos, max_ids, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
+static lean_status locked_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = gpu_gen_next(s, id, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
+static void locked_gen_end(lean_backend_state *s) {
+    lean_mutex_lock(&s->bm->lock);
+    gpu_gen_end(s);
+    lean_mutex_unlock(&s->bm->lock);
+}
+
+static lean_status locked_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = gpu_profile(s, steps, text, cap, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
 
 const lean_backend lean_backend_gpu = {
     .name = "gpu",
     .n_batch_default = 512,
     .create_config = gpu_create_config,
-    .forward = gpu_forward,
+    .model_create = gpu_model_create,
+    .model_check = gpu_model_check,
+    .model_release = model_unref,
+    .forward = locked_forward,
     .destroy = gpu_destroy,
-    .gen_begin = gpu_gen_begin,
-    .gen_next = gpu_gen_next,
-    .gen_end = gpu_gen_end,
-    .profile = gpu_profile,
+    .gen_begin = locked_gen_begin,
+    .gen_next = locked_gen_next,
+    .gen_end = locked_gen_end,
+    .profile = locked_profile,
     .describe = gpu_describe,
 };

@@ -65,6 +65,10 @@ static inline uint64_t gpu_binding_max_bytes(const lean_gpu *g) {
     uint64_t limit = info->max_storage_binding < info->max_buffer ? info->max_storage_binding : info->max_buffer;
     return limit > (1ull << 32) - 4 ? (1ull << 32) - 4 : limit;
 }
+/* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss (or uncaptured error) that ended g. */
+lean_status lean_gpu_check(const lean_gpu *g, lean_error *err);
+/* The lean_gpu handles open in this process (opened and not yet closed): for tests. */
+int lean_gpu_open_count(void);
 /* One line per fact, for `lean info`: adapter, backend, features, limits. */
 void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap);
 
@@ -79,6 +83,9 @@ lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, cons
                                 lean_gpu_buf **out, lean_error *err);
 void lean_gpu_buf_free(lean_gpu_buf *b); /* NULL is fine */
 uint64_t lean_gpu_buf_size(const lean_gpu_buf *b);
+/* The bytes of every buffer made on g and not yet freed (sizes as created: rounded up to 16),
+ * staging included: what the weights, KV caches and activations hold on the device. */
+uint64_t lean_gpu_bytes_allocated(const lean_gpu *g);
 /* Queues a write (offset and size multiples of 4): in pieces of at most 8 MiB with a submit
  * between them, so staging memory is released as a large upload proceeds. Ordered before any
  * command buffer submitted after it. */

@@ -69,6 +69,7 @@ struct lean_gpu {
     bool destroyed; /* wgpuDeviceDestroy was called (lose_device or close) */
     char fail_msg[400];
     lean_gpu_buf *bufs;
+    uint64_t bytes;        /* the sizes of bufs (lean_gpu_bytes_allocated) */
     lean_gpu_pipeline *pipelines;
     lean_gpu_bindgroup *groups;
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
