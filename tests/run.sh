@@ -279,8 +279,38 @@ stage_fuzz() {
     stage_end
 }
 
+# prerequisites STAGE...: what the stages need from Debian, checked before anything runs, so a
+# machine without them hears which packages are missing instead of failing a build midway.
+prerequisites() {
+    local s missing=()
+    # need COMMAND-OR-PATH-PATTERN PACKAGE
+    need() { command -v "$1" >/dev/null 2>&1 || compgen -G "$1" >/dev/null || missing+=("$2"); }
+    for s in "$@"; do
+        case $s in
+        data) need python3 python3; python3 -c "import numpy" 2>/dev/null || missing+=(python3-numpy); need npm npm ;;
+        native) need make build-essential; need "${CC:-cc}" build-essential
+            # the GPU tests' WebGPU on a machine without a GPU: OpenGL ES over Mesa's llvmpipe
+            need "/usr/lib/*/libEGL_mesa.so.0" libegl-mesa0; need "/usr/lib/*/libGLESv2.so.2" libgles2
+            need "/usr/lib/*/dri/swrast_dri.so" libgl1-mesa-dri ;;
+        asan) need clang-14 clang-14; need "/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.asan-*.a" libclang-rt-14-dev ;;
+        wasm | webgpu) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs
+            need /usr/include/wasm32-wasi/stdio.h wasi-libc
+            need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
+            [ "$s" = wasm ] || need "/usr/lib/*/libvulkan_lvp.so" mesa-vulkan-drivers ;;
+        fuzz) need clang-14 clang-14 ;;
+        esac
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    echo "run.sh: missing Debian packages: ${missing[*]}" >&2
+    echo "run.sh: \`bash .ci/run\` installs every package the suite needs (apt-get, as root or with sudo) and runs it;" >&2
+    echo "run.sh: or: sudo apt-get install ${missing[*]}" >&2
+    return 1
+}
+
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm webgpu neon fuzz)
+prerequisites "${stages[@]}" || exit 2
 for s in "${stages[@]}"; do
     case $s in
     data | native | asan | wasm | webgpu | neon | fuzz) "stage_$s" ;;
