@@ -177,7 +177,7 @@ LEAN_API lean_status lean_generate_model(const lean_gen_params *p, const char *o
 LEAN_API lean_status lean_quantize_file(const char *in_path, const char *out_path, const char *recipe,
                                         lean_error *err);
 
-/* ---- tokenizers (src/core/tokenizer.c) ----
+/* ---- tokenizers (src/text/tokenizer.c) ----
  * Text <-> token ids with the vocabulary a GGUF file carries (its tokenizer.ggml.* keys),
  * giving the ids Hugging Face `tokenizers` gives for the same tokenizer.json. Works on any
  * GGUF with those keys: a model, or a vocabulary-only file (no tensors).
@@ -317,7 +317,7 @@ LEAN_API lean_status lean_text_stream_flush(lean_text_stream *s, const char **te
                                             lean_error *err);
 LEAN_API void lean_text_stream_free(lean_text_stream *s);
 
-/* ---- chat templates (src/core/template.c) ---- */
+/* ---- chat templates (src/template/template.c) ---- */
 
 /* Turning a conversation into the prompt text a model was trained on, by rendering the
  * model's own chat template (tokenizer.chat_template, a Jinja template) exactly as Hugging
@@ -338,7 +338,7 @@ LEAN_API void lean_text_stream_free(lean_text_stream *s);
  * (now_s, UTC), range, dict, namespace; the filter tojson as transformers defines it
  * (json.dumps(x, ensure_ascii=False)).
  *
- * The Jinja subset (src/core/template_*.c say more): {{ }}, {% %}, {# #} with -/+ whitespace
+ * The Jinja subset (src/template/template_*.c say more): {{ }}, {% %}, {# #} with -/+ whitespace
  * control, trim_blocks and lstrip_blocks; if/elif/else, for (else, filtering "if", tuple
  * targets, loop.index/index0/revindex/first/last/length/previtem/nextitem/cycle/changed,
  * break/continue), set (names, tuples, namespace attributes, blocks), macro, filter blocks,

@@ -4,7 +4,7 @@
 #ifndef LEAN_GPU_TEST_H
 #define LEAN_GPU_TEST_H
 
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -13,8 +13,8 @@
  *   6. faults         the n-th allocation fails, for every n (reader and writer)
  *   7. writer errors and file access errors
  */
-#include "formats.h"
-#include "gguf.h"
+#include "core/formats.h"
+#include "core/gguf.h"
 #include "test.h"
 
 #include <inttypes.h>

@@ -16,7 +16,7 @@
  * LEAN_TEST_GPU=0 skips the device part on a machine without them, loudly.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 #include "gpu_test.h"
 
 #include <stdlib.h>

@@ -21,11 +21,11 @@
  * size; observed differences are ~1e-6).
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
-#include "backend.h"
+#include "core/backend.h"
 #include "fixture.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
-#include "weights.h"
+#include "gpu/weights.h"
 
 #define N_PROMPT 13
 #define N_GREEDY 32

@@ -19,9 +19,9 @@
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "gpu_test.h"
-#include "ops.h"
-#include "ops_ref.h"
-#include "weights.h"
+#include "gpu/ops.h"
+#include "cpu/ops_ref.h"
+#include "gpu/weights.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,8 +4,8 @@
 #ifndef LEAN_BACKEND_H
 #define LEAN_BACKEND_H
 
-#include "model.h"
-#include "sampler.h"
+#include "core/model.h"
+#include "core/sampler.h"
 
 typedef struct lean_backend_state lean_backend_state;
 

@@ -19,9 +19,9 @@
  * Not here: mmap and stdio reads (file.c), block sizes (formats.c), tensor data (the
  * loader reads it using data_offset + offset, which the reader has range-checked).
  */
-#include "gguf.h"
+#include "core/gguf.h"
 
-#include "formats.h"
+#include "core/formats.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -49,7 +49,7 @@
 #ifndef LEAN_GGUF_H
 #define LEAN_GGUF_H
 
-#include "common.h"
+#include "core/common.h"
 
 enum gguf_vtype {
     GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5,

@@ -18,10 +18,10 @@
  *   load / free       the two public loaders and their shared tail
  *   info              lean_model_get_info, lean_model_n_vocab
  */
-#include "model.h"
+#include "core/model.h"
 
-#include "formats.h"
-#include "tokenizer.h"
+#include "core/formats.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
  *
  * Sections: params · create / free · backend · position · prefill / decode · generation
  */
-#include "backend.h"
+#include "core/backend.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -36,11 +36,11 @@
  * Sections: state · create / destroy · regions (token work, matmul groups, attention) ·
  *           forward · table
  */
-#include "backend.h"
+#include "core/backend.h"
 
-#include "kernels.h"
-#include "ops_ref.h"
-#include "pool.h"
+#include "cpu/kernels.h"
+#include "cpu/ops_ref.h"
+#include "cpu/pool.h"
 
 #include <math.h>
 #include <string.h>

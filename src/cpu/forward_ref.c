@@ -19,9 +19,9 @@
  *
  * Sections: state · create / destroy · blocks (embed, attention, ffn) · forward · table
  */
-#include "backend.h"
+#include "core/backend.h"
 
-#include "ops_ref.h"
+#include "cpu/ops_ref.h"
 
 #include <math.h>
 

@@ -8,9 +8,9 @@
  *
  * Sections: reductions · weights (matmul, embedding) · position (RoPE) · activations
  */
-#include "ops_ref.h"
+#include "cpu/ops_ref.h"
 
-#include "formats.h"
+#include "core/formats.h"
 
 #include <math.h>
 

@@ -10,7 +10,7 @@
 #ifndef LEAN_OPS_REF_H
 #define LEAN_OPS_REF_H
 
-#include "model.h"
+#include "core/model.h"
 
 /* sum_i a[i] * b[i], accumulated in float in index order. */
 float ref_dot(const float *a, const float *b, int64_t n);

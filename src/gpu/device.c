@@ -13,7 +13,7 @@
  *
  * Waiting: the instance is created with timed waits, and every asynchronous call uses
  * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

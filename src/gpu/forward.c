@@ -38,11 +38,11 @@
  *
  * Sections: state · create / destroy · recording · forward · generation · profile · test accessors · table
  */
-#include "backend.h"
+#include "core/backend.h"
 
-#include "ops.h"
-#include "sample.h"
-#include "weights.h"
+#include "gpu/ops.h"
+#include "gpu/sample.h"
+#include "gpu/weights.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

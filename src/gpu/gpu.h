@@ -14,7 +14,7 @@
 #ifndef LEAN_GPU_H
 #define LEAN_GPU_H
 
-#include "common.h"
+#include "core/common.h"
 
 #include <stdbool.h>
 #include <stdint.h>

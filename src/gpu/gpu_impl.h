@@ -12,8 +12,8 @@
 #ifndef LEAN_GPU_IMPL_H
 #define LEAN_GPU_IMPL_H
 
-#include "gpu.h"
-#include "webgpu.h"
+#include "gpu/gpu.h"
+#include "gpu/webgpu.h"
 
 #include <string.h>
 

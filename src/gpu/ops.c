@@ -8,10 +8,10 @@
  *
  * Sections: common · norms and element-wise ops · position · attention · argmax
  */
-#include "ops.h"
+#include "gpu/ops.h"
 
-#include "ops_ref.h"
-#include "weights.h"
+#include "cpu/ops_ref.h"
+#include "gpu/weights.h"
 
 #include <math.h>
 #include <stdio.h>

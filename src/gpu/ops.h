@@ -17,8 +17,8 @@
 #ifndef LEAN_GPU_OPS_H
 #define LEAN_GPU_OPS_H
 
-#include "gpu.h"
-#include "model.h"
+#include "gpu/gpu.h"
+#include "core/model.h"
 
 #define GPU_OP_WG 64 /* invocations per workgroup, every kernel here */
 

@@ -9,7 +9,7 @@
  * inside validation, out-of-memory and internal error scopes: a rejected shader names the
  * pipeline's label and the compiler's first message with its line:column, counted in the
  * full text (the constants come first, one line each). */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #include <float.h>
 #include <math.h>

@@ -42,10 +42,10 @@
  * once for all rows): the nibble formats' order (col_nib), so a Q8_0 part's 32 quants are
  * stored in that order (byte 8k + i of a block holds the weight of column col_nib(k, i)).
  */
-#include "weights.h"
+#include "gpu/weights.h"
 
-#include "formats.h"
-#include "ops.h" /* GPU_OP_WG: rmsnorm's workgroup, whose order a normed matmul keeps */
+#include "core/formats.h"
+#include "gpu/ops.h" /* GPU_OP_WG: rmsnorm's workgroup, whose order a normed matmul keeps */
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,10 +13,10 @@
  *   3. buffers, UTF-8   growable output, code point decoding, Python's whitespace
  *   4. the public API   render, ChatML, the model's template and tokens, JSON messages
  */
-#include "template.h"
+#include "template/template.h"
 
-#include "json.h"
-#include "model.h"
+#include "template/json.h"
+#include "core/model.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -21,10 +21,10 @@
  *   5. decoding        ids -> bytes -> text; the text stream
  *   6. accessors       counts, token strings, special ids, end of generation
  */
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
-#include "model.h"
-#include "unicode.h"
+#include "core/model.h"
+#include "text/unicode.h"
 
 #include <ctype.h>
 #include <stdio.h>

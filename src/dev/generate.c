@@ -27,9 +27,9 @@
  *   6. lean_generate_model
  *   7. lean_quantize_file
  */
-#include "common.h"
-#include "formats.h"
-#include "gguf.h"
+#include "core/common.h"
+#include "core/formats.h"
+#include "core/gguf.h"
 
 #include <errno.h>
 #include <math.h>
