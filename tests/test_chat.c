@@ -21,6 +21,7 @@
  *   allocation  every allocation of create and of a turn failing in turn: LEAN_ERR_NOMEM,
  *               nothing leaks (ASan), the session still works and stays exact
  */
+#include "dev/lean_dev.h"
 #include "core/chat.h"
 #include "core/gguf.h"
 #include "test.h"

@@ -12,6 +12,7 @@
  */
 #include "test.h"
 
+#include "dev/lean_dev.h"
 #include "core/formats.h"
 #include "core/gguf.h"
 

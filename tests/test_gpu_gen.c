@@ -16,6 +16,7 @@
  *     LEAN_ERR_UNSUPPORTED without LEAN_PROFILE and on the CPU.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
+#include "dev/lean_dev.h"
 #include "core/backend.h"
 #include "gpu_test.h"
 #include "tiny_model.h"

@@ -19,6 +19,7 @@
  * StarCoder's/SmolLM2's pre-tokenizer), llama3.gguf, qwen.gguf (Qwen3; cut to its first
  * 151665 tokens it is Qwen2.5's).
  */
+#include "dev/lean_dev.h"
 #include "core/gguf.h"
 #include "core/model.h"
 #include "test.h"

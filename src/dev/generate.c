@@ -27,6 +27,7 @@
  *   6. lean_generate_model
  *   7. lean_quantize_file
  */
+#include "dev/lean_dev.h"
 #include "core/common.h"
 #include "core/formats.h"
 #include "core/gguf.h"
