@@ -10,7 +10,7 @@
  */
 #include "gpu/ops.h"
 
-#include "cpu/ops_ref.h"
+#include "core/rope.h"
 #include "gpu/weights.h"
 
 #include <math.h>
@@ -105,7 +105,7 @@ lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, 
         const int32_t n = n_ctx - p0 < ROPE_CHUNK ? n_ctx - p0 : ROPE_CHUNK;
         for (int32_t t = 0; t < n; t++) {
             float *row = rows + (int64_t)t * head_dim;
-            ref_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, base, freq_factors);
+            lean_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, base, freq_factors);
         }
         st = lean_gpu_buf_write(g, *out, (uint64_t)p0 * row_bytes, rows, (uint64_t)n * row_bytes, err);
     }
