@@ -58,6 +58,18 @@ extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the re
 extern const lean_backend lean_backend_cpu;     /* src/cpu/forward.c: kernels, threads */
 extern const lean_backend lean_backend_gpu;     /* src/gpu/forward.c: WebGPU */
 
+/* What a lean_ctx_params.backend name runs (src/backends.c, the one place that knows the
+ * list): the backend, its config's isa and hardware_only, and the backend to build instead
+ * when it fails for any reason but out of memory (NULL: none, the failure is the answer). */
+typedef struct lean_backend_choice {
+    const lean_backend *be;
+    const char *isa;     /* for the CPU backend: NULL = the best this CPU runs */
+    bool hardware_only;  /* a GPU backend on a software adapter fails (and falls back) */
+    const lean_backend *fallback;
+} lean_backend_choice;
+/* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". */
+lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean_error *err);
+
 /* Internal, for tests: the backend a context runs on and its state (session.c). */
 const lean_backend *lean_ctx_backend(const lean_ctx *c);
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c);
