@@ -23,7 +23,6 @@
  */
 #include "text/tokenizer.h"
 
-#include "core/model.h"
 #include "text/unicode.h"
 
 #include <ctype.h>
@@ -558,8 +557,6 @@ lean_status lean_tokenizer_for_model(const gguf_file *f, lean_tokenizer **out, l
     *out = t;
     return LEAN_OK;
 }
-
-const lean_tokenizer *lean_model_tokenizer(const lean_model *m) { return m ? m->tokenizer : NULL; }
 
 lean_status lean_tokenizer_check(const lean_tokenizer *t, lean_error *err) {
     if (!t) return LEAN_FAIL(err, LEAN_ERR_ARG, "no tokenizer (NULL)");
