@@ -105,7 +105,7 @@ const char *lean_gpu_reduce_shader(lean_gpu *g);
 /* Whether prefill's matmuls take the f16 path (tiled_f16.wgsl): the device grants shader-f16
  * and LEAN_F16 is not 0 (LEAN_F16=0 forces the F32 path everywhere). */
 bool lean_gpu_f16(const lean_gpu *g);
-/* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (pipeline.c says when) */
+/* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (device.c says when) */
 bool lean_gpu_int8(const lean_gpu *g);
 /* a kernel variant's switch: environment variable name's "0" or "1", else dflt */
 bool lean_gpu_switch(const char *name, bool dflt);
