@@ -18,6 +18,7 @@
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "gpu/gpu_impl.h"
 #include "gpu_test.h"
+#include "gpu/test_hooks.h"
 
 #include <stdlib.h>
 #include <string.h>

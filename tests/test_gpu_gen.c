@@ -18,6 +18,8 @@
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "dev/lean_dev.h"
 #include "core/backend.h"
+#include "core/test_hooks.h"
+#include "gpu/test_hooks.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
 

@@ -70,17 +70,4 @@ typedef struct lean_backend_choice {
 /* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". */
 lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean_error *err);
 
-/* Internal, for tests: the backend a context runs on and its state (session.c). */
-const lean_backend *lean_ctx_backend(const lean_ctx *c);
-lean_backend_state *lean_ctx_backend_state(lean_ctx *c);
-/* Whether the generation in progress runs on the backend (gen_begin took it). */
-bool lean_ctx_gen_resident(const lean_ctx *c);
-/* Internal, for tests, on a lean_backend_gpu state (src/gpu/forward.c): its device (to lose it
- * with lean_gpu_lose_device), and the GPU's argmax of its logits buffer as it is now: those of
- * the last forward call that asked for logits, or of a generation's last step (argmax.wgsl, a
- * command of its own; waits for the GPU). */
-struct lean_gpu;
-struct lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
-lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err);
-
 #endif

@@ -12,6 +12,7 @@
  * Sections: params · create / free · backend · position · prefill / decode · generation
  */
 #include "core/backend.h"
+#include "core/test_hooks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +109,7 @@ void lean_ctx_free(lean_ctx *c) {
     lean_free(c);
 }
 
-/* ---- backend (internal: backend.h) ---- */
+/* ---- backend (for tests: test_hooks.h) ---- */
 
 const lean_backend *lean_ctx_backend(const lean_ctx *c) { return c->be; }
 bool lean_ctx_gen_resident(const lean_ctx *c) { return c->gen.on && c->gen.resident; }

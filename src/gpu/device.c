@@ -15,6 +15,7 @@
  * Waiting: the instance is created with timed waits, and every asynchronous call uses
  * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. */
 #include "gpu/gpu_impl.h"
+#include "gpu/test_hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -169,8 +169,4 @@ bool lean_gpu_profiling(const lean_gpu *g);
  * since the last report, divided by steps (1: totals), longest first, and starts afresh. */
 void lean_gpu_profile_report(lean_gpu *g, int64_t steps, char *text, size_t cap);
 
-/* Tests only: destroys the device now, as a driver reset would; every later call fails with
- * LEAN_ERR_DEVICE. */
-void lean_gpu_lose_device(lean_gpu *g);
-
 #endif
