@@ -207,7 +207,8 @@ clean:
 	rm -rf build build-asan build-wasm build-fuzz build-neon build-neon-v8
 
 # ---- fuzzing the GGUF reader: tests/fuzz_gguf.c (libFuzzer; clang only) ----
-# make fuzz        build-fuzz/fuzz_gguf, the library's core compiled with the fuzzer's coverage
+# make fuzz        build-fuzz/fuzz_gguf, the library's core and src/dev (the writer, for the
+#                  round trip) compiled with the fuzzer's coverage
 #                  and ASan + UBSan (only the objects the target needs are linked from the archive)
 # make fuzz-run    FUZZ_SECONDS (60) on a fresh copy of tests/data/fuzz_gguf/, inputs <= 4096
 #                  bytes; a crash, leak, timeout or trap fails it and leaves the input in build-fuzz/
@@ -217,7 +218,7 @@ FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
-FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 .PHONY: fuzz-run fuzz-seeds
 
 fuzz: $(FUZZ_DIR)/fuzz_gguf
@@ -236,10 +237,10 @@ fuzz-run: $(FUZZ_DIR)/fuzz_gguf
 	$(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
 
-fuzz-seeds: $(BUILD)/liblean.a
+fuzz-seeds: $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	@mkdir -p $(FUZZ_DIR) tests/data/fuzz_gguf
 	$(CC) $(BASE) $(CFLAGS) -DFUZZ_GGUF_SEEDS -o $(FUZZ_DIR)/fuzz_gguf_seeds tests/fuzz_gguf.c \
-	  $(BUILD)/liblean.a $(LIBS)
+	  $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
 	$(FUZZ_DIR)/fuzz_gguf_seeds tests/data/fuzz_gguf
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)

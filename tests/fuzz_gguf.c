@@ -16,7 +16,7 @@
  * crash for libFuzzer). Planting a bug in the reader's overlap check is found in seconds.
  */
 #include "core/formats.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,7 +23,7 @@
  */
 #include "dev/lean_dev.h"
 #include "core/chat.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 #include "test.h"
 
 #include <stdatomic.h>

@@ -14,7 +14,7 @@
 
 #include "dev/lean_dev.h"
 #include "core/formats.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  *   7. writer errors and file access errors
  */
 #include "core/formats.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 #include "test.h"
 
 #include <inttypes.h>

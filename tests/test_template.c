@@ -16,6 +16,7 @@
  */
 #include "template/json.h"
 #include "core/model.h"
+#include "dev/gguf_writer.h"
 #include "template/template.h"
 #include "test.h"
 

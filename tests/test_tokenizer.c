@@ -20,7 +20,7 @@
  * 151665 tokens it is Qwen2.5's).
  */
 #include "dev/lean_dev.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 #include "core/model.h"
 #include "test.h"
 #include "text/tokenizer.h"

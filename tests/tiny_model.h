@@ -13,7 +13,7 @@
 #define LEAN_TINY_MODEL_H
 
 #include "core/formats.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 #include "test.h"
 
 #include <math.h>

@@ -30,7 +30,7 @@
 #include "dev/lean_dev.h"
 #include "core/common.h"
 #include "core/formats.h"
-#include "core/gguf.h"
+#include "dev/gguf_writer.h"
 
 #include <errno.h>
 #include <math.h>
