@@ -1,4 +1,5 @@
-/* test_gguf.c — the GGUF reader, writer and file access (src/core/gguf.c, file.c).
+/* test_gguf.c — the GGUF reader, writer and file access (src/core/gguf.c, file.c;
+ * src/dev/gguf_writer.c).
  *
  * Sections:
  *   1. helpers        an independent byte builder (not the writer), value comparison,
