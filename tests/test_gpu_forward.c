@@ -71,8 +71,8 @@ static uint64_t fnv1a(const int32_t *ids, int n) {
 
 /* ---- greedy ids against the CPU reference ---- */
 
-/* The GPU's argmax of the context's logits buffer as it is now (ops.c's argmax kernel on the
- * context's device, made here: no context builds it; a command of its own, waited for). */
+/* The GPU's argmax of the context's logits buffer as it is now (gpu_test.h's argmax kernel on
+ * the context's device; a command of its own, waited for). */
 static lean_status gpu_argmax(lean_ctx *c, int32_t n_vocab, int32_t *id, lean_error *err) {
     lean_backend_state *s = lean_ctx_backend_state(c);
     lean_gpu *g = lean_backend_gpu_device(s);
@@ -81,7 +81,7 @@ static lean_status gpu_argmax(lean_ctx *c, int32_t n_vocab, int32_t *id, lean_er
     lean_gpu_cmd *cmd = NULL;
     uint32_t u = 0;
     lean_status st = lean_gpu_buf_create(g, 4, LEAN_GPU_STORAGE, "argmax", &out, err);
-    if (st == LEAN_OK) st = gpu_argmax_create(g, lean_backend_gpu_logits(s), out, n_vocab, &op, err);
+    if (st == LEAN_OK) st = test_gpu_argmax_create(g, lean_backend_gpu_logits(s), out, n_vocab, &op, err);
     if (st == LEAN_OK) st = lean_gpu_begin(g, &cmd, err);
     if (st == LEAN_OK) {
         gpu_op_record(cmd, &op, 1);

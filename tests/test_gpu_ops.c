@@ -419,7 +419,7 @@ static void test_argmax(int32_t n, int32_t first, int32_t second) {
     lean_gpu_buf *bx = buf_of(x, n), *bo = buf_of(NULL, 1);
     gpu_op op = {0};
     lean_error err;
-    lean_status st = gpu_argmax_create(g, bx, bo, n, &op, &err);
+    lean_status st = test_gpu_argmax_create(g, bx, bo, n, &op, &err);
     if (run_op(st, &err, &op, 1)) {
         float f;
         read_back(bo, &f, 1);

@@ -6,7 +6,7 @@
  * in @binding order, and its workgroup counts.
  * What it does not: decide which ops a model runs (forward.c) or own any buffer.
  *
- * Sections: common · norms and element-wise ops · position · attention · argmax
+ * Sections: common · norms and element-wise ops · position · attention
  */
 #include "gpu/ops.h"
 
@@ -266,13 +266,4 @@ void gpu_attention_free(gpu_attention *a) {
     gpu_op_free(&a->main);
     gpu_op_free(&a->combine);
     gpu_op_free(&a->tiled);
-}
-
-/* ---- argmax ---- */
-
-lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
-                              lean_error *err) {
-    const lean_gpu_const k[] = {{"N", 'u', n}};
-    lean_gpu_buf *b[] = {x, out};
-    return make_op(g, "argmax", 0, k, 1, b, 2, 1, false, op, err);
 }
