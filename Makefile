@@ -1,28 +1,34 @@
 # lean — build. `make` builds the library, the CLI and the tests; `make test` runs them.
 # Sources are found by directory, so adding a file needs no edit here:
-#   src/core/*.c src/cpu/*.c src/gpu/*.c -> liblean.a / liblean.so
+#   src/*.c src/core/*.c src/text/*.c src/template/*.c src/cpu/*.c src/gpu/*.c
+#                            -> liblean.a / liblean.so (the runtime)
 #   src/gpu/shaders/*.wgsl   -> $(BUILD)/gen/shaders.c (tools/embed_wgsl.c), into the library
+#   src/dev/*.c              -> liblean_dev.a: the developer tools (model generator, GGUF writer,
+#                               quantizer), linked by the CLI and the tests, not in the runtime
 #   cli/*.c                  -> build/lean
 #   tests/test_*.c           -> build/tests/test_* (each its own program, + tests/testlib.c)
+# Sources include by path from src/ ("gpu/weights.h"), so a crossed wall shows in the line.
 
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?=
 WARN     = -Wall -Wextra -Werror
-BASE     = -std=c11 $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -fvisibility=hidden -Iinclude -Isrc/core -Isrc/cpu -Isrc/gpu
+BASE     = -std=c11 $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -fvisibility=hidden -Iinclude -Isrc
 LIBS     = -lm -lpthread
 
-CORE_SRC = $(wildcard src/core/*.c)
+CORE_SRC = $(wildcard src/*.c src/core/*.c src/text/*.c src/template/*.c)
 CPU_SRC  = $(wildcard src/cpu/*.c)
 GPU_SRC  = $(wildcard src/gpu/*.c)
 LIB_SRC  = $(CORE_SRC) $(CPU_SRC) $(GPU_SRC)
+DEV_SRC  = $(wildcard src/dev/*.c)
 SHADERS  = $(sort $(wildcard src/gpu/shaders/*.wgsl))
 CLI_SRC  = $(wildcard cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/shaders.o
 PIC_OBJ  = $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/shaders.o
+DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -51,11 +57,14 @@ $(BUILD)/liblean.a: $(LIB_OBJ)
 	ar rcs $@ $^
 $(BUILD)/liblean.so: $(PIC_OBJ)
 	$(CC) -shared $(CFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/lean: $(CLI_OBJ) $(BUILD)/liblean.a
+$(BUILD)/liblean_dev.a: $(DEV_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/lean: $(CLI_OBJ) $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
-$(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/liblean.a
+$(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean.a $(LIBS)
+	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
 
 # ---- the suite: tests/run.sh runs every stage and prints "N passed, N failed" last ----
 # Stages: native (this build, gcc) | asan (clang) | wasm (under Node) | neon (aarch64 under qemu,
@@ -91,6 +100,7 @@ WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) $(WASM_SIMD)
 # The stack goes first, so overflowing it traps instead of overwriting static data.
 WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK)
 WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o) $(WASM_BUILD)/obj/gen/shaders.o
+WASM_DEV_OBJ  = $(DEV_SRC:%.c=$(WASM_BUILD)/obj/%.o)
 WASM_NATIVE  := $(shell grep -l 'lean-test: native-only' $(TEST_SRC) /dev/null)
 # The GPU tests: in wasm32 they need a JavaScript host with WebGPU (src/gpu/web.c), which Node
 # is not: `make wasm-webgpu` builds them, tests/run.sh's webgpu stage runs them under Deno.
@@ -98,7 +108,7 @@ WASM_WEBGPU  := $(shell grep -l 'lean-test: webgpu' $(TEST_SRC) /dev/null)
 WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 
-wasm: $(WASM_BUILD)/liblean.a $(WASM_TESTS)
+wasm: $(WASM_BUILD)/liblean.a $(WASM_BUILD)/liblean_dev.a $(WASM_TESTS)
 wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm
 test-wasm:
 	bash tests/run.sh wasm
@@ -116,15 +126,20 @@ $(WASM_BUILD)/obj/gen/shaders.o: $(WASM_BUILD)/gen/shaders.c | $(WASI_SYSROOT)
 $(WASM_BUILD)/liblean.a: $(WASM_OBJ)
 	@rm -f $@
 	$(WASM_AR) rcs $@ $^
+$(WASM_BUILD)/liblean_dev.a: $(WASM_DEV_OBJ)
+	@rm -f $@
+	$(WASM_AR) rcs $@ $^
 # The CLI as a WASI command (no Ctrl-C: WASI has no signals). Under a host with WebGPU and
 # JSPI its --backend gpu is the JavaScript path: deno run -A tests/wasm_run.mjs
 # build-wasm/lean.wasm bench -m MODEL --backend gpu (paths relative to the repository).
-$(WASM_BUILD)/lean.wasm: $(CLI_SRC) $(wildcard cli/*.h) $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
-	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $(CLI_SRC) $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
-$(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+$(WASM_BUILD)/lean.wasm: $(CLI_SRC) $(wildcard cli/*.h) $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $(CLI_SRC) $(WASM_BUILD)/liblean_dev.a \
+	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
+$(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean_dev.a \
+                            $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -Itests -o $@ $< tests/testlib.c \
-	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
+	  $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 
 -include $(shell find $(WASM_BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -192,7 +207,8 @@ clean:
 	rm -rf build build-asan build-wasm build-fuzz build-neon build-neon-v8
 
 # ---- fuzzing the GGUF reader: tests/fuzz_gguf.c (libFuzzer; clang only) ----
-# make fuzz        build-fuzz/fuzz_gguf, the library's core compiled with the fuzzer's coverage
+# make fuzz        build-fuzz/fuzz_gguf, the library's core and src/dev (the writer, for the
+#                  round trip) compiled with the fuzzer's coverage
 #                  and ASan + UBSan (only the objects the target needs are linked from the archive)
 # make fuzz-run    FUZZ_SECONDS (60) on a fresh copy of tests/data/fuzz_gguf/, inputs <= 4096
 #                  bytes; a crash, leak, timeout or trap fails it and leaves the input in build-fuzz/
@@ -200,9 +216,9 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc/core -fno-omit-frame-pointer \
+FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
-FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 .PHONY: fuzz-run fuzz-seeds
 
 fuzz: $(FUZZ_DIR)/fuzz_gguf
@@ -221,10 +237,10 @@ fuzz-run: $(FUZZ_DIR)/fuzz_gguf
 	$(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
 
-fuzz-seeds: $(BUILD)/liblean.a
+fuzz-seeds: $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	@mkdir -p $(FUZZ_DIR) tests/data/fuzz_gguf
 	$(CC) $(BASE) $(CFLAGS) -DFUZZ_GGUF_SEEDS -o $(FUZZ_DIR)/fuzz_gguf_seeds tests/fuzz_gguf.c \
-	  $(BUILD)/liblean.a $(LIBS)
+	  $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
 	$(FUZZ_DIR)/fuzz_gguf_seeds tests/data/fuzz_gguf
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)

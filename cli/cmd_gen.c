@@ -1,6 +1,7 @@
 /* cmd_gen.c — `lean gen` (a random-weight model at a preset's shapes) and
  * `lean quantize` (re-encode a model's matrices). */
 #include "cli.h"
+#include "dev/lean_dev.h"
 
 #include <errno.h>
 #include <stdio.h>

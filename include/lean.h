@@ -192,39 +192,7 @@ LEAN_API lean_status lean_prefill(lean_ctx *c, const int32_t *ids, int32_t n, fl
 /* One token: the same as lean_prefill of one id. */
 LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err);
 
-/* ---- model files: the generator and the quantizer ---- */
-
-/* Writes a GGUF with seeded random weights at an architecture preset's shapes:
- * "smollm2-135m", "smollm2-360m", "smollm2-1.7b", "qwen2.5-0.5b", "qwen3-0.6b",
- * "llama-3.2-1b", or the tiny test shapes "tiny-llama", "tiny-qwen2", "tiny-qwen3".
- * recipe: a type name ("q4_0", "f16", ...) for every matrix, or "q4_k_m" / "q5_k_m"
- * (llama.cpp's mixed layouts). vocab_path (nullable): a GGUF whose tokenizer.* keys are copied in
- * (its token count sets n_vocab); without one a byte-level stand-in vocabulary is used. */
-typedef struct lean_gen_params {
-    const char *preset;
-    const char *recipe;
-    const char *vocab_path;
-    uint64_t seed;
-    int32_t n_layer; /* 0 = the preset's; fewer layers make quick test files */
-    lean_progress_fn progress; /* nullable: tensors written (lean.h, "progress") */
-    void *progress_user;
-} lean_gen_params;
-LEAN_API lean_status lean_generate_model(const lean_gen_params *p, const char *out_path, lean_error *err);
-
-/* Re-encodes every 2-D weight matrix of in_path with recipe (as above); norms, biases
- * and other 1-D tensors stay F32. */
-LEAN_API lean_status lean_quantize_file(const char *in_path, const char *out_path, const char *recipe,
-                                        lean_error *err);
-/* The same, with a progress callback. */
-typedef struct lean_quantize_params {
-    const char *recipe;
-    lean_progress_fn progress; /* nullable: tensors written (lean.h, "progress") */
-    void *progress_user;
-} lean_quantize_params;
-LEAN_API lean_status lean_quantize_file_params(const char *in_path, const char *out_path,
-                                               const lean_quantize_params *p, lean_error *err);
-
-/* ---- tokenizers (src/core/tokenizer.c) ----
+/* ---- tokenizers (src/text/tokenizer.c) ----
  * Text <-> token ids with the vocabulary a GGUF file carries (its tokenizer.ggml.* keys),
  * giving the ids Hugging Face `tokenizers` gives for the same tokenizer.json. Works on any
  * GGUF with those keys: a model, or a vocabulary-only file (no tensors).
@@ -364,7 +332,7 @@ LEAN_API lean_status lean_text_stream_flush(lean_text_stream *s, const char **te
                                             lean_error *err);
 LEAN_API void lean_text_stream_free(lean_text_stream *s);
 
-/* ---- chat templates (src/core/template.c) ---- */
+/* ---- chat templates (src/template/template.c) ---- */
 
 /* Turning a conversation into the prompt text a model was trained on, by rendering the
  * model's own chat template (tokenizer.chat_template, a Jinja template) exactly as Hugging
@@ -385,7 +353,7 @@ LEAN_API void lean_text_stream_free(lean_text_stream *s);
  * (now_s, UTC), range, dict, namespace; the filter tojson as transformers defines it
  * (json.dumps(x, ensure_ascii=False)).
  *
- * The Jinja subset (src/core/template_*.c say more): {{ }}, {% %}, {# #} with -/+ whitespace
+ * The Jinja subset (src/template/template_*.c say more): {{ }}, {% %}, {# #} with -/+ whitespace
  * control, trim_blocks and lstrip_blocks; if/elif/else, for (else, filtering "if", tuple
  * targets, loop.index/index0/revindex/first/last/length/previtem/nextitem/cycle/changed,
  * break/continue), set (names, tuples, namespace attributes, blocks), macro, filter blocks,

@@ -107,7 +107,7 @@ OLLAMA = [
     ("llama_guard3", "library/llama-guard3:1b", "<|begin_of_text|>", "<|eot_id|>"),
 ]
 
-# lean's fallback (src/core/template.c, lean_chat_template_chatml()): the ChatML template
+# lean's fallback (src/template/template.c, lean_chat_template_chatml()): the ChatML template
 # transformers once used as its default; test_template.c checks the two texts are equal.
 CHATML = ("{% for message in messages %}"
           "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"

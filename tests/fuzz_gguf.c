@@ -15,8 +15,8 @@
  * read again: both parses must be equal, tensor bytes included. A broken promise traps (a
  * crash for libFuzzer). Planting a bug in the reader's overlap check is found in seconds.
  */
-#include "formats.h"
-#include "gguf.h"
+#include "core/formats.h"
+#include "dev/gguf_writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

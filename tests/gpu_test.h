@@ -4,7 +4,8 @@
 #ifndef LEAN_GPU_TEST_H
 #define LEAN_GPU_TEST_H
 
-#include "gpu.h"
+#include "gpu/gpu.h"
+#include "gpu/ops.h"
 #include "test.h"
 
 #include <stdlib.h>
@@ -25,6 +26,30 @@ static inline lean_gpu *test_gpu_open(const char *name) {
     CHECK(st == LEAN_OK, "%s: no WebGPU device (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", name,
           err.msg);
     return st == LEAN_OK ? g : NULL;
+}
+
+/* The argmax kernel, which only tests run (tests/shaders/argmax.wgsl, read from the repository,
+ * the tests' working directory): out[0] (u32) = the argmax of x (n), the lowest index among
+ * equals, in one workgroup of GPU_OP_WG. */
+static inline lean_status test_gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n,
+                                                 gpu_op *op, lean_error *err) {
+    static const char path[] = "tests/shaders/argmax.wgsl";
+    *op = (gpu_op){.wg_x = 1};
+    size_t len = 0;
+    uint8_t *bytes = test_read_file(path, &len);
+    char *text = bytes ? realloc(bytes, len + 1) : NULL;
+    if (!text) {
+        free(bytes);
+        return LEAN_FAIL(err, LEAN_ERR_IO, "%s: cannot read it (run from the repository)", path);
+    }
+    text[len] = 0;
+    const char *src[] = {text};
+    const lean_gpu_const k[] = {{"N", 'u', n}, {"WG", 'u', GPU_OP_WG}};
+    const lean_gpu_bind b[] = {{x, 0, 0}, {out, 0, 0}};
+    lean_status st = lean_gpu_pipeline_create(g, "argmax", src, 1, k, 2, &op->pipe, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, op->pipe, b, 2, "argmax", &op->bg, err);
+    free(text);
+    return st;
 }
 
 #endif

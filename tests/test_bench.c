@@ -13,6 +13,7 @@
  *     and 2 threads (lean.h's promise), for cpu and cpu-ref; an unknown backend or a missing
  *     model is exit status 1.
  */
+#include "dev/lean_dev.h"
 #include "test.h"
 
 #include "../cli/cli.c"

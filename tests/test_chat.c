@@ -21,8 +21,9 @@
  *   allocation  every allocation of create and of a turn failing in turn: LEAN_ERR_NOMEM,
  *               nothing leaks (ASan), the session still works and stays exact
  */
-#include "chat.h"
-#include "gguf.h"
+#include "dev/lean_dev.h"
+#include "core/chat.h"
+#include "dev/gguf_writer.h"
 #include "test.h"
 
 #include <stdatomic.h>

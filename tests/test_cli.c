@@ -14,7 +14,7 @@
  * The model files: the tokenizer-free fixture build/fixtures/llama-q8_0.gguf (ids), and
  * tiny-llama with the Llama 2 vocabulary generated into $TMPDIR (text prompts).
  */
-#include "lean.h"
+#include "dev/lean_dev.h"
 #include "test.h"
 
 #include <stdarg.h>

@@ -12,7 +12,7 @@
  * large generated set can be checked too:
  *   python3 scripts/make_format_vectors.py --out /tmp/v --scale 50 && build/tests/test_formats /tmp/v
  */
-#include "formats.h"
+#include "core/formats.h"
 #include "test.h"
 
 #include <math.h>

@@ -11,7 +11,7 @@
  *               streamed vs mapped loading all give bit-identical logits; errors (context
  *               full, bad ids) change nothing; allocation failures end in NOMEM, no leak.
  */
-#include "backend.h"
+#include "core/backend.h"
 #include "test.h"
 #include "tiny_model.h"
 

@@ -1,4 +1,4 @@
-/* test_generate.c — the model generator and the quantizer (src/core/generate.c).
+/* test_generate.c — the model generator and the quantizer (src/dev/generate.c).
  *
  * Generates the tiny presets in several recipes into $TMPDIR and reads them back with
  * the gguf reader: keys, tensor names / shapes / types (the Q4_K_M layout per tensor),
@@ -12,8 +12,9 @@
  */
 #include "test.h"
 
-#include "formats.h"
-#include "gguf.h"
+#include "dev/lean_dev.h"
+#include "core/formats.h"
+#include "dev/gguf_writer.h"
 
 #include <math.h>
 #include <stdio.h>

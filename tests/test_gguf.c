@@ -1,4 +1,5 @@
-/* test_gguf.c — the GGUF reader, writer and file access (src/core/gguf.c, file.c).
+/* test_gguf.c — the GGUF reader, writer and file access (src/core/gguf.c, file.c;
+ * src/dev/gguf_writer.c).
  *
  * Sections:
  *   1. helpers        an independent byte builder (not the writer), value comparison,
@@ -13,8 +14,8 @@
  *   6. faults         the n-th allocation fails, for every n (reader and writer)
  *   7. writer errors and file access errors
  */
-#include "formats.h"
-#include "gguf.h"
+#include "core/formats.h"
+#include "dev/gguf_writer.h"
 #include "test.h"
 
 #include <inttypes.h>

@@ -16,8 +16,9 @@
  * LEAN_TEST_GPU=0 skips the device part on a machine without them, loudly.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 #include "gpu_test.h"
+#include "gpu/test_hooks.h"
 
 #include <stdlib.h>
 #include <string.h>

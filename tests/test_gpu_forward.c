@@ -21,11 +21,14 @@
  * size; observed differences are ~1e-6).
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
-#include "backend.h"
+#include "core/backend.h"
+#include "core/test_hooks.h"
 #include "fixture.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
-#include "weights.h"
+#include "gpu/ops.h"
+#include "gpu/test_hooks.h"
+#include "gpu/weights.h"
 
 #define N_PROMPT 13
 #define N_GREEDY 32
@@ -68,6 +71,29 @@ static uint64_t fnv1a(const int32_t *ids, int n) {
 
 /* ---- greedy ids against the CPU reference ---- */
 
+/* The GPU's argmax of the context's logits buffer as it is now (gpu_test.h's argmax kernel on
+ * the context's device; a command of its own, waited for). */
+static lean_status gpu_argmax(lean_ctx *c, int32_t n_vocab, int32_t *id, lean_error *err) {
+    lean_backend_state *s = lean_ctx_backend_state(c);
+    lean_gpu *g = lean_backend_gpu_device(s);
+    lean_gpu_buf *out = NULL;
+    gpu_op op = {0};
+    lean_gpu_cmd *cmd = NULL;
+    uint32_t u = 0;
+    lean_status st = lean_gpu_buf_create(g, 4, LEAN_GPU_STORAGE, "argmax", &out, err);
+    if (st == LEAN_OK) st = test_gpu_argmax_create(g, lean_backend_gpu_logits(s), out, n_vocab, &op, err);
+    if (st == LEAN_OK) st = lean_gpu_begin(g, &cmd, err);
+    if (st == LEAN_OK) {
+        gpu_op_record(cmd, &op, 1);
+        st = lean_gpu_submit(cmd, err);
+    }
+    if (st == LEAN_OK) st = lean_gpu_buf_read(g, out, 0, &u, sizeof u, err);
+    gpu_op_free(&op);
+    lean_gpu_buf_free(out);
+    *id = (int32_t)u;
+    return st;
+}
+
 /* The prompt (n_prompt ids; its logits into prompt_logits unless NULL), then N_GREEDY greedy
  * ids into out (the GPU's own argmax when on the GPU). */
 static bool greedy(lean_ctx *c, const int32_t *prompt, int n_prompt, float *prompt_logits, int32_t *out,
@@ -81,7 +107,7 @@ static bool greedy(lean_ctx *c, const int32_t *prompt, int n_prompt, float *prom
         out[i] = fixture_argmax(logits, n_vocab);
         if (gpu) {
             int32_t id = -1;
-            st = lean_backend_gpu_argmax(lean_ctx_backend_state(c), &id, &err);
+            st = gpu_argmax(c, n_vocab, &id, &err);
             CHECK(id == out[i], "step %d: the GPU's argmax %d, the host's over its logits %d", i, id, out[i]);
         }
         if (st == LEAN_OK) st = lean_decode(c, out[i], logits, &err);

@@ -16,7 +16,10 @@
  *     LEAN_ERR_UNSUPPORTED without LEAN_PROFILE and on the CPU.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
-#include "backend.h"
+#include "dev/lean_dev.h"
+#include "core/backend.h"
+#include "core/test_hooks.h"
+#include "gpu/test_hooks.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
 

@@ -11,7 +11,7 @@
  * Tolerances: the value write is exact. The others sum in another order than the reference (a tree over 64 lanes; a streaming softmax), so they are
  * held to a few float32 ulps of the quantities summed: 1e-5 relative for the norms and SwiGLU,
  * 2e-5 absolute for attention outputs (averages of values in [-1, 1]). RoPE's cos and sin are
- * the reference's bits (the table is ref_rope_angles' output), so the rotation would be
+ * the reference's bits (the table is lean_rope_angles' output), so the rotation would be
  * bit-exact but for contraction: a*c - b*s may run as an FMA on a GPU (WGSL allows it), which
  * skips one product's rounding. That moves the result by at most half an ulp of each product
  * plus the final roundings, under 2 ulp(|a c| + |b s|) <= 2 ulp(2) = 4.8e-7 for inputs in
@@ -19,9 +19,10 @@
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "gpu_test.h"
-#include "ops.h"
-#include "ops_ref.h"
-#include "weights.h"
+#include "gpu/ops.h"
+#include "core/rope.h"
+#include "cpu/ops_ref.h"
+#include "gpu/weights.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -138,7 +139,7 @@ static void test_swiglu(int32_t n, int32_t n_tok) {
 static float ulp(float x) { return nextafterf(fabsf(x), INFINITY) - fabsf(x); }
 
 /* qkv_post against forward_ref.c's steps on rows of qkv (q | k | v; pos + n_tok <= n_ctx): per
- * head ref_rmsnorm (norm), ref_rope by ref_rope_angles' table (base 500000, llama3-like
+ * head ref_rmsnorm (norm), ref_rope by lean_rope_angles' table (base 500000, llama3-like
  * factors when asked), q in place, k and v into cache rows pos + t. Every cache row is filled
  * first: the others must stay as they were. v is exact; q and k within the RoPE tolerance (see
  * the top) plus, normed, SwiGLU's 1e-5 relative. */
@@ -173,7 +174,7 @@ static void test_qkv_post(int32_t n_head, int32_t n_head_kv, int32_t head_dim, l
             for (int32_t h = 0; norm && h < n_head + n_head_kv; h++)
                 ref_rmsnorm(q + (int64_t)h * head_dim, q + (int64_t)h * head_dim, nw + (h < n_head ? 0 : head_dim),
                             head_dim, hp.rms_eps);
-            ref_rope_angles(cs, sn, pos + t, head_dim, 500000.0f, ff);
+            lean_rope_angles(cs, sn, pos + t, head_dim, 500000.0f, ff);
             ref_rope(q, n_head, head_dim, style, cs, sn);
             ref_rope(k, n_head_kv, head_dim, style, cs, sn);
             memcpy(krow, k, sizeof(float) * (size_t)kvd);
@@ -418,7 +419,7 @@ static void test_argmax(int32_t n, int32_t first, int32_t second) {
     lean_gpu_buf *bx = buf_of(x, n), *bo = buf_of(NULL, 1);
     gpu_op op = {0};
     lean_error err;
-    lean_status st = gpu_argmax_create(g, bx, bo, n, &op, &err);
+    lean_status st = test_gpu_argmax_create(g, bx, bo, n, &op, &err);
     if (run_op(st, &err, &op, 1)) {
         float f;
         read_back(bo, &f, 1);

@@ -19,7 +19,7 @@
  */
 #include "test.h"
 
-#include "sample.h"
+#include "gpu/sample.h"
 #include "tiny_model.h"
 
 #include <math.h>

@@ -15,8 +15,9 @@
  *     and the heap grows by less than the weights per context (glibc builds without a sanitizer).
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
-#include "backend.h"
-#include "gpu_impl.h"
+#include "core/test_hooks.h"
+#include "gpu/test_hooks.h"
+#include "gpu/gpu_impl.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
 

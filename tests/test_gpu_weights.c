@@ -42,9 +42,9 @@
  * buffers too small). */
 #include "gpu_test.h"
 
-#include "formats.h"
-#include "ops.h"
-#include "weights.h"
+#include "core/formats.h"
+#include "gpu/ops.h"
+#include "gpu/weights.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -33,7 +33,7 @@
  *   attention    scores and weighted sums against double, with the same kind of bound;
  *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
  */
-#include "kernels.h"
+#include "cpu/kernels.h"
 #include "test.h"
 
 #include <math.h>

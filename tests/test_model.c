@@ -4,7 +4,7 @@
  * (tiny_model.h); each test asserts the status and a substring of the message, so a
  * message that stops naming the tensor, key or numbers fails here.
  */
-#include "model.h"
+#include "core/model.h"
 #include "test.h"
 #include "tiny_model.h"
 

@@ -13,7 +13,7 @@
  * paths. Thread counts 2, 3, 4 and 16 (16 > the CPUs here: nobody spins, every wait sleeps);
  * pools created and freed while workers are still waking.
  */
-#include "pool.h"
+#include "cpu/pool.h"
 #include "test.h"
 
 #include <signal.h>

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "cpu/pool.h"
 #include "test.h"
 
 #define WATCHDOG_S 20    /* far above the phases' total (about 4 s); only a hang reaches it */

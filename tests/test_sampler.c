@@ -15,7 +15,7 @@
  *   7. masks, greedy, penalty window, parameter errors, allocation failures
  */
 #include "lean.h"
-#include "sampler.h"
+#include "core/sampler.h"
 #include "test.h"
 
 #include <math.h>

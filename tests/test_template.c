@@ -1,4 +1,4 @@
-/* test_template.c — chat templates (src/core/template*.c) held to jinja2, byte for byte.
+/* test_template.c — chat templates (src/template/template*.c) held to jinja2, byte for byte.
  *
  *   1. jinja2 agreement   every template of tests/data/templates/refs.json (real families'
  *                         chat templates, from npm packages; scripts/make_template_refs.py)
@@ -14,9 +14,10 @@
  *   6. robustness         every prefix and many mutations of real templates: no crash
  *   7. out of memory      the n-th allocation fails for every n: LEAN_ERR_NOMEM, no leak
  */
-#include "json.h"
-#include "model.h"
-#include "template.h"
+#include "template/json.h"
+#include "core/model.h"
+#include "dev/gguf_writer.h"
+#include "template/template.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_tokenizer.c — src/core/tokenizer.c, tokenizer_bpe.c and unicode.c.
+/* test_tokenizer.c — src/text/tokenizer.c, tokenizer_bpe.c and unicode.c.
  *
  * 1. references   every line of tests/data/tokenizer/refs.tsv: the ids HF tokenizers gives
  *                 for a corpus string with a real vocabulary (scripts/make_tokenizer_refs.mjs),
@@ -19,11 +19,12 @@
  * StarCoder's/SmolLM2's pre-tokenizer), llama3.gguf, qwen.gguf (Qwen3; cut to its first
  * 151665 tokens it is Qwen2.5's).
  */
-#include "gguf.h"
-#include "model.h"
+#include "dev/lean_dev.h"
+#include "dev/gguf_writer.h"
+#include "core/model.h"
 #include "test.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,8 +12,8 @@
 #ifndef LEAN_TINY_MODEL_H
 #define LEAN_TINY_MODEL_H
 
-#include "formats.h"
-#include "gguf.h"
+#include "core/formats.h"
+#include "dev/gguf_writer.h"
 #include "test.h"
 
 #include <math.h>

@@ -9,7 +9,7 @@
  *   round trip  write 16 bytes, one dispatch, read 16 bytes back (what a decode step that
  *               needs its result on the host pays at least)
  * Not a test: nothing is asserted. */
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>

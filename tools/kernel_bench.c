@@ -8,7 +8,7 @@
  * Prints one line per format and table: microseconds per call (the best of 5 runs of at least
  * 50 ms each) and the speed-up over generic. Measures; asserts nothing.
  */
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,8 @@
 #ifndef LEAN_BACKEND_H
 #define LEAN_BACKEND_H
 
-#include "model.h"
-#include "sampler.h"
+#include "core/model.h"
+#include "core/sampler.h"
 
 typedef struct lean_backend_model lean_backend_model;
 typedef struct lean_backend_state lean_backend_state;
@@ -88,17 +88,16 @@ extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the re
 extern const lean_backend lean_backend_cpu;     /* src/cpu/forward.c: kernels, threads */
 extern const lean_backend lean_backend_gpu;     /* src/gpu/forward.c: WebGPU */
 
-/* Internal, for tests: the backend a context runs on and its state (session.c). */
-const lean_backend *lean_ctx_backend(const lean_ctx *c);
-lean_backend_state *lean_ctx_backend_state(lean_ctx *c);
-/* Whether the generation in progress runs on the backend (gen_begin took it). */
-bool lean_ctx_gen_resident(const lean_ctx *c);
-/* Internal, for tests, on a lean_backend_gpu state (src/gpu/forward.c): its device, the model's
- * (to lose it with lean_gpu_lose_device, to count its bytes), and the GPU's argmax of its
- * logits buffer as it is now: those of the last forward call that asked for logits, or of a
- * generation's last step (argmax.wgsl, a command of its own; waits for the GPU). */
-struct lean_gpu;
-struct lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
-lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err);
+/* What a lean_ctx_params.backend name runs (src/backends.c, the one place that knows the
+ * list): the backend, its config's isa and hardware_only, and the backend to build instead
+ * when it fails for any reason but out of memory (NULL: none, the failure is the answer). */
+typedef struct lean_backend_choice {
+    const lean_backend *be;
+    const char *isa;     /* for the CPU backend: NULL = the best this CPU runs */
+    bool hardware_only;  /* a GPU backend on a software adapter fails (and falls back) */
+    const lean_backend *fallback;
+} lean_backend_choice;
+/* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". */
+lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean_error *err);
 
 #endif

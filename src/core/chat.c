@@ -20,7 +20,7 @@
  * Sections: buffers · params / create / free · conversation · stop strings ·
  *           submit · step · turn / abort / accessors
  */
-#include "chat.h"
+#include "core/chat.h"
 
 #include <stdatomic.h>
 #include <string.h>

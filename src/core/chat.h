@@ -3,7 +3,7 @@
 #ifndef LEAN_CHAT_H
 #define LEAN_CHAT_H
 
-#include "common.h"
+#include "core/common.h"
 
 /* The next-token logits after the last resident id (n_vocab floats), as the session's
  * lean_ctx computes them; NULL before the first prefill, and during a turn once a drawn id

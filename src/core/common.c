@@ -1,5 +1,5 @@
 /* common.c — error reporting and the allocation table (see common.h). */
-#include "common.h"
+#include "core/common.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * Sections: 1. mmap (POSIX; WASI builds have none and say so), 2. read callbacks.
  * Not here: parsing (gguf.c). Declarations are in gguf.h.
  */
-#include "gguf.h"
+#include "core/gguf.h"
 
 #include <errno.h>
 #include <stdio.h>

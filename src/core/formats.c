@@ -25,7 +25,7 @@
  *   4. Q4_0, Q4_1, Q5_0, Q5_1 (one dequantizer and one quantizer per kind, for 4 or 5 bits)
  *   5. the type table, lean_type_bytes, names
  */
-#include "formats.h"
+#include "core/formats.h"
 
 #include <ctype.h>
 #include <math.h>

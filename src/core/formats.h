@@ -11,7 +11,7 @@
 #ifndef LEAN_FORMATS_H
 #define LEAN_FORMATS_H
 
-#include "common.h"
+#include "core/common.h"
 
 typedef struct lean_type_traits {
     const char *name;      /* "q4_k" */

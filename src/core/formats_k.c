@@ -19,7 +19,7 @@
  *   3. Q4_K, Q5_K (one dequantizer and one quantizer, for 4 or 5 bits)
  *   4. Q6_K
  */
-#include "formats.h"
+#include "core/formats.h"
 
 #include <math.h>
 #include <string.h>

@@ -16,13 +16,14 @@
  *   tensors           name -> lean_tensor, with shape and type checks
  *   weights           binding views to mapped or streamed data
  *   load / free       the two public loaders and their shared tail
- *   info              lean_model_get_info, lean_model_n_vocab
+ *   info              lean_model_get_info, lean_model_n_vocab, its tokenizer, its chat
+ *                     template and the BOS / EOS texts a template is rendered with
  */
-#include "model.h"
+#include "core/model.h"
 
-#include "backend.h"
-#include "formats.h"
-#include "tokenizer.h"
+#include "core/backend.h"
+#include "core/formats.h"
+#include "text/tokenizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -484,3 +485,37 @@ void lean_model_get_info(const lean_model *m, lean_model_info *out) {
 }
 
 int32_t lean_model_n_vocab(const lean_model *m) { return m->hp.n_vocab; }
+
+const lean_tokenizer *lean_model_tokenizer(const lean_model *m) { return m ? m->tokenizer : NULL; }
+
+const char *lean_model_chat_template(const lean_model *m) {
+    if (!m || !m->gguf) return NULL;
+    const gguf_value *v = gguf_find(m->gguf, "tokenizer.chat_template");
+    if (!v || v->type != GGUF_STRING) return NULL;
+    return v->v.str.ptr;
+}
+
+static const char *token_text(const gguf_file *f, const char *id_key) {
+    const gguf_value *id = gguf_find(f, id_key);
+    const gguf_value *toks = gguf_find(f, "tokenizer.ggml.tokens");
+    if (!id || !toks || toks->type != GGUF_ARRAY || toks->v.arr.elem_type != GGUF_STRING) return NULL;
+    uint64_t i;
+    switch (id->type) {
+    case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: i = id->v.u64; break;
+    case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64:
+        if (id->v.i64 < 0) return NULL;
+        i = (uint64_t)id->v.i64;
+        break;
+    default: return NULL;
+    }
+    if (i >= toks->v.arr.count) return NULL;
+    return toks->v.arr.items[i].v.str.ptr;
+}
+
+void lean_chat_params_from_model(const lean_model *m, lean_chat_params *p) {
+    if (!m || !m->gguf || !p) return;
+    const char *bos = token_text(m->gguf, "tokenizer.ggml.bos_token_id");
+    const char *eos = token_text(m->gguf, "tokenizer.ggml.eos_token_id");
+    if (bos) p->bos_token = bos;
+    if (eos) p->eos_token = eos;
+}

@@ -9,8 +9,8 @@
 #ifndef LEAN_MODEL_H
 #define LEAN_MODEL_H
 
-#include "common.h"
-#include "gguf.h"
+#include "core/common.h"
+#include "core/gguf.h"
 
 typedef enum lean_arch { LEAN_ARCH_LLAMA, LEAN_ARCH_QWEN2, LEAN_ARCH_QWEN3 } lean_arch;
 

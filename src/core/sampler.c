@@ -43,7 +43,7 @@
  *   5. sample_reference, and comparing traces
  *   6. the handle      lean_sampler: history window, penalty set, lean_sampler_sample
  */
-#include "sampler.h"
+#include "core/sampler.h"
 
 #include <float.h>
 #include <math.h>

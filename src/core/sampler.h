@@ -16,7 +16,7 @@
 #ifndef LEAN_SAMPLER_H
 #define LEAN_SAMPLER_H
 
-#include "common.h"
+#include "core/common.h"
 
 /* The most candidates sample_reference draws among: with top_k = 0 (off) or top_k > 64 it
  * draws among at most the 64 most likely ids (sampler.c's deviation 4 says what that costs). */

@@ -14,40 +14,12 @@
  *
  * Sections: params · create / free · backend · position · prefill / decode · generation
  */
-#include "backend.h"
+#include "core/backend.h"
+#include "core/test_hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The backends lean_ctx_params.backend names. "gpu" is WebGPU (gpu/forward.c), "cpu" the CPU
- * kernels, "cpu-<isa>" the CPU kernels with one kernel table (kernels.h), "cpu-ref" the
- * reference. "auto" (and NULL) is the ladder: WebGPU on a hardware adapter, else the CPU
- * kernels — when there is no WebGPU library, only a software adapter (llvmpipe, SwiftShader:
- * the CPU kernels are faster), or the GPU backend fails to build for any reason but running
- * out of memory. */
-typedef struct backend_choice {
-    const lean_backend *be;
-    const char *isa; /* for the CPU backend: NULL = the best this CPU runs */
-    bool ladder;     /* auto: a hardware GPU only, and the CPU kernels when it fails */
-} backend_choice;
-
-static bool choose_backend(const char *name, backend_choice *out) {
-    if (!name || !strcmp(name, "auto")) {
-        *out = (backend_choice){&lean_backend_gpu, NULL, true};
-    } else if (!strcmp(name, "gpu")) {
-        *out = (backend_choice){&lean_backend_gpu, NULL, false};
-    } else if (!strcmp(name, "cpu")) {
-        *out = (backend_choice){&lean_backend_cpu, NULL, false};
-    } else if (!strcmp(name, "cpu-ref")) {
-        *out = (backend_choice){&lean_backend_cpu_ref, NULL, false};
-    } else if (!strncmp(name, "cpu-", 4) && name[4]) {
-        *out = (backend_choice){&lean_backend_cpu, name + 4, false};
-    } else {
-        return false;
-    }
-    return true;
-}
 
 /* The model's part for be in sh->part (made now if there is none, or none that serves: a lost
  * device), or in *alone one for this context only; with sh->lock held. */
@@ -130,12 +102,9 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     if (params.n_ctx < 0 || params.n_batch < 0 || params.n_threads < 0)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d), n_batch (%d) and n_threads (%d) must be >= 0",
                          params.n_ctx, params.n_batch, params.n_threads);
-    backend_choice bc;
-    if (!choose_backend(params.backend, &bc))
-        return LEAN_FAIL(err, LEAN_ERR_ARG,
-                         "unknown backend '%s' (auto, gpu, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, "
-                         "cpu-avx512, cpu-neon, cpu-simd128)",
-                         params.backend);
+    lean_backend_choice bc;
+    lean_status st = lean_backend_choose(params.backend, &bc, err);
+    if (st != LEAN_OK) return st;
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
     if (n_ctx > LEAN_MAX_N_CTX)
@@ -151,10 +120,10 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = batch_of(bc.be, params.n_batch, n_ctx),
                     .logits = logits};
     lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = c->n_batch, .n_threads = params.n_threads,
-                               .isa = bc.isa, .hardware_only = bc.ladder};
-    lean_status st = create_state(c->be, m, &cfg, &c->state, err);
-    if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.ladder) { /* out of memory stays an error */
-        c->be = &lean_backend_cpu;
+                               .isa = bc.isa, .hardware_only = bc.hardware_only};
+    st = create_state(c->be, m, &cfg, &c->state, err);
+    if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.fallback) { /* out of memory stays an error */
+        c->be = bc.fallback;
         cfg.n_batch = c->n_batch = batch_of(c->be, params.n_batch, n_ctx);
         st = create_state(c->be, m, &cfg, &c->state, err);
     }
@@ -175,7 +144,7 @@ void lean_ctx_free(lean_ctx *c) {
     lean_free(c);
 }
 
-/* ---- backend (internal: backend.h) ---- */
+/* ---- backend (for tests: test_hooks.h) ---- */
 
 const lean_backend *lean_ctx_backend(const lean_ctx *c) { return c->be; }
 

@@ -23,7 +23,7 @@
  *
  * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
  */
-#include "kernels_shared.h"
+#include "cpu/kernels_shared.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 

@@ -36,11 +36,12 @@
  * Sections: state · create / destroy · regions (token work, matmul groups, attention) ·
  *           forward · table
  */
-#include "backend.h"
+#include "core/backend.h"
+#include "core/rope.h"
 
-#include "kernels.h"
-#include "ops_ref.h"
-#include "pool.h"
+#include "cpu/kernels.h"
+#include "cpu/ops_ref.h"
+#include "cpu/pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -444,8 +445,8 @@ static void embed_token(lean_backend_state *s, int32_t t, const void *varg) {
     const lean_model *m = s->m;
     const int32_t half = m->hp.head_dim / 2;
     ref_embed_row(s->x + (int64_t)t * m->hp.n_embd, &m->tok_embd, a->ids[t]);
-    ref_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, a->pos + t, m->hp.head_dim,
-                    m->hp.rope_base, m->rope_freqs.data ? f32(&m->rope_freqs) : NULL);
+    lean_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, a->pos + t, m->hp.head_dim,
+                     m->hp.rope_base, m->rope_freqs.data ? f32(&m->rope_freqs) : NULL);
 }
 
 static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos) {

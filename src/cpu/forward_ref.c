@@ -19,9 +19,10 @@
  *
  * Sections: state · create / destroy · blocks (embed, attention, ffn) · forward · table
  */
-#include "backend.h"
+#include "core/backend.h"
+#include "core/rope.h"
 
-#include "ops_ref.h"
+#include "cpu/ops_ref.h"
 
 #include <math.h>
 
@@ -148,8 +149,8 @@ static void rope_angles(lean_backend_state *s, int32_t n, int32_t pos) {
     const int32_t half = hp->head_dim / 2;
     const float *ff = s->m->rope_freqs.data ? f32(&s->m->rope_freqs) : NULL;
     for (int32_t t = 0; t < n; t++)
-        ref_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, pos + t,
-                        hp->head_dim, hp->rope_base, ff);
+        lean_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, pos + t,
+                         hp->head_dim, hp->rope_base, ff);
 }
 
 /* Per-head RMSNorm of x (n_heads, head_dim) with w (head_dim): qwen3's q/k norm. */

@@ -57,7 +57,7 @@
 #ifndef LEAN_KERNELS_H
 #define LEAN_KERNELS_H
 
-#include "formats.h"
+#include "core/formats.h"
 
 #include <stddef.h>
 #include <stdint.h>

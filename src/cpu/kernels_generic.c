@@ -19,7 +19,7 @@
  *           matmul drivers (and lean_matmul_tiles, kernels_shared.h's) · attention · table ·
  *           choosing a table
  */
-#include "kernels_shared.h"
+#include "cpu/kernels_shared.h"
 
 #include <math.h>
 #include <string.h>

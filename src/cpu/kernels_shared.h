@@ -7,7 +7,7 @@
 #ifndef LEAN_KERNELS_SHARED_H
 #define LEAN_KERNELS_SHARED_H
 
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 /* The steps below are the bits of the generic table and those that share them: no
  * contraction into FMA, which clang does by default within an expression (gcc's -std=c11

@@ -8,9 +8,9 @@
  *
  * Sections: reductions · weights (matmul, embedding) · position (RoPE) · activations
  */
-#include "ops_ref.h"
+#include "cpu/ops_ref.h"
 
-#include "formats.h"
+#include "core/formats.h"
 
 #include <math.h>
 
@@ -66,18 +66,6 @@ void ref_embed_row(float *out, const lean_tensor *E, int32_t id) {
 }
 
 /* ---- position ---- */
-
-void ref_rope_angles(float *cos_out, float *sin_out, int32_t pos, int32_t head_dim, float base,
-                     const float *freq_factors) {
-    const float theta_scale = powf(base, -2.0f / (float)head_dim);
-    float theta = (float)pos; /* pos * theta_scale^i, for i = 0, 1, ... */
-    for (int32_t i = 0; i < head_dim / 2; i++) {
-        const float th = freq_factors ? theta / freq_factors[i] : theta;
-        cos_out[i] = cosf(th);
-        sin_out[i] = sinf(th);
-        theta *= theta_scale;
-    }
-}
 
 void ref_rope(float *x, int32_t n_heads, int32_t head_dim, lean_rope_style style,
               const float *cos_t, const float *sin_t) {

@@ -10,7 +10,7 @@
 #ifndef LEAN_OPS_REF_H
 #define LEAN_OPS_REF_H
 
-#include "model.h"
+#include "core/model.h"
 
 /* sum_i a[i] * b[i], accumulated in float in index order. */
 float ref_dot(const float *a, const float *b, int64_t n);
@@ -30,15 +30,9 @@ void ref_add_bias(float *x, const float *b, int32_t n_tok, int64_t n);
 /* out (cols) = row `id` of E (rows, cols), dequantized. */
 void ref_embed_row(float *out, const lean_tensor *E, int32_t id);
 
-/* The rotation angles of one position, as llama.cpp computes them:
- *   theta_scale = base^(-2 / head_dim),  theta_i = pos * theta_scale^i / freq_factor_i
- * (theta_scale^i by repeated multiplication in float, like ggml's rope cache).
- * cos_out, sin_out: (head_dim / 2). freq_factors: (head_dim / 2) or NULL (all 1). */
-void ref_rope_angles(float *cos_out, float *sin_out, int32_t pos, int32_t head_dim, float base,
-                     const float *freq_factors);
-
 /* Rotates every head of x (n_heads, head_dim) by the angles of one position.
- * NORM pairs (2i, 2i+1); NEOX pairs (i, i + head_dim/2) — see lean_rope_style. */
+ * NORM pairs (2i, 2i+1); NEOX pairs (i, i + head_dim/2) — see lean_rope_style.
+ * cos_t, sin_t: (head_dim / 2), the position's angles (lean_rope_angles, core/rope.h). */
 void ref_rope(float *x, int32_t n_heads, int32_t head_dim, lean_rope_style style,
               const float *cos_t, const float *sin_t);
 

@@ -25,7 +25,7 @@
  *
  * Sections: single-thread build · pthreads build (state, claiming, workers, create / free, run)
  */
-#include "pool.h"
+#include "cpu/pool.h"
 
 #if defined(__wasi__) && !defined(_REENTRANT)
 

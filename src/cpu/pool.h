@@ -27,7 +27,7 @@
 #ifndef LEAN_POOL_H
 #define LEAN_POOL_H
 
-#include "common.h"
+#include "core/common.h"
 
 typedef struct lean_pool lean_pool;
 

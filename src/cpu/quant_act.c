@@ -11,7 +11,7 @@
  *
  * Sections: formats · quantizers
  */
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 #include <math.h>
 #include <string.h>

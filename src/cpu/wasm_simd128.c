@@ -25,7 +25,7 @@
  *
  * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
  */
-#include "kernels_shared.h"
+#include "cpu/kernels_shared.h"
 
 #if defined(__wasm_simd128__)
 

@@ -29,11 +29,11 @@
  * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · exponentials ·
  *           activation quantization · table
  */
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 #if defined(__x86_64__)
 
-#include "x86_tiles.h"
+#include "cpu/x86_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>

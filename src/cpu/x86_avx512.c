@@ -27,11 +27,11 @@
  *
  * Sections: helpers · legacy formats · K-quants · attention · table
  */
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 #if defined(__x86_64__)
 
-#include "x86_tiles.h"
+#include "cpu/x86_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>

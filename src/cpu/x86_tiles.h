@@ -19,7 +19,7 @@
 #ifndef LEAN_X86_TILES_H
 #define LEAN_X86_TILES_H
 
-#include "kernels.h"
+#include "cpu/kernels.h"
 
 /* A matmul entry point's arguments (kernels.h's LEAN_MATMUL_ARGS), passed on with the
  * pointers as bytes. */

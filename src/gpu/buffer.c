@@ -5,7 +5,7 @@
  * READBACK = MapRead|CopyDst (WebGPU allows MapRead only with CopyDst). A read of a STORAGE
  * buffer copies the range into g->staging (grown on demand, at most STAGING_MAX bytes, so a
  * larger read goes in pieces) and maps that; a READBACK buffer is mapped directly. */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #include <stdio.h>
 

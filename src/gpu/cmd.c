@@ -5,7 +5,7 @@
  * the pass. WebGPU defers recording errors to wgpuCommandEncoderFinish, so lean_gpu_submit
  * runs Finish and Submit inside error scopes and reports the first error there; a NULL
  * argument to a recording call is remembered the same way. */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #include <stdio.h>
 

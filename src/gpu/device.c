@@ -1,7 +1,8 @@
 /* device.c — the WebGPU instance, adapter and device behind a lean_gpu, and how errors and
  * waits work for everything else in src/gpu.
  *
- * Sections: errors and waits | adapter | device | info and describe | open, close, loss.
+ * Sections: errors and waits | adapter | device | info, kernel variants and describe |
+ * open, close, loss.
  *
  * Adapter choice: a high-performance adapter at the default (core) feature level first
  * (when a Vulkan loader is there to find one). On a machine without a GPU driver Dawn
@@ -13,7 +14,8 @@
  *
  * Waiting: the instance is created with timed waits, and every asynchronous call uses
  * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
+#include "gpu/test_hooks.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -318,6 +320,41 @@ const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g) {
     return &g->info;
 }
 
+/* ---- kernel variants: which the device's features allow (gpu.h) ---- */
+
+/* Where the device has subgroups of one size (min = max: every pipeline then gets that size,
+ * so all kernels sum alike) and LEAN_SUBGROUPS is not 0, the reductions run over them (on
+ * the H200: decode 4% faster than reduce.wgsl's trees at smollm2-360m,
+ * docs/runs/2026-12-03-gpu-h200-decode.md). */
+uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
+    const lean_gpu_info *in = lean_gpu_get_info(g);
+    const char *env = getenv("LEAN_SUBGROUPS");
+    const bool fixed = in->subgroups && in->subgroup_min_size > 0 && in->subgroup_min_size == in->subgroup_max_size;
+    return fixed && !(env && strcmp(env, "0") == 0) ? in->subgroup_min_size : 0;
+}
+
+/* The f16 path (matmul_tiled over tiled_f16.wgsl) where the device grants shader-f16 and
+ * LEAN_F16 is not 0. */
+bool lean_gpu_f16(const lean_gpu *g) {
+    const char *env = getenv("LEAN_F16");
+    return lean_gpu_get_info(g)->shader_f16 && !(env && strcmp(env, "0") == 0);
+}
+
+/* The 8-bit prefill (matmul_tiled_i8.wgsl for Q8_0 and Q4_0 weights) where WGSL has packed
+ * dot products and, by default, the adapter is hardware that has them as instructions as far
+ * as we know: not a software adapter (llvmpipe, SwiftShader) and not Apple's (Metal has no
+ * 8-bit dot product, so Dawn writes each as a dozen integer operations there). LEAN_GPU_INT8=0
+ * turns it off, 1 on (given the feature). */
+bool lean_gpu_int8(const lean_gpu *g) {
+    const lean_gpu_info *in = lean_gpu_get_info(g);
+    return in->packed_dot && lean_gpu_switch("LEAN_GPU_INT8", !in->software && strncmp(in->vendor, "apple", 5) != 0);
+}
+
+bool lean_gpu_switch(const char *name, bool dflt) {
+    const char *e = getenv(name);
+    return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
+}
+
 void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
     const lean_gpu_info *in = &g->info;
     char subgroup[48] = "";
@@ -444,7 +481,11 @@ void lean_gpu_lose_device(lean_gpu *g) {
 void lean_gpu_close(lean_gpu *g) {
     if (!g) return;
     gpu_profile_close(g);
-    while (g->groups) lean_gpu_bindgroup_free(g->groups);
+    for (lean_gpu_bindgroup *bg = g->groups, *next; bg; bg = next) {
+        next = bg->next;
+        g->w.BindGroupRelease(bg->group);
+        lean_free(bg);
+    }
     while (g->bufs) lean_gpu_buf_free(g->bufs);
     for (lean_gpu_pipeline *p = g->pipelines, *next; p; p = next) {
         next = p->next;

@@ -41,11 +41,12 @@
  * Sections: state · create / destroy (the model's part, a context's) · recording · forward · generation ·
  * profile · test accessors · table (each call holding the device's lock)
  */
-#include "backend.h"
+#include "core/backend.h"
 
-#include "ops.h"
-#include "sample.h"
-#include "weights.h"
+#include "gpu/ops.h"
+#include "gpu/sample.h"
+#include "gpu/test_hooks.h"
+#include "gpu/weights.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -144,9 +145,8 @@ struct lean_backend_state {
     lean_gpu_buf *part;         /* prefill matmuls' partial sums (gpu_mm_out), NULL if none splits */
     lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
     lean_gpu_buf *logits;       /* (n_vocab) */
-    lean_gpu_buf *next_id;      /* (1) u32: argmax of logits */
     gpu_get_rows *embed;
-    gpu_op norm_out, argmax;
+    gpu_op norm_out;
     gpu_matmul *mm_out;
     gpu_gen gen;
 };
@@ -194,9 +194,8 @@ static void free_state(lean_backend_state *s) {
     gpu_get_rows_free(s->embed);
     gpu_matmul_free(s->mm_out);
     gpu_op_free(&s->norm_out);
-    gpu_op_free(&s->argmax);
-    lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,      s->qkv,
-                            s->att,        s->gate, s->up,    s->x_last, s->logits, s->next_id, s->part};
+    lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,
+                            s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(s);
 }
@@ -263,8 +262,7 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
         (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
         (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
-        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
-        (st = new_buf(s, 1, 1, "next_id", &s->next_id, err)))
+        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)))
         return st;
     /* no split where the parts would pass what one binding holds (a large n_batch on a device
      * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
@@ -399,7 +397,7 @@ static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err
     return st;
 }
 
-/* Embedding, final norm, logits, and the argmax (for lean_backend_gpu_argmax only). */
+/* Embedding, final norm, logits. */
 static lean_status make_ends(lean_backend_state *s, lean_error *err) {
     const lean_model *m = s->m;
     const lean_backend_model *bm = s->bm;
@@ -410,7 +408,6 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
                                 &s->norm_out, err);
     const gpu_mm_out logits = {.y = s->logits};
     if (!st) st = gpu_matmul_create(s->g, out, 1, s->step1, &(gpu_mm_in){.x = s->x_last}, &logits, &s->mm_out, err);
-    if (!st) st = gpu_argmax_create(s->g, s->logits, s->next_id, m->hp.n_vocab, &s->argmax, err);
     return st;
 }
 
@@ -697,26 +694,10 @@ static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text,
     return LEAN_OK;
 }
 
-/* ---- test accessors ---- */
+/* ---- for tests (test_hooks.h) ---- */
 
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
-
-/* its own command: the argmax is no part of a forward call (one workgroup over the whole
- * vocabulary took 0.2 ms on the H200, on every call with logits) */
-lean_status lean_backend_gpu_argmax(lean_backend_state *s, int32_t *id, lean_error *err) {
-    uint32_t u = 0;
-    lean_gpu_cmd *c = NULL;
-    lean_mutex_lock(&s->bm->lock);
-    lean_status st = lean_gpu_begin(s->g, &c, err);
-    if (st == LEAN_OK) {
-        gpu_op_record(c, &s->argmax, 1);
-        st = lean_gpu_submit(c, err);
-    }
-    if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->next_id, 0, &u, sizeof u, err);
-    lean_mutex_unlock(&s->bm->lock);
-    *id = (int32_t)u;
-    return st;
-}
+lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s) { return s->logits; }
 
 static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const lean_gpu_info *in = lean_gpu_get_info(s->g);

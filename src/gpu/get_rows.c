@@ -2,7 +2,7 @@
  * ids[t] of a weight in its own block format, dequantized to F32 by shaders/get_rows.wgsl with
  * formats.wgsl's decoders (the reference's operations, so every value is exact). Its CPU twin:
  * ops_ref.c's ref_embed_row (the format's dequantizer, src/core/formats.c). */
-#include "weight_kernel.h"
+#include "gpu/weight_kernel.h"
 
 enum { ROWS_WG = 64 }; /* chunks a workgroup */
 

@@ -14,7 +14,7 @@
 #ifndef LEAN_GPU_H
 #define LEAN_GPU_H
 
-#include "common.h"
+#include "core/common.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -120,7 +120,7 @@ const char *lean_gpu_reduce_shader(lean_gpu *g);
 /* Whether prefill's matmuls take the f16 path (tiled_f16.wgsl): the device grants shader-f16
  * and LEAN_F16 is not 0 (LEAN_F16=0 forces the F32 path everywhere). */
 bool lean_gpu_f16(const lean_gpu *g);
-/* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (pipeline.c says when) */
+/* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (device.c says when) */
 bool lean_gpu_int8(const lean_gpu *g);
 /* a kernel variant's switch: environment variable name's "0" or "1", else dflt */
 bool lean_gpu_switch(const char *name, bool dflt);
@@ -183,9 +183,5 @@ bool lean_gpu_profiling(const lean_gpu *g);
 /* Writes (NUL-terminated, at most cap bytes) dispatches and each kernel's calls and GPU time
  * since the last report, divided by steps (1: totals), longest first, and starts afresh. */
 void lean_gpu_profile_report(lean_gpu *g, int64_t steps, char *text, size_t cap);
-
-/* Tests only: destroys the device now, as a driver reset would; every later call fails with
- * LEAN_ERR_DEVICE. */
-void lean_gpu_lose_device(lean_gpu *g);
 
 #endif

@@ -1,8 +1,8 @@
 /* gpu_impl.h — what the files implementing gpu.h over webgpu.h share (not for callers of
  * gpu.h): the objects behind the opaque handles, the library loader, waiting on futures and
  * error scopes. Files: native.c (finding and loading the library), device.c (instance,
- * adapter, device, errors, waits), buffer.c, pipeline.c (pipelines, bind groups, shaders),
- * cmd.c (recording and submitting).
+ * adapter, device, errors, waits, kernel variants), buffer.c, pipeline.c (pipelines, bind
+ * groups, shaders), cmd.c (recording and submitting).
  *
  * Ownership: g owns every buffer, pipeline and bind group made on it; each sits in one of g's
  * lists, so lean_gpu_close frees whatever the caller has not (nothing may be used after it).
@@ -12,8 +12,8 @@
 #ifndef LEAN_GPU_IMPL_H
 #define LEAN_GPU_IMPL_H
 
-#include "gpu.h"
-#include "webgpu.h"
+#include "gpu/gpu.h"
+#include "gpu/webgpu.h"
 
 #include <string.h>
 

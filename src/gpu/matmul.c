@@ -9,9 +9,9 @@
  * Sections: 1. kernel shapes  2. outputs and bindings  3. matmul_vec (decode)
  *           4. matmul_tiled (prefill) and its split  5. checks, create, record
  */
-#include "weight_kernel.h"
+#include "gpu/weight_kernel.h"
 
-#include "ops.h" /* GPU_OP_WG: rmsnorm's workgroup, whose order a normed matmul keeps */
+#include "gpu/ops.h" /* GPU_OP_WG: rmsnorm's workgroup, whose order a normed matmul keeps */
 
 #include <stdio.h>
 #include <stdlib.h>

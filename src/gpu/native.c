@@ -16,7 +16,7 @@
 #ifndef __wasi__
 #define _GNU_SOURCE /* dladdr */
 #endif
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,11 +6,11 @@
  * in @binding order, and its workgroup counts.
  * What it does not: decide which ops a model runs (forward.c) or own any buffer.
  *
- * Sections: common · norms and element-wise ops · position · attention · argmax
+ * Sections: common · norms and element-wise ops · position · attention
  */
-#include "ops.h"
+#include "gpu/ops.h"
 
-#include "ops_ref.h"
+#include "core/rope.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +104,7 @@ lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, 
         const int32_t n = n_ctx - p0 < ROPE_CHUNK ? n_ctx - p0 : ROPE_CHUNK;
         for (int32_t t = 0; t < n; t++) {
             float *row = rows + (int64_t)t * head_dim;
-            ref_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, base, freq_factors);
+            lean_rope_angles(row, row + head_dim / 2, p0 + t, head_dim, base, freq_factors);
         }
         st = lean_gpu_buf_write(g, *out, (uint64_t)p0 * row_bytes, rows, (uint64_t)n * row_bytes, err);
     }
@@ -264,13 +264,4 @@ void gpu_attention_free(gpu_attention *a) {
     gpu_op_free(&a->main);
     gpu_op_free(&a->combine);
     gpu_op_free(&a->tiled);
-}
-
-/* ---- argmax ---- */
-
-lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
-                              lean_error *err) {
-    const lean_gpu_const k[] = {{"N", 'u', n}};
-    lean_gpu_buf *b[] = {x, out};
-    return make_op(g, "argmax", 0, k, 1, b, 2, 1, false, op, err);
 }

@@ -1,6 +1,6 @@
 /* ops.h — the forward pass's kernels other than matmul and the embedding gather (weights.h):
- * RMSNorm, the QKV post-processing (head norms, RoPE, the KV writes), attention, SwiGLU and
- * argmax (the residual and bias adds are matmul output modes, weights.h). Each is made once at
+ * RMSNorm, the QKV post-processing (head norms, RoPE, the KV writes), attention and SwiGLU
+ * (the residual and bias adds are matmul output modes, weights.h). Each is made once at
  * load — a pipeline (shared through gpu.h's cache) and a bind group over fixed buffers — and
  * recorded per call for the call's n_tok tokens.
  *
@@ -17,8 +17,8 @@
 #ifndef LEAN_GPU_OPS_H
 #define LEAN_GPU_OPS_H
 
-#include "gpu.h"
-#include "model.h"
+#include "gpu/gpu.h"
+#include "core/model.h"
 
 #define GPU_OP_WG 64 /* invocations per workgroup, every kernel here */
 
@@ -60,10 +60,6 @@ lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, 
 lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
                                 lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
                                 gpu_op *op, lean_error *err);
-
-/* out[0] (u32) = argmax of x (n), lowest index among equals. One workgroup. */
-lean_status gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, lean_gpu_buf *out, int32_t n, gpu_op *op,
-                              lean_error *err);
 
 /* Causal grouped-query attention of the call's queries q (n_tok rows of q_stride floats, the
  * heads first: q_dim) over one layer's

@@ -14,7 +14,7 @@
  *
  * Only one command buffer is recorded at a time on a device (gpu.h's model), so the labels
  * of the one being recorded live here. */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

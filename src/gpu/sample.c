@@ -18,7 +18,7 @@
  *
  * Sections: layout · making the kernels · create, reset, record, trace · the adapter check · free
  */
-#include "sample.h"
+#include "gpu/sample.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -19,8 +19,8 @@
 #ifndef LEAN_GPU_SAMPLE_H
 #define LEAN_GPU_SAMPLE_H
 
-#include "gpu.h"
-#include "sampler.h"
+#include "gpu/gpu.h"
+#include "core/sampler.h"
 
 /* Written instead of an id when no id has a finite (penalized) logit. */
 #define GPU_SAMPLE_NO_ID 0xffffffffu

@@ -23,7 +23,7 @@
  * into a malloc'd block that lives until the buffer is unmapped, destroyed or released.
  *
  * Only in the wasm32 build (native.c is the other one). */
-#include "gpu_impl.h"
+#include "gpu/gpu_impl.h"
 
 #ifdef __wasi__
 

@@ -8,9 +8,9 @@
  *
  * Sections: shape constants · a mixed stack's glue · the pipeline · device checks
  */
-#include "weight_kernel.h"
+#include "gpu/weight_kernel.h"
 
-#include "formats.h"
+#include "core/formats.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #ifndef LEAN_GPU_WEIGHT_KERNEL_H
 #define LEAN_GPU_WEIGHT_KERNEL_H
 
-#include "weights.h"
+#include "gpu/weights.h"
 
 /* The GPU side of a format: weights per chunk (formats.wgsl), and the byte offset of the f16
  * scale cut out of each block (-1: the blocks are uploaded as they are). The WGSL helpers are

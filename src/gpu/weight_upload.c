@@ -41,9 +41,9 @@
  * once for all rows): the nibble formats' order (col_nib), so a Q8_0 part's 32 quants are
  * stored in that order (byte 8k + i of a block holds the weight of column col_nib(k, i)).
  */
-#include "weight_kernel.h"
+#include "gpu/weight_kernel.h"
 
-#include "formats.h"
+#include "core/formats.h"
 
 #include <string.h>
 

@@ -11,8 +11,8 @@
 #ifndef LEAN_GPU_WEIGHTS_H
 #define LEAN_GPU_WEIGHTS_H
 
-#include "gpu.h"
-#include "model.h"
+#include "gpu/gpu.h"
+#include "core/model.h"
 
 /* A stack of matrices in different 32-weight block formats (gpu_weight_upload_stacked): rows
  * before end are part p's (after the previous part's), found at row + gap of the layout. */

@@ -11,7 +11,7 @@
 #ifndef LEAN_JSON_H
 #define LEAN_JSON_H
 
-#include "common.h"
+#include "core/common.h"
 
 #define JSON_MAX_DEPTH 64
 

@@ -4,7 +4,7 @@
  * json_free and json_get. Recursive descent, one level of C recursion per nesting level,
  * bounded by JSON_MAX_DEPTH. Arrays and objects grow by doubling (lean_realloc), so a
  * document of B bytes costs O(B) memory. */
-#include "json.h"
+#include "template/json.h"
 
 #include <stdlib.h>
 #include <string.h>

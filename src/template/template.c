@@ -1,5 +1,6 @@
-/* template.c — chat templates: the public API (lean_chat_*), the ChatML fallback, reading a
- * model's template, and the engine's shared plumbing (arena, errors, buffers, UTF-8).
+/* template.c — chat templates: the public API (lean_chat_*), the ChatML fallback
+ * and the engine's shared plumbing (arena, errors, buffers, UTF-8); the model's template
+ * and its BOS / EOS texts are read in core/model.c.
  *
  * What it does: lean_chat_render_ex parses the template (template_parse.c), builds the
  * variables transformers passes (messages, add_generation_prompt, bos_token, eos_token,
@@ -11,12 +12,11 @@
  *   1. the arena        one bump allocator per render, chunks from lean_malloc
  *   2. errors           tj_fail: the first failure, with the template position
  *   3. buffers, UTF-8   growable output, code point decoding, Python's whitespace
- *   4. the public API   render, ChatML, the model's template and tokens, JSON messages
+ *   4. the public API   render, ChatML, JSON messages
  */
-#include "template.h"
+#include "template/template.h"
 
-#include "json.h"
-#include "model.h"
+#include "template/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -338,38 +338,6 @@ lean_status lean_chat_render(const char *template_source, const lean_chat_messag
     p.bos_token = bos_token;
     p.eos_token = eos_token;
     return lean_chat_render_ex(template_source, messages, n, &p, out, out_len, err);
-}
-
-const char *lean_model_chat_template(const lean_model *m) {
-    if (!m || !m->gguf) return NULL;
-    const gguf_value *v = gguf_find(m->gguf, "tokenizer.chat_template");
-    if (!v || v->type != GGUF_STRING) return NULL;
-    return v->v.str.ptr;
-}
-
-static const char *token_text(const gguf_file *f, const char *id_key) {
-    const gguf_value *id = gguf_find(f, id_key);
-    const gguf_value *toks = gguf_find(f, "tokenizer.ggml.tokens");
-    if (!id || !toks || toks->type != GGUF_ARRAY || toks->v.arr.elem_type != GGUF_STRING) return NULL;
-    uint64_t i;
-    switch (id->type) {
-    case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64: i = id->v.u64; break;
-    case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64:
-        if (id->v.i64 < 0) return NULL;
-        i = (uint64_t)id->v.i64;
-        break;
-    default: return NULL;
-    }
-    if (i >= toks->v.arr.count) return NULL;
-    return toks->v.arr.items[i].v.str.ptr;
-}
-
-void lean_chat_params_from_model(const lean_model *m, lean_chat_params *p) {
-    if (!m || !m->gguf || !p) return;
-    const char *bos = token_text(m->gguf, "tokenizer.ggml.bos_token_id");
-    const char *eos = token_text(m->gguf, "tokenizer.ggml.eos_token_id");
-    if (bos) p->bos_token = bos;
-    if (eos) p->eos_token = eos;
 }
 
 void lean_chat_messages_free(lean_chat_message *messages, size_t n) {

@@ -15,8 +15,8 @@
  * Filters that return generators in jinja2 (select, reject, map, unique, batch, slice,
  * items, reverse) return a TJ_L_GEN list: truthy, without len(), consumed by one iteration.
  */
-#include "template.h"
-#include "unicode.h"
+#include "template/template.h"
+#include "text/unicode.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * 2. properties (category, White_Space, combining class: binary searches over runs),
  * 3. NFC (decompose, order the combining marks, compose; Hangul by arithmetic).
  * Not here: anything about tokens (tokenizer*.c). The tables: unicode_tables.c. */
-#include "unicode.h"
+#include "text/unicode.h"
 
 #include <string.h>
 

@@ -13,8 +13,8 @@
  *   3. formatting    str(), repr(), float repr, json.dumps, % and str.format
  *   4. methods       the method table, then str, dict, list and loop methods
  */
-#include "template.h"
-#include "unicode.h"
+#include "template/template.h"
+#include "text/unicode.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -2,6 +2,7 @@
 // (as the CPU's greedy pick). One workgroup: lane k scans k, k + WG, ... keeping the first
 // maximum, then a tree over the lanes keeps the larger value, or the lower index on a tie.
 // Constants: N, WG.
+// Only the tests run it (tests/gpu_test.h): the runtime draws on the GPU with sample_*.wgsl.
 @group(0) @binding(0) var<storage, read> x: array<f32>;        // (N)
 @group(0) @binding(1) var<storage, read_write> out: array<u32>; // (1)
 

@@ -24,7 +24,7 @@
 #ifndef LEAN_TEMPLATE_H
 #define LEAN_TEMPLATE_H
 
-#include "common.h"
+#include "core/common.h"
 
 #include <stdbool.h>
 #include <stddef.h>

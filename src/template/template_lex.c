@@ -12,7 +12,7 @@
  *   2. lexer    data, {{ }}, {% %}, {# #}, raw; -/+ whitespace control; names, numbers,
  *               strings, operators; brackets balanced (an end tag inside brackets is not one)
  */
-#include "template.h"
+#include "template/template.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * Positions: line and column (1-based, columns in bytes) of the token that starts each
  * node; every error names them.
  */
-#include "template.h"
+#include "template/template.h"
 
 #include <math.h>
 #include <stdarg.h>

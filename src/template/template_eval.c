@@ -18,7 +18,7 @@
  * blocks and with get their own frames; if does not. Lookup walks the frames outward,
  * then the render variables, then the globals (range, namespace, raise_exception, ...).
  */
-#include "template.h"
+#include "template/template.h"
 
 #include <math.h>
 #include <stdio.h>

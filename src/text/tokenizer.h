@@ -22,8 +22,8 @@
 #ifndef LEAN_TOKENIZER_H
 #define LEAN_TOKENIZER_H
 
-#include "common.h"
-#include "gguf.h"
+#include "core/common.h"
+#include "core/gguf.h"
 
 #define LEAN_TOK_MAX_TOKENS (1 << 22)   /* ids fit in int32 with room; model.c's MAX_VOCAB */
 #define LEAN_TOK_MAX_MERGES (1 << 24)

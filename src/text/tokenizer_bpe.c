@@ -21,8 +21,8 @@
  * Costs: O(n log n) per word for the merges (n bytes); pre-tokenizing is O(n) with one
  * category lookup per character.
  */
-#include "tokenizer.h"
-#include "unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 #include <string.h>
 

@@ -21,10 +21,9 @@
  *   5. decoding        ids -> bytes -> text; the text stream
  *   6. accessors       counts, token strings, special ids, end of generation
  */
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
-#include "model.h"
-#include "unicode.h"
+#include "text/unicode.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -558,8 +557,6 @@ lean_status lean_tokenizer_for_model(const gguf_file *f, lean_tokenizer **out, l
     *out = t;
     return LEAN_OK;
 }
-
-const lean_tokenizer *lean_model_tokenizer(const lean_model *m) { return m ? m->tokenizer : NULL; }
 
 lean_status lean_tokenizer_check(const lean_tokenizer *t, lean_error *err) {
     if (!t) return LEAN_FAIL(err, LEAN_ERR_ARG, "no tokenizer (NULL)");

@@ -27,9 +27,10 @@
  *   6. lean_generate_model
  *   7. lean_quantize_file
  */
-#include "common.h"
-#include "formats.h"
-#include "gguf.h"
+#include "dev/lean_dev.h"
+#include "core/common.h"
+#include "core/formats.h"
+#include "dev/gguf_writer.h"
 
 #include <errno.h>
 #include <math.h>

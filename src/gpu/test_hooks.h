@@ -1,0 +1,19 @@
+/* test_hooks.h — what the GPU backend exposes only for its tests. They stay in the library
+ * because they reach state its files keep private: a lean_backend_gpu state (gpu/forward.c)
+ * and the device inside a lean_gpu (device.c, which also loses the device when it closes). */
+#ifndef LEAN_GPU_TEST_HOOKS_H
+#define LEAN_GPU_TEST_HOOKS_H
+
+#include "core/backend.h"
+#include "gpu/gpu.h"
+
+/* On a lean_backend_gpu state: its device, and its logits buffer ((n_vocab) F32: those of the
+ * last forward call that asked for logits, or of a generation's last step). */
+lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
+lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s);
+
+/* Destroys the device now, as a driver reset would; every later call fails with
+ * LEAN_ERR_DEVICE. */
+void lean_gpu_lose_device(lean_gpu *g);
+
+#endif
