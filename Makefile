@@ -194,6 +194,7 @@ clean:
 # ---- fuzzing: tests/fuzz_<target>.c (libFuzzer; clang only), seeds in tests/data/fuzz_<target>/ ----
 #   gguf       the GGUF reader (and the writer, round trip)
 #   template   the chat-template engine: an arbitrary template over arbitrary JSON messages
+#              (tests/data/fuzz_template.dict: Jinja's words, passed as -dict)
 #   tokenizer  tokenize / detokenize / text stream / lean_chat_tokenize on build/vocab/ (test-data)
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
@@ -234,7 +235,8 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
 	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
 	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / 4 )) s, inputs <= $$len bytes"; \
-	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \
+	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
+	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \
 	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/$$t-; \
 	done
 

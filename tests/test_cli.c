@@ -9,6 +9,8 @@
  *   - a missing file says why (strerror), not the limit
  *   - chat's messages: a line of the limit + 1 bytes is dropped (-2) and the next message is
  *     read as usual; continued lines ('\' at the end) and CRLF are joined as before
+ * lean-test: native-only (64 MiB inputs read whole; Node's wasm runtime has been seen to crash
+ * growing memory much past 100 MB, see test_tokenizer.c)
  */
 #include "test.h"
 

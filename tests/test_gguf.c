@@ -968,6 +968,7 @@ static void test_memory_bound(void) {
     EXPECT_LIMIT(st, e, "2^24 empty strings");
     CHECK(strstr(e.msg, "key 'k': array at offset"), "%s", e.msg);
     free(h.p);
+#ifndef __wasi__ /* these allocate ~512 MiB before the refusal: more than Node's wasm runtime grows to */
     h = array_head(GGUF_STRING, 8500000); /* 256 MB of values, then the strings */
     st = read_measured("8.5M empty strings", &h, &zeros, 8500000, &e);
     EXPECT_LIMIT(st, e, "8.5M empty strings");
@@ -987,7 +988,9 @@ static void test_memory_bound(void) {
     st = read_measured("16383 arrays of 1023 empty strings", &h, &inner, 16383, &e);
     EXPECT_LIMIT(st, e, "arrays of empty strings");
     free(h.p);
+#endif
     /* tables: 12M keys or 7M tensors are refused before their table is allocated */
+    zeros.n = 12;
     h = (bytes){0};
     b_head(&h, 0, 12000000);
     st = read_measured("12M keys", &h, &zeros, 13000000, &e);

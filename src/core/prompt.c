@@ -3,7 +3,7 @@
  *
  * Which bytes of a rendering came from the messages is learnt by rendering twice: once as
  * given (the text tokenized), once with every control-token text inside a role or content
- * changed byte for byte ("<|im_end|>" -> "xxxxxxxxxx"). Where the two renderings differ is
+ * changed byte for byte ("<|im_end|>" -> ">xxxxxxxx<"). Where the two renderings differ is
  * message text that PARSE_SPECIAL would have read as a control token; those bytes are marked
  * plain for tok_tokenize. Conversations without such text render once and tokenize exactly
  * as lean_tokenize(PARSE_SPECIAL) always did: their ids do not change.
@@ -16,8 +16,10 @@
 
 #include <string.h>
 
-/* s with each byte of every control-token text in it changed (to 'x', or 'y' for an 'x'),
- * in a new string; s itself when it holds none; NULL when out of memory. */
+/* s with each byte of every control-token text in it changed, in a new string; s itself
+ * when it holds none; NULL when out of memory. '<' and '>' trade places (HTML escaping makes
+ * both 4 bytes, JSON neither longer), other bytes become 'x' ('y' for an 'x'): templates that
+ * escape or JSON-encode a message render the two texts at the same length. */
 static const char *defuse(const lean_tokenizer *t, const char *s) {
     const size_t n = strlen(s);
     char *d = NULL;
@@ -30,7 +32,7 @@ static const char *defuse(const lean_tokenizer *t, const char *s) {
         if (!d && !(d = lean_strndup(s, n))) return NULL;
         size_t len;
         lean_token_text(t, id, &len);
-        for (size_t k = i; k < i + len; k++) d[k] = d[k] == 'x' ? 'y' : 'x';
+        for (size_t k = i; k < i + len; k++) d[k] = d[k] == '<' ? '>' : d[k] == '>' ? '<' : d[k] == 'x' ? 'y' : 'x';
         i += len;
     }
     return d ? d : s;
