@@ -402,10 +402,11 @@ LEAN_API void lean_chat_free(char *s);
  * a control token is read only when every one of its bytes came from there. USER_DEFINED
  * tokens are matched everywhere, as always. Conversations whose messages hold no control-token
  * text get exactly lean_tokenize(PARSE_SPECIAL)'s ids of the rendering.
- * How: the messages are rendered a second time with each such text changed byte for byte,
- * and the bytes where the renderings differ are the messages'. A template whose output
- * length depends on that text (it escapes it, or branches on it) fails with
- * LEAN_ERR_UNSUPPORTED. ids / max_ids / n_ids as lean_tokenize. */
+ * How (src/core/prompt.c): the messages are rendered a second time with each such text
+ * changed byte for byte, and the bytes where the renderings differ are the messages'. A
+ * template whose output length depends on that text (it branches on it, or escapes other of
+ * its characters than < and >) fails with LEAN_ERR_UNSUPPORTED. ids / max_ids / n_ids as
+ * lean_tokenize. */
 LEAN_API lean_status lean_chat_tokenize(const lean_tokenizer *t, const char *template_source,
                                         const lean_chat_message *messages, size_t n,
                                         const lean_chat_params *p, int32_t *ids, int32_t max_ids,
