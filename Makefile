@@ -206,36 +206,54 @@ build/fixtures/.made: $(FIXTURE_DEPS)
 clean:
 	rm -rf build build-asan build-wasm build-fuzz build-neon build-neon-v8
 
-# ---- fuzzing the GGUF reader: tests/fuzz_gguf.c (libFuzzer; clang only) ----
-# make fuzz        build-fuzz/fuzz_gguf, the library's core and src/dev (the writer, for the
-#                  round trip) compiled with the fuzzer's coverage
-#                  and ASan + UBSan (only the objects the target needs are linked from the archive)
-# make fuzz-run    FUZZ_SECONDS (60) on a fresh copy of tests/data/fuzz_gguf/, inputs <= 4096
-#                  bytes; a crash, leak, timeout or trap fails it and leaves the input in build-fuzz/
-# make fuzz-seeds  rewrites tests/data/fuzz_gguf/ with the target's generator mode (-DFUZZ_GGUF_SEEDS)
+# ---- fuzzing: tests/fuzz_<target>.c (libFuzzer; clang only), seeds in tests/data/fuzz_<target>/ ----
+#   gguf       the GGUF reader (and the writer of src/dev, round trip)
+#   template   the chat-template engine: an arbitrary template over arbitrary JSON messages
+#              (tests/data/fuzz_template.dict: Jinja's words, passed as -dict)
+#   tokenizer  tokenize / detokenize / text stream / lean_chat_tokenize on build/vocab/ (test-data)
+#   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
+# make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
+#                  coverage and ASan + UBSan (only the objects a target needs are linked)
+# make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min) on a
+#                  fresh copy of its seeds, inputs <= FUZZ_MAX_LEN_<target> bytes; a crash, leak,
+#                  timeout or trap fails it and leaves the input in build-fuzz/<target>-crash-...
+#                  One target longer: make fuzz-run FUZZ_TARGETS=template FUZZ_SECONDS=1200
+# make fuzz-seeds  rewrites tests/data/fuzz_gguf/ with that target's generator mode (-DFUZZ_GGUF_SEEDS)
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 80
+FUZZ_TARGETS ?= gguf template tokenizer json
+FUZZ_MAX_LEN_gguf      = 4096
+FUZZ_MAX_LEN_template  = 8192
+FUZZ_MAX_LEN_tokenizer = 2048
+FUZZ_MAX_LEN_json      = 4096
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_BINS     = $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 .PHONY: fuzz-run fuzz-seeds
 
-fuzz: $(FUZZ_DIR)/fuzz_gguf
+fuzz: $(FUZZ_BINS)
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
 $(FUZZ_DIR)/liblean.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-$(FUZZ_DIR)/fuzz_gguf: tests/fuzz_gguf.c $(FUZZ_DIR)/liblean.a
+$(FUZZ_DIR)/fuzz_%: tests/fuzz_%.c $(FUZZ_DIR)/liblean.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_DIR)/liblean.a -lm
 
-fuzz-run: $(FUZZ_DIR)/fuzz_gguf
-	rm -rf $(FUZZ_DIR)/corpus && mkdir -p $(FUZZ_DIR)/corpus
-	cp tests/data/fuzz_gguf/*.gguf $(FUZZ_DIR)/corpus/
-	$(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
+fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.made)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  rm -rf $(FUZZ_DIR)/corpus_$$t && mkdir -p $(FUZZ_DIR)/corpus_$$t; \
+	  cp tests/data/fuzz_$$t/* $(FUZZ_DIR)/corpus_$$t/; \
+	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
+	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
+	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / 4 )) s, inputs <= $$len bytes"; \
+	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
+	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \
+	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/$$t-; \
+	done
 
 fuzz-seeds: $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	@mkdir -p $(FUZZ_DIR) tests/data/fuzz_gguf
@@ -273,6 +291,7 @@ $(WASM_BUILD)/kernel_bench.wasm: tools/kernel_bench.c $(WASM_BUILD)/liblean.a | 
 
 # tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
 $(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h
+$(BUILD)/tests/test_cli_input: cli/cli.c cli/cli.h cli/cmd_chat.c
 $(WASM_BUILD)/tests/test_bench.wasm: cli/cmd_bench.c cli/cli.c cli/cli.h
 
 # tests/test_cli.c runs $(BUILD)/lean, the program beside its tests/ folder.

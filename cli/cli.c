@@ -205,20 +205,28 @@ void print_sampling(const lean_sampler_params *p, uint64_t seed) {
 char *read_all(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
+    int why = ENOMEM;
+    /* the buffer grows to CLI_MAX_INPUT_BYTES + 2: one byte past the limit says "too big" */
     for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
         n += k;
-        if (cap - n < 2) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (n > CLI_MAX_INPUT_BYTES) {
+            why = EFBIG;
+            free(buf), buf = NULL;
+        } else if (cap - n < 2) {
+            const size_t grown = cap * 2 > CLI_MAX_INPUT_BYTES + 2 ? CLI_MAX_INPUT_BYTES + 2 : cap * 2;
+            char *nb = realloc(buf, grown);
             if (!nb) free(buf);
             buf = nb;
-            cap *= 2;
+            cap = grown;
         }
     }
-    if (buf && ferror(f)) free(buf), buf = NULL;
-    if (buf) {
-        buf[n] = 0;
-        if (len) *len = n;
+    if (buf && ferror(f)) why = errno ? errno : EIO, free(buf), buf = NULL;
+    if (!buf) {
+        errno = why;
+        return NULL;
     }
+    buf[n] = 0;
+    if (len) *len = n;
     return buf;
 }
 
@@ -226,6 +234,24 @@ char *read_path(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) return NULL;
     char *buf = read_all(f, len);
+    const int why = errno;
     if (f != stdin) fclose(f);
+    errno = why;
     return buf;
+}
+
+void input_error_text(char *out, size_t cap, const char *what, const char *path) {
+    const char *from = strcmp(path, "-") == 0 ? "stdin" : path;
+    if (errno == EFBIG)
+        snprintf(out, cap, "lean: %s in %s is larger than %u MiB, the most lean reads (CLI_MAX_INPUT_BYTES)", what,
+                 from, CLI_MAX_INPUT_BYTES >> 20);
+    else
+        snprintf(out, cap, "lean: cannot read %s from %s: %s", what, from, strerror(errno));
+}
+
+int input_error(const char *what, const char *path) {
+    char msg[600];
+    input_error_text(msg, sizeof msg, what, path);
+    fprintf(stderr, "%s\n", msg);
+    return 1;
 }

@@ -16,11 +16,21 @@ int is_help(const char *arg);
 /* Parses a whole decimal integer in [lo, hi]; 0 on success. */
 int parse_long(const char *s, long long lo, long long hi, long long *out);
 double now_ms(void);
-/* All of f, NUL-terminated, *len bytes (len nullable); NULL on failure (a read error or out
- * of memory). Does not close f. */
+/* The most bytes read from a prompt file, stdin, messages or a template: far above any
+ * prompt a context holds (a 1M-token context is ~4 MiB of text; chat templates are KiB),
+ * far below lean_tokenize's 512 MiB, and small enough that a stray `lean run < /dev/zero`
+ * or a wrong file stops at once instead of eating memory (64 MiB of text: ~16M ids). */
+#define CLI_MAX_INPUT_BYTES (64u << 20)
+/* All of f, NUL-terminated, *len bytes (len nullable), at most CLI_MAX_INPUT_BYTES; NULL on
+ * failure with errno set: EFBIG past the limit, ENOMEM, or the read's. Does not close f. */
 char *read_all(FILE *f, size_t *len);
 /* read_all of the file at path ("-" = stdin); NULL on failure (errno says why). */
 char *read_path(const char *path, size_t *len);
+/* Prints why reading what (e.g. "the prompt") from path ("-" = stdin) failed, naming the
+ * limit when it was that; returns exit status 1. Call it right after the failure (errno).
+ * input_error_text writes that line (without the newline) into out instead. */
+int input_error(const char *what, const char *path);
+void input_error_text(char *out, size_t cap, const char *what, const char *path);
 
 /* ---- llama.cpp's spellings: the flags users type from llama-cli and llama-bench ----
  * Each command has its table of the aliases of the flags it has (an alias of a flag it lacks

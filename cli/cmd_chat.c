@@ -114,44 +114,53 @@ static int parse_chat(int argc, char **argv, chat_args *a) {
 
 /* ---- input ---- */
 
-/* One message: lines joined while they end in '\'. Returns 1 with *msg (malloc'd, without
- * the newline), 0 at end of input, -1 when interrupted (SIGINT at the prompt). */
+/* One message: lines joined while they end in '\\'. Returns 1 with *msg (malloc'd, without
+ * the newline), 0 at end of input, -1 when interrupted (SIGINT at the prompt), -2 when the
+ * message passes CLI_MAX_INPUT_BYTES (the rest of its line is read and dropped). Byte by
+ * byte rather than getline, which would grow without a bound on a line with no end. */
 static int read_message(char **msg, int interactive) {
-    char *out = NULL, *line = NULL;
-    size_t n_out = 0, cap = 0;
+    size_t n = 0, cap = 256;
+    char *out = malloc(cap);
+    int got = 0; /* a byte of this message was read */
+    if (!out) return 0;
     for (;;) {
         errno = 0;
-        ssize_t len = getline(&line, &cap, stdin);
-        if (len < 0) {
-            const int interrupted = errno == EINTR;
+        const int ch = getc(stdin);
+        if (ch == EOF) {
+            const int interrupted = ferror(stdin) && errno == EINTR;
             clearerr(stdin);
-            free(line);
-            if (out && !interrupted) break; /* a last line without its newline */
-            free(out);
-            return interrupted ? -1 : 0;
+            if (!got || interrupted) {
+                free(out);
+                return interrupted ? -1 : 0;
+            }
+        } else if (ch != '\n') {
+            got = 1;
+            if (n >= CLI_MAX_INPUT_BYTES) {
+                for (int c = ch; c != EOF && c != '\n';) c = getc(stdin);
+                free(out);
+                return -2;
+            }
+            if (n + 2 > cap) {
+                const size_t grown = cap * 2 > CLI_MAX_INPUT_BYTES + 2 ? CLI_MAX_INPUT_BYTES + 2 : cap * 2;
+                char *g = realloc(out, grown);
+                if (!g) {
+                    free(out);
+                    return 0;
+                }
+                out = g;
+                cap = grown;
+            }
+            out[n++] = (char)ch;
+            continue;
         }
-        if (len > 0 && line[len - 1] == '\n') line[--len] = 0;
-        if (len > 0 && line[len - 1] == '\r') line[--len] = 0;
-        const int more = len > 0 && line[len - 1] == '\\';
-        if (more) line[--len] = 0;
-        char *grown = realloc(out, n_out + (size_t)len + 2);
-        if (!grown) {
-            free(out);
-            free(line);
-            return 0;
-        }
-        out = grown;
-        memcpy(out + n_out, line, (size_t)len);
-        n_out += (size_t)len;
-        out[n_out] = 0;
-        if (!more) {
-            free(line);
-            break;
-        }
-        out[n_out++] = '\n';
-        out[n_out] = 0;
+        got = 1; /* the end of a line (or of the input after a partial one) */
+        if (n && out[n - 1] == '\r') n--;
+        const int more = n && out[n - 1] == '\\';
+        if (more) out[n - 1] = '\n';
+        if (!more || ch == EOF) break;
         if (interactive) fputs("... ", stderr);
     }
+    out[n] = 0;
     *msg = out;
     return 1;
 }
@@ -219,10 +228,7 @@ int cmd_chat(int argc, char **argv) {
     lean_chat_session *s = NULL;
     char *tpl = NULL;
     rc = 1;
-    if (a.template_path && !(tpl = read_path(a.template_path, NULL))) {
-        fprintf(stderr, "lean: cannot read the template '%s': %s\n", a.template_path, strerror(errno));
-        return 1;
-    }
+    if (a.template_path && !(tpl = read_path(a.template_path, NULL))) return input_error("the template", a.template_path);
     if (load_model(a.model, &m, &err) != LEAN_OK) goto fail;
     lean_chat_session_params p = lean_chat_session_default_params();
     p.n_ctx = (int32_t)a.n_ctx;
@@ -249,6 +255,11 @@ int cmd_chat(int argc, char **argv) {
         if (interactive) fputs("> ", stderr);
         char *msg = NULL;
         int got = read_message(&msg, interactive);
+        if (got == -2) {
+            fprintf(stderr, "lean: a message on stdin is larger than %u MiB, the most lean reads "
+                            "(CLI_MAX_INPUT_BYTES); it was dropped\n", CLI_MAX_INPUT_BYTES >> 20);
+            continue;
+        }
         if (got <= 0) {
             if (interactive) fputc('\n', stderr);
             break;

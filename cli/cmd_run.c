@@ -134,8 +134,10 @@ static int text_prompt(const run_args *a, const lean_tokenizer *tok, int32_t **i
         if (!f) return fprintf(stderr, "lean: cannot open '%s': %s\n", path, strerror(errno)), 1;
         if (f == stdin && isatty(STDIN_FILENO)) fprintf(stderr, "lean: reading the prompt from stdin (end it with Ctrl-D)\n");
         text = read_all(f, &len);
+        const int why = errno;
         if (f != stdin) fclose(f);
-        if (!text) return fprintf(stderr, "lean: cannot read the prompt from '%s'\n", path), 1;
+        errno = why;
+        if (!text) return input_error("the prompt", path);
     }
     if (!text) return fprintf(stderr, "lean: out of memory\n"), 1;
     const uint32_t flags = LEAN_TOKENIZE_ADD_SPECIAL | LEAN_TOKENIZE_PARSE_SPECIAL;

@@ -74,14 +74,11 @@ int cmd_template(int argc, char **argv) {
         }
     }
     if (template_path) {
-        FILE *f = fopen(template_path, "rb");
         size_t tlen;
-        if (!f || !(template_text = read_all(f, &tlen))) {
-            if (f) fclose(f);
-            fprintf(stderr, "lean: cannot read %s\n", template_path);
+        if (!(template_text = read_path(template_path, &tlen))) {
+            input_error("the template", template_path);
             goto done;
         }
-        fclose(f);
         if (strlen(template_text) != tlen) {
             fprintf(stderr, "lean: %s holds a NUL byte\n", template_path);
             goto done;
@@ -94,7 +91,7 @@ int cmd_template(int argc, char **argv) {
     p.add_generation_prompt = agp;
 
     if (!(input = read_all(stdin, &len))) {
-        fprintf(stderr, "lean: cannot read the messages from stdin\n");
+        input_error("the messages", "-");
         goto done;
     }
     if (lean_chat_parse_messages(input, len, &msgs, &n_msgs, &err) != LEAN_OK) {

@@ -66,10 +66,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *owned = NULL;
     size_t n_text = text ? strlen(text) : 0;
     if (file) {
-        if (!(owned = read_path(file, &n_text))) {
-            fprintf(stderr, "lean: cannot read '%s'\n", file);
-            return 1;
-        }
+        if (!(owned = read_path(file, &n_text))) return input_error("the text", file);
         text = owned;
     }
     lean_error err;

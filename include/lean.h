@@ -225,8 +225,9 @@ LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_er
  *
  * Special tokens: the tokens of type CONTROL, USER_DEFINED and UNKNOWN are matched in the
  * text (leftmost, longest first) and never split; CONTROL and UNKNOWN ones only with
- * LEAN_TOKENIZE_PARSE_SPECIAL (so user text cannot inject "<|im_end|>"), USER_DEFINED ones
- * always (as in HF and llama.cpp).
+ * LEAN_TOKENIZE_PARSE_SPECIAL, USER_DEFINED ones always (as in HF and llama.cpp). A chat
+ * prompt is tokenized with lean_chat_tokenize, which parses them only in the template's own
+ * text, so user text cannot inject "<|im_end|>".
  *
  * A lean_tokenizer is immutable once loaded: any number of threads may use one at once.
  * A model's tokenizer (lean_model_tokenizer) lives as long as the model. */
@@ -405,6 +406,27 @@ LEAN_API lean_status lean_chat_render_ex(const char *template_source,
                                          lean_error *err);
 LEAN_API void lean_chat_free(char *s);
 
+/* Renders the messages as lean_chat_render_ex does and tokenizes the text for a model, as
+ * lean_tokenize with LEAN_TOKENIZE_PARSE_SPECIAL (not ADD_SPECIAL: templates write their own
+ * BOS) except inside the messages: a CONTROL or UNKNOWN token's text that a role or content
+ * holds is tokenized as the plain text it is. A user who types "<|im_end|>" gets the ids of
+ * those ten characters (as lean_tokenize without PARSE_SPECIAL makes them, in the context of
+ * the text around them), never the control token, so no one can close a turn or forge one
+ * (transformers' apply_chat_template(tokenize=True) does read them as control tokens; lean
+ * does not). The template's own text, bos_token and eos_token keep their control tokens;
+ * a control token is read only when every one of its bytes came from there. USER_DEFINED
+ * tokens are matched everywhere, as always. Conversations whose messages hold no control-token
+ * text get exactly lean_tokenize(PARSE_SPECIAL)'s ids of the rendering.
+ * How (src/core/prompt.c): the messages are rendered a second time with each such text
+ * changed byte for byte, and the bytes where the renderings differ are the messages'. A
+ * template whose output length depends on that text (it branches on it, or escapes other of
+ * its characters than < and >) fails with LEAN_ERR_UNSUPPORTED. ids / max_ids / n_ids as
+ * lean_tokenize. */
+LEAN_API lean_status lean_chat_tokenize(const lean_tokenizer *t, const char *template_source,
+                                        const lean_chat_message *messages, size_t n,
+                                        const lean_chat_params *p, int32_t *ids, int32_t max_ids,
+                                        int32_t *n_ids, lean_error *err);
+
 /* The model file's tokenizer.chat_template, owned by the model; NULL when it has none. */
 LEAN_API const char *lean_model_chat_template(const lean_model *m);
 /* Sets p->bos_token / p->eos_token to the text of the model's tokenizer.ggml.bos_token_id /
@@ -557,9 +579,9 @@ LEAN_API lean_status lean_ctx_profile(lean_ctx *c, int64_t steps, char *text, si
  *   lean_chat_session_free(s);                               // was not computed again
  *
  * A turn renders the whole conversation (the system prompt, every earlier turn, the new user
- * text) through the chat template with add_generation_prompt, tokenizes that text with
- * LEAN_TOKENIZE_PARSE_SPECIAL and without ADD_SPECIAL (the template writes the BOS itself, as
- * transformers' apply_chat_template(tokenize=True) does), keeps the longest prefix of those ids
+ * text) through the chat template with add_generation_prompt and tokenizes it with
+ * lean_chat_tokenize (control tokens parsed in the template's text, never in the messages;
+ * no ADD_SPECIAL: the template writes the BOS itself), keeps the longest prefix of those ids
  * that the KV cache already holds, prefills the rest and draws the reply until one of:
  * an end-of-generation token (lean_token_is_eog; it is not part of the reply), a stop string
  * (the reply ends before it; text that might still grow into one is held back and never
@@ -567,8 +589,7 @@ LEAN_API lean_status lean_ctx_profile(lean_ctx *c, int64_t steps, char *text, si
  * stop. The reply text (special tokens skipped, as HF's skip_special_tokens=True) becomes the
  * assistant's message. The ids kept resident are exactly those in the cache, generated ones
  * included, so the KV state after any number of turns is that of one fresh prefill of them.
- * Like transformers, control-token text written by the user ("<|im_end|>") is parsed into
- * the control token, since the whole rendering is tokenized at once.
+ * Control-token text written by the user ("<|im_end|>") stays text: lean_chat_tokenize.
  *
  * The pump: lean_chat_submit starts a turn (render, tokenize, reuse the prefix: no model
  * work), then each lean_chat_step does one bounded piece of work (one prefill chunk of

@@ -9,7 +9,10 @@
  *                     memory, mmap and stdio; v2 and v3; general.alignment; getters;
  *                     streamed tensor data (gguf_writer_write_stream): byte for byte
  *                     the copying writer's, and fills that fail or miscount
- *   4. malformed      one test per refusal listed in gguf.h: status AND message
+ *   4. malformed      one test per refusal listed in gguf.h: status AND message; the memory
+ *                     bound (GGUF_MAX_HEADER_BYTES) against headers of many empty strings,
+ *                     empty arrays, arrays of empty strings, keys and tensors, measured
+ *                     through the allocation table (lean_alloc_bytes)
  *   5. truncation     every prefix of a valid file
  *   6. faults         the n-th allocation fails, for every n (reader and writer)
  *   7. writer errors and file access errors
@@ -898,6 +901,113 @@ static void test_value_cap(void) {
     free(x.p);
 }
 
+/* A virtual file: head's bytes, then unit's repeated up to whatever file_size the test claims. */
+typedef struct pattern {
+    const uint8_t *head, *unit;
+    size_t n_head, n_unit;
+} periodic;
+
+static size_t read_periodic(void *user, uint64_t off, void *dst, size_t n) {
+    const periodic *p = user;
+    uint8_t *d = dst;
+    for (size_t i = 0; i < n; i++, off++)
+        d[i] = off < p->n_head ? p->head[off] : p->unit[(off - p->n_head) % p->n_unit];
+    return n;
+}
+
+/* Reads head + n_units * unit; returns the status, with what the reader allocated (bytes
+ * asked, plus GGUF_ALLOC_OVERHEAD per allocation: the reader's own measure, an upper bound
+ * of glibc's) checked against the bound. */
+static lean_status read_measured(const char *what, const bytes *head, const bytes *unit, uint64_t n_units,
+                                 lean_error *e) {
+    periodic p = {head->p, unit->p, head->n, unit->n};
+    gguf_file *f = NULL;
+    lean_alloc_fail_at(0, false);
+    lean_status st = gguf_read(read_periodic, &p, head->n + n_units * unit->n, &f, e);
+    uint64_t asked = lean_alloc_bytes(), n_alloc = lean_alloc_fail_at(0, false);
+    uint64_t held = asked + n_alloc * GGUF_ALLOC_OVERHEAD;
+    CHECK(held <= GGUF_MAX_HEADER_BYTES, "%s: the reader allocated %" PRIu64 " bytes in %" PRIu64
+          " allocations (%" PRIu64 " counted), over the bound of %llu", what, asked, n_alloc, held,
+          GGUF_MAX_HEADER_BYTES);
+    printf("memory bound: %s (%" PRIu64 " MiB file): %s, %" PRIu64 " MiB in %" PRIu64 " allocations\n", what,
+           (head->n + n_units * unit->n) >> 20, st == LEAN_OK ? "read" : "refused", held >> 20, n_alloc);
+    gguf_free(f);
+    return st;
+}
+
+/* One key, an array of n elements of elem_type (each one unit). */
+static bytes array_head(uint32_t elem_type, uint64_t n) {
+    bytes h = {0};
+    b_head(&h, 0, 1);
+    b_str(&h, "k");
+    b_u32(&h, GGUF_ARRAY);
+    b_u32(&h, elem_type);
+    b_u64(&h, n);
+    return h;
+}
+
+#define EXPECT_LIMIT(st, e, what)                                                                          \
+    CHECK((st) == LEAN_ERR_FORMAT && strstr((e).msg, "lean's limit of 512 MiB of memory for a GGUF header"), \
+          "%s: %d %s", what, st, (e).msg)
+
+/* Before the bound counted every allocation, GGUF_MAX_VALUES empty strings (8 file bytes
+ * each) took ~1.1 GB: a gguf_value and a 1-byte string apiece. */
+static void test_memory_bound(void) {
+    lean_error e = {0};
+    bytes zeros = {0}, inner = {0};
+    b_u64(&zeros, 0);
+    b_u32(&zeros, 0); /* 12 zero bytes: an empty string (8) or an empty u8 array (12) */
+    /* a small one is read, and costs what the reader counts */
+    bytes h = array_head(GGUF_STRING, 100000);
+    zeros.n = 8;
+    lean_status st = read_measured("100000 empty strings", &h, &zeros, 100000, &e);
+    CHECK(st == LEAN_OK, "%s", e.msg);
+    free(h.p);
+    /* the shapes that broke the old bound: refused at 512 MiB, having held less */
+    h = array_head(GGUF_STRING, GGUF_MAX_VALUES); /* its values alone would take 512 MiB */
+    st = read_measured("2^24 empty strings", &h, &zeros, GGUF_MAX_VALUES, &e);
+    EXPECT_LIMIT(st, e, "2^24 empty strings");
+    CHECK(strstr(e.msg, "key 'k': array at offset"), "%s", e.msg);
+    free(h.p);
+#ifndef __wasi__ /* these allocate ~512 MiB before the refusal: more than Node's wasm runtime grows to */
+    h = array_head(GGUF_STRING, 8500000); /* 256 MB of values, then the strings */
+    st = read_measured("8.5M empty strings", &h, &zeros, 8500000, &e);
+    EXPECT_LIMIT(st, e, "8.5M empty strings");
+    CHECK(strstr(e.msg, "key 'k': string at offset"), "%s", e.msg);
+    free(h.p);
+    h = array_head(GGUF_ARRAY, 8500000);
+    zeros.n = 12;
+    st = read_measured("8.5M empty arrays", &h, &zeros, 8500000, &e);
+    EXPECT_LIMIT(st, e, "8.5M empty arrays");
+    CHECK(strstr(e.msg, "key 'k': array at offset"), "%s", e.msg);
+    free(h.p);
+    /* 16383 arrays of 1023 empty strings: 2^24 - 1024 values */
+    b_u32(&inner, GGUF_STRING);
+    b_u64(&inner, 1023);
+    for (int i = 0; i < 1023; i++) b_u64(&inner, 0);
+    h = array_head(GGUF_ARRAY, 16383);
+    st = read_measured("16383 arrays of 1023 empty strings", &h, &inner, 16383, &e);
+    EXPECT_LIMIT(st, e, "arrays of empty strings");
+    free(h.p);
+#endif
+    /* tables: 12M keys or 7M tensors are refused before their table is allocated */
+    zeros.n = 12;
+    h = (bytes){0};
+    b_head(&h, 0, 12000000);
+    st = read_measured("12M keys", &h, &zeros, 13000000, &e);
+    EXPECT_LIMIT(st, e, "keys");
+    CHECK(strstr(e.msg, "the key table"), "%s", e.msg);
+    free(h.p);
+    h = (bytes){0};
+    b_head(&h, 7000000, 0);
+    st = read_measured("7M tensors", &h, &zeros, 19000000, &e);
+    EXPECT_LIMIT(st, e, "tensors");
+    CHECK(strstr(e.msg, "the tensor table"), "%s", e.msg);
+    free(h.p);
+    free(zeros.p);
+    free(inner.p);
+}
+
 static void test_malformed_alignment(void) {
     bytes b = base_file(true);
     size_t v = value_at(&b, "general.alignment");
@@ -1263,6 +1373,7 @@ int main(void) {
     test_malformed_values(&base);
     test_nesting();
     test_value_cap();
+    test_memory_bound();
     test_malformed_alignment();
     test_malformed_tensors(&base);
     test_short_read(&base);

@@ -9,7 +9,10 @@
  *                         model's template and tokens
  *   3. Jinja semantics    small templates whose jinja2 output is written down here
  *   4. refusals           unsupported constructs and malformed templates fail with a message
- *                         naming the construct and its line/column, and never crash
+ *                         naming the construct and its line/column, and never crash; every
+ *                         builtin without parameters, called with a keyword or positional
+ *                         argument, fails naming itself and the argument (it once read a NULL
+ *                         parameter name)
  *   5. limits             deep nesting, recursion, long loops and huge strings stop with errors
  *   6. robustness         every prefix and many mutations of real templates: no crash
  *   7. out of memory      the n-th allocation fails for every n: LEAN_ERR_NOMEM, no leak
@@ -479,6 +482,60 @@ static void test_refusals(void) {
     EXPECT_ERR("{% for a in b %}\n{% else %}\n{% else %}{% endfor %}", LEAN_ERR_FORMAT, "line 3", "unknown tag 'else'");
 }
 
+/* Every builtin that takes no arguments, called with one: an error naming the builtin and
+ * the argument. Before the binder stopped at its NULL name, each keyword case crashed. */
+static void test_unexpected_arguments(void) {
+    static const char *const filters[] = {
+        "abs", "capitalize", "lower", "upper", "title", "length", "count", "escape", "e", "forceescape", "first",
+        "last", "items", "list", "reverse", "safe", "string", "wordcount",
+    };
+    static const char *const str_methods[] = {
+        "upper", "lower", "title", "capitalize", "swapcase", "isdigit", "isdecimal", "isnumeric", "isalpha",
+        "isalnum", "isspace", "islower", "isupper",
+    };
+    char src[160], want[96];
+    const char *canon;
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++) {
+        /* messages in error say the filter's own name, not an alias */
+        canon = !strcmp(filters[i], "count") ? "length" : !strcmp(filters[i], "e") ? "escape" : filters[i];
+        const char *arg = !strcmp(filters[i], "items") ? "{'k': 1}" : !strcmp(filters[i], "abs") ? "-3" : "'ab'";
+        snprintf(src, sizeof src, "{{ %s|%s(a=1) }}", arg, filters[i]);
+        snprintf(want, sizeof want, "%s() got an unexpected keyword argument 'a'", canon);
+        EXPECT_ERR(src, LEAN_ERR_ARG, want, "line 1 col");
+        snprintf(src, sizeof src, "{{ %s|%s(1) }}", arg, filters[i]);
+        snprintf(want, sizeof want, "%s() takes no arguments (1 given)", canon);
+        EXPECT_ERR(src, LEAN_ERR_ARG, want, NULL);
+    }
+    for (size_t i = 0; i < sizeof str_methods / sizeof str_methods[0]; i++) {
+        snprintf(src, sizeof src, "{{ 'ab'.%s(x=1) }}", str_methods[i]);
+        snprintf(want, sizeof want, "%s() got an unexpected keyword argument 'x'", str_methods[i]);
+        EXPECT_ERR(src, LEAN_ERR_ARG, want, NULL);
+    }
+    EXPECT_ERR("{{ {'a': 1}.items(k=2) }}", LEAN_ERR_ARG, "items() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ {'a': 1}.keys(k=2) }}", LEAN_ERR_ARG, "keys() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ {'a': 1}.values(1) }}", LEAN_ERR_ARG, "values() takes no arguments (1 given)", NULL);
+    EXPECT_ERR("{{ {'a': 1}.copy(k=2) }}", LEAN_ERR_ARG, "copy() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ [1].copy(k=2) }}", LEAN_ERR_ARG, "copy() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ [1].index(1, k=2) }}", LEAN_ERR_ARG, "index() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ [1].count(value=1) }}", LEAN_ERR_ARG, "count() got an unexpected keyword argument 'value'", NULL);
+    EXPECT_ERR("{{ range(n=3) }}", LEAN_ERR_ARG, "range() got an unexpected keyword argument 'n'", NULL);
+    EXPECT_ERR("{% for x in [1] %}{{ loop.cycle(1, k=2) }}{% endfor %}", LEAN_ERR_ARG,
+               "cycle() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{% for x in [1] %}{{ loop.changed(k=2) }}{% endfor %}", LEAN_ERR_ARG,
+               "changed() got an unexpected keyword argument 'k'", NULL);
+    /* builtins with parameters: an unknown keyword names the builtin too */
+    EXPECT_ERR("{{ 's'.strip(x=1) }}", LEAN_ERR_ARG, "strip() got an unexpected keyword argument 'x'", NULL);
+    EXPECT_ERR("{{ 's'.rstrip(x=1) }}", LEAN_ERR_ARG, "rstrip() got an unexpected keyword argument 'x'", NULL);
+    EXPECT_ERR("{{ {'a': 1}.get('a', k=2) }}", LEAN_ERR_ARG, "get() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ 's'|center(a=1) }}", LEAN_ERR_ARG, "center() got an unexpected keyword argument 'a'", NULL);
+    EXPECT_ERR("{{ 's'|d(a=1) }}", LEAN_ERR_ARG, "default() got an unexpected keyword argument 'a'", NULL);
+    EXPECT_ERR("{{ [1]|map('upper', a=1)|list }}", LEAN_ERR_ARG, "upper() got an unexpected keyword argument 'a'", NULL);
+    EXPECT_ERR("{{ 1 is odd(k=1) }}", LEAN_ERR_ARG, "odd() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ [1]|select('odd', k=1)|list }}", LEAN_ERR_ARG, "odd() got an unexpected keyword argument 'k'", NULL);
+    EXPECT_ERR("{{ raise_exception(m=1) }}", LEAN_ERR_ARG, "raise_exception() got an unexpected keyword argument 'm'", NULL);
+    EXPECT_ERR("{{ strftime_now(f=1) }}", LEAN_ERR_ARG, "strftime_now() got an unexpected keyword argument 'f'", NULL);
+}
+
 /* ---- 5. limits ---- */
 
 static char *repeat(const char *head, const char *unit, size_t n, const char *mid, const char *unit2, size_t n2,
@@ -735,6 +792,7 @@ int main(void) {
     test_model_template();
     test_semantics();
     test_refusals();
+    test_unexpected_arguments();
     test_limits();
     test_robustness();
     test_oom();

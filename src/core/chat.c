@@ -338,19 +338,14 @@ static lean_status render_prompt(lean_chat_session *s, size_t drop, int32_t *n_a
     for (size_t i = s->n_system + drop; i < s->n_msgs; i++) s->view[k++] = s->msgs[i];
     s->view[k++] = (lean_chat_message){"user", s->user};
 
-    char *text = NULL;
-    size_t len = 0;
-    lean_status st = lean_chat_render_ex(s->tpl, s->view, k, &s->tp, &text, &len, err);
-    if (st != LEAN_OK) return st;
     int32_t n = 0;
-    st = lean_tokenize(s->tok, text, len, LEAN_TOKENIZE_PARSE_SPECIAL, s->prompt, s->cap_prompt, &n, err);
+    lean_status st = lean_chat_tokenize(s->tok, s->tpl, s->view, k, &s->tp, s->prompt, s->cap_prompt, &n, err);
     if (st == LEAN_OK && n > s->cap_prompt && n <= s->n_ctx) { /* more room, unless it cannot fit anyway */
         if (!ids_reserve(&s->prompt, &s->cap_prompt, n))
             st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "%d prompt ids", n);
         else
-            st = lean_tokenize(s->tok, text, len, LEAN_TOKENIZE_PARSE_SPECIAL, s->prompt, s->cap_prompt, &n, err);
+            st = lean_chat_tokenize(s->tok, s->tpl, s->view, k, &s->tp, s->prompt, s->cap_prompt, &n, err);
     }
-    lean_chat_free(text);
     if (st == LEAN_OK && n == 0)
         st = LEAN_FAIL(err, LEAN_ERR_ARG, "the chat template rendered the conversation as no tokens");
     *n_all = n;

@@ -35,37 +35,40 @@ const char *lean_status_str(lean_status s) {
 }
 
 /* ---- allocation with fault injection ---- */
-static uint64_t alloc_count, alloc_fail_n;
+static uint64_t alloc_count, alloc_fail_n, alloc_bytes;
 static bool alloc_sticky;
 
-static bool alloc_should_fail(void) {
+static bool alloc_should_fail(size_t bytes) {
     alloc_count++;
+    alloc_bytes += bytes;
     if (alloc_fail_n == 0) return false;
     return alloc_sticky ? alloc_count >= alloc_fail_n : alloc_count == alloc_fail_n;
 }
 
 uint64_t lean_alloc_fail_at(uint64_t n, bool sticky) {
     uint64_t counted = alloc_count;
-    alloc_count = 0;
+    alloc_count = alloc_bytes = 0;
     alloc_fail_n = n;
     alloc_sticky = sticky;
     return counted;
 }
 
+uint64_t lean_alloc_bytes(void) { return alloc_bytes; }
+
 void *lean_malloc(size_t bytes) {
-    if (alloc_should_fail()) return NULL;
+    if (alloc_should_fail(bytes)) return NULL;
     return malloc(bytes ? bytes : 1);
 }
 
 void *lean_calloc(size_t n, size_t elem_bytes) {
     size_t total;
     if (__builtin_mul_overflow(n, elem_bytes, &total)) return NULL;
-    if (alloc_should_fail()) return NULL;
+    if (alloc_should_fail(total)) return NULL;
     return calloc(total ? total : 1, 1);
 }
 
 void *lean_realloc(void *p, size_t bytes) {
-    if (alloc_should_fail()) return NULL;
+    if (alloc_should_fail(bytes)) return NULL;
     return realloc(p, bytes ? bytes : 1);
 }
 

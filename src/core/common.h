@@ -28,6 +28,9 @@ char *lean_strndup(const char *s, size_t n);
  * every allocation after it fails too. Returns how many allocations were counted since
  * the last call (to size an OOM loop). Not thread-safe; tests only. */
 uint64_t lean_alloc_fail_at(uint64_t n, bool sticky);
+/* Test hook: the bytes asked of lean_malloc / lean_calloc / lean_realloc since the last
+ * lean_alloc_fail_at, summed (frees are not subtracted: it bounds the peak). */
+uint64_t lean_alloc_bytes(void);
 
 /* Overflow-checked arithmetic on sizes read from files: return false on overflow. */
 static inline bool lean_add_u64(uint64_t a, uint64_t b, uint64_t *out) {

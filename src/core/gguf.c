@@ -40,6 +40,7 @@ typedef struct cursor {
     uint64_t buf_start; /* file offset of buf[0] */
     size_t buf_len;     /* valid bytes in buf */
     uint64_t n_values;  /* array values read so far, against GGUF_MAX_VALUES */
+    uint64_t mem_bytes; /* allocated so far (charge), against GGUF_MAX_HEADER_BYTES */
     lean_error *err;
     char where[160];    /* what is being read, for messages: "key 'general.name'" */
     uint8_t buf[CUR_BUF_BYTES];
@@ -54,6 +55,21 @@ static lean_status cur_need(cursor *c, uint64_t n, const char *what) {
                      "truncated: %s: %s at offset %" U64 " needs %" U64 " bytes, the file has %" U64
                      " bytes",
                      c->where, what, c->pos, n, c->file_size);
+}
+
+/* Counts an allocation of n * size bytes (plus GGUF_ALLOC_OVERHEAD) against
+ * GGUF_MAX_HEADER_BYTES before it is made. Nothing is given back when freed: the sum
+ * bounds the peak. */
+static lean_status charge(cursor *c, uint64_t n, uint64_t size, const char *what) {
+    uint64_t bytes = 0;
+    if (!lean_mul_u64(n, size, &bytes) || !lean_add_u64(bytes, GGUF_ALLOC_OVERHEAD, &bytes) ||
+        bytes > GGUF_MAX_HEADER_BYTES - c->mem_bytes)
+        return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
+                         "%s: %s at offset %" U64 " takes the header past lean's limit of %llu MiB of "
+                         "memory for a GGUF header (GGUF_MAX_HEADER_BYTES; %" U64 " bytes held)",
+                         c->where, what, c->pos, GGUF_MAX_HEADER_BYTES >> 20, c->mem_bytes);
+    c->mem_bytes += bytes;
+    return LEAN_OK;
 }
 
 /* Calls read() until n bytes arrive. cur_need has already promised they exist, so a
@@ -170,6 +186,7 @@ static lean_status rd_string(cursor *c, gguf_string *s, const char *what) {
                          "%s: %s at offset %" U64 " has length %" U64 ", but only %" U64
                          " bytes remain in the file",
                          c->where, what, at, len, cur_left(c));
+    if ((st = charge(c, 1, len + 1, what)) != LEAN_OK) return st;
     char *p = lean_malloc((size_t)len + 1);
     if (!p) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "%s: out of memory for a %" U64 "-byte string",
                              c->where, len);
@@ -245,6 +262,7 @@ static lean_status rd_array(cursor *c, gguf_value *v, unsigned depth) {
                          "lean's limit of %llu array values",
                          c->where, at, count, GGUF_MAX_VALUES);
     c->n_values += count;
+    if ((st = charge(c, count, sizeof(gguf_value), "array")) != LEAN_OK) return st;
     /* count <= GGUF_MAX_VALUES (2^24), so count * sizeof(gguf_value) fits size_t even on
      * wasm32. */
     gguf_value *items = lean_calloc((size_t)count, sizeof *items);
@@ -285,12 +303,15 @@ static uint64_t name_hash(const gguf_string *s) {
     return h;
 }
 
-static lean_status set_init(name_set *s, uint64_t n, lean_error *err) {
+static lean_status set_init(cursor *c, name_set *s, uint64_t n) {
     uint64_t cap = 16;
     while (cap < 2 * n) cap *= 2; /* n <= file bytes / 13, so 2n cannot overflow */
     s->mask = cap - 1;
+    s->slots = NULL;
+    lean_status st = n ? charge(c, cap, sizeof *s->slots, "the name set") : LEAN_OK;
+    if (st != LEAN_OK) return st;
     s->slots = n ? lean_calloc((size_t)cap, sizeof *s->slots) : NULL;
-    if (n && !s->slots) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory for %" U64 " names", n);
+    if (n && !s->slots) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "out of memory for %" U64 " names", n);
     return LEAN_OK;
 }
 
@@ -369,7 +390,7 @@ static lean_status rd_preamble(cursor *c, gguf_file *f) {
 /* n_kv of: key string, value type u32, value. f->kv was allocated zeroed for n_kv. */
 static lean_status rd_kvs(cursor *c, gguf_file *f) {
     name_set set;
-    lean_status st = set_init(&set, f->n_kv, c->err);
+    lean_status st = set_init(c, &set, f->n_kv);
     for (uint64_t i = 0; st == LEAN_OK && i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
         snprintf(c->where, sizeof c->where, "key #%" U64, i);
@@ -472,7 +493,7 @@ static lean_status rd_type_offset(cursor *c, gguf_tensor_info *t, uint64_t align
 
 static lean_status rd_tensor_infos(cursor *c, gguf_file *f) {
     name_set set;
-    lean_status st = set_init(&set, f->n_tensors, c->err);
+    lean_status st = set_init(c, &set, f->n_tensors);
     for (uint64_t i = 0; st == LEAN_OK && i < f->n_tensors; i++) {
         gguf_tensor_info *t = &f->tensors[i];
         snprintf(c->where, sizeof c->where, "tensor #%" U64, i);
@@ -501,10 +522,12 @@ static int span_cmp(const void *a, const void *b) {
  * wants them packed in order; lean only needs them disjoint. */
 static lean_status check_data_ranges(cursor *c, gguf_file *f) {
     if (f->n_tensors == 0) return LEAN_OK;
+    strcpy(c->where, "tensor data");
+    lean_status st = charge(c, f->n_tensors, sizeof(span), "the overlap check");
+    if (st != LEAN_OK) return st;
     span *s = lean_calloc((size_t)f->n_tensors, sizeof *s); /* n <= file bytes / 32 */
     if (!s) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "out of memory checking %" U64 " tensors",
                              f->n_tensors);
-    lean_status st = LEAN_OK;
     for (uint64_t i = 0; st == LEAN_OK && i < f->n_tensors; i++) {
         const gguf_tensor_info *t = &f->tensors[i];
         s[i].name = t->name.ptr;
@@ -535,6 +558,11 @@ static lean_status check_data_ranges(cursor *c, gguf_file *f) {
 static lean_status read_all(cursor *c, gguf_file *f) {
     lean_status st = rd_preamble(c, f);
     if (st != LEAN_OK) return st;
+    if ((st = charge(c, f->n_kv, sizeof *f->kv, "the key table")) != LEAN_OK ||
+        (st = charge(c, f->n_tensors, sizeof *f->tensors, "the tensor table")) != LEAN_OK) {
+        f->n_kv = f->n_tensors = 0; /* nothing allocated for gguf_free to walk */
+        return st;
+    }
     /* The preamble bounded both counts by the file size, so these fit size_t. */
     f->kv = lean_calloc((size_t)f->n_kv, sizeof *f->kv);
     f->tensors = lean_calloc((size_t)f->n_tensors, sizeof *f->tensors);
@@ -570,7 +598,10 @@ lean_status gguf_read(lean_read_fn read, void *user, uint64_t file_size, gguf_fi
     c->file_size = file_size;
     c->err = err;
     f->file_size = file_size;
-    st = read_all(c, f);
+    strcpy(c->where, "header");
+    st = charge(c, 1, sizeof *c, "the reader");
+    if (st == LEAN_OK) st = charge(c, 1, sizeof *f, "the file");
+    if (st == LEAN_OK) st = read_all(c, f);
 done:
     lean_free(c);
     if (st == LEAN_OK) {

@@ -36,15 +36,22 @@
  *                         n_dims outside 1..4; ne[i] < 1 (as int64); an element count
  *                         or byte size that overflows; a row (ne[0]) not a multiple of
  *                         the type's block; an offset not a multiple of the alignment;
- *                         tensor data outside the file; two tensors whose bytes overlap.
+ *                         tensor data outside the file; two tensors whose bytes overlap;
+ *                         a header that needs more than GGUF_MAX_HEADER_BYTES of memory
+ *                         (the message names the limit; see Memory).
  *   LEAN_ERR_UNSUPPORTED  version other than 2 or 3; a tensor type lean_type_traits_get
  *                         does not know.
  *   LEAN_ERR_IO           the read callback returned fewer bytes than file_size promised.
  *   LEAN_ERR_NOMEM        an allocation failed (nothing leaks).
- * Memory: at most ~32 bytes per array value (gguf_value) plus the strings, so a header
- * of B bytes costs O(B) memory; the GGUF_MAX_VALUES cap bounds it at ~512 MiB whatever
- * the file. Versions 2 and 3 have the same layout (3 only added big-endian files, which
- * are refused: their version reads as 0x03000000).
+ * Memory: every allocation the reader makes (the reader and file structs, the key and
+ * tensor tables, each string, each array's values, the name sets and the overlap check's
+ * spans) is counted before it is made, as its size plus GGUF_ALLOC_OVERHEAD, and the sum
+ * (nothing given back when freed) stays within GGUF_MAX_HEADER_BYTES (512 MiB) whatever the
+ * file: an empty string in the file (8 bytes) costs a gguf_value (32) and a 1-byte string
+ * (33 counted), so 2^24 of them would take ~1.1 GB, and are refused at 512 MiB. The
+ * overhead is glibc malloc's worst case (a chunk of max(32, size + 8 rounded up to 16)
+ * bytes), so the count bounds real memory too. Versions 2 and 3 have the same layout (3
+ * only added big-endian files, which are refused: their version reads as 0x03000000).
  */
 #ifndef LEAN_GGUF_H
 #define LEAN_GGUF_H
@@ -59,6 +66,8 @@ enum gguf_vtype {
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DEPTH 8              /* array nesting levels, the outermost counts 1 */
 #define GGUF_MAX_VALUES (1ull << 24)  /* array elements in one file, all arrays summed */
+#define GGUF_MAX_HEADER_BYTES (512ull << 20) /* all the reader allocates for one file */
+#define GGUF_ALLOC_OVERHEAD 32        /* bytes counted per allocation beyond its size */
 #define GGUF_MAX_NAME 64              /* llama.cpp's GGML_MAX_NAME: the writer keeps tensor
                                          names shorter (the reader takes any length) */
 

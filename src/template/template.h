@@ -345,11 +345,17 @@ lean_status tj_chat_render(const char *template_source, const lean_chat_message 
 bool tj_fail_at(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Binds positional and keyword arguments to parameter names: slots[i] is the argument for
- * params[i] or NULL; too many, unknown or repeated arguments fail naming fname. */
-bool tj_bind(tj_ctx *c, const tj_node *at, const char *fname, const char *const *params, int n_params,
+ * params[i] or NULL. The names end at n_params or at the first NULL (a builtin without
+ * parameters declares {NULL}), so no NULL name is ever compared; too many, unknown or
+ * repeated arguments fail naming fname and the argument. */
+bool tj_bind(tj_ctx *c, const tj_node *at, tj_str fname, const char *const *params, int n_params,
              const tj_value *args, size_t n_args, const tj_str *kwnames, const tj_value *kwvals, size_t n_kw,
              const tj_value **slots);
-/* Declares a_[] bound to the parameter names, from the caller's args/kwnames/kwvals. */
+/* Fails naming fname and the first keyword argument, when there is one (builtins that take
+ * positional arguments only). */
+bool tj_no_kwargs(tj_ctx *c, const tj_node *at, tj_str fname, const tj_str *kwnames, size_t n_kw);
+/* Declares a_[] bound to the parameter names, from the caller's args/kwnames/kwvals; name is
+ * a tj_str, the builtin's name as errors say it. */
 #define BIND(name, ...)                                                                              \
     static const char *const params_[] = {__VA_ARGS__};                                             \
     const tj_value *a_[sizeof params_ / sizeof params_[0]];                                         \

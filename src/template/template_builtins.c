@@ -36,13 +36,14 @@ enum {
     F_SELECT, F_SELECTATTR, F_SLICE, F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM,
     F_TRUNCATE, F_UNIQUE, F_UPPER, F_WORDCOUNT,
 };
+/* An id's first entry is its name in error messages; aliases follow it. */
 typedef struct named { const char *name; int id; } named;
 static const named filters[] = {
     {"abs", F_ABS}, {"attr", F_ATTR}, {"batch", F_BATCH}, {"capitalize", F_CAPITALIZE},
-    {"center", F_CENTER}, {"count", F_COUNT}, {"d", F_DEFAULT}, {"default", F_DEFAULT},
-    {"dictsort", F_DICTSORT}, {"e", F_ESCAPE}, {"escape", F_ESCAPE}, {"first", F_FIRST},
+    {"center", F_CENTER}, {"default", F_DEFAULT}, {"d", F_DEFAULT},
+    {"dictsort", F_DICTSORT}, {"escape", F_ESCAPE}, {"e", F_ESCAPE}, {"first", F_FIRST},
     {"float", F_FLOAT}, {"forceescape", F_FORCEESCAPE}, {"format", F_FORMAT}, {"indent", F_INDENT},
-    {"int", F_INT}, {"items", F_ITEMS}, {"join", F_JOIN}, {"last", F_LAST}, {"length", F_COUNT},
+    {"int", F_INT}, {"items", F_ITEMS}, {"join", F_JOIN}, {"last", F_LAST}, {"length", F_COUNT}, {"count", F_COUNT},
     {"list", F_LIST}, {"lower", F_LOWER}, {"map", F_MAP}, {"max", F_MAX}, {"min", F_MIN},
     {"reject", F_REJECT}, {"rejectattr", F_REJECTATTR}, {"replace", F_REPLACE},
     {"reverse", F_REVERSE}, {"round", F_ROUND}, {"safe", F_SAFE}, {"select", F_SELECT},
@@ -67,9 +68,9 @@ static const named tests[] = {
     {"float", T_FLOAT}, {"lower", T_LOWER}, {"upper", T_UPPER}, {"string", T_STRING},
     {"mapping", T_MAPPING}, {"number", T_NUMBER}, {"sequence", T_SEQUENCE}, {"iterable", T_ITERABLE},
     {"callable", T_CALLABLE}, {"sameas", T_SAMEAS}, {"escaped", T_ESCAPED}, {"in", T_IN},
-    {"==", T_EQ}, {"eq", T_EQ}, {"equalto", T_EQ}, {"!=", T_NE}, {"ne", T_NE}, {">", T_GT},
-    {"gt", T_GT}, {"greaterthan", T_GT}, {"ge", T_GE}, {">=", T_GE}, {"<", T_LT}, {"lt", T_LT},
-    {"lessthan", T_LT}, {"<=", T_LE}, {"le", T_LE},
+    {"eq", T_EQ}, {"==", T_EQ}, {"equalto", T_EQ}, {"ne", T_NE}, {"!=", T_NE}, {"gt", T_GT},
+    {">", T_GT}, {"greaterthan", T_GT}, {"ge", T_GE}, {">=", T_GE}, {"lt", T_LT}, {"<", T_LT},
+    {"lessthan", T_LT}, {"le", T_LE}, {"<=", T_LE},
 };
 
 enum { G_RANGE, G_DICT, G_NAMESPACE, G_RAISE, G_STRFTIME, G_LIPSUM, G_CYCLER, G_JOINER };
@@ -102,14 +103,17 @@ int tj_test_id(tj_str name, bool *known) {
 
 int tj_global_id(tj_str name) { return lookup(globals, sizeof globals / sizeof globals[0], name); }
 
+/* An id's name for error messages (ids come from the tables, so one is always found). */
+static tj_str name_of(const named *t, size_t n, int id) {
+    for (size_t i = 0; i < n; i++)
+        if (t[i].id == id) return tj_cstr(t[i].name);
+    return tj_cstr("?");
+}
+
 static tj_value markup(tj_str s) {
     tj_value v = tj_strv(s);
     v.flags = TJ_F_MARKUP;
     return v;
-}
-
-static bool no_kwargs(tj_ctx *c, const tj_node *at, const char *fname, size_t n_kw) {
-    return n_kw == 0 || RT("%s() takes no keyword arguments", fname);
 }
 
 /* ---- 2. filters ---- */
@@ -282,10 +286,11 @@ static bool filter_tojson(tj_ctx *c, const tj_node *at, const tj_value *v, const
 
 bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, const tj_value *args, size_t n_args,
                     const tj_str *kwnames, const tj_value *kwvals, size_t n_kw, tj_value *out) {
+    const tj_str fname = name_of(filters, sizeof filters / sizeof filters[0], id);
     tj_str s;
     switch (id) {
     case F_ABS: {
-        BIND("abs", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (v->type == TJ_FLOAT) *out = tj_float(fabs(v->u.f));
         else if (v->type == TJ_INT || v->type == TJ_BOOL) {
@@ -297,7 +302,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_ATTR: {
-        BIND("attr", "name");
+        BIND(fname, "name");
         if (!a_[0]) return RT("attr() missing the attribute name");
         if (v->type == TJ_UNDEF) return tj_fail_undefined(c, at, v);
         if (!tj_to_str(c, at, a_[0], &s)) return false;
@@ -306,7 +311,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return c->status == LEAN_OK;
     }
     case F_BATCH: case F_SLICE: {
-        BIND(id == F_BATCH ? "batch" : "slice", "n", "fill_with");
+        BIND(fname, "n", "fill_with");
         int64_t k;
         tj_list *items, *res = tj_list_new(c, TJ_L_LIST, 0);
         if (!a_[0]) return RT("%s() missing its count", id == F_BATCH ? "batch" : "slice");
@@ -345,7 +350,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_CAPITALIZE: case F_LOWER: case F_UPPER: case F_TITLE: {
-        BIND("case filter", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (!tj_to_str(c, at, v, &s)) return false;
         tj_casemode m = id == F_CAPITALIZE ? TJ_CASE_CAPITALIZE : id == F_LOWER ? TJ_CASE_LOWER : id == F_UPPER ? TJ_CASE_UPPER : TJ_CASE_TITLE_JINJA;
@@ -355,7 +360,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_CENTER: {
-        BIND("center", "width");
+        BIND(fname, "width");
         int64_t w = 80;
         if (a_[0] && !tj_want_int(c, at, a_[0], "width", &w)) return false;
         if (w > 100000) return UNSUP("a width over 100000 is not supported");
@@ -364,7 +369,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_COUNT: {
-        BIND("length", NULL);
+        BIND(fname, NULL);
         (void)a_;
         int64_t n = 0;
         if (!len_of(c, at, v, &n)) return false;
@@ -372,14 +377,14 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_DEFAULT: {
-        BIND("default", "default_value", "boolean");
+        BIND(fname, "default_value", "boolean");
         bool boolean = a_[1] && tj_eval_to_bool(*a_[1]);
         if (v->type == TJ_UNDEF || (boolean && !tj_eval_to_bool(*v))) *out = a_[0] ? *a_[0] : tj_strv((tj_str){"", 0});
         else *out = *v;
         return true;
     }
     case F_DICTSORT: {
-        BIND("dictsort", "case_sensitive", "by", "reverse");
+        BIND(fname, "case_sensitive", "by", "reverse");
         if (v->type != TJ_DICT) return RT("dictsort needs a mapping, not '%s'", tj_type_name(v));
         int pos = 0;
         if (a_[1]) {
@@ -410,7 +415,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_ESCAPE: case F_FORCEESCAPE: {
-        BIND("escape", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (id == F_ESCAPE && v->type == TJ_STR && (v->flags & TJ_F_MARKUP)) {
             *out = *v;
@@ -422,7 +427,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_FIRST: case F_LAST: {
-        BIND(id == F_FIRST ? "first" : "last", NULL);
+        BIND(fname, NULL);
         (void)a_;
         tj_list *items = NULL;
         if (id == F_LAST && v->type == TJ_LIST && v->u.l->kind == TJ_L_GEN) return RT("'generator' object is not reversible");
@@ -436,7 +441,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_FLOAT: {
-        BIND("float", "default");
+        BIND(fname, "default");
         double f;
         if (v->type == TJ_UNDEF) return tj_fail_undefined(c, at, v);
         if (v->type == TJ_FLOAT) *out = *v;
@@ -455,7 +460,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return tj_py_percent(c, at, s, &tv, out);
     }
     case F_INDENT: {
-        BIND("indent", "width", "first", "blank");
+        BIND(fname, "width", "first", "blank");
         tj_str ind = tj_cstr("    ");
         if (a_[0]) {
             if (a_[0]->type == TJ_STR) ind = a_[0]->u.s;
@@ -488,7 +493,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_INT: {
-        BIND("int", "default", "base");
+        BIND(fname, "default", "base");
         int64_t base = 10, r;
         bool ok;
         if (a_[1] && !tj_want_int(c, at, a_[1], "base", &base)) return false;
@@ -497,7 +502,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_ITEMS: {
-        BIND("items", NULL);
+        BIND(fname, NULL);
         (void)a_;
         tj_list *res = tj_list_new(c, TJ_L_LIST, 0);
         if (!res) return false;
@@ -517,7 +522,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_JOIN: {
-        BIND("join", "d", "attribute");
+        BIND(fname, "d", "attribute");
         tj_str sep = {"", 0};
         tj_list *items = NULL;
         if ((a_[0] && !tj_to_str(c, at, a_[0], &sep)) || !iter_list(c, at, v, &items)) return false;
@@ -531,7 +536,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_LIST: {
-        BIND("list", NULL);
+        BIND(fname, NULL);
         (void)a_;
         tj_list *items, *res;
         if (!iter_list(c, at, v, &items) || !(res = tj_list_new(c, TJ_L_LIST, items->n))) return false;
@@ -543,7 +548,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
     case F_MAP:
         return filter_map(c, at, v, args, n_args, kwnames, kwvals, n_kw, out);
     case F_MAX: case F_MIN: {
-        BIND(id == F_MAX ? "max" : "min", "case_sensitive", "attribute");
+        BIND(fname, "case_sensitive", "attribute");
         tj_list *items = NULL;
         if (!iter_list(c, at, v, &items)) return false;
         if (items->n == 0) {
@@ -575,7 +580,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return select_reject(c, at, v, args, n_args, kwnames, kwvals, n_kw, id == F_REJECTATTR || id == F_SELECTATTR,
                              id == F_REJECT || id == F_REJECTATTR, out);
     case F_REPLACE: {
-        BIND("replace", "old", "new", "count");
+        BIND(fname, "old", "new", "count");
         tj_str old, nw;
         int64_t count = -1;
         if (!a_[0] || !a_[1]) return RT("replace() needs old and new");
@@ -587,7 +592,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_REVERSE: {
-        BIND("reverse", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (v->type == TJ_STR) {
             tj_buf b = {0};
@@ -608,7 +613,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_ROUND: {
-        BIND("round", "precision", "method");
+        BIND(fname, "precision", "method");
         int64_t prec = 0;
         if (a_[0] && !tj_want_int(c, at, a_[0], "precision", &prec)) return false;
         int method = 0;
@@ -647,14 +652,14 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_SAFE: {
-        BIND("safe", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (!tj_to_str(c, at, v, &s)) return false;
         *out = markup(s);
         return true;
     }
     case F_SORT: {
-        BIND("sort", "reverse", "case_sensitive", "attribute");
+        BIND(fname, "reverse", "case_sensitive", "attribute");
         tj_list *items, *res;
         if (!iter_list(c, at, v, &items)) return false;
         size_t n = items->n;
@@ -689,7 +694,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_STRING: {
-        BIND("string", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (!tj_to_str(c, at, v, &s)) return false;
         *out = tj_strv(s);
@@ -697,7 +702,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_SUM: {
-        BIND("sum", "attribute", "start");
+        BIND(fname, "attribute", "start");
         tj_value acc = a_[1] ? *a_[1] : tj_int(0);
         tj_list *items = NULL;
         if (!iter_list(c, at, v, &items)) return false;
@@ -709,11 +714,11 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_TOJSON: {
-        BIND("tojson", "ensure_ascii", "indent", "separators", "sort_keys");
+        BIND(fname, "ensure_ascii", "indent", "separators", "sort_keys");
         return filter_tojson(c, at, v, a_, out);
     }
     case F_TRIM: {
-        BIND("trim", "chars");
+        BIND(fname, "chars");
         tj_str chars;
         if (a_[0] && a_[0]->type != TJ_NONE && !tj_want_str(c, at, a_[0], "chars", &chars)) return false;
         if (!tj_to_str(c, at, v, &s)) return false;
@@ -722,7 +727,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_TRUNCATE: {
-        BIND("truncate", "length", "killwords", "end", "leeway");
+        BIND(fname, "length", "killwords", "end", "leeway");
         int64_t length = 255, leeway = 5;
         tj_str end = tj_cstr("...");
         if ((a_[0] && !tj_want_int(c, at, a_[0], "length", &length)) || (a_[2] && !tj_want_str(c, at, a_[2], "end", &end)) ||
@@ -748,7 +753,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_UNIQUE: {
-        BIND("unique", "case_sensitive", "attribute");
+        BIND(fname, "case_sensitive", "attribute");
         tj_list *items, *res = tj_list_new(c, TJ_L_LIST, 0), *seen = tj_list_new(c, TJ_L_LIST, 0);
         if (!res || !seen || !iter_list(c, at, v, &items)) return false;
         for (size_t i = 0; i < items->n; i++) {
@@ -766,7 +771,7 @@ bool tj_call_filter(tj_ctx *c, const tj_node *at, int id, const tj_value *v, con
         return true;
     }
     case F_WORDCOUNT: {
-        BIND("wordcount", NULL);
+        BIND(fname, NULL);
         (void)a_;
         if (!tj_to_str(c, at, v, &s)) return false;
         int64_t n = 0;
@@ -793,7 +798,9 @@ bool tj_call_test(tj_ctx *c, const tj_node *at, int id, const tj_value *v, const
                   const tj_str *kwnames, const tj_value *kwvals, size_t n_kw, bool *out) {
     const char *const pn[] = {"value"};
     const tj_value *a[1];
-    if (!tj_bind(c, at, "test", pn, 1, args, n_args, kwnames, kwvals, n_kw, a)) return false;
+    if (!tj_bind(c, at, name_of(tests, sizeof tests / sizeof tests[0], id), pn, 1, args, n_args, kwnames, kwvals,
+                 n_kw, a))
+        return false;
     bool needs_arg = id == T_DIVISIBLEBY || id == T_SAMEAS || id == T_IN || id >= T_EQ;
     if (needs_arg && !a[0]) return RT("the test needs an argument");
     switch (id) {
@@ -863,7 +870,7 @@ bool tj_call_global(tj_ctx *c, const tj_node *at, int id, const tj_value *args, 
                     const tj_value *kwvals, size_t n_kw, tj_value *out) {
     switch (id) {
     case G_RANGE: {
-        if (!no_kwargs(c, at, "range", n_kw)) return false;
+        if (!tj_no_kwargs(c, at, tj_cstr("range"), kwnames, n_kw)) return false;
         if (n_args < 1 || n_args > 3) return RT("range expected 1 to 3 arguments, got %zu", n_args);
         int64_t v[3] = {0, 0, 1};
         for (size_t i = 0; i < n_args; i++)
@@ -912,7 +919,7 @@ bool tj_call_global(tj_ctx *c, const tj_node *at, int id, const tj_value *args, 
         const char *const pn[] = {"message"};
         const tj_value *a[1];
         tj_str msg = {"", 0};
-        if (!tj_bind(c, at, "raise_exception", pn, 1, args, n_args, kwnames, kwvals, n_kw, a)) return false;
+        if (!tj_bind(c, at, tj_cstr("raise_exception"), pn, 1, args, n_args, kwnames, kwvals, n_kw, a)) return false;
         if (a[0] && !tj_to_str(c, at, a[0], &msg)) return false;
         return RT("template raised: %.*s", (int)(msg.n > 300 ? 300 : msg.n), msg.p);
     }
@@ -920,7 +927,7 @@ bool tj_call_global(tj_ctx *c, const tj_node *at, int id, const tj_value *args, 
         const char *const pn[] = {"format"};
         const tj_value *a[1];
         tj_str fmt;
-        if (!tj_bind(c, at, "strftime_now", pn, 1, args, n_args, kwnames, kwvals, n_kw, a)) return false;
+        if (!tj_bind(c, at, tj_cstr("strftime_now"), pn, 1, args, n_args, kwnames, kwvals, n_kw, a)) return false;
         if (!a[0]) return RT("strftime_now() missing its format");
         if (!tj_want_str(c, at, a[0], "the format", &fmt)) return false;
         char *f = tj_alloc(c, fmt.n + 1);

@@ -36,24 +36,37 @@ bool tj_fail_at(tj_ctx *c, const tj_node *at, lean_status st, const char *fmt, .
 
 /* ---- 1. arguments ---- */
 
-/* Binds args/kwargs to the parameter names; slots[i] = the value or NULL (not given). */
-bool tj_bind(tj_ctx *c, const tj_node *at, const char *fname, const char *const *params, int n_params,
-                 const tj_value *args, size_t n_args, const tj_str *kwnames, const tj_value *kwvals, size_t n_kw,
-                 const tj_value **slots) {
+/* Binds args/kwargs to the parameter names; slots[i] = the value or NULL (not given). The
+ * names end at the first NULL: a builtin without parameters declares {NULL}, and a keyword
+ * argument is then unexpected rather than compared with a NULL name. */
+bool tj_bind(tj_ctx *c, const tj_node *at, tj_str fname, const char *const *params, int n_params,
+             const tj_value *args, size_t n_args, const tj_str *kwnames, const tj_value *kwvals, size_t n_kw,
+             const tj_value **slots) {
+    int fn = (int)(fname.n > 40 ? 40 : fname.n), np = 0;
     for (int i = 0; i < n_params; i++) slots[i] = NULL;
-    if (n_args > (size_t)n_params) return RT("%s() takes at most %d argument(s) (%zu given)", fname, n_params, n_args);
+    while (np < n_params && params[np]) np++;
+    if (n_args > (size_t)np) {
+        if (np == 0) return RT("%.*s() takes no arguments (%zu given)", fn, fname.p, n_args);
+        return RT("%.*s() takes at most %d argument(s) (%zu given)", fn, fname.p, np, n_args);
+    }
     for (size_t i = 0; i < n_args; i++) slots[i] = &args[i];
     for (size_t k = 0; k < n_kw; k++) {
         int found = -1;
-        for (int i = 0; i < n_params; i++)
+        for (int i = 0; i < np; i++)
             if (tj_str_eq(kwnames[k], params[i])) found = i;
-        if (found < 0)
-            return RT("%s() got an unexpected keyword argument '%.*s'", fname, (int)(kwnames[k].n > 60 ? 60 : kwnames[k].n), kwnames[k].p);
-        if (slots[found]) return RT("%s() got multiple values for argument '%s'", fname, params[found]);
+        if (found < 0) return tj_no_kwargs(c, at, fname, &kwnames[k], 1);
+        if (slots[found]) return RT("%.*s() got multiple values for argument '%s'", fn, fname.p, params[found]);
         slots[found] = &kwvals[k];
     }
     return true;
 }
+
+bool tj_no_kwargs(tj_ctx *c, const tj_node *at, tj_str fname, const tj_str *kwnames, size_t n_kw) {
+    if (n_kw == 0) return true;
+    return RT("%.*s() got an unexpected keyword argument '%.*s'", (int)(fname.n > 40 ? 40 : fname.n), fname.p,
+              (int)(kwnames[0].n > 60 ? 60 : kwnames[0].n), kwnames[0].p);
+}
+
 bool tj_want_int(tj_ctx *c, const tj_node *at, const tj_value *v, const char *what, int64_t *out) {
     if (v->type == TJ_INT || v->type == TJ_BOOL) {
         *out = v->type == TJ_INT ? v->u.i : v->u.b;
@@ -959,12 +972,13 @@ bool tj_parse_float(tj_str s, double *out) {
     return *end == 0 && end != tmp;
 }
 
-static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const tj_value *args, size_t n_args,
-                       const tj_str *kwnames, const tj_value *kwvals, size_t n_kw, tj_value *out) {
+/* fname: the method's name as called (errors name it). */
+static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str fname, tj_str self, const tj_value *args,
+                       size_t n_args, const tj_str *kwnames, const tj_value *kwvals, size_t n_kw, tj_value *out) {
     tj_str s;
     switch (id) {
     case M_STRIP: case M_LSTRIP: case M_RSTRIP: {
-        BIND("strip", "chars");
+        BIND(fname, "chars");
         tj_str chars;
         bool has = a_[0] && a_[0]->type != TJ_NONE;
         if (has && !tj_want_str(c, at, a_[0], "chars", &chars)) return false;
@@ -972,7 +986,7 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_SPLIT: case M_RSPLIT: {
-        BIND("split", "sep", "maxsplit");
+        BIND(fname, "sep", "maxsplit");
         tj_str sep;
         int64_t maxsplit = -1;
         bool has = a_[0] && a_[0]->type != TJ_NONE;
@@ -984,15 +998,15 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_SPLITLINES: {
-        BIND("splitlines", "keepends");
+        BIND(fname, "keepends");
         tj_list *l = NULL;
         if (!tj_splitlines(c, self, a_[0] && tj_eval_to_bool(*a_[0]), &l)) return false;
         *out = tj_listv(l);
         return true;
     }
     case M_STARTSWITH: case M_ENDSWITH: {
-        BIND(id == M_STARTSWITH ? "startswith" : "endswith", "prefix", "start", "end");
-        if (!a_[0]) return RT("startswith/endswith need an argument");
+        BIND(fname, "prefix", "start", "end");
+        if (!a_[0]) return RT("%.*s() needs an argument", (int)fname.n, fname.p);
         if (a_[1] || a_[2]) return UNSUP("startswith/endswith with start/end are not supported");
         const tj_value *cands = a_[0];
         size_t nc = 1;
@@ -1010,7 +1024,7 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_UPPER: case M_LOWER: case M_TITLE: case M_CAPITALIZE: case M_SWAPCASE: {
-        BIND("case method", NULL);
+        BIND(fname, NULL);
         (void)a_;
         tj_casemode m = id == M_UPPER ? TJ_CASE_UPPER : id == M_LOWER ? TJ_CASE_LOWER : id == M_TITLE ? TJ_CASE_TITLE_PY
                    : id == M_CAPITALIZE ? TJ_CASE_CAPITALIZE : TJ_CASE_SWAP;
@@ -1019,7 +1033,7 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_REPLACE: {
-        BIND("replace", "old", "new", "count");
+        BIND(fname, "old", "new", "count");
         tj_str old, nw;
         int64_t count = -1;
         if (!a_[0] || !a_[1]) return RT("replace() needs old and new");
@@ -1030,9 +1044,9 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_FIND: case M_RFIND: case M_INDEX: case M_RINDEX: case M_COUNT: {
-        BIND("find", "sub", "start", "end");
+        BIND(fname, "sub", "start", "end");
         tj_str sub;
-        if (!a_[0]) return RT("tj_find() needs an argument");
+        if (!a_[0]) return RT("%.*s() needs an argument", (int)fname.n, fname.p);
         if (a_[1] || a_[2]) return UNSUP("find/index/count with start/end are not supported");
         if (!tj_want_str(c, at, a_[0], "the substring", &sub)) return false;
         if (id == M_COUNT) {
@@ -1056,7 +1070,7 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_JOIN: {
-        BIND("join", "iterable");
+        BIND(fname, "iterable");
         tj_list *items = NULL;
         if (!a_[0]) return RT("join() needs an argument");
         if (!tj_iterate(c, at, a_[0], &items)) return false;
@@ -1071,7 +1085,7 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
     case M_FORMAT:
         return str_format(c, at, self, args, n_args, kwnames, kwvals, n_kw, out);
     case M_ISDIGIT: case M_ISALPHA: case M_ISALNUM: case M_ISSPACE: case M_ISLOWER: case M_ISUPPER: {
-        BIND("is method", NULL);
+        BIND(fname, NULL);
         (void)a_;
         bool r = self.n > 0;
         if (id == M_ISLOWER || id == M_ISUPPER) {
@@ -1090,10 +1104,10 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_CENTER: case M_LJUST: case M_RJUST: {
-        BIND("center", "width", "fillchar");
+        BIND(fname, "width", "fillchar");
         int64_t w;
         tj_str fill = tj_cstr(" ");
-        if (!a_[0]) return RT("center/ljust/rjust need a width");
+        if (!a_[0]) return RT("%.*s() needs a width", (int)fname.n, fname.p);
         if (!tj_want_int(c, at, a_[0], "width", &w) || (a_[1] && !tj_want_str(c, at, a_[1], "fillchar", &fill))) return false;
         if (tj_utf8_len(fill) != 1) return RT("The fill character must be exactly one character long");
         if (w > 100000) return UNSUP("a width over 100000 is not supported");
@@ -1102,7 +1116,7 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_ZFILL: {
-        BIND("zfill", "width");
+        BIND(fname, "width");
         int64_t w;
         if (!a_[0] || !tj_want_int(c, at, a_[0], "width", &w)) return c->status == LEAN_OK ? RT("zfill() needs a width") : false;
         int64_t len = (int64_t)tj_utf8_len(self);
@@ -1117,9 +1131,9 @@ static bool str_method(tj_ctx *c, const tj_node *at, int id, tj_str self, const 
         return true;
     }
     case M_REMOVEPREFIX: case M_REMOVESUFFIX: {
-        BIND("removeprefix", "affix");
+        BIND(fname, "affix");
         tj_str p;
-        if (!a_[0] || !tj_want_str(c, at, a_[0], "the affix", &p)) return c->status == LEAN_OK ? RT("removeprefix() needs an argument") : false;
+        if (!a_[0] || !tj_want_str(c, at, a_[0], "the affix", &p)) return c->status == LEAN_OK ? RT("%.*s() needs an argument", (int)fname.n, fname.p) : false;
         s = self;
         if (p.n <= s.n && memcmp(id == M_REMOVEPREFIX ? s.p : s.p + s.n - p.n, p.p, p.n) == 0) {
             if (id == M_REMOVEPREFIX) s.p += p.n;
@@ -1138,10 +1152,10 @@ bool tj_call_method(tj_ctx *c, const tj_node *at, const tj_func *fn, const tj_va
     const tj_value *self = &fn->self;
     int nn = (int)(fn->name.n > 40 ? 40 : fn->name.n);
     if (fn->id < 0) return UNSUP("the method %s.%.*s() is not supported", tj_type_name(self), nn, fn->name.p);
-    if (self->type == TJ_STR) return str_method(c, at, fn->id, self->u.s, args, n_args, kwnames, kwvals, n_kw, out);
+    if (self->type == TJ_STR) return str_method(c, at, fn->id, fn->name, self->u.s, args, n_args, kwnames, kwvals, n_kw, out);
     switch (fn->id) {
     case M_GET: {
-        BIND("get", "key", "default");
+        BIND(fn->name, "key", "default");
         if (!a_[0]) return RT("get expected at least 1 argument, got 0");
         if (a_[0]->type == TJ_DICT || (a_[0]->type == TJ_LIST && a_[0]->u.l->kind != TJ_L_TUPLE))
             return RT("unhashable type: '%s'", tj_type_name(a_[0]));
@@ -1150,7 +1164,8 @@ bool tj_call_method(tj_ctx *c, const tj_node *at, const tj_func *fn, const tj_va
         return true;
     }
     case M_ITEMS: case M_KEYS: case M_VALUES: {
-        if (n_args || n_kw) return RT("%.*s() takes no arguments", nn, fn->name.p);
+        BIND(fn->name, NULL);
+        (void)a_;
         const tj_dict *d = self->u.d;
         tj_list *l = tj_list_new(c, fn->id == M_ITEMS ? TJ_L_ITEMS : fn->id == M_KEYS ? TJ_L_KEYS : TJ_L_VALUES, d->n);
         if (!l) return false;
@@ -1170,7 +1185,8 @@ bool tj_call_method(tj_ctx *c, const tj_node *at, const tj_func *fn, const tj_va
         return true;
     }
     case M_COPY: {
-        if (n_args || n_kw) return RT("copy() takes no arguments");
+        BIND(fn->name, NULL);
+        (void)a_;
         if (self->type == TJ_DICT) {
             tj_dict *d = tj_dict_new(c, self->u.d->n);
             if (!d) return false;
@@ -1188,7 +1204,8 @@ bool tj_call_method(tj_ctx *c, const tj_node *at, const tj_func *fn, const tj_va
         return true;
     }
     case M_INDEX: case M_COUNT: {
-        if (n_args != 1 || n_kw) return RT("%.*s() takes exactly one argument", nn, fn->name.p);
+        if (!tj_no_kwargs(c, at, fn->name, kwnames, n_kw)) return false;
+        if (n_args != 1) return RT("%.*s() takes exactly one argument (%zu given)", nn, fn->name.p, n_args);
         int64_t n = 0;
         for (size_t i = 0; i < self->u.l->n; i++) {
             if (!tj_py_eq(&self->u.l->v[i], &args[0])) continue;
@@ -1203,13 +1220,13 @@ bool tj_call_method(tj_ctx *c, const tj_node *at, const tj_func *fn, const tj_va
         return true;
     }
     case M_CYCLE: {
-        if (n_kw) return RT("cycle() takes no keyword arguments");
+        if (!tj_no_kwargs(c, at, fn->name, kwnames, n_kw)) return false;
         if (n_args == 0) return RT("no items for cycling given");
         *out = args[(size_t)self->u.loop->index0 % n_args];
         return true;
     }
     case M_CHANGED: {
-        if (n_kw) return RT("changed() takes no keyword arguments");
+        if (!tj_no_kwargs(c, at, fn->name, kwnames, n_kw)) return false;
         tj_loop *lp = self->u.loop;
         tj_list *l = tj_list_new(c, TJ_L_LIST, n_args);
         if (!l) return false;

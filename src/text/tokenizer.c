@@ -566,16 +566,27 @@ lean_status lean_tokenizer_check(const lean_tokenizer *t, lean_error *err) {
 
 /* ====================================================================== 4. encoding */
 
-/* The longest special token (of those allowed) that starts at s[0..n), or -1. */
-static int32_t match_special(const lean_tokenizer *t, const char *s, size_t n, bool parse_control) {
+/* The longest special token (of those allowed) that starts at s[0..n), or -1. plain
+ * (nullable, parallel to s): a CONTROL or UNKNOWN token is not matched over a byte marked
+ * plain (see tok_tokenize). */
+static int32_t match_special(const lean_tokenizer *t, const char *s, size_t n, bool parse_control,
+                             const uint8_t *plain) {
     const uint8_t b = (uint8_t)s[0];
     for (int32_t i = t->special_start[b]; i < t->special_start[b + 1]; i++) {
         const int32_t id = t->special[i];
-        if (!parse_control && t->type[id] != LEAN_TOKEN_USER_DEFINED) continue;
+        const bool control = t->type[id] != LEAN_TOKEN_USER_DEFINED;
+        if (control && !parse_control) continue;
         const size_t len = tok_text_len(t, id);
-        if (len <= n && memcmp(s, t->text + t->text_off[id], len) == 0) return id;
+        if (len > n || memcmp(s, t->text + t->text_off[id], len) != 0) continue;
+        if (control && plain && memchr(plain, 1, len)) continue;
+        return id;
     }
     return -1;
+}
+
+int32_t tok_match_control(const lean_tokenizer *t, const char *s, size_t n) {
+    const int32_t id = n && t->n_special ? match_special(t, s, n, true, NULL) : -1;
+    return id >= 0 && t->type[id] != LEAN_TOKEN_USER_DEFINED ? id : -1;
 }
 
 static lean_status encode_segment(const lean_tokenizer *t, const char *s, size_t n, tok_ids *out,
@@ -586,6 +597,11 @@ static lean_status encode_segment(const lean_tokenizer *t, const char *s, size_t
 
 lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text_bytes, uint32_t flags,
                           int32_t *ids, int32_t max_ids, int32_t *n_ids, lean_error *err) {
+    return tok_tokenize(t, text, text_bytes, flags, NULL, ids, max_ids, n_ids, err);
+}
+
+lean_status tok_tokenize(const lean_tokenizer *t, const char *text, size_t text_bytes, uint32_t flags,
+                         const uint8_t *plain, int32_t *ids, int32_t max_ids, int32_t *n_ids, lean_error *err) {
     lean_status st = lean_tokenizer_check(t, err);
     if (st != LEAN_OK) return st;
     if ((!text && text_bytes) || !n_ids || max_ids < 0 || (!ids && max_ids > 0))
@@ -596,8 +612,10 @@ lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text
         return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_tokenize: %zu bytes of text; at most %d at once", text_bytes,
                          LEAN_TOK_MAX_TEXT_BYTES);
 
-    /* invalid UTF-8 -> U+FFFD first, as HF's callers decode bytes to a string */
+    /* invalid UTF-8 -> U+FFFD first, as HF's callers decode bytes to a string (plain's
+     * marks move with their bytes; a replacement takes its subpart's first mark) */
     char *clean = NULL;
+    uint8_t *clean_plain = NULL;
     {
         size_t i = 0;
         while (i < text_bytes) {
@@ -609,8 +627,20 @@ lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text
         }
         if (i < text_bytes) {
             tok_buf b = {0};
-            if (!buf_put_text(&b, text, text_bytes))
+            if (!buf_put_text(&b, text, text_bytes) || (plain && !(clean_plain = lean_malloc(b.n + 1)))) {
+                lean_free(b.p);
                 return LEAN_FAIL(err, LEAN_ERR_NOMEM, "replacing invalid UTF-8 in %zu bytes", text_bytes);
+            }
+            for (size_t j = 0, k = 0; plain && j < text_bytes;) {
+                uint32_t cp;
+                bool ok;
+                const size_t len = lean_utf8_next((const uint8_t *)text + j, text_bytes - j, &cp, &ok);
+                const size_t out_len = ok ? len : 3;
+                for (size_t q = 0; q < out_len; q++) clean_plain[k + q] = plain[ok ? j + q : j];
+                j += len;
+                k += out_len;
+            }
+            plain = clean_plain;
             clean = b.p;
             text = b.p;
             text_bytes = b.n;
@@ -622,7 +652,7 @@ lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text
     /* split on special tokens: leftmost first, the longest at a position */
     size_t seg = 0;
     for (size_t i = 0; i < text_bytes && st == LEAN_OK;) {
-        const int32_t id = t->n_special ? match_special(t, text + i, text_bytes - i, parse) : -1;
+        const int32_t id = t->n_special ? match_special(t, text + i, text_bytes - i, parse, plain ? plain + i : NULL) : -1;
         if (id < 0) {
             i++;
             continue;
@@ -644,6 +674,7 @@ lean_status lean_tokenize(const lean_tokenizer *t, const char *text, size_t text
     }
     lean_free(out.v);
     lean_free(clean);
+    lean_free(clean_plain);
     return st;
 }
 

@@ -110,6 +110,15 @@ lean_status lean_tokenizer_build(const gguf_file *f, lean_tokenizer **out, lean_
  * that could be allocated; LEAN_OK otherwise. */
 lean_status lean_tokenizer_for_model(const gguf_file *f, lean_tokenizer **out, lean_error *err);
 
+/* lean_tokenize, where plain (nullable; text_bytes flags, 0 or 1) marks the bytes that are
+ * text whatever the flags say: a CONTROL or UNKNOWN token is matched only where none of its
+ * bytes is marked. lean_chat_tokenize marks the text that came from messages. */
+lean_status tok_tokenize(const lean_tokenizer *t, const char *text, size_t text_bytes, uint32_t flags,
+                         const uint8_t *plain, int32_t *ids, int32_t max_ids, int32_t *n_ids, lean_error *err);
+/* The CONTROL or UNKNOWN token (the longest) whose text starts s[0..n), or -1: what
+ * LEAN_TOKENIZE_PARSE_SPECIAL would read there as a token and plain text would not. */
+int32_t tok_match_control(const lean_tokenizer *t, const char *s, size_t n);
+
 /* A growable id array (the encoders append to it). */
 typedef struct tok_ids {
     int32_t *v;
