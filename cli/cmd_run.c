@@ -42,6 +42,8 @@ static const char *const usage_run =
     "               software adapters too), cpu (the CPU kernels: the best table this CPU runs,\n"
     "               threads), cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (one\n"
     "               table), cpu-ref (the reference)\n"
+    "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
+    "               the reference (cpu-ref) for now (default: the faster paths)\n"
     SAMPLING_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
@@ -73,6 +75,7 @@ typedef struct run_args {
     lean_sampler_params sampling;
     long long n_threads;
     const char *backend;
+    int exact;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -85,6 +88,10 @@ static int parse_run(int argc, char **argv, run_args *a) {
         int rc = parse_sampling_flag(usage_run, argc, argv, &i, &a->sampling);
         if (rc == 0) continue;
         if (rc > 0) return rc;
+        if (strcmp(o, "--exact") == 0) {
+            a->exact = 1;
+            continue;
+        }
         /* flags with a value */
         if (i + 1 >= argc) return usage_error(usage_run, "'%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
@@ -181,6 +188,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_batch = (int32_t)a.n_batch;
     cp.n_threads = (int32_t)a.n_threads;
     cp.backend = a.backend;
+    cp.exact = a.exact;
     if (lean_ctx_create(m, &cp, &c, &err) != LEAN_OK) goto fail;
     const int32_t n_vocab = lean_model_n_vocab(m);
     if (lean_sampler_create(&a.sampling, n_vocab, &smp, &err) != LEAN_OK) goto fail;

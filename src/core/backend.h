@@ -8,6 +8,7 @@
 #include "sampler.h"
 
 typedef struct lean_backend_state lean_backend_state;
+struct lean_gpu_options; /* src/gpu/gpu.h */
 
 /* Everything a backend is created with (create_config). */
 typedef struct lean_backend_config {
@@ -16,6 +17,9 @@ typedef struct lean_backend_config {
     int32_t n_threads; /* CPU threads; 0 = one per CPU; backends without threads ignore it */
     const char *isa;   /* CPU kernel table (kernels.h): NULL = the best this CPU runs */
     bool hardware_only; /* GPU backends: fail (LEAN_ERR_UNSUPPORTED) on a software adapter */
+    bool exact;         /* lean_ctx_params.exact: the GPU keeps every matmul in F32 */
+    bool profile;       /* lean_ctx_params.profile: the GPU counts and times its dispatches */
+    const struct lean_gpu_options *gpu; /* the GPU's kernel variants; NULL: the library's (tests) */
 } lean_backend_config;
 
 typedef struct lean_backend {
@@ -58,6 +62,10 @@ extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the re
 extern const lean_backend lean_backend_cpu;     /* src/cpu/forward.c: kernels, threads */
 extern const lean_backend lean_backend_gpu;     /* src/gpu/forward.c: WebGPU */
 
+/* Internal, for tests: lean_ctx_create with the GPU backend's kernel variants forced (gpu.h's
+ * lean_gpu_options; the params' exact and profile apply over them). */
+lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, const struct lean_gpu_options *gpu,
+                                lean_ctx **out, lean_error *err);
 /* Internal, for tests: the backend a context runs on and its state (session.c). */
 const lean_backend *lean_ctx_backend(const lean_ctx *c);
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c);

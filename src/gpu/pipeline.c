@@ -25,36 +25,27 @@ const char *lean_gpu_shader(const char *name) {
 }
 
 /* Where the device has subgroups of one size (min = max: every pipeline then gets that size,
- * so all kernels sum alike) and LEAN_SUBGROUPS is not 0, the reductions run over them (on
- * the H200: decode 4% faster than reduce.wgsl's trees at smollm2-360m,
- * docs/runs/2026-12-03-gpu-h200-decode.md). */
+ * so all kernels sum alike), the reductions run over them (on the H200: decode 4% faster than
+ * reduce.wgsl's trees at smollm2-360m, docs/runs/2026-12-03-gpu-h200-decode.md). */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
-    const char *env = getenv("LEAN_SUBGROUPS");
     const bool fixed = in->subgroups && in->subgroup_min_size > 0 && in->subgroup_min_size == in->subgroup_max_size;
-    return fixed && !(env && strcmp(env, "0") == 0) ? in->subgroup_min_size : 0;
+    return fixed && !g->opt.no_subgroups ? in->subgroup_min_size : 0;
 }
 
-/* The f16 path (matmul_tiled over tiled_f16.wgsl) where the device grants shader-f16 and
- * LEAN_F16 is not 0. */
+/* The f16 path (matmul_tiled over tiled_f16.wgsl) where the device grants shader-f16. */
 bool lean_gpu_f16(const lean_gpu *g) {
-    const char *env = getenv("LEAN_F16");
-    return lean_gpu_get_info(g)->shader_f16 && !(env && strcmp(env, "0") == 0);
+    return lean_gpu_get_info(g)->shader_f16 && g->opt.f16 != LEAN_GPU_OFF;
 }
 
 /* The 8-bit prefill (matmul_tiled_i8.wgsl for Q8_0 and Q4_0 weights) where WGSL has packed
  * dot products and, by default, the adapter is hardware that has them as instructions as far
  * as we know: not a software adapter (llvmpipe, SwiftShader) and not Apple's (Metal has no
- * 8-bit dot product, so Dawn writes each as a dozen integer operations there). LEAN_GPU_INT8=0
- * turns it off, 1 on (given the feature). */
+ * 8-bit dot product, so Dawn writes each as a dozen integer operations there). */
 bool lean_gpu_int8(const lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
-    return in->packed_dot && lean_gpu_switch("LEAN_GPU_INT8", !in->software && strncmp(in->vendor, "apple", 5) != 0);
-}
-
-bool lean_gpu_switch(const char *name, bool dflt) {
-    const char *e = getenv(name);
-    return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
+    const bool fast = !in->software && strncmp(in->vendor, "apple", 5) != 0;
+    return in->packed_dot && (g->opt.int8 == LEAN_GPU_AUTO ? fast : g->opt.int8 == LEAN_GPU_ON);
 }
 
 const char *lean_gpu_reduce_shader(lean_gpu *g) {
@@ -214,7 +205,7 @@ static lean_status compile(lean_gpu *g, lean_gpu_pipeline *p, const char *const 
     gpu_scope_push(g);
     WGPUShaderModule sm = g->w.DeviceCreateShaderModule(g->device, &sm_desc);
     WGPUComputePipelineDescriptor desc = {NULL, gpu_sv(p->label), NULL, {NULL, sm, {"main", 4}, 0, NULL}};
-    if (gpu_dump_wanted()) fprintf(stderr, "=== lean-gpu-pipeline %s\n", p->label);
+    if (g->dump) fprintf(stderr, "=== lean-gpu-pipeline %s\n", p->label);
     p->pipe = g->w.DeviceCreateComputePipeline(g->device, &desc);
     if (sm) g->w.ShaderModuleRelease(sm);
     char msg[400], first[320];
