@@ -44,7 +44,7 @@ static lean_model *load(const char *path) {
 
 /* The GPU options new_ctx makes contexts with: the F32 path (the CPU stays as the backend
  * choice puts it); a section forcing a variant changes them and puts them back. */
-static lean_gpu_options ctx_gpu = test_gpu_exact;
+static lean_gpu_options ctx_gpu = {.f16 = LEAN_GPU_OFF, .int8 = LEAN_GPU_OFF}; /* test_gpu_exact */
 
 static lean_ctx *new_ctx(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch) {
     lean_error err;
