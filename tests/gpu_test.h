@@ -1,5 +1,5 @@
-/* gpu_test.h — how every GPU test program starts: the LEAN_TEST_GPU=0 skip, EGL's platform,
- * the F32 path, then the device.
+/* gpu_test.h — how every GPU test program starts: the LEAN_TEST_GPU=0 skip, the F32 path,
+ * then the device (EGL's platform: testlib.c).
  * Header-only, not in testlib.c: testlib.c is also built for wasm, where there is no GPU. */
 #ifndef LEAN_GPU_TEST_H
 #define LEAN_GPU_TEST_H
@@ -8,10 +8,6 @@
 #include "test.h"
 
 #include <stdlib.h>
-
-/* Mesa's EGL without a display (llvmpipe here) needs a platform; the library sets no
- * variable (lean.h), so the test programs, as front ends, set it before the first GPU call. */
-static inline void test_gpu_env(void) { setenv("EGL_PLATFORM", "surfaceless", 0); }
 
 /* The F32 path, whatever the adapter grants: the tests hold it to the references; the f16
  * path (tiled_f16.wgsl) and the 8-bit prefill are held to it by test_gpu_weights and
@@ -24,7 +20,6 @@ static const lean_gpu_options test_gpu_exact = {.f16 = LEAN_GPU_OFF, .int8 = LEA
  * test_finish(name). */
 static inline lean_gpu *test_gpu_open(const char *name) {
     if (test_gpu_skipped(name)) return NULL;
-    test_gpu_env();
     lean_gpu *g = NULL;
     lean_error err;
     const lean_status st = lean_gpu_open(&g, &test_gpu_exact, &err);

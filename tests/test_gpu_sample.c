@@ -17,7 +17,6 @@
  *   check        gpu_sampler_check passes on this adapter (it compares with the CPU itself).
  *   errors       create/reset with bad arguments fail with a message.
  */
-#include "gpu_test.h"
 #include "test.h"
 
 #include "sample.h"
@@ -267,7 +266,6 @@ static void test_errors(void) {
 
 int main(void) {
     lean_error err;
-    test_gpu_env();
     if (lean_gpu_open(&G, NULL, &err) != LEAN_OK) {
         CHECK(false, "no WebGPU adapter (bash scripts/setup_webgpu.sh installs Dawn): %s", err.msg);
         return test_finish("test_gpu_sample");
