@@ -584,7 +584,7 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
-/* the options' vec_prefetch forces it (the tests: every format that can) */
+/* a kernel variant: as lean_gpu_options forces it (the tests), else the library's dflt */
 static bool variant_on(lean_gpu_force f, bool dflt) { return f == LEAN_GPU_AUTO ? dflt : f == LEAN_GPU_ON; }
 
 static bool vec_prefetch(lean_gpu *g, uint32_t type) {
