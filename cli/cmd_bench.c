@@ -42,7 +42,7 @@
 static const char *const usage_bench =
     "usage: lean bench -m FILE [-m FILE ...] [-p LIST] [-n LIST] [--suffix LIST] [-r R]\n"
     "                  [-t LIST] [--backend LIST] [--batch N] [--seed S] [--bandwidth GBPS] [--json]\n"
-    "                  [--profile]\n"
+    "                  [--exact] [--profile]\n"
     "Times model load, cold prefill, suffix prefill and greedy decode, R times each, for every\n"
     "model x backend x thread count; prints a Markdown table (min and median ms and tokens/s),\n"
     "the exactness hash of the greedy ids and the bytes read per decoded token. LISTs are\n"
@@ -61,8 +61,9 @@ static const char *const usage_bench =
     "  --seed S         seed of the pseudo-random ids (default 42)\n"
     "  --bandwidth GBPS streaming-read bandwidth (build/bandwidth) for decode's roofline\n"
     "  --json           one JSON object per row (JSON Lines) instead of the table\n"
+    "  --exact          F32 arithmetic throughout (see lean run --help; default: the faster paths)\n"
     "  --profile        GPU: dispatches and each kernel's GPU time per step, for the last\n"
-    "                   repetition of every measurement (LEAN_PROFILE=1; profiled runs are slower)\n"
+    "                   repetition of every measurement (profiled runs are slower)\n"
     VERBOSITY_USAGE
     "Exit status: 0; 1 for a library error or when repetitions chose different ids; 2 usage.\n";
 
@@ -87,7 +88,7 @@ typedef struct bench_args {
     int32_t reps, n_batch;
     uint64_t seed;
     double bandwidth_gbps;     /* 0: not given */
-    int json, profile;
+    int json, profile, exact;
     int verbosity;             /* -1 quiet (-q), 0, 1 verbose (-v) */
 } bench_args;
 
@@ -167,8 +168,8 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
         const char *o = flag_name(argv[i], bench_aliases);
         if (is_help(o)) return -1;
         if (parse_verbosity_flag(o, &a->verbosity)) continue;
-        if (strcmp(o, "--json") == 0 || strcmp(o, "--profile") == 0) {
-            *(o[2] == 'j' ? &a->json : &a->profile) = 1;
+        if (strcmp(o, "--json") == 0 || strcmp(o, "--profile") == 0 || strcmp(o, "--exact") == 0) {
+            *(o[2] == 'j' ? &a->json : o[2] == 'p' ? &a->profile : &a->exact) = 1;
             continue;
         }
         if (o[0] != '-') return arg_error(msg, cap, "unexpected argument '%s' (models are given with -m FILE)", o);
@@ -569,6 +570,8 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_batch = a->n_batch;
+    cp.exact = a->exact;
+    cp.profile = a->profile;
     set_ctx_choice(&cp, backend, threads);
 
     /* load: R times; the last model and context are the ones measured below */
@@ -758,7 +761,6 @@ static int bench_main(int argc, char **argv, FILE *out) {
     const int n_backends = a.n_backends ? a.n_backends : 1, n_threads = a.n_threads ? a.n_threads : 1;
 
     bench_run b = {.a = &a, .out = out, .progress = isatty(2) != 0};
-    if (a.profile) setenv("LEAN_PROFILE", "1", 1); /* read when the contexts open their devices */
     b.n_steps = a.n_models * n_backends * n_threads * (1 + a.n_pp + a.n_suffix + a.n_tg);
     lean_error err = {0};
     rc = 0;

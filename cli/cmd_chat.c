@@ -26,8 +26,8 @@ typedef int sig_atomic_t; /* wasm32-wasi has no signals (its signal.h refuses): 
 /* ---- usage ---- */
 
 static const char *const usage_chat =
-    "usage: lean chat -m FILE [--ctx N] [--batch N] [--backend B] [-n N] [--system TEXT] [--stop S]...\n"
-    "                 [--template JINJAFILE | --chatml] [--drop-oldest] [sampling flags]\n"
+    "usage: lean chat -m FILE [--ctx N] [--batch N] [--backend B] [--exact] [-n N] [--system TEXT]\n"
+    "                 [--stop S]... [--template JINJAFILE | --chatml] [--drop-oldest] [sampling flags]\n"
     "A conversation with the model through its chat template. Each line on stdin is a message\n"
     "(a line ending in '\\' goes on with the next); the reply streams to stdout, and a line on\n"
     "stderr tells how many prompt tokens were reused from the cache and how many computed.\n"
@@ -40,6 +40,7 @@ static const char *const usage_chat =
     "  --backend B          auto (default: WebGPU on a hardware GPU, else cpu), gpu, cpu, cpu-ref,\n"
     "                       cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (see lean\n"
     "                       run --help)\n"
+    "  --exact              F32 arithmetic throughout (see lean run --help; default: faster)\n"
     "  -n N                 most tokens per reply (default 0: until the model ends it or the\n"
     "                       context is full)\n"
     "  --system TEXT        the system prompt\n"
@@ -59,7 +60,7 @@ static const char *const usage_chat =
 typedef struct chat_args {
     const char *model, *system, *template_path, *backend;
     const char *stops[MAX_STOPS];
-    int n_stops, chatml, drop_oldest;
+    int n_stops, chatml, drop_oldest, exact;
     int verbosity; /* -1 quiet, 0, 1 verbose */
     long long n_predict, n_ctx, n_batch;
     lean_sampler_params sampling;
@@ -85,8 +86,8 @@ static int parse_chat(int argc, char **argv, chat_args *a) {
             a->chatml = 1;
             continue;
         }
-        if (strcmp(o, "--drop-oldest") == 0) {
-            a->drop_oldest = 1;
+        if (strcmp(o, "--drop-oldest") == 0 || strcmp(o, "--exact") == 0) {
+            *(o[2] == 'd' ? &a->drop_oldest : &a->exact) = 1;
             continue;
         }
         /* flags with a value */
@@ -234,6 +235,7 @@ int cmd_chat(int argc, char **argv) {
     p.n_ctx = (int32_t)a.n_ctx;
     p.n_batch = (int32_t)a.n_batch;
     p.backend = a.backend;
+    p.exact = a.exact;
     p.n_predict = (int32_t)a.n_predict;
     p.sampling = a.sampling;
     p.system = a.system;

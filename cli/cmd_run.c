@@ -44,6 +44,8 @@ static const char *const usage_run =
     "               software adapters too), cpu (the CPU kernels: the best table this CPU runs,\n"
     "               threads), cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (one\n"
     "               table), cpu-ref (the reference)\n"
+    "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
+    "               the reference (cpu-ref) for now (default: the faster paths)\n"
     VERBOSITY_USAGE
     SAMPLING_USAGE;
 
@@ -83,6 +85,7 @@ typedef struct run_args {
     long long n_threads;
     const char *backend;
     int verbosity; /* -1 quiet, 0, 1 verbose */
+    int exact;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -96,6 +99,10 @@ static int parse_run(int argc, char **argv, run_args *a) {
         int rc = parse_sampling_flag(usage_run, argc, argv, &i, &a->sampling);
         if (rc == 0) continue;
         if (rc > 0) return rc;
+        if (strcmp(o, "--exact") == 0) {
+            a->exact = 1;
+            continue;
+        }
         /* flags with a value */
         if (i + 1 >= argc) return usage_error(usage_run, "'%s' needs a value (or is unknown)", o);
         const char *v = argv[++i];
@@ -194,6 +201,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_batch = (int32_t)a.n_batch;
     cp.n_threads = (int32_t)a.n_threads;
     cp.backend = a.backend;
+    cp.exact = a.exact;
     if (ctx_create_quietly(m, &cp, a.verbosity, &c, &err) != LEAN_OK) goto fail;
     print_backend(c, a.verbosity);
     const int32_t n_vocab = lean_model_n_vocab(m);

@@ -24,6 +24,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const usage_main =
@@ -58,6 +59,9 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
+    /* Mesa's EGL needs a platform when there is no display; Dawn's OpenGL ES backend (llvmpipe
+     * on a machine without a GPU driver) goes through it. The library sets no variable (lean.h). */
+    setenv("EGL_PLATFORM", "surfaceless", 0);
     if (argc < 2) return fprintf(stderr, "%s", usage_main), 2;
     const char *cmd = argv[1];
     if (is_help(cmd) || strcmp(cmd, "help") == 0) return printf("%s", usage_main), 0;

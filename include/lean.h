@@ -26,7 +26,9 @@
  * context and freed by lean_model_free, so N contexts hold one copy of the weights. A
  * lean_ctx owns its KV cache and activations, and is used by one thread at a time.
  * Once the model's device is lost (LEAN_ERR_DEVICE), the contexts on it keep failing and
- * the next GPU context opens a new one ("auto" takes the CPU if none comes).
+ * the next GPU context opens a new one ("auto" takes the CPU if none comes). A GPU context
+ * that asks for other device settings than the model's first (exact or profile where that one
+ * did not, or the reverse for exact) opens a device and weights of its own, freed with it.
  */
 #ifndef LEAN_H
 #define LEAN_H
@@ -164,8 +166,21 @@ typedef struct lean_ctx_params {
      *   "cpu-ref": the plain single-threaded reference.
      * The CPU kernels compute with 8-bit activations, so their logits are close to, not the
      * same bits as, the reference's; they are the same bits for every n_threads and every
-     * n_batch. The GPU computes in F32 like the reference, in another summation order. */
+     * n_batch. The GPU computes in F32 like the reference, in another summation order, except
+     * where exact is false (below). */
     const char *backend;
+    /* The exact path (default false: the fast paths). Exact means F32 arithmetic throughout,
+     * on every backend: the logits of transformers' computation within F32 rounding. Not exact,
+     * the GPU runs prefill's matmuls in f16 where the adapter grants shader-f16, and Q8_0 and
+     * Q4_0 prefill on 8-bit dot products where the adapter has them as instructions (not on a
+     * software adapter or Apple's); `lean info --gpu` says which are in force. On the CPU,
+     * whose kernels compute with 8-bit activations, exact runs the reference ("cpu-ref": F32,
+     * one thread) in place of the kernels ("cpu", "cpu-<isa>", and auto's CPU rung) until the
+     * kernels themselves honour it. Nonzero: exact. */
+    int32_t exact;
+    /* The GPU backend counts every dispatch and, where the adapter has timestamp-query, times
+     * every kernel, for lean_ctx_profile (a profiled run is slower). Nonzero: profile. */
+    int32_t profile;
 } lean_ctx_params;
 LEAN_API lean_ctx_params lean_ctx_default_params(void);
 
@@ -553,14 +568,14 @@ LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
 LEAN_API void lean_gen_end(lean_ctx *c); /* a no-op when no generation is in progress */
 
 /* ---- profile ----
- * Where a context's GPU time goes. With LEAN_PROFILE=1 in the environment when the context
- * is created, the GPU backend counts every dispatch and, where the adapter has
+ * Where a context's GPU time goes. With lean_ctx_params.profile (or LEAN_PROFILE=1 in the
+ * environment when the context is created: a debugging aid, docs/gpu.md), the GPU backend counts every dispatch and, where the adapter has
  * timestamp-query, times every kernel: each dispatch then runs in a compute pass of its own
  * between two timestamps and each submit waits for its times, so a profiled run is slower
  * than a plain one, but each kernel's time is its own. lean_ctx_profile writes (NUL-terminated,
  * at most cap bytes) the dispatches and, per kernel, calls and GPU time since its last call,
  * divided by steps (the decode steps or calls the caller ran since; 1 = totals), longest
- * first, and starts afresh. LEAN_ERR_UNSUPPORTED on the CPU backends or without LEAN_PROFILE=1.
+ * first, and starts afresh. LEAN_ERR_UNSUPPORTED on the CPU backends or without profile.
  * `lean bench --profile` prints it for every measurement. */
 LEAN_API lean_status lean_ctx_profile(lean_ctx *c, int64_t steps, char *text, size_t cap, lean_error *err);
 
@@ -625,6 +640,7 @@ typedef struct lean_chat_session_params {
                                      0 = no limit but the context */
     int32_t drop_oldest;          /* nonzero: drop the oldest turns instead of failing on overflow */
     const char *backend;          /* lean_ctx_params.backend: NULL = "auto" */
+    int32_t exact;                /* lean_ctx_params.exact: nonzero, F32 arithmetic throughout */
 } lean_chat_session_params;
 LEAN_API lean_chat_session_params lean_chat_session_default_params(void);
 
@@ -690,7 +706,13 @@ LEAN_API const int32_t *lean_chat_session_ids(const lean_chat_session *s, int32_
 LEAN_API const lean_ctx *lean_chat_session_ctx(const lean_chat_session *s);
 LEAN_API const lean_sampler *lean_chat_session_sampler(const lean_chat_session *s);
 
-/* ---- WebGPU (src/gpu) ---- */
+/* ---- WebGPU (src/gpu) ----
+ * The library reads no environment but three debugging aids (docs/gpu.md): LEAN_WEBGPU_LIB,
+ * the webgpu.h library to load first; LEAN_PROFILE=1, profile every context; LEAN_GPU_DUMP=1,
+ * every kernel's WGSL and what Dawn compiled it to, on stderr. It sets none: a host on Mesa
+ * without a display (Dawn's OpenGL ES over EGL, e.g. llvmpipe on a server) sets
+ * EGL_PLATFORM=surfaceless in its environment before the first GPU call, as the lean command
+ * does, or Mesa's EGL finds no display and there is no adapter. */
 /* Opens the WebGPU device the "gpu" backend would use (the library search and adapter
  * choice of src/gpu/native.c and device.c), writes what it is into text (NUL-terminated,
  * at most cap bytes; one fact per line: adapter, backend and feature level, features,

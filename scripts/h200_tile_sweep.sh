@@ -14,8 +14,6 @@
 #   vec:WG,RPW[,RPW_SHORT,SHORT_CPL]  matmul_vec.wgsl's (matmul.c's VEC_* enum; RPW_SHORT
 #                 defaults to RPW, SHORT_CPL to 1)
 #   vocab:N       VEC_RPW_VOCAB, outputs a matmul_vec workgroup of the logits' matrix
-#   pre:N         1: a normed matmul_vec decodes its first chunks before the norm in every
-#                 format that can, 0: in none (LEAN_GPU_VEC_PREFETCH, matmul.c's vec_prefetch)
 #   vecn:N        VEC_RPW_NORMED, a normed matmul_vec's outputs a workgroup (matmul.c)
 #   norm:N        NORM_FUSE_MAX_COLS, the widest row decode's matmuls normalize themselves
 #   chunk:N       GPU_ATTN_MIN_CHUNK, the fewest keys a decode attention workgroup takes (ops.h)
@@ -44,7 +42,6 @@ for shape in $shapes; do
     cp /tmp/matmul.c.orig src/gpu/matmul.c
     cp /tmp/ops.c.orig src/gpu/ops.c
     cp /tmp/ops.h.orig src/gpu/ops.h
-    unset LEAN_GPU_VEC_PREFETCH
     for knob in ${shape//+/ }; do # knobs joined by + apply together
         case "$knob" in
         vec:*)
@@ -56,7 +53,6 @@ for shape in $shapes; do
         ksplit:*) set_n src/gpu/matmul.c "TILE_SPLIT_WG = @" "${knob#*:}" ;;
         kmin:*) set_n src/gpu/matmul.c "TILE_SPLIT_MIN_STEPS = @" "${knob#*:}" ;;
         vocab:*) set_n src/gpu/matmul.c "VEC_RPW_VOCAB = @" "${knob#*:}" ;;
-        pre:*) export LEAN_GPU_VEC_PREFETCH=${knob#*:} ;;
         vecn:*) set_n src/gpu/matmul.c "VEC_RPW_NORMED = @" "${knob#*:}" ;;
         norm:*) set_n src/gpu/matmul.c "define NORM_FUSE_MAX_COLS @" "${knob#*:}" ;;
         chunk:*) set_n src/gpu/ops.h "define GPU_ATTN_MIN_CHUNK @" "${knob#*:}" ;;

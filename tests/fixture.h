@@ -163,6 +163,7 @@ static inline void fixture_parity(const fixture *c, void *backend) {
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = 128;
     cp.backend = (const char *)backend;
+    cp.exact = true; /* FIXTURE_TOL is the F32 path's bound */
     lean_status st = lean_ctx_create(m, &cp, &ctx, &err);
     CHECK(st == LEAN_OK, "%s: ctx (%s): %s", path, cp.backend, err.msg);
     int n_vocab = lean_model_n_vocab(m);

@@ -208,13 +208,13 @@ stage_webgpu() {
 
 # cli_same_ids DENO MODEL: the wasm32 CLI's `lean bench --backend gpu` under Deno (wgpu) hashes
 # the same greedy ids as the native CLI's through Dawn: the same kernels on two WebGPU
-# implementations (one test), both on the F32 path (LEAN_F16=0: Deno's adapter has shader-f16,
+# implementations (one test), both on the F32 path (--exact: Deno's adapter has shader-f16,
 # Dawn's here has not). (Not the CPU's: on these random models a near-tie can go the
 # other way under the CPU's 8-bit activations.)
 cli_same_ids() {
-    local deno=$1 model=$2 want got args=(bench -m "$2" -p 16 -n 24 -r 1 --backend gpu)
-    want=$(LEAN_F16=0 timeout "$TIMEOUT" build/lean "${args[@]}" 2>&1 </dev/null | grep -o 'fnv1a64 [0-9a-f]*')
-    got=$(LEAN_F16=0 timeout "$TIMEOUT" "$deno" run -A tests/wasm_run.mjs build-wasm/lean.wasm "${args[@]}" 2>&1 </dev/null |
+    local deno=$1 model=$2 want got args=(bench -m "$2" -p 16 -n 24 -r 1 --backend gpu --exact)
+    want=$(timeout "$TIMEOUT" build/lean "${args[@]}" 2>&1 </dev/null | grep -o 'fnv1a64 [0-9a-f]*')
+    got=$(timeout "$TIMEOUT" "$deno" run -A tests/wasm_run.mjs build-wasm/lean.wasm "${args[@]}" 2>&1 </dev/null |
           grep -o 'fnv1a64 [0-9a-f]*')
     if [ -n "$want" ] && [ "$want" = "$got" ]; then
         echo "lean.wasm bench ($model): 1 passed, 0 failed"

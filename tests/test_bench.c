@@ -196,18 +196,19 @@ static void test_arguments(void) {
     CHECK(a.n_pp == 1 && a.pp[0] == 128 && a.n_tg == 1 && a.tg[0] == 64, "default -p/-n");
     CHECK(a.n_suffix == 1 && a.suffix[0].depth == 128 && a.suffix[0].n == 32, "default --suffix");
     CHECK(a.reps == 3 && a.seed == 42 && a.n_threads == 0 && a.n_backends == 0 && !a.json, "defaults");
+    CHECK(!a.exact && !a.profile, "neither --exact nor --profile by default");
     CHECK(a.bandwidth_gbps == 0, "no bandwidth");
 
     const char *many[] = {"-m", "a", "-m", "b", "-p", "0,16,512", "-n", "0", "--suffix", "0+4,256+64", "-r", "5",
                           "-t", "1,2", "--backend", "cpu,cpu-ref", "--bandwidth", "12.5", "--seed", "7", "--json",
-                          "--batch", "32", NULL};
+                          "--batch", "32", "--exact", "--profile", NULL};
     CHECK(parse(&a, msg, sizeof msg, many) == 0, "many: %s", msg);
     CHECK(a.n_models == 2 && strcmp(a.models[1], "b") == 0, "two models");
     CHECK(a.n_pp == 2 && a.pp[0] == 16 && a.pp[1] == 512, "-p 0,16,512 -> 16,512");
     CHECK(a.n_tg == 0, "-n 0 leaves decode out");
     CHECK(a.n_suffix == 2 && a.suffix[0].depth == 0 && a.suffix[0].n == 4 && a.suffix[1].depth == 256 &&
               a.suffix[1].n == 64, "suffix list");
-    CHECK(a.reps == 5 && a.seed == 7 && a.json && a.n_batch == 32, "scalars");
+    CHECK(a.reps == 5 && a.seed == 7 && a.json && a.n_batch == 32 && a.exact && a.profile, "scalars");
     CHECK(a.n_threads == 2 && a.threads[0] == 1 && a.threads[1] == 2, "threads");
     CHECK(a.n_backends == 2 && strcmp(a.backends[0], "cpu") == 0 && strcmp(a.backends[1], "cpu-ref") == 0,
           "backends");

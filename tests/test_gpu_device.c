@@ -400,7 +400,7 @@ static void test_out_of_memory(lean_gpu *g) {
     lean_error err;
     lean_gpu *none = NULL;
     lean_alloc_fail_at(1, false);
-    CHECK(lean_gpu_open(&none, &err) == LEAN_ERR_NOMEM && !none, "open with no memory: %s", err.msg);
+    CHECK(lean_gpu_open(&none, NULL, &err) == LEAN_ERR_NOMEM && !none, "open with no memory: %s", err.msg);
     CHECK(one_pass(g, 100, &err) == LEAN_OK, "%s", err.msg); /* makes the staging buffer */
     lean_alloc_fail_at(0, false);
     CHECK(one_pass(g, 200, &err) == LEAN_OK, "%s", err.msg);
@@ -431,7 +431,7 @@ static void test_dump(void) {
     setenv("LEAN_GPU_DUMP", "1", 1);
     lean_gpu *g = NULL;
     lean_error err;
-    const lean_status st = lean_gpu_open(&g, &err);
+    const lean_status st = lean_gpu_open(&g, NULL, &err);
     lean_gpu_const c[] = {{"N", 'u', 12345}, {"MUL", 'u', 3}, {"ADD", 'u', 1}};
     const bool made = st == LEAN_OK && make_pipeline(g, "dumped kernel", affine_src, c, 3) != NULL;
     lean_gpu_close(g);

@@ -11,11 +11,15 @@
  *   - the dispatches one decode step records, per architecture, at most a stated number;
  *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
  *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free;
- *   - where the adapter grants shader-f16, the f16 path held to the F32 path (LEAN_F16=0) on
- *     every fixture: the logits after the prompt within F16_TOL, the greedy ids identical;
+ *   - where the adapter grants shader-f16, the f16 path held to the F32 path on every
+ *     fixture: the logits after the prompt within F16_TOL, the greedy ids identical;
  *   - where WGSL has packed dot products, the 8-bit prefill (Q8_0, Q4_0) held to the F32 path
- *     (LEAN_GPU_INT8=0) on those fixtures: I8_TOL, the first greedy id (int8_against_f32).
- * Everything else runs the exact F32 path (test_gpu_open sets LEAN_F16=0, LEAN_GPU_INT8=0).
+ *     on those fixtures: I8_TOL, the first greedy id (int8_against_f32);
+ *   - lean_ctx_params.exact against the default on the Q8_0 and Q4_0 fixtures: exact takes
+ *     neither fast path and is transformers' within FIXTURE_TOL; the default takes each where
+ *     the adapter has it (on a software adapter neither: the same logits bit for bit).
+ * Everything else runs the exact F32 path (lean_ctx_params.exact; test_gpu_open's device:
+ * test_gpu_exact).
  * Logit comparisons between GPU calls that differ only in how tokens were batched allow
  * 1e-4 (the matmul and attention kernels may sum in an order that depends on the batch
  * size; observed differences are ~1e-6).
@@ -41,6 +45,10 @@ static lean_model *load(const char *path) {
     return m;
 }
 
+/* The GPU options new_ctx makes contexts with: the F32 path (the CPU stays as the backend
+ * choice puts it); a section forcing a variant changes them and puts them back. */
+static lean_gpu_options ctx_gpu = {.f16 = LEAN_GPU_OFF, .int8 = LEAN_GPU_OFF}; /* test_gpu_exact */
+
 static lean_ctx *new_ctx(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch) {
     lean_error err;
     lean_ctx *c = NULL;
@@ -48,7 +56,7 @@ static lean_ctx *new_ctx(const lean_model *m, const char *backend, int32_t n_ctx
     cp.backend = backend;
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
-    lean_status st = lean_ctx_create(m, &cp, &c, &err);
+    lean_status st = lean_ctx_create_gpu(m, &cp, &ctx_gpu, &c, &err);
     CHECK(st == LEAN_OK, "ctx (%s, n_ctx %d, n_batch %d): %s", backend, n_ctx, n_batch, err.msg);
     return c;
 }
@@ -280,13 +288,13 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as, uin
 #define F16_TOL 5e-2f
 
 /* The logits after fx's prompt (into logits) and the N_GREEDY greedy ids that follow, with
- * the switch env = on ("0": the F32 path, which every other test runs: test_gpu_open). */
-static bool prompt_greedy(const lean_model *m, const fixture *fx, const char *env, const char *on, float *logits,
-                          int32_t *ids) {
-    setenv(env, on, 1);
+ * f16 and int8 as given (both OFF: the F32 path, which every other test runs). */
+static bool prompt_greedy(const lean_model *m, const fixture *fx, lean_gpu_force f16, lean_gpu_force int8,
+                          float *logits, int32_t *ids) {
+    ctx_gpu.f16 = f16, ctx_gpu.int8 = int8;
     lean_ctx *c = new_ctx(m, "gpu", 128, 64);
     const bool ok = c && greedy(c, fx->prompt, fx->n_prompt, logits, ids, lean_model_n_vocab(m));
-    setenv(env, "0", 1);
+    ctx_gpu = test_gpu_exact;
     lean_ctx_free(c);
     return ok;
 }
@@ -298,7 +306,8 @@ static void f16_against_f32(const fixture *fx, void *user) {
     const int V = lean_model_n_vocab(m);
     float *l32 = malloc(sizeof(float) * (size_t)V), *l16 = malloc(sizeof(float) * (size_t)V);
     int32_t g32[N_GREEDY], g16[N_GREEDY];
-    if (prompt_greedy(m, fx, "LEAN_F16", "0", l32, g32) && prompt_greedy(m, fx, "LEAN_F16", "1", l16, g16)) {
+    if (prompt_greedy(m, fx, LEAN_GPU_OFF, LEAN_GPU_OFF, l32, g32) &&
+        prompt_greedy(m, fx, LEAN_GPU_ON, LEAN_GPU_OFF, l16, g16)) {
         const float d = max_diff(l32, l16, V);
         CHECK(d <= F16_TOL, "%s: f16 path's logits max |delta| %.3g from the F32 path's > %.0e", fx->model, d, F16_TOL);
         int first = -1;
@@ -318,7 +327,7 @@ static void test_f16(bool granted) {
         printf("test_gpu_forward: no shader-f16 on this adapter, so no f16 path to test (the webgpu stage's has it)\n");
         return;
     }
-    printf("the f16 path against the F32 path (LEAN_F16=0):\n| arch  | fmt  | max abs delta logit (all, after "
+    printf("the f16 path against the F32 path:\n| arch  | fmt  | max abs delta logit (all, after "
            "the prompt) | %d greedy ids equal |\n|---|---|---|---|\n", N_GREEDY);
     fixture_each("llama", f16_against_f32, NULL);
     fixture_each("qwen2", f16_against_f32, NULL);
@@ -342,7 +351,8 @@ static void int8_against_f32(const fixture *fx, void *user) {
     const int V = lean_model_n_vocab(m);
     float *l32 = malloc(sizeof(float) * (size_t)V), *l8 = malloc(sizeof(float) * (size_t)V);
     int32_t g32[N_GREEDY], g8[N_GREEDY];
-    if (prompt_greedy(m, fx, "LEAN_GPU_INT8", "0", l32, g32) && prompt_greedy(m, fx, "LEAN_GPU_INT8", "1", l8, g8)) {
+    if (prompt_greedy(m, fx, LEAN_GPU_OFF, LEAN_GPU_OFF, l32, g32) &&
+        prompt_greedy(m, fx, LEAN_GPU_OFF, LEAN_GPU_ON, l8, g8)) {
         float top = 0, first = -INFINITY, second = -INFINITY;
         for (int i = 0; i < V; i++) {
             top = fmaxf(top, fabsf(l32[i]));
@@ -370,11 +380,80 @@ static void test_int8(bool has_dot) {
         printf("test_gpu_forward: no packed_4x8_integer_dot_product in this WGSL, so no 8-bit prefill to test\n");
         return;
     }
-    printf("the 8-bit prefill against the F32 path (LEAN_GPU_INT8=0):\n| arch  | fmt  | max abs delta logit (after "
+    printf("the 8-bit prefill against the F32 path:\n| arch  | fmt  | max abs delta logit (after "
            "the prompt) | of max abs logit | greedy ids equal from the start |\n|---|---|---|---|---|\n");
     fixture_each("llama", int8_against_f32, NULL);
     fixture_each("qwen2", int8_against_f32, NULL);
     fixture_each("qwen3", int8_against_f32, NULL);
+}
+
+/* ---- lean_ctx_params.exact against the default ---- */
+
+/* A context made through the public parameters alone (exact or the default), its prompt's
+ * logits into logits; the paths its device took into *f16, *int8. */
+static bool public_prompt(const lean_model *m, const fixture *fx, bool exact, float *logits, bool *f16, bool *int8) {
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = "gpu";
+    cp.n_ctx = 128;
+    cp.exact = exact;
+    lean_ctx *c = NULL;
+    lean_error err;
+    lean_status st = lean_ctx_create(m, &cp, &c, &err);
+    if (!st) {
+        const lean_gpu *g = lean_backend_gpu_device(lean_ctx_backend_state(c));
+        *f16 = lean_gpu_f16(g), *int8 = lean_gpu_int8(g);
+        st = lean_prefill(c, fx->prompt, fx->n_prompt, logits, &err);
+    }
+    CHECK(st == LEAN_OK, "%s (exact %d): %s", fx->model, exact, err.msg);
+    lean_ctx_free(c);
+    return st == LEAN_OK;
+}
+
+/* exact: neither fast path, and transformers' logits within FIXTURE_TOL. The default: the
+ * 8-bit prefill exactly where the adapter is hardware (not Apple's) with packed dot products,
+ * the f16 path where it grants shader-f16; with neither (a software adapter without
+ * shader-f16, as llvmpipe here) the exact path's logits bit for bit, else within the fast
+ * paths' bounds (I8_TOL of the largest logit, F16_TOL). */
+static void exact_against_default(const fixture *fx, void *info) {
+    const lean_gpu_info *in = info;
+    if (strcmp(fx->fmt, "q8_0") && strcmp(fx->fmt, "q4_0")) return;
+    lean_model *m = load(fx->model);
+    if (!m) return;
+    const int V = lean_model_n_vocab(m);
+    float *le = malloc(sizeof(float) * (size_t)V), *ld = malloc(sizeof(float) * (size_t)V);
+    bool e16 = true, e8 = true, d16 = false, d8 = false;
+    if (public_prompt(m, fx, true, le, &e16, &e8) && public_prompt(m, fx, false, ld, &d16, &d8)) {
+        CHECK(!e16 && !e8, "%s: exact took the f16 path (%d) or the 8-bit prefill (%d)", fx->model, e16, e8);
+        int same_ids;
+        const float d_ref = fixture_top_delta(le, V, fx->top_ids, fx->top_logits, fx->n_top, &same_ids);
+        CHECK(d_ref <= FIXTURE_TOL && same_ids, "%s: exact's logits max |delta| %.3g from transformers' (top ids %s)",
+              fx->model, d_ref, same_ids ? "equal" : "differ");
+        const bool hw_dot = in->packed_dot && !in->software && strncmp(in->vendor, "apple", 5) != 0;
+        CHECK(d8 == hw_dot && d16 == in->shader_f16, "%s: the default took int8 %d (want %d), f16 %d (want %d)",
+              fx->model, d8, hw_dot, d16, in->shader_f16);
+        float top = 0;
+        for (int i = 0; i < V; i++) top = fmaxf(top, fabsf(le[i]));
+        const float d = max_diff(le, ld, V);
+        if (!d8 && !d16)
+            CHECK(memcmp(le, ld, sizeof(float) * (size_t)V) == 0, "%s: default and exact logits differ (%.3g) on "
+                  "the same path", fx->model, d);
+        else
+            CHECK(d <= (d8 ? I8_TOL * top : 0) + (d16 ? F16_TOL : 0), "%s: the default's logits max |delta| %.3g "
+                  "from exact's", fx->model, d);
+        printf("| %-5s | %-4s | %.2e | %s%s |\n", fx->arch, fx->fmt, d, d8 ? "8-bit prefill " : "",
+               d16 ? "f16" : !d8 ? "F32 (the exact path)" : "");
+    }
+    free(le);
+    free(ld);
+    lean_model_free(m);
+}
+
+static void test_exact(const lean_gpu_info *in) {
+    printf("lean_ctx_params.exact against the default:\n| arch  | fmt  | max abs delta logit (after the prompt) "
+           "| the default's path |\n|---|---|---|---|\n");
+    fixture_each("llama", exact_against_default, (void *)in);
+    fixture_each("qwen2", exact_against_default, (void *)in);
+    fixture_each("qwen3", exact_against_default, (void *)in);
 }
 
 /* ---- errors ---- */
@@ -423,7 +502,8 @@ int main(void) {
     if (!g) return test_finish("test_gpu_forward");
     const bool software = lean_gpu_get_info(g)->software, f16 = lean_gpu_get_info(g)->shader_f16;
     const bool dot = lean_gpu_get_info(g)->packed_dot;
-    printf("adapter: %s (%s)\n", lean_gpu_get_info(g)->adapter, lean_gpu_get_info(g)->backend);
+    const lean_gpu_info info = *lean_gpu_get_info(g);
+    printf("adapter: %s (%s)\n", info.adapter, info.backend);
     lean_gpu_close(g);
 
     fixture_parity_header();
@@ -447,11 +527,11 @@ int main(void) {
     test_greedy("llama", LEAN_TYPE_Q4_0, "q8_0:blk.1.ffn_up.weight"); /* [Wgate; Wup] of two */
     /* decode's qkv_post as a dispatch where the Q, K, V matmuls would do its work (a device
      * without their storage buffers): llama's RoPE, qwen2's NEOX with biases */
-    setenv("LEAN_GPU_KV_EPILOGUE", "0", 1);
+    ctx_gpu.no_kv_epilogue = true;
     test_greedy("llama", LEAN_TYPE_Q8_0, NULL);
     test_greedy("qwen2", LEAN_TYPE_Q4_0, NULL);
     test_dispatches("llama", LEAN_TYPE_F32, NULL, 15, 0);
-    unsetenv("LEAN_GPU_KV_EPILOGUE");
+    ctx_gpu.no_kv_epilogue = false;
 
     /* 2 layers: embedding + 2 x 6 per layer + final norm, logits (forward.c's list), or 5 per
      * layer where the Q, K, V matmuls do qkv_post's work (not qwen3's head norms); a layer whose
@@ -473,5 +553,6 @@ int main(void) {
     }
     test_f16(f16);
     test_int8(dot);
+    test_exact(&info);
     return test_finish("test_gpu_forward");
 }

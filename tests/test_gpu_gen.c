@@ -10,10 +10,12 @@
  *   - the context's end (LEAN_ERR_CONTEXT_FULL after n_ctx - pos + 1 ids), max_ids, misuse;
  *   - a device lost during a generation: LEAN_ERR_DEVICE, then a clean end and free;
  *   - chat sessions (greedy and sampled, a stop string inside a block, two turns) give the
- *     same replies, resident ids and stats with the resident draw as with LEAN_RESIDENT=0;
- *   - the profile (LEAN_PROFILE=1, lean_ctx_profile): dispatches per generated id the same in
- *     every block of a generation, kernel rows where the adapter has timestamp-query, and
- *     LEAN_ERR_UNSUPPORTED without LEAN_PROFILE and on the CPU.
+ *     same replies, resident ids and stats with the resident draw as with the host's
+ *     (lean_gpu_options.no_resident);
+ *   - the profile (lean_ctx_params.profile, lean_ctx_profile): dispatches per generated id the
+ *     same in every block of a generation, kernel rows where the adapter has timestamp-query,
+ *     and LEAN_ERR_UNSUPPORTED without profile and on the CPU.
+ * Every context runs the exact path (lean_ctx_params.exact).
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "dev/lean_dev.h"
@@ -35,13 +37,15 @@ static lean_ctx *new_ctx(const lean_model *m, int32_t n_ctx) {
     cp.backend = "gpu";
     cp.n_ctx = n_ctx;
     cp.n_batch = 8;
+    cp.exact = true;
     CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "gpu ctx: %s", err.msg);
     return c;
 }
 
-static void set_resident(bool on) {
-    if (on) unsetenv("LEAN_RESIDENT");
-    else setenv("LEAN_RESIDENT", "0", 1);
+/* Whether c's generations draw on the GPU (the default) or on the host: its device's option,
+ * read at each lean_gen_begin. */
+static void set_resident(lean_ctx *c, bool on) {
+    if (c) lean_gpu_options_of(lean_backend_gpu_device(lean_ctx_backend_state(c)))->no_resident = !on;
 }
 
 /* What one run saw: the ids, the position after lean_gen_end, the logits after decoding the
@@ -61,7 +65,7 @@ static void gen_run(lean_ctx *c, const lean_model *m, const lean_sampler_params 
                     bool resident, run *r) {
     lean_error err = {0};
     const int32_t V = lean_model_n_vocab(m);
-    set_resident(resident);
+    set_resident(c, resident);
     *r = (run){.logits = calloc((size_t)V, sizeof(float))};
     lean_sampler *smp = NULL;
     int32_t prompt[N_PROMPT];
@@ -89,7 +93,7 @@ static void gen_run(lean_ctx *c, const lean_model *m, const lean_sampler_params 
         CHECK(r->n_more == 8, "continuing after %d ids: %s", k, err.msg);
     }
     lean_sampler_free(smp);
-    set_resident(true);
+    set_resident(c, true);
 }
 
 static void run_free(run *r) { free(r->logits); }
@@ -201,6 +205,7 @@ static void test_batch_default(void) {
         cp.backend = "gpu";
         cp.n_ctx = cases[i].n_ctx;
         cp.n_batch = cases[i].asked;
+        cp.exact = true;
         CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "gpu ctx: %s", err.msg);
         if (c)
             CHECK(lean_ctx_n_batch(c) == cases[i].want, "n_ctx %d, n_batch %d asked: %d, want %d", cases[i].n_ctx,
@@ -271,17 +276,18 @@ static int on_text(void *user, const char *t, size_t n) {
 static void chat(const lean_model *m, int kind, const char *stop, bool resident, chat_run *r) {
     lean_error err;
     memset(r, 0, sizeof *r);
-    set_resident(resident);
     lean_chat_session_params p = lean_chat_session_default_params();
     p.n_ctx = 512;
     p.n_batch = 16;
     p.n_predict = 40;
     p.backend = "gpu";
+    p.exact = true;
     p.sampling = sampling(kind);
     p.n_stop = stop ? 1 : 0;
     p.stop = &stop;
     lean_chat_session *s = NULL;
     lean_status st = lean_chat_session_create(m, &p, &s, &err);
+    if (s) set_resident((lean_ctx *)lean_chat_session_ctx(s), resident); /* the session's own context */
     const char *user[2] = {"Hello there, how are you?", "And then?"};
     for (int t = 0; t < 2 && st == LEAN_OK; t++) st = lean_chat_turn(s, user[t], on_text, r->text[t], &r->st[t], &err);
     CHECK(st == LEAN_OK, "chat (kind %d, resident %d): %s", kind, resident, err.msg);
@@ -290,7 +296,6 @@ static void chat(const lean_model *m, int kind, const char *stop, bool resident,
     r->n_ids = n < 1024 ? n : 1024;
     if (ids) memcpy(r->ids, ids, sizeof *ids * (size_t)r->n_ids);
     lean_chat_session_free(s);
-    set_resident(true);
 }
 
 static void same_chats(const char *what, const chat_run *a, const chat_run *h) {
@@ -386,22 +391,18 @@ static void test_profile(bool timestamps) {
     lean_model *m = load_tiny("llama", LEAN_TYPE_Q8_0, path, sizeof path);
     if (!m) return;
     const int32_t V = lean_model_n_vocab(m);
-    lean_ctx *c = new_ctx(m, 128); /* not profiling: LEAN_PROFILE is unset */
-    CHECK(c && lean_ctx_profile(c, 1, text, sizeof text, &err) == LEAN_ERR_UNSUPPORTED, "profile without LEAN_PROFILE");
+    lean_ctx *c = new_ctx(m, 128); /* not profiling */
+    CHECK(c && lean_ctx_profile(c, 1, text, sizeof text, &err) == LEAN_ERR_UNSUPPORTED, "profile without profile");
     lean_ctx_free(c);
     lean_ctx_params cp = lean_ctx_default_params();
     cp.backend = "cpu-ref";
-    setenv("LEAN_PROFILE", "1", 1);
+    cp.profile = true;
     CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK && lean_ctx_profile(c, 1, text, sizeof text, &err) ==
           LEAN_ERR_UNSUPPORTED, "profile on the CPU");
     lean_ctx_free(c);
-    /* profiling is the device's, and the device the model's (its first GPU context opened it,
-     * without): the same file loaded again opens a device of its own */
-    lean_model_free(m);
-    m = NULL;
-    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", path, err.msg);
-    c = m ? new_ctx(m, 128) : NULL;
-    unsetenv("LEAN_PROFILE");
+    c = NULL;
+    cp.backend = "gpu", cp.n_ctx = 128, cp.n_batch = 8, cp.exact = true; /* new_ctx's, profiled */
+    CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "profiled gpu ctx: %s", err.msg);
     lean_sampler_params sp = sampling(0);
     lean_sampler *smp = NULL;
     int32_t prompt[N_PROMPT];

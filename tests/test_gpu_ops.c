@@ -486,14 +486,15 @@ int main(void) {
     test_all();
     /* prefill attention's key splits other than GPU_ATTN_KSPLITS: none, and 3 (whose merge
      * takes two splits' states into split 0) */
-    for (int ks = 1; ks <= 3; ks += 2) {
-        setenv("LEAN_GPU_ATTN_KSPLITS", ks == 1 ? "1" : "3", 1);
-        printf("test_gpu_ops: prefill attention in %d key splits\n", ks);
+    lean_gpu_options *opt = lean_gpu_options_of(g);
+    for (uint32_t ks = 1; ks <= 3; ks += 2) {
+        opt->attn_ksplits = ks;
+        printf("test_gpu_ops: prefill attention in %u key splits\n", ks);
         test_prefill_attention();
     }
-    unsetenv("LEAN_GPU_ATTN_KSPLITS");
+    opt->attn_ksplits = 0;
     if (lean_gpu_subgroup_size(g)) { /* and the kernels every adapter without subgroups runs */
-        setenv("LEAN_SUBGROUPS", "0", 1);
+        opt->no_subgroups = true;
         test_all();
     }
     lean_gpu_close(g);

@@ -266,7 +266,7 @@ static void test_errors(void) {
 
 int main(void) {
     lean_error err;
-    if (lean_gpu_open(&G, &err) != LEAN_OK) {
+    if (lean_gpu_open(&G, NULL, &err) != LEAN_OK) {
         CHECK(false, "no WebGPU adapter (bash scripts/setup_webgpu.sh installs Dawn): %s", err.msg);
         return test_finish("test_gpu_sample");
     }

@@ -11,6 +11,8 @@
  *   - a lost device: its contexts fail with LEAN_ERR_DEVICE, the next context gets a new device
  *     (the model does not keep a dead one) with the same logits, and the dead one closes with
  *     its last context;
+ *   - a context asking for other device options (exact beside the default) gets a device of its
+ *     own, closed with it, while contexts asking alike share the model's;
  *   - on the CPU, contexts do not copy the weights: the tensors stay views into the file's data
  *     and the heap grows by less than the weights per context (glibc builds without a sanitizer).
  *
@@ -278,6 +280,40 @@ static void test_lost(const char *path) {
     CHECK(lean_gpu_open_count() == n_open, "%d devices open after lean_model_free", lean_gpu_open_count() - n_open);
 }
 
+/* A context whose device options differ from the model's device (here exact, which turns the
+ * f16 and 8-bit paths off, against the default) cannot share it: it gets a device of its own,
+ * freed with it; its logits are the shared device's where both run the same path (llvmpipe has
+ * neither fast path, so both are exact here). */
+static void test_options(const char *path) {
+    lean_error err;
+    const int n_open = lean_gpu_open_count();
+    lean_model *m = load(path);
+    if (!m) return;
+    const int32_t V = lean_model_n_vocab(m);
+    seq *r = calloc(3, sizeof *r);
+    lean_ctx *a = new_ctx(m, "gpu"), *b = new_ctx(m, "gpu"), *x = NULL;
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = "gpu", cp.n_ctx = N_CTX, cp.n_batch = 8, cp.exact = true;
+    CHECK(lean_ctx_create(m, &cp, &x, &err) == LEAN_OK, "exact ctx: %s", err.msg);
+    if (a && b && x) {
+        CHECK(device_of(a) == device_of(b), "two default contexts share the model's device");
+        CHECK(device_of(x) != device_of(a), "the exact context took the default's device");
+        CHECK(lean_gpu_open_count() == n_open + 2, "%d devices open: the model's and the exact context's",
+              lean_gpu_open_count() - n_open);
+        CHECK(greedy(a, 0, V, &r[0], &err) == LEAN_OK && greedy(x, 0, V, &r[1], &err) == LEAN_OK,
+              "greedy: %s", err.msg);
+        if (!lean_gpu_f16(device_of(a)) && !lean_gpu_int8(device_of(a)))
+            same_seq("exact beside the default, both exact", 0, &r[1], &r[0], V, false);
+    }
+    lean_ctx_free(x);
+    CHECK(lean_gpu_open_count() == n_open + (a || b), "the exact context's device closes with it");
+    lean_ctx_free(a);
+    lean_ctx_free(b);
+    lean_model_free(m);
+    free(r);
+    CHECK(lean_gpu_open_count() == n_open, "%d devices open after lean_model_free", lean_gpu_open_count() - n_open);
+}
+
 /* ---- the CPU: views into the mapping ---- */
 
 /* t's data is the model's own: in the mapping (or, streamed, its one weight buffer) at its
@@ -328,6 +364,7 @@ int main(void) {
     CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
     test_share(path);
     test_lost(path);
+    test_options(path);
     test_cpu(path);
     unlink(path);
     return test_finish("test_gpu_share");

@@ -16,7 +16,7 @@
  *               and of each addition; a term passes through at most cols of them, so
  *               |y - y_ref| <= gamma(cols) * sum_c |w x| with gamma(n) = n u / (1 - n u), u = 2^-24,
  *               plus 2 cols 2^-126 for products and sums flushed to zero (denormals): the tolerance.
- *               On the f16 path (tiled_f16.wgsl: adapters with shader-f16, LEAN_F16=1) the tiled
+ *               On the f16 path (tiled_f16.wgsl: adapters with shader-f16, f16 on) the tiled
  *               kernel's bound is f16's: each term rounded through at most 8 f16 operations
  *               (x and w to f16, up to 4 fmas in a lane, 2 adds of the lanes) then the f32
  *               additions, |y - y_ref| <= (gamma16(8) + gamma(cols)) sum_c |w x| + 2^-25
@@ -29,8 +29,8 @@
  *               for bit, every format; the output modes (ADD, BIAS exact; SWIGLU; a strided
  *               column) over those outputs on three formats (test_modes says how); the
  *               normed input (decode's fused RMSNorm) equal to rmsnorm then matmul, bit for bit.
- * All of it on the F32 path (LEAN_F16=0): as the matrices' sizes choose the tiled kernel's
- * shape, with every one taking the wide shape (LEAN_GPU_TILE_WIDE=1), split over the columns,
+ * All of it on the F32 path (f16 off): as the matrices' sizes choose the tiled kernel's
+ * shape, with every one taking the wide shape (lean_gpu_options' tile_wide), split over the columns,
  * prefetching in every format that can, and without subgroups where the adapter has them; then
  * Q8_0 and Q4_0 and their modes on the 8-bit prefill (matmul_tiled_i8.wgsl) where WGSL has
  * packed dot products, its tolerance widened by x's quantization (quant_error); then the
@@ -249,7 +249,7 @@ static bool y_untouched(lean_gpu_buf *yb, uint64_t y_off, uint64_t n_floats, uin
 /* A part buffer for a matmul of w in mode (gpu_mm_out), NULL where it takes none; filled with
  * NaNs, so a partial sum the combine reads but the tiled kernel did not write shows. */
 static lean_gpu_buf *part_new(const gpu_weight *w, gpu_mm_mode mode, int32_t max_tok) {
-    const uint64_t n = gpu_matmul_part_floats(w->rows, w->cols, mode, max_tok);
+    const uint64_t n = gpu_matmul_part_floats(G, w->rows, w->cols, mode, max_tok);
     if (!n) return NULL;
     lean_gpu_buf *b = buf_new(n * 4, LEAN_GPU_STORAGE);
     uint8_t *nan = malloc(n * 4);
@@ -282,7 +282,7 @@ static void check_matmul(const matrix *m, const gpu_weight *gw, lean_gpu_buf *st
         st = gpu_matmul_create(G, gw, max_tok, step, &(gpu_mm_in){.x = xb, .offset = off},
                                &(gpu_mm_out){.y = yb, .offset = off, .part = part}, &mm, &err);
     CHECK(st == LEAN_OK, "matmul_create %s: %s", name, err.msg);
-    const bool forced = getenv("LEAN_GPU_TILE_KSPLIT") != NULL;
+    const bool forced = lean_gpu_options_of(G)->tile_ksplit != 0;
     CHECK(!forced || (part != NULL) == (cols > 128), "matmul %s (%lld columns): split %d", name, (long long)cols,
           part != NULL);
     for (int i = 0; st == LEAN_OK && i < n_n; i++) {
@@ -655,8 +655,8 @@ static void test_errors(lean_gpu_buf *step) {
     matrix_free(&m);
     /* a part buffer too small for the column split (64 x 512: 2 parts of 2 steps, 4 tokens) */
     matrix_make(&m, LEAN_TYPE_Q4_0, 64, 512);
-    const uint64_t part = gpu_matmul_part_floats(64, 512, GPU_MM_SET, 4);
-    CHECK(getenv("LEAN_GPU_TILE_KSPLIT") || part == 2 * 4 * 64, "part floats of a 64 x 512 matrix: %llu",
+    const uint64_t part = gpu_matmul_part_floats(G, 64, 512, GPU_MM_SET, 4);
+    CHECK(lean_gpu_options_of(G)->tile_ksplit || part == 2 * 4 * 64, "part floats of a 64 x 512 matrix: %llu",
           (unsigned long long)part);
     xb = buf_new(4 * 512 * 4, LEAN_GPU_STORAGE), yb = buf_new(4 * 64 * 4, LEAN_GPU_STORAGE);
     lean_gpu_buf *pb = buf_new(part * 4 - 16, LEAN_GPU_STORAGE);
@@ -711,14 +711,15 @@ static void test_f16(lean_gpu_buf *step) {
         printf("test_gpu_weights: no shader-f16 on this adapter, so no f16 path to test (the webgpu stage's has it)\n");
         return;
     }
-    setenv("LEAN_F16", "1", 1);
-    CHECK(lean_gpu_f16(G), "LEAN_F16=1 on an adapter with shader-f16: the f16 path");
+    lean_gpu_options *opt = lean_gpu_options_of(G);
+    opt->f16 = LEAN_GPU_ON;
+    CHECK(lean_gpu_f16(G), "f16 on, on an adapter with shader-f16: the f16 path");
     printf("test_gpu_weights: the f16 path\n");
     F16 = true;
     for (size_t i = 0; i < N_TYPES; i++) test_format(TYPES[i], step);
     for (size_t i = 0; i < N_TYPES; i++) test_modes(TYPES[i], step, all_modes(TYPES[i]));
     F16 = false;
-    setenv("LEAN_F16", "0", 1);
+    opt->f16 = LEAN_GPU_OFF;
 }
 
 /* The 8-bit prefill (matmul_tiled_i8.wgsl) on its two formats and every mode, in both shapes
@@ -730,63 +731,64 @@ static void test_int8(lean_gpu_buf *step) {
         printf("test_gpu_weights: no packed_4x8_integer_dot_product in this WGSL, so no 8-bit prefill to test\n");
         return;
     }
-    setenv("LEAN_GPU_INT8", "1", 1);
-    CHECK(lean_gpu_int8(G), "LEAN_GPU_INT8=1 where WGSL has packed dot products: the 8-bit prefill");
+    lean_gpu_options *opt = lean_gpu_options_of(G);
+    opt->int8 = LEAN_GPU_ON;
+    CHECK(lean_gpu_int8(G), "int8 on where WGSL has packed dot products: the 8-bit prefill");
     I8 = true;
-    static const char *const how[][2] = {{NULL, NULL}, {"LEAN_GPU_TILE_WIDE", "1"}, {"LEAN_GPU_TILE_KSPLIT", "4"}};
+    static const char *const how[] = {"", ", every matrix wide", ", split over the columns in 4"};
     for (int h = 0; h < 3; h++) {
-        printf("test_gpu_weights: the 8-bit prefill%s%s\n", how[h][0] ? ", " : "", how[h][0] ? how[h][0] : "");
-        if (how[h][0]) setenv(how[h][0], how[h][1], 1);
+        printf("test_gpu_weights: the 8-bit prefill%s\n", how[h]);
+        opt->tile_wide = h == 1 ? LEAN_GPU_ON : LEAN_GPU_AUTO;
+        opt->tile_ksplit = h == 2 ? 4 : 0;
         for (int k = 0; k < 2; k++) {
             const uint32_t type = k ? LEAN_TYPE_Q4_0 : LEAN_TYPE_Q8_0;
             test_format(type, step);
             test_modes(type, step, true);
         }
-        if (how[h][0]) unsetenv(how[h][0]);
     }
+    opt->tile_wide = LEAN_GPU_AUTO, opt->tile_ksplit = 0;
     I8 = false;
-    setenv("LEAN_GPU_INT8", "0", 1);
+    opt->int8 = LEAN_GPU_OFF;
 }
 
 int main(void) {
     if (!(G = test_gpu_open("test_gpu_weights"))) return test_finish("test_gpu_weights");
     lean_gpu_buf *step = buf_new(16, LEAN_GPU_UNIFORM);
-    CHECK(!lean_gpu_f16(G), "LEAN_F16=0 (test_gpu_open): the F32 path");
+    CHECK(!lean_gpu_f16(G), "f16 off (test_gpu_open): the F32 path");
+    lean_gpu_options *opt = lean_gpu_options_of(G);
     test_all(step);
     /* the wide tiled shape, which only matrices of 2048 outputs and columns or more take, on
      * every format and mode: every matrix takes it */
-    setenv("LEAN_GPU_TILE_WIDE", "1", 1);
+    opt->tile_wide = LEAN_GPU_ON;
     printf("test_gpu_weights: the wide tiled shape\n");
     test_all(step);
-    unsetenv("LEAN_GPU_TILE_WIDE");
+    opt->tile_wide = LEAN_GPU_AUTO;
     /* every prefill matmul split over its columns, in 4 parts where it has the steps (the
      * shapes of test_format have 1 to 18 steps of 128 columns: 18 split 5 + 5 + 5 + 3) */
-    setenv("LEAN_GPU_TILE_KSPLIT", "4", 1);
+    opt->tile_ksplit = 4;
     printf("test_gpu_weights: prefill matmuls split over their columns\n");
     test_all(step);
-    unsetenv("LEAN_GPU_TILE_KSPLIT");
+    opt->tile_ksplit = 0;
     /* the normed decode's first chunk decoded before the norm in every format that can (by
      * default Q5_0 alone), and the prefill's loads a group ahead in every format (by default
      * Q8_0 alone, matmul.c) */
-    setenv("LEAN_GPU_VEC_PREFETCH", "1", 1);
-    setenv("LEAN_GPU_TILE_PREFETCH", "1", 1);
+    opt->vec_prefetch = opt->tile_prefetch = LEAN_GPU_ON;
     printf("test_gpu_weights: the normed decode and the prefill prefetching in every format that can\n");
     test_all(step);
-    unsetenv("LEAN_GPU_VEC_PREFETCH");
-    unsetenv("LEAN_GPU_TILE_PREFETCH");
+    opt->vec_prefetch = opt->tile_prefetch = LEAN_GPU_AUTO;
     if (lean_gpu_subgroup_size(G)) { /* and the kernels every adapter without subgroups runs */
-        setenv("LEAN_SUBGROUPS", "0", 1);
+        opt->no_subgroups = true;
         test_all(step);
-        unsetenv("LEAN_SUBGROUPS");
+        opt->no_subgroups = false;
     }
     test_int8(step);
     test_f16(step);
-    setenv("LEAN_GPU_TILE_WIDE", "1", 1); /* the f16 path in the wide shape too */
+    opt->tile_wide = LEAN_GPU_ON; /* the f16 path in the wide shape too */
     test_f16(step);
-    unsetenv("LEAN_GPU_TILE_WIDE");
-    setenv("LEAN_GPU_TILE_KSPLIT", "4", 1); /* and split over the columns */
+    opt->tile_wide = LEAN_GPU_AUTO;
+    opt->tile_ksplit = 4; /* and split over the columns */
     test_f16(step);
-    unsetenv("LEAN_GPU_TILE_KSPLIT");
+    opt->tile_ksplit = 0;
     lean_gpu_buf_free(step);
     lean_gpu_close(G);
     return test_finish("test_gpu_weights");

@@ -68,7 +68,7 @@ static int setup(bench *b) {
     const char *src = lean_gpu_shader("fill");
     lean_gpu_const c[] = {{"WG", 'u', 64}, {"N", 'u', 64}, {"VALUE", 'u', 1}, {"STEP", 'u', 1}};
     lean_gpu_bind bind;
-    if (lean_gpu_open(&b->g, &err) != LEAN_OK || lean_gpu_buf_create(b->g, 256, LEAN_GPU_STORAGE, "bench", &b->buf, &err) ||
+    if (lean_gpu_open(&b->g, NULL, &err) != LEAN_OK || lean_gpu_buf_create(b->g, 256, LEAN_GPU_STORAGE, "bench", &b->buf, &err) ||
         lean_gpu_pipeline_create(b->g, "fill", &src, 1, c, 4, &b->fill, &err))
         return fprintf(stderr, "gpu_bench: %s\n", err.msg), 1;
     bind = (lean_gpu_bind){b->buf, 0, 0};
@@ -81,6 +81,7 @@ int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 1 || reps > 10000) return fprintf(stderr, "usage: gpu_bench [REPEATS 1..10000]\n"), 2;
     bench b = {0};
+    setenv("EGL_PLATFORM", "surfaceless", 0); /* Mesa's EGL without a display (lean.h) */
     if (setup(&b)) return 1;
     const lean_gpu_info *in = lean_gpu_get_info(b.g);
     printf("adapter: %s (%s, %s)\n", in->adapter, in->backend, in->feature_level);

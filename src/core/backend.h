@@ -17,6 +17,7 @@
 
 typedef struct lean_backend_model lean_backend_model;
 typedef struct lean_backend_state lean_backend_state;
+struct lean_gpu_options; /* src/gpu/gpu.h */
 
 /* Everything a backend is created with (create_config). */
 typedef struct lean_backend_config {
@@ -25,6 +26,9 @@ typedef struct lean_backend_config {
     int32_t n_threads; /* CPU threads; 0 = one per CPU; backends without threads ignore it */
     const char *isa;   /* CPU kernel table (kernels.h): NULL = the best this CPU runs */
     bool hardware_only; /* GPU backends: fail (LEAN_ERR_UNSUPPORTED) on a software adapter */
+    bool exact;         /* lean_ctx_params.exact: the GPU keeps every matmul in F32 */
+    bool profile;       /* lean_ctx_params.profile: the GPU counts and times its dispatches */
+    const struct lean_gpu_options *gpu; /* the GPU's kernel variants; NULL: the library's (tests) */
 } lean_backend_config;
 
 typedef struct lean_backend {
@@ -97,7 +101,8 @@ typedef struct lean_backend_choice {
     bool hardware_only;  /* a GPU backend on a software adapter fails (and falls back) */
     const lean_backend *fallback;
 } lean_backend_choice;
-/* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". */
-lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean_error *err);
+/* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". exact: the CPU rungs
+ * are the reference (lean_ctx_params.exact). */
+lean_status lean_backend_choose(const char *name, bool exact, lean_backend_choice *out, lean_error *err);
 
 #endif

@@ -89,13 +89,18 @@ struct lean_ctx {
 /* ---- params ---- */
 
 lean_ctx_params lean_ctx_default_params(void) {
-    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .backend = NULL};
+    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .backend = NULL, .exact = 0, .profile = 0};
 }
 
 /* ---- create / free ---- */
 
 lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_ctx **out,
                             lean_error *err) {
+    return lean_ctx_create_gpu(m, p, NULL, out, err);
+}
+
+lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, const struct lean_gpu_options *gpu,
+                                lean_ctx **out, lean_error *err) {
     if (!m || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_create: NULL argument");
     *out = NULL;
     lean_ctx_params params = p ? *p : lean_ctx_default_params();
@@ -103,7 +108,7 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
         return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d), n_batch (%d) and n_threads (%d) must be >= 0",
                          params.n_ctx, params.n_batch, params.n_threads);
     lean_backend_choice bc;
-    lean_status st = lean_backend_choose(params.backend, &bc, err);
+    lean_status st = lean_backend_choose(params.backend, params.exact != 0, &bc, err);
     if (st != LEAN_OK) return st;
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
@@ -120,7 +125,8 @@ lean_status lean_ctx_create(const lean_model *m, const lean_ctx_params *p, lean_
     *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = batch_of(bc.be, params.n_batch, n_ctx),
                     .logits = logits};
     lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = c->n_batch, .n_threads = params.n_threads,
-                               .isa = bc.isa, .hardware_only = bc.hardware_only};
+                               .isa = bc.isa, .hardware_only = bc.hardware_only, .exact = params.exact != 0,
+                               .profile = params.profile != 0, .gpu = gpu};
     st = create_state(c->be, m, &cfg, &c->state, err);
     if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.fallback) { /* out of memory stays an error */
         c->be = bc.fallback;
@@ -241,10 +247,7 @@ lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean
     c->gen = (struct ctx_gen){.on = true, .smp = smp, .start = c->pos, .last = -1,
                               .limit = max_ids && max_ids < room ? max_ids : room,
                               .by_context = !max_ids || max_ids >= room};
-    /* LEAN_RESIDENT=0: draw on the host even where the backend could keep it resident (to
-     * compare the two, or to rule the resident path out when hunting a bug) */
-    const char *env = getenv("LEAN_RESIDENT");
-    if (c->be->gen_begin && !(env && !strcmp(env, "0"))) {
+    if (c->be->gen_begin) {
         st = c->be->gen_begin(c->state, cfg, hist, n_hist, c->pos, c->gen.limit, err);
         if (st == LEAN_OK) c->gen.resident = true;
         else if (st != LEAN_ERR_UNSUPPORTED) c->gen.on = false;

@@ -8,8 +8,8 @@
  * (when a Vulkan loader is there to find one). On a machine without a GPU driver Dawn
  * answers that with its Null backend, which runs nothing, so then OpenGL ES at the
  * compatibility level is asked for (Mesa's llvmpipe under
- * EGL; EGL_PLATFORM=surfaceless is set when unset, else eglInitialize fails without a
- * display). The device gets the adapter's own limits (Dawn's defaults are lower) and the
+ * EGL, which without a display needs EGL_PLATFORM=surfaceless in the environment: the front
+ * ends set it, lean.h says so to other hosts). The device gets the adapter's own limits (Dawn's defaults are lower) and the
  * optional features lean can use, each only when the adapter offers it.
  *
  * Waiting: the instance is created with timed waits, and every asynchronous call uses
@@ -59,11 +59,12 @@ static void on_uncaptured_error(const WGPUDevice *device, WGPUErrorType type, WG
                    message);
 }
 
-/* LEAN_GPU_DUMP=1: the library's log (Dawn's dump_shaders: each kernel's WGSL and what it
- * became, SPIR-V on Vulkan) on stderr, a message between marker lines, for
- * scripts/h200_vk_stats.sh; pipeline.c names each kernel before it is made. */
-bool gpu_dump_wanted(void) {
-    const char *e = getenv("LEAN_GPU_DUMP");
+/* Debugging aids, read when a device is opened (docs/gpu.md): LEAN_GPU_DUMP=1, the library's
+ * log (Dawn's dump_shaders: each kernel's WGSL and what it became, SPIR-V on Vulkan) on
+ * stderr, a message between marker lines, for scripts/h200_vk_stats.sh (pipeline.c names each
+ * kernel before it is made); LEAN_PROFILE=1, the profile (lean_gpu_options.profile). */
+static bool env_on(const char *name) {
+    const char *e = getenv(name);
     return e && strcmp(e, "1") == 0;
 }
 
@@ -234,16 +235,13 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
     /* Dawn clamps every storage index again unless told not to; our kernels keep theirs in
      * range by construction (shapes checked when a pipeline is made, ids clamped in-kernel),
      * and the clamps cost the H200 a third of its prefill speed on the kernels of then, 4%
-     * (pp512 GPU time) on today's (docs/runs/2026-12-03-gpu-h200-table-2.md).
-     * LEAN_GPU_ROBUST=1 puts them back. */
-    const char *rb = getenv("LEAN_GPU_ROBUST");
-    const char *enabled[2];
-    size_t n_enabled = 0;
-    if (!(rb && strcmp(rb, "1") == 0)) enabled[n_enabled++] = "disable_robustness";
-    if (gpu_dump_wanted()) enabled[n_enabled++] = "dump_shaders"; /* what Dawn compiled each kernel to */
+     * (pp512 GPU time) on today's (docs/runs/2026-12-03-gpu-h200-table-2.md). */
+    const char *enabled[2] = {"disable_robustness"};
+    size_t n_enabled = 1;
+    if (g->dump) enabled[n_enabled++] = "dump_shaders"; /* what Dawn compiled each kernel to */
     WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, n_enabled, enabled,
-                                         gpu_profile_wanted(), unquantized};
-    if (gpu_profile_wanted() || n_enabled) desc.nextInChain = &toggles.chain;
+                                         g->opt.profile, unquantized};
+    desc.nextInChain = &toggles.chain;
     gpu_async r = {.done = false};
     WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, &r, NULL};
     WGPUFuture f = g->w.AdapterRequestDevice(g->adapter, &desc, info);
@@ -254,9 +252,9 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
                          r.msg[0] ? r.msg : "request failed");
     g->device = r.handle;
     g->queue = g->w.DeviceGetQueue(g->device);
-    if (gpu_dump_wanted() && g->w.DeviceSetLoggingCallback)
+    if (g->dump && g->w.DeviceSetLoggingCallback)
         g->w.DeviceSetLoggingCallback(g->device, (WGPULoggingCallbackInfo){NULL, on_log, NULL, NULL});
-    else if (gpu_dump_wanted())
+    else if (g->dump)
         fprintf(stderr, "lean: LEAN_GPU_DUMP: %s has no wgpuDeviceSetLoggingCallback; no log\n", g->library);
     return LEAN_OK;
 }
@@ -320,39 +318,34 @@ const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g) {
     return &g->info;
 }
 
-/* ---- kernel variants: which the device's features allow (gpu.h) ---- */
+/* ---- kernel variants: which the device's features and its options allow (gpu.h) ---- */
 
 /* Where the device has subgroups of one size (min = max: every pipeline then gets that size,
- * so all kernels sum alike) and LEAN_SUBGROUPS is not 0, the reductions run over them (on
- * the H200: decode 4% faster than reduce.wgsl's trees at smollm2-360m,
- * docs/runs/2026-12-03-gpu-h200-decode.md). */
+ * so all kernels sum alike), the reductions run over them (on the H200: decode 4% faster than
+ * reduce.wgsl's trees at smollm2-360m, docs/runs/2026-12-03-gpu-h200-decode.md). */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
-    const char *env = getenv("LEAN_SUBGROUPS");
     const bool fixed = in->subgroups && in->subgroup_min_size > 0 && in->subgroup_min_size == in->subgroup_max_size;
-    return fixed && !(env && strcmp(env, "0") == 0) ? in->subgroup_min_size : 0;
+    return fixed && !g->opt.no_subgroups ? in->subgroup_min_size : 0;
 }
 
-/* The f16 path (matmul_tiled over tiled_f16.wgsl) where the device grants shader-f16 and
- * LEAN_F16 is not 0. */
+/* The f16 path (matmul_tiled over tiled_f16.wgsl) where the device grants shader-f16. */
 bool lean_gpu_f16(const lean_gpu *g) {
-    const char *env = getenv("LEAN_F16");
-    return lean_gpu_get_info(g)->shader_f16 && !(env && strcmp(env, "0") == 0);
+    return lean_gpu_get_info(g)->shader_f16 && g->opt.f16 != LEAN_GPU_OFF;
 }
 
 /* The 8-bit prefill (matmul_tiled_i8.wgsl for Q8_0 and Q4_0 weights) where WGSL has packed
  * dot products and, by default, the adapter is hardware that has them as instructions as far
  * as we know: not a software adapter (llvmpipe, SwiftShader) and not Apple's (Metal has no
- * 8-bit dot product, so Dawn writes each as a dozen integer operations there). LEAN_GPU_INT8=0
- * turns it off, 1 on (given the feature). */
+ * 8-bit dot product, so Dawn writes each as a dozen integer operations there). */
 bool lean_gpu_int8(const lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
-    return in->packed_dot && lean_gpu_switch("LEAN_GPU_INT8", !in->software && strncmp(in->vendor, "apple", 5) != 0);
+    const bool fast = !in->software && strncmp(in->vendor, "apple", 5) != 0;
+    return in->packed_dot && (g->opt.int8 == LEAN_GPU_AUTO ? fast : g->opt.int8 == LEAN_GPU_ON);
 }
 
-bool lean_gpu_switch(const char *name, bool dflt) {
-    const char *e = getenv(name);
-    return e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) ? e[0] == '1' : dflt;
+lean_gpu_options *lean_gpu_options_of(lean_gpu *g) {
+    return &g->opt;
 }
 
 void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
@@ -373,10 +366,12 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              in->architecture[0] ? ", " : "", in->architecture, in->backend,
              in->feature_level, in->software ? ", software (CPU) adapter" : "", in->shader_f16 ? "yes" : "no",
              in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no",
-             lean_gpu_f16(g) ? "f16 path (matmuls in f16, shaders/tiled_f16.wgsl; LEAN_F16=0: F32)"
-             : in->shader_f16 ? "F32 path (LEAN_F16=0)" : "F32 path (no shader-f16)",
-             lean_gpu_int8(g) ? "; Q8_0, Q4_0 on 8-bit dot products (LEAN_GPU_INT8=0: off)"
-             : in->packed_dot ? "; 8-bit dot products off (LEAN_GPU_INT8=1: on)" : "; no 8-bit dot products in WGSL here",
+             lean_gpu_f16(g) ? "f16 path (matmuls in f16, shaders/tiled_f16.wgsl; --exact: F32)"
+             : in->shader_f16 ? "F32 path (--exact)" : "F32 path (no shader-f16)",
+             lean_gpu_int8(g) ? "; Q8_0, Q4_0 on 8-bit dot products (--exact: off)"
+             : g->opt.int8 == LEAN_GPU_OFF ? "; 8-bit dot products off (--exact)"
+             : in->packed_dot ? "; 8-bit dot products off (a software or Apple adapter)"
+                              : "; no 8-bit dot products in WGSL here",
              (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
              in->max_storage_buffers_per_stage, in->max_invocations, in->max_workgroup_x, in->max_workgroup_y,
              in->max_workgroup_z, in->max_workgroups_per_dim, in->max_workgroup_storage >> 10,
@@ -385,7 +380,7 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
 
 lean_status lean_gpu_probe(char *text, size_t cap, lean_error *err) {
     lean_gpu *g;
-    lean_status st = lean_gpu_open(&g, err);
+    lean_status st = lean_gpu_open(&g, NULL, err);
     if (st != LEAN_OK) return st;
     lean_gpu_describe(g, text, cap);
     lean_gpu_close(g);
@@ -420,8 +415,6 @@ static lean_status load_shared(lean_error *err) {
     if (shared.ready) return LEAN_OK;
     lean_status st = gpu_load_library(&shared.w, shared.library, sizeof shared.library, err);
     if (st != LEAN_OK) return st;
-    /* Mesa's EGL needs a platform when there is no display; Dawn's GL backend uses EGL. */
-    setenv("EGL_PLATFORM", "surfaceless", 0);
     WGPUInstanceDescriptor desc = {NULL, {NULL, 1, 8}};
     shared.instance = shared.w.CreateInstance(&desc);
     if (!shared.instance)
@@ -450,16 +443,19 @@ int lean_gpu_open_count(void) {
     return atomic_load(&n_open);
 }
 
-lean_status lean_gpu_open(lean_gpu **out, lean_error *err) {
+lean_status lean_gpu_open(lean_gpu **out, const lean_gpu_options *opt, lean_error *err) {
     *out = NULL;
     lean_gpu *g = lean_calloc(1, sizeof *g);
     if (!g) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory opening the GPU");
     atomic_fetch_add(&n_open, 1);
+    if (opt) g->opt = *opt;
+    g->opt.profile |= env_on("LEAN_PROFILE");
+    g->dump = env_on("LEAN_GPU_DUMP");
     lean_status st = create_instance(g, err);
     if (st == LEAN_OK) st = open_adapter(g, err);
     if (st == LEAN_OK) fill_adapter_info(g), st = open_device(g, err);
     if (st == LEAN_OK) st = fill_device_info(g, err);
-    if (st == LEAN_OK && gpu_profile_wanted()) st = gpu_profile_open(g, err);
+    if (st == LEAN_OK && g->opt.profile) st = gpu_profile_open(g, err);
     if (st != LEAN_OK) {
         lean_gpu_close(g);
         return st;

@@ -26,7 +26,7 @@
  *   2 qkv_post: qwen3's per-head q/k norm, RoPE [q in place; k -> key cache row pos+t], the
  *     value write [v -> value cache row pos+t]; in decode without q/k norms, done by 1's
  *     matmuls themselves where the device binds their 6-8 storage buffers (gpu_mm_kv;
- *     LEAN_GPU_KV_EPILOGUE=0 keeps the dispatch)
+ *     lean_gpu_options.no_kv_epilogue keeps the dispatch)
  *   3 attention [q, cache -> att] (+ 1 combine past GPU_ATTN_MIN_CHUNK keys in decode)
  *   4 Wo [x += Wo att: the residual add is the matmul's]
  *   5 [Wgate; Wup] with SwiGLU [x -> gate], the FFN RMSNorm in the matmul as in 1 (Wgate, Wup,
@@ -235,14 +235,14 @@ static lean_status upload_f32(lean_gpu *g, const lean_tensor *const *ts, int n, 
 
 /* The F32s the part buffer needs: the most any of a layer's matmuls takes, for each shape they
  * may have (Q, K, V and gate, up stacked or apart, by their files' formats). */
-static uint64_t part_floats(const lean_hparams *hp, int32_t B) {
+static uint64_t part_floats(lean_gpu *g, const lean_hparams *hp, int32_t B) {
     const int64_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), ff = hp->n_ff;
     const struct { int64_t rows, cols; gpu_mm_mode mode; } mats[] = {
         {qd + 2 * kvd, d, GPU_MM_SET}, {qd + kvd, d, GPU_MM_SET}, {qd, d, GPU_MM_SET}, {kvd, d, GPU_MM_SET},
         {d, qd, GPU_MM_ADD}, {2 * ff, d, GPU_MM_SWIGLU}, {ff, d, GPU_MM_SET}, {d, ff, GPU_MM_ADD}};
     uint64_t most = 0;
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
-        const uint64_t n = gpu_matmul_part_floats(mats[i].rows, mats[i].cols, mats[i].mode, B);
+        const uint64_t n = gpu_matmul_part_floats(g, mats[i].rows, mats[i].cols, mats[i].mode, B);
         most = n > most ? n : most;
     }
     return most;
@@ -266,17 +266,12 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         return st;
     /* no split where the parts would pass what one binding holds (a large n_batch on a device
      * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
-    const uint64_t part = part_floats(hp, s->n_batch);
+    const uint64_t part = part_floats(s->g, hp, s->n_batch);
     if (part && part * 4 <= gpu_binding_max_bytes(s->g) &&
         (st = new_buf(s, part, 1, "matmul parts", &s->part, err)))
         return st;
     return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
                                  &s->rope_table, err);
-}
-
-static bool env_is(const char *name, const char *value) {
-    const char *v = getenv(name);
-    return v && strcmp(v, value) == 0;
 }
 
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
@@ -301,7 +296,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu
                           .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
                           .neox = hp->rope_style == LEAN_ROPE_NEOX};
     L->kv_in_matmul = !W->qk_norm && gpu_matmul_kv_fits(s->g, W->bqkv != NULL, L->norm_in_matmul) &&
-                      !env_is("LEAN_GPU_KV_EPILOGUE", "0");
+                      !lean_gpu_options_of(s->g)->no_kv_epilogue;
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
         const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = W->bqkv,
@@ -344,22 +339,13 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, const gpu_layer
     return st;
 }
 
-/* Whether ts[0..n) stack: gpu_weight_stackable, but one format only with
- * LEAN_GPU_MIXED_STACK=0 (the stacks of two formats measured against their parts apart). */
-static bool stackable(const lean_tensor *const *ts, int n) {
-    if (env_is("LEAN_GPU_MIXED_STACK", "0"))
-        for (int i = 1; i < n; i++)
-            if (ts[i]->type != ts[0]->type) return false;
-    return gpu_weight_stackable(ts, n);
-}
-
 /* The layer's matrices, each in its file's format: Q, K (and V) stacked and gate, up stacked
  * where they share it. */
 static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer_weights *W, lean_error *err) {
     const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
                                       &src->w_gate, &src->w_up, &src->w_down};
-    const int n_qkv = stackable(mats + W_Q, 3) ? 3 : stackable(mats + W_Q, 2) ? 2 : 0;
-    const bool stack_ffn = stackable(mats + W_GATE, 2);
+    const int n_qkv = gpu_weight_stackable(mats + W_Q, 3) ? 3 : gpu_weight_stackable(mats + W_Q, 2) ? 2 : 0;
+    const bool stack_ffn = gpu_weight_stackable(mats + W_GATE, 2);
     lean_status st = LEAN_OK;
     for (int i = 0; !st && i < W_QKV; i++) {
         const bool stacked = i < n_qkv || (stack_ffn && (i == W_GATE || i == W_UP));
@@ -416,10 +402,31 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
  * (~0.3 s over llvmpipe), which contexts made by the dozen (tests, chat OOM loops) skip. */
 static atomic_int no_hardware_adapter;
 
-static lean_status open_device(lean_gpu **g, bool hardware_only, lean_error *err) {
+/* The device options a context asks for: the tests' variants (cfg->gpu), profiling, and exact,
+ * which keeps every matmul in F32 (no f16 path, no 8-bit prefill). */
+static lean_gpu_options context_options(const lean_backend_config *cfg) {
+    lean_gpu_options opt = cfg->gpu ? *cfg->gpu : (lean_gpu_options){.profile = false};
+    opt.profile |= cfg->profile;
+    if (cfg->exact) opt.f16 = opt.int8 = LEAN_GPU_OFF;
+    return opt;
+}
+
+/* Whether a device opened with dev computes what a context asking for want computes: every
+ * variant the same, and profiling where it is asked for (a profiled device serves all). */
+static bool options_serve(const lean_gpu_options *dev, const lean_gpu_options *want) {
+    return dev->f16 == want->f16 && dev->int8 == want->int8 && dev->tile_wide == want->tile_wide &&
+           dev->tile_prefetch == want->tile_prefetch && dev->vec_prefetch == want->vec_prefetch &&
+           dev->tile_ksplit == want->tile_ksplit && dev->attn_ksplits == want->attn_ksplits &&
+           dev->no_subgroups == want->no_subgroups && dev->no_kv_epilogue == want->no_kv_epilogue &&
+           dev->no_resident == want->no_resident && (dev->profile || !want->profile);
+}
+
+static lean_status open_device(lean_gpu **g, const lean_backend_config *cfg, lean_error *err) {
+    const bool hardware_only = cfg->hardware_only;
     if (hardware_only && atomic_load(&no_hardware_adapter))
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: no hardware WebGPU adapter (found earlier in this process)");
-    lean_status st = lean_gpu_open(g, err);
+    const lean_gpu_options opt = context_options(cfg);
+    lean_status st = lean_gpu_open(g, &opt, err);
     if (!st && hardware_only && lean_gpu_get_info(*g)->software)
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: adapter '%s' is a software renderer",
                        lean_gpu_get_info(*g)->adapter);
@@ -443,7 +450,7 @@ static lean_status gpu_model_create(const lean_model *m, const lean_backend_conf
     }
     bm->m = m;
     atomic_init(&bm->refs, 1);
-    lean_status st = open_device(&bm->g, cfg->hardware_only, err);
+    lean_status st = open_device(&bm->g, cfg, err);
     if (!st && !strncmp(lean_gpu_get_info(bm->g)->backend, "OpenGL", 6)) bm->thread = &thread_tag;
     if (!st) {
         bm->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *bm->layers);
@@ -463,10 +470,13 @@ static lean_status gpu_model_create(const lean_model *m, const lean_backend_conf
     return LEAN_OK;
 }
 
-/* A lost device fails with LEAN_ERR_DEVICE, so session.c makes the model another one. */
+/* A lost device fails with LEAN_ERR_DEVICE, so session.c makes the model another one. A context
+ * goes alone (a device of its own) on another thread's OpenGL device, or where the device's
+ * options do not serve it (options_serve: one shared part a model, the first context's). */
 static lean_status gpu_model_check(lean_backend_model *bm, const lean_backend_config *cfg, bool *alone,
                                    lean_error *err) {
-    *alone = bm->thread && bm->thread != &thread_tag;
+    const lean_gpu_options want = context_options(cfg);
+    *alone = (bm->thread && bm->thread != &thread_tag) || !options_serve(lean_gpu_options_of(bm->g), &want);
     lean_mutex_lock(&bm->lock);
     lean_status st = lean_gpu_check(bm->g, err);
     lean_mutex_unlock(&bm->lock);
@@ -614,6 +624,8 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
                                  int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (G->on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a generation is already in progress");
+    if (lean_gpu_options_of(s->g)->no_resident) /* session.c then draws on the host */
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: resident generation off (lean_gpu_options)");
     if (max_ids < 1 || pos < 1 || pos > s->n_ctx || max_ids > s->n_ctx - pos + 1)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d draws from position %d (n_ctx %d)", max_ids, pos, s->n_ctx);
     lean_status st = gen_prepare(s, cfg, err);
@@ -688,8 +700,7 @@ static void gen_free(lean_backend_state *s) {
 
 static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
     if (!lean_gpu_profiling(s->g))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
-                         "gpu: not profiling (set LEAN_PROFILE=1 before the model's first GPU context)");
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: not profiling (create the context with lean_ctx_params.profile)");
     lean_gpu_profile_report(s->g, steps, text, cap);
     return LEAN_OK;
 }

@@ -47,12 +47,44 @@ typedef struct lean_gpu_info {
     uint32_t min_storage_offset_align, min_uniform_offset_align;
 } lean_gpu_info;
 
+/* The choices a device is opened with; {0} is the library's own: the f16 path and the 8-bit
+ * prefill where the adapter has them, each kernel variant where its measurements put it
+ * (docs/gpu.md). */
+typedef enum lean_gpu_force {
+    LEAN_GPU_AUTO = 0, /* the library's choice */
+    LEAN_GPU_OFF,
+    LEAN_GPU_ON, /* where the device can (f16: shader-f16; int8: packed dot products) */
+} lean_gpu_force;
+typedef struct lean_gpu_options {
+    bool profile; /* count and time every dispatch (lean_gpu_profiling); LEAN_PROFILE=1 also */
+    /* lean_ctx_params.exact turns both OFF (forward.c) */
+    lean_gpu_force f16;  /* prefill's matmuls in f16 (tiled_f16.wgsl) */
+    lean_gpu_force int8; /* Q8_0 and Q4_0 prefill on 8-bit dot products (matmul_tiled_i8.wgsl) */
+    /* Kernel variants the tests force, so that each runs on every format and shape where the
+     * library would pick it for some of them only (weights.c, ops.c, forward.c say when): */
+    lean_gpu_force tile_wide;     /* matmul_tiled's wide shape */
+    lean_gpu_force tile_prefetch; /* matmul_tiled's loads a group ahead */
+    lean_gpu_force vec_prefetch;  /* a normed matmul_vec's first chunk decoded before the norm */
+    uint32_t tile_ksplit;   /* prefill matmuls split over their columns in this many parts (0: as
+                             * their size says; at most one a 128-column step) */
+    uint32_t attn_ksplits;  /* attention_tiled's key splits, 1 to 8 (0: GPU_ATTN_KSPLITS) */
+    bool no_subgroups;      /* reduce.wgsl's trees where the device has subgroups */
+    bool no_kv_epilogue;    /* decode's qkv_post as a dispatch, as on a device without the storage
+                             * buffers for the Q, K, V matmuls to do its work */
+    bool no_resident;       /* no resident generation: the host draws (gen_begin declines) */
+} lean_gpu_options;
+
 /* Finds a webgpu.h library (LEAN_WEBGPU_LIB, then the copy the setup step installs next to
  * the lean binary, then common names), creates the instance, asks for a high-performance
  * adapter (on a machine whose only GPU path is Mesa: OpenGL ES at compatibility level) and a
- * device with the adapter's limits. LEAN_ERR_UNSUPPORTED when no library or no adapter is
- * found (the message says which and where it looked): callers fall back to the CPU. */
-lean_status lean_gpu_open(lean_gpu **out, lean_error *err);
+ * device with the adapter's limits; opt (NULL: {0}) is copied. LEAN_ERR_UNSUPPORTED when no
+ * library or no adapter is found (the message says which and where it looked): callers fall
+ * back to the CPU. Mesa's EGL without a display needs EGL_PLATFORM=surfaceless in the
+ * environment before the first open (lean.h, "WebGPU"): the library sets no variable. */
+lean_status lean_gpu_open(lean_gpu **out, const lean_gpu_options *opt, lean_error *err);
+/* The options g was opened with, for the kernel files to read; tests change the variants of a
+ * device they hold between pipelines (a pipeline keeps the variant it was made with). */
+lean_gpu_options *lean_gpu_options_of(lean_gpu *g);
 /* Destroys the device (every buffer, pipeline and bind group with it) and frees g. Buffers
  * and bind groups not freed yet are freed here: free none of them after this call. */
 void lean_gpu_close(lean_gpu *g);
@@ -112,18 +144,16 @@ const char *lean_gpu_shader(const char *name);
 
 /* The reductions every kernel that sums across a workgroup includes, with the constant SG =
  * lean_gpu_subgroup_size: reduce_sg.wgsl where that is not 0 (the device has subgroups of
- * one fixed size and LEAN_SUBGROUPS is not 0), else reduce.wgsl. A source that starts with a
+ * one fixed size, and no_subgroups is not set), else reduce.wgsl. A source that starts with a
  * directive ("enable ...;") may go anywhere in a pipeline's list: the directive is moved
  * before the constants. */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g);
 const char *lean_gpu_reduce_shader(lean_gpu *g);
 /* Whether prefill's matmuls take the f16 path (tiled_f16.wgsl): the device grants shader-f16
- * and LEAN_F16 is not 0 (LEAN_F16=0 forces the F32 path everywhere). */
+ * and the options' f16 is not OFF. */
 bool lean_gpu_f16(const lean_gpu *g);
 /* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (device.c says when) */
 bool lean_gpu_int8(const lean_gpu *g);
-/* a kernel variant's switch: environment variable name's "0" or "1", else dflt */
-bool lean_gpu_switch(const char *name, bool dflt);
 
 /* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the
  * code (no `override`): type 'u' (u32), 'i' (i32) or 'f' (f32). */
@@ -176,9 +206,10 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
 /* Blocks until all submitted work is done; reports a device loss or an uncaptured error. */
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);
 /* ---- profile (profile.c) ----
- * With LEAN_PROFILE=1 in the environment when g was opened, every dispatch is counted and,
- * where the adapter has timestamp-query, timed in a compute pass of its own; each submit then
- * waits for its times (a profiled run is slower; each kernel's time is its own). */
+ * On a device opened with the profile option (or LEAN_PROFILE=1 in the environment then),
+ * every dispatch is counted and, where the adapter has timestamp-query, timed in a compute
+ * pass of its own; each submit then waits for its times (a profiled run is slower; each
+ * kernel's time is its own). */
 bool lean_gpu_profiling(const lean_gpu *g);
 /* Writes (NUL-terminated, at most cap bytes) dispatches and each kernel's calls and GPU time
  * since the last report, divided by steps (1: totals), longest first, and starts afresh. */

@@ -64,6 +64,8 @@ struct lean_gpu {
     WGPUDevice device;
     WGPUQueue queue;
     lean_gpu_info info;
+    lean_gpu_options opt; /* as opened (lean_gpu_open), profile set by LEAN_PROFILE=1 too */
+    bool dump;            /* LEAN_GPU_DUMP=1 when opened (device.c) */
     char description[128]; /* the adapter's description, e.g. "OpenGL version OpenGL ES 3.2 Mesa 22.3.6" */
     bool failed;    /* the device is lost or an uncaptured error happened: fail_msg says which */
     bool destroyed; /* wgpuDeviceDestroy was called (lose_device or close) */
@@ -73,7 +75,7 @@ struct lean_gpu {
     lean_gpu_pipeline *pipelines;
     lean_gpu_bindgroup *groups;
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
-    struct gpu_profile *prof; /* LEAN_PROFILE=1: profile.c's counts and timestamps; else NULL */
+    struct gpu_profile *prof; /* opt.profile: profile.c's counts and timestamps; else NULL */
     uint64_t dispatches;   /* recorded by lean_gpu_dispatch since open (lean_gpu_dispatch_count) */
 };
 
@@ -81,7 +83,6 @@ struct lean_gpu {
  * says in which order) and writes its path to path. LEAN_ERR_UNSUPPORTED naming every place
  * tried. In wasm32, web.c: the functions over JavaScript's navigator.gpu. */
 lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err);
-bool gpu_dump_wanted(void); /* LEAN_GPU_DUMP=1 (device.c) */
 /* Whether the default adapter request can find more than the Null backend: natively, whether
  * the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name; in JS, always. */
 bool gpu_default_request_useful(const char *library);
@@ -120,7 +121,6 @@ lean_status gpu_map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t
  * i-th dispatch of the command buffer being recorded (NULL: untimed);
  * gpu_profile_resolve: before Finish, for n dispatches; gpu_profile_collect: after Submit,
  * waits for their times. */
-bool gpu_profile_wanted(void); /* LEAN_PROFILE=1 */
 lean_status gpu_profile_open(lean_gpu *g, lean_error *err);
 void gpu_profile_close(lean_gpu *g);
 const WGPUPassTimestampWrites *gpu_profile_pass(lean_gpu *g, uint32_t i, const char *label,

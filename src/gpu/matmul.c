@@ -135,10 +135,14 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
 /* ---- 3. matmul_vec (decode) ---- */
 
 /* Whether a normed matmul_vec of type decodes its first chunks early (VEC_PREFETCH_CH): Q5_0
- * alone gained (docs/runs/2026-12-03-gpu-h200-sweep.md). LEAN_GPU_VEC_PREFETCH=0|1 overrides it
+ * alone gained (docs/runs/2026-12-03-gpu-h200-sweep.md). lean_gpu_options.vec_prefetch overrides it
  * (the tests run the default, and every format that can with it on). */
-static bool vec_prefetch(uint32_t type) {
-    return lean_gpu_switch("LEAN_GPU_VEC_PREFETCH", type == LEAN_TYPE_Q5_0) && gpu_format_of(type)->chunk <= VEC_PREFETCH_CH;
+/* a kernel variant: as lean_gpu_options forces it (the tests), else the library's dflt */
+static bool variant_on(lean_gpu_force f, bool dflt) { return f == LEAN_GPU_AUTO ? dflt : f == LEAN_GPU_ON; }
+
+static bool vec_prefetch(lean_gpu *g, uint32_t type) {
+    return variant_on(lean_gpu_options_of(g)->vec_prefetch, type == LEAN_TYPE_Q5_0) &&
+           gpu_format_of(type)->chunk <= VEC_PREFETCH_CH;
 }
 
 /* matmul_vec's outputs per workgroup for w */
@@ -181,7 +185,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
-    k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(w->type)};
+    k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(g, w->type)};
     if (st == LEAN_OK)
         st = gpu_weight_pipeline(g, w, "matmul_vec", "words_u32", normed ? "normed" : "plain", vec_out_fn(out), NULL, k, n, &m->vec,
                            err);
@@ -200,17 +204,17 @@ static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
 
 /* Whether matmul_tiled issues each group's loads one group ahead (matmul_tiled.wgsl's PF), for a
  * matrix of w in the wide shape or not: Q8_0 in the wide shape alone gained
- * (docs/runs/2026-12-04-gpu-h200-prefill.md). LEAN_GPU_TILE_PREFETCH=0|1 overrides it (the tests
+ * (docs/runs/2026-12-04-gpu-h200-prefill.md). The options' tile_prefetch overrides it (the tests
  * run every format both ways). */
-static bool tile_prefetch(const gpu_weight *w, bool wide) {
-    return lean_gpu_switch("LEAN_GPU_TILE_PREFETCH", wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
+static bool tile_prefetch(lean_gpu *g, const gpu_weight *w, bool wide) {
+    return variant_on(lean_gpu_options_of(g)->tile_prefetch, wide && w->n_parts == 0 && w->type == LEAN_TYPE_Q8_0);
 }
 
 /* Whether matmul_tiled takes the wide shape for a matrix of outs outputs and cols columns: by
- * TILE_WIDE_MIN, or for every matrix (LEAN_GPU_TILE_WIDE=1) or none (0), which the tests use to
+ * TILE_WIDE_MIN, or for every matrix or none (the options' tile_wide), which the tests use to
  * run both shapes on every format and mode. */
-static bool tile_wide(uint64_t outs, uint64_t cols) {
-    return lean_gpu_switch("LEAN_GPU_TILE_WIDE", outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN);
+static bool tile_wide(lean_gpu *g, uint64_t outs, uint64_t cols) {
+    return variant_on(lean_gpu_options_of(g)->tile_wide, outs >= TILE_WIDE_MIN && cols >= TILE_WIDE_MIN);
 }
 
 /* matmul_tiled's shape for a matrix of rows x cols in mode: invocations gr x gt, output tiles,
@@ -221,32 +225,31 @@ typedef struct tile_shape {
     uint64_t tiles_o, ksplit, sps;
 } tile_shape;
 
-/* The split by TILE_SPLIT_WG, or LEAN_GPU_TILE_KSPLIT=N parts (at most one a step), which the
+/* The split by TILE_SPLIT_WG, or the options' tile_ksplit parts (at most one a step), which the
  * tests use to split every matrix. */
-static uint64_t tile_ksplit(uint64_t tiles_o, uint64_t steps) {
-    const char *env = getenv("LEAN_GPU_TILE_KSPLIT");
-    const long forced = env ? strtol(env, NULL, 10) : 0;
-    if (forced > 0) return (uint64_t)forced < steps ? (uint64_t)forced : steps;
+static uint64_t tile_ksplit(lean_gpu *g, uint64_t tiles_o, uint64_t steps) {
+    const uint64_t forced = lean_gpu_options_of(g)->tile_ksplit;
+    if (forced > 0) return forced < steps ? forced : steps;
     const uint64_t wgs = tiles_o * (TILE_SPLIT_TOK / TILE_T), most = steps / TILE_SPLIT_MIN_STEPS;
     const uint64_t k = wgs >= TILE_SPLIT_WG ? 1 : lean_div_up(TILE_SPLIT_WG, wgs);
     return k < most ? k : most ? most : 1;
 }
 
 /* split: whether the matmul has a part buffer (gpu_mm_out) */
-static tile_shape tile_shape_of(int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
+static tile_shape tile_shape_of(lean_gpu *g, int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
     const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = lean_div_up((uint64_t)cols, TILE_KSTEP);
     tile_shape t = {.gr = TILE_GR, .gt = TILE_GT, .opt = TILE_TR};
-    t.wide = tile_wide(outs, (uint64_t)cols);
+    t.wide = tile_wide(g, outs, (uint64_t)cols);
     if (t.wide) t.gr = TILE_WIDE_GR, t.gt = 1, t.opt = mode == GPU_MM_SWIGLU ? TILE_TR : TILE_WIDE_TR;
     t.tiles_o = lean_div_up(outs, (uint64_t)t.gr * t.opt);
-    t.sps = lean_div_up(steps, split ? tile_ksplit(t.tiles_o, steps) : 1);
+    t.sps = lean_div_up(steps, split ? tile_ksplit(g, t.tiles_o, steps) : 1);
     t.ksplit = lean_div_up(steps, t.sps); /* no part left empty */
     return t;
 }
 
-uint64_t gpu_matmul_part_floats(int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok) {
+uint64_t gpu_matmul_part_floats(lean_gpu *g, int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok) {
     if (max_tok < 2 || rows < 1 || cols < 1) return 0;
-    const tile_shape t = tile_shape_of(rows, cols, mode, true);
+    const tile_shape t = tile_shape_of(g, rows, cols, mode, true);
     return t.ksplit > 1 ? t.ksplit * (uint64_t)max_tok * (uint64_t)rows : 0;
 }
 
@@ -278,13 +281,13 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     /* a tile is GR x t.opt outputs; an invocation's t.opt outputs take TR = t.opt x NW rows */
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
-    const tile_shape t = tile_shape_of(w->rows, w->cols, out->mode, out->part != NULL);
+    const tile_shape t = tile_shape_of(g, w->rows, w->cols, out->mode, out->part != NULL);
     const bool split = t.ksplit > 1;
     lean_status st = split_groups(g, t.tiles_o * t.ksplit, "matmul_tiled", &m->tile_x, &m->tile_y, err);
     lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', (double)(t.opt * rows_per_out(out->mode))},
                             {"TT", 'u', TILE_T / t.gt}, {"KSTEP", 'u', TILE_KSTEP}, {"NX", 'u', m->tile_x},
                             {"TILES_O", 'u', (double)t.tiles_o}, {"KSPLIT", 'u', (double)t.ksplit},
-                            {"SPS", 'u', (double)t.sps}, {"PF", 'u', tile_prefetch(w, t.wide)}};
+                            {"SPS", 'u', (double)t.sps}, {"PF", 'u', tile_prefetch(g, w, t.wide)}};
     const int n = 10 + out_consts(out, outs, 4, 0, k + 10);
     /* split: y is the part buffer, written by tile_part; the mode is the combine's */
     lean_gpu_bind b[N_BINDS];
@@ -360,7 +363,7 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
     if (st == LEAN_OK && out->mode == GPU_MM_BIAS)
         st = gpu_check_binding(g, out->bias, 0, (out->col + outs) * 4, "matmul bias", err);
     if (st == LEAN_OK && out->kv) st = check_kv(out, outs, err);
-    const uint64_t part = gpu_matmul_part_floats(w->rows, w->cols, out->mode, max_tok);
+    const uint64_t part = gpu_matmul_part_floats(g, w->rows, w->cols, out->mode, max_tok);
     if (st == LEAN_OK && out->part && part) st = gpu_check_binding(g, out->part, 0, part * 4, "matmul part", err);
     return st;
 }
@@ -385,7 +388,7 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
         [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
         [B_RAW] = {in->raw, 0, x_bytes(w, 1)}, [B_NORM] = {in->norm, 0, 0},
-        [B_PART] = {out->part, 0, gpu_matmul_part_floats(w->rows, w->cols, out->mode, max_tok) * 4}};
+        [B_PART] = {out->part, 0, gpu_matmul_part_floats(g, w->rows, w->cols, out->mode, max_tok) * 4}};
     const gpu_mm_kv *kv = out->kv;
     if (kv) {
         binds[B_KV_STEP] = (lean_gpu_bind){kv->step, 0, 16};

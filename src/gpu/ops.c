@@ -181,8 +181,8 @@ static uint32_t tiled_bk(int32_t head_dim, uint32_t lpt, uint32_t ks, uint64_t c
 /* The prefill kernel, attention_tiled.wgsl, over the buffers b of attention.wgsl: a token's
  * head held by lpt lanes of 16 vec4s or fewer (the fewest that divide its vec4s: one lane up
  * to head_dim 64), GPU_ATTN_TILED_TQ_LANES / lpt tokens a workgroup, their keys walked by
- * GPU_ATTN_KSPLITS splits of lanes side by side (LEAN_GPU_ATTN_KSPLITS=N, 1 to 8, for the
- * tests); keys in tiles of 32 a split, halved until the arrays fit the device's workgroup
+ * GPU_ATTN_KSPLITS splits of lanes side by side (lean_gpu_options.attn_ksplits, 1 to 8, for
+ * the tests); keys in tiles of 32 a split, halved until the arrays fit the device's workgroup
  * storage and the 16 KiB every adapter grants. Splits and small tiles are for parallelism: a
  * prefill has few workgroups (heads x n_tok / tokens a workgroup) and the last tile's walk
  * over every key is the critical path; 2 splits of 16 tokens were the fastest shape
@@ -195,9 +195,8 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
     uint32_t lpt = lean_div_up(hd4, 16);
     while (hd4 % lpt) lpt++;
     const uint32_t tq = GPU_ATTN_TILED_TQ_LANES / lpt;
-    const char *env = getenv("LEAN_GPU_ATTN_KSPLITS"); /* the tests' other splits */
-    const int forced = env ? atoi(env) : 0;
-    const uint32_t ks = forced >= 1 && forced <= 8 ? (uint32_t)forced : GPU_ATTN_KSPLITS;
+    const uint32_t forced = lean_gpu_options_of(g)->attn_ksplits; /* the tests' other splits */
+    const uint32_t ks = forced >= 1 && forced <= 8 ? forced : GPU_ATTN_KSPLITS;
     const uint32_t bk = tiled_bk(hp->head_dim, lpt, ks, cap);
     if (bk == 0 || lpt > GPU_ATTN_TILED_TQ_LANES)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,

@@ -181,7 +181,7 @@ static lean_status compile(lean_gpu *g, lean_gpu_pipeline *p, const char *const 
     gpu_scope_push(g);
     WGPUShaderModule sm = g->w.DeviceCreateShaderModule(g->device, &sm_desc);
     WGPUComputePipelineDescriptor desc = {NULL, gpu_sv(p->label), NULL, {NULL, sm, {"main", 4}, 0, NULL}};
-    if (gpu_dump_wanted()) fprintf(stderr, "=== lean-gpu-pipeline %s\n", p->label);
+    if (g->dump) fprintf(stderr, "=== lean-gpu-pipeline %s\n", p->label);
     p->pipe = g->w.DeviceCreateComputePipeline(g->device, &desc);
     if (sm) g->w.ShaderModuleRelease(sm);
     char msg[400], first[320];

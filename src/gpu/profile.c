@@ -1,5 +1,5 @@
-/* profile.c — where a step's GPU time goes (LEAN_PROFILE=1): dispatches per step, and, on an
- * adapter with timestamp-query, every kernel timed.
+/* profile.c — where a step's GPU time goes (lean_gpu_options.profile, or LEAN_PROFILE=1):
+ * dispatches per step, and, on an adapter with timestamp-query, every kernel timed.
  *
  * Dispatches are counted by cmd.c for every device (lean_gpu_dispatch_count); the report
  * gives those since the last one. WebGPU timestamps mark the beginning and end of a pass, not of a dispatch, so a profiling
@@ -39,11 +39,6 @@ typedef struct gpu_profile {
     uint64_t base;          /* lean_gpu_dispatch_count at the last report */
     uint64_t timed;
 } gpu_profile;
-
-bool gpu_profile_wanted(void) {
-    const char *e = getenv("LEAN_PROFILE");
-    return e && !strcmp(e, "1");
-}
 
 static WGPUBuffer raw_buffer(lean_gpu *g, WGPUBufferUsage usage, const char *label) {
     WGPUBufferDescriptor d = {NULL, gpu_sv(label), usage, (uint64_t)MAX_TIMED * 16, 0};

@@ -75,8 +75,8 @@ typedef struct gpu_mm_out {
     lean_gpu_buf *part;
 } gpu_mm_out;
 /* The F32s of part a matmul of a rows x cols weight in mode takes for max_tok tokens (0: it is
- * not split, part may be NULL). A function of the shape alone. */
-uint64_t gpu_matmul_part_floats(int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok);
+ * not split, part may be NULL). A function of the shape and g's options (tile_ksplit) alone. */
+uint64_t gpu_matmul_part_floats(lean_gpu *g, int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok);
 
 /* Decode's Q, K, V epilogue, for a matmul whose outputs are columns col .. of the q | k | v
  * row (stride q_dim + 2 kv_dim; col and the outputs whole heads): the one-token kernel does

@@ -1,6 +1,6 @@
 enable f16;
-// tiled_f16.wgsl — matmul_tiled.wgsl's arithmetic in f16 (adapters with shader-f16, unless
-// LEAN_F16=0; tiled_f32.wgsl is the F32 path): x staged in workgroup memory and each chunk's
+// tiled_f16.wgsl — matmul_tiled.wgsl's arithmetic in f16 (adapters with shader-f16, but
+// not --exact; tiled_f32.wgsl is the F32 path): x staged in workgroup memory and each chunk's
 // weights decoded as vec4<f16> (half the bytes and registers), a chunk's products summed in
 // f16 four lanes wide (lane k holds the chunk's columns 4q + k, one fma a run q), then the
 // lanes added and the chunk's sum added to the token's f32 accumulator, in chunk order: the
