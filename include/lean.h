@@ -1,7 +1,7 @@
 /* lean.h — the whole public C API of lean.
  *
- * lean runs GGUF language models (architectures llama, qwen2, qwen3) on the CPU and,
- * later, on WebGPU. Everything a front end needs is declared here; nothing else in
+ * lean runs GGUF language models (architectures llama, qwen2, qwen3) on WebGPU and on
+ * the CPU. Everything a front end needs is declared here; nothing else in
  * the source tree is part of the contract.
  *
  *   lean_error err;
