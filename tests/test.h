@@ -26,8 +26,10 @@ extern int t_passed, t_failed;
 int test_finish(const char *name);
 
 /* The whole file at path in a malloc'd buffer (the caller frees it), its length in
- * *out_len; NULL when the file cannot be opened. */
+ * *out_len, a NUL after it (so text can be read as a string); NULL when the file cannot be
+ * opened. test_read_stream: the same for what is left of an open stream. */
 uint8_t *test_read_file(const char *path, size_t *out_len);
+uint8_t *test_read_stream(FILE *f, size_t *out_len);
 
 /* A fresh temporary file name in $TMPDIR (else /tmp), unique in this process and across
  * processes, ending in tag ("model.gguf"); the caller unlinks the file. */

@@ -43,21 +43,8 @@ static uint64_t fnv_bytes(const unsigned char *p, size_t n) {
 }
 
 static char *slurp_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    for (size_t k; s && (k = fread(s + n, 1, cap - n - 1, f)) > 0;) {
-        n += k;
-        if (cap - n - 1 == 0) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) free(s);
-            s = t;
-        }
-    }
-    fclose(f);
-    if (s) s[n] = 0;
-    return s;
+    size_t n;
+    return (char *)test_read_file(path, &n);
 }
 
 /* ---- a small JSON parser: is the text one well-formed value? (RFC 8259 syntax) ---- */

@@ -33,18 +33,8 @@ typedef struct result {
 } result;
 
 static char *slurp(FILE *f) {
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    for (size_t k; s && (k = fread(s + n, 1, cap - n - 1, f)) > 0;) {
-        n += k;
-        if (cap - n - 1 == 0) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) free(s);
-            s = t;
-        }
-    }
-    if (s) s[n] = 0;
-    return s;
+    size_t n;
+    return (char *)test_read_stream(f, &n);
 }
 
 /* `lean ARGS` (a shell word list, printf-style), stdin from /dev/null. */

@@ -30,13 +30,12 @@ typedef struct opened {
     gguf_file *f;
 } opened;
 
-static uint8_t *slurp(const char *path, size_t *n);
 
 static int open_gguf(const char *path, opened *o) {
     lean_error err;
     size_t n = 0;
     memset(o, 0, sizeof *o);
-    o->map.data = slurp(path, &n);
+    o->map.data = test_read_file(path, &n);
     o->map.size = n;
     if (!o->map.data) {
         CHECK(0, "cannot read %s", path);
@@ -99,21 +98,9 @@ static void check_tensor(const opened *o, const char *name, int64_t ne0, int64_t
     CHECK(t->type == type, "%s: type %s, want %s", name, lean_type_name((int)t->type), lean_type_name((int)type));
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    *n = fread(p, 1, (size_t)len, fp);
-    fclose(fp);
-    return p;
-}
-
 static int same_bytes(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    uint8_t *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    uint8_t *pa = test_read_file(a, &na), *pb = test_read_file(b, &nb);
     int same = pa && pb && na == nb && memcmp(pa, pb, na) == 0;
     free(pa);
     free(pb);

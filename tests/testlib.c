@@ -18,24 +18,30 @@ int test_finish(const char *name) {
     return t_failed ? 1 : 0;
 }
 
-uint8_t *test_read_file(const char *path, size_t *out_len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+uint8_t *test_read_stream(FILE *f, size_t *out_len) {
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
-        if (len == cap) {
+        if (len + 1 >= cap) { /* room for the data and the NUL after it */
             cap = cap ? cap * 2 : 1 << 16;
             uint8_t *nb = realloc(buf, cap);
             if (!nb) break;
             buf = nb;
         }
-        size_t got = fread(buf + len, 1, cap - len, f);
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
         len += got;
         if (got == 0) break;
     }
-    fclose(f);
+    if (buf) buf[len] = 0;
     *out_len = len;
+    return buf;
+}
+
+uint8_t *test_read_file(const char *path, size_t *out_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    uint8_t *buf = test_read_stream(f, out_len);
+    fclose(f);
     return buf;
 }
 
