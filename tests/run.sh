@@ -287,7 +287,9 @@ prerequisites() {
     need() { command -v "$1" >/dev/null 2>&1 || compgen -G "$1" >/dev/null || missing+=("$2"); }
     for s in "$@"; do
         case $s in
-        data) need python3 python3; python3 -c "import numpy" 2>/dev/null || missing+=(python3-numpy); need npm npm ;;
+        data) # the Makefile's python: Debian's, where there is one (a pyenv python has no numpy)
+            local py=python3; [ ! -x /usr/bin/python3 ] || py=/usr/bin/python3
+            need "$py" python3; "$py" -c "import numpy" 2>/dev/null || missing+=(python3-numpy); need npm npm ;;
         native) need make build-essential; need "${CC:-cc}" build-essential
             # the GPU tests' WebGPU on a machine without a GPU: OpenGL ES over Mesa's llvmpipe
             need "/usr/lib/*/libEGL_mesa.so.0" libegl-mesa0; need "/usr/lib/*/libGLESv2.so.2" libgles2
