@@ -284,10 +284,12 @@ $(BUILD)/gpu_bench: tools/gpu_bench.c $(BUILD)/liblean.a
 # make build-wasm/kernel_bench.wasm && node tests/wasm_run.mjs build-wasm/kernel_bench.wasm
 .PHONY: kernel-bench
 kernel-bench: $(BUILD)/kernel_bench
-$(BUILD)/kernel_bench: tools/kernel_bench.c $(BUILD)/liblean.a
-	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
-$(WASM_BUILD)/kernel_bench.wasm: tools/kernel_bench.c $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
-	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $< $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
+# It quantizes its random weights with src/dev's quantizers: liblean_dev.a goes before liblean.a.
+$(BUILD)/kernel_bench: tools/kernel_bench.c $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
+	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
+$(WASM_BUILD)/kernel_bench.wasm: tools/kernel_bench.c $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $< $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a \
+	  -lm $(WASM_LDFLAGS)
 
 # tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
 $(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h

@@ -1,7 +1,7 @@
 """quants.py - an independent numpy implementation of the ggml/GGUF tensor formats
 F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 
-It exists to check lean's C (src/core/formats.c, formats_k.c) from the outside: it is
+It exists to check lean's C (src/core/formats.c, src/dev/quantize.c) from the outside: it is
 written from the block layouts and ggml's reference algorithms (dequantize_row_*,
 quantize_row_*_ref: no importance matrix), shares no code with the C, and works on
 whole arrays of blocks at once. Both must agree bit for bit.

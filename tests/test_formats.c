@@ -1,4 +1,5 @@
-/* test_formats.c — tests for the tensor formats (src/core/formats.c, formats_k.c).
+/* test_formats.c — tests for the tensor formats (src/core/formats.c) and their quantizers
+ * (src/dev/quantize.c).
  *
  *   1. the type table, names, lean_type_bytes (ragged rows, overflow)
  *   2. f16 / bf16 scalars: all 65536 halves, every f16 tie, strided sweeps of all f32
@@ -13,6 +14,7 @@
  *   python3 scripts/make_format_vectors.py --out /tmp/v --scale 50 && build/tests/test_formats /tmp/v
  */
 #include "core/formats.h"
+#include "dev/quantize.h"
 #include "test.h"
 
 #include <math.h>
@@ -44,7 +46,7 @@ static void test_table(void) {
         CHECK(strcmp(t->name, k_types[i].name) == 0, "type %d is named %s", k_types[i].id, t->name);
         CHECK(t->block_elems == k_types[i].block_elems && t->block_bytes == k_types[i].block_bytes,
               "%s: block %u elems / %u bytes", t->name, t->block_elems, t->block_bytes);
-        CHECK(t->dequant && t->quantize, "%s lacks a kernel", t->name);
+        CHECK(t->dequant && lean_quantizer_of((uint32_t)k_types[i].id), "%s lacks a kernel", t->name);
         CHECK(strcmp(lean_type_name(k_types[i].id), k_types[i].name) == 0, "lean_type_name(%d)", k_types[i].id);
         CHECK(lean_type_from_name(k_types[i].name) == k_types[i].id, "from_name(%s)", k_types[i].name);
     }
@@ -52,6 +54,7 @@ static void test_table(void) {
     const uint32_t absent[] = {4, 5, 9, 10, 11, 15, 16, 20, 29, 31, 39, 1000, 0xffffffffu};
     for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
         CHECK(lean_type_traits_get(absent[i]) == NULL, "type %u should be unknown", absent[i]);
+        CHECK(lean_quantizer_of(absent[i]) == NULL, "type %u has a quantizer", absent[i]);
     }
     CHECK(lean_type_name(-1) == NULL && lean_type_name(5) == NULL && lean_type_name(31) == NULL, "bad ids named");
     /* ggml's names for messages: every id it defined, the ones lean runs spelled as lean_type_name
@@ -320,7 +323,7 @@ static int test_vector_file(const char *dir, int type_id, const char *name) {
 
         if (kind == 0) {
             memset(q, 0xa5, qbytes);
-            t->quantize(x, q, n);
+            lean_quantizer_of((uint32_t)type_id)(x, q, n);
             int64_t bad = first_diff(q, want_q, qbytes, t->block_bytes);
             CHECK(bad < 0, "%s/%s: C quantize differs from numpy, first in block %lld", name, label, (long long)bad);
             if (bad >= 0) {
@@ -386,7 +389,8 @@ static void test_error_bounds(void) {
     for (int i = 0; i < N; i++) x[i] = rng_normal();
     for (size_t k = 0; k < sizeof bound / sizeof bound[0]; k++) {
         const lean_type_traits *t = lean_type_traits_get((uint32_t)bound[k].id);
-        t->quantize(x, q, N);
+        const lean_quantize_row_fn quantize = lean_quantizer_of((uint32_t)bound[k].id);
+        quantize(x, q, N);
         t->dequant(q, y, N);
         double se = 0, sx = 0;
         for (int i = 0; i < N; i++) {
@@ -398,14 +402,14 @@ static void test_error_bounds(void) {
 
         /* an all-zero row comes back all zero; quantizing 0 elements writes nothing */
         memset(x + N - 256, 0, 256 * sizeof(float));
-        t->quantize(x + N - 256, q, 256);
+        quantize(x + N - 256, q, 256);
         t->dequant(q, y, 256);
         int nz = 0;
         for (int i = 0; i < 256; i++) nz += y[i] != 0.0f;
         CHECK(nz == 0, "%s: zeros dequantize to %d nonzeros", t->name, nz);
         for (int i = N - 256; i < N; i++) x[i] = rng_normal();
         q[0] = 0x5a;
-        t->quantize(x, q, 0);
+        quantize(x, q, 0);
         CHECK(q[0] == 0x5a, "%s: quantize of 0 elements wrote", t->name);
     }
     free(x), free(y), free(q);

@@ -43,6 +43,7 @@
 #include "gpu_test.h"
 
 #include "core/formats.h"
+#include "dev/quantize.h"
 #include "gpu/ops.h"
 #include "gpu/weights.h"
 
@@ -117,7 +118,7 @@ static void matrix_make(matrix *m, uint32_t type, int64_t rows, int64_t cols) {
         for (int64_t c = 0; c < cols; c++) src[r * cols + c] = rnd_unit() * scale;
     }
     m->blocks = malloc(row_bytes * (uint64_t)rows);
-    tr->quantize(src, m->blocks, (int64_t)n);
+    lean_quantizer_of(type)(src, m->blocks, (int64_t)n);
     if (rows > 0) memset(m->blocks, 0, row_bytes);
     for (int k = F16 ? 2 : 1; k <= 2 && k < rows; k++) weird_row(type, m->blocks + row_bytes * k, row_bytes, tr->block_bytes, k);
     m->w = malloc(n * sizeof(float));

@@ -34,6 +34,7 @@
  *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
  */
 #include "cpu/kernels.h"
+#include "dev/quantize.h"
 #include "test.h"
 
 #include <math.h>
@@ -204,7 +205,7 @@ static uint8_t *make_weights(uint32_t type, int64_t rows, int64_t cols, size_t *
         const float mag = (float)pow(10.0, -2 + 3 * unit());
         for (int64_t i = 0; i < cols; i++) f[i] = normal() * mag;
         if (r % 2 == 0 || tt->block_elems == 1) {
-            tt->quantize(f, row, cols);
+            lean_quantizer_of(type)(f, row, cols);
             continue;
         }
         for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)rng();

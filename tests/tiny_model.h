@@ -14,6 +14,7 @@
 
 #include "core/formats.h"
 #include "dev/gguf_writer.h"
+#include "dev/quantize.h"
 #include "test.h"
 
 #include <math.h>
@@ -122,7 +123,7 @@ static inline void tiny_add(gguf_writer *w, tiny_model *tm, const char *name, in
     uint64_t bytes = 0;
     lean_type_bytes(type, (uint64_t)n, &bytes);
     void *data = malloc((size_t)bytes);
-    tt->quantize(f, data, n);
+    lean_quantizer_of(type)(f, data, n);
     tt->dequant(data, f, n);
     const int64_t ne[2] = {ne0, ne1};
     gguf_w_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data, bytes);

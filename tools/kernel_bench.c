@@ -9,6 +9,7 @@
  * 50 ms each) and the speed-up over generic. Measures; asserts nothing.
  */
 #include "cpu/kernels.h"
+#include "dev/quantize.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,7 @@ int main(void) {
         float *row = malloc(sizeof(float) * COLS);
         for (int r = 0; r < ROWS; r++) {
             for (int i = 0; i < COLS; i++) row[i] = uniform();
-            tt->quantize(row, w + (size_t)r * wrb, COLS);
+            lean_quantizer_of(types[ti])(row, w + (size_t)r * wrb, COLS);
         }
         for (int t = 0; t < 16; t++) lean_quantize_act(act, f + t * COLS, x + (size_t)t * xrb, COLS);
         for (size_t ni = 0; ni < sizeof toks / sizeof toks[0]; ni++) {

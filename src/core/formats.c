@@ -1,34 +1,34 @@
-/* formats.c — the tensor type table, f16/bf16 scalar conversions, and the plain and
- * "legacy" block formats: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
- * The K-quants (Q4_K, Q5_K, Q6_K) live in formats_k.c.
+/* formats.c — the tensor type table, f16/bf16 scalar conversions, and every block format's
+ * layout and reference dequantizer: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and the
+ * K-quant super-blocks Q4_K, Q5_K, Q6_K.
  *
  * Every layout and every operation here is ggml's, bit for bit: the dequantizers are
- * ggml's dequantize_row_* and the quantizers its reference (non-imatrix) quantizers
- * quantize_row_*_ref, evaluated in the same float32 operation order. They are the
+ * ggml's dequantize_row_*, evaluated in the same float32 operation order. They are the
  * reference every SIMD and WGSL kernel is tested against, so they stay plain: one
  * element at a time, no tricks. tests/test_formats.c holds them to vectors made by an
  * independent numpy implementation (scripts/quants.py).
  *
- * What it does not do: choose types (the quantizer's recipe does), or SIMD.
+ * What it does not do: quantize weights (ggml's reference quantizers are developer tools,
+ * dev/quantize.c, sharing these layouts through core/formats_layout.h), choose types, or SIMD.
  *
- * Float rules that exactness depends on: every operation is float32 (FLT_EVAL_METHOD 0
- * on x86-64, arm64, wasm); a*b + c is never fused into an fma (gcc does not contract
- * in ISO C mode; clang is told so below). Quantizers expect finite input; for NaN or
- * inf they give some defined block (ggml's result there is undefined behaviour).
- * Multi-byte fields are little-endian; they are read and written byte by byte, so
- * blocks need no alignment.
+ * Float rules that exactness depends on (the quantizers keep them too): every operation is
+ * float32 (FLT_EVAL_METHOD 0 on x86-64, arm64, wasm); a*b + c is never fused into an fma
+ * (gcc does not contract in ISO C mode; clang is told so below). Multi-byte fields are
+ * little-endian; they are read and written byte by byte, so blocks need no alignment.
  *
  * Sections:
  *   1. f16 / bf16 scalars
  *   2. F32, F16, BF16 rows
  *   3. Q8_0
- *   4. Q4_0, Q4_1, Q5_0, Q5_1 (one dequantizer and one quantizer per kind, for 4 or 5 bits)
- *   5. the type table, lean_type_bytes, names
+ *   4. Q4_0, Q4_1, Q5_0, Q5_1 (one dequantizer per kind, for 4 or 5 bits)
+ *   5. Q4_K, Q5_K (one dequantizer, for 4 or 5 bits)
+ *   6. Q6_K
+ *   7. the type table, lean_type_bytes, names
  */
 #include "core/formats.h"
+#include "core/formats_layout.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -107,54 +107,10 @@ uint16_t lean_f32_to_bf16(float f) {
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16); /* round to nearest even */
 }
 
-/* little-endian field access */
-static float load_f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
-
-static void store_f16(uint8_t *p, float f) {
-    uint16_t h = lean_f32_to_f16(f);
-    p[0] = (uint8_t)(h & 0xff);
-    p[1] = (uint8_t)(h >> 8);
-}
-
-static uint32_t load_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static void store_u32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-/* ggml's (int8_t)(v) / (uint8_t)(v) on v >= 0 followed by MIN(hi, .): truncation toward
- * zero, capped. For every finite input the legacy quantizers produce v in [0, hi + 1.5],
- * where this is exactly ggml's expression; NaN and negatives give 0 instead of UB. */
-static int trunc_cap(float v, int hi) {
-    if (!(v > 0.0f)) return 0;
-    if (v >= (float)hi) return hi;
-    return (int)v;
-}
-
-/* ggml's int8_t q = roundf(v): to nearest, halves away from zero. For every finite input
- * Q8_0 produces |v| <= 127 (plus an ulp), where this is exactly ggml's expression;
- * NaN gives 0 and infinities saturate instead of UB. */
-static int8_t round_to_int8(float v) {
-    float r = roundf(v);
-    if (r != r) return 0;
-    if (r >= 127.0f) return 127;
-    if (r <= -128.0f) return -128;
-    return (int8_t)r;
-}
-
 /* ================================================================ 2. F32, F16, BF16 rows
  * One element per "block": 4, 2 and 2 bytes, little-endian. */
 
 static void dequant_f32(const void *src, float *dst, int64_t n) {
-    memcpy(dst, src, (size_t)n * sizeof(float));
-}
-
-static void quantize_f32(const float *src, void *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
@@ -163,23 +119,9 @@ static void dequant_f16(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = load_f16(p + 2 * i);
 }
 
-static void quantize_f16(const float *src, void *dst, int64_t n) {
-    uint8_t *p = dst;
-    for (int64_t i = 0; i < n; i++) store_f16(p + 2 * i, src[i]);
-}
-
 static void dequant_bf16(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++) dst[i] = lean_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
-}
-
-static void quantize_bf16(const float *src, void *dst, int64_t n) {
-    uint8_t *p = dst;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h = lean_f32_to_bf16(src[i]);
-        p[2 * i] = (uint8_t)(h & 0xff);
-        p[2 * i + 1] = (uint8_t)(h >> 8);
-    }
 }
 
 /* ================================================================ 3. Q8_0
@@ -188,11 +130,7 @@ static void quantize_bf16(const float *src, void *dst, int64_t n) {
  *   OFFSET  SIZE  DESCRIPTION
  *        0     2  d: f16 scale
  *        2    32  qs[32]: int8 quants; weight j = qs[j] * d
- *
- * Quantize: amax = max |x|, d = amax / 127, qs = roundf(x * (1/d)) (half away from
- * zero); d = 0 (id = 0) for an all-zero block. */
-#define QK8_0 32
-#define Q8_0_BYTES 34
+ */
 
 static void dequant_q8_0(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
@@ -200,18 +138,6 @@ static void dequant_q8_0(const void *src, float *dst, int64_t n) {
         const float d = load_f16(b);
         const int8_t *qs = (const int8_t *)(b + 2);
         for (int j = 0; j < QK8_0; j++) dst[j] = (float)qs[j] * d;
-    }
-}
-
-static void quantize_q8_0(const float *src, void *dst, int64_t n) {
-    uint8_t *b = dst;
-    for (int64_t i = 0; i < n / QK8_0; i++, b += Q8_0_BYTES, src += QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(src[j]));
-        const float d = amax / 127;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(b, d);
-        for (int j = 0; j < QK8_0; j++) b[2 + j] = (uint8_t)round_to_int8(src[j] * id);
     }
 }
 
@@ -237,60 +163,7 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
  *        4    16  qs[16]: low 4 bits              4     4  qh: u32, fifth bits
  *                                                 8    16  qs[16]: low 4 bits
  * weight = q * d + m                       weight = q * d + m
- *
- * Quantize, with Z = 2^(bits-1) and Q = 2^bits - 1 (8 and 15 for 4 bits, 16 and 31 for 5):
- *   _0: max = the first x of largest |x|; d = max / -Z (so max maps to -Z and the range
- *       is asymmetric, [-Z, Z - 1]); q = min(Q, trunc(x / d + Z + 0.5)).
- *   _1: d = (max - min) / Q, m = min; q = min(Q, trunc((x - min) / d + 0.5)) (ggml caps
- *       Q4_1 only; for finite input Q5_1's q <= 31 regardless).
- * In all four, "/ d" is "* id" with id = 1/d (0 when d is 0). */
-#define QK_LEGACY 32 /* weights per block of all four */
-#define Q4_0_BYTES 18
-#define Q4_1_BYTES 20
-#define Q5_0_BYTES 22
-#define Q5_1_BYTES 24
-
-/* the first element of largest magnitude, with its sign (0 for an all-zero block) */
-static float signed_absmax(const float *x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
-    return max;
-}
-
-static void min_max(const float *x, int n, float *out_min, float *out_max) {
-    float min = 3.40282347e+38f, max = -3.40282347e+38f; /* FLT_MAX */
-    for (int j = 0; j < n; j++) {
-        if (x[j] < min) min = x[j];
-        if (x[j] > max) max = x[j];
-    }
-    *out_min = min;
-    *out_max = max;
-}
-
-/* Quant j of a block whose fields after the scale(s) start at p: qh (5 bits), then qs. */
-static int load_quant(const uint8_t *p, int bits, int j) {
-    const uint8_t *qs = bits == 5 ? p + 4 : p;
-    int q = j < QK_LEGACY / 2 ? qs[j] & 0x0f : qs[j - QK_LEGACY / 2] >> 4;
-    if (bits == 5) q |= (int)((load_u32(p) >> j) & 1) << 4;
-    return q;
-}
-
-/* The 32 quants q[] (each < 2^bits) into qh (5 bits) and qs at p. */
-static void store_quants(uint8_t *p, int bits, const int *q) {
-    uint8_t *qs = bits == 5 ? p + 4 : p;
-    uint32_t qh = 0;
-    for (int j = 0; j < QK_LEGACY / 2; j++) {
-        qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + QK_LEGACY / 2] & 0x0f) << 4));
-        qh |= (uint32_t)(q[j] >> 4) << j;
-        qh |= (uint32_t)(q[j + QK_LEGACY / 2] >> 4) << (j + QK_LEGACY / 2);
-    }
-    if (bits == 5) store_u32(p, qh);
-}
+ * (load_quant and store_quants, formats_layout.h, read and write the quants.) */
 
 /* Q4_0 / Q5_0: d, then the quants; weight = (q - 2^(bits-1)) * d. */
 static void dequant_sym(const void *src, float *dst, int64_t n, int bits) {
@@ -300,21 +173,6 @@ static void dequant_sym(const void *src, float *dst, int64_t n, int bits) {
     for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, dst += QK_LEGACY) {
         const float d = load_f16(b);
         for (int j = 0; j < QK_LEGACY; j++) dst[j] = (float)(load_quant(b + 2, bits, j) - zero) * d;
-    }
-}
-
-static void quantize_sym(const float *src, void *dst, int64_t n, int bits) {
-    const int zero = 1 << (bits - 1), qmax = (1 << bits) - 1;
-    const float offset = (float)zero + 0.5f; /* 8.5 or 16.5: rounds, and shifts to unsigned */
-    const size_t block_bytes = bits == 5 ? Q5_0_BYTES : Q4_0_BYTES;
-    uint8_t *b = dst;
-    int q[QK_LEGACY];
-    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, src += QK_LEGACY) {
-        const float d = signed_absmax(src, QK_LEGACY) / -zero;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(b, d);
-        for (int j = 0; j < QK_LEGACY; j++) q[j] = trunc_cap(src[j] * id + offset, qmax);
-        store_quants(b + 2, bits, q);
     }
 }
 
@@ -329,48 +187,121 @@ static void dequant_min(const void *src, float *dst, int64_t n, int bits) {
     }
 }
 
-static void quantize_min(const float *src, void *dst, int64_t n, int bits) {
-    const int qmax = (1 << bits) - 1;
-    const size_t block_bytes = bits == 5 ? Q5_1_BYTES : Q4_1_BYTES;
-    uint8_t *b = dst;
-    int q[QK_LEGACY];
-    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, src += QK_LEGACY) {
-        float min, max;
-        min_max(src, QK_LEGACY, &min, &max);
-        const float d = (max - min) / qmax;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(b, d);
-        store_f16(b + 2, min);
-        for (int j = 0; j < QK_LEGACY; j++) q[j] = trunc_cap((src[j] - min) * id + 0.5f, qmax);
-        store_quants(b + 4, bits, q);
-    }
-}
-
 static void dequant_q4_0(const void *src, float *dst, int64_t n) { dequant_sym(src, dst, n, 4); }
 static void dequant_q5_0(const void *src, float *dst, int64_t n) { dequant_sym(src, dst, n, 5); }
 static void dequant_q4_1(const void *src, float *dst, int64_t n) { dequant_min(src, dst, n, 4); }
 static void dequant_q5_1(const void *src, float *dst, int64_t n) { dequant_min(src, dst, n, 5); }
-static void quantize_q4_0(const float *src, void *dst, int64_t n) { quantize_sym(src, dst, n, 4); }
-static void quantize_q5_0(const float *src, void *dst, int64_t n) { quantize_sym(src, dst, n, 5); }
-static void quantize_q4_1(const float *src, void *dst, int64_t n) { quantize_min(src, dst, n, 4); }
-static void quantize_q5_1(const float *src, void *dst, int64_t n) { quantize_min(src, dst, n, 5); }
 
-/* ================================================================ 5. the type table
+/* ================================================================ 5. Q4_K, Q5_K
+ *
+ * A K-quant super-block holds 256 weights (LEAN_QK_K) split into sub-blocks (8 of 32
+ * for Q4_K/Q5_K, 16 of 16 for Q6_K), each with its own small integer scale (and, for
+ * Q4_K/Q5_K, minimum), which an f16 super-scale turns into floats.
+ *
+ * block_q4_K: 256 weights, 144 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 super-scale of the sub-block scales
+ *        2     2  dmin: f16 super-scale of the sub-block mins
+ *        4    12  scales: 8 six-bit scales sc[j] and 8 six-bit mins m[j]
+ *                 (get_scale_min_k4, formats_layout.h, has their table)
+ *       16   128  qs: 4-bit quants q
+ *
+ * block_q5_K: 256 weights, 176 bytes: Q4_K with a fifth bit per quant.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0     2  d: f16 super-scale of the sub-block scales
+ *        2     2  dmin: f16 super-scale of the sub-block mins
+ *        4    12  scales: 8 six-bit scales and 8 six-bit mins (as Q4_K)
+ *       16    32  qh: high bits; bit j of qh[l] is the fifth bit of weight 32j + l
+ *       48   128  qs: low 4 bits, placed exactly as Q4_K's quants
+ *
+ * Sub-block j (0..7) is weights 32j .. 32j + 31; their low 4 bits sit in
+ * qs[32 * (j / 2) + l], the low nibble for even j, the high nibble for odd j
+ * (l = 0..31). Weight 32j + l, q its 4 or 5 bits:
+ *   (d * sc[j]) * q - (dmin * m[j]) */
+
+static void dequant_k45(const void *src, float *dst, int64_t n, int bits) {
+    const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / LEAN_QK_K; i++, b += block_bytes) {
+        const float d = load_f16(b);
+        const float dmin = load_f16(b + 2);
+        const uint8_t *qh = b + 16; /* Q5_K only */
+        const uint8_t *qs = bits == 5 ? b + 48 : b + 16;
+        for (int j = 0; j < LEAN_QK_K / 32; j += 2, qs += 32) {
+            uint8_t sc, m;
+            get_scale_min_k4(j, b + 4, &sc, &m);
+            const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            get_scale_min_k4(j + 1, b + 4, &sc, &m);
+            const float d2 = d * (float)sc, m2 = dmin * (float)m;
+            const uint8_t u1 = (uint8_t)(1u << j), u2 = (uint8_t)(2u << j);
+            for (int l = 0; l < 32; l++) {
+                int h = bits == 5 && (qh[l] & u1) ? 16 : 0;
+                *dst++ = d1 * (float)((qs[l] & 0x0f) + h) - m1;
+            }
+            for (int l = 0; l < 32; l++) {
+                int h = bits == 5 && (qh[l] & u2) ? 16 : 0;
+                *dst++ = d2 * (float)((qs[l] >> 4) + h) - m2;
+            }
+        }
+    }
+}
+
+static void dequant_q4_k(const void *src, float *dst, int64_t n) { dequant_k45(src, dst, n, 4); }
+static void dequant_q5_k(const void *src, float *dst, int64_t n) { dequant_k45(src, dst, n, 5); }
+
+/* ================================================================ 6. Q6_K
+ *
+ * block_q6_K: 256 weights, 210 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0   128  ql: low 4 bits of the quants
+ *      128    64  qh: high 2 bits of the quants
+ *      192    16  scales: int8 scale of each 16-weight sub-block
+ *      208     2  d: f16 super-scale
+ *
+ * Weight e (0..255): h = e / 128, k = (e % 128) / 32, l = e % 32;
+ *   low  = (ql[64h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0xf
+ *   high = (qh[32h + l] >> (2k)) & 3
+ *   weight = (d * scales[e / 16]) * ((low | high << 4) - 32) */
+
+static void dequant_q6_k(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / LEAN_QK_K; i++, b += LEAN_Q6_K_BYTES) {
+        const float d = load_f16(b + 208);
+        const uint8_t *ql = b;
+        const uint8_t *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, dst += 128) {
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                dst[l] = d * (float)sc[is + 0] * (float)q1;
+                dst[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                dst[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                dst[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+/* ================================================================ 7. the type table
  * Indexed by the GGUF/ggml type id; an entry without a name is a type lean does not
  * support. Ids only ever get appended (see lean_type in lean.h). */
 
 static const lean_type_traits type_table[] = {
-    [LEAN_TYPE_F32] = {"f32", 1, 4, dequant_f32, quantize_f32},
-    [LEAN_TYPE_F16] = {"f16", 1, 2, dequant_f16, quantize_f16},
-    [LEAN_TYPE_Q4_0] = {"q4_0", QK_LEGACY, Q4_0_BYTES, dequant_q4_0, quantize_q4_0},
-    [LEAN_TYPE_Q4_1] = {"q4_1", QK_LEGACY, Q4_1_BYTES, dequant_q4_1, quantize_q4_1},
-    [LEAN_TYPE_Q5_0] = {"q5_0", QK_LEGACY, Q5_0_BYTES, dequant_q5_0, quantize_q5_0},
-    [LEAN_TYPE_Q5_1] = {"q5_1", QK_LEGACY, Q5_1_BYTES, dequant_q5_1, quantize_q5_1},
-    [LEAN_TYPE_Q8_0] = {"q8_0", QK8_0, Q8_0_BYTES, dequant_q8_0, quantize_q8_0},
-    [LEAN_TYPE_Q4_K] = {"q4_k", LEAN_QK_K, LEAN_Q4_K_BYTES, lean_dequant_q4_k, lean_quantize_q4_k},
-    [LEAN_TYPE_Q5_K] = {"q5_k", LEAN_QK_K, LEAN_Q5_K_BYTES, lean_dequant_q5_k, lean_quantize_q5_k},
-    [LEAN_TYPE_Q6_K] = {"q6_k", LEAN_QK_K, LEAN_Q6_K_BYTES, lean_dequant_q6_k, lean_quantize_q6_k},
-    [LEAN_TYPE_BF16] = {"bf16", 1, 2, dequant_bf16, quantize_bf16},
+    [LEAN_TYPE_F32] = {"f32", 1, 4, dequant_f32},
+    [LEAN_TYPE_F16] = {"f16", 1, 2, dequant_f16},
+    [LEAN_TYPE_Q4_0] = {"q4_0", QK_LEGACY, Q4_0_BYTES, dequant_q4_0},
+    [LEAN_TYPE_Q4_1] = {"q4_1", QK_LEGACY, Q4_1_BYTES, dequant_q4_1},
+    [LEAN_TYPE_Q5_0] = {"q5_0", QK_LEGACY, Q5_0_BYTES, dequant_q5_0},
+    [LEAN_TYPE_Q5_1] = {"q5_1", QK_LEGACY, Q5_1_BYTES, dequant_q5_1},
+    [LEAN_TYPE_Q8_0] = {"q8_0", QK8_0, Q8_0_BYTES, dequant_q8_0},
+    [LEAN_TYPE_Q4_K] = {"q4_k", LEAN_QK_K, LEAN_Q4_K_BYTES, dequant_q4_k},
+    [LEAN_TYPE_Q5_K] = {"q5_k", LEAN_QK_K, LEAN_Q5_K_BYTES, dequant_q5_k},
+    [LEAN_TYPE_Q6_K] = {"q6_k", LEAN_QK_K, LEAN_Q6_K_BYTES, dequant_q6_k},
+    [LEAN_TYPE_BF16] = {"bf16", 1, 2, dequant_bf16},
 };
 
 #define N_TYPE_IDS (sizeof type_table / sizeof type_table[0])

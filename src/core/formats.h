@@ -1,12 +1,11 @@
-/* formats.h — tensor block formats: sizes, reference dequantization, quantizers.
+/* formats.h — tensor block formats: sizes and reference dequantization.
  *
  * A row of n elements of a quantized type is n / block_elems blocks of block_bytes
  * each (n must be a multiple of block_elems). Layouts are the ggml/GGUF ones, byte for
  * byte; formats.c documents each block as an OFFSET / SIZE table.
  *
  * The dequantizers are the reference every kernel (CPU SIMD, WGSL) is tested against.
- * The quantizers follow ggml's reference (non-imatrix) quantizers, so files lean writes
- * decode the same in llama.cpp.
+ * The weight quantizers are developer tools, outside the runtime (dev/quantize.h).
  */
 #ifndef LEAN_FORMATS_H
 #define LEAN_FORMATS_H
@@ -19,7 +18,6 @@ typedef struct lean_type_traits {
     uint32_t block_bytes;  /* bytes per block */
     /* n: elements, a multiple of block_elems. src: n / block_elems blocks. */
     void (*dequant)(const void *src, float *dst, int64_t n);
-    void (*quantize)(const float *src, void *dst, int64_t n);
 } lean_type_traits;
 
 /* NULL for a type id lean does not support. */
@@ -34,20 +32,11 @@ const char *lean_ggml_type_name(uint32_t type);
  * product overflows. */
 bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes);
 
-/* The K-quant super-blocks (formats_k.c documents their layouts). */
+/* The K-quant super-blocks (formats.c documents their layouts). */
 #define LEAN_QK_K 256        /* weights per K-quant super-block */
 #define LEAN_Q4_K_BYTES 144
 #define LEAN_Q5_K_BYTES 176
 #define LEAN_Q6_K_BYTES 210
-
-/* The K-quant reference kernels (also reachable through lean_type_traits_get); n is a
- * multiple of LEAN_QK_K. */
-void lean_dequant_q4_k(const void *src, float *dst, int64_t n);
-void lean_dequant_q5_k(const void *src, float *dst, int64_t n);
-void lean_dequant_q6_k(const void *src, float *dst, int64_t n);
-void lean_quantize_q4_k(const float *src, void *dst, int64_t n);
-void lean_quantize_q5_k(const float *src, void *dst, int64_t n);
-void lean_quantize_q6_k(const float *src, void *dst, int64_t n);
 
 /* Scalar conversions, bit-exact with ggml (round to nearest even; NaN stays NaN). */
 float lean_f16_to_f32(uint16_t h);

@@ -95,7 +95,7 @@ size_t lean_act_row_bytes(lean_act_type act, int64_t n);
 void lean_quantize_act(lean_act_type act, const float *x, void *dst, int64_t n);
 
 /* The 8 six-bit scales and mins of a Q4_K / Q5_K super-block from its 12 packed bytes q
- * (formats_k.c's get_scale_min_k4, ggml's layout): sub-block j is d sc[j] q - dmin m[j].
+ * (core/formats_layout.h's get_scale_min_k4, ggml's layout): sub-block j is d sc[j] q - dmin m[j].
  * Shared by every table's unpacking. */
 static inline void lean_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
     for (int j = 0; j < 4; j++) {

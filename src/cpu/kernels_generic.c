@@ -8,7 +8,7 @@
  * interleaved partial sums. Plus the attention primitives (scores, softmax numerators,
  * weighted sum) and SwiGLU, with libm's expf.
  * It is the twin every ISA file is tested against, so each kernel reads like the format's
- * definition in formats.c / formats_k.c: one block at a time, no tricks.
+ * definition in core/formats.c: one block at a time, no tricks.
  * What it does not: threads (forward.c partitions rows), SIMD (the ISA files).
  *
  * Order of operations (fixed, whatever the row range or batch): per output, blocks in

@@ -11,6 +11,8 @@
  *
  * Sections: formats · quantizers
  */
+#include "core/formats_layout.h"
+
 #include "cpu/kernels.h"
 
 #include <math.h>
@@ -50,14 +52,6 @@ size_t lean_act_row_bytes(lean_act_type act, int64_t n) {
 
 /* ---- quantizers ---- */
 
-/* round half to even of v, |v| <= 127.5 here (ggml's nearest_int) */
-static inline int32_t nearest_int(float v) {
-    float f = v + 12582912.f; /* 1.5 * 2^23: the integer lands in the low mantissa bits */
-    int32_t i;
-    memcpy(&i, &f, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 /* n (32 or 256) values of x -> qs; returns d. max |x| is taken on the bit patterns (for
  * non-negative floats their order as integers), which is exact, has no order of evaluation
  * to keep, and lets the compiler vectorize the loop; a NaN wins it, so a NaN anywhere in the
@@ -76,7 +70,7 @@ static inline float quantize_block(const float *x, int8_t *qs, int n) {
     const float d = amax / 127.0f;
     const float id = d > 0.0f ? 127.0f / amax : 0.0f;
     for (int j = 0; j < n; j++) {
-        int32_t q = nearest_int(x[j] * id);
+        int32_t q = nearest_int(x[j] * id); /* |x[j] * id| <= 127.5: exact */
         qs[j] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
     }
     return d;

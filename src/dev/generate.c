@@ -31,6 +31,7 @@
 #include "core/common.h"
 #include "core/formats.h"
 #include "dev/gguf_writer.h"
+#include "dev/quantize.h"
 
 #include <errno.h>
 #include <math.h>
@@ -587,7 +588,7 @@ static void llama3_rope_factors(const gen_preset *p, float *out) {
 static lean_status fill_tensor(void *user, uint64_t i, const gguf_tensor_info *t, gguf_sink *sink, lean_error *err) {
     out_file *o = user;
     const out_tensor *how = &o->t[i];
-    const lean_type_traits *tr = lean_type_traits_get(t->type);
+    const lean_quantize_row_fn quantize = lean_quantizer_of(t->type); /* every type written has one */
     int64_t ncols = t->ne[0];
     uint64_t nrows = t->n_elems / (uint64_t)ncols;
     size_t row_bytes = (size_t)(t->n_bytes / nrows);
@@ -600,7 +601,7 @@ static lean_status fill_tensor(void *user, uint64_t i, const gguf_tensor_info *t
                 float d = how->std * draw_normal(key, r * (uint64_t)ncols + (uint64_t)c);
                 o->xrow[c] = how->mean + d;
             }
-            tr->quantize(o->xrow, o->qrow, ncols);
+            quantize(o->xrow, o->qrow, ncols);
             st = gguf_sink_write(sink, o->qrow, row_bytes, err);
         }
         break;
@@ -631,7 +632,7 @@ static lean_status fill_tensor(void *user, uint64_t i, const gguf_tensor_info *t
                 return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s' row %llu failed", t->name.ptr,
                                  (unsigned long long)r);
             str->dequant(o->chunk, o->xrow, ncols);
-            tr->quantize(o->xrow, o->qrow, ncols);
+            quantize(o->xrow, o->qrow, ncols);
             st = gguf_sink_write(sink, o->qrow, row_bytes, err);
         }
         break;

@@ -1,6 +1,7 @@
-/* lean_dev.h — the developer tools: the model generator and the quantizer (generate.c).
- * Not part of the runtime library: they are built into liblean_dev.a, which the CLI
- * (`lean gen`, `lean quantize`) and the tests link beside liblean.a. */
+/* lean_dev.h — the developer tools: the model generator and the file quantizer (generate.c;
+ * the row quantizers are dev/quantize.h). Not part of the runtime library: they are built
+ * into liblean_dev.a, which the CLI (`lean gen`, `lean quantize`) and the tests link beside
+ * liblean.a. */
 #ifndef LEAN_DEV_H
 #define LEAN_DEV_H
 

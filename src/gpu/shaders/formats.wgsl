@@ -16,7 +16,7 @@
 // for every format: the tiled kernel relies on it.
 //
 // Each weight is computed with the reference dequantizer's operations in its order
-// (formats.c, formats_k.c): every product there is exact in f32, so a weight here is the
+// (core/formats.c): every product there is exact in f32, so a weight here is the
 // reference's float bit for bit (get_rows is tested to be exact).
 //
 // Constants written before this file (lean_gpu_const): ROWS, COLS, CHUNKS (per row),

@@ -1,25 +1,34 @@
-/* formats_k.c — the K-quant super-block formats Q4_K, Q5_K and Q6_K: layouts,
- * reference dequantization and ggml's reference (non-imatrix) quantizers.
+/* quantize.c — ggml's reference (non-imatrix) weight quantizers for every type lean runs, and
+ * the lookup the developer tools use (dev/quantize.h): quantize_row_*_ref, what llama.cpp's
+ * quantizer writes without an importance matrix, so files lean writes decode the same there.
  *
- * A K-quant super-block holds 256 weights (LEAN_QK_K) split into sub-blocks (8 of 32
- * for Q4_K/Q5_K, 16 of 16 for Q6_K), each with its own small integer scale (and, for
- * Q4_K/Q5_K, minimum), which an f16 super-scale turns into floats.
+ * Same rules as core/formats.c, whose dequantizers and OFFSET / SIZE tables these invert
+ * (its header comment says the rules): ggml's operations in ggml's float32 order, never
+ * fused, fields little-endian and written byte by byte (core/formats_layout.h, shared with
+ * the dequantizers). Quantizers expect finite input; for NaN or inf they give some defined
+ * block (ggml's result there is undefined behaviour). tests/test_formats.c holds every one
+ * to vectors made by an independent numpy implementation (scripts/quants.py).
  *
- * Same rules as formats.c (whose header comment says them): ggml's operations in
- * ggml's float32 order, never fused, fields little-endian and read byte by byte.
- * The quantizers here are ggml's quantize_row_q{4,5,6}_K_ref, i.e. what llama.cpp's
- * quantizer writes without an importance matrix: make_qkx2_quants for Q4_K/Q5_K,
- * make_qx_quants (rmse_type 1) for Q6_K. They search several candidate scales per
- * sub-block, so they are far slower than the dequantizers (about 20 passes over
- * each sub-block).
+ * Not in the runtime library: lean reads weights, it never writes them. The activations the
+ * CPU backend quantizes at run time are another format (cpu/quant_act.c).
+ *
+ * The K-quants' make_qkx2_quants (Q4_K/Q5_K) and make_qx_quants (rmse_type 1, Q6_K) search
+ * several candidate scales per sub-block, so they are far slower than the dequantizers
+ * (about 20 passes over each sub-block).
  *
  * Sections:
- *   1. helpers: nearest_int, the 6-bit scale packing (get_scale_min_k4)
- *   2. the scale searches: make_qkx2_quants, make_qx_quants
- *   3. Q4_K, Q5_K (one dequantizer and one quantizer, for 4 or 5 bits)
- *   4. Q6_K
+ *   1. helpers: the roundings
+ *   2. F32, F16, BF16
+ *   3. Q8_0
+ *   4. Q4_0, Q4_1, Q5_0, Q5_1 (one quantizer per kind, for 4 or 5 bits)
+ *   5. the K-quant scale searches: make_qkx2_quants, make_qx_quants
+ *   6. Q4_K, Q5_K (one quantizer, for 4 or 5 bits)
+ *   7. Q6_K
+ *   8. the lookup: lean_quantizer_of
  */
-#include "core/formats.h"
+#include "dev/quantize.h"
+
+#include "core/formats_layout.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,57 +42,135 @@
 
 /* ================================================================ 1. helpers */
 
-static float load_f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
-
-static void store_f16(uint8_t *p, float f) {
-    uint16_t h = lean_f32_to_f16(f);
-    p[0] = (uint8_t)(h & 0xff);
-    p[1] = (uint8_t)(h >> 8);
-}
-
 static int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* ggml's nearest_int: adding 1.5 * 2^23 leaves round-to-nearest-even(fval) in the low
- * mantissa bits. Exact for |fval| <= 2^22 - 1; outside that (and for inf/NaN) it
- * returns the same garbage ggml's does, which the callers then clamp. */
-static int nearest_int(float fval) {
-    float val = fval + 12582912.0f;
-    uint32_t bits;
-    memcpy(&bits, &val, sizeof bits);
-    return (int)(bits & 0x007fffff) - 0x00400000;
+/* ggml's (int8_t)(v) / (uint8_t)(v) on v >= 0 followed by MIN(hi, .): truncation toward
+ * zero, capped. For every finite input the legacy quantizers produce v in [0, hi + 1.5],
+ * where this is exactly ggml's expression; NaN and negatives give 0 instead of UB. */
+static int trunc_cap(float v, int hi) {
+    if (!(v > 0.0f)) return 0;
+    if (v >= (float)hi) return hi;
+    return (int)v;
 }
 
-/* The 12 scale bytes of Q4_K/Q5_K hold 8 six-bit scales sc[j] and 8 six-bit mins m[j]:
- *   BYTES   BITS  CONTENT
- *   0..3    0..5  sc[0..3]
- *   0..3    6..7  sc[4..7] >> 4     (top two bits)
- *   4..7    0..5  m[0..3]
- *   4..7    6..7  m[4..7] >> 4
- *   8..11   0..3  sc[4..7] & 0xf
- *   8..11   4..7  m[4..7] & 0xf
- * (ggml's get_scale_min_k4.) */
-static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+/* ggml's int8_t q = roundf(v): to nearest, halves away from zero. For every finite input
+ * Q8_0 produces |v| <= 127 (plus an ulp), where this is exactly ggml's expression;
+ * NaN gives 0 and infinities saturate instead of UB. */
+static int8_t round_to_int8(float v) {
+    float r = roundf(v);
+    if (r != r) return 0;
+    if (r >= 127.0f) return 127;
+    if (r <= -128.0f) return -128;
+    return (int8_t)r;
+}
+
+/* ================================================================ 2. F32, F16, BF16
+ * One element per "block": 4, 2 and 2 bytes, little-endian. */
+
+static void quantize_f32(const float *src, void *dst, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void quantize_f16(const float *src, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    for (int64_t i = 0; i < n; i++) store_f16(p + 2 * i, src[i]);
+}
+
+static void quantize_bf16(const float *src, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = lean_f32_to_bf16(src[i]);
+        p[2 * i] = (uint8_t)(h & 0xff);
+        p[2 * i + 1] = (uint8_t)(h >> 8);
     }
 }
 
-static void put_scale_min_k4(int j, uint8_t *q, uint8_t sc, uint8_t m) {
-    if (j < 4) { /* bytes j and j + 4 are first written here; j >= 4 ORs into them */
-        q[j] = sc;
-        q[j + 4] = m;
-    } else {
-        q[j + 4] = (uint8_t)((sc & 0x0f) | ((m & 0x0f) << 4));
-        q[j - 4] |= (uint8_t)((sc >> 4) << 6);
-        q[j] |= (uint8_t)((m >> 4) << 6);
+/* ================================================================ 3. Q8_0
+ * amax = max |x|, d = amax / 127, qs = roundf(x * (1/d)) (half away from zero); d = 0
+ * (id = 0) for an all-zero block. */
+
+static void quantize_q8_0(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / QK8_0; i++, b += Q8_0_BYTES, src += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(src[j]));
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        for (int j = 0; j < QK8_0; j++) b[2 + j] = (uint8_t)round_to_int8(src[j] * id);
     }
 }
 
-/* ================================================================ 2. scale searches */
+/* ================================================================ 4. Q4_0, Q4_1, Q5_0, Q5_1
+ * With Z = 2^(bits-1) and Q = 2^bits - 1 (8 and 15 for 4 bits, 16 and 31 for 5):
+ *   _0: max = the first x of largest |x|; d = max / -Z (so max maps to -Z and the range
+ *       is asymmetric, [-Z, Z - 1]); q = min(Q, trunc(x / d + Z + 0.5)).
+ *   _1: d = (max - min) / Q, m = min; q = min(Q, trunc((x - min) / d + 0.5)) (ggml caps
+ *       Q4_1 only; for finite input Q5_1's q <= 31 regardless).
+ * In all four, "/ d" is "* id" with id = 1/d (0 when d is 0). */
+
+/* the first element of largest magnitude, with its sign (0 for an all-zero block) */
+static float signed_absmax(const float *x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+static void min_max(const float *x, int n, float *out_min, float *out_max) {
+    float min = 3.40282347e+38f, max = -3.40282347e+38f; /* FLT_MAX */
+    for (int j = 0; j < n; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    *out_min = min;
+    *out_max = max;
+}
+
+/* Q4_0 / Q5_0: d, then the quants. */
+static void quantize_sym(const float *src, void *dst, int64_t n, int bits) {
+    const int zero = 1 << (bits - 1), qmax = (1 << bits) - 1;
+    const float offset = (float)zero + 0.5f; /* 8.5 or 16.5: rounds, and shifts to unsigned */
+    const size_t block_bytes = bits == 5 ? Q5_0_BYTES : Q4_0_BYTES;
+    uint8_t *b = dst;
+    int q[QK_LEGACY];
+    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, src += QK_LEGACY) {
+        const float d = signed_absmax(src, QK_LEGACY) / -zero;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        for (int j = 0; j < QK_LEGACY; j++) q[j] = trunc_cap(src[j] * id + offset, qmax);
+        store_quants(b + 2, bits, q);
+    }
+}
+
+/* Q4_1 / Q5_1: d, m, then the quants. */
+static void quantize_min(const float *src, void *dst, int64_t n, int bits) {
+    const int qmax = (1 << bits) - 1;
+    const size_t block_bytes = bits == 5 ? Q5_1_BYTES : Q4_1_BYTES;
+    uint8_t *b = dst;
+    int q[QK_LEGACY];
+    for (int64_t i = 0; i < n / QK_LEGACY; i++, b += block_bytes, src += QK_LEGACY) {
+        float min, max;
+        min_max(src, QK_LEGACY, &min, &max);
+        const float d = (max - min) / qmax;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        store_f16(b, d);
+        store_f16(b + 2, min);
+        for (int j = 0; j < QK_LEGACY; j++) q[j] = trunc_cap((src[j] - min) * id + 0.5f, qmax);
+        store_quants(b + 4, bits, q);
+    }
+}
+
+static void quantize_q4_0(const float *src, void *dst, int64_t n) { quantize_sym(src, dst, n, 4); }
+static void quantize_q5_0(const float *src, void *dst, int64_t n) { quantize_sym(src, dst, n, 5); }
+static void quantize_q4_1(const float *src, void *dst, int64_t n) { quantize_min(src, dst, n, 4); }
+static void quantize_q5_1(const float *src, void *dst, int64_t n) { quantize_min(src, dst, n, 5); }
+
+/* ================================================================ 5. the K-quant scale searches */
 
 /* ggml's make_qkx2_quants with use_mad = false: fits x[i] ~ scale * L[i] - the_min
  * with L[i] in [0, nmax], minimizing sum weights[i] * err^2. It starts from the
@@ -256,54 +343,10 @@ static void quantize_k_scales(const float *x, uint8_t *block, uint8_t *L, int nm
     }
 }
 
-/* ================================================================ 3. Q4_K, Q5_K
- *
- * block_q4_K: 256 weights, 144 bytes.
- *   OFFSET  SIZE  DESCRIPTION
- *        0     2  d: f16 super-scale of the sub-block scales
- *        2     2  dmin: f16 super-scale of the sub-block mins
- *        4    12  scales: 8 six-bit scales sc[j] and 8 six-bit mins m[j] (table above)
- *       16   128  qs: 4-bit quants q
- *
- * block_q5_K: 256 weights, 176 bytes: Q4_K with a fifth bit per quant.
- *   OFFSET  SIZE  DESCRIPTION
- *        0     2  d: f16 super-scale of the sub-block scales
- *        2     2  dmin: f16 super-scale of the sub-block mins
- *        4    12  scales: 8 six-bit scales and 8 six-bit mins (as Q4_K)
- *       16    32  qh: high bits; bit j of qh[l] is the fifth bit of weight 32j + l
- *       48   128  qs: low 4 bits, placed exactly as Q4_K's quants
- *
- * Sub-block j (0..7) is weights 32j .. 32j + 31; their low 4 bits sit in
- * qs[32 * (j / 2) + l], the low nibble for even j, the high nibble for odd j
- * (l = 0..31). Weight 32j + l, q its 4 or 5 bits:
- *   (d * sc[j]) * q - (dmin * m[j]) */
-
-static void dequant_k45(const void *src, float *dst, int64_t n, int bits) {
-    const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b += block_bytes) {
-        const float d = load_f16(b);
-        const float dmin = load_f16(b + 2);
-        const uint8_t *qh = b + 16; /* Q5_K only */
-        const uint8_t *qs = bits == 5 ? b + 48 : b + 16;
-        for (int j = 0; j < QK_K / 32; j += 2, qs += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, b + 4, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            get_scale_min_k4(j + 1, b + 4, &sc, &m);
-            const float d2 = d * (float)sc, m2 = dmin * (float)m;
-            const uint8_t u1 = (uint8_t)(1u << j), u2 = (uint8_t)(2u << j);
-            for (int l = 0; l < 32; l++) {
-                int h = bits == 5 && (qh[l] & u1) ? 16 : 0;
-                *dst++ = d1 * (float)((qs[l] & 0x0f) + h) - m1;
-            }
-            for (int l = 0; l < 32; l++) {
-                int h = bits == 5 && (qh[l] & u2) ? 16 : 0;
-                *dst++ = d2 * (float)((qs[l] >> 4) + h) - m2;
-            }
-        }
-    }
-}
+/* ================================================================ 6. Q4_K, Q5_K
+ * Per 32-weight sub-block a (scale, min) fit (quantize_k_scales, above), then the quants:
+ * weight 32j + l's low 4 bits into qs[32 * (j / 2) + l] (the low nibble for even j, the high
+ * for odd), Q5_K's fifth bit into bit j of qh[l] (formats.c's tables). */
 
 static void quantize_k45(const float *src, void *dst, int64_t n, int bits) {
     const size_t block_bytes = bits == 5 ? LEAN_Q5_K_BYTES : LEAN_Q4_K_BYTES;
@@ -325,49 +368,15 @@ static void quantize_k45(const float *src, void *dst, int64_t n, int bits) {
     }
 }
 
-void lean_dequant_q4_k(const void *src, float *dst, int64_t n) { dequant_k45(src, dst, n, 4); }
-void lean_dequant_q5_k(const void *src, float *dst, int64_t n) { dequant_k45(src, dst, n, 5); }
-void lean_quantize_q4_k(const float *src, void *dst, int64_t n) { quantize_k45(src, dst, n, 4); }
-void lean_quantize_q5_k(const float *src, void *dst, int64_t n) { quantize_k45(src, dst, n, 5); }
+static void quantize_q4_k(const float *src, void *dst, int64_t n) { quantize_k45(src, dst, n, 4); }
+static void quantize_q5_k(const float *src, void *dst, int64_t n) { quantize_k45(src, dst, n, 5); }
 
-/* ================================================================ 4. Q6_K
- *
- * block_q6_K: 256 weights, 210 bytes.
- *   OFFSET  SIZE  DESCRIPTION
- *        0   128  ql: low 4 bits of the quants
- *      128    64  qh: high 2 bits of the quants
- *      192    16  scales: int8 scale of each 16-weight sub-block
- *      208     2  d: f16 super-scale
- *
- * Weight e (0..255): h = e / 128, k = (e % 128) / 32, l = e % 32;
- *   low  = (ql[64h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0xf
- *   high = (qh[32h + l] >> (2k)) & 3
- *   weight = (d * scales[e / 16]) * ((low | high << 4) - 32) */
+/* ================================================================ 7. Q6_K
+ * Per 16-weight sub-block a symmetric fit (make_qx_quants), the 16 scales to int8 against
+ * the super-scale d, the quants again against the rounded scales, then packed: weight e's
+ * low 4 bits and high 2 bits as formats.c's table places them. */
 
-void lean_dequant_q6_k(const void *src, float *dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q6_K_BYTES) {
-        const float d = load_f16(b + 208);
-        const uint8_t *ql = b;
-        const uint8_t *qh = b + 128;
-        const int8_t *sc = (const int8_t *)(b + 192);
-        for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, dst += 128) {
-            for (int l = 0; l < 32; l++) {
-                int is = l / 16;
-                int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                dst[l] = d * (float)sc[is + 0] * (float)q1;
-                dst[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                dst[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                dst[l + 96] = d * (float)sc[is + 6] * (float)q4;
-            }
-        }
-    }
-}
-
-void lean_quantize_q6_k(const float *src, void *dst, int64_t n) {
+static void quantize_q6_k(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     uint8_t L[QK_K];
     float scales[QK_K / 16];
@@ -412,4 +421,18 @@ void lean_quantize_q6_k(const float *src, void *dst, int64_t n) {
             }
         }
     }
+}
+
+/* ================================================================ 8. the lookup
+ * Indexed by type id, as formats.c's type table. */
+
+static const lean_quantize_row_fn quantizers[] = {
+    [LEAN_TYPE_F32] = quantize_f32,   [LEAN_TYPE_F16] = quantize_f16,   [LEAN_TYPE_Q4_0] = quantize_q4_0,
+    [LEAN_TYPE_Q4_1] = quantize_q4_1, [LEAN_TYPE_Q5_0] = quantize_q5_0, [LEAN_TYPE_Q5_1] = quantize_q5_1,
+    [LEAN_TYPE_Q8_0] = quantize_q8_0, [LEAN_TYPE_Q4_K] = quantize_q4_k, [LEAN_TYPE_Q5_K] = quantize_q5_k,
+    [LEAN_TYPE_Q6_K] = quantize_q6_k, [LEAN_TYPE_BF16] = quantize_bf16,
+};
+
+lean_quantize_row_fn lean_quantizer_of(uint32_t type) {
+    return type < sizeof quantizers / sizeof quantizers[0] ? quantizers[type] : NULL;
 }
