@@ -232,10 +232,9 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
                                  .uncapturedErrorCallbackInfo = {NULL, on_uncaptured_error, g, NULL}};
     /* profiling: kernel times finer than Dawn's 100 µs timestamp rounding (profile.c) */
     static const char *const unquantized[] = {"timestamp_quantization"};
-    /* Dawn clamps every storage index again unless told not to; our kernels keep theirs in
-     * range by construction (shapes checked when a pipeline is made, ids clamped in-kernel),
-     * and the clamps cost the H200 a third of its prefill speed on the kernels of then, 4%
-     * (pp512 GPU time) on today's (docs/runs/2026-12-03-gpu-h200-table-2.md). */
+    /* Dawn clamps every storage index unless told not to; our kernels keep theirs in range by
+     * construction (shapes checked when a pipeline is made, ids clamped in-kernel), and the
+     * clamps cost prefill time (docs/runs/2026-12-03-gpu-h200-table-2.md). */
     const char *enabled[2] = {"disable_robustness"};
     size_t n_enabled = 1;
     if (g->dump) enabled[n_enabled++] = "dump_shaders"; /* what Dawn compiled each kernel to */
@@ -321,8 +320,8 @@ const lean_gpu_info *lean_gpu_get_info(const lean_gpu *g) {
 /* ---- kernel variants: which the device's features and its options allow (gpu.h) ---- */
 
 /* Where the device has subgroups of one size (min = max: every pipeline then gets that size,
- * so all kernels sum alike), the reductions run over them (on the H200: decode 4% faster than
- * reduce.wgsl's trees at smollm2-360m, docs/runs/2026-12-03-gpu-h200-decode.md). */
+ * so all kernels sum alike), the reductions run over them: faster decode than reduce.wgsl's
+ * trees (docs/runs/2026-12-03-gpu-h200-decode.md). */
 uint32_t lean_gpu_subgroup_size(lean_gpu *g) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
     const bool fixed = in->subgroups && in->subgroup_min_size > 0 && in->subgroup_min_size == in->subgroup_max_size;
