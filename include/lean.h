@@ -187,7 +187,9 @@ typedef struct lean_ctx_params {
      * each tensor (or stack of tensors uploaded as one), of total = the bytes of every tensor it
      * uploads (lean_model_info.weight_bytes less those the GPU does not take: rope_freqs, and any
      * the architecture does not read). Never called when the part exists already, nor on the
-     * CPU, whose contexts read the weights where the model mapped them. */
+     * CPU, whose contexts read the weights where the model mapped them. A failed upload stops
+     * short of total ("auto" then takes the CPU). Called under the model's lock: it must not
+     * create a context of the same model. */
     lean_progress_fn progress;
     void *progress_user;
 } lean_ctx_params;
