@@ -89,19 +89,43 @@ static void stderr_restore(int saved) {
 #endif
 }
 
+/* Around a context's creation: fd 2 muted (stderr_mute), and a bar for the weights' upload
+ * drawn where people see it, the real stderr. */
+typedef struct quiet {
+    int saved;
+    progress_bar bar;
+} quiet;
+
+static void quiet_begin(quiet *q, const char *backend, int verbosity) {
+    progress_begin(&q->bar, "uploading"); /* before the mute: is the real stderr a terminal */
+    q->saved = stderr_mute(backend, verbosity);
+    if (q->saved >= 0) q->bar.fd = q->saved;
+}
+
+static void quiet_end(quiet *q) {
+    progress_draw(&q->bar, 1, 1); /* a failure leaves the bar short of its end: clear it */
+    stderr_restore(q->saved);
+}
+
 lean_status ctx_create_quietly(const lean_model *m, const lean_ctx_params *p, int verbosity, lean_ctx **out,
                                lean_error *err) {
-    int saved = stderr_mute(p->backend, verbosity);
-    lean_status st = lean_ctx_create(m, p, out, err);
-    stderr_restore(saved);
+    quiet q;
+    quiet_begin(&q, p->backend, verbosity);
+    lean_ctx_params cp = *p;
+    cp.progress = progress_draw, cp.progress_user = &q.bar;
+    lean_status st = lean_ctx_create(m, &cp, out, err);
+    quiet_end(&q);
     return st;
 }
 
 lean_status chat_session_create_quietly(const lean_model *m, const lean_chat_session_params *p, int verbosity,
                                         lean_chat_session **out, lean_error *err) {
-    int saved = stderr_mute(p->backend, verbosity);
-    lean_status st = lean_chat_session_create(m, p, out, err);
-    stderr_restore(saved);
+    quiet q;
+    quiet_begin(&q, p->backend, verbosity);
+    lean_chat_session_params sp = *p;
+    sp.progress = progress_draw, sp.progress_user = &q.bar;
+    lean_status st = lean_chat_session_create(m, &sp, out, err);
+    quiet_end(&q);
     return st;
 }
 
@@ -113,14 +137,16 @@ void print_backend(const lean_ctx *c, int verbosity) {
 /* ---- a progress bar ---- */
 
 void progress_begin(progress_bar *b, const char *label) {
-    *b = (progress_bar){.label = label, .t0_ms = now_ms(), .tty = isatty(STDERR_FILENO), .percent = -1};
+    *b = (progress_bar){.label = label, .t0_ms = now_ms(), .fd = STDERR_FILENO, .tty = isatty(STDERR_FILENO),
+                        .percent = -1};
 }
 
+/* Straight to the fd (dprintf): stderr's FILE is unbuffered, and muted it is not the terminal. */
 void progress_draw(void *user, uint64_t done, uint64_t total) {
     progress_bar *b = user;
     if (!b->tty) return;
     if (done >= total) {
-        if (b->percent >= 0) fprintf(stderr, "\r\033[K"), fflush(stderr);
+        if (b->percent >= 0) dprintf(b->fd, "\r\033[K");
         b->percent = -1;
         return;
     }
@@ -128,9 +154,8 @@ void progress_draw(void *user, uint64_t done, uint64_t total) {
     const int pct = (int)(100.0 * (double)done / (double)total), width = 30, fill = pct * width / 100;
     if (pct == b->percent) return;
     b->percent = pct;
-    fprintf(stderr, "\r\033[K%s [%.*s%*s] %3d%%", b->label, fill, "==============================", width - fill,
-            "", pct);
-    fflush(stderr);
+    dprintf(b->fd, "\r\033[K%s [%.*s%*s] %3d%%", b->label, fill, "==============================", width - fill, "",
+            pct);
 }
 
 lean_status load_model(const char *path, lean_model **out, lean_error *err) {

@@ -53,7 +53,8 @@ int parse_verbosity_flag(const char *o, int *verbosity);
  * for (backend "gpu") or verbosity > 0: looking for a GPU, the WebGPU library (Dawn) and the
  * drivers under it (Mesa: XDG_RUNTIME_DIR) print warnings straight to fd 2, which on a
  * machine without a GPU say nothing about the CPU run that follows. The library cannot
- * silence them (a library must not touch the process's stderr); the front end can. */
+ * silence them (a library must not touch the process's stderr); the front end can. A bar
+ * "uploading" (on the real stderr, muted or not) shows the weights going to the GPU. */
 lean_status ctx_create_quietly(const lean_model *m, const lean_ctx_params *p, int verbosity, lean_ctx **out,
                                lean_error *err);
 /* The same for a chat session (it creates its context). */
@@ -64,8 +65,9 @@ void print_backend(const lean_ctx *c, int verbosity);
 
 /* ---- a progress bar on stderr, when it is a terminal ---- */
 typedef struct progress_bar {
-    const char *label; /* "loading", "writing" */
+    const char *label; /* "loading", "writing", "uploading" */
     double t0_ms;
+    int fd;            /* where it draws: fd 2, or the real stderr's copy while fd 2 is muted */
     int tty;           /* stderr is a terminal: draw at all */
     int percent;       /* the last drawn, -1 before the first */
 } progress_bar;

@@ -61,7 +61,8 @@ static const char *const usage_bench =
     "  --seed S         seed of the pseudo-random ids (default 42)\n"
     "  --bandwidth GBPS streaming-read bandwidth (build/bandwidth) for decode's roofline\n"
     "  --json           one JSON object per row (JSON Lines) instead of the table\n"
-    "  --exact          F32 arithmetic throughout (see lean run --help; default: the faster paths)\n"
+    "  --exact          F32 arithmetic throughout (see lean run --help; default: the faster paths);\n"
+    "                   the CPU runs the reference then, and its rows say 'cpu-ref (exact)'\n"
     "  --profile        GPU: dispatches and each kernel's GPU time per step, for the last\n"
     "                   repetition of every measurement (profiled runs are slower)\n"
     VERBOSITY_USAGE
@@ -297,7 +298,7 @@ typedef struct bench_row {
     char model_name[128]; /* its base name without .gguf */
     char arch[16];
     uint64_t weight_bytes, n_params;
-    const char *backend;  /* "default" when none was asked for */
+    const char *backend;  /* what ran (backend_label): the name asked for, "default" when none was */
     int32_t threads;      /* 0: the library's default */
     const char *phase;    /* "load", "prefill", "suffix", "decode" */
     char test[48];        /* "load", "pp128", "pp32 @ d128", "tg64" */
@@ -320,11 +321,11 @@ static void threads_str(int32_t threads, char *buf, size_t cap) {
 }
 
 static void print_table_header(FILE *out) {
-    fprintf(out, "| %-28s | %9s | %8s | %-8s | %7s | %-13s | %10s | %10s | %12s | %12s |\n", "model", "size",
+    fprintf(out, "| %-28s | %9s | %8s | %-15s | %7s | %-13s | %10s | %10s | %12s | %12s |\n", "model", "size",
             "params", "backend", "threads", "test", "min ms", "median ms", "t/s median", "t/s best");
     fprintf(out, "| %s | %s: | %s: | %s | %s: | %s | %s: | %s: | %s: | %s: |\n", "----------------------------",
-            "--------", "-------", "--------", "------", "-------------", "---------", "---------", "-----------",
-            "-----------");
+            "--------", "-------", "---------------", "------", "-------------", "---------", "---------",
+            "-----------", "-----------");
 }
 
 static void print_table_row(FILE *out, const bench_row *r) {
@@ -337,8 +338,8 @@ static void print_table_row(FILE *out, const bench_row *r) {
         snprintf(tps_med, sizeof tps_med, "%.2f", tok_s(r->n_tokens, r->st.median_ms));
         snprintf(tps_best, sizeof tps_best, "%.2f", tok_s(r->n_tokens, r->st.min_ms));
     }
-    fprintf(out, "| %-28s | %9s | %8s | %-8s | %7s | %-13s | %10.2f | %10.2f | %12s | %12s |\n", r->model_name, size,
-            params, r->backend, threads, r->test, r->st.min_ms, r->st.median_ms, tps_med, tps_best);
+    fprintf(out, "| %-28s | %9s | %8s | %-15s | %7s | %-13s | %10.2f | %10.2f | %12s | %12s |\n", r->model_name,
+            size, params, r->backend, threads, r->test, r->st.min_ms, r->st.median_ms, tps_med, tps_best);
 }
 
 static void json_string(FILE *out, const char *s) {
@@ -460,6 +461,14 @@ static void emit(bench_run *b, const bench_row *r) {
 static void set_ctx_choice(lean_ctx_params *cp, const char *backend, int32_t threads) {
     cp->backend = strcmp(backend, "default") == 0 ? NULL : backend;
     cp->n_threads = threads;
+}
+
+/* A row's backend: the name asked for, or "cpu-ref (exact)" where the reference ran in its
+ * place (exact swaps the CPU kernels, and auto's CPU rung, for it: lean_ctx_params.exact). */
+static const char *backend_label(const char *asked, const lean_ctx *c) {
+    char ran[32];
+    const bool ref = strcmp(lean_ctx_backend_str(c, ran, sizeof ran), "cpu_ref") == 0;
+    return ref && strcmp(asked, "cpu-ref") != 0 ? "cpu-ref (exact)" : asked;
 }
 
 /* The model's base file name without ".gguf". */
@@ -587,6 +596,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         if (r == 0) {
             if (b->progress) fprintf(stderr, "\r\033[K");
             print_backend(c, a->verbosity);
+            row.backend = backend_label(backend, c);
         }
     }
     lean_model_info info;

@@ -95,7 +95,8 @@ LEAN_API const char *lean_type_name(int type);
 /* Parses "f32", "Q4_K", ... (case-insensitive); -1 if unknown. */
 LEAN_API int lean_type_from_name(const char *name);
 
-/* ---- progress of work that takes seconds (loading, generating, quantizing a model) ----
+/* ---- progress of work that takes seconds (loading, uploading to the GPU, generating,
+ * quantizing a model) ----
  * Called on the calling thread with done of total units (the call says which), done never
  * decreasing, the last call with done == total; total is the same on every call. For a front
  * end's progress bar: the library itself never prints. */
@@ -181,6 +182,16 @@ typedef struct lean_ctx_params {
     /* The GPU backend counts every dispatch and, where the adapter has timestamp-query, times
      * every kernel, for lean_ctx_profile (a profiled run is slower). Nonzero: profile. */
     int32_t profile;
+    /* nullable: bytes of weights uploaded, when lean_ctx_create makes the model's GPU part (its
+     * first GPU context, or one that cannot share it: see the top of this file), a call after
+     * each tensor (or stack of tensors uploaded as one), of total = the bytes of every tensor it
+     * uploads (lean_model_info.weight_bytes less those the GPU does not take: rope_freqs, and any
+     * the architecture does not read). Never called when the part exists already, nor on the
+     * CPU, whose contexts read the weights where the model mapped them. A failed upload stops
+     * short of total ("auto" then takes the CPU). Called under the model's lock: it must not
+     * create a context of the same model. */
+    lean_progress_fn progress;
+    void *progress_user;
 } lean_ctx_params;
 LEAN_API lean_ctx_params lean_ctx_default_params(void);
 
@@ -641,6 +652,8 @@ typedef struct lean_chat_session_params {
     int32_t drop_oldest;          /* nonzero: drop the oldest turns instead of failing on overflow */
     const char *backend;          /* lean_ctx_params.backend: NULL = "auto" */
     int32_t exact;                /* lean_ctx_params.exact: nonzero, F32 arithmetic throughout */
+    lean_progress_fn progress;    /* lean_ctx_params.progress, for the session's context */
+    void *progress_user;
 } lean_chat_session_params;
 LEAN_API lean_chat_session_params lean_chat_session_default_params(void);
 

@@ -10,8 +10,9 @@
  *     row (checked by a small JSON parser below), the rows expected, and a decode hash equal
  *     to the one computed here from greedy ids produced independently through lean.h; the
  *     table output has its header, rows and the hash; one backend's hash is the same at 1
- *     and 2 threads (lean.h's promise), for cpu and cpu-ref; an unknown backend or a missing
- *     model is exit status 1.
+ *     and 2 threads (lean.h's promise), for cpu and cpu-ref; a row names the backend asked
+ *     for, but with --exact the CPU kernels' rows say "cpu-ref (exact)" and have the reference's
+ *     hash; an unknown backend or a missing model is exit status 1.
  */
 #include "dev/lean_dev.h"
 #include "test.h"
@@ -379,6 +380,8 @@ static void test_run(void) {
         for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
             const char *h = strstr(line, "\"hash\":\"");
             if (!h) continue;
+            const char *label = n_tg < 2 ? "\"backend\":\"cpu\"" : "\"backend\":\"cpu-ref\"";
+            CHECK(strstr(line, label) != NULL, "decode row %d lacks %s (not exact: the name asked)", n_tg, label);
             if (n_tg < 4) memcpy(hashes[n_tg], h + 8, 16);
             n_tg++;
         }
@@ -387,6 +390,35 @@ static void test_run(void) {
               hashes[1]);
         CHECK(strcmp(hashes[2], hashes[3]) == 0, "cpu-ref: 1 and 2 threads, the same ids (%s, %s)", hashes[2],
               hashes[3]);
+        free(text);
+    }
+
+    /* --exact: a row says what ran; the CPU kernels' rows ran the reference (lean_ctx_params.exact),
+     * so they say so, and their ids are the reference's */
+    out = fopen(out_path, "w");
+    if (!out) return;
+    char *eargs[] = {"-m", model, "-p", "0", "-n", "4", "--suffix", "none", "-r", "1", "-t", "1", "--backend",
+                     "cpu,cpu-ref", "--exact", "--json", NULL};
+    rc = bench_main(16, eargs, out);
+    fclose(out);
+    CHECK(rc == 0, "bench --backend cpu,cpu-ref --exact exit status %d", rc);
+    text = slurp_text(out_path);
+    if (text) {
+        const char *label[] = {"\"backend\":\"cpu-ref (exact)\"", "\"backend\":\"cpu-ref\""};
+        char hashes[2][17] = {{0}};
+        int n_tg = 0;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            const char *h = strstr(line, "\"hash\":\"");
+            if (!h) continue;
+            if (n_tg < 2) {
+                CHECK(strstr(line, label[n_tg]) != NULL, "decode row %d lacks %s: %s", n_tg, label[n_tg], line);
+                memcpy(hashes[n_tg], h + 8, 16);
+            }
+            n_tg++;
+        }
+        CHECK(n_tg == 2, "%d decode rows, expected 2", n_tg);
+        CHECK(strcmp(hashes[0], hashes[1]) == 0, "cpu --exact ran the reference: the same ids (%s, %s)", hashes[0],
+              hashes[1]);
         free(text);
     }
 

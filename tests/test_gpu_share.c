@@ -14,7 +14,11 @@
  *   - a context asking for other device options (exact beside the default) gets a device of its
  *     own, closed with it, while contexts asking alike share the model's;
  *   - on the CPU, contexts do not copy the weights: the tensors stay views into the file's data
- *     and the heap grows by less than the weights per context (glibc builds without a sanitizer).
+ *     and the heap grows by less than the weights per context (glibc builds without a sanitizer);
+ *   - lean_ctx_params.progress: the context that makes the model's part (the first, or the exact
+ *     one that goes alone) is told of the upload, done never decreasing, up to done == total ==
+ *     the bytes of every tensor the GPU takes (the file's less rope_freqs), within the part's
+ *     device bytes; a context on the part made already, and a CPU context, are told nothing.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "core/test_hooks.h"
@@ -40,7 +44,8 @@
 #define N_STEPS 12 /* greedy ids after the prompt */
 #define N_SEQ 4
 
-static lean_ctx *new_ctx(const lean_model *m, const char *backend) {
+/* A context whose progress calls go to watch (nullable: none asked for). */
+static lean_ctx *new_ctx_watched(const lean_model *m, const char *backend, test_progress *watch) {
     lean_error err;
     lean_ctx *c = NULL;
     lean_ctx_params cp = lean_ctx_default_params();
@@ -48,9 +53,12 @@ static lean_ctx *new_ctx(const lean_model *m, const char *backend) {
     cp.n_ctx = N_CTX;
     cp.n_batch = 8;
     cp.n_threads = 1;
+    if (watch) cp.progress = test_progress_fn, cp.progress_user = watch;
     CHECK(lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "%s ctx: %s", backend, err.msg);
     return c;
 }
+
+static lean_ctx *new_ctx(const lean_model *m, const char *backend) { return new_ctx_watched(m, backend, NULL); }
 
 static lean_gpu *device_of(lean_ctx *c) { return lean_backend_gpu_device(lean_ctx_backend_state(c)); }
 
@@ -129,6 +137,18 @@ static uint64_t weight_bytes(const lean_model *m) {
     return info.weight_bytes;
 }
 
+/* The bytes the GPU takes from the file: every tensor but rope_freqs (the states' RoPE tables
+ * hold it); the tiny models have no tensor their architecture does not read. */
+static uint64_t upload_bytes(const lean_model *m) { return weight_bytes(m) - m->rope_freqs.n_bytes; }
+
+/* what told the upload of a model's part: calls in order up to done == total == its bytes */
+static void check_upload(const char *what, const test_progress *p, const lean_model *m) {
+    CHECK(p->calls > 0 && !p->broken, "%s: %llu progress calls, %s", what, (unsigned long long)p->calls,
+          p->broken ? "out of order" : "in order");
+    CHECK(p->done == p->total && p->total == upload_bytes(m), "%s: the last call says %llu of %llu bytes, not %llu",
+          what, (unsigned long long)p->done, (unsigned long long)p->total, (unsigned long long)upload_bytes(m));
+}
+
 /* ---- threads ---- */
 
 #ifndef __wasi__
@@ -184,8 +204,9 @@ static void test_share(const char *path) {
     lean_ctx *c[N_SEQ] = {NULL};
     uint64_t bytes[N_SEQ + 1] = {0}; /* bytes[k]: with k contexts */
     lean_gpu *g = NULL;
+    test_progress told[N_SEQ] = {{0}}; /* what each context's progress callback heard */
     for (int i = 0; i < N_SEQ; i++) {
-        c[i] = new_ctx(m, "gpu");
+        c[i] = new_ctx_watched(m, "gpu", &told[i]);
         if (!c[i]) goto out;
         if (!g) g = device_of(c[i]);
         CHECK(device_of(c[i]) == g, "context %d has a device of its own", i);
@@ -207,6 +228,14 @@ static void test_share(const char *path) {
           (unsigned long long)S, (unsigned long long)weight_bytes(m));
     CHECK(P >= kv && P < weight_bytes(m), "a context holds %llu bytes: not its KV cache (%llu) without weights (%llu)",
           (unsigned long long)P, (unsigned long long)kv, (unsigned long long)weight_bytes(m));
+    printf("progress: the first context heard %llu calls, up to %llu of %llu bytes\n",
+           (unsigned long long)told[0].calls, (unsigned long long)told[0].done, (unsigned long long)told[0].total);
+    check_upload("the first context", &told[0], m);
+    CHECK(told[0].total <= S, "%llu bytes uploaded, but the model's part holds %llu",
+          (unsigned long long)told[0].total, (unsigned long long)S);
+    for (int i = 1; i < N_SEQ; i++)
+        CHECK(told[i].calls == 0, "context %d, on the model's part made already, heard %llu progress calls", i,
+              (unsigned long long)told[i].calls);
 
     /* each sequence alone on context 0, then the 4 interleaved, one step each in turn */
     seq *alone = calloc(N_SEQ, sizeof *alone), *got = calloc(N_SEQ, sizeof *got);
@@ -293,8 +322,11 @@ static void test_options(const char *path) {
     seq *r = calloc(3, sizeof *r);
     lean_ctx *a = new_ctx(m, "gpu"), *b = new_ctx(m, "gpu"), *x = NULL;
     lean_ctx_params cp = lean_ctx_default_params();
+    test_progress told = {0};
     cp.backend = "gpu", cp.n_ctx = N_CTX, cp.n_batch = 8, cp.exact = true;
+    cp.progress = test_progress_fn, cp.progress_user = &told;
     CHECK(lean_ctx_create(m, &cp, &x, &err) == LEAN_OK, "exact ctx: %s", err.msg);
+    if (x) check_upload("the exact context (a part of its own)", &told, m);
     if (a && b && x) {
         CHECK(device_of(a) == device_of(b), "two default contexts share the model's device");
         CHECK(device_of(x) != device_of(a), "the exact context took the default's device");
@@ -336,9 +368,11 @@ static void test_cpu(const char *path) {
     lean_model *m = load(path);
     if (!m) return;
     lean_ctx *c[N_SEQ] = {NULL};
+    test_progress told = {0};
     const uint64_t before = heap_bytes();
-    for (int i = 0; i < N_SEQ; i++) c[i] = new_ctx(m, "cpu");
+    for (int i = 0; i < N_SEQ; i++) c[i] = new_ctx_watched(m, "cpu", i ? NULL : &told);
     const uint64_t per = (heap_bytes() - before) / N_SEQ;
+    CHECK(told.calls == 0, "a cpu context heard %llu progress calls", (unsigned long long)told.calls);
     CHECK(is_view(m, &m->tok_embd) && is_view(m, &m->layers[0].wq) && is_view(m, &m->layers[m->hp.n_layer - 1].w_down),
           "the model's tensors are not views into its file's data");
     if (before) {

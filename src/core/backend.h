@@ -29,6 +29,8 @@ typedef struct lean_backend_config {
     bool exact;         /* lean_ctx_params.exact: the GPU keeps every matmul in F32 */
     bool profile;       /* lean_ctx_params.profile: the GPU counts and times its dispatches */
     const struct lean_gpu_options *gpu; /* the GPU's kernel variants; NULL: the library's (tests) */
+    lean_progress_fn progress;          /* lean_ctx_params.progress: model_create's uploads */
+    void *progress_user;
 } lean_backend_config;
 
 typedef struct lean_backend {

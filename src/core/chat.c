@@ -164,6 +164,8 @@ lean_status lean_chat_session_create(const lean_model *m, const lean_chat_sessio
     cp.n_batch = p.n_batch;
     cp.backend = p.backend;
     cp.exact = p.exact;
+    cp.progress = p.progress;
+    cp.progress_user = p.progress_user;
     if ((st = lean_ctx_create(m, &cp, &s->ctx, err)) != LEAN_OK) goto fail;
     s->n_ctx = lean_ctx_n_ctx(s->ctx);
     s->n_batch = lean_ctx_n_batch(s->ctx);

@@ -89,7 +89,8 @@ struct lean_ctx {
 /* ---- params ---- */
 
 lean_ctx_params lean_ctx_default_params(void) {
-    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .backend = NULL, .exact = 0, .profile = 0};
+    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .backend = NULL, .exact = 0, .profile = 0,
+                             .progress = NULL, .progress_user = NULL};
 }
 
 /* ---- create / free ---- */
@@ -126,7 +127,8 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
                     .logits = logits};
     lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = c->n_batch, .n_threads = params.n_threads,
                                .isa = bc.isa, .hardware_only = bc.hardware_only, .exact = params.exact != 0,
-                               .profile = params.profile != 0, .gpu = gpu};
+                               .profile = params.profile != 0, .gpu = gpu, .progress = params.progress,
+                               .progress_user = params.progress_user};
     st = create_state(c->be, m, &cfg, &c->state, err);
     if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.fallback) { /* out of memory stays an error */
         c->be = bc.fallback;

@@ -219,17 +219,60 @@ static lean_status new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const 
     return lean_gpu_buf_create(s->g, bytes, LEAN_GPU_STORAGE, label, out, err);
 }
 
+/* The weights' upload so far, for lean_ctx_params.progress: bytes of the tensors uploaded. */
+typedef struct upload_progress {
+    lean_progress_fn fn; /* nullable */
+    void *user;
+    uint64_t done, total;
+} upload_progress;
+
+/* The bytes gpu_model_create uploads: every tensor the model reads but rope_freqs (each
+ * state's RoPE table holds it), the tied output once; absent ones are zeroed views. */
+static uint64_t upload_total(const lean_model *m) {
+    uint64_t n = m->tok_embd.n_bytes + m->output_norm.n_bytes + (m->tied_output ? 0 : m->output.n_bytes);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const lean_layer *L = &m->layers[il];
+        n += L->attn_norm.n_bytes + L->wq.n_bytes + L->wk.n_bytes + L->wv.n_bytes + L->wo.n_bytes + L->bq.n_bytes +
+             L->bk.n_bytes + L->bv.n_bytes + L->q_norm.n_bytes + L->k_norm.n_bytes + L->ffn_norm.n_bytes +
+             L->w_gate.n_bytes + L->w_up.n_bytes + L->w_down.n_bytes;
+    }
+    return n;
+}
+
+/* ts[0..n) are on the device: tell the caller. */
+static void uploaded(upload_progress *up, const lean_tensor *const *ts, int n) {
+    for (int i = 0; i < n; i++) up->done += ts[i]->n_bytes;
+    if (up->fn) up->fn(up->user, up->done, up->total);
+}
+
+/* gpu_weight_upload, told to up. */
+static lean_status upload_matrix(lean_gpu *g, const lean_tensor *t, gpu_weight *out, upload_progress *up,
+                                 lean_error *err) {
+    lean_status st = gpu_weight_upload(g, t, out, err);
+    if (!st) uploaded(up, &t, 1);
+    return st;
+}
+
+/* gpu_weight_upload_stacked, told to up. */
+static lean_status upload_stack(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name, gpu_weight *out,
+                                upload_progress *up, lean_error *err) {
+    lean_status st = gpu_weight_upload_stacked(g, ts, n, name, out, err);
+    if (!st) uploaded(up, ts, n);
+    return st;
+}
+
 /* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE and/or
  * UNIFORM), its size rounded up to 16 bytes (uniform arrays are of vec4s); *out stays NULL when
  * ts[0] is absent (the model has all of them or none). */
 static lean_status upload_f32(lean_gpu *g, const lean_tensor *const *ts, int n, unsigned usage, lean_gpu_buf **out,
-                              lean_error *err) {
+                              upload_progress *up, lean_error *err) {
     if (!ts[0]->data) return LEAN_OK;
     uint64_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += ts[i]->n_bytes;
     lean_status st = lean_gpu_buf_create(g, (bytes + 15) & ~(uint64_t)15, usage, ts[0]->name, out, err);
     for (uint64_t i = 0, at = 0; !st && i < (uint64_t)n; at += ts[i]->n_bytes, i++)
         st = lean_gpu_buf_write(g, *out, at, ts[i]->data, ts[i]->n_bytes, err);
+    if (!st) uploaded(up, ts, n);
     return st;
 }
 
@@ -341,7 +384,8 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, const gpu_layer
 
 /* The layer's matrices, each in its file's format: Q, K (and V) stacked and gate, up stacked
  * where they share it. */
-static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer_weights *W, lean_error *err) {
+static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer_weights *W, upload_progress *up,
+                                   lean_error *err) {
     const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
                                       &src->w_gate, &src->w_up, &src->w_down};
     const int n_qkv = gpu_weight_stackable(mats + W_Q, 3) ? 3 : gpu_weight_stackable(mats + W_Q, 2) ? 2 : 0;
@@ -349,24 +393,24 @@ static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer
     lean_status st = LEAN_OK;
     for (int i = 0; !st && i < W_QKV; i++) {
         const bool stacked = i < n_qkv || (stack_ffn && (i == W_GATE || i == W_UP));
-        if (!stacked) st = gpu_weight_upload(g, mats[i], &W->w[i], err);
+        if (!stacked) st = upload_matrix(g, mats[i], &W->w[i], up, err);
     }
-    if (!st && n_qkv) st = gpu_weight_upload_stacked(g, mats + W_Q, n_qkv, "attn_qkv", &W->w[W_QKV], err);
-    if (!st && stack_ffn)
-        st = gpu_weight_upload_stacked(g, mats + W_GATE, 2, "ffn_gate+ffn_up", &W->w[W_GATE_UP], err);
+    if (!st && n_qkv) st = upload_stack(g, mats + W_Q, n_qkv, "attn_qkv", &W->w[W_QKV], up, err);
+    if (!st && stack_ffn) st = upload_stack(g, mats + W_GATE, 2, "ffn_gate+ffn_up", &W->w[W_GATE_UP], up, err);
     return st;
 }
 
 /* The model's: layer il's weights. */
-static lean_status upload_layer(lean_backend_model *bm, int32_t il, lean_error *err) {
+static lean_status upload_layer(lean_backend_model *bm, int32_t il, upload_progress *up, lean_error *err) {
     const lean_layer *src = &bm->m->layers[il];
     gpu_layer_weights *W = &bm->layers[il];
     const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
-    lean_status st = upload_matrices(bm->g, src, W, err);
-    if (!st) st = upload_f32(bm->g, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &W->attn_norm, err);
-    if (!st) st = upload_f32(bm->g, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &W->ffn_norm, err);
-    if (!st) st = upload_f32(bm->g, bias, 3, LEAN_GPU_STORAGE, &W->bqkv, err);
-    if (!st) st = upload_f32(bm->g, qk_norm, 2, LEAN_GPU_UNIFORM, &W->qk_norm, err);
+    lean_gpu *g = bm->g;
+    lean_status st = upload_matrices(g, src, W, up, err);
+    if (!st) st = upload_f32(g, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &W->attn_norm, up, err);
+    if (!st) st = upload_f32(g, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &W->ffn_norm, up, err);
+    if (!st) st = upload_f32(g, bias, 3, LEAN_GPU_STORAGE, &W->bqkv, up, err);
+    if (!st) st = upload_f32(g, qk_norm, 2, LEAN_GPU_UNIFORM, &W->qk_norm, up, err);
     return st;
 }
 
@@ -439,7 +483,8 @@ static lean_status open_device(lean_gpu **g, const lean_backend_config *cfg, lea
  * seen over llvmpipe), so a device there serves that thread's contexts only (gpu_model_check). */
 static _Thread_local char thread_tag;
 
-/* The model's part: opens the device and uploads every weight, each once. */
+/* The model's part: opens the device and uploads every weight, each once, telling
+ * cfg->progress after each tensor. */
 static lean_status gpu_model_create(const lean_model *m, const lean_backend_config *cfg, lean_backend_model **out,
                                     lean_error *err) {
     *out = NULL;
@@ -456,11 +501,13 @@ static lean_status gpu_model_create(const lean_model *m, const lean_backend_conf
         bm->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *bm->layers);
         if (!bm->layers) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
     }
-    if (!st) st = gpu_weight_upload(bm->g, &m->tok_embd, &bm->tok_embd, err);
-    if (!st && !m->tied_output) st = gpu_weight_upload(bm->g, &m->output, &bm->output, err);
+    upload_progress up = {.fn = cfg->progress, .user = cfg->progress_user, .total = upload_total(m)};
+    if (!st) st = upload_matrix(bm->g, &m->tok_embd, &bm->tok_embd, &up, err);
+    if (!st && !m->tied_output) st = upload_matrix(bm->g, &m->output, &bm->output, &up, err);
     if (!st)
-        st = upload_f32(bm->g, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &bm->output_norm, err);
-    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = upload_layer(bm, il, err);
+        st = upload_f32(bm->g, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &bm->output_norm, &up,
+                        err);
+    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = upload_layer(bm, il, &up, err);
     if (!st) st = lean_gpu_finish(bm->g, err); /* the uploads are done before create returns */
     if (st) {
         model_free(bm);
