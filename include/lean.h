@@ -122,6 +122,16 @@ LEAN_API lean_model_params lean_model_default_params(void);
 LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_model_params *p, lean_model **out,
                                                  lean_error *err);
 
+/* A model over a file's bytes the caller already holds in memory, data[0..size) (a browser
+ * host's download, a file read by other means): used in place, as the mapping of
+ * lean_model_load_file is, so the weights are never copied. The caller owns data: it keeps
+ * it alive and unchanged until lean_model_free, then frees it itself (lean never writes or
+ * frees it). data must be aligned to 16 bytes (malloc's). The checks, statuses and messages
+ * are lean_model_load_file's; LEAN_ERR_ARG for a NULL data or out, or a misaligned data.
+ * p (nullable): its progress is called once, (total, total), as for a mapped file. */
+LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const lean_model_params *p,
+                                            lean_model **out, lean_error *err);
+
 /* Streamed load for hosts without mmap (wasm): the header is parsed from small reads,
  * then tensor data is read in file order straight into the model's weight memory.
  * read() copies n bytes at byte offset off into dst and returns the number copied
