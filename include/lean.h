@@ -719,6 +719,20 @@ LEAN_API void lean_chat_abort(lean_chat_session *s);
 /* The turn in progress, or the last one. */
 LEAN_API void lean_chat_session_stats(const lean_chat_session *s, lean_chat_turn_stats *out);
 
+/* Between turns, for a front end that keeps the conversation itself (a page that regenerates
+ * or edits a reply): replaces the conversation with msgs (copied): an optional first "system"
+ * message (the system prompt; without one the session has none), then "user" and "assistant"
+ * messages in turn, ending with an assistant's. No model work: the next turn renders them and
+ * reuses the prefix the KV cache shares with that rendering. LEAN_ERR_ARG during a turn or for
+ * another order of roles; on failure nothing changes. */
+LEAN_API lean_status lean_chat_session_set_messages(lean_chat_session *s, const lean_chat_message *msgs, size_t n,
+                                                    lean_error *err);
+/* Between turns: the sampling parameters and n_predict of the turns that follow (as in
+ * lean_chat_session_params; checked the same way). LEAN_ERR_ARG during a turn; on failure
+ * nothing changes. */
+LEAN_API lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_sampler_params *sampling,
+                                                    int32_t n_predict, lean_error *err);
+
 /* The conversation: the system prompt (if any), then user and assistant messages in turn
  * order; the last is the latest reply. Owned by the session, valid until it changes. */
 LEAN_API const lean_chat_message *lean_chat_session_messages(const lean_chat_session *s, size_t *n);
