@@ -664,6 +664,7 @@ typedef struct lean_chat_session_params {
     int32_t exact;                /* lean_ctx_params.exact: nonzero, F32 arithmetic throughout */
     lean_progress_fn progress;    /* lean_ctx_params.progress, for the session's context */
     void *progress_user;
+    int32_t n_threads;            /* lean_ctx_params.n_threads: 0 = one per CPU (1 in wasm) */
 } lean_chat_session_params;
 LEAN_API lean_chat_session_params lean_chat_session_default_params(void);
 

@@ -162,6 +162,7 @@ lean_status lean_chat_session_create(const lean_model *m, const lean_chat_sessio
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = p.n_ctx;
     cp.n_batch = p.n_batch;
+    cp.n_threads = p.n_threads;
     cp.backend = p.backend;
     cp.exact = p.exact;
     cp.progress = p.progress;
