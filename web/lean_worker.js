@@ -79,6 +79,11 @@ async function pump(name, ...args) {
     }
 }
 
+// Lets the worker's event loop run (an abort message waits there): a message to ourselves is a
+// task of its own without setTimeout's clamping. Once per step: microseconds against a step's ms.
+const tick = new MessageChannel();
+const yieldTask = () => new Promise((r) => ((tick.port1.onmessage = r), tick.port2.postMessage(0)));
+
 // pump, then throw lean's message on failure
 async function call(name, ...args) {
     const st = await pump(name, ...args);
@@ -425,6 +430,7 @@ async function generateOnce(o, reqId) {
             if (maxTokens > 0) {
                 await call('lw_gen_begin', state.ctx, smp, maxTokens);
                 for (let i = 0; i < maxTokens; i++) {
+                    await yieldTask();
                     if (aborted.has(reqId)) {
                         stop = 'abort';
                         break;
@@ -518,6 +524,7 @@ async function chatOnce(o, reqId) {
         ex.lw_chat_stats(s, st);
         nPrefill = i32(st, 6)[2];
         for (let more = 1, abortSent = false; more; ) {
+            await yieldTask();
             if (aborted.has(reqId) && !abortSent) {
                 ex.lw_chat_abort(s); // the next step ends the turn, keeping the text handed out
                 abortSent = true;
