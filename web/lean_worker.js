@@ -40,8 +40,10 @@ const GPU_CALLS = [
     'lw_chat_set_messages', 'lw_chat_set_sampling',
 ];
 
-async function instantiate() {
+// jspi false: run as where WebAssembly.Suspending does not exist (Safari; the pump's tests)
+async function instantiate(jspi) {
     if (ex) return;
+    if (!jspi) delete WebAssembly.Suspending; // this worker's own global: the page keeps its JSPI
     gpu = leanWebGPU();
     const wasi = wasiImports();
     const imports = {
@@ -101,6 +103,7 @@ const cstr = (ptr) => {
 };
 
 function alloc(n) {
+    if (n > 0xffff0000) throw new LeanError(5, `${n} bytes do not fit in wasm32's memory (4 GiB)`);
     const p = ex.lw_alloc(n);
     if (!p) throw new LeanError(5, `out of memory: cannot allocate ${n} bytes in wasm memory (at most 4 GiB)`);
     return p;
@@ -160,7 +163,13 @@ async function streamToWasm(reader, size, phase, onBytes) {
         const p = alloc(size);
         try {
             for (;;) {
-                const { done, value } = await reader.read();
+                let chunk;
+                try {
+                    chunk = await reader.read();
+                } catch (e) {
+                    throw new Error(`truncated download: it stopped after ${loaded} of ${size} bytes (${e.message ?? e})`);
+                }
+                const { done, value } = chunk;
                 if (done) break;
                 if (loaded + value.length > size)
                     throw new Error(`the download is longer than its announced ${size} bytes`);
@@ -330,6 +339,16 @@ async function fallBack(e) {
     return true;
 }
 
+// One sequence lives at a time (generate's context or the chat session's), so that wasm memory
+// holds one KV cache; the model keeps its GPU weights across them (lean.h), so a switch costs
+// the other's cache only.
+async function generateCtx() {
+    if (state.chat) await ex.lw_chat_free(state.chat);
+    state.chat = 0;
+    state.ctx ||= await createCtx(state.backend, state.opts);
+    return state.ctx;
+}
+
 async function freeContexts() {
     if (state.chat) await ex.lw_chat_free(state.chat);
     if (state.ctx) await ex.lw_ctx_free(state.ctx);
@@ -338,7 +357,7 @@ async function freeContexts() {
 }
 
 async function load({ source, opts }) {
-    await instantiate();
+    await instantiate(opts.jspi !== false);
     if (state.model) throw new Error('this worker has a model already');
     state.opts = opts;
     let last = 0;
@@ -400,6 +419,7 @@ async function generate(o, reqId) {
 async function generateOnce(o, reqId) {
     const ids = o.ids ? Array.from(o.ids) : await tokenize(o.prompt ?? '', TOKENIZE_ADD_SPECIAL | TOKENIZE_PARSE_SPECIAL);
     if (!ids.length) throw new Error('generate: no prompt ids');
+    const ctx = await generateCtx();
     const maxTokens = o.maxTokens ?? 32;
     const nVocab = state.modelInfo.nVocab;
     if (!state.logits) state.logits = alloc(4 * nVocab);
@@ -409,7 +429,7 @@ async function generateOnce(o, reqId) {
     while (common < ids.length && common < state.ctxIds.length && ids[common] === state.ctxIds[common]) common++;
     if (common === ids.length) common--;
     state.ctxIds = state.ctxIds.slice(0, common);
-    await call('lw_ctx_truncate', state.ctx, common);
+    await call('lw_ctx_truncate', ctx, common);
 
     const out = [];
     let text = '', smp = 0, ts = 0, stop = 'limit';
@@ -417,7 +437,7 @@ async function generateOnce(o, reqId) {
     let t1 = t0;
     await withMem([ids, 16], async (idsPtr, scratch) => {
         try {
-            await call('lw_prefill', state.ctx, idsPtr + 4 * common, ids.length - common, state.logits);
+            await call('lw_prefill', ctx, idsPtr + 4 * common, ids.length - common, state.logits);
             state.ctxIds = ids.slice();
             t1 = performance.now();
             await call('lw_sampler_create', state.model, ...samplingArgs(o), scratch);
@@ -428,14 +448,14 @@ async function generateOnce(o, reqId) {
                 ts = i32(scratch, 1)[0];
             }
             if (maxTokens > 0) {
-                await call('lw_gen_begin', state.ctx, smp, maxTokens);
+                await call('lw_gen_begin', ctx, smp, maxTokens);
                 for (let i = 0; i < maxTokens; i++) {
                     await yieldTask();
                     if (aborted.has(reqId)) {
                         stop = 'abort';
                         break;
                     }
-                    await call('lw_gen_next', state.ctx, scratch);
+                    await call('lw_gen_next', ctx, scratch);
                     const id = i32(scratch, 1)[0];
                     out.push(id);
                     if (!o.ignoreEog && ex.lw_is_eog(state.model, id)) {
@@ -460,14 +480,14 @@ async function generateOnce(o, reqId) {
                 }
             }
         } finally {
-            await ex.lw_gen_end(state.ctx); // the cache: the prompt and every drawn id but the last
+            await ex.lw_gen_end(ctx); // the cache: the prompt and every drawn id but the last
             if (ts) ex.lw_text_stream_free(ts);
             if (smp) ex.lw_sampler_free(smp);
         }
     });
     // the ids handed out, the end-of-generation one left out of the result
     if (out.length) state.ctxIds.push(...out.slice(0, -1));
-    if (ex.lw_ctx_pos(state.ctx) !== state.ctxIds.length) state.ctxIds = []; // never guess: prefill afresh
+    if (ex.lw_ctx_pos(ctx) !== state.ctxIds.length) state.ctxIds = []; // never guess: prefill afresh
     const t2 = performance.now();
     const result = stop === 'eog' ? out.slice(0, -1) : out;
     const nDec = Math.max(out.length - 1, 0);
@@ -489,6 +509,8 @@ async function generateOnce(o, reqId) {
 
 async function chatSession() {
     if (state.chat) return state.chat;
+    if (state.ctx) await ex.lw_ctx_free(state.ctx);
+    Object.assign(state, { ctx: 0, ctxIds: [] });
     const o = state.opts;
     return withMem([state.backend, 4], async (name, out) => {
         await call('lw_chat_create', state.model, name, o.nCtx ?? 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
