@@ -269,8 +269,16 @@ async function gpuRefusal() {
     if (!adapter) return 'navigator.gpu.requestAdapter found no adapter';
     const info = adapter.info ?? {};
     if (adapter.isFallbackAdapter || info.isFallbackAdapter)
-        return `the only adapter is a software one (${info.description || info.vendor || 'fallback'})`;
+        return `the only adapter is a software one (${nameOf(info)})`;
     return '';
+}
+
+const nameOf = (i) => [i.vendor, i.architecture, i.device, i.description].filter(Boolean).join(' ') || 'unnamed';
+
+// What the page's WebGPU says its adapter is ("google swiftshader", "mesa llvmpipe ...").
+async function adapterName() {
+    const a = await navigator.gpu?.requestAdapter().catch(() => null);
+    return nameOf(a?.info ?? {});
 }
 
 // Makes generate's context on the first rung that works: sets state.backend and state.ctx.
@@ -310,10 +318,14 @@ function threadsFor(backend, opts) {
 }
 
 async function describe() {
-    const detail = await withMem([256], (buf) => cstr(ex.lw_ctx_backend(state.ctx, buf, 256)));
+    let detail = await withMem([256], (buf) => cstr(ex.lw_ctx_backend(state.ctx, buf, 256)));
     // "gpu (NAME, API)": the adapter's name is what lies before the last comma
     const inner = state.backend === 'gpu' ? (detail.match(/^gpu \((.*)\)$/)?.[1] ?? '') : '';
-    const adapter = inner.includes(', ') ? inner.slice(0, inner.lastIndexOf(', ')) : inner;
+    let adapter = inner.includes(', ') ? inner.slice(0, inner.lastIndexOf(', ')) : inner;
+    if (state.backend === 'gpu' && !adapter) { // browsers may leave the name C reads empty
+        adapter = await adapterName();
+        detail = detail.replace('gpu (', `gpu (${adapter}`);
+    }
     state.info = {
         ...state.modelInfo,
         nCtx: ex.lw_ctx_n_ctx(state.ctx),
