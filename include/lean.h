@@ -114,9 +114,29 @@ LEAN_API lean_status lean_model_load_file(const char *path, lean_model **out, le
 typedef struct lean_model_params {
     /* nullable: bytes of tensor data made ready. Read through stdio (no mmap), one call per
      * chunk read; mapped, one call (total, total) once the file is mapped and checked, as
-     * the pages are read later, on first use. */
+     * the pages are read later, on first use; GPU-only (below), one call per piece uploaded,
+     * of total = the bytes the GPU takes (as lean_ctx_params.progress counts them). */
     lean_progress_fn progress;
     void *progress_user;
+    /* Nonzero: the GPU-only load, for a model larger than the host's memory (wasm32's 4 GiB).
+     * The load makes the model's GPU part itself (the device and every weight on it, as a first
+     * GPU context would), reading each tensor once, in file order, in pieces of at most 8 MiB
+     * written straight to the device: the weights never sit in host memory. Host memory for the
+     * weights peaks at the 8 MiB piece plus the repacking of one piece into its GPU layout (at
+     * most 32768 blocks: 6.9 MB for Q6_K, 1 MB for Q8_0; none for F32, F16, Q4_1, Q5_1, Q4_K,
+     * Q5_K), and rope_freqs (head_dim / 2 floats), which the host keeps for each context's RoPE
+     * table. The header (tokenizer, chat template) is read as in any load. Such a model serves
+     * GPU contexts only, all on that one device and with its settings: a CPU context, one with
+     * other exact or profile settings, one on another thread where the device is OpenGL (ES),
+     * and any after its device is lost fail (LEAN_ERR_UNSUPPORTED, or LEAN_ERR_DEVICE for the
+     * loss), as the weights are on no other device to upload again. Streamed loads and
+     * lean_model_load_file_params (which then reads the file through stdio, once) honour it. */
+    int32_t gpu_only;
+    /* nullable, with gpu_only: the device's settings, read as a context's (backend: "gpu" for any
+     * adapter, NULL or "auto" for a hardware one only, failing with LEAN_ERR_UNSUPPORTED on a
+     * software one, a CPU name is LEAN_ERR_ARG; exact; profile); NULL: the defaults. Contexts
+     * made with the same exact and profile share it ("auto" and "gpu" alike). */
+    const struct lean_ctx_params *gpu_params;
 } lean_model_params;
 LEAN_API lean_model_params lean_model_default_params(void);
 LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_model_params *p, lean_model **out,
@@ -128,7 +148,8 @@ LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_mo
  * it alive and unchanged until lean_model_free, then frees it itself (lean never writes or
  * frees it). data must be aligned to 16 bytes (malloc's). The checks, statuses and messages
  * are lean_model_load_file's; LEAN_ERR_ARG for a NULL data or out, or a misaligned data.
- * p (nullable): its progress is called once, (total, total), as for a mapped file. */
+ * p (nullable): its progress is called once, (total, total), as for a mapped file; gpu_only
+ * is LEAN_ERR_ARG (the weights are in host memory already). */
 LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const lean_model_params *p,
                                             lean_model **out, lean_error *err);
 
@@ -139,6 +160,9 @@ LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const
 typedef size_t (*lean_read_fn)(void *user, uint64_t off, void *dst, size_t n);
 LEAN_API lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_size,
                                             lean_model **out, lean_error *err);
+/* The same with lean_model_params (progress per chunk read; gpu_only: tensors to the GPU). */
+LEAN_API lean_status lean_model_load_stream_params(lean_read_fn read, void *user, uint64_t file_size,
+                                                   const lean_model_params *p, lean_model **out, lean_error *err);
 LEAN_API void lean_model_free(lean_model *m);
 
 typedef struct lean_model_info {

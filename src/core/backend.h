@@ -31,6 +31,9 @@ typedef struct lean_backend_config {
     const struct lean_gpu_options *gpu; /* the GPU's kernel variants; NULL: the library's (tests) */
     lean_progress_fn progress;          /* lean_ctx_params.progress: model_create's uploads */
     void *progress_user;
+    /* NULL, or (a GPU-only load, model.c) where model_create reads the tensors it takes, whose
+     * views have no data (lean_weight_source_read); progress then counts bytes per piece */
+    const lean_weight_source *source;
 } lean_backend_config;
 
 typedef struct lean_backend {

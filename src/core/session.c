@@ -36,6 +36,12 @@ static lean_status model_part(const lean_backend *be, const lean_model *m, const
         sh->part = NULL;
         st = LEAN_OK, own = false;
     }
+    if (st == LEAN_OK && m->gpu_only && (own || !sh->part)) /* no weights on the host to upload again */
+        return LEAN_FAIL(err, sh->part ? LEAN_ERR_UNSUPPORTED : LEAN_ERR_DEVICE,
+                         "the model was loaded GPU-only: its weights are on one device, %s",
+                         sh->part ? "which this context cannot share (other exact or profile settings, or another "
+                                    "thread on an OpenGL device)"
+                                  : "which was lost (load the model again)");
     if (st == LEAN_OK && own) return be->model_create(m, cfg, alone, err);
     if (st == LEAN_OK && !sh->part) {
         st = be->model_create(m, cfg, &sh->part, err);
@@ -111,6 +117,14 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
     lean_backend_choice bc;
     lean_status st = lean_backend_choose(params.backend, params.exact != 0, &bc, err);
     if (st != LEAN_OK) return st;
+    if (m->gpu_only) { /* the device the load made, whatever its adapter, or nothing */
+        if (bc.be != m->share->be)
+            return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                             "backend '%s': the model was loaded GPU-only (lean_model_params.gpu_only), its weights "
+                             "are on the GPU and not in host memory; load it without gpu_only for the CPU",
+                             params.backend);
+        bc.hardware_only = false, bc.fallback = NULL;
+    }
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
     if (n_ctx > LEAN_MAX_N_CTX)

@@ -6,10 +6,13 @@
  * buffer copies the range into g->staging (grown on demand, at most STAGING_MAX bytes, so a
  * larger read goes in pieces) and maps that; a READBACK buffer is mapped directly. */
 #include "gpu/gpu_impl.h"
+#include "gpu/test_hooks.h"
 
 #include <stdio.h>
 
-#define WRITE_PIECE ((uint64_t)8 << 20) /* bytes per queue write; DESIGN.md principle 1 */
+/* The most bytes of queue writes pending between two submits, counted across writes: a submit
+ * lets the browser release the staging memory of the writes before it (DESIGN.md principle 1) */
+#define WRITE_PENDING_MAX ((uint64_t)8 << 20)
 #define STAGING_MAX ((uint64_t)64 << 20)
 
 static uint64_t round_up(uint64_t n, uint64_t to) {
@@ -87,6 +90,12 @@ uint64_t lean_gpu_bytes_allocated(const lean_gpu *g) {
     return g->bytes;
 }
 
+uint64_t lean_gpu_write_pending_peak(lean_gpu *g, bool reset) {
+    const uint64_t peak = g->write_pending_peak;
+    if (reset) g->write_pending_peak = g->write_pending;
+    return peak;
+}
+
 /* [offset, offset + size) inside b, or LEAN_ERR_ARG naming what is wrong. */
 static lean_status check_range(const lean_gpu_buf *b, uint64_t offset, uint64_t size, const char *what,
                                lean_error *err) {
@@ -106,9 +115,14 @@ lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, co
         return LEAN_FAIL(err, LEAN_ERR_ARG, "write to buffer '%s': offset %llu and size %llu must be multiples of 4%s",
                          b->label, (unsigned long long)offset, (unsigned long long)size, data ? "" : ", data given");
     for (uint64_t done = 0; done < size;) {
-        uint64_t piece = size - done < WRITE_PIECE ? size - done : WRITE_PIECE;
-        if (done) g->w.QueueSubmit(g->queue, 0, NULL); /* lets the previous piece's staging go */
+        const uint64_t piece = size - done < WRITE_PENDING_MAX ? size - done : WRITE_PENDING_MAX;
+        if (g->write_pending + piece > WRITE_PENDING_MAX) { /* an empty submit: no wait */
+            g->w.QueueSubmit(g->queue, 0, NULL);
+            g->write_pending = 0;
+        }
         g->w.QueueWriteBuffer(g->queue, b->buf, offset + done, (const char *)data + done, (size_t)piece);
+        g->write_pending += piece;
+        if (g->write_pending > g->write_pending_peak) g->write_pending_peak = g->write_pending;
         done += piece;
     }
     return gpu_check(g, err);

@@ -100,7 +100,7 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
         if (g->prof) gpu_profile_resolve(g, c->enc, c->n_dispatch);
         gpu_scope_push(g);
         WGPUCommandBuffer cb = w->CommandEncoderFinish(c->enc, &desc);
-        if (cb) w->QueueSubmit(g->queue, 1, &cb), w->CommandBufferRelease(cb);
+        if (cb) w->QueueSubmit(g->queue, 1, &cb), w->CommandBufferRelease(cb), g->write_pending = 0;
         char msg[400];
         WGPUErrorType e = gpu_scope_pop(g, msg, sizeof msg);
         if (e != WGPUErrorType_NoError) st = LEAN_FAIL(err, gpu_error_status(e, LEAN_ERR_ARG), "submit: %s", msg);

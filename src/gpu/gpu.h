@@ -118,9 +118,11 @@ uint64_t lean_gpu_buf_size(const lean_gpu_buf *b);
 /* The bytes of every buffer made on g and not yet freed (sizes as created: rounded up to 16),
  * staging included: what the weights, KV caches and activations hold on the device. */
 uint64_t lean_gpu_bytes_allocated(const lean_gpu *g);
-/* Queues a write (offset and size multiples of 4): in pieces of at most 8 MiB with a submit
- * between them, so staging memory is released as a large upload proceeds. Ordered before any
- * command buffer submitted after it. */
+/* Queues a write (offset and size multiples of 4). Between two submits at most 8 MiB of writes
+ * are pending, counted across every write on g: one that would pass that is preceded by an
+ * empty submit (no wait), so a browser releases staging memory as a large upload proceeds
+ * (DESIGN.md principle 1), however many small writes it is made of. Ordered before any command
+ * buffer submitted after it. */
 lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, const void *data,
                                uint64_t size, lean_error *err);
 /* Waits for all submitted work, then copies [offset, offset + size) of a STORAGE buffer to

@@ -77,6 +77,9 @@ struct lean_gpu {
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
     struct gpu_profile *prof; /* opt.profile: profile.c's counts and timestamps; else NULL */
     uint64_t dispatches;   /* recorded by lean_gpu_dispatch since open (lean_gpu_dispatch_count) */
+    /* bytes queued by QueueWriteBuffer since the last submit (buffer.c keeps it at most
+     * WRITE_PENDING_MAX), and the most it has been since open (test_hooks.h) */
+    uint64_t write_pending, write_pending_peak;
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
