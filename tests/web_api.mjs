@@ -14,6 +14,9 @@
 //   - abort (chat and generate) stops early and the next call still gives the same reply
 //   - bad input rejects with lean's reason and leaves nothing broken: not GGUF, truncated, an
 //     id outside the vocabulary, a model freed
+//   - a URL: downloaded, then from the Cache API without a request; a 404 rejects
+//   - the GPU-only load (gpuOnly: weights streamed to the GPU) from a URL and a Blob equals
+//     `lean run --backend gpu --exact`; it refuses the CPU rung and a truncated file
 //   - without JSPI ('jspi: false'): 'auto' takes the CPU and says why; a forced 'gpu' loads
 //     and matches where webgpu_imports.mjs has the pump's settle(), and otherwise rejects
 //     naming JSPI
@@ -144,6 +147,42 @@ await rejects(Lean.load(good, { backend: 'tpu' }), "backend 'tpu'", 'an unknown 
     } else {
         await rejects(Lean.load(good, { backend: 'gpu', jspi: false }), 'JSPI', 'no JSPI and no pump: a forced gpu');
     }
+}
+
+// a URL: downloaded, then read from the Cache API without asking the server; a 404; the
+// GPU-only load (weights streamed to the GPU, never whole in wasm memory) from a URL and a Blob
+{
+    const file = 'build/fixtures/qwen2-q4_k.gguf';
+    const bytes = await Deno.readFile(file);
+    let hits = 0;
+    const server = Deno.serve({ hostname: '127.0.0.1', port: 0, onListen() {} }, (req) => {
+        hits++;
+        return new URL(req.url).pathname === '/m.gguf'
+            ? new Response(bytes, { headers: { 'content-length': String(bytes.length) } })
+            : new Response('no', { status: 404, statusText: 'Not Found' });
+    });
+    const base = `http://127.0.0.1:${server.addr.port}`;
+    await caches.delete('lean-models-v1');
+    const want = await lean('run', '-m', file, '--ids', PROMPT.join(','), '-n', '16', '--backend', 'cpu');
+    for (const round of ['download', 'cache']) {
+        const phases = new Set(), before = hits;
+        const m = await Lean.load(`${base}/m.gguf`, { backend: 'cpu', onProgress: (p) => phases.add(p.phase) });
+        check(phases.has(round) && (round === 'download') === hits > before, `URL load ${round}: phases ${[...phases]}, ${hits - before} requests`);
+        same((await m.generate({ ids: PROMPT, maxTokens: 16 })).ids.join(' '), want, `URL load ${round}: ids`);
+        await m.free();
+    }
+    await rejects(Lean.load(`${base}/none.gguf`), 'HTTP 404', 'a missing URL');
+    const wantGpu = await lean('run', '-m', file, '--ids', PROMPT.join(','), '-n', '16', '--backend', 'gpu', '--exact');
+    for (const [name, src] of [['URL', `${base}/m.gguf`], ['Blob', new Blob([bytes])]]) {
+        const phases = new Set();
+        const m = await Lean.load(src, { backend: 'gpu', exact: true, gpuOnly: true, cache: false, onProgress: (p) => phases.add(p.phase) });
+        check(m.info.backend === 'gpu' && phases.has('upload'), `GPU-only ${name}: ${m.info.backend}, phases ${[...phases]}`);
+        same((await m.generate({ ids: PROMPT, maxTokens: 16 })).ids.join(' '), wantGpu, `GPU-only load from a ${name}: ids`);
+        await m.free();
+    }
+    await rejects(Lean.load(new Blob([bytes]), { backend: 'cpu', gpuOnly: true }), 'CPU rung', 'GPU-only on the CPU');
+    await rejects(Lean.load(new Blob([bytes.subarray(0, bytes.length - 4096)]), { backend: 'gpu', gpuOnly: true }), 'bytes', 'GPU-only, truncated');
+    await server.shutdown();
 }
 
 console.log(`web_api: ${passed} passed, ${failed} failed`);

@@ -50,12 +50,12 @@ export class Lean {
 
     // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
     // array, or a ReadableStream of bytes (opts.size: its length, when known).
-    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, onProgress, size }
+    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, onProgress, size }
     static async load(source, opts = {}) {
         const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
         const lean = new Lean(worker);
         const { onProgress, ...rest } = opts;
-        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi']);
+        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly']);
         // a page without JSPI (or one that deleted it to test the other path) gets a worker without
         options.jspi ??= typeof WebAssembly.Suspending === 'function';
         const transfer = [];
