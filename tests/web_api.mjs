@@ -172,6 +172,8 @@ await rejects(Lean.load(good, { backend: 'tpu' }), "backend 'tpu'", 'an unknown 
         await m.free();
     }
     await rejects(Lean.load(`${base}/none.gguf`), 'HTTP 404', 'a missing URL');
+    // (Lean.cached and Lean.uncache are not checked here: Deno's main thread sees another Cache
+    // storage than its workers, where a browser's page and worker share their origin's.)
     const wantGpu = await lean('run', '-m', file, '--ids', PROMPT.join(','), '-n', '16', '--backend', 'gpu', '--exact');
     for (const [name, src] of [['URL', `${base}/m.gguf`], ['Blob', new Blob([bytes])]]) {
         const phases = new Set();

@@ -12,6 +12,7 @@
 // Errors reject with an Error whose message is lean's own.
 
 const WORKER_URL = new URL('./lean_worker.js', import.meta.url);
+const CACHE_NAME = 'lean-models-v1'; // lean_worker.js fills it
 
 // Where the page's sampling names meet the worker's (the same names: kept in one list).
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
@@ -83,6 +84,20 @@ export class Lean {
             throw e;
         }
         return lean;
+    }
+
+    // Whether the Cache API holds the model at url (a Lean.load of it would read no network).
+    static async cached(url) {
+        if (typeof caches === 'undefined') return false;
+        const cache = await caches.open(CACHE_NAME);
+        return !!(await cache.match(new URL(url, globalThis.location?.href).href));
+    }
+
+    // Drops url's model from the Cache API, or every model lean cached when url is absent.
+    static async uncache(url) {
+        if (typeof caches === 'undefined') return false;
+        if (url === undefined) return caches.delete(CACHE_NAME);
+        return (await caches.open(CACHE_NAME)).delete(new URL(url, globalThis.location?.href).href);
     }
 
     #request(op, args, { transfer = [], onMessage, signal } = {}) {

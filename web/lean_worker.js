@@ -724,6 +724,7 @@ const ops = {
 };
 
 let queue = Promise.resolve();
+let broken = ''; // why lean.wasm can no longer be trusted
 self.onmessage = ({ data }) => {
     if (data.op === 'abort') {
         aborted.add(data.target);
@@ -732,11 +733,14 @@ self.onmessage = ({ data }) => {
     queue = queue.then(async () => {
         current = data.id;
         try {
+            if (broken) throw new Error(`lean.wasm stopped after an earlier trap (${broken}): load the model again`);
             if (!ops[data.op]) throw new Error(`unknown request '${data.op}'`);
             if (data.op !== 'load' && !state.model) throw new Error('no model is loaded (or it was freed)');
             const result = await ops[data.op](data.args ?? {}, data.id);
             post({ id: data.id, ok: true, result });
         } catch (e) {
+            // a trap (unreachable, out of bounds) leaves the instance's state unknown: refuse the rest
+            if (e instanceof WebAssembly.RuntimeError) broken = e.message;
             post({ id: data.id, ok: false, error: String(e?.message ?? e) });
         } finally {
             aborted.delete(data.id);
