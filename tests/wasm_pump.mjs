@@ -45,6 +45,9 @@ const fnv = (bytes) => {
 
 // While on, every device made gets its `label` kernel's shader broken (a syntax error).
 let breakKernel = null;
+// The work every device was given: queue writes and dispatches (the empty command buffers
+// webgpu_imports.mjs submits while a map waits have none), so a run that did work twice shows.
+const work = { writes: 0, dispatches: 0 };
 const gpu0 = navigator.gpu;
 const requestAdapter = gpu0.requestAdapter.bind(gpu0);
 gpu0.requestAdapter = async (o) => {
@@ -53,6 +56,18 @@ gpu0.requestAdapter = async (o) => {
     const requestDevice = a.requestDevice.bind(a);
     a.requestDevice = async (d) => {
         const dev = await requestDevice(d);
+        const queue = dev.queue, writeBuffer = queue.writeBuffer.bind(queue);
+        queue.writeBuffer = (...a) => (work.writes++, writeBuffer(...a));
+        const createCommandEncoder = dev.createCommandEncoder.bind(dev);
+        dev.createCommandEncoder = (...a) => {
+            const enc = createCommandEncoder(...a), beginComputePass = enc.beginComputePass.bind(enc);
+            enc.beginComputePass = (...b) => {
+                const pass = beginComputePass(...b), dispatch = pass.dispatchWorkgroups.bind(pass);
+                pass.dispatchWorkgroups = (...c) => (work.dispatches++, dispatch(...c));
+                return pass;
+            };
+            return enc;
+        };
         const createShaderModule = dev.createShaderModule.bind(dev);
         dev.createShaderModule = (desc) =>
             createShaderModule(breakKernel && desc.label === breakKernel ? { ...desc, code: `${desc.code}\nfn (` } : desc);
@@ -157,6 +172,7 @@ async function chatTurns(h, texts) {
 async function run(jspi) {
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'lean-pump-'));
     const out = {};
+    work.writes = work.dispatches = 0;
     try {
         let h = await host(jspi, tmp);
         await h.ok('host_model', h.cstr(FIXTURE), 0);
@@ -206,12 +222,14 @@ async function run(jspi) {
         out.pending += h.pending;
         for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
         out.by = by;
+        out.work = { ...work };
     } finally {
         rmSync(tmp, { recursive: true, force: true });
     }
     return out;
 }
 
+const queueOf = (r) => JSON.stringify(r.work);
 const suspending = WebAssembly.Suspending;
 delete WebAssembly.Suspending; // the pump: as in Safari
 let pump;
@@ -228,6 +246,8 @@ console.log(`without JSPI, LEAN_PENDING came from: ${JSON.stringify(pump.by)}`);
 check(pump.pending > 0, 'the pump run waited through LEAN_PENDING');
 check(pump.resident && jspi.resident, 'both generations ran on the GPU (resident sampler)');
 check(jspi.pending === 0, 'the JSPI run never saw LEAN_PENDING');
+console.log(`work: ${JSON.stringify(pump.work)} without JSPI, ${JSON.stringify(jspi.work)} with`);
+check(pump.work.dispatches > 0 && queueOf(pump) === queueOf(jspi), 'the same queue writes and dispatches with and without JSPI');
 for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken']) {
     const a = JSON.stringify(pump[k]), b = JSON.stringify(jspi[k]);
     check(a === b, `${k}: pump ${a.slice(0, 300)}\n      jspi ${b.slice(0, 300)}`);

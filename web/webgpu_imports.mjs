@@ -18,21 +18,25 @@
 //   again with the same arguments, until it returns something else:
 //       while ((st = exports.f(...args)) === 9) await gpu.settle();
 //
-// Without navigator.gpu every import is still there, and `why` says what is missing: C then
-// reports no WebGPU, and the program runs on the CPU.
+// A host that cannot make a call again (a WASI command's main: tests/wasm_run.mjs) passes
+// { pump: false }: without JSPI it then gets no instance, as without navigator.gpu. Then every
+// import is still there, and `why` says what is missing: C reports no WebGPU, and the program
+// runs on the CPU.
 
 const ERROR_TYPE = { GPUValidationError: 2, GPUOutOfMemoryError: 3, GPUInternalError: 4 };
 const errorType = (e) => ERROR_TYPE[e?.constructor?.name] ?? 5; // WGPUErrorType
 const FILTERS = [undefined, 'validation', 'out-of-memory', 'internal']; // WGPUErrorFilter
 const POWER = [undefined, 'low-power', 'high-performance']; // WGPUPowerPreference
 const UNSET = 0xffffffff; // a query index C leaves out
-// Firefox resolves a pending mapAsync only once the queue sees more work: while a map waits,
-// an empty command buffer is submitted this often (ms) to every device with one.
-const MAP_NUDGE_MS = 10;
+// Firefox (ESR 153) resolves a pending mapAsync ~100 ms late unless the queue sees more work:
+// while a map waits, an empty command buffer is submitted this often (ms) to every device with
+// one; then it resolves in 2-3 ms (docs/runs/2026-12-05-firefox-map-nudge.md).
+const MAP_NUDGE_MS = 2;
 
-export function leanWebGPU() {
+export function leanWebGPU({ pump = true } = {}) {
     const gpu = globalThis.navigator?.gpu;
     const jspi = typeof WebAssembly.Suspending === 'function' && typeof WebAssembly.promising === 'function';
+    const usable = !!gpu && (jspi || pump);
     let memory = null;
     const objects = new Map(); // id -> GPU object
     const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
@@ -110,10 +114,11 @@ export function leanWebGPU() {
 
     const imports = {
         why(buf, cap) {
-            return gpu ? 0 : put('navigator.gpu is missing', buf, cap);
+            const why = !gpu ? 'navigator.gpu is missing' : !usable ? 'no JSPI (WebAssembly.Suspending), no pump' : '';
+            return why ? put(why, buf, cap) : 0;
         },
         jspi: () => (jspi ? 1 : 0),
-        instance_create: () => (gpu ? add({}) : 0),
+        instance_create: () => (usable ? add({}) : 0),
         request_adapter: (power, fallback) =>
             future(
                 gpu.requestAdapter({ powerPreference: POWER[power], forceFallbackAdapter: !!fallback }).then((a) =>

@@ -15,8 +15,9 @@
  * in pump mode (gpu_load_library's *pump; lean.h, LEAN_PENDING): an unsettled wait returns to
  * JavaScript, which awaits settle() and calls again. Either way WaitAny then reads the future's
  * status, handle and message and calls the callback the asynchronous call was given (all
- * callbacks are WaitAnyOnly here). A host without navigator.gpu gets no instance:
- * CreateInstance returns NULL and lean_webgpu.why says why.
+ * callbacks are WaitAnyOnly here). A host without navigator.gpu (or without JSPI that cannot
+ * make a call again: a WASI command) gets no instance: CreateInstance returns NULL and
+ * lean_webgpu.why says why.
  * Device lost and uncaptured errors arrive as JS events; JS queues them and WaitAny hands
  * them to the device's callbacks after each wait (Dawn calls them inside the failing call;
  * here they come at the next wait). DeviceDestroy calls the lost callback itself, reason
