@@ -65,7 +65,20 @@ typedef enum lean_status {
     LEAN_ERR_ARG = 6,          /* the caller asked for something that makes no sense */
     LEAN_ERR_CONTEXT_FULL = 7, /* the tokens do not fit in the context */
     LEAN_ERR_DEVICE = 8,       /* the GPU device was lost or failed mid-work (the message says why) */
+    LEAN_PENDING = 9,          /* not an error: the GPU has not answered yet; call again (below) */
 } lean_status;
+
+/* LEAN_PENDING: only the wasm32 build returns it, and only in a JavaScript host without JSPI
+ * (WebAssembly.Suspending: Safari), where a GPU wait cannot block. Only these calls return it:
+ * lean_ctx_create, lean_prefill, lean_decode, lean_gen_begin, lean_gen_next,
+ * lean_chat_session_create, lean_chat_step, lean_chat_turn and lean_gpu_probe. The call
+ * stopped where it had to wait, with nothing lost: await settle() of web/webgpu_imports.mjs
+ * (it resolves once every GPU request in flight has answered), then make the SAME call again
+ * with the SAME arguments; it resumes there (no work is done twice, a kernel the device
+ * rejected still fails lean_ctx_create). Make no other call on that context or session in
+ * between, but lean_gen_end (it drops a pending prefill's read-back), a chat abort (it takes
+ * effect once the pending step is done) or a free; void calls never wait there. Natively, and
+ * with JSPI, these calls block instead and never return it. */
 
 LEAN_API const char *lean_status_str(lean_status s);
 
@@ -610,7 +623,9 @@ LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, i
  * step: use lean_decode and lean_sampler_sample for them. */
 LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
 LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
-LEAN_API void lean_gen_end(lean_ctx *c); /* a no-op when no generation is in progress */
+/* A no-op when no generation is in progress; it also ends a prefill left LEAN_PENDING (the
+ * chunks it completed stay in the cache). */
+LEAN_API void lean_gen_end(lean_ctx *c);
 
 /* ---- profile ----
  * Where a context's GPU time goes. With lean_ctx_params.profile (or LEAN_PROFILE=1 in the

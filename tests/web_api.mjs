@@ -141,6 +141,8 @@ await rejects(Lean.load(good, { backend: 'tpu' }), "backend 'tpu'", 'an unknown 
     await auto.free();
     if (typeof leanWebGPU().settle === 'function') {
         const g = await Lean.load(good, { backend: 'gpu', exact: true, jspi: false });
+        // no JSPI, yet the GPU answered: only the pump (LEAN_PENDING, gpu.settle) can have waited
+        check(g.info.backend === 'gpu' && g.info.jspi === false, `no JSPI, gpu: info ${JSON.stringify(g.info)}`);
         same((await g.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '),
             await lean('run', '-m', 'build/fixtures/llama-q8_0.gguf', '--ids', PROMPT.join(','), '-n', '24', '--backend', 'gpu', '--exact'), 'no JSPI, gpu: ids');
         await g.free();

@@ -110,6 +110,7 @@ struct lean_backend_model {
     atomic_int refs;             /* the model's (until it lets go) and one per context */
     const char *thread;          /* on OpenGL (ES), the opening thread's thread_tag; else NULL */
     int sampler_checked;         /* gpu_sampler_check on g: 0 not yet, 1 passed, -1 failed */
+    gpu_sampler_check_run *check; /* that check in flight (pump mode: it returned LEAN_PENDING) */
     gpu_layer_weights *layers;   /* n_layer */
     gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
     lean_gpu_buf *output_norm;   /* (n_embd) F32 */
@@ -146,6 +147,8 @@ struct lean_backend_state {
     lean_gpu_buf *part;         /* prefill matmuls' partial sums (gpu_mm_out), NULL if none splits */
     lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
     lean_gpu_buf *logits;       /* (n_vocab) */
+    lean_gpu_buf *logits_rb;    /* (n_vocab) READBACK: a forward call's logits, mapped */
+    bool logits_wait;           /* pump mode: a forward's logits map is in flight (gpu_forward) */
     gpu_get_rows *embed;
     gpu_op norm_out;
     gpu_matmul *mm_out;
@@ -167,6 +170,7 @@ static void model_free(lean_backend_model *bm) {
     gpu_weight_free(&bm->tok_embd);
     gpu_weight_free(&bm->output);
     lean_gpu_buf_free(bm->output_norm);
+    gpu_sampler_check_free(bm->check);
     lean_gpu_close(bm->g);
     lean_mutex_destroy(&bm->lock);
     lean_free(bm);
@@ -196,7 +200,8 @@ static void free_state(lean_backend_state *s) {
     gpu_matmul_free(s->mm_out);
     gpu_op_free(&s->norm_out);
     lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,
-                            s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part};
+                            s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part,
+                            s->logits_rb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(s);
 }
@@ -275,7 +280,9 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
         (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
         (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
-        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)))
+        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
+        (st = lean_gpu_buf_create(s->g, 4ull * (uint64_t)hp->n_vocab, LEAN_GPU_READBACK, "logits read-back",
+                                  &s->logits_rb, err)))
         return st;
     /* no split where the parts would pass what one binding holds (a large n_batch on a device
      * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
@@ -673,20 +680,30 @@ static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, 
     return LEAN_OK;
 }
 
+/* The logits come back through logits_rb, copied and mapped with the forward pass. Pump mode:
+ * LEAN_PENDING leaves the map in flight (logits_wait), and the call made again (the same ids,
+ * n, pos: session.c) only takes it. */
 static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
                                lean_error *err) {
     if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
                          s->n_batch, s->n_ctx);
     if (s->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: forward during a generation");
-    lean_gpu_cmd *c = NULL;
-    /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
-    lean_status st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
-    if (!st) st = begin_forward(s, n, pos, logits != NULL, &c, err);
-    if (st) return st;
-    st = lean_gpu_submit(c, err);
-    if (!st && logits)
-        st = lean_gpu_buf_read(s->g, s->logits, 0, logits, (uint64_t)s->m->hp.n_vocab * sizeof(float), err);
+    const uint64_t bytes = (uint64_t)s->m->hp.n_vocab * sizeof(float);
+    lean_status st = LEAN_OK;
+    if (!s->logits_wait) {
+        lean_gpu_cmd *c = NULL;
+        /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
+        st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
+        if (!st) st = begin_forward(s, n, pos, logits != NULL, &c, err);
+        if (st) return st;
+        if (logits) lean_gpu_copy(c, s->logits, 0, s->logits_rb, 0, bytes);
+        st = lean_gpu_submit(c, err);
+        if (!st && logits) st = lean_gpu_map_begin(s->logits_rb, err);
+        if (st || !logits) return st;
+    }
+    st = lean_gpu_map_take(s->logits_rb, logits, bytes, err);
+    s->logits_wait = st == LEAN_PENDING;
     return st;
 }
 
@@ -713,7 +730,12 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
     int *checked = &s->bm->sampler_checked; /* the device's arithmetic: one verdict for every context */
     lean_status st = LEAN_OK;
     if (*checked == 0) { /* a verdict on the arithmetic is kept; a failure (a lost device) is not */
-        st = gpu_sampler_check(s->g, err);
+        if (!s->bm->check) st = gpu_sampler_check_begin(s->g, &s->bm->check, err);
+        if (s->bm->check) { /* pump mode: resumed by the call made again */
+            st = gpu_sampler_check_end(s->bm->check, err);
+            if (st == LEAN_PENDING) return st;
+            s->bm->check = NULL;
+        }
         if (st != LEAN_OK && st != LEAN_ERR_UNSUPPORTED) return st;
         *checked = st == LEAN_OK ? 1 : -1;
         st = LEAN_OK;
@@ -784,8 +806,10 @@ static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *
         if (st) return st;
         const int k = first % G->flight;
         const int32_t n = G->limit - G->n_read < G->block ? G->limit - G->n_read : G->block;
+        st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)n * 4, err);
+        if (st == LEAN_PENDING) return st; /* pump mode: every step stays submitted, the map in flight */
         G->mapping[k] = false;
-        if ((st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)n * 4, err))) return st;
+        if (st) return st;
         G->n_read += n;
     }
     const uint32_t u = (uint32_t)G->ready[G->n_out % G->block];
@@ -798,9 +822,10 @@ static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *
 
 static void gpu_gen_end(lean_backend_state *s) {
     gpu_gen *G = &s->gen;
-    int32_t drop[GEN_GREEDY_BLOCK];
+    if (s->logits_wait) lean_gpu_map_drop(s->logits_rb);
+    s->logits_wait = false;
     for (int k = 0; k < GEN_SLOTS; k++)
-        if (G->mapping[k]) (void)lean_gpu_map_take(G->slot[k], drop, 4, NULL);
+        if (G->mapping[k]) lean_gpu_map_drop(G->slot[k]);
     memset(G->mapping, 0, sizeof G->mapping);
     G->on = false;
 }
@@ -861,6 +886,13 @@ static void locked_gen_end(lean_backend_state *s) {
     lean_mutex_unlock(&s->bm->lock);
 }
 
+static lean_status locked_settle(lean_backend_state *s, lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = lean_gpu_settle(s->g, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
 static lean_status locked_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
     lean_status st = gpu_profile(s, steps, text, cap, err);
@@ -880,6 +912,7 @@ const lean_backend lean_backend_gpu = {
     .gen_begin = locked_gen_begin,
     .gen_next = locked_gen_next,
     .gen_end = locked_gen_end,
+    .settle = locked_settle,
     .profile = locked_profile,
     .describe = gpu_describe,
 };
