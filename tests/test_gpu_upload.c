@@ -4,18 +4,20 @@
  *     intact with the peak at 8 MiB; a model whose tensors are larger (a 10.9 MB Q8_0 embedding)
  *     and smaller (norms, 2 MiB F32 matrices adding up past 8 MiB) than that uploads with the
  *     peak <= 8 MiB, loaded normally and GPU-only;
- *   - the GPU-only load (lean_model_params.gpu_only) over a read callback: on fixture models of
+ *   - the GPU-only load (lean_model_params.gpu_only) over a read callback, pushed through a
+ *     lean_model_loader in pieces of 1 byte to 3 MiB, and from a path: on fixture models of
  *     every format and architecture, and tiny ones with rope_freqs and a tied output, the logits
  *     after a prompt and the greedy ids after it are the normal load's GPU context's, bit for
- *     bit; the stream is read forward only (each read at or past the last one's offset), in
+ *     bit; a pushed host load's tensors are the mapped file's; the stream is read forward only (each read at or past the last one's offset), in
  *     reads of at most 8 MiB; progress runs up to the bytes the GPU takes; the host allocates
  *     less than the weights (the normal streamed load's bytes less its weights, plus at most
  *     16 MiB: the 8 MiB piece and the repack scratch);
  *   - what such a model refuses: a CPU context (LEAN_ERR_UNSUPPORTED naming GPU-only), a context
  *     asking for other device settings (exact), a CPU backend for the load itself (LEAN_ERR_ARG);
  *     an "auto" context shares its device;
- *   - a stream that ends early (inside a tensor, inside the header) fails cleanly: LEAN_ERR_IO
- *     naming the tensor, no model, the device closed.
+ *   - a stream that ends early (inside a tensor, inside the header), pulled or pushed, fails
+ *     cleanly: LEAN_ERR_IO naming the tensor or the header, no model, the device closed; a push
+ *     past the file's size is refused, and end returns the refusal.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "core/common.h"
@@ -169,6 +171,17 @@ static void check_same(const char *path, const char *what) {
             CHECK(!memcmp(x.logits, z.logits, sizeof(float) * (size_t)lean_model_n_vocab(a)) &&
                       !memcmp(x.ids, z.ids, sizeof x.ids),
                   "%s: the pushed GPU-only load computes otherwise", what);
+        free(z.logits);
+        lean_model_free(c);
+        lean_model_params fp = lean_model_default_params(); /* a path: read through stdio */
+        fp.gpu_only = 1, fp.gpu_params = &cp, c = NULL;
+        const lean_status filed = lean_model_load_file_params(path, &fp, &c, &err);
+        CHECK(filed == LEAN_OK, "%s file gpu-only: %s", what, err.msg);
+        z = filed ? (run){0} : run_model(c, what, NULL);
+        if (x.ok && z.ok)
+            CHECK(!memcmp(x.logits, z.logits, sizeof(float) * (size_t)lean_model_n_vocab(a)) &&
+                      !memcmp(x.ids, z.ids, sizeof x.ids),
+                  "%s: the file's GPU-only load computes otherwise", what);
         free(z.logits);
         lean_model_free(c);
         CHECK(!watch.broken && watch.calls > 0 && watch.done == watch.total && watch.total == ctx_watch.total,
