@@ -269,8 +269,16 @@ static void test_big_model(const char *path) {
           (unsigned long long)streamed, (unsigned long long)info.weight_bytes);
     CHECK(gpu_only < info.weight_bytes, "GPU-only load: %llu host bytes for %llu of weights",
           (unsigned long long)gpu_only, (unsigned long long)info.weight_bytes);
-    printf("big model: weights %llu bytes; host bytes asked: streamed %llu, GPU-only %llu\n",
-           (unsigned long long)info.weight_bytes, (unsigned long long)streamed, (unsigned long long)gpu_only);
+    lean_model *pm = NULL;
+    lean_alloc_fail_at(0, false);
+    CHECK(load_pushed(path, UINT64_MAX, true, &cp, &pm, &err) == LEAN_OK, "pushed gpu-only: %s", err.msg);
+    const uint64_t pushed = lean_alloc_bytes();
+    lean_model_free(pm);
+    CHECK(pushed + info.weight_bytes <= streamed + 16 * MIB, "host bytes asked: pushed GPU-only %llu, streamed %llu",
+          (unsigned long long)pushed, (unsigned long long)streamed);
+    printf("big model: weights %llu bytes; host bytes asked: streamed %llu, GPU-only %llu, pushed GPU-only %llu\n",
+           (unsigned long long)info.weight_bytes, (unsigned long long)streamed, (unsigned long long)gpu_only,
+           (unsigned long long)pushed);
     if (st == LEAN_OK) {
         /* the load's device: its first context finds the peak of the streamed upload */
         if (lean_ctx_create(g, &cp, &c, &err) == LEAN_OK) {

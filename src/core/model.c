@@ -6,9 +6,10 @@
  * the architecture needs and checks its shape and type, and only then points the tensor
  * views at the weights: into the mapping (lean_model_load_file) or into one owned buffer
  * filled by bounded reads in file order (lean_model_load_stream; also what load_file
- * falls back to, through stdio, where the host has no mmap, as in WASI); or, GPU-only
- * (lean_model_params.gpu_only), into no host buffer at all: the GPU backend's model part is
- * made during the load and reads every tensor from the stream (lean_weight_source_read).
+ * falls back to, through stdio, where the host has no mmap, as in WASI; or pushed by the
+ * caller, lean_model_loader); or, GPU-only (lean_model_params.gpu_only), into no host buffer
+ * at all: the GPU backend's model part is made during the load and takes every tensor from
+ * the stream as it comes (lean_weight_source).
  * What it does not: compute anything, or convert any weight (they stay in their format).
  * Tensors the architecture does not use are ignored.
  *
@@ -17,7 +18,8 @@
  *   hyperparameters   <arch>.* keys -> lean_hparams
  *   tensors           name -> lean_tensor, with shape and type checks
  *   weights           binding views to mapped or streamed data
- *   the GPU-only load the stream read in file order, piece by piece, for the GPU part
+ *   streamed data    the data section walked in file order, pulled or pushed
+ *   pushed load       lean_model_loader: the header kept until it parses, then the data
  *   load / free       the two public loaders and their shared tail
  *   info              lean_model_get_info, lean_model_n_vocab, its tokenizer, its chat
  *                     template and the BOS / EOS texts a template is rendered with
@@ -580,20 +582,21 @@ lean_status lean_model_loader_push(lean_model_loader *l, const void *bytes, size
         return loader_failed(l, LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_loader_push: %zu bytes past the %llu the "
                                           "file was said to have", n, (unsigned long long)l->file_size), err);
     lean_status st = LEAN_OK;
-    if (l->m) {
-        st = source_push(&l->src, l->pos, bytes, n, err);
-    } else { /* the header: kept until it parses */
-        if (n > l->head_cap - l->head_len) {
+    const uint8_t *b = bytes;
+    while (st == LEAN_OK && n && !l->m) { /* the header: kept (up to the next try) until it parses */
+        const size_t take = l->next_try > l->head_len && l->next_try - l->head_len < n ? l->next_try - l->head_len : n;
+        if (take > l->head_cap - l->head_len) {
             size_t cap = l->head_cap ? l->head_cap : HEADER_FIRST_TRY;
-            while (cap - l->head_len < n) cap *= 2;
+            while (cap - l->head_len < take) cap *= 2;
             uint8_t *grown = lean_realloc(l->head, cap);
             if (!grown) return loader_failed(l, LEAN_FAIL(err, LEAN_ERR_NOMEM, "keeping %zu header bytes", cap), err);
             l->head = grown, l->head_cap = cap;
         }
-        memcpy(l->head + l->head_len, bytes, n);
-        l->head_len += n;
-        st = loader_header(l, l->pos + n == l->file_size, err);
+        memcpy(l->head + l->head_len, b, take);
+        l->head_len += take, l->pos += take, b += take, n -= take;
+        st = loader_header(l, l->pos == l->file_size, err);
     }
+    if (st == LEAN_OK && n) st = source_push(&l->src, l->pos, b, n, err);
     l->pos += n;
     return loader_failed(l, st, err);
 }
