@@ -142,8 +142,9 @@ typedef struct lean_model_params {
      * GPU contexts only, all on that one device and with its settings: a CPU context, one with
      * other exact or profile settings, one on another thread where the device is OpenGL (ES),
      * and any after its device is lost fail (LEAN_ERR_UNSUPPORTED, or LEAN_ERR_DEVICE for the
-     * loss), as the weights are on no other device to upload again. Streamed loads and
-     * lean_model_load_file_params (which then reads the file through stdio, once) honour it. */
+     * loss), as the weights are on no other device to upload again. Streamed loads (a read
+     * callback or lean_model_loader) and lean_model_load_file_params (which then reads the file
+     * through stdio, once) honour it. */
     int32_t gpu_only;
     /* nullable, with gpu_only: the device's settings, read as a context's (backend: "gpu" for any
      * adapter, NULL or "auto" for a hardware one only, failing with LEAN_ERR_UNSUPPORTED on a
@@ -173,9 +174,25 @@ LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const
 typedef size_t (*lean_read_fn)(void *user, uint64_t off, void *dst, size_t n);
 LEAN_API lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_size,
                                             lean_model **out, lean_error *err);
-/* The same with lean_model_params (progress per chunk read; gpu_only: tensors to the GPU). */
+/* The same with lean_model_params (progress per chunk read; gpu_only: tensors to the GPU). It
+ * reads forward only: the header, then just the bytes of the tensors it takes, in file order. */
 LEAN_API lean_status lean_model_load_stream_params(lean_read_fn read, void *user, uint64_t file_size,
                                                    const lean_model_params *p, lean_model **out, lean_error *err);
+
+/* The streamed load driven by the caller, for bytes that arrive when they arrive (a fetch in a
+ * browser, where a read callback could not wait for the network): begin with the file's size,
+ * push its bytes in order in pieces of any size, end. What lean_model_load_stream_params does
+ * with the same params, without a callback: the header is kept until it parses (it is tried at
+ * 64 KiB and again each time the bytes pushed double), then the weights go to host memory or,
+ * gpu_only, to the GPU as they come. A failed push keeps its error, returned by every later
+ * push and by end; end fails with LEAN_ERR_IO naming the tensor the stream stopped in when
+ * fewer than the file's bytes came. end always frees the loader (free abandons one). */
+typedef struct lean_model_loader lean_model_loader;
+LEAN_API lean_status lean_model_loader_begin(uint64_t file_size, const lean_model_params *p, lean_model_loader **out,
+                                             lean_error *err);
+LEAN_API lean_status lean_model_loader_push(lean_model_loader *l, const void *bytes, size_t n, lean_error *err);
+LEAN_API lean_status lean_model_loader_end(lean_model_loader *l, lean_model **out, lean_error *err);
+LEAN_API void lean_model_loader_free(lean_model_loader *l);
 LEAN_API void lean_model_free(lean_model *m);
 
 typedef struct lean_model_info {

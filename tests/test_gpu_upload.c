@@ -4,22 +4,25 @@
  *     intact with the peak at 8 MiB; a model whose tensors are larger (a 10.9 MB Q8_0 embedding)
  *     and smaller (norms, 2 MiB F32 matrices adding up past 8 MiB) than that uploads with the
  *     peak <= 8 MiB, loaded normally and GPU-only;
- *   - the GPU-only load (lean_model_params.gpu_only) over a read callback: on fixture models of
+ *   - the GPU-only load (lean_model_params.gpu_only) over a read callback, pushed through a
+ *     lean_model_loader in pieces of 1 byte to 3 MiB, and from a path: on fixture models of
  *     every format and architecture, and tiny ones with rope_freqs and a tied output, the logits
  *     after a prompt and the greedy ids after it are the normal load's GPU context's, bit for
- *     bit; the stream is read forward only (each read at or past the last one's offset), in
+ *     bit; a pushed host load's tensors are the mapped file's; the stream is read forward only (each read at or past the last one's offset), in
  *     reads of at most 8 MiB; progress runs up to the bytes the GPU takes; the host allocates
  *     less than the weights (the normal streamed load's bytes less its weights, plus at most
  *     16 MiB: the 8 MiB piece and the repack scratch);
  *   - what such a model refuses: a CPU context (LEAN_ERR_UNSUPPORTED naming GPU-only), a context
  *     asking for other device settings (exact), a CPU backend for the load itself (LEAN_ERR_ARG);
  *     an "auto" context shares its device;
- *   - a stream that ends early (inside a tensor, inside the header) fails cleanly: LEAN_ERR_IO
- *     naming the tensor, no model, the device closed.
+ *   - a stream that ends early (inside a tensor, inside the header), pulled or pushed, fails
+ *     cleanly: LEAN_ERR_IO naming the tensor or the header, no model, the device closed; a push
+ *     past the file's size is refused, and end returns the refusal.
  *
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
 #include "core/common.h"
 #include "core/gguf.h"
+#include "core/model.h"
 #include "core/test_hooks.h"
 #include "gpu/test_hooks.h"
 #include "gpu_test.h"
@@ -71,6 +74,33 @@ static lean_status load_gpu_only(const char *path, uint64_t limit, const lean_ct
     lean_status st = lean_model_load_stream_params(read_fn, r, size, &p, m, err);
     fclose(r->fp);
     return st;
+}
+
+/* The model at path pushed through a lean_model_loader in pieces of varying sizes (1 byte to
+ * 3 MiB), the first limit bytes only; gpu_only as asked. */
+static lean_status load_pushed(const char *path, uint64_t limit, bool gpu_only, const lean_ctx_params *cp,
+                               lean_model **m, lean_error *err) {
+    size_t size = 0;
+    uint8_t *bytes = test_read_file(path, &size);
+    if (!bytes) return LEAN_FAIL(err, LEAN_ERR_IO, "cannot read %s", path);
+    lean_model_params p = lean_model_default_params();
+    p.gpu_only = gpu_only;
+    p.gpu_params = cp;
+    lean_model_loader *l = NULL;
+    lean_status st = lean_model_loader_begin(size, &p, &l, err);
+    static const size_t pieces[] = {1, 7, 4096, 65535, 3 << 20, 100, 1 << 20};
+    const uint64_t end = limit < size ? limit : size;
+    for (uint64_t at = 0, i = 0; !st && at < end; i++) {
+        const size_t n = (size_t)(end - at < pieces[i % 7] ? end - at : pieces[i % 7]);
+        st = lean_model_loader_push(l, bytes + at, n, err);
+        at += n;
+    }
+    lean_error end_err;
+    const lean_status st_end = l ? lean_model_loader_end(l, m, &end_err) : st;
+    CHECK(st == LEAN_OK || st_end == st, "a failed push's error comes back from end: %d, then %d", st, st_end);
+    if (!st && err) *err = end_err;
+    free(bytes);
+    return st ? st : st_end;
 }
 
 static lean_ctx_params gpu_params(const char *backend) {
@@ -133,6 +163,27 @@ static void check_same(const char *path, const char *what) {
               r.backwards ? "went back" : "forward", (unsigned long long)r.max_n);
         test_progress ctx_watch = {0}; /* the normal load's first GPU context uploads */
         run x = run_model(a, what, &ctx_watch), y = run_model(b, what, NULL);
+        lean_model *c = NULL;
+        const lean_status pushed = load_pushed(path, UINT64_MAX, true, &cp, &c, &err);
+        CHECK(pushed == LEAN_OK, "%s pushed gpu-only: %s", what, err.msg);
+        run z = pushed ? (run){0} : run_model(c, what, NULL);
+        if (x.ok && z.ok)
+            CHECK(!memcmp(x.logits, z.logits, sizeof(float) * (size_t)lean_model_n_vocab(a)) &&
+                      !memcmp(x.ids, z.ids, sizeof x.ids),
+                  "%s: the pushed GPU-only load computes otherwise", what);
+        free(z.logits);
+        lean_model_free(c);
+        lean_model_params fp = lean_model_default_params(); /* a path: read through stdio */
+        fp.gpu_only = 1, fp.gpu_params = &cp, c = NULL;
+        const lean_status filed = lean_model_load_file_params(path, &fp, &c, &err);
+        CHECK(filed == LEAN_OK, "%s file gpu-only: %s", what, err.msg);
+        z = filed ? (run){0} : run_model(c, what, NULL);
+        if (x.ok && z.ok)
+            CHECK(!memcmp(x.logits, z.logits, sizeof(float) * (size_t)lean_model_n_vocab(a)) &&
+                      !memcmp(x.ids, z.ids, sizeof x.ids),
+                  "%s: the file's GPU-only load computes otherwise", what);
+        free(z.logits);
+        lean_model_free(c);
         CHECK(!watch.broken && watch.calls > 0 && watch.done == watch.total && watch.total == ctx_watch.total,
               "%s: progress %llu calls, %llu of %llu (a context's upload: %llu)", what, (unsigned long long)watch.calls,
               (unsigned long long)watch.done, (unsigned long long)watch.total, (unsigned long long)ctx_watch.total);
@@ -218,8 +269,16 @@ static void test_big_model(const char *path) {
           (unsigned long long)streamed, (unsigned long long)info.weight_bytes);
     CHECK(gpu_only < info.weight_bytes, "GPU-only load: %llu host bytes for %llu of weights",
           (unsigned long long)gpu_only, (unsigned long long)info.weight_bytes);
-    printf("big model: weights %llu bytes; host bytes asked: streamed %llu, GPU-only %llu\n",
-           (unsigned long long)info.weight_bytes, (unsigned long long)streamed, (unsigned long long)gpu_only);
+    lean_model *pm = NULL;
+    lean_alloc_fail_at(0, false);
+    CHECK(load_pushed(path, UINT64_MAX, true, &cp, &pm, &err) == LEAN_OK, "pushed gpu-only: %s", err.msg);
+    const uint64_t pushed = lean_alloc_bytes();
+    lean_model_free(pm);
+    CHECK(pushed + info.weight_bytes <= streamed + 16 * MIB, "host bytes asked: pushed GPU-only %llu, streamed %llu",
+          (unsigned long long)pushed, (unsigned long long)streamed);
+    printf("big model: weights %llu bytes; host bytes asked: streamed %llu, GPU-only %llu, pushed GPU-only %llu\n",
+           (unsigned long long)info.weight_bytes, (unsigned long long)streamed, (unsigned long long)gpu_only,
+           (unsigned long long)pushed);
     if (st == LEAN_OK) {
         /* the load's device: its first context finds the peak of the streamed upload */
         if (lean_ctx_create(g, &cp, &c, &err) == LEAN_OK) {
@@ -279,7 +338,40 @@ static void test_refusals(const char *path) {
               (unsigned long long)cut[i], st, err.msg);
         if (i == 0)
             CHECK(st == LEAN_ERR_IO && strstr(err.msg, "reading tensor '"), "truncated in a tensor: %s", err.msg);
+        for (int gpu = 0; gpu < 2; gpu++) { /* the same bytes pushed, to the GPU or the host */
+            m = NULL;
+            const lean_status sp = load_pushed(path, cut[i], gpu, &cp, &m, &err);
+            CHECK(sp == LEAN_ERR_IO && !m && lean_gpu_open_count() == open0 &&
+                      strstr(err.msg, i == 0 ? (gpu ? "reading tensor '" : "reading tensor data") : "inside the header"),
+                  "pushed (%s), truncated at %llu: %d %s", gpu ? "gpu-only" : "host", (unsigned long long)cut[i], sp,
+                  err.msg);
+        }
     }
+    /* more bytes than the file has: refused, and the refusal is end's too */
+    lean_model_loader *l = NULL;
+    static const uint8_t junk[8];
+    CHECK(lean_model_loader_begin(4, NULL, &l, &err) == LEAN_OK && lean_model_loader_push(l, junk, 8, &err) == LEAN_ERR_ARG &&
+              lean_model_loader_push(l, junk, 1, &err) == LEAN_ERR_ARG && lean_model_loader_end(l, &m, &err) == LEAN_ERR_ARG &&
+              !m,
+          "a push past the file: %s", err.msg);
+}
+
+/* A host load pushed in pieces equals the mapped one: the same bytes behind every view. */
+static void test_pushed_host(const char *path) {
+    lean_error err;
+    lean_model *a = NULL, *b = NULL;
+    CHECK(lean_model_load_file(path, &a, &err) == LEAN_OK, "load: %s", err.msg);
+    CHECK(load_pushed(path, UINT64_MAX, false, NULL, &b, &err) == LEAN_OK, "pushed: %s", err.msg);
+    if (a && b) {
+        bool same = !memcmp(a->tok_embd.data, b->tok_embd.data, a->tok_embd.n_bytes) &&
+                    !memcmp(a->output_norm.data, b->output_norm.data, a->output_norm.n_bytes);
+        for (int il = 0; il < a->hp.n_layer; il++)
+            same = same && !memcmp(a->layers[il].w_down.data, b->layers[il].w_down.data, a->layers[il].w_down.n_bytes) &&
+                   !memcmp(a->layers[il].wq.data, b->layers[il].wq.data, a->layers[il].wq.n_bytes);
+        CHECK(same && !b->gpu_only, "a pushed host load's tensors differ from the mapped ones");
+    }
+    lean_model_free(a);
+    lean_model_free(b);
 }
 
 int main(void) {
@@ -294,6 +386,7 @@ int main(void) {
     test_big_model(path);
     check_same(path, "big tiny (Q8_0 embedding, rope_freqs, tied)");
     test_refusals(path);
+    test_pushed_host(path);
     unlink(path);
 
     /* tiny models: untied Q8_0 stacks, qwen2's biases, qwen3's q/k norms */

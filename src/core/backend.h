@@ -31,9 +31,11 @@ typedef struct lean_backend_config {
     const struct lean_gpu_options *gpu; /* the GPU's kernel variants; NULL: the library's (tests) */
     lean_progress_fn progress;          /* lean_ctx_params.progress: model_create's uploads */
     void *progress_user;
-    /* NULL, or (a GPU-only load, model.c) where model_create reads the tensors it takes, whose
-     * views have no data (lean_weight_source_read); progress then counts bytes per piece */
-    const lean_weight_source *source;
+    /* NULL, or (a GPU-only load, model.c) where the tensors model_create takes come from: their
+     * views have no data; model_create makes the buffers and names the tensors
+     * (lean_weight_source_expect), the load gives their bytes, then calls model_finish;
+     * progress counts bytes per piece */
+    lean_weight_source *source;
 } lean_backend_config;
 
 typedef struct lean_backend {
@@ -66,6 +68,9 @@ typedef struct lean_backend {
                                 lean_error *err);
     lean_status (*model_check)(lean_backend_model *bm, const lean_backend_config *cfg, bool *alone, lean_error *err);
     void (*model_release)(lean_backend_model *bm);
+    /* Optional, a GPU-only load's end (lean_backend_config.source): every piece has been given;
+     * checks every tensor came whole and finishes the uploads. */
+    lean_status (*model_finish)(lean_backend_model *bm, lean_error *err);
     /* Runs ids[0..n) at positions pos..pos+n (n <= n_batch), writing their K/V.
      * logits (nullable): n_vocab floats for the last of the n tokens. */
     lean_status (*forward)(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos,

@@ -6,10 +6,11 @@
  * the architecture needs and checks its shape and type, and only then points the tensor
  * views at the weights: into the mapping (lean_model_load_file) or into one owned buffer
  * filled by bounded reads in file order (lean_model_load_stream; also what load_file
- * falls back to, through stdio, where the host has no mmap, as in WASI), or into the
- * caller's bytes (lean_model_load_memory); or, GPU-only (lean_model_params.gpu_only), into
- * no host buffer at all: the GPU backend's model part is made during the load and reads
- * every tensor from the stream (lean_weight_source_read).
+ * falls back to, through stdio, where the host has no mmap, as in WASI; or pushed by the
+ * caller, lean_model_loader), or into the caller's bytes (lean_model_load_memory); or,
+ * GPU-only (lean_model_params.gpu_only), into no host buffer at all: the GPU backend's model
+ * part is made during the load and takes every tensor from the stream as it comes
+ * (lean_weight_source).
  * What it does not: compute anything, or convert any weight (they stay in their format).
  * Tensors the architecture does not use are ignored.
  *
@@ -18,7 +19,8 @@
  *   hyperparameters   <arch>.* keys -> lean_hparams
  *   tensors           name -> lean_tensor, with shape and type checks
  *   weights           binding views to mapped or streamed data
- *   the GPU-only load the stream read in file order, piece by piece, for the GPU part
+ *   streamed data    the data section walked in file order, pulled or pushed
+ *   pushed load       lean_model_loader: the header kept until it parses, then the data
  *   load / free       the public loaders and their shared tail
  *   info              lean_model_get_info, lean_model_n_vocab, its tokenizer, its chat
  *                     template and the BOS / EOS texts a template is rendered with
@@ -315,117 +317,312 @@ static uint64_t data_bytes(const gguf_file *f) {
     return end;
 }
 
-/* Reads the data section [data_offset, end of the last tensor) in file order, in
- * chunks of at most STREAM_CHUNK_BYTES, into one owned buffer m->weights; p->progress
- * (nullable p) after each chunk. */
-static lean_status stream_weights(lean_model *m, lean_read_fn read, void *user, const lean_model_params *p,
-                                  lean_error *err) {
-    const gguf_file *f = m->gguf;
-    const uint64_t end = data_bytes(f);
-    if (end > SIZE_MAX)
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "tensor data of %llu bytes does not fit in memory",
-                         (unsigned long long)end);
-    m->weights = lean_malloc((size_t)end);
-    if (!m->weights)
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %llu bytes for tensor data",
-                         (unsigned long long)end);
-    uint8_t *dst = m->weights;
-    for (uint64_t done = 0; done < end;) {
-        size_t want = end - done < STREAM_CHUNK_BYTES ? (size_t)(end - done) : STREAM_CHUNK_BYTES;
-        uint64_t off = f->data_offset + done;
-        size_t got = read(user, off, dst + done, want);
-        if (got != want)
-            return LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor data: %zu of %zu bytes at offset %llu",
-                             got, want, (unsigned long long)off);
-        done += want;
-        if (p && p->progress) p->progress(p->progress_user, done, end);
-    }
-    return LEAN_OK;
-}
+/* ---- the streamed data section: pulled (a read callback) or pushed (lean_model_loader) ----
+ * A lean_weight_source walks the tensors to read in file order: the data section into
+ * m->weights (a host load), or, GPU-only, each tensor the GPU part takes, in pieces of at most
+ * STREAM_CHUNK_BYTES of whole blocks through one buffer, given to the part's sink, and
+ * rope_freqs into m->weights. source_want says which bytes come next and where they go;
+ * source_got takes them. A pull reads exactly those; a push copies them out of what arrives,
+ * skipping the bytes no tensor wants. */
 
-/* ---- the GPU-only load ---- */
+typedef struct source_item {
+    uint64_t offset, n_bytes; /* in the file */
+    uint32_t block;           /* sink items come in pieces of whole blocks */
+    int k;                    /* the sink's tensor k, or -1: into host */
+    uint8_t *host;
+    const char *name;
+} source_item;
 
 struct lean_weight_source {
-    lean_read_fn read;
+    lean_model *m;
+    const lean_backend *be; /* GPU-only: the backend whose part is being filled */
+    source_item *items;
+    int n_items, cur;
+    uint64_t at, fill; /* bytes of items[cur] given on, and in chunk */
+    uint8_t *chunk;
+    lean_tensor_sink sink;
     void *user;
-    lean_model *m; /* its host tensors (rope_freqs) are read into m->weights */
+    lean_progress_fn progress; /* a host load's: bytes of the data section */
+    void *progress_user;
 };
-
-/* A tensor to read: where it lies in the file, and where it goes (sink's k, or the host). */
-typedef struct source_item {
-    uint64_t offset;
-    int k;             /* -1: the host tensor host */
-    lean_tensor *host;
-} source_item;
 
 static int by_offset(const void *a, const void *b) {
     const source_item *x = a, *y = b;
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* Reads n bytes at data-section offset `at` into dst, or LEAN_ERR_IO naming the tensor. */
-static lean_status source_bytes(const lean_weight_source *src, const char *name, uint64_t at, void *dst, size_t n,
-                                lean_error *err) {
-    const uint64_t off = src->m->gguf->data_offset + at;
-    const size_t got = src->read(src->user, off, dst, n);
-    return got == n ? LEAN_OK
-                    : LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s': %zu of %zu bytes at offset %llu (the stream "
-                                "ended early)", name, got, n, (unsigned long long)off);
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* The piece of item it that starts at its byte at. */
+static uint64_t piece_of(const source_item *it, uint64_t at) {
+    return min_u64(it->n_bytes - at, it->k < 0 ? STREAM_CHUNK_BYTES : STREAM_CHUNK_BYTES / it->block * it->block);
 }
 
-lean_status lean_weight_source_read(const lean_weight_source *src, const lean_tensor *const *ts, int n,
-                                    lean_tensor_sink sink, void *user, lean_error *err) {
-    lean_model *m = src->m;
-    lean_tensor *host = m->rope_freqs.name ? &m->rope_freqs : NULL;
-    source_item *items = lean_calloc((size_t)n + 1, sizeof *items);
-    uint8_t *chunk = lean_malloc(STREAM_CHUNK_BYTES);
-    lean_status st = LEAN_OK;
-    if (host && !m->weights) m->weights = lean_malloc((size_t)host->n_bytes);
-    if (!items || !chunk || (host && !m->weights))
-        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the %zu-byte read buffer of a streamed load",
-                       STREAM_CHUNK_BYTES);
-    int n_items = 0;
-    for (int k = 0; !st && k < n; k++) items[n_items++] = (source_item){.offset = ts[k]->offset, .k = k};
-    if (!st && host) items[n_items++] = (source_item){.offset = host->offset, .k = -1, .host = host};
-    if (!st) qsort(items, (size_t)n_items, sizeof *items, by_offset);
-    for (int i = 0; !st && i < n_items; i++) {
-        if (items[i].k < 0) { /* small: read where the host keeps it */
-            st = source_bytes(src, items[i].host->name, items[i].offset, m->weights, (size_t)items[i].host->n_bytes,
-                              err);
-            if (!st) items[i].host->data = m->weights;
-            continue;
-        }
-        const lean_tensor *t = ts[items[i].k];
-        const uint64_t block = lean_type_traits_get(t->type)->block_bytes;
-        const uint64_t piece = STREAM_CHUNK_BYTES / block * block;
-        for (uint64_t at = 0; !st && at < t->n_bytes; at += piece) {
-            const size_t want = (size_t)(t->n_bytes - at < piece ? t->n_bytes - at : piece);
-            st = source_bytes(src, t->name, t->offset + at, chunk, want, err);
-            if (!st) st = sink(user, items[i].k, at, chunk, want, err);
-        }
-    }
-    lean_free(items);
-    lean_free(chunk);
+/* The next bytes the load wants: *n at file offset *off, into *dst; *n == 0 once all came. */
+static void source_want(const lean_weight_source *s, uint64_t *off, uint8_t **dst, uint64_t *n) {
+    *n = 0;
+    if (s->cur == s->n_items) return;
+    const source_item *it = &s->items[s->cur];
+    *off = it->offset + s->at + s->fill;
+    *dst = (it->k < 0 ? it->host + s->at : s->chunk) + s->fill;
+    *n = piece_of(it, s->at) - s->fill;
+}
+
+/* n (<= source_want's) of the bytes wanted have come. */
+static lean_status source_got(lean_weight_source *s, uint64_t n, lean_error *err) {
+    const source_item *it = &s->items[s->cur];
+    const uint64_t piece = piece_of(it, s->at);
+    s->fill += n;
+    if (s->fill < piece) return LEAN_OK;
+    lean_status st = it->k < 0 ? LEAN_OK : s->sink(s->user, it->k, s->at, s->chunk, piece, err);
+    s->at += piece, s->fill = 0;
+    if (it->k < 0 && s->progress) s->progress(s->progress_user, s->at, it->n_bytes);
+    if (s->at == it->n_bytes) s->cur++, s->at = 0;
     return st;
 }
 
-/* After the header: the model's part made on the GPU during the load, every tensor it takes
- * read from the stream straight to the device (lean_model_params.gpu_only). */
-static lean_status load_gpu_only(lean_model *m, lean_read_fn read, void *user, const lean_model_params *p,
-                                 lean_error *err) {
+lean_status lean_weight_source_expect(lean_weight_source *s, const lean_tensor *const *ts, int n,
+                                      lean_tensor_sink sink, void *user, lean_error *err) {
+    lean_model *m = s->m;
+    lean_tensor *host = m->rope_freqs.name ? &m->rope_freqs : NULL;
+    s->items = lean_calloc((size_t)n + 1, sizeof *s->items);
+    s->chunk = lean_malloc(STREAM_CHUNK_BYTES);
+    if (host) m->weights = lean_malloc((size_t)host->n_bytes);
+    if (!s->items || !s->chunk || (host && !m->weights))
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the %zu-byte buffer of a streamed load", STREAM_CHUNK_BYTES);
+    const uint64_t base = m->gguf->data_offset;
+    for (int k = 0; k < n; k++)
+        s->items[s->n_items++] = (source_item){.offset = base + ts[k]->offset, .n_bytes = ts[k]->n_bytes, .k = k,
+                                               .block = lean_type_traits_get(ts[k]->type)->block_bytes,
+                                               .name = ts[k]->name};
+    if (host) {
+        s->items[s->n_items++] = (source_item){.offset = base + host->offset, .n_bytes = host->n_bytes, .k = -1,
+                                               .host = m->weights, .name = host->name};
+        host->data = m->weights; /* filled before the load returns */
+    }
+    qsort(s->items, (size_t)s->n_items, sizeof *s->items, by_offset);
+    s->sink = sink, s->user = user;
+    return LEAN_OK;
+}
+
+/* After the header: what the data section's bytes are read for. GPU-only, the GPU backend's
+ * part is made now (device, buffers; lean_model_params.gpu_params), and names its tensors
+ * (lean_weight_source_expect); else the data section goes to m->weights. */
+static lean_status source_begin(lean_model *m, const lean_model_params *p, lean_weight_source *s, lean_error *err) {
+    *s = (lean_weight_source){.m = m};
+    if (!p || !p->gpu_only) {
+        const uint64_t end = data_bytes(m->gguf);
+        if (end > SIZE_MAX || !(m->weights = lean_malloc((size_t)end)))
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %llu bytes for tensor data", (unsigned long long)end);
+        s->items = lean_calloc(1, sizeof *s->items);
+        if (!s->items) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating a streamed load");
+        s->items[0] = (source_item){.offset = m->gguf->data_offset, .n_bytes = end, .k = -1, .host = m->weights};
+        s->n_items = end > 0;
+        if (p) s->progress = p->progress, s->progress_user = p->progress_user;
+        return LEAN_OK;
+    }
     const lean_ctx_params cp = p->gpu_params ? *p->gpu_params : lean_ctx_default_params();
     lean_backend_choice bc;
     lean_status st = lean_backend_choose(cp.backend, cp.exact != 0, &bc, err);
     if (st != LEAN_OK) return st;
-    if (!bc.be->model_create)
+    if (!bc.be->model_create || !bc.be->model_finish)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_only: backend '%s' keeps no weights on a device (\"gpu\" or \"auto\")",
                          cp.backend);
-    const lean_weight_source src = {.read = read, .user = user, .m = m};
     const lean_backend_config cfg = {.hardware_only = bc.hardware_only, .exact = cp.exact != 0,
                                      .profile = cp.profile != 0, .progress = p->progress,
-                                     .progress_user = p->progress_user, .source = &src};
+                                     .progress_user = p->progress_user, .source = s};
     st = bc.be->model_create(m, &cfg, &m->share->part, err);
-    if (st == LEAN_OK) m->share->be = bc.be, m->gpu_only = true;
+    if (st == LEAN_OK) m->share->be = s->be = bc.be;
+    return st;
+}
+
+/* Every byte wanted has come: the part's uploads finish (GPU-only), or the views are bound. */
+static lean_status source_end(lean_weight_source *s, uint64_t pos, lean_error *err) {
+    lean_status st = LEAN_OK;
+    const source_item *it = s->cur < s->n_items ? &s->items[s->cur] : NULL;
+    if (it && it->name)
+        st = LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s': the stream ended at byte %llu, %llu bytes into it",
+                       it->name, (unsigned long long)pos,
+                       (unsigned long long)(pos > it->offset ? pos - it->offset : 0));
+    else if (it)
+        st = LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor data: the stream ended at byte %llu, before byte %llu",
+                       (unsigned long long)pos, (unsigned long long)(it->offset + it->n_bytes));
+    else if (s->be)
+        st = s->be->model_finish(s->m->share->part, err), s->m->gpu_only = st == LEAN_OK;
+    else
+        bind_all(s->m, s->m->weights);
+    lean_free(s->items);
+    lean_free(s->chunk);
+    s->items = NULL, s->chunk = NULL;
+    return st;
+}
+
+/* Reads what the source wants through read(), in file order. */
+static lean_status source_pull(lean_weight_source *s, lean_read_fn read, void *user, uint64_t *pos,
+                               lean_error *err) {
+    for (;;) {
+        uint64_t off, n;
+        uint8_t *dst;
+        source_want(s, &off, &dst, &n);
+        if (!n) return LEAN_OK;
+        const size_t got = read(user, off, dst, (size_t)n);
+        *pos = off + got;
+        if (got != n) return LEAN_OK; /* the stream ended: source_end names the tensor */
+        lean_status st = source_got(s, n, err);
+        if (st != LEAN_OK) return st;
+    }
+}
+
+/* Takes n bytes that arrived at file offset pos. */
+static lean_status source_push(lean_weight_source *s, uint64_t pos, const uint8_t *bytes, uint64_t n,
+                               lean_error *err) {
+    while (n) {
+        uint64_t off, want;
+        uint8_t *dst;
+        source_want(s, &off, &dst, &want);
+        if (!want) return LEAN_OK; /* past the last tensor */
+        const uint64_t skip = min_u64(n, off > pos ? off - pos : 0); /* bytes no tensor wants */
+        pos += skip, bytes += skip, n -= skip;
+        const uint64_t take = min_u64(n, want);
+        if (!take) continue;
+        memcpy(dst, bytes, (size_t)take);
+        pos += take, bytes += take, n -= take;
+        lean_status st = source_got(s, take, err);
+        if (st != LEAN_OK) return st;
+    }
+    return LEAN_OK;
+}
+
+/* ---- the pushed load (lean_model_loader) ---- */
+
+static lean_status load_header(lean_read_fn read, void *user, uint64_t file_size, lean_model **out,
+                               lean_error *err);
+
+#define HEADER_FIRST_TRY ((size_t)64 << 10) /* bytes before the header is parsed the first time */
+
+struct lean_model_loader {
+    lean_model_params p;
+    lean_ctx_params gpu;    /* p.gpu_params' copy */
+    uint64_t file_size, pos; /* bytes pushed so far */
+    uint8_t *head;          /* the bytes so far, until the header parses */
+    size_t head_len, head_cap, next_try;
+    lean_model *m;          /* once the header parsed */
+    lean_weight_source src;
+    lean_status failed;     /* the first failure, returned again */
+    lean_error why;
+};
+
+/* A lean_read_fn over the bytes pushed so far; starved: it was asked past them. */
+typedef struct head_reader {
+    const uint8_t *bytes;
+    size_t len;
+    bool starved;
+} head_reader;
+
+static size_t head_read(void *user, uint64_t off, void *dst, size_t n) {
+    head_reader *h = user;
+    if (off >= h->len || n > h->len - off) h->starved = true;
+    if (off >= h->len) return 0;
+    if (n > h->len - off) n = h->len - off;
+    memcpy(dst, h->bytes + off, n);
+    return n;
+}
+
+lean_status lean_model_loader_begin(uint64_t file_size, const lean_model_params *p, lean_model_loader **out,
+                                    lean_error *err) {
+    if (!out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_loader_begin: NULL argument");
+    *out = lean_calloc(1, sizeof **out);
+    if (!*out) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating a model loader");
+    lean_model_loader *l = *out;
+    l->p = p ? *p : lean_model_default_params();
+    if (l->p.gpu_params) l->gpu = *l->p.gpu_params, l->p.gpu_params = &l->gpu;
+    l->file_size = file_size;
+    l->next_try = HEADER_FIRST_TRY;
+    return LEAN_OK;
+}
+
+/* Parses the header once enough has come (a starved parse waits for twice the bytes), then
+ * begins the data section with the bytes past it. */
+static lean_status loader_header(lean_model_loader *l, bool last, lean_error *err) {
+    if (l->head_len < l->next_try && !last) return LEAN_OK;
+    head_reader h = {.bytes = l->head, .len = l->head_len};
+    lean_error e;
+    lean_status st = load_header(head_read, &h, l->file_size, &l->m, &e);
+    if (st != LEAN_OK && h.starved && !last) {
+        l->next_try = 2 * l->head_len;
+        return LEAN_OK;
+    }
+    if (st != LEAN_OK && h.starved && l->head_len < l->file_size)
+        return LEAN_FAIL(err, LEAN_ERR_IO, "the stream ended at byte %zu, inside the header (the file has %llu)",
+                         l->head_len, (unsigned long long)l->file_size);
+    if (err && st != LEAN_OK) *err = e;
+    if (st == LEAN_OK) st = source_begin(l->m, &l->p, &l->src, err);
+    if (st == LEAN_OK) st = source_push(&l->src, 0, l->head, l->head_len, err);
+    lean_free(l->head);
+    l->head = NULL;
+    return st;
+}
+
+/* The loader's first failure, kept and returned by every later call. */
+static lean_status loader_failed(lean_model_loader *l, lean_status st, lean_error *err) {
+    if (st != LEAN_OK && !l->failed) {
+        l->failed = st;
+        if (err) l->why = *err;
+        else l->why = (lean_error){.status = st};
+    }
+    return st;
+}
+
+lean_status lean_model_loader_push(lean_model_loader *l, const void *bytes, size_t n, lean_error *err) {
+    if (!l || (n && !bytes)) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_loader_push: NULL argument");
+    if (l->failed) {
+        if (err) *err = l->why;
+        return l->failed;
+    }
+    if (n > l->file_size - l->pos)
+        return loader_failed(l, LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_loader_push: %zu bytes past the %llu the "
+                                          "file was said to have", n, (unsigned long long)l->file_size), err);
+    lean_status st = LEAN_OK;
+    const uint8_t *b = bytes;
+    while (st == LEAN_OK && n && !l->m) { /* the header: kept (up to the next try) until it parses */
+        const size_t take = l->next_try > l->head_len && l->next_try - l->head_len < n ? l->next_try - l->head_len : n;
+        if (take > l->head_cap - l->head_len) {
+            size_t cap = l->head_cap ? l->head_cap : HEADER_FIRST_TRY;
+            while (cap - l->head_len < take) cap *= 2;
+            uint8_t *grown = lean_realloc(l->head, cap);
+            if (!grown) return loader_failed(l, LEAN_FAIL(err, LEAN_ERR_NOMEM, "keeping %zu header bytes", cap), err);
+            l->head = grown, l->head_cap = cap;
+        }
+        memcpy(l->head + l->head_len, b, take);
+        l->head_len += take, l->pos += take, b += take, n -= take;
+        st = loader_header(l, l->pos == l->file_size, err);
+    }
+    if (st == LEAN_OK && n) st = source_push(&l->src, l->pos, b, n, err);
+    l->pos += n;
+    return loader_failed(l, st, err);
+}
+
+void lean_model_loader_free(lean_model_loader *l) {
+    if (!l) return;
+    lean_free(l->src.items);
+    lean_free(l->src.chunk);
+    lean_model_free(l->m); /* the GPU part made so far with it */
+    lean_free(l->head);
+    lean_free(l);
+}
+
+lean_status lean_model_loader_end(lean_model_loader *l, lean_model **out, lean_error *err) {
+    if (!l || !out) {
+        lean_model_loader_free(l);
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_loader_end: NULL argument");
+    }
+    *out = NULL;
+    lean_status st = l->failed;
+    if (st != LEAN_OK && err) *err = l->why;
+    if (st == LEAN_OK && !l->m) st = loader_header(l, true, err); /* what came, parsed now */
+    if (st == LEAN_OK) st = source_end(&l->src, l->pos, err);
+    if (st == LEAN_OK) *out = l->m, l->m = NULL;
+    lean_model_loader_free(l);
     return st;
 }
 
@@ -550,12 +747,13 @@ static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size
     lean_model *m;
     lean_status st = load_header(read, user, file_size, &m, err);
     if (st != LEAN_OK) return st;
-    if (p && p->gpu_only) {
-        st = load_gpu_only(m, read, user, p, err);
-    } else {
-        st = stream_weights(m, read, user, p, err);
-        if (st == LEAN_OK) bind_all(m, m->weights);
-    }
+    lean_weight_source src;
+    uint64_t pos = m->gguf->data_offset;
+    st = source_begin(m, p, &src, err);
+    if (st == LEAN_OK) st = source_pull(&src, read, user, &pos, err);
+    if (st == LEAN_OK) st = source_end(&src, pos, err);
+    lean_free(src.items);
+    lean_free(src.chunk);
     if (st != LEAN_OK) {
         lean_model_free(m);
         return st;

@@ -114,6 +114,7 @@ struct lean_backend_model {
     gpu_layer_weights *layers;   /* n_layer */
     gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
     lean_gpu_buf *output_norm;   /* (n_embd) F32 */
+    struct stream_plan *stream;  /* a GPU-only load's uploads in progress (until model_finish) */
 };
 
 /* A layer's part of one sequence: its KV cache and its kernels over the model's weights. */
@@ -159,7 +160,10 @@ static void gen_free(lean_backend_state *s);
 
 /* ---- create / destroy: the model's part, then a context's ---- */
 
+static void stream_plan_free(struct stream_plan *sp);
+
 static void model_free(lean_backend_model *bm) {
+    stream_plan_free(bm->stream);
     for (int32_t il = 0; bm->layers && il < bm->m->hp.n_layer; il++) {
         gpu_layer_weights *W = &bm->layers[il];
         for (int i = 0; i < N_MATRICES; i++) gpu_weight_free(&W->w[i]);
@@ -433,36 +437,48 @@ static lean_status end_job(upload_job *j, lean_error *err) {
     return LEAN_OK;
 }
 
-/* A piece read from the stream (lean_tensor_sink): tensor k of the list upload_stream made. */
-typedef struct stream_sink {
-    upload_plan *p;
-    const int *job, *part; /* tensor k is part part[k] of job job[k] */
-} stream_sink;
+/* A GPU-only load's plan, kept in the model's part while the stream comes: tensor k of the
+ * list given to the source is part part[k] of job job[k]. */
+typedef struct stream_plan {
+    upload_plan p;
+    int *job, *part;
+} stream_plan;
 
+static void stream_plan_free(stream_plan *sp) {
+    if (!sp) return;
+    for (int j = 0; j < sp->p.n_jobs; j++) gpu_weight_fill_cancel(sp->p.jobs[j].fill); /* those not ended */
+    lean_free(sp->p.jobs);
+    gpu_repack_free(sp->p.repack);
+    lean_free(sp->job);
+    lean_free(sp->part);
+    lean_free(sp);
+}
+
+/* A piece from the stream (lean_tensor_sink). */
 static lean_status stream_put(void *user, int k, uint64_t at, const void *bytes, uint64_t n, lean_error *err) {
-    stream_sink *s = user;
-    lean_status st = gpu_weight_fill_put(s->p->jobs[s->job[k]].fill, s->part[k], at, bytes, n, err);
-    upload_progress *up = &s->p->up;
+    stream_plan *sp = user;
+    lean_status st = gpu_weight_fill_put(sp->p.jobs[sp->job[k]].fill, sp->part[k], at, bytes, n, err);
+    upload_progress *up = &sp->p.up;
     up->done += n;
     if (!st && up->fn) up->fn(up->user, up->done, up->total);
     return st;
 }
 
-/* Every job's tensors, read from src in file order. */
-static lean_status upload_stream(upload_plan *p, const lean_weight_source *src, lean_error *err) {
+/* Names every job's tensors to the source, which gives them to stream_put; the plan moves to
+ * bm->stream until model_finish. */
+static lean_status upload_stream(lean_backend_model *bm, upload_plan *p, lean_weight_source *src, lean_error *err) {
     int n = 0;
     for (int j = 0; j < p->n_jobs; j++) n += p->jobs[j].n;
+    stream_plan *sp = lean_calloc(1, sizeof *sp);
     const lean_tensor **ts = lean_calloc((size_t)n, sizeof *ts);
-    int *job = lean_calloc((size_t)n, sizeof *job), *part = lean_calloc((size_t)n, sizeof *part);
-    lean_status st = ts && job && part ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: listing %d tensors", n);
-    for (int j = 0, k = 0; !st && j < p->n_jobs; j++)
-        for (int i = 0; i < p->jobs[j].n; i++, k++) ts[k] = p->jobs[j].ts[i], job[k] = j, part[k] = i;
-    stream_sink sink = {.p = p, .job = job, .part = part};
-    if (!st) st = lean_weight_source_read(src, ts, n, stream_put, &sink, err);
+    if (sp) sp->job = lean_calloc((size_t)n, sizeof *sp->job), sp->part = lean_calloc((size_t)n, sizeof *sp->part);
+    lean_status st = sp && ts && sp->job && sp->part ? LEAN_OK
+                                                      : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: listing %d tensors", n);
+    if (sp) sp->p = *p, *p = (upload_plan){0}, bm->stream = sp; /* bm owns the plan from here */
+    for (int j = 0, k = 0; !st && j < sp->p.n_jobs; j++)
+        for (int i = 0; i < sp->p.jobs[j].n; i++, k++) ts[k] = sp->p.jobs[j].ts[i], sp->job[k] = j, sp->part[k] = i;
+    if (!st) st = lean_weight_source_expect(src, ts, n, stream_put, sp, err);
     lean_free(ts);
-    lean_free(job);
-    lean_free(part);
-    for (int j = 0; !st && j < p->n_jobs; j++) st = end_job(&p->jobs[j], err);
     return st;
 }
 
@@ -479,7 +495,7 @@ static lean_status upload_weights(lean_backend_model *bm, const lean_backend_con
     if (!st) st = plan_f32(&p, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &bm->output_norm, err);
     for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = plan_layer(&p, &m->layers[il], &bm->layers[il], err);
     if (!st && cfg->source) {
-        st = upload_stream(&p, cfg->source, err);
+        st = upload_stream(bm, &p, cfg->source, err);
     } else {
         for (int j = 0; !st && j < p.n_jobs; j++) {
             upload_job *J = &p.jobs[j];
@@ -583,13 +599,23 @@ static lean_status gpu_model_create(const lean_model *m, const lean_backend_conf
         if (!bm->layers) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
     }
     if (!st) st = upload_weights(bm, cfg, err);
-    if (!st) st = lean_gpu_finish(bm->g, err); /* the uploads are done before create returns */
+    if (!st && !cfg->source) st = lean_gpu_finish(bm->g, err); /* the uploads are done before create returns */
     if (st) {
         model_free(bm);
         return st;
     }
     *out = bm;
     return LEAN_OK;
+}
+
+/* A GPU-only load's end: every buffer filled (each tensor checked whole), the uploads done. */
+static lean_status gpu_model_finish(lean_backend_model *bm, lean_error *err) {
+    stream_plan *sp = bm->stream;
+    lean_status st = sp ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no streamed upload in progress");
+    for (int j = 0; !st && j < sp->p.n_jobs; j++) st = end_job(&sp->p.jobs[j], err);
+    stream_plan_free(sp);
+    bm->stream = NULL;
+    return st ? st : lean_gpu_finish(bm->g, err);
 }
 
 /* A lost device fails with LEAN_ERR_DEVICE, so session.c makes the model another one. A context
@@ -907,6 +933,7 @@ const lean_backend lean_backend_gpu = {
     .model_create = gpu_model_create,
     .model_check = gpu_model_check,
     .model_release = model_unref,
+    .model_finish = gpu_model_finish,
     .forward = locked_forward,
     .destroy = gpu_destroy,
     .gen_begin = locked_gen_begin,

@@ -3,7 +3,8 @@
  * The kernels that read these layouts: shaders/formats.wgsl (one dequantizer per format),
  * compiled by weight_kernel.c into matmul.c's and get_rows.c's pipelines.
  *
- * Sections: 1. layouts and the format table  2. upload  3. stacks (one format, or mixed)
+ * Sections: 1. layouts and the format table  2. upload in pieces (gpu_weight_fill)  3. stacks
+ * (one format, or mixed), and the fill's begin, put, end
  *
  * ---- 1. Layouts on the GPU ----
  * WGSL storage is read in u32 words, so every block must start on a word. Formats whose
