@@ -14,9 +14,11 @@
 //   #system #greedy #temperature #top-k #top-p #repeat-penalty #seed #max-tokens   (in details#settings)
 //   #prompt #send #stop #regenerate #new-chat
 //   #messages > li.msg[data-role=user|assistant]; an assistant's li holds .reply (the streamed text)
-//     and .stats; li[data-done] once it ended: "eog", "limit", ..., "stopped", "error".
+//     and .stats; li[data-done] once it ended: lean.stats.stop, or "stopped" when Stop ended it
+//     (a failed reply is removed, its user message too, and the text put back into #prompt)
 //     .stats[data-n-prompt][data-n-reused][data-prefill-tps][data-decode-tps][data-seed]
 //   #status (aria-live) what is going on;  #error (role=alert, hidden when none) #error-text
+
 // lean.js is imported when the first model loads, so that a missing or broken lean.js is an
 // error shown in the page, not a page that silently does nothing.
 const leanModule = () => import('./lean.js');
