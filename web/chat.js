@@ -10,13 +10,13 @@
 //   #app[data-state]   empty (no model) | loading | ready | generating
 //   #model-url #model-file #backend #threads #load       the loader (#load submits #loader)
 //   #progress (<progress>, value/max 0..1) #progress-text  while loading
-//   #info-model #info-backend (= lean.info.backend) #info-adapter #info-threads #info-jspi #info-fallback
+//   #info-model #info-backend (= lean.info.backend) #info-detail #info-adapter #info-threads #info-jspi #info-fallback
 //   #system #greedy #temperature #top-k #top-p #repeat-penalty #seed #max-tokens   (in details#settings)
 //   #prompt #send #stop #regenerate #new-chat
 //   #messages > li.msg[data-role=user|assistant]; an assistant's li holds .reply (the streamed text)
 //     and .stats; li[data-done] once it ended: lean.stats.stop, or "stopped" when Stop ended it
 //     (a failed reply is removed, its user message too, and the text put back into #prompt)
-//     .stats[data-n-prompt][data-n-reused][data-prefill-tps][data-decode-tps][data-seed]
+//     .stats[data-n-prompt][data-n-reused][data-n-generated][data-prefill-tps][data-decode-tps][data-seed]
 //   #status (aria-live) what is going on;  #error (role=alert, hidden when none) #error-text
 
 // lean.js is imported when the first model loads, so that a missing or broken lean.js is an
@@ -111,17 +111,22 @@ function formatCount(n) {
   return n >= 1e9 ? (n / 1e9).toFixed(2) + 'B' : (n / 1e6).toFixed(1) + 'M';
 }
 
-function showInfo(info, label) {
+let modelLabel = '';   // the loaded model's URL or file name
+
+function showInfo(info, label = modelLabel) {
+  modelLabel = label;
   const formats = Object.entries(info.formats || {}).map(([f, n]) => `${f}×${n}`).join(' ');
   const set = (id, text) => { $(id).textContent = text; };
-  set('info-model', `${info.name || label} (${info.arch}, ${formatCount(info.nParams)} parameters, ` +
-    `context ${info.nCtx}${formats ? ', ' + formats : ''})`);
+  set('info-model', [info.name || label, info.arch, `${formatCount(info.nParams)} parameters`,
+    `context ${info.nCtx}`, formats].filter(Boolean).join(' · '));
   set('info-backend', info.backend);
-  set('info-adapter', info.adapter || info.detail || '—');
-  set('info-threads', String(info.threads ?? '—'));
+  set('info-detail', info.detail || '—');
+  set('info-adapter', info.adapter || '—');
+  set('info-threads', info.threads > 0 ? String(info.threads) : '—');
   set('info-jspi', info.jspi ? 'yes' : 'no (GPU waits return to JavaScript)');
   const fallback = info.fallback || [];
   set('info-fallback', fallback.length ? fallback.map((f) => `${f.backend}: ${f.reason}`).join('; ') : 'none');
+  ui['max-tokens'].max = String(info.nCtx - 1);   // a reply needs one position of the context at least
   ui.info.hidden = false;
 }
 
@@ -178,7 +183,8 @@ function showStats(li, stats, seed) {
   el.dataset.nReused = stats.nReused;
   el.dataset.prefillTps = stats.prefillTokensPerSecond;
   el.dataset.decodeTps = stats.decodeTokensPerSecond;
-  let text = `${stats.nPrompt} prompt tokens, ${stats.nReused} reused · prefill ${tps(stats.prefillTokensPerSecond)}` +
+  el.dataset.nGenerated = stats.nGenerated;
+  let text = `${stats.nPrompt} prompt tokens, ${stats.nReused} reused, ${stats.nGenerated} generated · prefill ${tps(stats.prefillTokensPerSecond)}` +
     ` tok/s · decode ${tps(stats.decodeTokensPerSecond)} tok/s · stop: ${stats.stop}`;
   if (seed !== undefined) { el.dataset.seed = seed; text += ` · seed ${seed}`; }
   el.textContent = text;
@@ -203,6 +209,7 @@ async function reply() {
     }
     history.push({ role: 'assistant', content: text });
     const stats = lean.stats;
+    showInfo(lean.info);   // a GPU lost mid-reply moves 'auto' to the CPU, and info says why
     li.dataset.done = controller.signal.aborted ? 'stopped' : String(stats.stop);
     showStats(li, stats, opts.seed);
     status(controller.signal.aborted ? 'Stopped.' : 'Ready.');
