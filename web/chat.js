@@ -6,7 +6,8 @@
 // A failed turn is undone (its text goes back into the box); a stopped one is kept.
 //
 // Contract for the browser tests (tests/browser), kept stable:
-//   ?model=URL&backend=auto|gpu|cpu&threads=N  prefill #model-url, #backend, #threads (no auto load)
+//   ?model=URL&backend=auto|gpu|cpu&threads=N  prefill #model-url, #backend, #threads (no auto load);
+//   ?jspi=0 loads with { jspi: false } (GPU waits return to JavaScript, as without JSPI)
 //   #app[data-state]   empty (no model) | loading | ready | generating
 //   #model-url #model-file #backend #threads #load       the loader (#load submits #loader)
 //   #progress (<progress>, value/max 0..1) #progress-text  while loading
@@ -31,6 +32,7 @@ for (const id of ['status', 'error', 'error-text', 'error-close', 'loader', 'mod
     'greedy', 'temperature', 'top-k', 'top-p', 'repeat-penalty', 'seed', 'max-tokens', 'messages',
     'composer', 'prompt', 'send', 'stop', 'regenerate', 'new-chat']) ui[id] = $(id);
 
+const params = new URLSearchParams(location.search);
 let lean = null;        // the loaded model
 let history = [];       // [{role, content}]: what the next turn sends; alternates user/assistant
 let controller = null;  // the AbortController of the reply being generated
@@ -91,6 +93,7 @@ async function load(source, label) {
     const options = { backend: ui.backend.value, onProgress };
     const threads = parseInt(ui.threads.value, 10);
     if (threads > 0) options.threads = threads;
+    if (params.get('jspi') === '0') options.jspi = false;   // the path of browsers without JSPI (Safari)
     const { Lean } = await leanModule();
     lean = await Lean.load(source, options);
     showInfo(lean.info, label);
@@ -312,7 +315,6 @@ document.addEventListener('drop', (e) => {
 addEventListener('unhandledrejection', (e) => showError(message(e.reason)));
 addEventListener('error', (e) => showError(e.message));
 
-const params = new URLSearchParams(location.search);
 if (params.has('model')) ui['model-url'].value = params.get('model');
 if (['auto', 'gpu', 'cpu'].includes(params.get('backend'))) ui.backend.value = params.get('backend');
 if (params.has('threads')) ui.threads.value = params.get('threads');
