@@ -294,9 +294,11 @@ ui.stop.addEventListener('click', stop);
 ui.regenerate.addEventListener('click', regenerate);
 ui['new-chat'].addEventListener('click', newChat);
 ui['error-close'].addEventListener('click', hideError);
-ui.greedy.addEventListener('change', () => {
+// Greedy ignores the sampling fields; a browser may restore the box checked on reload.
+const syncGreedy = () => {
   for (const id of ['temperature', 'top-k', 'top-p', 'repeat-penalty', 'seed']) ui[id].disabled = ui.greedy.checked;
-});
+};
+ui.greedy.addEventListener('change', syncGreedy);
 
 // Drag and drop anywhere on the page: a file, or a link to one.
 document.addEventListener('dragover', (e) => { e.preventDefault(); app.classList.add('dragging'); });
@@ -318,4 +320,5 @@ addEventListener('error', (e) => showError(e.message));
 if (params.has('model')) ui['model-url'].value = params.get('model');
 if (['auto', 'gpu', 'cpu'].includes(params.get('backend'))) ui.backend.value = params.get('backend');
 if (params.has('threads')) ui.threads.value = params.get('threads');
+syncGreedy();
 setState('empty');
