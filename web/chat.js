@@ -158,6 +158,14 @@ function addMessage(role, text) {
   return li;
 }
 
+// Makes a change to li, keeping the page scrolled to the end if it was there: one who
+// scrolled up to read is not pulled down.
+function follow(li, change) {
+  const atEnd = innerHeight + scrollY >= document.documentElement.scrollHeight - 48;
+  change();
+  if (atEnd) li.scrollIntoView({ block: 'end' });
+}
+
 function clearChat() {
   history = [];
   ui.messages.replaceChildren();
@@ -205,16 +213,14 @@ async function reply() {
   let text = '';
   try {
     for await (const piece of lean.chat(history.slice(), opts)) {
-      const atEnd = innerHeight + scrollY >= document.documentElement.scrollHeight - 48;
       text += piece;
-      out.textContent = text;
-      if (atEnd) li.scrollIntoView({ block: 'end' });
+      follow(li, () => { out.textContent = text; });
     }
     history.push({ role: 'assistant', content: text });
     const stats = lean.stats;
     showInfo(lean.info);   // a GPU lost mid-reply moves 'auto' to the CPU, and info says why
     li.dataset.done = controller.signal.aborted ? 'stopped' : String(stats.stop);
-    showStats(li, stats, opts.seed);
+    follow(li, () => showStats(li, stats, opts.seed));
     status(controller.signal.aborted ? 'Stopped.' : 'Ready.');
   } catch (e) {
     if (controller.signal.aborted && e && e.name === 'AbortError') {
