@@ -25,26 +25,10 @@
 // prints "ok ..." or "FAIL ...: why"; each browser ends with "browser_NAME: N passed, N failed"
 // (tests/run.sh sums them). A browser that does not start is a failure, not a skip.
 // Exit status 1 if anything failed.
-import puppeteer from 'puppeteer-core';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import readline from 'node:readline';
+import { BROWSERS, launch, serve } from './harness.mjs';
 import * as native from './native.mjs';
 
-const BROWSERS = {
-    chromium: {
-        executablePath: '/usr/bin/chromium',
-        headless: true,
-        // SwiftShader gives navigator.gpu an adapter on a machine without a GPU.
-        args: ['--no-sandbox', '--enable-unsafe-webgpu'],
-    },
-    firefox: {
-        browser: 'firefox',
-        executablePath: '/usr/bin/firefox-esr',
-        headless: true,
-        extraPrefsFirefox: { 'dom.webgpu.enabled': true, 'gfx.webgpu.ignore-blocklist': true },
-    },
-};
 const MODELS = ['llama-q4_k', 'qwen2-q8_0'];          // build/fixtures, served at /models/
 const BACKENDS = ['gpu', 'cpu'];
 const PROMPT = [1, 2, 3, 4, 5, 6, 7, 8];
@@ -71,21 +55,6 @@ const fmt = (ids) => ids ? `${native.fnv1a64(ids)} [${ids.join(' ')}]` : 'none';
 const same = (a, b) => Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => x === b[i]);
 const guard = (p, what) => Promise.race([p, new Promise((_, reject) =>
     setTimeout(() => reject(new Error(`${what}: no answer in ${STEP_MS / 1000} s`)), STEP_MS).unref())]);
-
-// serve(): scripts/serve_web.mjs on a free port, build-web/ at /, the fixtures, the chat
-// model and this folder mounted; resolves to the server's process and URL.
-function serve() {
-    const srv = spawn(process.execPath, ['scripts/serve_web.mjs', '--root', 'build-web', '--port', '0', '--quiet',
-                                         '--mount', '/models=build/fixtures', '--mount', '/browser-models=build/browser',
-                                         '--mount', '/test=tests/browser'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    return new Promise((resolve, reject) => {
-        srv.on('exit', (code) => reject(new Error(`serve_web.mjs exited ${code}`)));
-        readline.createInterface({ input: srv.stdout }).on('line', (line) => {
-            const m = /(http:\/\/\S+\/)/.exec(line);
-            if (m) resolve({ srv, url: m[1] });
-        });
-    });
-}
 
 // The native references: per model and backend the greedy and seeded ids; chat replies.
 function references() {
@@ -165,33 +134,42 @@ async function chatChecks(page, tag, ref, jspi) {
     }
 }
 
-// The chat page, through its own controls (web/index.html's ids): load the chat model by
-// URL, send a message greedily, wait for the reply, screenshot.
-async function pageCheck(browser, name, url) {
+// The chat page, through its own controls (the ids chat.js lists as the tests' contract):
+// the chat model by URL on the GPU, one greedy message, the reply shown, a screenshot; the
+// reply equals lean chat's, as the API's does.
+async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
+    const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
     try {
         if (verbose) page.on('console', (msg) => console.error(`  [console] ${msg.text()}`));
+        page.on('pageerror', (e) => console.error(`  [pageerror] ${e.message}`));
         await page.setViewport({ width: 900, height: 800 });
-        await page.goto(`${url}index.html`);
-        await page.waitForSelector('#model-url');
-        await page.$eval('#model-url', (el, v) => { el.value = v; }, `/browser-models/${CHAT_MODEL.split('/').pop()}`);
+        await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
+        await page.waitForSelector('#load');
         await page.click('#load');
-        await page.waitForFunction(() => !document.getElementById('prompt').disabled ||
-                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
-        const loadError = await page.$eval('#error', (el) => el.hidden ? null : el.textContent.trim());
-        if (!check(!loadError, `${name} page: the model loads`, loadError)) return;
+        const ready = () => document.getElementById('app').dataset.state === 'ready' ||
+                            !document.getElementById('error').hidden;
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        const errorText = () => page.$eval('#error', (el) => el.hidden ? null : el.textContent.trim());
+        let error = await errorText();
+        const backend = await page.$eval('#info-backend', (el) => el.textContent.trim());
+        if (!check(!error && backend === 'gpu', `${name} page: the model loads by URL, backend ${backend}`,
+                   error || `backend '${backend}'`)) return;
+        await page.$eval('#settings', (el) => { el.open = true; });
         await page.$eval('#greedy', (el) => { if (!el.checked) el.click(); });
-        await page.$eval('#max-tokens', (el) => { el.value = '16'; el.dispatchEvent(new Event('input')); });
-        await page.$eval('#prompt', (el) => { el.value = 'Hello there'; el.dispatchEvent(new Event('input')); });
+        await page.$eval('#max-tokens', (el) => { el.value = String(24); el.dispatchEvent(new Event('change')); });
+        await page.type('#prompt', CHAT[0]);
         await page.click('#send');
-        // The reply is done when Send works again; it must have text.
-        await page.waitForFunction(() => document.querySelector('#messages .reply')?.textContent.trim() &&
-                                         !document.getElementById('send').disabled, { timeout: STEP_MS });
-        const reply = await page.$$eval('#messages .reply', (els) => els.at(-1).textContent.trim());
+        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant][data-done]') ||
+                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
+        error = await errorText();
+        const reply = error ? '' : await page.$eval('#messages li[data-role=assistant] .reply', (el) => el.textContent);
         fs.mkdirSync(ARTIFACTS, { recursive: true });
         const shot = `${ARTIFACTS}/${name}-chat-page.png`;
         await page.screenshot({ path: shot });
-        check(reply.length > 0, `${name} page: a reply is shown (${shot})`, 'no reply text');
+        check(!error && reply.length > 0, `${name} page: a reply is shown (${shot})`, error || 'an empty reply');
+        check(reply === ref['chat/gpu'][0], `${name} page: the greedy reply equals lean chat's`,
+              `page ${JSON.stringify(reply)}, lean chat ${JSON.stringify(ref['chat/gpu'][0])}`);
     } catch (e) {
         check(false, `${name} page`, e.message);
     } finally {
@@ -203,7 +181,7 @@ async function runBrowser(name, url, ref) {
     const p0 = passed, f0 = failed;
     let browser;
     try {
-        browser = await puppeteer.launch({ ...BROWSERS[name], protocolTimeout: STEP_MS + 60_000 });
+        browser = await launch(name, STEP_MS + 60_000);
         check(true, `${name}: ${await browser.version()} started`);
     } catch (e) {
         check(false, `${name}: ${BROWSERS[name].executablePath} does not start`, e.message);
@@ -236,7 +214,7 @@ async function runBrowser(name, url, ref) {
                 await page?.close().catch(() => {});
             }
         }
-        await pageCheck(browser, name, url);
+        await pageCheck(browser, name, url, ref);
         await browser.close().catch(() => {});
     }
     console.log(`browser_${name}: ${passed - p0} passed, ${failed - f0} failed`);
@@ -246,13 +224,13 @@ let server;
 try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
-    server = await serve();
+    server = await serve(['/models=build/fixtures', '/browser-models=build/browser']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {
     check(false, 'setup', e.message);
     console.log(`browser: ${passed} passed, ${failed} failed`);
 } finally {
-    server?.srv.kill();
+    server?.close();
 }
 process.exit(failed ? 1 : 0);
