@@ -143,6 +143,21 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 
 -include $(shell find $(WASM_BUILD)/obj -name '*.d' 2>/dev/null)
 
+# ---- the browser build: `make web` writes $(WEB_BUILD)/, a folder any static server serves
+# (docs/web.md): lean.wasm, the library as a wasm32 reactor whose exports are web/lean_web.c's
+# (no main; the worker calls them), and every .js/.mjs/.html/.css of web/ copied beside it.
+WEB_BUILD ?= build-web
+WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
+.PHONY: web
+web: $(WEB_BUILD)/lean.wasm $(WEB_FILES:web/%=$(WEB_BUILD)/%)
+$(WEB_BUILD)/lean.wasm: web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \
+	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS) -Wl,--strip-debug
+$(WEB_BUILD)/%: web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 # ---- the shaders, embedded: src/gpu/shaders/*.wgsl -> DIR/gen/shaders.c, compiled into the
 # library like a source (rules above). The generator is built with the host compiler in each
 # build directory (native, asan, wasm), so a cross or sanitizer build never runs its own output.

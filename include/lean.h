@@ -122,6 +122,16 @@ LEAN_API lean_model_params lean_model_default_params(void);
 LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_model_params *p, lean_model **out,
                                                  lean_error *err);
 
+/* A model over a file's bytes the caller already holds in memory, data[0..size) (a browser
+ * host's download, a file read by other means): used in place, as the mapping of
+ * lean_model_load_file is, so the weights are never copied. The caller owns data: it keeps
+ * it alive and unchanged until lean_model_free, then frees it itself (lean never writes or
+ * frees it). data must be aligned to 16 bytes (malloc's). The checks, statuses and messages
+ * are lean_model_load_file's; LEAN_ERR_ARG for a NULL data or out, or a misaligned data.
+ * p (nullable): its progress is called once, (total, total), as for a mapped file. */
+LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const lean_model_params *p,
+                                            lean_model **out, lean_error *err);
+
 /* Streamed load for hosts without mmap (wasm): the header is parsed from small reads,
  * then tensor data is read in file order straight into the model's weight memory.
  * read() copies n bytes at byte offset off into dst and returns the number copied
@@ -654,6 +664,7 @@ typedef struct lean_chat_session_params {
     int32_t exact;                /* lean_ctx_params.exact: nonzero, F32 arithmetic throughout */
     lean_progress_fn progress;    /* lean_ctx_params.progress, for the session's context */
     void *progress_user;
+    int32_t n_threads;            /* lean_ctx_params.n_threads: 0 = one per CPU (1 in wasm) */
 } lean_chat_session_params;
 LEAN_API lean_chat_session_params lean_chat_session_default_params(void);
 
@@ -708,6 +719,20 @@ LEAN_API lean_status lean_chat_step(lean_chat_session *s, const char **text, siz
 LEAN_API void lean_chat_abort(lean_chat_session *s);
 /* The turn in progress, or the last one. */
 LEAN_API void lean_chat_session_stats(const lean_chat_session *s, lean_chat_turn_stats *out);
+
+/* Between turns, for a front end that keeps the conversation itself (a page that regenerates
+ * or edits a reply): replaces the conversation with msgs (copied): an optional first "system"
+ * message (the system prompt; without one the session has none), then "user" and "assistant"
+ * messages in turn, ending with an assistant's. No model work: the next turn renders them and
+ * reuses the prefix the KV cache shares with that rendering. LEAN_ERR_ARG during a turn or for
+ * another order of roles; on failure nothing changes. */
+LEAN_API lean_status lean_chat_session_set_messages(lean_chat_session *s, const lean_chat_message *msgs, size_t n,
+                                                    lean_error *err);
+/* Between turns: the sampling parameters and n_predict of the turns that follow (as in
+ * lean_chat_session_params; checked the same way). LEAN_ERR_ARG during a turn; on failure
+ * nothing changes. */
+LEAN_API lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_sampler_params *sampling,
+                                                    int32_t n_predict, lean_error *err);
 
 /* The conversation: the system prompt (if any), then user and assistant messages in turn
  * order; the last is the latest reply. Owned by the session, valid until it changes. */

@@ -162,6 +162,7 @@ lean_status lean_chat_session_create(const lean_model *m, const lean_chat_sessio
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = p.n_ctx;
     cp.n_batch = p.n_batch;
+    cp.n_threads = p.n_threads;
     cp.backend = p.backend;
     cp.exact = p.exact;
     cp.progress = p.progress;
@@ -542,6 +543,56 @@ lean_status lean_chat_turn(lean_chat_session *s, const char *user_text, lean_cha
     }
     if (stats && s) *stats = s->stats;
     return st;
+}
+
+lean_status lean_chat_session_set_messages(lean_chat_session *s, const lean_chat_message *msgs, size_t n,
+                                           lean_error *err) {
+    if (!s || (n && !msgs)) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_messages: NULL argument");
+    if (s->phase != PHASE_IDLE) return LEAN_FAIL(err, LEAN_ERR_ARG, "a turn is in progress: step it to its end first");
+    const size_t sys = n > 0 && msgs[0].role && strcmp(msgs[0].role, "system") == 0;
+    if ((n - sys) % 2 != 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%zu messages after the system prompt: expected user/assistant pairs", n - sys);
+    for (size_t i = sys; i < n; i++) {
+        const char *want = (i - sys) % 2 == 0 ? "user" : "assistant";
+        if (!msgs[i].role || strcmp(msgs[i].role, want) != 0 || !msgs[i].content)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "message %zu has role '%s', expected '%s' with content", i,
+                             msgs[i].role ? msgs[i].role : "(null)", want);
+    }
+    /* the copies first, so that a failure changes nothing; room for a turn's two more */
+    lean_chat_message *v = lean_calloc(n + 2, sizeof *v);
+    if (!v) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%zu messages", n + 2);
+    for (size_t i = 0; i < n; i++) {
+        char *c = lean_strndup(msgs[i].content, strlen(msgs[i].content));
+        if (!c) {
+            for (size_t j = 0; j < i; j++) lean_free((char *)v[j].content);
+            lean_free(v);
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "copying message %zu", i);
+        }
+        v[i] = (lean_chat_message){i < sys ? "system" : (i - sys) % 2 == 0 ? "user" : "assistant", c};
+    }
+    for (size_t i = 0; i < s->n_msgs; i++) lean_free((char *)s->msgs[i].content);
+    lean_free(s->msgs);
+    s->msgs = v;
+    s->n_msgs = n;
+    s->cap_msgs = n + 2;
+    s->n_system = sys;
+    return LEAN_OK;
+}
+
+lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_sampler_params *sampling,
+                                           int32_t n_predict, lean_error *err) {
+    if (!s || !sampling) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_sampling: NULL argument");
+    if (s->phase != PHASE_IDLE) return LEAN_FAIL(err, LEAN_ERR_ARG, "a turn is in progress: step it to its end first");
+    if (n_predict < 0 || n_predict >= s->n_ctx)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_predict %d: expected 0..%d (the context holds %d)", n_predict,
+                         s->n_ctx - 1, s->n_ctx);
+    lean_sampler *smp;
+    lean_status st = lean_sampler_create(sampling, s->n_vocab, &smp, err);
+    if (st != LEAN_OK) return st;
+    lean_sampler_free(s->smp); /* a turn resets and refills the history: nothing else to carry */
+    s->smp = smp;
+    s->n_predict = n_predict;
+    return LEAN_OK;
 }
 
 void lean_chat_abort(lean_chat_session *s) {

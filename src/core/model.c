@@ -6,7 +6,8 @@
  * the architecture needs and checks its shape and type, and only then points the tensor
  * views at the weights: into the mapping (lean_model_load_file) or into one owned buffer
  * filled by bounded reads in file order (lean_model_load_stream; also what load_file
- * falls back to, through stdio, where the host has no mmap, as in WASI).
+ * falls back to, through stdio, where the host has no mmap, as in WASI), or into the
+ * caller's bytes (lean_model_load_memory).
  * What it does not: compute anything, or convert any weight (they stay in their format).
  * Tensors the architecture does not use are ignored.
  *
@@ -15,7 +16,7 @@
  *   hyperparameters   <arch>.* keys -> lean_hparams
  *   tensors           name -> lean_tensor, with shape and type checks
  *   weights           binding views to mapped or streamed data
- *   load / free       the two public loaders and their shared tail
+ *   load / free       the public loaders and their shared tail
  *   info              lean_model_get_info, lean_model_n_vocab, its tokenizer, its chat
  *                     template and the BOS / EOS texts a template is rendered with
  */
@@ -406,6 +407,28 @@ lean_status lean_model_load_file_params(const char *path, const lean_model_param
     m->map = map;
     bind_all(m, (const uint8_t *)map.data + m->gguf->data_offset);
     if (p && p->progress) { /* mapped: nothing is read now */
+        const uint64_t n = data_bytes(m->gguf);
+        p->progress(p->progress_user, n, n);
+    }
+    *out = m;
+    return LEAN_OK;
+}
+
+lean_status lean_model_load_memory(const void *data, size_t size, const lean_model_params *p, lean_model **out,
+                                   lean_error *err) {
+    if (!data || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_memory: NULL argument");
+    *out = NULL;
+    /* the views are read as the types they hold, as from a page-aligned mapping */
+    if ((uintptr_t)data % 16 != 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_memory: data at %p is not aligned to 16 bytes",
+                         data);
+    /* a view, not a mapping: m->map stays empty, so lean_model_free leaves data to the caller */
+    lean_mapped_file view = {.data = (void *)data, .size = size};
+    lean_model *m;
+    lean_status st = load_header(lean_read_mapped, &view, size, &m, err);
+    if (st != LEAN_OK) return st;
+    bind_all(m, (const uint8_t *)data + m->gguf->data_offset);
+    if (p && p->progress) {
         const uint64_t n = data_bytes(m->gguf);
         p->progress(p->progress_user, n, n);
     }
