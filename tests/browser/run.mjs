@@ -80,11 +80,18 @@ async function openTestPage(browser, url, jspi) {
     if (error) throw new Error(error);
     return page;
 }
-const call = (page, fn, ...args) => guard(page.evaluate((fn, args) => window.leanTest[fn](...args), fn, args), fn);
+// call(page, fn, ...args): window.leanTest[fn](...args) in the page; r.secs: how long it took
+// (shown in the check's line, so a slow browser is visible in the log).
+async function call(page, fn, ...args) {
+    const t0 = performance.now();
+    const r = await guard(page.evaluate((fn, args) => window.leanTest[fn](...args), fn, args), fn);
+    r.secs = `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+    return r;
+}
 
 async function load(page, tag, url, backend, jspi) {
     const r = await call(page, 'load', url, backend);
-    if (!check(!r.error, `${tag}: Lean.load('${url}', {backend: '${backend}'})`, r.error?.message)) return false;
+    if (!check(!r.error, `${tag}: Lean.load('${url}', {backend: '${backend}'}) (${r.secs})`, r.error?.message)) return false;
     const i = r.info;
     const ok = check(i.backend === backend && i.jspi === jspi, `${tag}: info.backend ${i.backend}, info.jspi ${i.jspi}`,
                      `wanted backend ${backend}, jspi ${jspi}; fallback ${JSON.stringify(i.fallback)}`);
@@ -99,10 +106,10 @@ async function modelChecks(page, tag, ref, jspi) {
             if (!await load(page, t, `/models/${m}.gguf`, b, jspi)) continue;
             const want = ref[`${m}/${b}`];
             let r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
-            check(!r.error && same(r.ids, want.greedy), `${t}: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)}`,
+            check(!r.error && same(r.ids, want.greedy), `${t}: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
                   r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
             r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, ...SAMPLING });
-            check(!r.error && same(r.ids, want.sampled), `${t}: seeded sampled ids ${r.error ? '' : native.fnv1a64(r.ids)}`,
+            check(!r.error && same(r.ids, want.sampled), `${t}: seeded sampled ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
                   r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.sampled)}`);
         }
 }
@@ -115,21 +122,21 @@ async function chatChecks(page, tag, ref, jspi) {
         if (!await load(page, t, `/browser-models/${CHAT_MODEL.split('/').pop()}`, b, jspi)) continue;
         let r = await call(page, 'chat', CHAT[0], greedy);
         check(!r.error && r.text === want[0] && r.pieces.length > 1,
-              `${t}: turn 1 streamed in ${r.pieces.length} pieces, equal to lean chat's`,
+              `${t}: turn 1 streamed in ${r.pieces?.length} pieces, equal to lean chat's (${r.secs})`,
               r.error ? r.error.message : `got ${JSON.stringify(r.text)}, lean chat ${JSON.stringify(want[0])}`);
         r = await call(page, 'chat', CHAT[1], greedy);
         check(!r.error && r.text === want[1] && r.stats?.nReused > 0,
-              `${t}: turn 2 equal to lean chat's, ${r.stats?.nReused} prompt tokens reused`,
+              `${t}: turn 2 equal to lean chat's, ${r.stats?.nReused} prompt tokens reused (${r.secs})`,
               r.error ? r.error.message : `got ${JSON.stringify(r.text)} (stats ${JSON.stringify(r.stats)}), lean chat ${JSON.stringify(want[1])}`);
         // Abort after 3 pieces of a reply that could run to 400: it must end at once (at most
         // one piece after the abort: the step under way), with an AbortError or a plain end.
         r = await call(page, 'chat', 'Go on', { maxTokens: 400, temperature: 0 }, 3);
         check(r.aborted && (!r.error || r.error.name === 'AbortError') && r.afterAbort <= 1 && r.pieces.length < 400,
-              `${t}: abort stopped the reply after ${r.pieces.length} pieces (${r.afterAbort} after the abort)`,
+              `${t}: abort stopped the reply after ${r.pieces.length} pieces (${r.afterAbort} after the abort) (${r.secs})`,
               `error ${JSON.stringify(r.error)}, stats ${JSON.stringify(r.stats)}`);
         r = await call(page, 'resetChat');
         const r2 = r.error ? r : await call(page, 'chat', CHAT[0], greedy);
-        check(!r2.error && r2.text === want[0], `${t}: after the abort, a new chat equals turn 1`,
+        check(!r2.error && r2.text === want[0], `${t}: after the abort, a new chat equals turn 1 (${r2.secs})`,
               r2.error ? r2.error.message : `got ${JSON.stringify(r2.text)}`);
     }
 }
@@ -166,7 +173,7 @@ async function pageCheck(browser, name, url, ref) {
         const reply = error ? '' : await page.$eval('#messages li[data-role=assistant] .reply', (el) => el.textContent);
         fs.mkdirSync(ARTIFACTS, { recursive: true });
         const shot = `${ARTIFACTS}/${name}-chat-page.png`;
-        await page.screenshot({ path: shot });
+        await page.screenshot({ path: shot, fullPage: true });
         check(!error && reply.length > 0, `${name} page: a reply is shown (${shot})`, error || 'an empty reply');
         check(reply === ref['chat/gpu'][0], `${name} page: the greedy reply equals lean chat's`,
               `page ${JSON.stringify(reply)}, lean chat ${JSON.stringify(ref['chat/gpu'][0])}`);
