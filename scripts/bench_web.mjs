@@ -138,7 +138,9 @@ async function main() {
         if (a.json) console.log(JSON.stringify(r));
         else console.log((out.length === 1 ? TABLE_HEAD + '\n' : '') + tableRow(r));
     };
-    console.error(`bench_web: ${info.detail}; wait: ${wait} (lean.info.jspi ${info.jspi}); load ${loadMs.toFixed(0)} ms` +
+    const dawn = process.env.LEAN_DAWN_NODE;
+    const host = dawn ? `dawn.node (${dawn}, flags '${process.env.LEAN_DAWN_FLAGS ?? ''}')` : "Deno's own (wgpu)";
+    console.error(`bench_web: ${info.detail}; navigator.gpu: ${host}; wait: ${wait} (lean.info.jspi ${info.jspi}); load ${loadMs.toFixed(0)} ms` +
         (info.fallback.length ? `; fallback: ${JSON.stringify(info.fallback)}` : ''));
     emit({ ...row, test: 'load', wait, nTokens: 0, ms: [loadMs], minMs: loadMs, medianMs: loadMs });
 
