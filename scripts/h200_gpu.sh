@@ -23,6 +23,26 @@
 #                                                  # scripts/setup_dawn_node.sh's addon, 4.9 MB)
 #          bash scripts/h200_gpu.sh dawn-node tests [NAME..] # (or deno) the wasm32 GPU tests there:
 #                                                  # `make wasm-webgpu`, carry build-wasm/tests
+#          bash scripts/h200_gpu.sh web MODEL...   # the browser build (build-web/, `make web`)
+#              against native, interleaved ROUNDS times (default 2): `lean bench --backend gpu
+#              $BENCH_FLAGS`, then scripts/bench_web.mjs (lean.js under Deno, navigator.gpu from
+#              npm's dawn.node, the Dawn Chromium ships, with LEAN_DAWN_FLAGS, default none, as in
+#              Chromium) with JSPI and with the pump (no JSPI); BENCH_FLAGS: one -p, -n and -r
+#              each (default "-p 128 -n 128 -r 3"); WEB_GPU=wgpu takes Deno's own WebGPU instead.
+#              Prints web/native ratios of the medians' tokens/s (goal: >= 1/1.1) and whether
+#              the greedy ids' hashes agree; first the wasm32 CLI's `info --gpu` on the same
+#              Dawn (its features beside native's), when build-wasm/lean.wasm is carried.
+#              Carry, 8 paths, 51 MB, and the tracked tree's 6 MB count towards the 64 MiB too
+#              (so build/webgpu travels packed and build/vocab, 20 MB, only in the two files
+#              the presets read):
+#                .gl build/webgpu.xz build/vocab/smollm2.gguf build/vocab/qwen.gguf
+#                build/deno.xz build/dawn-node.xz build-web build-wasm/lean.wasm
+#              made here by `make web build-wasm/lean.wasm` and
+#                xz -T1 -c build/webgpu/libwebgpu_wrapper.so >build/webgpu.xz
+#                xz -T1 -c $(bash scripts/setup_deno.sh) >build/deno.xz
+#                xz -T1 -c $(bash scripts/setup_dawn_node.sh) >build/dawn-node.xz
+#              run (a call ends after 10 minutes: two or three models a call):
+#                bash scripts/h200_gpu.sh web smollm2-360m:q4_0 smollm2-1.7b:q4_0 smollm2-1.7b:q8_0
 # Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +50,11 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+unxz() { python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$@"; }
+# build/webgpu.xz (`xz -c` of the library, 4.8 MB against 19.7) where the carry has no room for it
+if [ ! -f build/webgpu/libwebgpu_wrapper.so ] && [ -f build/webgpu.xz ]; then
+    mkdir -p build/webgpu && unxz build/webgpu.xz build/webgpu/libwebgpu_wrapper.so || exit 1
+fi
 export LEAN_WEBGPU_LIB=$PWD/build/webgpu/libwebgpu_wrapper.so
 out=${OUT:-/tmp}
 make -j16 BUILD=build-dev build-dev/lean >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
@@ -88,7 +113,6 @@ deno | dawn-node)
     # deno: what wgpu grants on the H200 (shader-f16? Dawn there does not) and lean's speed on
     # it; dawn-node: Dawn again, npm's dawn.node under Deno, given LEAN_DAWN_FLAGS (by default
     # the toggle that grants shader-f16 on NVIDIA)
-    unxz() { python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$@"; }
     unxz build/deno.xz /tmp/deno && chmod +x /tmp/deno || exit 1
     if [ "$mode" = dawn-node ]; then
         unxz build/dawn-node.xz /tmp/dawn.node || exit 1
@@ -109,5 +133,65 @@ deno | dawn-node)
         f=$(model_file "$spec") || exit 1
         "${run_wasm[@]}" build-wasm/lean.wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-$mode-bench.txt"
+    ;;
+web)
+    unxz build/deno.xz /tmp/deno && chmod +x /tmp/deno || exit 1
+    if [ "${WEB_GPU:-dawn}" = dawn ]; then
+        unxz build/dawn-node.xz /tmp/dawn.node || exit 1
+        export LEAN_DAWN_NODE=/tmp/dawn.node LEAN_DAWN_FLAGS=${LEAN_DAWN_FLAGS-}
+    fi
+    export XDG_RUNTIME_DIR=/tmp NO_COLOR=1
+    [ -f build-wasm/lean.wasm ] && /tmp/deno run -A tests/wasm_run.mjs build-wasm/lean.wasm info --gpu 2>&1 |
+        tee "$out/h200-web-info.txt"
+    flags=${BENCH_FLAGS:--p 128 -n 128 -r 3}
+    rows=$out/h200-web-rows.txt
+    : >"$rows"
+    for spec in "$@"; do model_file "$spec" >/dev/null || exit 1; done
+    for r in $(seq "${ROUNDS:-2}"); do
+        for spec in "$@"; do
+            f=$(model_file "$spec")
+            for run in native jspi pump; do
+                case $run in
+                native) cmd=(build-dev/lean bench -m "$f" --backend gpu $flags) ;;
+                jspi) cmd=(/tmp/deno run -A scripts/bench_web.mjs "$f" --backend gpu $flags) ;;
+                pump) cmd=(/tmp/deno run -A scripts/bench_web.mjs "$f" --backend gpu $flags --no-jspi) ;;
+                esac
+                echo "== round $r, $spec, $run: ${cmd[*]}"
+                o=$(timeout 590 "${cmd[@]}" 2>&1)
+                echo "$o"
+                # "round spec run test t/s-median" for pp and tg rows, then the ids' hash
+                echo "$o" | awk -F'|' -v r="$r" -v s="$spec" -v w="$run" '$7 ~ /^ *(pp|tg)[0-9]+ *$/ {
+                    gsub(/ /, "", $7); gsub(/ /, "", $10); print r, s, w, $7, $10 }' >>"$rows"
+                h=$(echo "$o" | grep -o 'fnv1a64 [0-9a-f]*' | head -1)
+                echo "$r $spec $run hash ${h#fnv1a64 }" >>"$rows"
+            done
+        done
+    done 2>&1 | tee "$out/h200-web-log.txt"
+    # per model and test: the median over rounds of each run's median t/s, web over native
+    python3 - "$rows" <<'PY' | tee "$out/h200-web.txt"
+import statistics, sys
+tps, hashes = {}, {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    spec, run, test, val = f[1], f[2], f[3], f[4] if len(f) > 4 else 'none'
+    if test == 'hash':
+        hashes.setdefault((spec, run), set()).add(val)
+    else:
+        tps.setdefault((spec, test), {}).setdefault(run, []).append(float(val))
+print('| model | test | native t/s | web, JSPI t/s | ratio | web, pump t/s | ratio |')
+print('|---|---|--:|--:|--:|--:|--:|')
+for (spec, test), runs in tps.items():
+    nat = statistics.median(runs['native']) if 'native' in runs else float('nan')
+    cells = []
+    for w in ('jspi', 'pump'):
+        v = statistics.median(runs[w]) if w in runs else float('nan')
+        cells += [f'{v:.2f}', f'{v / nat:.3f}x']
+    print(f'| {spec} | {test} | {nat:.2f} | ' + ' | '.join(cells) + ' |')
+for spec in dict.fromkeys(s for s, _ in hashes):
+    h = {run: hashes.get((spec, run), set()) for run in ('native', 'jspi', 'pump')}
+    same = len(set().union(*h.values())) == 1
+    print(f'- {spec}: greedy ids fnv1a64 ' + ', '.join(f'{run} {"/".join(sorted(v))}' for run, v in h.items()) +
+          (' (the same)' if same else ' (DIFFERENT)'))
+PY
     ;;
 esac

@@ -10,10 +10,7 @@
 // host's CI and LEAN_* variables, nothing else.
 //
 // LEAN_DAWN_NODE=PATH puts the Dawn of a dawn.node addon (npm's webgpu package:
-// scripts/setup_dawn_node.sh) behind navigator.gpu, made with LEAN_DAWN_FLAGS (its create()
-// options, space-separated, e.g. "enable-dawn-features=vulkan_enable_f16_on_nvidia", the
-// toggle that lets Dawn grant shader-f16 on NVIDIA); Deno loads such addons. Its adapter is
-// asked for as the program asks, then, if none, at the compatibility level (OpenGL ES).
+// scripts/setup_dawn_node.sh) behind navigator.gpu, made with LEAN_DAWN_FLAGS (tests/dawn_node.mjs).
 //
 // Exit status: the program's own (main's return or exit()); 134 when it traps
 // (abort(), unreachable, out-of-bounds memory, stack overflow), with the trap on stderr.
@@ -34,15 +31,7 @@ process.emitWarning = function (warning, ...rest) {
     return emitWarning.call(process, warning, ...rest);
 };
 const { WASI } = await import('node:wasi');
-if (process.env.LEAN_DAWN_NODE) {
-    const { createRequire } = await import('node:module');
-    const { create } = createRequire(import.meta.url)(path.resolve(process.env.LEAN_DAWN_NODE));
-    const dawn = create((process.env.LEAN_DAWN_FLAGS ?? '').split(' ').filter(Boolean));
-    const request = dawn.requestAdapter.bind(dawn);
-    dawn.requestAdapter = async (o) => (await request(o)) ?? request({ ...o, featureLevel: 'compatibility' });
-    globalThis.navigator ??= {};
-    Object.defineProperty(globalThis.navigator, 'gpu', { value: dawn, configurable: true });
-}
+await import('./dawn_node.mjs'); // navigator.gpu from LEAN_DAWN_NODE, when set
 const { leanWebGPU } = await import('../web/webgpu_imports.mjs');
 
 const [file, ...args] = process.argv.slice(2);
