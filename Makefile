@@ -114,7 +114,9 @@ WASM_NATIVE  := $(shell grep -l 'lean-test: native-only' $(TEST_SRC) /dev/null)
 # The GPU tests: in wasm32 they need a JavaScript host with WebGPU (src/gpu/web.c), which Node
 # is not: `make wasm-webgpu` builds them, tests/run.sh's webgpu stage runs them under Deno.
 WASM_WEBGPU  := $(shell grep -l 'lean-test: webgpu' $(TEST_SRC) /dev/null)
-WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU),$(TEST_SRC))
+# Tests of threads ("lean-test: threads"): native, and in the threaded wasm build only.
+WASM_THREADED := $(shell grep -l 'lean-test: threads' $(TEST_SRC) /dev/null)
+WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU) $(if $(WASM_THREADS),,$(WASM_THREADED)),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 
 wasm: $(WASM_BUILD)/liblean.a $(WASM_BUILD)/liblean_dev.a $(WASM_TESTS)
