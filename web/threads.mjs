@@ -104,6 +104,8 @@ async function startWorker() {
 }
 
 export async function instantiateThreaded(bytes, imports, options = {}) {
+    if (typeof document !== 'undefined' && typeof WorkerGlobalScope === 'undefined')
+        throw new Error("threads.mjs: a page's main thread may not wait (memory.atomic.wait): run lean in a Worker");
     const cpus = Math.max(1, options.cpus ?? globalThis.navigator?.hardwareConcurrency ?? 1);
     const threads = Math.max(1, Math.floor(options.threads ?? cpus));
     const limits = memoryImport(bytes);
