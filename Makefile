@@ -123,7 +123,8 @@ wasm: $(WASM_BUILD)/liblean.a $(WASM_BUILD)/liblean_dev.a $(WASM_TESTS)
 # The threaded build of the same: build-wasm-mt/, run by node tests/wasm_run.mjs --threads N.
 wasm-mt:
 	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 wasm build-wasm-mt/lean.wasm
-wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm
+wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm \
+             $(WASM_BUILD)/wasm_pump_host.wasm
 test-wasm:
 	bash tests/run.sh wasm
 
@@ -149,6 +150,12 @@ $(WASM_BUILD)/liblean_dev.a: $(WASM_DEV_OBJ)
 $(WASM_BUILD)/lean.wasm: $(CLI_SRC) $(wildcard cli/*.h) $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $(CLI_SRC) $(WASM_BUILD)/liblean_dev.a \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
+# tests/wasm_pump.mjs's host: lean.h's calls as the exports of a reactor, called from JavaScript
+# with JSPI and without (the pump), as a page's worker calls them.
+$(WASM_BUILD)/wasm_pump_host.wasm: tests/wasm_pump_host.c $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a \
+                                   | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ $< $(WASM_BUILD)/liblean_dev.a \
+	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean_dev.a \
                             $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
@@ -156,6 +163,21 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 	  $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 
 -include $(shell find $(WASM_BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- the browser build: `make web` writes $(WEB_BUILD)/, a folder any static server serves
+# (docs/web.md): lean.wasm, the library as a wasm32 reactor whose exports are web/lean_web.c's
+# (no main; the worker calls them), and every .js/.mjs/.html/.css of web/ copied beside it.
+WEB_BUILD ?= build-web
+WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
+.PHONY: web
+web: $(WEB_BUILD)/lean.wasm $(WEB_FILES:web/%=$(WEB_BUILD)/%)
+$(WEB_BUILD)/lean.wasm: web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \
+	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS) -Wl,--strip-debug
+$(WEB_BUILD)/%: web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 # ---- the shaders, embedded: src/gpu/shaders/*.wgsl -> DIR/gen/shaders.c, compiled into the
 # library like a source (rules above). The generator is built with the host compiler in each

@@ -1044,6 +1044,75 @@ static void test_injection(void) {
     lean_chat_session_free(s);
 }
 
+/* lean_chat_session_set_messages / set_sampling: a conversation handed to a fresh session
+ * continues as in the session that made it (the same reply for the same seed), a regenerated
+ * turn reuses the cache, bad orders and calls during a turn change nothing. */
+static void test_set_messages(void) {
+    lean_chat_session_params p = base_params(23);
+    lean_chat_session *a = make_session(model, &p), *b = make_session(model, &p);
+    if (!a || !b) goto done;
+    lean_error err;
+    sink k1 = {0}, k2 = {0}, k3 = {0};
+    lean_chat_turn_stats ta, tb, tc;
+    CHECK(lean_chat_turn(a, "Hi", on_text, &k1, &ta, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_chat_turn(a, "And then?", on_text, &k1, &ta, &err) == LEAN_OK, "%s", err.msg);
+    /* b gets a's conversation without its last pair, then the same turn */
+    size_t n;
+    const lean_chat_message *msgs = lean_chat_session_messages(a, &n);
+    CHECK(n == 5, "%zu messages", n);
+    CHECK(lean_chat_session_set_messages(b, msgs, n - 2, &err) == LEAN_OK, "%s", err.msg);
+    size_t nb;
+    const lean_chat_message *mb = lean_chat_session_messages(b, &nb);
+    CHECK(nb == 3 && strcmp(mb[2].role, "assistant") == 0 && strcmp(mb[2].content, msgs[2].content) == 0,
+          "b holds %zu messages", nb);
+    CHECK(lean_chat_turn(b, "And then?", on_text, &k2, &tb, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(strcmp(last_reply(b), last_reply(a)) == 0, "b's reply \"%s\" differs from a's \"%s\"", last_reply(b),
+          last_reply(a));
+    CHECK(tb.n_prompt == ta.n_prompt, "prompts of %d and %d ids", tb.n_prompt, ta.n_prompt);
+    /* regenerate in a: its conversation without the last pair, the turn again: reuse, same reply */
+    char *was = strdup(last_reply(a));
+    msgs = lean_chat_session_messages(a, &n);
+    lean_chat_message *keep = malloc(sizeof *keep * n);
+    memcpy(keep, msgs, sizeof *keep * n);
+    CHECK(lean_chat_session_set_messages(a, keep, n - 2, &err) == LEAN_OK, "%s", err.msg);
+    free(keep); /* a copied them: the old contents were its own and are freed */
+    CHECK(lean_chat_turn(a, "And then?", on_text, &k3, &tc, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(strcmp(last_reply(a), was) == 0, "regenerated \"%s\", first \"%s\"", last_reply(a), was);
+    CHECK(tc.n_reused > 0 && tc.n_reused >= tb.n_prompt / 2, "regenerate reused %d of %d", tc.n_reused, tc.n_prompt);
+    free(was);
+
+    /* refused, nothing changed: pairs out of order, a lone user message, during a turn */
+    lean_chat_message bad1[] = {{"user", "x"}, {"user", "y"}}, bad2[] = {{"system", "s"}, {"user", "x"}};
+    CHECK(lean_chat_session_set_messages(a, bad1, 2, &err) == LEAN_ERR_ARG && strstr(err.msg, "role 'user'"),
+          "%s", err.msg);
+    CHECK(lean_chat_session_set_messages(a, bad2, 2, &err) == LEAN_ERR_ARG && strstr(err.msg, "pairs"), "%s",
+          err.msg);
+    lean_chat_session_messages(a, &n);
+    CHECK(n == 5, "after refusals: %zu messages", n);
+    CHECK(lean_chat_submit(a, "more", &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_chat_session_set_messages(a, NULL, 0, &err) == LEAN_ERR_ARG, "during a turn");
+    lean_sampler_params greedy = lean_sampler_default_params();
+    greedy.greedy = 1;
+    CHECK(lean_chat_session_set_sampling(a, &greedy, 3, &err) == LEAN_ERR_ARG, "set_sampling during a turn");
+    lean_chat_session_reset(a);
+    /* an empty conversation drops the system prompt too */
+    CHECK(lean_chat_session_set_messages(a, NULL, 0, &err) == LEAN_OK, "%s", err.msg);
+    lean_chat_session_messages(a, &n);
+    CHECK(n == 0, "%zu messages", n);
+
+    /* set_sampling: n_predict 3 ends the reply at 3 ids; greedy replies repeat; ranges checked */
+    CHECK(lean_chat_session_set_sampling(a, &greedy, 3, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_chat_turn(a, "Hi", NULL, NULL, &ta, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(ta.stop == LEAN_CHAT_STOP_LIMIT && ta.n_generated == 3, "stop %d after %d ids", ta.stop, ta.n_generated);
+    CHECK(lean_chat_session_set_sampling(a, &greedy, 512, &err) == LEAN_ERR_ARG && strstr(err.msg, "512"), "%s",
+          err.msg);
+    greedy.top_p = 2;
+    CHECK(lean_chat_session_set_sampling(a, &greedy, 3, &err) == LEAN_ERR_ARG, "top_p 2 accepted");
+done:
+    lean_chat_session_free(a);
+    lean_chat_session_free(b);
+}
+
 int main(void) {
     test_injection_vocabs();
     test_tmp_path(model_path, sizeof model_path, "tiny.gguf");
@@ -1059,6 +1128,7 @@ int main(void) {
         test_abort_thread();
 #endif
         test_overflow();
+        test_set_messages();
         test_templates_and_params();
         test_alloc_failures();
         test_injection();

@@ -10,7 +10,8 @@
 
 #include <fcntl.h>
 
-/* Writes sp, loads it (mmap), frees it; returns the status, err filled. */
+/* Writes sp, loads it (mmap), frees it; returns the status, err filled. Every file is also
+ * loaded from memory (lean_model_load_memory), which must answer the same, message included. */
 static lean_status load_spec(const tiny_spec *sp, lean_error *err) {
     char path[256];
     tiny_path(path, sizeof path);
@@ -23,6 +24,18 @@ static lean_status load_spec(const tiny_spec *sp, lean_error *err) {
     st = lean_model_load_file(path, &m, err);
     CHECK((st == LEAN_OK) == (m != NULL), "status %d but model %p", st, (void *)m);
     lean_model_free(m);
+
+    size_t len;
+    uint8_t *bytes = test_read_file(path, &len);
+    CHECK(bytes != NULL, "reading %s", path);
+    lean_error merr = {0};
+    m = NULL;
+    lean_status mst = bytes ? lean_model_load_memory(bytes, len, NULL, &m, &merr) : LEAN_ERR_IO;
+    CHECK(mst == st && (mst == LEAN_OK || strcmp(merr.msg, err->msg) == 0),
+          "from memory: status %d \"%s\", from the file: %d \"%s\"", mst, merr.msg, st, err->msg);
+    CHECK((mst == LEAN_OK) == (m != NULL), "status %d but model %p", mst, (void *)m);
+    lean_model_free(m);
+    free(bytes);
     unlink(path);
     return st;
 }
@@ -315,6 +328,85 @@ static void test_load_progress(void) {
     unlink(path);
 }
 
+/* lean_model_load_memory over a fixture: the views point into the caller's bytes (no copy),
+ * the logits are the mapped model's bit for bit, broken or truncated bytes fail as files do,
+ * and every allocation failure ends in NOMEM without a leak. */
+static void test_memory(void) {
+    const char *path = "build/fixtures/qwen2-q4_0.gguf";
+    size_t len;
+    uint8_t *bytes = test_read_file(path, &len);
+    CHECK(bytes != NULL, "cannot read %s: run `make test-data`", path);
+    if (!bytes) return;
+    lean_error err = {0};
+    lean_model *a = NULL, *b = NULL;
+    CHECK(lean_model_load_file(path, &a, &err) == LEAN_OK, "%s", err.msg);
+    test_progress pr = {0};
+    lean_model_params mp = lean_model_default_params();
+    mp.progress = test_progress_fn;
+    mp.progress_user = &pr;
+    CHECK(lean_model_load_memory(bytes, len, &mp, &b, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(!pr.broken && pr.calls == 1 && pr.done == pr.total && pr.total > 0, "progress: %llu calls",
+          (unsigned long long)pr.calls);
+    if (a && b) {
+        CHECK(b->map.data == NULL && b->weights == NULL, "a memory load neither maps nor copies");
+        const uint8_t *w = b->layers[1].w_up.data;
+        CHECK(w >= bytes && w + b->layers[1].w_up.n_bytes <= bytes + len, "views point into the caller's bytes");
+        const int32_t ids[] = {1, 17, 42, 99, 5, 63, 2, 8};
+        const int32_t nv = lean_model_n_vocab(a);
+        float *la = malloc(sizeof(float) * (size_t)nv), *lb = malloc(sizeof(float) * (size_t)nv);
+        lean_ctx_params cp = lean_ctx_default_params();
+        cp.backend = "cpu";
+        cp.n_ctx = 64;
+        lean_ctx *ca = NULL, *cb = NULL;
+        CHECK(lean_ctx_create(a, &cp, &ca, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_ctx_create(b, &cp, &cb, &err) == LEAN_OK, "%s", err.msg);
+        if (ca && cb && la && lb) {
+            CHECK(lean_prefill(ca, ids, 8, la, &err) == LEAN_OK, "%s", err.msg);
+            CHECK(lean_prefill(cb, ids, 8, lb, &err) == LEAN_OK, "%s", err.msg);
+            CHECK(memcmp(la, lb, sizeof(float) * (size_t)nv) == 0, "the same logits as the mapped file's");
+        }
+        lean_ctx_free(ca);
+        lean_ctx_free(cb);
+        free(la);
+        free(lb);
+    }
+    lean_model_free(b);
+    b = NULL;
+
+    /* truncated: the reader's check names the tensor and the sizes, as for a short file */
+    lean_status st = lean_model_load_memory(bytes, len - 100, NULL, &b, &err);
+    CHECK(st == LEAN_ERR_FORMAT && b == NULL, "truncated: status %d: %s", st, err.msg);
+    CHECK(strstr(err.msg, "bytes") != NULL, "message: %s", err.msg);
+    /* not a GGUF */
+    uint8_t junk[64] __attribute__((aligned(16))) = "not a gguf file at all";
+    st = lean_model_load_memory(junk, sizeof junk, NULL, &b, &err);
+    CHECK(st == LEAN_ERR_FORMAT && b == NULL, "junk: status %d: %s", st, err.msg);
+    st = lean_model_load_memory(bytes + 4, len - 4, NULL, &b, &err);
+    CHECK(st == LEAN_ERR_ARG && strstr(err.msg, "aligned") && b == NULL, "misaligned: status %d: %s", st, err.msg);
+    mp = lean_model_default_params();
+    mp.gpu_only = 1;
+    st = lean_model_load_memory(bytes, len, &mp, &b, &err);
+    CHECK(st == LEAN_ERR_ARG && strstr(err.msg, "gpu_only") && b == NULL, "gpu_only: status %d: %s", st, err.msg);
+    st = lean_model_load_memory(NULL, len, NULL, &b, &err);
+    CHECK(st == LEAN_ERR_ARG && b == NULL, "NULL data: status %d", st);
+
+    for (uint64_t n = 1;; n++) {
+        lean_alloc_fail_at(n, false);
+        st = lean_model_load_memory(bytes, len, NULL, &b, &err);
+        lean_alloc_fail_at(0, false);
+        if (st == LEAN_OK) {
+            lean_model_free(b);
+            CHECK(n > 3, "only %llu allocations", (unsigned long long)n);
+            break;
+        }
+        CHECK(st == LEAN_ERR_NOMEM && b == NULL, "fail at %llu: status %d: %s", (unsigned long long)n, st,
+              err.msg);
+        if (st != LEAN_ERR_NOMEM) break;
+    }
+    lean_model_free(a);
+    free(bytes);
+}
+
 int main(void) {
     test_valid_models();
     test_info();
@@ -323,5 +415,6 @@ int main(void) {
     test_hparams();
     test_load_progress();
     test_stream();
+    test_memory();
     return test_finish("test_model");
 }

@@ -80,7 +80,7 @@ try {
     });
     const bytes = readFileSync(file);
     const module = await WebAssembly.compile(bytes);
-    const gpu = leanWebGPU();
+    const gpu = leanWebGPU({ pump: false }); // main cannot be called again after LEAN_PENDING
     const imports = { ...wasi.getImportObject(), ...gpu.imports };
     const shared = WebAssembly.Module.imports(module).some((i) => i.module === 'env' && i.name === 'memory');
     if (shared) {

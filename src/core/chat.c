@@ -30,7 +30,8 @@ typedef struct chat_buf { /* bytes, always with room for a NUL after them */
     size_t n, cap;
 } chat_buf;
 
-enum { PHASE_IDLE, PHASE_PREFILL, PHASE_GEN };
+/* PHASE_BEGIN: the prompt is in the cache, the generation not begun (a begin left pending) */
+enum { PHASE_IDLE, PHASE_PREFILL, PHASE_BEGIN, PHASE_GEN };
 
 struct lean_chat_session {
     /* ---- configuration (create) */
@@ -71,6 +72,7 @@ struct lean_chat_session {
     chat_buf reply;             /* text handed out this turn: the assistant's message */
     chat_buf out;               /* text handed out by the last step */
     bool stop_requested;        /* the callback returned nonzero */
+    bool pending;               /* the last step returned LEAN_PENDING: the next resumes it */
     lean_chat_turn_stats stats;
     atomic_int abort_flag;
 };
@@ -162,6 +164,7 @@ lean_status lean_chat_session_create(const lean_model *m, const lean_chat_sessio
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = p.n_ctx;
     cp.n_batch = p.n_batch;
+    cp.n_threads = p.n_threads;
     cp.backend = p.backend;
     cp.exact = p.exact;
     cp.progress = p.progress;
@@ -234,6 +237,7 @@ void lean_chat_session_free(lean_chat_session *s) {
  * with the invariants. Cannot fail. */
 static void clear_turn(lean_chat_session *s) {
     s->phase = PHASE_IDLE;
+    s->pending = false; /* lean_gen_end below ends a prefill left pending */
     lean_free(s->user);
     s->user = NULL;
     s->n_drop = 0;
@@ -479,8 +483,9 @@ static lean_status draw(lean_chat_session *s, lean_error *err) {
 }
 
 static lean_status step(lean_chat_session *s, lean_error *err) {
-    if (atomic_load(&s->abort_flag)) return finish(s, LEAN_CHAT_STOP_ABORT, err);
-    if (s->stop_requested) return finish(s, LEAN_CHAT_STOP_CALLBACK, err);
+    /* a stop waits for the piece of work left pending to complete: the state stays exact */
+    if (!s->pending && atomic_load(&s->abort_flag)) return finish(s, LEAN_CHAT_STOP_ABORT, err);
+    if (!s->pending && s->stop_requested) return finish(s, LEAN_CHAT_STOP_CALLBACK, err);
     lean_status st;
     if (s->phase == PHASE_PREFILL) {
         /* one chunk of the prompt; the logits only after the last */
@@ -493,6 +498,9 @@ static lean_status step(lean_chat_session *s, lean_error *err) {
         s->n_ids += n;
         s->has_logits = last;
         if (!last) return LEAN_OK;
+        s->phase = PHASE_BEGIN;
+    }
+    if (s->phase == PHASE_BEGIN) {
         /* the penalty's history is what the cache holds, then every drawn id */
         lean_sampler_reset(s->smp);
         if ((st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK ||
@@ -517,6 +525,11 @@ lean_status lean_chat_step(lean_chat_session *s, const char **text, size_t *n_by
     s->out.n = 0;
     if (s->phase == PHASE_IDLE) return LEAN_OK;
     lean_status st = step(s, err);
+    s->pending = st == LEAN_PENDING;
+    if (st == LEAN_PENDING) { /* nothing changed that the call made again will not redo (lean.h) */
+        *more = 1;
+        return st;
+    }
     if (st != LEAN_OK) {
         s->stats.stop = LEAN_CHAT_STOP_NONE;
         s->out.n = 0;
@@ -533,7 +546,8 @@ lean_status lean_chat_step(lean_chat_session *s, const char **text, size_t *n_by
 
 lean_status lean_chat_turn(lean_chat_session *s, const char *user_text, lean_chat_text_fn on_text, void *user,
                            lean_chat_turn_stats *stats, lean_error *err) {
-    lean_status st = lean_chat_submit(s, user_text, err);
+    /* made again after LEAN_PENDING: the turn goes on from its pending step */
+    lean_status st = s && s->pending ? LEAN_OK : lean_chat_submit(s, user_text, err);
     for (int more = st == LEAN_OK; more;) {
         const char *t = "";
         size_t n = 0;
@@ -542,6 +556,56 @@ lean_status lean_chat_turn(lean_chat_session *s, const char *user_text, lean_cha
     }
     if (stats && s) *stats = s->stats;
     return st;
+}
+
+lean_status lean_chat_session_set_messages(lean_chat_session *s, const lean_chat_message *msgs, size_t n,
+                                           lean_error *err) {
+    if (!s || (n && !msgs)) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_messages: NULL argument");
+    if (s->phase != PHASE_IDLE) return LEAN_FAIL(err, LEAN_ERR_ARG, "a turn is in progress: step it to its end first");
+    const size_t sys = n > 0 && msgs[0].role && strcmp(msgs[0].role, "system") == 0;
+    if ((n - sys) % 2 != 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%zu messages after the system prompt: expected user/assistant pairs", n - sys);
+    for (size_t i = sys; i < n; i++) {
+        const char *want = (i - sys) % 2 == 0 ? "user" : "assistant";
+        if (!msgs[i].role || strcmp(msgs[i].role, want) != 0 || !msgs[i].content)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "message %zu has role '%s', expected '%s' with content", i,
+                             msgs[i].role ? msgs[i].role : "(null)", want);
+    }
+    /* the copies first, so that a failure changes nothing; room for a turn's two more */
+    lean_chat_message *v = lean_calloc(n + 2, sizeof *v);
+    if (!v) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%zu messages", n + 2);
+    for (size_t i = 0; i < n; i++) {
+        char *c = lean_strndup(msgs[i].content, strlen(msgs[i].content));
+        if (!c) {
+            for (size_t j = 0; j < i; j++) lean_free((char *)v[j].content);
+            lean_free(v);
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "copying message %zu", i);
+        }
+        v[i] = (lean_chat_message){i < sys ? "system" : (i - sys) % 2 == 0 ? "user" : "assistant", c};
+    }
+    for (size_t i = 0; i < s->n_msgs; i++) lean_free((char *)s->msgs[i].content);
+    lean_free(s->msgs);
+    s->msgs = v;
+    s->n_msgs = n;
+    s->cap_msgs = n + 2;
+    s->n_system = sys;
+    return LEAN_OK;
+}
+
+lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_sampler_params *sampling,
+                                           int32_t n_predict, lean_error *err) {
+    if (!s || !sampling) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_sampling: NULL argument");
+    if (s->phase != PHASE_IDLE) return LEAN_FAIL(err, LEAN_ERR_ARG, "a turn is in progress: step it to its end first");
+    if (n_predict < 0 || n_predict >= s->n_ctx)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_predict %d: expected 0..%d (the context holds %d)", n_predict,
+                         s->n_ctx - 1, s->n_ctx);
+    lean_sampler *smp;
+    lean_status st = lean_sampler_create(sampling, s->n_vocab, &smp, err);
+    if (st != LEAN_OK) return st;
+    lean_sampler_free(s->smp); /* a turn resets and refills the history: nothing else to carry */
+    s->smp = smp;
+    s->n_predict = n_predict;
+    return LEAN_OK;
 }
 
 void lean_chat_abort(lean_chat_session *s) {

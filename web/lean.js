@@ -1,0 +1,217 @@
+// lean.js — lean in a web page: a GGUF model running in a dedicated Worker (lean_worker.js over
+// lean.wasm), on the visitor's GPU through WebGPU or on the CPU. docs/web.md is the reference.
+//
+//   import { Lean } from './lean.js';
+//   const lean = await Lean.load('model.gguf', { onProgress: (p) => console.log(p.phase, p.loaded, p.total) });
+//   lean.info.backend;                                            // 'gpu' or 'cpu'
+//   const { ids, text } = await lean.generate({ prompt: 'Once upon', maxTokens: 32 });
+//   for await (const piece of lean.chat('Hi!')) show(piece);      // the reply, streamed
+//   await lean.free();
+//
+// Every method but free waits for the ones before it (the worker runs one request at a time).
+// Errors reject with an Error whose message is lean's own.
+
+const WORKER_URL = new URL('./lean_worker.js', import.meta.url);
+const CACHE_NAME = 'lean-models-v1'; // lean_worker.js fills it
+
+// Where the page's sampling names meet the worker's (the same names: kept in one list).
+const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
+const pick = (o, keys) => Object.fromEntries(keys.filter((k) => o?.[k] !== undefined).map((k) => [k, o[k]]));
+
+export class Lean {
+    #worker;
+    #next = 1;
+    #pending = new Map(); // request id -> { resolve, reject, onMessage }
+    #history = []; // the conversation chat(text) continues: [{ role, content }]
+    #system;
+    info = null;
+    stats = null;
+
+    constructor(worker) {
+        this.#worker = worker;
+        worker.onmessage = ({ data }) => {
+            if (data.type === 'info') {
+                this.info = data.info;
+                return;
+            }
+            const p = this.#pending.get(data.id);
+            if (!p) return;
+            if (data.type) return p.onMessage?.(data);
+            this.#pending.delete(data.id);
+            if (data.ok) p.resolve(data.result);
+            else p.reject(new Error(data.error));
+        };
+        worker.onerror = (e) => {
+            e.preventDefault?.();
+            const err = new Error(`lean's worker failed: ${e.message ?? e}`);
+            for (const p of this.#pending.values()) p.reject(err);
+            this.#pending.clear();
+        };
+    }
+
+    // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
+    // array, or a ReadableStream of bytes (opts.size: its length, when known).
+    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, onProgress, size }
+    static async load(source, opts = {}) {
+        const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
+        const lean = new Lean(worker);
+        const { onProgress, ...rest } = opts;
+        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly']);
+        // a page without JSPI (or one that deleted it to test the other path) gets a worker without
+        options.jspi ??= typeof WebAssembly.Suspending === 'function';
+        const transfer = [];
+        let src;
+        if (typeof source === 'string' || source instanceof URL) {
+            // relative to the page, as fetch would read it there
+            src = { url: new URL(source, globalThis.location?.href).href };
+        } else if (typeof Blob !== 'undefined' && source instanceof Blob) {
+            src = { blob: source };
+        } else if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+            // copied once into the worker's message (the caller keeps its buffer)
+            const b = source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+            src = { bytes: b };
+        } else if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
+            src = { stream: source, size: opts.size };
+            transfer.push(source);
+        } else {
+            worker.terminate();
+            throw new TypeError('Lean.load: the source must be a URL, File/Blob, ArrayBuffer, typed array or ReadableStream');
+        }
+        try {
+            lean.info = await lean.#request('load', { source: src, opts: options }, { transfer, onMessage: (m) => m.type === 'progress' && onProgress?.(m) });
+        } catch (e) {
+            worker.terminate();
+            throw e;
+        }
+        return lean;
+    }
+
+    // Whether the Cache API holds the model at url (a Lean.load of it would read no network).
+    static async cached(url) {
+        if (typeof caches === 'undefined') return false;
+        const cache = await caches.open(CACHE_NAME);
+        return !!(await cache.match(new URL(url, globalThis.location?.href).href));
+    }
+
+    // Drops url's model from the Cache API, or every model lean cached when url is absent.
+    static async uncache(url) {
+        if (typeof caches === 'undefined') return false;
+        if (url === undefined) return caches.delete(CACHE_NAME);
+        return (await caches.open(CACHE_NAME)).delete(new URL(url, globalThis.location?.href).href);
+    }
+
+    #request(op, args, { transfer = [], onMessage, signal } = {}) {
+        if (!this.#worker) return Promise.reject(new Error('this model was freed'));
+        const id = this.#next++;
+        return new Promise((resolve, reject) => {
+            this.#pending.set(id, { resolve, reject, onMessage });
+            if (signal) {
+                const stop = () => this.#worker?.postMessage({ op: 'abort', target: id });
+                if (signal.aborted) stop();
+                else signal.addEventListener('abort', stop, { once: true });
+            }
+            this.#worker.postMessage({ id, op, args }, transfer);
+        });
+    }
+
+    // { ids | prompt, maxTokens = 32, temperature (0/absent: greedy), topK, topP, repeatPenalty,
+    //   repeatLastN, seed, ignoreEog, signal, onToken(id, text) } -> { ids, text }
+    async generate(o = {}) {
+        const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), stream: !!o.onToken };
+        if (o.ids) args.ids = Array.from(o.ids);
+        const onMessage = (m) => m.type === 'token' && o.onToken?.(m.token, m.text);
+        const r = await this.#request('generate', args, { onMessage, signal: o.signal });
+        this.stats = r.stats;
+        return { ids: r.ids, text: r.text };
+    }
+
+    // An async iterator of the reply's text pieces. input: the user's text (the conversation so
+    // far continues; opts.system sets its system prompt), or the whole conversation
+    // [{ role, content }, ...] ending with the user's message (which then becomes the one
+    // chat(text) continues). The KV cache keeps what the turns share.
+    // opts: { maxTokens, signal, system, temperature, topK, topP, repeatPenalty, repeatLastN, seed }
+    async *chat(input, opts = {}) {
+        let messages;
+        if (typeof input === 'string') {
+            if (opts.system !== undefined) this.#system = opts.system;
+            const sys = this.#system ? [{ role: 'system', content: this.#system }] : [];
+            messages = [...sys, ...this.#history, { role: 'user', content: input }];
+        } else {
+            messages = input.map(({ role, content }) => ({ role, content }));
+            if (opts.system !== undefined && messages[0]?.role !== 'system') messages.unshift({ role: 'system', content: opts.system });
+            this.#system = messages[0]?.role === 'system' ? messages[0].content : undefined;
+        }
+        const queue = [];
+        let wake = null, done = false, failure = null;
+        const notify = () => wake?.();
+        const args = { messages, ...pick(opts, ['maxTokens', ...SAMPLING]) };
+        const controller = new AbortController();
+        opts.signal?.addEventListener('abort', () => controller.abort(), { once: true });
+        if (opts.signal?.aborted) controller.abort();
+        const finished = this.#request('chat', args, {
+            signal: controller.signal,
+            onMessage: (m) => {
+                if (m.type === 'piece') queue.push(m.text), notify();
+            },
+        }).then(
+            (r) => {
+                this.stats = r.stats;
+                this.#history = [...messages.filter((m) => m.role !== 'system'), { role: 'assistant', content: r.text }];
+                done = true;
+                notify();
+            },
+            (e) => {
+                failure = e;
+                done = true;
+                notify();
+            },
+        );
+        try {
+            for (;;) {
+                if (queue.length) {
+                    yield queue.shift();
+                    continue;
+                }
+                if (done) break;
+                await new Promise((r) => (wake = r));
+                wake = null;
+            }
+            await finished;
+            if (failure) throw failure;
+        } finally {
+            // a loop left early (break, throw) stops the reply; the session stays usable
+            if (!done) {
+                controller.abort();
+                await finished;
+            }
+        }
+    }
+
+    // Forgets the conversation (the KV cache is kept: a new one reuses what it shares).
+    async resetChat() {
+        this.#history = [];
+        this.#system = undefined;
+        await this.#request('resetChat', {});
+    }
+
+    // text -> ids (BOS where the model's file says so; opts.parseSpecial reads "<|im_start|>" as its id)
+    async tokenize(text, opts = {}) {
+        return Int32Array.from(await this.#request('tokenize', { text, ...pick(opts, ['addSpecial', 'parseSpecial']) }));
+    }
+
+    // ids -> text (opts.skipSpecial leaves out BOS, EOS and other control tokens)
+    async detokenize(ids, opts = {}) {
+        return this.#request('detokenize', { ids: Array.from(ids), skipSpecial: !!opts.skipSpecial });
+    }
+
+    // Frees the model, its contexts and the worker; the object is unusable after.
+    async free() {
+        if (!this.#worker) return;
+        try {
+            await this.#request('free', {});
+        } finally {
+            this.#worker.terminate();
+            this.#worker = null;
+        }
+    }
+}

@@ -1,0 +1,749 @@
+// lean_worker.js — the dedicated module Worker that runs lean.wasm for lean.js, so the page never
+// blocks. It owns the wasm instance, the model's bytes (in wasm memory) and the contexts.
+//
+// Messages (lean.js is the only client):
+//   in   { id, op, args }   op: load | generate | chat | tokenize | detokenize | resetChat | free
+//        { op: 'abort', target }   stops request `target` between two steps (any time)
+//   out  { id, ok: true, result } | { id, ok: false, error }      the answer to request id
+//        { id, type: 'progress', phase, loaded, total }            while loading
+//        { id, type: 'piece', text } | { id, type: 'token', token, text }   while generating
+//        { type: 'info', info }    the backend changed (a GPU failure fell back to the CPU)
+// Requests run one at a time, in order; aborts bypass the queue.
+//
+// GPU waits: where JSPI exists the GPU-touching exports run through WebAssembly.promising and
+// suspend at a wait (src/gpu/web.c); where it does not, such a call returns LEAN_PENDING and is
+// called again, unchanged, once gpu.settle() says the GPU's work is done (the pump: lean.h).
+//
+// Sections: instance · calls · memory helpers · load (sources, cache) · backend ladder ·
+//           generate · chat · tokens · messages
+
+import { leanWebGPU } from './webgpu_imports.mjs';
+import { wasiImports } from './wasi.mjs';
+
+const LEAN_ERR_DEVICE = 8;
+// The pump's status (lean.h LEAN_PENDING, added by the no-JSPI work); never returned with JSPI.
+const LEAN_PENDING = 9;
+const TOKENIZE_ADD_SPECIAL = 1, TOKENIZE_PARSE_SPECIAL = 2, DETOKENIZE_SKIP_SPECIAL = 1;
+const CACHE_NAME = 'lean-models-v1'; // bump when the cache's layout changes
+const STOPS = ['none', 'eog', 'string', 'limit', 'context', 'abort', 'callback'];
+
+// ---- instance ----
+
+let ex = null; // lean.wasm's exports, GPU-touching ones wrapped (below)
+let gpu = null; // leanWebGPU()
+let memory = null;
+
+// Exports that may wait on the GPU: through WebAssembly.promising under JSPI.
+const GPU_CALLS = [
+    'lw_ctx_create', 'lw_ctx_free', 'lw_ctx_truncate', 'lw_prefill', 'lw_gen_begin', 'lw_gen_next', 'lw_gen_end',
+    'lw_model_load_gpu', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
+    'lw_chat_set_messages', 'lw_chat_set_sampling',
+];
+
+// jspi false: run as where WebAssembly.Suspending does not exist (Safari; the pump's tests)
+async function instantiate(jspi) {
+    if (ex) return;
+    if (!jspi) delete WebAssembly.Suspending; // this worker's own global: the page keeps its JSPI
+    gpu = leanWebGPU();
+    const wasi = wasiImports();
+    const imports = {
+        ...wasi.imports,
+        ...gpu.imports,
+        lean_web: {
+            progress: (done, total) => post({ id: current, type: 'progress', phase: 'upload', loaded: done, total }),
+            // the GPU-only load's reads (loadGpuOnly): they wait for the network, so JSPI only
+            read: gpu.jspi ? new WebAssembly.Suspending((off, dst, n) => state.read(off, dst, n)) : () => 0,
+        },
+    };
+    const url = new URL('./lean.wasm', import.meta.url);
+    const resp = await fetch(url);
+    if (!resp.ok) throw new Error(`fetching ${url}: HTTP ${resp.status} ${resp.statusText}`);
+    const { instance } = await WebAssembly.instantiate(await resp.arrayBuffer(), imports);
+    memory = instance.exports.memory;
+    gpu.setMemory(memory);
+    wasi.setMemory(memory);
+    instance.exports._initialize();
+    ex = { ...instance.exports };
+    if (gpu.jspi) for (const name of GPU_CALLS) ex[name] = WebAssembly.promising(instance.exports[name]);
+}
+
+// ---- calls ----
+
+class LeanError extends Error {
+    constructor(status, message) {
+        super(message);
+        this.status = status;
+    }
+}
+
+// Calls export name until it is not pending (the pump contract); returns its status.
+async function pump(name, ...args) {
+    for (;;) {
+        const st = await ex[name](...args);
+        if (st !== LEAN_PENDING) return st;
+        await gpu.settle();
+    }
+}
+
+// Lets the worker's event loop run (an abort message waits there): a message to ourselves is a
+// task of its own without setTimeout's clamping. Once per step: microseconds against a step's ms.
+const tick = new MessageChannel();
+const yieldTask = () => new Promise((r) => ((tick.port1.onmessage = r), tick.port2.postMessage(0)));
+
+// pump, then throw lean's message on failure
+async function call(name, ...args) {
+    const st = await pump(name, ...args);
+    if (st !== 0) throw new LeanError(st, cstr(ex.lw_error_msg()));
+}
+
+// ---- memory helpers ----
+
+const encoder = new TextEncoder(), decoder = new TextDecoder();
+const u8 = (ptr, n) => new Uint8Array(memory.buffer, ptr, n);
+const i32 = (ptr, n) => new Int32Array(memory.buffer, ptr, n);
+const cstr = (ptr) => {
+    const b = new Uint8Array(memory.buffer, ptr);
+    return decoder.decode(b.subarray(0, b.indexOf(0)));
+};
+
+function alloc(n) {
+    if (n > 0xffff0000) throw new LeanError(5, `${n} bytes do not fit in wasm32's memory (4 GiB)`);
+    const p = ex.lw_alloc(n);
+    if (!p) throw new LeanError(5, `out of memory: cannot allocate ${n} bytes in wasm memory (at most 4 GiB)`);
+    return p;
+}
+
+// Runs f with the listed things in wasm memory (strings NUL-terminated, arrays of int32, numbers
+// as byte counts of scratch), freeing them after.
+async function withMem(items, f) {
+    const ptrs = [];
+    try {
+        for (const it of items) {
+            if (typeof it === 'string') {
+                const b = encoder.encode(it);
+                const p = alloc(b.length + 1);
+                u8(p, b.length).set(b);
+                u8(p + b.length, 1)[0] = 0;
+                ptrs.push(p);
+            } else if (typeof it === 'number') {
+                const p = alloc(it);
+                u8(p, it).fill(0);
+                ptrs.push(p);
+            } else {
+                const p = alloc(4 * Math.max(it.length, 1));
+                i32(p, it.length).set(it);
+                ptrs.push(p);
+            }
+        }
+        return await f(...ptrs);
+    } finally {
+        for (const p of ptrs) ex.lw_free(p);
+    }
+}
+
+// ---- state ----
+
+let current = 0; // the request being served (progress messages carry its id)
+const aborted = new Set(); // ids of requests asked to stop
+const state = {
+    model: 0, bytes: 0, // the model and its file's bytes (lw_alloc'd, freed after the model)
+    info: null,
+    opts: null, // Lean.load's options
+    backend: 'cpu', // the rung in use: the lean_ctx_params.backend string
+    fallback: [], // [{ backend, reason }]
+    ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
+    chat: 0, // the chat session (its own context)
+    gpuOnly: false, // the weights went to the GPU only (loadGpuOnly)
+    read: null, // while loadGpuOnly runs: the reader of lean_web.read
+};
+const post = (m) => self.postMessage(m);
+
+// ---- load: sources and the cache ----
+
+// The largest model file kept in wasm memory (wasm32 addresses 4 GiB; the rest is for the KV
+// cache and activations); a larger one streams to the GPU instead (loadGpuOnly).
+const MEMORY_MODEL_MAX = 3.5 * 2 ** 30;
+
+// Copies the source's chunks into a wasm buffer of its size (known up front), so the bytes are
+// written once; returns the buffer. With the size unknown (-1) the chunks are gathered first and
+// copied once at the end.
+async function streamToWasm(src, onBytes) {
+    const { reader, size, phase } = src;
+    let loaded = 0;
+    if (size >= 0) {
+        const p = alloc(size);
+        try {
+            for (;;) {
+                const { done, value } = await readChunk(src, loaded);
+                if (done) break;
+                if (loaded + value.length > size) throw new Error(`the download is longer than its announced ${size} bytes`);
+                u8(p + loaded, value.length).set(value);
+                loaded += value.length;
+                onBytes(phase, loaded, size);
+            }
+            if (loaded !== size) throw new Error(`truncated download: ${loaded} of ${size} bytes arrived`);
+        } catch (e) {
+            ex.lw_free(p);
+            throw e;
+        }
+        return { ptr: p, size };
+    }
+    const chunks = [];
+    for (;;) {
+        const { done, value } = await readChunk(src, loaded);
+        if (done) break;
+        chunks.push(value);
+        loaded += value.length;
+        onBytes(phase, loaded, 0);
+    }
+    const p = alloc(loaded);
+    let off = 0;
+    for (const c of chunks) u8(p + off, c.length).set(c), (off += c.length);
+    return { ptr: p, size: loaded };
+}
+
+async function readChunk(src, loaded) {
+    try {
+        return await src.reader.read();
+    } catch (e) {
+        const of = src.size >= 0 ? ` of ${src.size}` : '';
+        throw new Error(`truncated download: it stopped after ${loaded}${of} bytes (${e.message ?? e})`);
+    }
+}
+
+async function openCache(enabled) {
+    if (!enabled || typeof caches === 'undefined') return null;
+    try {
+        return await caches.open(CACHE_NAME);
+    } catch {
+        return null; // an opaque origin or a private window: load without the cache
+    }
+}
+
+// source ({ url } | { blob } | { bytes } | { stream, size }) -> { reader, size (-1: unknown),
+// phase, name, done(ok) }; done is called once the bytes are read (ok) or failed.
+async function openSource(source, opts) {
+    const none = async () => {};
+    if (source.bytes) {
+        const b = new Uint8Array(source.bytes);
+        let given = false;
+        const reader = { read: async () => (given ? { done: true } : ((given = true), { done: false, value: b })) };
+        return { reader, size: b.length, phase: 'load', name: 'the model bytes', done: none };
+    }
+    if (source.blob)
+        return { reader: source.blob.stream().getReader(), size: source.blob.size, phase: 'load', name: source.blob.name || 'the file', done: none };
+    if (source.stream) return { reader: source.stream.getReader(), size: source.size ?? -1, phase: 'download', name: 'the stream', done: none };
+
+    const url = source.url;
+    const cache = await openCache(opts.cache !== false && /^https?:/.test(url));
+    let resp = cache ? await cache.match(url).catch(() => undefined) : undefined;
+    const phase = resp ? 'cache' : 'download';
+    if (!resp) {
+        try {
+            resp = await fetch(url);
+        } catch (e) {
+            throw new Error(`fetching ${url}: ${e.message ?? e}`);
+        }
+        if (!resp.ok) throw new Error(`fetching ${url}: HTTP ${resp.status}${resp.statusText ? ' ' + resp.statusText : ''}`);
+    }
+    // Content-Length is the body's size unless the body is encoded (gzip: its compressed size)
+    const len = resp.headers.get('content-length');
+    const size = len !== null && !resp.headers.get('content-encoding') ? Number(len) : -1;
+    let cached = Promise.resolve();
+    if (cache && phase === 'download') {
+        // a second reader of the same body fills the cache as the bytes arrive
+        cached = cache.put(url, resp.clone()).then(
+            () => navigator.storage?.persist?.().catch(() => false),
+            () => undefined, // a full quota: the model still loads, only uncached
+        );
+    }
+    const done = async (ok) => {
+        if (ok) await cached;
+        else if (cache) await cache.delete(url).catch(() => false); // never keep a truncated file
+    };
+    return { reader: resp.body.getReader(), size, phase, name: url, done };
+}
+
+// The GPU-only load's reader: C asks for [off, off + n) in file order (the header's small reads,
+// then each tensor); the stream is read as far as that, and what lies before off is dropped,
+// but for the first HEAD_BYTES (the header), kept in case the header is read again.
+const HEAD_BYTES = 32 << 20;
+function streamReader(src, onBytes) {
+    const head = new Uint8Array(Math.min(src.size, HEAD_BYTES));
+    let chunks = [], base = 0, end = 0; // chunks hold the stream's bytes [base, end)
+    const reader = async (off, dst, n) => {
+        if (off + n <= Math.min(end, head.length)) {
+            u8(dst, n).set(head.subarray(off, off + n));
+            return n;
+        }
+        if (off < base) throw new Error(`a read at byte ${off} after the stream had passed ${base}`);
+        while (end < off + n) {
+            const { done, value } = await readChunk(src, end);
+            if (done) break;
+            if (end < head.length) head.set(value.subarray(0, Math.min(value.length, head.length - end)), end);
+            chunks.push(value);
+            end += value.length;
+            onBytes(src.phase, end, src.size);
+        }
+        while (chunks.length && base + chunks[0].length <= off) base += chunks.shift().length;
+        let got = 0, at = base;
+        for (const c of chunks) {
+            if (got === n) break;
+            if (at + c.length > off + got) {
+                const s = off + got - at, k = Math.min(c.length - s, n - got);
+                u8(dst + got, k).set(c.subarray(s, s + k));
+                got += k;
+            }
+            at += c.length;
+        }
+        return got;
+    };
+    // a failure becomes a short read, which C reports; the reason is kept for the message
+    const wrapped = async (off, dst, n) => {
+        try {
+            return await reader(off, dst, n);
+        } catch (e) {
+            wrapped.failure ??= e.message ?? String(e);
+            return 0;
+        }
+    };
+    return wrapped;
+}
+
+// A model whose weights go straight from the stream to the GPU, never whole in wasm memory
+// (lean_model_params.gpu_only): for files past MEMORY_MODEL_MAX, or asked for (opts.gpuOnly).
+// The read import suspends while bytes arrive, so this needs JSPI.
+async function loadGpuOnly(src, opts, onBytes) {
+    const want = opts.backend ?? 'auto';
+    const why =
+        want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
+        : !gpu.jspi ? 'streaming it to the GPU waits on the network inside lean.wasm, which needs JSPI (WebAssembly.Suspending)'
+        : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
+        : '';
+    if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
+    state.read = streamReader(src, onBytes);
+    try {
+        await withMem([want, 4], async (name, out) => {
+            const st = await pump('lw_model_load_gpu', src.size, name, opts.exact ? 1 : 0, out);
+            if (st !== 0) throw new LeanError(st, state.read.failure ? `${src.name}: ${state.read.failure}` : cstr(ex.lw_error_msg()));
+            state.model = i32(out, 1)[0];
+        });
+    } finally {
+        state.read = null;
+    }
+    state.gpuOnly = true;
+}
+
+// ---- the backend ladder ----
+
+// Why lean's "auto" would not take the GPU here, or '' when a hardware adapter is there.
+async function gpuRefusal() {
+    if (!globalThis.navigator?.gpu) return 'navigator.gpu is missing (no WebGPU in this browser or context)';
+    if (!gpu.jspi && typeof gpu.settle !== 'function') return 'no JSPI (WebAssembly.Suspending) to wait on the GPU with';
+    let adapter = null;
+    try {
+        adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+    } catch (e) {
+        return `requestAdapter failed: ${e.message ?? e}`;
+    }
+    if (!adapter) return 'navigator.gpu.requestAdapter found no adapter';
+    const info = adapter.info ?? {};
+    if (adapter.isFallbackAdapter || info.isFallbackAdapter)
+        return `the only adapter is a software one (${nameOf(info)})`;
+    return '';
+}
+
+const nameOf = (i) => [i.vendor, i.architecture, i.device, i.description].filter(Boolean).join(' ') || 'unnamed';
+
+// What the page's WebGPU says its adapter is ("google swiftshader", "mesa llvmpipe ...").
+async function adapterName() {
+    const a = await navigator.gpu?.requestAdapter().catch(() => null);
+    return nameOf(a?.info ?? {});
+}
+
+// Makes generate's context on the first rung that works: sets state.backend and state.ctx.
+async function chooseBackend(opts) {
+    const want = opts.backend ?? 'auto';
+    if (state.gpuOnly) { // the weights are on the GPU only: its contexts are the only ones
+        state.ctx = await createCtx('gpu', opts);
+        state.backend = 'gpu';
+        return;
+    }
+    if (want !== 'auto' && want !== 'gpu' && want !== 'cpu')
+        throw new Error(`backend '${want}': expected 'auto', 'gpu' or 'cpu'`);
+    if (want === 'gpu' || want === 'auto') {
+        const why = want === 'auto' ? await gpuRefusal() : '';
+        if (!why) {
+            try {
+                state.ctx = await createCtx('gpu', opts);
+                state.backend = 'gpu';
+                return;
+            } catch (e) {
+                if (want === 'gpu') throw e;
+                state.fallback.push({ backend: 'gpu', reason: e.message });
+            }
+        } else {
+            state.fallback.push({ backend: 'gpu', reason: why });
+        }
+    }
+    state.ctx = await createCtx('cpu', opts);
+    state.backend = 'cpu';
+}
+
+async function createCtx(backend, opts) {
+    return withMem([backend, 4], async (name, out) => {
+        await call('lw_ctx_create', state.model, name, opts.nCtx ?? 0, threadsFor(backend, opts), opts.exact ? 1 : 0, out);
+        return i32(out, 1)[0];
+    });
+}
+
+// This build is single-threaded: the CPU rung runs one thread (the threaded build is separate).
+function threadsFor(backend, opts) {
+    return 1;
+}
+
+async function describe() {
+    let detail = await withMem([256], (buf) => cstr(ex.lw_ctx_backend(state.ctx, buf, 256)));
+    // "gpu (NAME, API)": the adapter's name is what lies before the last comma
+    const inner = state.backend === 'gpu' ? (detail.match(/^gpu \((.*)\)$/)?.[1] ?? '') : '';
+    let adapter = inner.includes(', ') ? inner.slice(0, inner.lastIndexOf(', ')) : inner;
+    if (state.backend === 'gpu' && !adapter) { // browsers may leave the name C reads empty
+        adapter = await adapterName();
+        detail = detail.replace('gpu (', `gpu (${adapter}`);
+    }
+    state.info = {
+        ...state.modelInfo,
+        nCtx: ex.lw_ctx_n_ctx(state.ctx),
+        backend: state.backend,
+        detail,
+        adapter,
+        threads: state.backend === 'cpu' ? threadsFor('cpu', state.opts) : 0,
+        jspi: gpu.jspi,
+        fallback: state.fallback,
+    };
+    return state.info;
+}
+
+// After a lost device (or any failure of the GPU mid-work) under 'auto': the CPU from now on.
+async function fallBack(e) {
+    if (!(e instanceof LeanError) || e.status !== LEAN_ERR_DEVICE || state.backend !== 'gpu') return false;
+    if ((state.opts.backend ?? 'auto') !== 'auto' || state.gpuOnly) return false;
+    state.fallback.push({ backend: 'gpu', reason: e.message });
+    await freeContexts();
+    state.ctx = await createCtx('cpu', state.opts);
+    state.backend = 'cpu';
+    post({ type: 'info', info: await describe() });
+    return true;
+}
+
+// One sequence lives at a time (generate's context or the chat session's), so that wasm memory
+// holds one KV cache; the model keeps its GPU weights across them (lean.h), so a switch costs
+// the other's cache only.
+async function generateCtx() {
+    if (state.chat) await ex.lw_chat_free(state.chat);
+    state.chat = 0;
+    state.ctx ||= await createCtx(state.backend, state.opts);
+    return state.ctx;
+}
+
+async function freeContexts() {
+    if (state.chat) await ex.lw_chat_free(state.chat);
+    if (state.ctx) await ex.lw_ctx_free(state.ctx);
+    if (state.logits) ex.lw_free(state.logits);
+    Object.assign(state, { chat: 0, ctx: 0, logits: 0, ctxIds: [] });
+}
+
+async function load({ source, opts }) {
+    await instantiate(opts.jspi !== false);
+    if (state.model) throw new Error('this worker has a model already');
+    state.opts = opts;
+    let last = 0;
+    const onBytes = (phase, loaded, total) => {
+        const now = performance.now();
+        if (now - last < 50 && loaded !== total) return; // a few messages a second are enough
+        last = now;
+        post({ id: current, type: 'progress', phase, loaded, total: Math.max(total, 0) });
+    };
+    const src = await openSource(source, opts);
+    try {
+        if (opts.gpuOnly || src.size > MEMORY_MODEL_MAX) {
+            await loadGpuOnly(src, opts, onBytes);
+        } else {
+            const { ptr, size } = await streamToWasm(src, onBytes);
+            state.bytes = ptr;
+            await withMem([4], async (out) => {
+                await call('lw_model_load', ptr, size, out);
+                state.model = i32(out, 1)[0];
+            });
+            post({ id: current, type: 'progress', phase: 'load', loaded: size, total: size });
+        }
+        await src.done(true);
+    } catch (e) {
+        await src.done(false);
+        if (state.bytes) ex.lw_free(state.bytes);
+        state.bytes = 0;
+        throw src.name.includes('://') && !e.message.includes(src.name) ? new Error(`${src.name}: ${e.message}`) : e;
+    }
+    state.modelInfo = await withMem([8192], (buf) => {
+        const n = ex.lw_model_info(state.model, buf, 8192);
+        return JSON.parse(decoder.decode(u8(buf, Math.min(n, 8191)).slice()));
+    });
+    await chooseBackend(opts);
+    return describe();
+}
+
+// ---- generate ----
+
+function samplingArgs(o) {
+    const t = o.temperature ?? 0;
+    return [t, o.topK ?? 40, o.topP ?? 0.95, o.repeatPenalty ?? 1, o.repeatLastN ?? 64, o.seed ?? -1];
+}
+
+async function tokenize(text, flags) {
+    return withMem([text, 4], async (t, nOut) => {
+        const n = encoder.encode(text).length;
+        const max = 3 * n + 3; // lean.h's bound
+        return withMem([max], async (ids) => {
+            await call('lw_tokenize', state.model, t, n, flags, ids, max, nOut);
+            return Array.from(i32(ids, i32(nOut, 1)[0]));
+        });
+    });
+}
+
+async function generate(o, reqId) {
+    for (;;) {
+        try {
+            return await generateOnce(o, reqId);
+        } catch (e) {
+            if (!(await fallBack(e))) throw e;
+        }
+    }
+}
+
+async function generateOnce(o, reqId) {
+    const ids = o.ids ? Array.from(o.ids) : await tokenize(o.prompt ?? '', TOKENIZE_ADD_SPECIAL | TOKENIZE_PARSE_SPECIAL);
+    if (!ids.length) throw new Error('generate: no prompt ids');
+    const ctx = await generateCtx();
+    const maxTokens = o.maxTokens ?? 32;
+    const nVocab = state.modelInfo.nVocab;
+    if (!state.logits) state.logits = alloc(4 * nVocab);
+    const hasText = ex.lw_n_tokens(state.model) > 0;
+    // the cache keeps the longest prefix it shares with these ids; at least one is run again
+    let common = 0;
+    while (common < ids.length && common < state.ctxIds.length && ids[common] === state.ctxIds[common]) common++;
+    if (common === ids.length) common--;
+    state.ctxIds = state.ctxIds.slice(0, common);
+    await call('lw_ctx_truncate', ctx, common);
+
+    const out = [];
+    let text = '', smp = 0, ts = 0, stop = 'limit';
+    const t0 = performance.now();
+    let t1 = t0;
+    await withMem([ids, 16], async (idsPtr, scratch) => {
+        try {
+            await call('lw_prefill', ctx, idsPtr + 4 * common, ids.length - common, state.logits);
+            state.ctxIds = ids.slice();
+            t1 = performance.now();
+            await call('lw_sampler_create', state.model, ...samplingArgs(o), scratch);
+            smp = i32(scratch, 1)[0];
+            await call('lw_sampler_accept', smp, idsPtr, ids.length);
+            if (hasText) {
+                await call('lw_text_stream_create', state.model, scratch);
+                ts = i32(scratch, 1)[0];
+            }
+            if (maxTokens > 0) {
+                await call('lw_gen_begin', ctx, smp, maxTokens);
+                for (let i = 0; i < maxTokens; i++) {
+                    await yieldTask();
+                    if (aborted.has(reqId)) {
+                        stop = 'abort';
+                        break;
+                    }
+                    await call('lw_gen_next', ctx, scratch);
+                    const id = i32(scratch, 1)[0];
+                    out.push(id);
+                    if (!o.ignoreEog && ex.lw_is_eog(state.model, id)) {
+                        stop = 'eog';
+                        break;
+                    }
+                    let piece = '';
+                    if (ts && id < ex.lw_n_tokens(state.model)) {
+                        await call('lw_text_stream_push', ts, id, scratch, scratch + 4);
+                        piece = decoder.decode(u8(i32(scratch, 1)[0], i32(scratch + 4, 1)[0]).slice());
+                        text += piece;
+                    }
+                    if (o.stream) post({ id: reqId, type: 'token', token: id, text: piece });
+                }
+            }
+            if (ts) {
+                await call('lw_text_stream_flush', ts, scratch, scratch + 4);
+                const rest = decoder.decode(u8(i32(scratch, 1)[0], i32(scratch + 4, 1)[0]).slice());
+                if (rest) {
+                    text += rest;
+                    if (o.stream) post({ id: reqId, type: 'token', token: -1, text: rest });
+                }
+            }
+        } finally {
+            await ex.lw_gen_end(ctx); // the cache: the prompt and every drawn id but the last
+            if (ts) ex.lw_text_stream_free(ts);
+            if (smp) ex.lw_sampler_free(smp);
+        }
+    });
+    // the ids handed out, the end-of-generation one left out of the result
+    if (out.length) state.ctxIds.push(...out.slice(0, -1));
+    if (ex.lw_ctx_pos(ctx) !== state.ctxIds.length) state.ctxIds = []; // never guess: prefill afresh
+    const t2 = performance.now();
+    const result = stop === 'eog' ? out.slice(0, -1) : out;
+    const nDec = Math.max(out.length - 1, 0);
+    return {
+        ids: result,
+        text,
+        stats: {
+            nPrompt: ids.length,
+            nReused: common,
+            nGenerated: out.length,
+            prefillTokensPerSecond: (ids.length - common) / Math.max((t1 - t0) / 1e3, 1e-9),
+            decodeTokensPerSecond: nDec ? nDec / Math.max((t2 - t1) / 1e3, 1e-9) : 0,
+            stop,
+        },
+    };
+}
+
+// ---- chat ----
+
+async function chatSession() {
+    if (state.chat) return state.chat;
+    if (state.ctx) await ex.lw_ctx_free(state.ctx);
+    Object.assign(state, { ctx: 0, ctxIds: [] });
+    const o = state.opts;
+    return withMem([state.backend, 4], async (name, out) => {
+        await call('lw_chat_create', state.model, name, o.nCtx ?? 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
+        return (state.chat = i32(out, 1)[0]);
+    });
+}
+
+async function chat(o, reqId) {
+    for (;;) {
+        try {
+            return await chatOnce(o, reqId);
+        } catch (e) {
+            if (!(await fallBack(e))) throw e;
+        }
+    }
+}
+
+// o.messages: the whole conversation, ending with the user's new message
+async function chatOnce(o, reqId) {
+    const msgs = o.messages;
+    const last = msgs[msgs.length - 1];
+    if (!last || last.role !== 'user') throw new Error("chat: the last message must be the user's");
+    const s = await chatSession();
+    const [t, k, p, r, n, seed] = samplingArgs(o);
+    const history = JSON.stringify(msgs.slice(0, -1));
+    await withMem([history], (json) => call('lw_chat_set_messages', s, json, encoder.encode(history).length));
+    await call('lw_chat_set_sampling', s, t, k, p, r, n, seed, o.maxTokens ?? 0);
+    let text = '';
+    const t0 = performance.now();
+    let t1 = 0, nPrefill = 0;
+    await withMem([last.content, 16, 24], async (user, scratch, st) => {
+        await call('lw_chat_submit', s, user);
+        ex.lw_chat_stats(s, st);
+        nPrefill = i32(st, 6)[2];
+        for (let more = 1, abortSent = false; more; ) {
+            await yieldTask();
+            if (aborted.has(reqId) && !abortSent) {
+                ex.lw_chat_abort(s); // the next step ends the turn, keeping the text handed out
+                abortSent = true;
+            }
+            await call('lw_chat_step', s, scratch, scratch + 4, scratch + 8);
+            const n = i32(scratch + 4, 1)[0];
+            more = i32(scratch + 8, 1)[0];
+            if (n > 0) {
+                const piece = decoder.decode(u8(i32(scratch, 1)[0], n).slice());
+                text += piece;
+                post({ id: reqId, type: 'piece', text: piece });
+            }
+            if (!t1) {
+                ex.lw_chat_stats(s, st);
+                if (i32(st, 6)[3] > 0) t1 = performance.now(); // the first id drawn: the prefill is done
+            }
+        }
+    });
+    const t2 = performance.now();
+    const st = await withMem([24], (p) => (ex.lw_chat_stats(s, p), Array.from(i32(p, 6))));
+    t1 ||= t2;
+    const nDec = Math.max(st[3] - 1, 0);
+    return {
+        text,
+        stats: {
+            nPrompt: st[0],
+            nReused: st[1],
+            nGenerated: st[3],
+            prefillTokensPerSecond: nPrefill / Math.max((t1 - t0) / 1e3, 1e-9),
+            decodeTokensPerSecond: nDec ? nDec / Math.max((t2 - t1) / 1e3, 1e-9) : 0,
+            stop: STOPS[st[5]] ?? String(st[5]),
+        },
+    };
+}
+
+// ---- tokens ----
+
+async function detokenize({ ids, skipSpecial }) {
+    return withMem([Array.from(ids), 4], async (p, nOut) => {
+        let cap = 16 * ids.length + 16;
+        for (;;) {
+            const text = await withMem([cap], async (buf) => {
+                await call('lw_detokenize', state.model, p, ids.length, skipSpecial ? DETOKENIZE_SKIP_SPECIAL : 0, buf, cap, nOut);
+                const n = i32(nOut, 1)[0];
+                return n < cap ? decoder.decode(u8(buf, n).slice()) : null;
+            });
+            if (text !== null) return text;
+            cap = i32(nOut, 1)[0] + 1;
+        }
+    });
+}
+
+// ---- messages ----
+
+const ops = {
+    load,
+    generate: (a, id) => generate(a, id),
+    chat: (a, id) => chat(a, id),
+    tokenize: ({ text, addSpecial = true, parseSpecial = false }) =>
+        tokenize(text, (addSpecial ? TOKENIZE_ADD_SPECIAL : 0) | (parseSpecial ? TOKENIZE_PARSE_SPECIAL : 0)),
+    detokenize,
+    async resetChat() {
+        if (state.chat) await ex.lw_chat_reset(state.chat);
+    },
+    async free() {
+        await freeContexts();
+        if (state.model) await ex.lw_model_free(state.model);
+        if (state.bytes) ex.lw_free(state.bytes); // after the model: its weights lived here
+        Object.assign(state, { model: 0, bytes: 0 });
+    },
+};
+
+let queue = Promise.resolve();
+let broken = ''; // why lean.wasm can no longer be trusted
+self.onmessage = ({ data }) => {
+    if (data.op === 'abort') {
+        aborted.add(data.target);
+        return;
+    }
+    queue = queue.then(async () => {
+        current = data.id;
+        try {
+            if (broken) throw new Error(`lean.wasm stopped after an earlier trap (${broken}): load the model again`);
+            if (!ops[data.op]) throw new Error(`unknown request '${data.op}'`);
+            if (data.op !== 'load' && !state.model) throw new Error('no model is loaded (or it was freed)');
+            const result = await ops[data.op](data.args ?? {}, data.id);
+            post({ id: data.id, ok: true, result });
+        } catch (e) {
+            // a trap (unreachable, out of bounds) leaves the instance's state unknown: refuse the rest
+            if (e instanceof WebAssembly.RuntimeError) broken = e.message;
+            post({ id: data.id, ok: false, error: String(e?.message ?? e) });
+        } finally {
+            aborted.delete(data.id);
+        }
+    });
+};
