@@ -167,11 +167,16 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 # ---- the browser build: `make web` writes $(WEB_BUILD)/, a folder any static server serves
 # (docs/web.md): lean.wasm, the library as a wasm32 reactor whose exports are web/lean_web.c's
 # (no main; the worker calls them), and every .js/.mjs/.html/.css of web/ copied beside it.
+# lean-mt.wasm is the same reactor from the threaded build (build-wasm-mt/, a make of its own as
+# for wasm-mt): the CPU rung on every core where the page is cross-origin isolated (threads.mjs).
 WEB_BUILD ?= build-web
+WEB_WASM  ?= lean.wasm
 WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
-.PHONY: web
-web: $(WEB_BUILD)/lean.wasm $(WEB_FILES:web/%=$(WEB_BUILD)/%)
-$(WEB_BUILD)/lean.wasm: web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+.PHONY: web web-mt
+web: $(WEB_BUILD)/$(WEB_WASM) web-mt $(WEB_FILES:web/%=$(WEB_BUILD)/%)
+web-mt:
+	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 WEB_WASM=lean-mt.wasm $(WEB_BUILD)/lean-mt.wasm
+$(WEB_BUILD)/$(WEB_WASM): web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS) -Wl,--strip-debug
