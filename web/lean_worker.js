@@ -95,7 +95,8 @@ async function cpuThreads(opts) {
     const backend = opts.backend ?? 'auto';
     if (backend === 'gpu' || opts.gpuOnly || (backend === 'auto' && !(await gpuRefusal()))) return 1;
     if (!globalThis.crossOriginIsolated || typeof SharedArrayBuffer === 'undefined') {
-        state.fallback.push({ backend: 'cpu-threads', reason: `${want} threads: the page is not cross-origin isolated (COOP/COEP), so no SharedArrayBuffer: one thread` });
+        const reason = `${want} threads: the page is not cross-origin isolated (COOP/COEP): no SharedArrayBuffer`;
+        state.fallback.push({ backend: 'cpu-threads', reason });
         return 1;
     }
     return want;
