@@ -109,7 +109,8 @@ WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 
 wasm: $(WASM_BUILD)/liblean.a $(WASM_BUILD)/liblean_dev.a $(WASM_TESTS)
-wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm
+wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm \
+             $(WASM_BUILD)/wasm_pump_host.wasm
 test-wasm:
 	bash tests/run.sh wasm
 
@@ -134,6 +135,12 @@ $(WASM_BUILD)/liblean_dev.a: $(WASM_DEV_OBJ)
 # build-wasm/lean.wasm bench -m MODEL --backend gpu (paths relative to the repository).
 $(WASM_BUILD)/lean.wasm: $(CLI_SRC) $(wildcard cli/*.h) $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $(CLI_SRC) $(WASM_BUILD)/liblean_dev.a \
+	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
+# tests/wasm_pump.mjs's host: lean.h's calls as the exports of a reactor, called from JavaScript
+# with JSPI and without (the pump), as a page's worker calls them.
+$(WASM_BUILD)/wasm_pump_host.wasm: tests/wasm_pump_host.c $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a \
+                                   | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ $< $(WASM_BUILD)/liblean_dev.a \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean_dev.a \
                             $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)

@@ -65,7 +65,20 @@ typedef enum lean_status {
     LEAN_ERR_ARG = 6,          /* the caller asked for something that makes no sense */
     LEAN_ERR_CONTEXT_FULL = 7, /* the tokens do not fit in the context */
     LEAN_ERR_DEVICE = 8,       /* the GPU device was lost or failed mid-work (the message says why) */
+    LEAN_PENDING = 9,          /* not an error: the GPU has not answered yet; call again (below) */
 } lean_status;
+
+/* LEAN_PENDING: only the wasm32 build returns it, and only in a JavaScript host without JSPI
+ * (WebAssembly.Suspending: Safari), where a GPU wait cannot block. Only these calls return it:
+ * lean_ctx_create, lean_prefill, lean_decode, lean_gen_begin, lean_gen_next,
+ * lean_chat_session_create, lean_chat_step, lean_chat_turn and lean_gpu_probe. The call
+ * stopped where it had to wait, with nothing lost: await settle() of web/webgpu_imports.mjs
+ * (it resolves once every GPU request in flight has answered), then make the SAME call again
+ * with the SAME arguments; it resumes there (no work is done twice, a kernel the device
+ * rejected still fails lean_ctx_create). Make no other call on that context or session in
+ * between, but lean_gen_end (it drops a pending prefill's read-back), a chat abort (it takes
+ * effect once the pending step is done) or a free; void calls never wait there. Natively, and
+ * with JSPI, these calls block instead and never return it. */
 
 LEAN_API const char *lean_status_str(lean_status s);
 
@@ -114,9 +127,29 @@ LEAN_API lean_status lean_model_load_file(const char *path, lean_model **out, le
 typedef struct lean_model_params {
     /* nullable: bytes of tensor data made ready. Read through stdio (no mmap), one call per
      * chunk read; mapped, one call (total, total) once the file is mapped and checked, as
-     * the pages are read later, on first use. */
+     * the pages are read later, on first use; GPU-only (below), one call per piece uploaded,
+     * of total = the bytes the GPU takes (as lean_ctx_params.progress counts them). */
     lean_progress_fn progress;
     void *progress_user;
+    /* Nonzero: the GPU-only load, for a model larger than the host's memory (wasm32's 4 GiB).
+     * The load makes the model's GPU part itself (the device and every weight on it, as a first
+     * GPU context would), reading each tensor once, in file order, in pieces of at most 8 MiB
+     * written straight to the device: the weights never sit in host memory. Host memory for the
+     * weights peaks at the 8 MiB piece plus the repacking of one piece into its GPU layout (at
+     * most 32768 blocks: 6.9 MB for Q6_K, 1 MB for Q8_0; none for F32, F16, Q4_1, Q5_1, Q4_K,
+     * Q5_K), and rope_freqs (head_dim / 2 floats), which the host keeps for each context's RoPE
+     * table. The header (tokenizer, chat template) is read as in any load. Such a model serves
+     * GPU contexts only, all on that one device and with its settings: a CPU context, one with
+     * other exact or profile settings, one on another thread where the device is OpenGL (ES),
+     * and any after its device is lost fail (LEAN_ERR_UNSUPPORTED, or LEAN_ERR_DEVICE for the
+     * loss), as the weights are on no other device to upload again. Streamed loads and
+     * lean_model_load_file_params (which then reads the file through stdio, once) honour it. */
+    int32_t gpu_only;
+    /* nullable, with gpu_only: the device's settings, read as a context's (backend: "gpu" for any
+     * adapter, NULL or "auto" for a hardware one only, failing with LEAN_ERR_UNSUPPORTED on a
+     * software one, a CPU name is LEAN_ERR_ARG; exact; profile); NULL: the defaults. Contexts
+     * made with the same exact and profile share it ("auto" and "gpu" alike). */
+    const struct lean_ctx_params *gpu_params;
 } lean_model_params;
 LEAN_API lean_model_params lean_model_default_params(void);
 LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_model_params *p, lean_model **out,
@@ -128,7 +161,8 @@ LEAN_API lean_status lean_model_load_file_params(const char *path, const lean_mo
  * it alive and unchanged until lean_model_free, then frees it itself (lean never writes or
  * frees it). data must be aligned to 16 bytes (malloc's). The checks, statuses and messages
  * are lean_model_load_file's; LEAN_ERR_ARG for a NULL data or out, or a misaligned data.
- * p (nullable): its progress is called once, (total, total), as for a mapped file. */
+ * p (nullable): its progress is called once, (total, total), as for a mapped file; gpu_only
+ * is LEAN_ERR_ARG (the weights are in host memory already). */
 LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const lean_model_params *p,
                                             lean_model **out, lean_error *err);
 
@@ -139,6 +173,9 @@ LEAN_API lean_status lean_model_load_memory(const void *data, size_t size, const
 typedef size_t (*lean_read_fn)(void *user, uint64_t off, void *dst, size_t n);
 LEAN_API lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_size,
                                             lean_model **out, lean_error *err);
+/* The same with lean_model_params (progress per chunk read; gpu_only: tensors to the GPU). */
+LEAN_API lean_status lean_model_load_stream_params(lean_read_fn read, void *user, uint64_t file_size,
+                                                   const lean_model_params *p, lean_model **out, lean_error *err);
 LEAN_API void lean_model_free(lean_model *m);
 
 typedef struct lean_model_info {
@@ -586,7 +623,9 @@ LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, i
  * step: use lean_decode and lean_sampler_sample for them. */
 LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
 LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
-LEAN_API void lean_gen_end(lean_ctx *c); /* a no-op when no generation is in progress */
+/* A no-op when no generation is in progress; it also ends a prefill left LEAN_PENDING (the
+ * chunks it completed stay in the cache). */
+LEAN_API void lean_gen_end(lean_ctx *c);
 
 /* ---- profile ----
  * Where a context's GPU time goes. With lean_ctx_params.profile (or LEAN_PROFILE=1 in the

@@ -12,7 +12,9 @@
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
 #   webgpu  build-wasm/  the GPU tests ("lean-test: webgpu") of the wasm32 build, under Deno
 #                        (scripts/setup_deno.sh, from npm): WebGPU through JavaScript
-#                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe
+#                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe;
+#                        and tests/wasm_pump.mjs: the same calls with JSPI and without it;
+#                        then build-web/'s lean.js against the native CLI (tests/web_api.mjs)
 #   browser build-web/   `make web`: the browser build in Debian's Chromium and Firefox ESR,
 #                        headless, driven by puppeteer-core (npm ci; package.json) through
 #                        tests/browser/run.mjs, one program per browser: greedy and seeded ids
@@ -198,14 +200,18 @@ stage_webgpu() {
         return
     fi
     "$deno" --version | sed -n 1p
-    build wasm-webgpu wasm-webgpu build/lean || built=0
+    build wasm-webgpu wasm-webgpu web build/lean || built=0
     qargs=()
     wasm_set=webgpu
     xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
     XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
     wasm_set=plain
+    # without JSPI (the pump: LEAN_PENDING) against with it, lean.h called from JavaScript
+    XDG_RUNTIME_DIR=$xdg run_prog wasm_pump "$deno" run -A tests/wasm_pump.mjs build-wasm/wasm_pump_host.wasm
     XDG_RUNTIME_DIR=$xdg cli_same_ids "$deno" build/fixtures/llama-q4_k.gguf
     XDG_RUNTIME_DIR=$xdg cli_same_ids "$deno" build/fixtures/qwen2-q8_0.gguf
+    # the browser module (build-web/lean.js, its worker, lean.wasm) against the native CLI
+    XDG_RUNTIME_DIR=$xdg run_prog web_api "$deno" run -A tests/web_api.mjs
     rm -rf "$xdg"
     stage_end
 }

@@ -383,6 +383,10 @@ static void test_memory(void) {
     CHECK(st == LEAN_ERR_FORMAT && b == NULL, "junk: status %d: %s", st, err.msg);
     st = lean_model_load_memory(bytes + 4, len - 4, NULL, &b, &err);
     CHECK(st == LEAN_ERR_ARG && strstr(err.msg, "aligned") && b == NULL, "misaligned: status %d: %s", st, err.msg);
+    mp = lean_model_default_params();
+    mp.gpu_only = 1;
+    st = lean_model_load_memory(bytes, len, &mp, &b, &err);
+    CHECK(st == LEAN_ERR_ARG && strstr(err.msg, "gpu_only") && b == NULL, "gpu_only: status %d: %s", st, err.msg);
     st = lean_model_load_memory(NULL, len, NULL, &b, &err);
     CHECK(st == LEAN_ERR_ARG && b == NULL, "NULL data: status %d", st);
 

@@ -69,7 +69,7 @@ try {
         returnOnExit: true,
     });
     const module = await WebAssembly.compile(readFileSync(file));
-    const gpu = leanWebGPU();
+    const gpu = leanWebGPU({ pump: false }); // main cannot be called again after LEAN_PENDING
     const imports = { ...wasi.getImportObject(), ...gpu.imports };
     if (!gpu.jspi) {
         const instance = await WebAssembly.instantiate(module, imports);

@@ -12,6 +12,7 @@
 // Errors reject with an Error whose message is lean's own.
 
 const WORKER_URL = new URL('./lean_worker.js', import.meta.url);
+const CACHE_NAME = 'lean-models-v1'; // lean_worker.js fills it
 
 // Where the page's sampling names meet the worker's (the same names: kept in one list).
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
@@ -50,12 +51,12 @@ export class Lean {
 
     // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
     // array, or a ReadableStream of bytes (opts.size: its length, when known).
-    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, onProgress, size }
+    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, onProgress, size }
     static async load(source, opts = {}) {
         const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
         const lean = new Lean(worker);
         const { onProgress, ...rest } = opts;
-        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi']);
+        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly']);
         // a page without JSPI (or one that deleted it to test the other path) gets a worker without
         options.jspi ??= typeof WebAssembly.Suspending === 'function';
         const transfer = [];
@@ -83,6 +84,20 @@ export class Lean {
             throw e;
         }
         return lean;
+    }
+
+    // Whether the Cache API holds the model at url (a Lean.load of it would read no network).
+    static async cached(url) {
+        if (typeof caches === 'undefined') return false;
+        const cache = await caches.open(CACHE_NAME);
+        return !!(await cache.match(new URL(url, globalThis.location?.href).href));
+    }
+
+    // Drops url's model from the Cache API, or every model lean cached when url is absent.
+    static async uncache(url) {
+        if (typeof caches === 'undefined') return false;
+        if (url === undefined) return caches.delete(CACHE_NAME);
+        return (await caches.open(CACHE_NAME)).delete(new URL(url, globalThis.location?.href).href);
     }
 
     #request(op, args, { transfer = [], onMessage, signal } = {}) {

@@ -36,7 +36,7 @@ let memory = null;
 // Exports that may wait on the GPU: through WebAssembly.promising under JSPI.
 const GPU_CALLS = [
     'lw_ctx_create', 'lw_ctx_free', 'lw_ctx_truncate', 'lw_prefill', 'lw_gen_begin', 'lw_gen_next', 'lw_gen_end',
-    'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
+    'lw_model_load_gpu', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
     'lw_chat_set_messages', 'lw_chat_set_sampling',
 ];
 
@@ -49,7 +49,11 @@ async function instantiate(jspi) {
     const imports = {
         ...wasi.imports,
         ...gpu.imports,
-        lean_web: { progress: (done, total) => post({ id: current, type: 'progress', phase: 'upload', loaded: done, total }) },
+        lean_web: {
+            progress: (done, total) => post({ id: current, type: 'progress', phase: 'upload', loaded: done, total }),
+            // the GPU-only load's reads (loadGpuOnly): they wait for the network, so JSPI only
+            read: gpu.jspi ? new WebAssembly.Suspending((off, dst, n) => state.read(off, dst, n)) : () => 0,
+        },
     };
     const url = new URL('./lean.wasm', import.meta.url);
     const resp = await fetch(url);
@@ -149,30 +153,30 @@ const state = {
     fallback: [], // [{ backend, reason }]
     ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
     chat: 0, // the chat session (its own context)
+    gpuOnly: false, // the weights went to the GPU only (loadGpuOnly)
+    read: null, // while loadGpuOnly runs: the reader of lean_web.read
 };
 const post = (m) => self.postMessage(m);
 
 // ---- load: sources and the cache ----
 
-// Copies a stream of byte chunks into a wasm buffer of size bytes (the file's size, known up
-// front), so the bytes are written once; returns the buffer. With size unknown (-1) the chunks
-// are gathered first and copied once at the end.
-async function streamToWasm(reader, size, phase, onBytes) {
+// The largest model file kept in wasm memory (wasm32 addresses 4 GiB; the rest is for the KV
+// cache and activations); a larger one streams to the GPU instead (loadGpuOnly).
+const MEMORY_MODEL_MAX = 3.5 * 2 ** 30;
+
+// Copies the source's chunks into a wasm buffer of its size (known up front), so the bytes are
+// written once; returns the buffer. With the size unknown (-1) the chunks are gathered first and
+// copied once at the end.
+async function streamToWasm(src, onBytes) {
+    const { reader, size, phase } = src;
     let loaded = 0;
     if (size >= 0) {
         const p = alloc(size);
         try {
             for (;;) {
-                let chunk;
-                try {
-                    chunk = await reader.read();
-                } catch (e) {
-                    throw new Error(`truncated download: it stopped after ${loaded} of ${size} bytes (${e.message ?? e})`);
-                }
-                const { done, value } = chunk;
+                const { done, value } = await readChunk(src, loaded);
                 if (done) break;
-                if (loaded + value.length > size)
-                    throw new Error(`the download is longer than its announced ${size} bytes`);
+                if (loaded + value.length > size) throw new Error(`the download is longer than its announced ${size} bytes`);
                 u8(p + loaded, value.length).set(value);
                 loaded += value.length;
                 onBytes(phase, loaded, size);
@@ -186,7 +190,7 @@ async function streamToWasm(reader, size, phase, onBytes) {
     }
     const chunks = [];
     for (;;) {
-        const { done, value } = await reader.read();
+        const { done, value } = await readChunk(src, loaded);
         if (done) break;
         chunks.push(value);
         loaded += value.length;
@@ -198,6 +202,15 @@ async function streamToWasm(reader, size, phase, onBytes) {
     return { ptr: p, size: loaded };
 }
 
+async function readChunk(src, loaded) {
+    try {
+        return await src.reader.read();
+    } catch (e) {
+        const of = src.size >= 0 ? ` of ${src.size}` : '';
+        throw new Error(`truncated download: it stopped after ${loaded}${of} bytes (${e.message ?? e})`);
+    }
+}
+
 async function openCache(enabled) {
     if (!enabled || typeof caches === 'undefined') return null;
     try {
@@ -207,17 +220,19 @@ async function openCache(enabled) {
     }
 }
 
-// source: { url } | { blob } | { bytes } | { stream, size }
-async function fetchModel(source, opts, onBytes) {
+// source ({ url } | { blob } | { bytes } | { stream, size }) -> { reader, size (-1: unknown),
+// phase, name, done(ok) }; done is called once the bytes are read (ok) or failed.
+async function openSource(source, opts) {
+    const none = async () => {};
     if (source.bytes) {
         const b = new Uint8Array(source.bytes);
-        const p = alloc(b.length);
-        u8(p, b.length).set(b);
-        onBytes('load', b.length, b.length);
-        return { ptr: p, size: b.length };
+        let given = false;
+        const reader = { read: async () => (given ? { done: true } : ((given = true), { done: false, value: b })) };
+        return { reader, size: b.length, phase: 'load', name: 'the model bytes', done: none };
     }
-    if (source.blob) return streamToWasm(source.blob.stream().getReader(), source.blob.size, 'load', onBytes);
-    if (source.stream) return streamToWasm(source.stream.getReader(), source.size ?? -1, 'download', onBytes);
+    if (source.blob)
+        return { reader: source.blob.stream().getReader(), size: source.blob.size, phase: 'load', name: source.blob.name || 'the file', done: none };
+    if (source.stream) return { reader: source.stream.getReader(), size: source.size ?? -1, phase: 'download', name: 'the stream', done: none };
 
     const url = source.url;
     const cache = await openCache(opts.cache !== false && /^https?:/.test(url));
@@ -234,24 +249,89 @@ async function fetchModel(source, opts, onBytes) {
     // Content-Length is the body's size unless the body is encoded (gzip: its compressed size)
     const len = resp.headers.get('content-length');
     const size = len !== null && !resp.headers.get('content-encoding') ? Number(len) : -1;
-    let cached = null;
+    let cached = Promise.resolve();
     if (cache && phase === 'download') {
         // a second reader of the same body fills the cache as the bytes arrive
-        const copy = resp.clone();
-        cached = cache.put(url, copy).then(
+        cached = cache.put(url, resp.clone()).then(
             () => navigator.storage?.persist?.().catch(() => false),
             () => undefined, // a full quota: the model still loads, only uncached
         );
     }
-    let out;
+    const done = async (ok) => {
+        if (ok) await cached;
+        else if (cache) await cache.delete(url).catch(() => false); // never keep a truncated file
+    };
+    return { reader: resp.body.getReader(), size, phase, name: url, done };
+}
+
+// The GPU-only load's reader: C asks for [off, off + n) in file order (the header's small reads,
+// then each tensor); the stream is read as far as that, and what lies before off is dropped,
+// but for the first HEAD_BYTES (the header), kept in case the header is read again.
+const HEAD_BYTES = 32 << 20;
+function streamReader(src, onBytes) {
+    const head = new Uint8Array(Math.min(src.size, HEAD_BYTES));
+    let chunks = [], base = 0, end = 0; // chunks hold the stream's bytes [base, end)
+    const reader = async (off, dst, n) => {
+        if (off + n <= Math.min(end, head.length)) {
+            u8(dst, n).set(head.subarray(off, off + n));
+            return n;
+        }
+        if (off < base) throw new Error(`a read at byte ${off} after the stream had passed ${base}`);
+        while (end < off + n) {
+            const { done, value } = await readChunk(src, end);
+            if (done) break;
+            if (end < head.length) head.set(value.subarray(0, Math.min(value.length, head.length - end)), end);
+            chunks.push(value);
+            end += value.length;
+            onBytes(src.phase, end, src.size);
+        }
+        while (chunks.length && base + chunks[0].length <= off) base += chunks.shift().length;
+        let got = 0, at = base;
+        for (const c of chunks) {
+            if (got === n) break;
+            if (at + c.length > off + got) {
+                const s = off + got - at, k = Math.min(c.length - s, n - got);
+                u8(dst + got, k).set(c.subarray(s, s + k));
+                got += k;
+            }
+            at += c.length;
+        }
+        return got;
+    };
+    // a failure becomes a short read, which C reports; the reason is kept for the message
+    const wrapped = async (off, dst, n) => {
+        try {
+            return await reader(off, dst, n);
+        } catch (e) {
+            wrapped.failure ??= e.message ?? String(e);
+            return 0;
+        }
+    };
+    return wrapped;
+}
+
+// A model whose weights go straight from the stream to the GPU, never whole in wasm memory
+// (lean_model_params.gpu_only): for files past MEMORY_MODEL_MAX, or asked for (opts.gpuOnly).
+// The read import suspends while bytes arrive, so this needs JSPI.
+async function loadGpuOnly(src, opts, onBytes) {
+    const want = opts.backend ?? 'auto';
+    const why =
+        want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
+        : !gpu.jspi ? 'streaming it to the GPU waits on the network inside lean.wasm, which needs JSPI (WebAssembly.Suspending)'
+        : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
+        : '';
+    if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
+    state.read = streamReader(src, onBytes);
     try {
-        out = await streamToWasm(resp.body.getReader(), size, phase, onBytes);
-    } catch (e) {
-        if (cache) await cache.delete(url).catch(() => false); // never keep a truncated file
-        throw new Error(`${url}: ${e.message}`);
+        await withMem([want, 4], async (name, out) => {
+            const st = await pump('lw_model_load_gpu', src.size, name, opts.exact ? 1 : 0, out);
+            if (st !== 0) throw new LeanError(st, state.read.failure ? `${src.name}: ${state.read.failure}` : cstr(ex.lw_error_msg()));
+            state.model = i32(out, 1)[0];
+        });
+    } finally {
+        state.read = null;
     }
-    await cached;
-    return out;
+    state.gpuOnly = true;
 }
 
 // ---- the backend ladder ----
@@ -269,13 +349,26 @@ async function gpuRefusal() {
     if (!adapter) return 'navigator.gpu.requestAdapter found no adapter';
     const info = adapter.info ?? {};
     if (adapter.isFallbackAdapter || info.isFallbackAdapter)
-        return `the only adapter is a software one (${info.description || info.vendor || 'fallback'})`;
+        return `the only adapter is a software one (${nameOf(info)})`;
     return '';
+}
+
+const nameOf = (i) => [i.vendor, i.architecture, i.device, i.description].filter(Boolean).join(' ') || 'unnamed';
+
+// What the page's WebGPU says its adapter is ("google swiftshader", "mesa llvmpipe ...").
+async function adapterName() {
+    const a = await navigator.gpu?.requestAdapter().catch(() => null);
+    return nameOf(a?.info ?? {});
 }
 
 // Makes generate's context on the first rung that works: sets state.backend and state.ctx.
 async function chooseBackend(opts) {
     const want = opts.backend ?? 'auto';
+    if (state.gpuOnly) { // the weights are on the GPU only: its contexts are the only ones
+        state.ctx = await createCtx('gpu', opts);
+        state.backend = 'gpu';
+        return;
+    }
     if (want !== 'auto' && want !== 'gpu' && want !== 'cpu')
         throw new Error(`backend '${want}': expected 'auto', 'gpu' or 'cpu'`);
     if (want === 'gpu' || want === 'auto') {
@@ -310,10 +403,14 @@ function threadsFor(backend, opts) {
 }
 
 async function describe() {
-    const detail = await withMem([256], (buf) => cstr(ex.lw_ctx_backend(state.ctx, buf, 256)));
+    let detail = await withMem([256], (buf) => cstr(ex.lw_ctx_backend(state.ctx, buf, 256)));
     // "gpu (NAME, API)": the adapter's name is what lies before the last comma
     const inner = state.backend === 'gpu' ? (detail.match(/^gpu \((.*)\)$/)?.[1] ?? '') : '';
-    const adapter = inner.includes(', ') ? inner.slice(0, inner.lastIndexOf(', ')) : inner;
+    let adapter = inner.includes(', ') ? inner.slice(0, inner.lastIndexOf(', ')) : inner;
+    if (state.backend === 'gpu' && !adapter) { // browsers may leave the name C reads empty
+        adapter = await adapterName();
+        detail = detail.replace('gpu (', `gpu (${adapter}`);
+    }
     state.info = {
         ...state.modelInfo,
         nCtx: ex.lw_ctx_n_ctx(state.ctx),
@@ -330,7 +427,7 @@ async function describe() {
 // After a lost device (or any failure of the GPU mid-work) under 'auto': the CPU from now on.
 async function fallBack(e) {
     if (!(e instanceof LeanError) || e.status !== LEAN_ERR_DEVICE || state.backend !== 'gpu') return false;
-    if ((state.opts.backend ?? 'auto') !== 'auto') return false;
+    if ((state.opts.backend ?? 'auto') !== 'auto' || state.gpuOnly) return false;
     state.fallback.push({ backend: 'gpu', reason: e.message });
     await freeContexts();
     state.ctx = await createCtx('cpu', state.opts);
@@ -365,21 +462,28 @@ async function load({ source, opts }) {
         const now = performance.now();
         if (now - last < 50 && loaded !== total) return; // a few messages a second are enough
         last = now;
-        post({ id: current, type: 'progress', phase, loaded, total });
+        post({ id: current, type: 'progress', phase, loaded, total: Math.max(total, 0) });
     };
-    const { ptr, size } = await fetchModel(source, opts, onBytes);
-    state.bytes = ptr;
+    const src = await openSource(source, opts);
     try {
-        await withMem([4], async (out) => {
-            await call('lw_model_load', ptr, size, out);
-            state.model = i32(out, 1)[0];
-        });
+        if (opts.gpuOnly || src.size > MEMORY_MODEL_MAX) {
+            await loadGpuOnly(src, opts, onBytes);
+        } else {
+            const { ptr, size } = await streamToWasm(src, onBytes);
+            state.bytes = ptr;
+            await withMem([4], async (out) => {
+                await call('lw_model_load', ptr, size, out);
+                state.model = i32(out, 1)[0];
+            });
+            post({ id: current, type: 'progress', phase: 'load', loaded: size, total: size });
+        }
+        await src.done(true);
     } catch (e) {
-        ex.lw_free(ptr);
+        await src.done(false);
+        if (state.bytes) ex.lw_free(state.bytes);
         state.bytes = 0;
-        throw e;
+        throw src.name.includes('://') && !e.message.includes(src.name) ? new Error(`${src.name}: ${e.message}`) : e;
     }
-    post({ id: current, type: 'progress', phase: 'load', loaded: size, total: size });
     state.modelInfo = await withMem([8192], (buf) => {
         const n = ex.lw_model_info(state.model, buf, 8192);
         return JSON.parse(decoder.decode(u8(buf, Math.min(n, 8191)).slice()));
@@ -620,6 +724,7 @@ const ops = {
 };
 
 let queue = Promise.resolve();
+let broken = ''; // why lean.wasm can no longer be trusted
 self.onmessage = ({ data }) => {
     if (data.op === 'abort') {
         aborted.add(data.target);
@@ -628,11 +733,14 @@ self.onmessage = ({ data }) => {
     queue = queue.then(async () => {
         current = data.id;
         try {
+            if (broken) throw new Error(`lean.wasm stopped after an earlier trap (${broken}): load the model again`);
             if (!ops[data.op]) throw new Error(`unknown request '${data.op}'`);
             if (data.op !== 'load' && !state.model) throw new Error('no model is loaded (or it was freed)');
             const result = await ops[data.op](data.args ?? {}, data.id);
             post({ id: data.id, ok: true, result });
         } catch (e) {
+            // a trap (unreachable, out of bounds) leaves the instance's state unknown: refuse the rest
+            if (e instanceof WebAssembly.RuntimeError) broken = e.message;
             post({ id: data.id, ok: false, error: String(e?.message ?? e) });
         } finally {
             aborted.delete(data.id);

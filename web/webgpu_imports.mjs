@@ -3,30 +3,46 @@
 //
 // Only numbers cross: C passes strings as (pointer, byte count) into the wasm memory and
 // 64-bit sizes as doubles; objects are ids into `objects` (0 = none). Asynchronous calls
-// return a future id; C waits on it with future_wait, a suspending import (JSPI), then reads
-// its status (1 = success), value (an object id, or an error type) and message.
+// return a future id; C waits on it with future_wait, then reads its status (1 = success),
+// value (an object id, or an error type) and message.
 //
 //   const gpu = leanWebGPU();
 //   const instance = await WebAssembly.instantiate(module, { ...other, ...gpu.imports });
 //   gpu.setMemory(instance.exports.memory);
-//   // then run the entry point through WebAssembly.promising (gpu.jspi says whether it can)
 //
-// Without navigator.gpu or JSPI every import is still there, and `why` says what is missing:
-// C then reports no WebGPU, and the program runs on the CPU.
+// Two ways to wait (gpu.jspi says which this host has):
+// - JSPI (WebAssembly.Suspending): future_wait suspends the wasm stack until the promise
+//   settles; call the exports that may wait through WebAssembly.promising.
+// - No JSPI (Safari): future_wait only looks, and a lean.h call that would wait returns
+//   LEAN_PENDING (9) instead (include/lean.h): await gpu.settle(), then make the same call
+//   again with the same arguments, until it returns something else:
+//       while ((st = exports.f(...args)) === 9) await gpu.settle();
+//
+// A host that cannot make a call again (a WASI command's main: tests/wasm_run.mjs) passes
+// { pump: false }: without JSPI it then gets no instance, as without navigator.gpu. Then every
+// import is still there, and `why` says what is missing: C reports no WebGPU, and the program
+// runs on the CPU.
 
 const ERROR_TYPE = { GPUValidationError: 2, GPUOutOfMemoryError: 3, GPUInternalError: 4 };
 const errorType = (e) => ERROR_TYPE[e?.constructor?.name] ?? 5; // WGPUErrorType
 const FILTERS = [undefined, 'validation', 'out-of-memory', 'internal']; // WGPUErrorFilter
 const POWER = [undefined, 'low-power', 'high-performance']; // WGPUPowerPreference
 const UNSET = 0xffffffff; // a query index C leaves out
+// Firefox (ESR 153) resolves a pending mapAsync ~100 ms late unless the queue sees more work:
+// while a map waits, an empty command buffer is submitted this often (ms) to every device with
+// one; then it resolves in 2-3 ms (docs/runs/2026-12-05-firefox-map-nudge.md).
+const MAP_NUDGE_MS = 2;
 
-export function leanWebGPU() {
+export function leanWebGPU({ pump = true } = {}) {
     const gpu = globalThis.navigator?.gpu;
     const jspi = typeof WebAssembly.Suspending === 'function' && typeof WebAssembly.promising === 'function';
+    const usable = !!gpu && (jspi || pump);
     let memory = null;
     const objects = new Map(); // id -> GPU object
     const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
     const futures = new Map(); // id -> { settled, status, value, message, done }
+    const mapsWaiting = new Map(); // device -> maps in flight on its buffers (MAP_NUDGE_MS)
+    let nudge = null; // the timer while any map waits
     let nextId = 1;
     let device = { features: [], limits: {} }; // the next requestDevice's descriptor
     let entries = []; // the next bind group's entries
@@ -62,6 +78,28 @@ export function leanWebGPU() {
         return id;
     };
 
+    // counts a map in flight on device d until promise p settles, nudging d's queue meanwhile
+    const nudgeWhile = (d, p) => {
+        mapsWaiting.set(d, (mapsWaiting.get(d) ?? 0) + 1);
+        nudge ??= setInterval(() => {
+            for (const dev of mapsWaiting.keys()) {
+                try {
+                    dev.queue.submit([dev.createCommandEncoder().finish()]);
+                } catch {
+                    // a lost device: its map fails on its own
+                }
+            }
+        }, MAP_NUDGE_MS);
+        const done = () => {
+            const n = mapsWaiting.get(d) - 1;
+            if (n > 0) mapsWaiting.set(d, n);
+            else mapsWaiting.delete(d);
+            if (mapsWaiting.size === 0) clearInterval(nudge), (nudge = null);
+        };
+        p.then(done, done);
+        return p;
+    };
+
     const wait = async (id, ms) => {
         const f = futures.get(id);
         if (!f) return 1;
@@ -76,17 +114,19 @@ export function leanWebGPU() {
 
     const imports = {
         why(buf, cap) {
-            const why = !gpu ? 'navigator.gpu is missing' : !jspi ? 'no JSPI (WebAssembly.Suspending)' : '';
+            const why = !gpu ? 'navigator.gpu is missing' : !usable ? 'no JSPI (WebAssembly.Suspending), no pump' : '';
             return why ? put(why, buf, cap) : 0;
         },
-        instance_create: () => (gpu && jspi ? add({}) : 0),
+        jspi: () => (jspi ? 1 : 0),
+        instance_create: () => (usable ? add({}) : 0),
         request_adapter: (power, fallback) =>
             future(
                 gpu.requestAdapter({ powerPreference: POWER[power], forceFallbackAdapter: !!fallback }).then((a) =>
                     a ? { value: add(a) } : { status: 3, message: 'navigator.gpu.requestAdapter found no adapter' },
                 ),
             ),
-        future_wait: jspi ? new WebAssembly.Suspending(wait) : () => 0,
+        // without JSPI, only a look: C returns LEAN_PENDING and is called again after settle()
+        future_wait: jspi ? new WebAssembly.Suspending(wait) : (id) => (futures.get(id)?.settled === false ? 0 : 1),
         future_status: (id) => futures.get(id)?.status ?? 3,
         future_value: (id) => futures.get(id)?.value ?? 0,
         future_message: (id, buf, cap) => put(futures.get(id)?.message, buf, cap),
@@ -141,8 +181,11 @@ export function leanWebGPU() {
             return e[0];
         },
         device_queue: (id) => add(get(id).queue),
-        create_buffer: (dev, usage, size, mapped, label, len) =>
-            add(get(dev).createBuffer({ usage, size, mappedAtCreation: !!mapped, label: str(label, len) })),
+        create_buffer(dev, usage, size, mapped, label, len) {
+            const id = add(get(dev).createBuffer({ usage, size, mappedAtCreation: !!mapped, label: str(label, len) }));
+            if (id) meta.set(id, { device: get(dev) });
+            return id;
+        },
         create_shader: (dev, code, len, label, llen) =>
             add(get(dev).createShaderModule({ code: str(code, len), label: str(label, llen) })),
         create_pipeline: (dev, module, entry, len, label, llen) =>
@@ -179,8 +222,11 @@ export function leanWebGPU() {
         submit: (q, count, ptr) => get(q).submit(Array.from(new Uint32Array(memory.buffer, ptr, count), get)),
         work_done: (q) => future(get(q).onSubmittedWorkDone()),
         map_read(buf, offset, sz) {
-            meta.set(buf, { mapOffset: offset, mapSize: size(sz), range: null });
-            return future(get(buf).mapAsync(1 /* GPUMapMode.READ */, offset, size(sz)));
+            const m = meta.get(buf) ?? {};
+            Object.assign(m, { mapOffset: offset, mapSize: size(sz), range: null });
+            meta.set(buf, m);
+            const p = get(buf).mapAsync(1 /* GPUMapMode.READ */, offset, size(sz));
+            return future(m.device ? nudgeWhile(m.device, p) : p);
         },
         // WebGPU hands out a mapped range once (ranges may not overlap): the whole mapping is
         // taken at the first copy and kept until unmap.
@@ -192,7 +238,8 @@ export function leanWebGPU() {
             return 1;
         },
         unmap(buf) {
-            meta.delete(buf);
+            const m = meta.get(buf);
+            if (m) m.range = null;
             get(buf).unmap();
         },
         bind_group_layout: (p, group) => add(get(p).getBindGroupLayout(group)),
@@ -238,6 +285,13 @@ export function leanWebGPU() {
         jspi: !!gpu && jspi,
         setMemory(m) {
             memory = m;
+        },
+        // Resolves once every request in flight has settled (the pump: a lean.h call that
+        // returned LEAN_PENDING is then made again). Never rejects: a failed request is an
+        // answer C reads.
+        async settle() {
+            for (let open; (open = [...futures.values()].filter((f) => !f.settled)).length; )
+                await Promise.all(open.map((f) => f.done));
         },
     };
 }

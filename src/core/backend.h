@@ -31,6 +31,9 @@ typedef struct lean_backend_config {
     const struct lean_gpu_options *gpu; /* the GPU's kernel variants; NULL: the library's (tests) */
     lean_progress_fn progress;          /* lean_ctx_params.progress: model_create's uploads */
     void *progress_user;
+    /* NULL, or (a GPU-only load, model.c) where model_create reads the tensors it takes, whose
+     * views have no data (lean_weight_source_read); progress then counts bytes per piece */
+    const lean_weight_source *source;
 } lean_backend_config;
 
 typedef struct lean_backend {
@@ -76,11 +79,18 @@ typedef struct lean_backend {
      * the sampler's penalty history (sampler_history). LEAN_ERR_UNSUPPORTED when this device
      * cannot reproduce the host's draw (session.c then draws on the host).
      * gen_next: the next drawn id, in order, waiting for it; the KV cache may run ahead.
-     * gen_end: drops (waits out) the steps in flight; safe after any failure. */
+     * gen_end: drops (waits out) the steps in flight, and a forward's read-back left pending
+     *   (pump mode); safe after any failure. */
     lean_status (*gen_begin)(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
                              int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err);
     lean_status (*gen_next)(lean_backend_state *s, int32_t *id, lean_error *err);
     void (*gen_end)(lean_backend_state *s);
+
+    /* Optional (NULL: nothing to wait for): LEAN_OK once every check of the work submitted so
+     * far has come back clean; the first error it caught otherwise. Where waits cannot block
+     * (pump mode: gpu.h, lean_gpu_settle) LEAN_PENDING until then; session.c asks before it
+     * hands out a new context, so a kernel the device rejects fails lean_ctx_create. */
+    lean_status (*settle)(lean_backend_state *s, lean_error *err);
 
     /* Optional (lean_ctx_backend_str; NULL: the name): what computes, for people, e.g.
      * "cpu (avx2, 2 threads)", "gpu (NVIDIA H200, Vulkan)"; NUL-terminated within cap. */

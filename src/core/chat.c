@@ -30,7 +30,8 @@ typedef struct chat_buf { /* bytes, always with room for a NUL after them */
     size_t n, cap;
 } chat_buf;
 
-enum { PHASE_IDLE, PHASE_PREFILL, PHASE_GEN };
+/* PHASE_BEGIN: the prompt is in the cache, the generation not begun (a begin left pending) */
+enum { PHASE_IDLE, PHASE_PREFILL, PHASE_BEGIN, PHASE_GEN };
 
 struct lean_chat_session {
     /* ---- configuration (create) */
@@ -71,6 +72,7 @@ struct lean_chat_session {
     chat_buf reply;             /* text handed out this turn: the assistant's message */
     chat_buf out;               /* text handed out by the last step */
     bool stop_requested;        /* the callback returned nonzero */
+    bool pending;               /* the last step returned LEAN_PENDING: the next resumes it */
     lean_chat_turn_stats stats;
     atomic_int abort_flag;
 };
@@ -235,6 +237,7 @@ void lean_chat_session_free(lean_chat_session *s) {
  * with the invariants. Cannot fail. */
 static void clear_turn(lean_chat_session *s) {
     s->phase = PHASE_IDLE;
+    s->pending = false; /* lean_gen_end below ends a prefill left pending */
     lean_free(s->user);
     s->user = NULL;
     s->n_drop = 0;
@@ -480,8 +483,9 @@ static lean_status draw(lean_chat_session *s, lean_error *err) {
 }
 
 static lean_status step(lean_chat_session *s, lean_error *err) {
-    if (atomic_load(&s->abort_flag)) return finish(s, LEAN_CHAT_STOP_ABORT, err);
-    if (s->stop_requested) return finish(s, LEAN_CHAT_STOP_CALLBACK, err);
+    /* a stop waits for the piece of work left pending to complete: the state stays exact */
+    if (!s->pending && atomic_load(&s->abort_flag)) return finish(s, LEAN_CHAT_STOP_ABORT, err);
+    if (!s->pending && s->stop_requested) return finish(s, LEAN_CHAT_STOP_CALLBACK, err);
     lean_status st;
     if (s->phase == PHASE_PREFILL) {
         /* one chunk of the prompt; the logits only after the last */
@@ -494,6 +498,9 @@ static lean_status step(lean_chat_session *s, lean_error *err) {
         s->n_ids += n;
         s->has_logits = last;
         if (!last) return LEAN_OK;
+        s->phase = PHASE_BEGIN;
+    }
+    if (s->phase == PHASE_BEGIN) {
         /* the penalty's history is what the cache holds, then every drawn id */
         lean_sampler_reset(s->smp);
         if ((st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK ||
@@ -518,6 +525,11 @@ lean_status lean_chat_step(lean_chat_session *s, const char **text, size_t *n_by
     s->out.n = 0;
     if (s->phase == PHASE_IDLE) return LEAN_OK;
     lean_status st = step(s, err);
+    s->pending = st == LEAN_PENDING;
+    if (st == LEAN_PENDING) { /* nothing changed that the call made again will not redo (lean.h) */
+        *more = 1;
+        return st;
+    }
     if (st != LEAN_OK) {
         s->stats.stop = LEAN_CHAT_STOP_NONE;
         s->out.n = 0;
@@ -534,7 +546,8 @@ lean_status lean_chat_step(lean_chat_session *s, const char **text, size_t *n_by
 
 lean_status lean_chat_turn(lean_chat_session *s, const char *user_text, lean_chat_text_fn on_text, void *user,
                            lean_chat_turn_stats *stats, lean_error *err) {
-    lean_status st = lean_chat_submit(s, user_text, err);
+    /* made again after LEAN_PENDING: the turn goes on from its pending step */
+    lean_status st = s && s->pending ? LEAN_OK : lean_chat_submit(s, user_text, err);
     for (int more = st == LEAN_OK; more;) {
         const char *t = "";
         size_t n = 0;

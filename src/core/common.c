@@ -30,6 +30,7 @@ const char *lean_status_str(lean_status s) {
     case LEAN_ERR_ARG: return "invalid argument";
     case LEAN_ERR_CONTEXT_FULL: return "context full";
     case LEAN_ERR_DEVICE: return "device lost or failed";
+    case LEAN_PENDING: return "pending (call again once the GPU has answered)";
     }
     return "unknown status";
 }

@@ -7,7 +7,9 @@
  * views at the weights: into the mapping (lean_model_load_file) or into one owned buffer
  * filled by bounded reads in file order (lean_model_load_stream; also what load_file
  * falls back to, through stdio, where the host has no mmap, as in WASI), or into the
- * caller's bytes (lean_model_load_memory).
+ * caller's bytes (lean_model_load_memory); or, GPU-only (lean_model_params.gpu_only), into
+ * no host buffer at all: the GPU backend's model part is made during the load and reads
+ * every tensor from the stream (lean_weight_source_read).
  * What it does not: compute anything, or convert any weight (they stay in their format).
  * Tensors the architecture does not use are ignored.
  *
@@ -16,6 +18,7 @@
  *   hyperparameters   <arch>.* keys -> lean_hparams
  *   tensors           name -> lean_tensor, with shape and type checks
  *   weights           binding views to mapped or streamed data
+ *   the GPU-only load the stream read in file order, piece by piece, for the GPU part
  *   load / free       the public loaders and their shared tail
  *   info              lean_model_get_info, lean_model_n_vocab, its tokenizer, its chat
  *                     template and the BOS / EOS texts a template is rendered with
@@ -28,6 +31,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- limits ----
@@ -339,6 +343,92 @@ static lean_status stream_weights(lean_model *m, lean_read_fn read, void *user, 
     return LEAN_OK;
 }
 
+/* ---- the GPU-only load ---- */
+
+struct lean_weight_source {
+    lean_read_fn read;
+    void *user;
+    lean_model *m; /* its host tensors (rope_freqs) are read into m->weights */
+};
+
+/* A tensor to read: where it lies in the file, and where it goes (sink's k, or the host). */
+typedef struct source_item {
+    uint64_t offset;
+    int k;             /* -1: the host tensor host */
+    lean_tensor *host;
+} source_item;
+
+static int by_offset(const void *a, const void *b) {
+    const source_item *x = a, *y = b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Reads n bytes at data-section offset `at` into dst, or LEAN_ERR_IO naming the tensor. */
+static lean_status source_bytes(const lean_weight_source *src, const char *name, uint64_t at, void *dst, size_t n,
+                                lean_error *err) {
+    const uint64_t off = src->m->gguf->data_offset + at;
+    const size_t got = src->read(src->user, off, dst, n);
+    return got == n ? LEAN_OK
+                    : LEAN_FAIL(err, LEAN_ERR_IO, "reading tensor '%s': %zu of %zu bytes at offset %llu (the stream "
+                                "ended early)", name, got, n, (unsigned long long)off);
+}
+
+lean_status lean_weight_source_read(const lean_weight_source *src, const lean_tensor *const *ts, int n,
+                                    lean_tensor_sink sink, void *user, lean_error *err) {
+    lean_model *m = src->m;
+    lean_tensor *host = m->rope_freqs.name ? &m->rope_freqs : NULL;
+    source_item *items = lean_calloc((size_t)n + 1, sizeof *items);
+    uint8_t *chunk = lean_malloc(STREAM_CHUNK_BYTES);
+    lean_status st = LEAN_OK;
+    if (host && !m->weights) m->weights = lean_malloc((size_t)host->n_bytes);
+    if (!items || !chunk || (host && !m->weights))
+        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the %zu-byte read buffer of a streamed load",
+                       STREAM_CHUNK_BYTES);
+    int n_items = 0;
+    for (int k = 0; !st && k < n; k++) items[n_items++] = (source_item){.offset = ts[k]->offset, .k = k};
+    if (!st && host) items[n_items++] = (source_item){.offset = host->offset, .k = -1, .host = host};
+    if (!st) qsort(items, (size_t)n_items, sizeof *items, by_offset);
+    for (int i = 0; !st && i < n_items; i++) {
+        if (items[i].k < 0) { /* small: read where the host keeps it */
+            st = source_bytes(src, items[i].host->name, items[i].offset, m->weights, (size_t)items[i].host->n_bytes,
+                              err);
+            if (!st) items[i].host->data = m->weights;
+            continue;
+        }
+        const lean_tensor *t = ts[items[i].k];
+        const uint64_t block = lean_type_traits_get(t->type)->block_bytes;
+        const uint64_t piece = STREAM_CHUNK_BYTES / block * block;
+        for (uint64_t at = 0; !st && at < t->n_bytes; at += piece) {
+            const size_t want = (size_t)(t->n_bytes - at < piece ? t->n_bytes - at : piece);
+            st = source_bytes(src, t->name, t->offset + at, chunk, want, err);
+            if (!st) st = sink(user, items[i].k, at, chunk, want, err);
+        }
+    }
+    lean_free(items);
+    lean_free(chunk);
+    return st;
+}
+
+/* After the header: the model's part made on the GPU during the load, every tensor it takes
+ * read from the stream straight to the device (lean_model_params.gpu_only). */
+static lean_status load_gpu_only(lean_model *m, lean_read_fn read, void *user, const lean_model_params *p,
+                                 lean_error *err) {
+    const lean_ctx_params cp = p->gpu_params ? *p->gpu_params : lean_ctx_default_params();
+    lean_backend_choice bc;
+    lean_status st = lean_backend_choose(cp.backend, cp.exact != 0, &bc, err);
+    if (st != LEAN_OK) return st;
+    if (!bc.be->model_create)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_only: backend '%s' keeps no weights on a device (\"gpu\" or \"auto\")",
+                         cp.backend);
+    const lean_weight_source src = {.read = read, .user = user, .m = m};
+    const lean_backend_config cfg = {.hardware_only = bc.hardware_only, .exact = cp.exact != 0,
+                                     .profile = cp.profile != 0, .progress = p->progress,
+                                     .progress_user = p->progress_user, .source = &src};
+    st = bc.be->model_create(m, &cfg, &m->share->part, err);
+    if (st == LEAN_OK) m->share->be = bc.be, m->gpu_only = true;
+    return st;
+}
+
 /* ---- load / free ---- */
 
 /* Header -> validated model without weights. On failure *out is NULL. */
@@ -384,7 +474,9 @@ static lean_status load_file_stdio(const char *path, const lean_model_params *p,
     return st;
 }
 
-lean_model_params lean_model_default_params(void) { return (lean_model_params){.progress = NULL}; }
+lean_model_params lean_model_default_params(void) {
+    return (lean_model_params){.progress = NULL, .gpu_only = 0, .gpu_params = NULL};
+}
 
 lean_status lean_model_load_file(const char *path, lean_model **out, lean_error *err) {
     return lean_model_load_file_params(path, NULL, out, err);
@@ -394,6 +486,7 @@ lean_status lean_model_load_file_params(const char *path, const lean_model_param
                                         lean_error *err) {
     if (!path || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_file: NULL argument");
     *out = NULL;
+    if (p && p->gpu_only) return load_file_stdio(path, p, out, err); /* read once, in file order */
     lean_mapped_file map;
     lean_status st = lean_map_file(path, &map, err);
     if (st == LEAN_ERR_UNSUPPORTED) return load_file_stdio(path, p, out, err);
@@ -422,6 +515,10 @@ lean_status lean_model_load_memory(const void *data, size_t size, const lean_mod
     if ((uintptr_t)data % 16 != 0)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_memory: data at %p is not aligned to 16 bytes",
                          data);
+    if (p && p->gpu_only)
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "lean_model_load_memory: gpu_only is for weights that never sit in host memory, and "
+                         "these do: load them without it, or stream them (lean_model_load_stream_params)");
     /* a view, not a mapping: m->map stays empty, so lean_model_free leaves data to the caller */
     lean_mapped_file view = {.data = (void *)data, .size = size};
     lean_model *m;
@@ -441,6 +538,11 @@ lean_status lean_model_load_stream(lean_read_fn read, void *user, uint64_t file_
     return load_stream(read, user, file_size, NULL, out, err);
 }
 
+lean_status lean_model_load_stream_params(lean_read_fn read, void *user, uint64_t file_size,
+                                          const lean_model_params *p, lean_model **out, lean_error *err) {
+    return load_stream(read, user, file_size, p, out, err);
+}
+
 static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size, const lean_model_params *p,
                                lean_model **out, lean_error *err) {
     if (!read || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_load_stream: NULL argument");
@@ -448,12 +550,16 @@ static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size
     lean_model *m;
     lean_status st = load_header(read, user, file_size, &m, err);
     if (st != LEAN_OK) return st;
-    st = stream_weights(m, read, user, p, err);
+    if (p && p->gpu_only) {
+        st = load_gpu_only(m, read, user, p, err);
+    } else {
+        st = stream_weights(m, read, user, p, err);
+        if (st == LEAN_OK) bind_all(m, m->weights);
+    }
     if (st != LEAN_OK) {
         lean_model_free(m);
         return st;
     }
-    bind_all(m, m->weights);
     *out = m;
     return LEAN_OK;
 }

@@ -77,7 +77,23 @@ struct lean_model {
     struct lean_tokenizer *tokenizer; /* from the tokenizer.* keys (tokenizer.h); NULL when
                                          the file has none; owned */
     lean_model_share *share;  /* owned */
+    bool gpu_only; /* lean_model_params.gpu_only: the weights are on share->part's device only, and
+                      no view has data but rope_freqs' (in weights) */
 };
+
+/* Where a GPU-only load's tensor data comes from (model.c makes it, the backend's model_create
+ * reads it: lean_backend_config.source). */
+typedef struct lean_weight_source lean_weight_source;
+/* Takes bytes [at, at + n) of tensor k of the list lean_weight_source_read was given: whole
+ * blocks, each tensor's pieces in order; the bytes are the reader's again once it returns. */
+typedef lean_status (*lean_tensor_sink)(void *user, int k, uint64_t at, const void *bytes, uint64_t n,
+                                        lean_error *err);
+/* Reads ts[0..n) in the order of their places in the file (so a stream is read forward), each
+ * in pieces of at most 8 MiB of whole blocks through one buffer of that size, and gives every
+ * piece to sink; the tensors the host keeps (rope_freqs: each context's RoPE table) are read
+ * into the model on the way. LEAN_ERR_IO naming the tensor when the stream ends short. */
+lean_status lean_weight_source_read(const lean_weight_source *src, const lean_tensor *const *ts, int n,
+                                    lean_tensor_sink sink, void *user, lean_error *err);
 
 /* The longest context lean allocates (tokens); with model.c's other limits it keeps
  * every KV cache size far from overflow. */

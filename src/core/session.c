@@ -36,6 +36,12 @@ static lean_status model_part(const lean_backend *be, const lean_model *m, const
         sh->part = NULL;
         st = LEAN_OK, own = false;
     }
+    if (st == LEAN_OK && m->gpu_only && (own || !sh->part)) /* no weights on the host to upload again */
+        return LEAN_FAIL(err, sh->part ? LEAN_ERR_UNSUPPORTED : LEAN_ERR_DEVICE,
+                         "the model was loaded GPU-only: its weights are on one device, %s",
+                         sh->part ? "which this context cannot share (other exact or profile settings, or another "
+                                    "thread on an OpenGL device)"
+                                  : "which was lost (load the model again)");
     if (st == LEAN_OK && own) return be->model_create(m, cfg, alone, err);
     if (st == LEAN_OK && !sh->part) {
         st = be->model_create(m, cfg, &sh->part, err);
@@ -84,7 +90,18 @@ struct lean_ctx {
         bool by_context;   /* limit is the context's end (not max_ids) */
         int32_t last;      /* the last id handed out (a host generation decodes it next) */
     } gen;
+    struct ctx_pending { /* a prefill that returned LEAN_PENDING (lean.h): its n, tokens done */
+        bool on;
+        int32_t n, done;
+    } pending;
 };
+
+/* Pump mode (lean.h, LEAN_PENDING): a context made but not yet settled, kept for the call made
+ * again (one thread in wasm32; natively never set). */
+static struct {
+    const lean_model *m;
+    lean_ctx *c;
+} settling;
 
 /* ---- params ---- */
 
@@ -111,29 +128,52 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
     lean_backend_choice bc;
     lean_status st = lean_backend_choose(params.backend, params.exact != 0, &bc, err);
     if (st != LEAN_OK) return st;
+    if (m->gpu_only) { /* the device the load made, whatever its adapter, or nothing */
+        if (bc.be != m->share->be)
+            return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                             "backend '%s': the model was loaded GPU-only (lean_model_params.gpu_only), its weights "
+                             "are on the GPU and not in host memory; load it without gpu_only for the CPU",
+                             params.backend);
+        bc.hardware_only = false, bc.fallback = NULL;
+    }
     int32_t n_ctx = params.n_ctx;
     if (n_ctx == 0) n_ctx = m->hp.n_ctx_train < DEFAULT_N_CTX_CAP ? m->hp.n_ctx_train : DEFAULT_N_CTX_CAP;
     if (n_ctx > LEAN_MAX_N_CTX)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx %d is more than lean supports (%d)", n_ctx,
                          LEAN_MAX_N_CTX);
-    lean_ctx *c = lean_calloc(1, sizeof *c);
-    float *logits = lean_malloc(sizeof *logits * (size_t)m->hp.n_vocab);
-    if (!c || !logits) {
-        lean_free(c);
-        lean_free(logits);
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
+    lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = batch_of(bc.be, params.n_batch, n_ctx),
+                               .n_threads = params.n_threads, .isa = bc.isa, .hardware_only = bc.hardware_only,
+                               .exact = params.exact != 0, .profile = params.profile != 0, .gpu = gpu,
+                               .progress = params.progress, .progress_user = params.progress_user};
+    lean_ctx *c = settling.c;
+    if (c && settling.m == m) { /* the call made again after LEAN_PENDING: settle what was made */
+        settling.c = NULL;
+    } else {
+        c = lean_calloc(1, sizeof *c);
+        float *logits = lean_malloc(sizeof *logits * (size_t)m->hp.n_vocab);
+        if (!c || !logits) {
+            lean_free(c);
+            lean_free(logits);
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the context");
+        }
+        *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = cfg.n_batch, .logits = logits};
+        st = create_state(c->be, m, &cfg, &c->state, err);
     }
-    *c = (lean_ctx){.m = m, .be = bc.be, .n_ctx = n_ctx, .n_batch = batch_of(bc.be, params.n_batch, n_ctx),
-                    .logits = logits};
-    lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = c->n_batch, .n_threads = params.n_threads,
-                               .isa = bc.isa, .hardware_only = bc.hardware_only, .exact = params.exact != 0,
-                               .profile = params.profile != 0, .gpu = gpu, .progress = params.progress,
-                               .progress_user = params.progress_user};
-    st = create_state(c->be, m, &cfg, &c->state, err);
-    if (st != LEAN_OK && st != LEAN_ERR_NOMEM && bc.fallback) { /* out of memory stays an error */
+    /* a kernel the device rejected, known only once its checks came back (pump mode), fails
+     * the backend here as one rejected at once does */
+    if (st == LEAN_OK && c->be->settle) st = c->be->settle(c->state, err);
+    if (st == LEAN_PENDING && c->state) {
+        settling.m = m, settling.c = c;
+        return st;
+    }
+    if (st != LEAN_OK && c->state) c->be->destroy(c->state), c->state = NULL;
+    /* out of memory stays an error; a pending device request is asked again (lean.h) */
+    if (st != LEAN_OK && st != LEAN_ERR_NOMEM && st != LEAN_PENDING && bc.fallback && c->be != bc.fallback) {
         c->be = bc.fallback;
         cfg.n_batch = c->n_batch = batch_of(c->be, params.n_batch, n_ctx);
         st = create_state(c->be, m, &cfg, &c->state, err);
+        if (st == LEAN_OK && c->be->settle) st = c->be->settle(c->state, err);
+        if (st != LEAN_OK && c->state) c->be->destroy(c->state), c->state = NULL;
     }
     if (st != LEAN_OK) {
         lean_free(c->logits);
@@ -172,6 +212,9 @@ int32_t lean_ctx_n_ctx(const lean_ctx *c) { return c->n_ctx; }
 int32_t lean_ctx_n_batch(const lean_ctx *c) { return c->n_batch; }
 
 static lean_status check_no_gen(const lean_ctx *c, const char *what, lean_error *err) {
+    if (c->pending.on)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s while a prefill of %d tokens is pending (call it again first)", what,
+                         c->pending.n);
     return c->gen.on ? LEAN_FAIL(err, LEAN_ERR_ARG, "%s during a generation (lean_gen_end first)", what) : LEAN_OK;
 }
 
@@ -206,15 +249,23 @@ static lean_status check_prefill(const lean_ctx *c, const int32_t *ids, int32_t 
 
 lean_status lean_prefill(lean_ctx *c, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
     if (!c) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_prefill: NULL context");
-    lean_status st = check_no_gen(c, "prefill", err);
-    if (st == LEAN_OK) st = check_prefill(c, ids, n, err);
-    if (st != LEAN_OK) return st;
+    int32_t done = 0;
+    lean_status st = LEAN_OK;
+    if (c->pending.on && c->pending.n == n) { /* the call made again: the chunks done are in the cache */
+        done = c->pending.done;
+        c->pending.on = false;
+    } else {
+        st = check_no_gen(c, "prefill", err);
+        if (st == LEAN_OK) st = check_prefill(c, ids, n, err);
+        if (st != LEAN_OK) return st;
+    }
     /* A backend failure midway leaves pos after the last chunk that completed. */
     c->has_logits = false;
-    for (int32_t done = 0; done < n;) {
+    while (done < n) {
         const int32_t chunk = n - done < c->n_batch ? n - done : c->n_batch;
         const bool last = done + chunk == n;
         st = c->be->forward(c->state, ids + done, chunk, c->pos, last && logits ? c->logits : NULL, err);
+        if (st == LEAN_PENDING) c->pending = (struct ctx_pending){true, n, done};
         if (st != LEAN_OK) return st;
         c->pos += chunk;
         done += chunk;
@@ -283,6 +334,11 @@ lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err) {
 }
 
 void lean_gen_end(lean_ctx *c) {
+    if (c && c->pending.on) { /* a prefill left pending: its read-back goes (backend.h, gen_end) */
+        c->pending.on = false;
+        c->has_logits = false;
+        if (c->be->gen_end) c->be->gen_end(c->state);
+    }
     if (!c || !c->gen.on) return;
     if (c->gen.resident) c->be->gen_end(c->state);
     /* a host generation's logits are the last draw's; the GPU's ran ahead of it */

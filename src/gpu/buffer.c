@@ -1,15 +1,21 @@
 /* buffer.c — GPU buffers: creation (checked against the device's limits, inside error
- * scopes), chunked writes, and blocking read-back through a mappable staging buffer.
+ * scopes), chunked writes, blocking read-back through a mappable staging buffer, and maps that
+ * are asked for and taken apart (lean_gpu_map_begin / take / drop: the reads pump mode makes).
+ * A map in flight is a gpu_req of its own, so a buffer freed or a map dropped before its answer
+ * comes leaves the callback somewhere to write (gpu_later).
  *
  * Usages (gpu.h -> WebGPU): STORAGE = Storage|CopySrc|CopyDst, UNIFORM = Uniform|CopyDst,
  * READBACK = MapRead|CopyDst (WebGPU allows MapRead only with CopyDst). A read of a STORAGE
  * buffer copies the range into g->staging (grown on demand, at most STAGING_MAX bytes, so a
  * larger read goes in pieces) and maps that; a READBACK buffer is mapped directly. */
 #include "gpu/gpu_impl.h"
+#include "gpu/test_hooks.h"
 
 #include <stdio.h>
 
-#define WRITE_PIECE ((uint64_t)8 << 20) /* bytes per queue write; DESIGN.md principle 1 */
+/* The most bytes of queue writes pending between two submits, counted across writes: a submit
+ * lets the browser release the staging memory of the writes before it (DESIGN.md principle 1) */
+#define WRITE_PENDING_MAX ((uint64_t)8 << 20)
 #define STAGING_MAX ((uint64_t)64 << 20)
 
 static uint64_t round_up(uint64_t n, uint64_t to) {
@@ -47,7 +53,9 @@ lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, cons
     gpu_scope_push(g);
     b->buf = g->w.DeviceCreateBuffer(g->device, &desc);
     char msg[400];
-    WGPUErrorType e = gpu_scope_pop(g, msg, sizeof msg);
+    char what[80];
+    snprintf(what, sizeof what, "buffer '%s'", b->label);
+    WGPUErrorType e = gpu_scope_pop(g, what, msg, sizeof msg);
     if (e != WGPUErrorType_NoError || !b->buf) {
         if (b->buf) g->w.BufferRelease(b->buf);
         lean_free(b);
@@ -73,8 +81,8 @@ void lean_gpu_buf_free(lean_gpu_buf *b) {
     if (b->next) b->next->prev = b->prev;
     g->bytes -= b->size;
     if (g->staging == b) g->staging = NULL;
-    g->w.BufferDestroy(b->buf); /* aborts a map in flight, whose callback still points into b: */
-    if (b->mapping) (void)gpu_wait(g, b->map_future, "a dropped map", NULL);
+    g->w.BufferDestroy(b->buf); /* aborts a map in flight (its record outlives b: gpu_later) */
+    if (b->map) b->map->kind = GPU_REQ_DROP, gpu_later(g, b->map);
     g->w.BufferRelease(b->buf);
     lean_free(b);
 }
@@ -85,6 +93,12 @@ uint64_t lean_gpu_buf_size(const lean_gpu_buf *b) {
 
 uint64_t lean_gpu_bytes_allocated(const lean_gpu *g) {
     return g->bytes;
+}
+
+uint64_t lean_gpu_write_pending_peak(lean_gpu *g, bool reset) {
+    const uint64_t peak = g->write_pending_peak;
+    if (reset) g->write_pending_peak = g->write_pending;
+    return peak;
 }
 
 /* [offset, offset + size) inside b, or LEAN_ERR_ARG naming what is wrong. */
@@ -106,9 +120,14 @@ lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, co
         return LEAN_FAIL(err, LEAN_ERR_ARG, "write to buffer '%s': offset %llu and size %llu must be multiples of 4%s",
                          b->label, (unsigned long long)offset, (unsigned long long)size, data ? "" : ", data given");
     for (uint64_t done = 0; done < size;) {
-        uint64_t piece = size - done < WRITE_PIECE ? size - done : WRITE_PIECE;
-        if (done) g->w.QueueSubmit(g->queue, 0, NULL); /* lets the previous piece's staging go */
+        const uint64_t piece = size - done < WRITE_PENDING_MAX ? size - done : WRITE_PENDING_MAX;
+        if (g->write_pending + piece > WRITE_PENDING_MAX) { /* an empty submit: no wait */
+            g->w.QueueSubmit(g->queue, 0, NULL);
+            g->write_pending = 0;
+        }
         g->w.QueueWriteBuffer(g->queue, b->buf, offset + done, (const char *)data + done, (size_t)piece);
+        g->write_pending += piece;
+        if (g->write_pending > g->write_pending_peak) g->write_pending_peak = g->write_pending;
         done += piece;
     }
     return gpu_check(g, err);
@@ -123,18 +142,24 @@ static void on_mapped(WGPUMapAsyncStatus status, WGPUStringView message, void *u
 }
 
 /* Asks for [map_off, map_off + map_len) of a MapRead buffer to be mapped (map_off a multiple
- * of 8, map_len of 4); r receives the outcome when the future is waited on. */
-static WGPUFuture map_start(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, gpu_async *r) {
-    *r = (gpu_async){.done = false};
-    WGPUBufferMapCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_mapped, r, NULL};
-    return g->w.BufferMapAsync(buf, WGPUMapMode_Read, (size_t)map_off, (size_t)map_len, info);
+ * of 8, map_len of 4): the request (NULL when out of memory), answered when waited on. */
+static gpu_req *map_start(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, const char *label) {
+    gpu_req *q = gpu_req_new(GPU_REQ_DROP, label);
+    if (!q) return NULL;
+    WGPUBufferMapCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_mapped, &q->r, NULL};
+    q->f = g->w.BufferMapAsync(buf, WGPUMapMode_Read, (size_t)map_off, (size_t)map_len, info);
+    return q;
 }
 
-/* Waits for map_start's future f, copies n bytes from map_off + skip to dst, unmaps. */
-static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, WGPUFuture f, gpu_async *r, uint64_t map_off,
-                              uint64_t map_len, uint64_t skip, void *dst, uint64_t n, const char *label,
-                              lean_error *err) {
-    lean_status st = gpu_wait(g, f, "a buffer map", err);
+/* Waits for map_start's request *q, copies n bytes from map_off + skip to dst, unmaps, frees
+ * *q. LEAN_PENDING (pump mode): *q stays in flight. */
+static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, gpu_req **q, uint64_t map_off, uint64_t map_len,
+                              uint64_t skip, void *dst, uint64_t n, const char *label, lean_error *err) {
+    lean_status st = gpu_wait(g, (*q)->f, "a buffer map", err);
+    if (st == LEAN_PENDING) return st;
+    const gpu_async r_ = (*q)->r, *r = &r_;
+    lean_free(*q);
+    *q = NULL;
     if (st != LEAN_OK) return st;
     if (!r->ok) {
         st = gpu_check(g, err); /* a lost device aborts maps: report the loss itself */
@@ -149,9 +174,12 @@ static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, WGPUFuture f, gpu_asy
 
 lean_status gpu_map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
                          uint64_t n, const char *label, lean_error *err) {
-    gpu_async r;
-    WGPUFuture f = map_start(g, buf, map_off, map_len, &r);
-    return map_finish(g, buf, f, &r, map_off, map_len, skip, dst, n, label, err);
+    if (g->pump) /* nothing could resume it: the reads lean makes there are map_begin/take */
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "read of buffer '%s': a blocking read, which needs JSPI here",
+                         label);
+    gpu_req *q = map_start(g, buf, map_off, map_len, label);
+    if (!q) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "read of buffer '%s': out of memory", label);
+    return map_finish(g, buf, &q, map_off, map_len, skip, dst, n, label, err);
 }
 
 /* g->staging with at least bytes (<= STAGING_MAX) bytes. */
@@ -203,18 +231,29 @@ lean_status lean_gpu_map_begin(lean_gpu_buf *b, lean_error *err) {
     lean_status st = check_range(b, 0, 0, "map", err);
     if (st == LEAN_OK) st = gpu_check(b->g, err);
     if (st != LEAN_OK) return st;
-    if (b->usage != LEAN_GPU_READBACK || b->mapping)
+    if (b->usage != LEAN_GPU_READBACK || b->map)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "map of buffer '%s': %s", b->label,
-                         b->mapping ? "a map is already in flight" : "not a READBACK buffer");
-    b->map_future = map_start(b->g, b->buf, 0, b->size, &b->map);
-    b->mapping = true;
-    return LEAN_OK;
+                         b->map ? "a map is already in flight" : "not a READBACK buffer");
+    b->map = map_start(b->g, b->buf, 0, b->size, b->label);
+    return b->map ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "map of buffer '%s': out of memory", b->label);
 }
 
 lean_status lean_gpu_map_take(lean_gpu_buf *b, void *dst, uint64_t size, lean_error *err) {
     lean_status st = check_range(b, 0, size, "map", err);
     if (st != LEAN_OK) return st;
-    if (!b->mapping) return LEAN_FAIL(err, LEAN_ERR_ARG, "map of buffer '%s': none in flight", b->label);
-    b->mapping = false;
-    return map_finish(b->g, b->buf, b->map_future, &b->map, 0, b->size, 0, dst, size, b->label, err);
+    if (!b->map) return LEAN_FAIL(err, LEAN_ERR_ARG, "map of buffer '%s': none in flight", b->label);
+    return map_finish(b->g, b->buf, &b->map, 0, b->size, 0, dst, size, b->label, err);
+}
+
+void lean_gpu_map_drop(lean_gpu_buf *b) {
+    if (!b || !b->map) return;
+    gpu_req *q = b->map;
+    b->map = NULL;
+    if (b->g->pump) { /* unmap aborts the map if it is still pending; its answer comes to nobody */
+        b->g->w.BufferUnmap(b->buf);
+        gpu_later(b->g, q);
+        return;
+    }
+    if (gpu_wait(b->g, q->f, "a dropped map", NULL) == LEAN_OK && q->r.ok) b->g->w.BufferUnmap(b->buf);
+    lean_free(q);
 }

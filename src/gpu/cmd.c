@@ -100,9 +100,9 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
         if (g->prof) gpu_profile_resolve(g, c->enc, c->n_dispatch);
         gpu_scope_push(g);
         WGPUCommandBuffer cb = w->CommandEncoderFinish(c->enc, &desc);
-        if (cb) w->QueueSubmit(g->queue, 1, &cb), w->CommandBufferRelease(cb);
+        if (cb) w->QueueSubmit(g->queue, 1, &cb), w->CommandBufferRelease(cb), g->write_pending = 0;
         char msg[400];
-        WGPUErrorType e = gpu_scope_pop(g, msg, sizeof msg);
+        WGPUErrorType e = gpu_scope_pop(g, "submit", msg, sizeof msg);
         if (e != WGPUErrorType_NoError) st = LEAN_FAIL(err, gpu_error_status(e, LEAN_ERR_ARG), "submit: %s", msg);
         else if (!cb) st = LEAN_FAIL(err, LEAN_ERR_DEVICE, "submit: no command buffer");
     }
@@ -122,6 +122,14 @@ static void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView message,
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err) {
     lean_status st = gpu_check(g, err);
     if (st != LEAN_OK) return st;
+    if (g->pump) { /* checked at the next wait (lean_gpu_settle) */
+        gpu_req *q = gpu_req_new(GPU_REQ_WORK_DONE, "the queue");
+        if (!q) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory asking for the queue's work");
+        WGPUQueueWorkDoneCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_work_done, &q->r, NULL};
+        q->f = g->w.QueueOnSubmittedWorkDone(g->queue, info);
+        gpu_later(g, q);
+        return LEAN_OK;
+    }
     gpu_async r = {.done = false};
     WGPUQueueWorkDoneCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_work_done, &r, NULL};
     st = gpu_wait(g, g->w.QueueOnSubmittedWorkDone(g->queue, info), "the queue", err);

@@ -13,7 +13,12 @@
  * optional features lean can use, each only when the adapter offers it.
  *
  * Waiting: the instance is created with timed waits, and every asynchronous call uses
- * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. */
+ * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. In pump
+ * mode (the wasm32 build without JSPI: web.c) no wait blocks: gpu_wait looks once and says
+ * LEAN_PENDING; the error scopes and queue checks that natively are waited for where they are
+ * made go to g->later instead, and every wait first needs all of those answered (gpu.h,
+ * lean_gpu_settle). A half-open device (adapter or device request pending) is kept in
+ * `opening` for the call made again. */
 #include "gpu/gpu_impl.h"
 #include "gpu/test_hooks.h"
 
@@ -49,14 +54,12 @@ static void on_device_lost(const WGPUDevice *device, WGPUDeviceLostReason reason
                    message);
 }
 
+static const char *error_kind(WGPUErrorType type);
+
 static void on_uncaptured_error(const WGPUDevice *device, WGPUErrorType type, WGPUStringView message,
                                 void *userdata1, void *userdata2) {
     (void)device, (void)userdata2;
-    gpu_set_failed(userdata1,
-                   type == WGPUErrorType_OutOfMemory ? "GPU out of memory"
-                   : type == WGPUErrorType_Validation ? "GPU validation error"
-                                                      : "GPU internal error",
-                   message);
+    gpu_set_failed(userdata1, error_kind(type), message);
 }
 
 /* Debugging aids, read when a device is opened (docs/gpu.md): LEAN_GPU_DUMP=1, the library's
@@ -74,8 +77,85 @@ static void on_log(uint32_t type, WGPUStringView message, void *userdata1, void 
     fprintf(stderr, "<<< lean-gpu-log\n%.*s\n>>> lean-gpu-log\n", (int)n, message.data ? message.data : "");
 }
 
+static WGPUErrorType scope_error(const gpu_req *q) {
+    return q->r.done ? q->r.type : WGPUErrorType_Unknown;
+}
+
+static const char *error_kind(WGPUErrorType type) {
+    return type == WGPUErrorType_OutOfMemory ? "GPU out of memory"
+           : type == WGPUErrorType_Validation ? "GPU validation error"
+                                              : "GPU internal error";
+}
+
+/* What an answered request of g->later means: an error scope's error, or a queue whose work
+ * did not complete, fails g (a dropped map's answer means nothing). */
+static void later_apply(lean_gpu *g, const gpu_req *q) {
+    char what[160];
+    if (q->kind == GPU_REQ_SCOPE && scope_error(q) != WGPUErrorType_NoError) {
+        snprintf(what, sizeof what, "%s: %s", q->what, error_kind(scope_error(q)));
+        const char *msg = q->r.msg;
+        while (*msg == '\n' || *msg == ' ') msg++; /* wgpu's messages start on a line of their own */
+        gpu_set_failed(g, what, gpu_sv(msg));
+    } else if (q->kind == GPU_REQ_WORK_DONE && !q->r.ok) {
+        gpu_set_failed(g, q->what, gpu_sv("the queue's work did not complete"));
+    }
+}
+
+gpu_req *gpu_req_new(gpu_req_kind kind, const char *what) {
+    gpu_req *q = lean_calloc(1, sizeof *q);
+    if (q) q->kind = kind, snprintf(q->what, sizeof q->what, "%s", what);
+    return q;
+}
+
+void gpu_later(lean_gpu *g, gpu_req *q) {
+    if (g->pump) { /* in order: the first error caught is the one reported */
+        gpu_req **end = g->later ? &g->later_last->next : &g->later;
+        *end = g->later_last = q;
+        return;
+    }
+    if (gpu_wait(g, q->f, q->what, NULL) == LEAN_OK) later_apply(g, q);
+    lean_free(q);
+}
+
+/* Pump mode: applies and frees every request of g->later that has been answered; LEAN_PENDING
+ * while any has not. */
+static lean_status later_poll(lean_gpu *g, lean_error *err) {
+    gpu_req *prev = NULL; /* the last one kept */
+    for (gpu_req **p = &g->later; *p;) {
+        gpu_req *q = *p;
+        WGPUFutureWaitInfo wait = {q->f, 0};
+        WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 0);
+        if (s == WGPUWaitStatus_TimedOut) {
+            prev = q;
+            p = &q->next;
+            continue;
+        }
+        if (s != WGPUWaitStatus_Success || !wait.completed) q->r.done = false; /* lost: as an unanswered scope */
+        if (q->kind == GPU_REQ_SCOPE || s == WGPUWaitStatus_Success) later_apply(g, q);
+        *p = q->next;
+        if (g->later_last == q) g->later_last = prev;
+        lean_free(q);
+    }
+    return g->later ? LEAN_FAIL(err, LEAN_PENDING, "the GPU's checks of earlier work have not all come back")
+                    : LEAN_OK;
+}
+
+lean_status lean_gpu_settle(lean_gpu *g, lean_error *err) {
+    lean_status st = g->pump ? later_poll(g, err) : LEAN_OK;
+    return st == LEAN_OK ? gpu_check(g, err) : st;
+}
+
 lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err) {
     WGPUFutureWaitInfo wait = {f, 0};
+    if (g->pump) { /* one look: the JavaScript host awaits settle() and calls again */
+        lean_status st = later_poll(g, err);
+        if (st != LEAN_OK) return st;
+        WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 0);
+        if (s == WGPUWaitStatus_Success && wait.completed) return LEAN_OK;
+        if (s == WGPUWaitStatus_TimedOut)
+            return LEAN_FAIL(err, LEAN_PENDING, "waiting for %s: not answered yet (call again after settle())", what);
+        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "waiting for %s: wgpuInstanceWaitAny failed (status %d)", what, (int)s);
+    }
     for (;;) {
         /* One-second slices: a long kernel on a software adapter is not a failure. */
         WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 1000000000ull);
@@ -103,7 +183,21 @@ void gpu_scope_push(lean_gpu *g) {
     for (int i = 0; i < 3; i++) g->w.DevicePushErrorScope(g->device, scope_filters[i]);
 }
 
-WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap) {
+WGPUErrorType gpu_scope_pop(lean_gpu *g, const char *what, char *msg, size_t cap) {
+    if (g->pump) { /* checked at the next wait (gpu_wait), before any result is read */
+        for (int i = 0; i < 3; i++) {
+            gpu_req *q = gpu_req_new(GPU_REQ_SCOPE, what);
+            if (!q) {
+                gpu_set_failed(g, what, gpu_sv("out of memory for its error scope"));
+                continue;
+            }
+            WGPUPopErrorScopeCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_scope_popped, &q->r, NULL};
+            q->f = g->w.DevicePopErrorScope(g->device, info);
+            gpu_later(g, q);
+        }
+        msg[0] = 0;
+        return WGPUErrorType_NoError;
+    }
     gpu_async r[3];
     WGPUFuture f[3];
     for (int i = 0; i < 3; i++) { /* innermost (validation) first */
@@ -157,14 +251,39 @@ static const char *backend_name(WGPUBackendType b) {
     }
 }
 
-/* One adapter request. NULL with a note in why when none (or only the Null backend) came. */
-static WGPUAdapter request_adapter(lean_gpu *g, WGPUFeatureLevel level, WGPUBackendType backend, char *why,
-                                   size_t cap) {
-    WGPURequestAdapterOptions opt = {NULL, level, WGPUPowerPreference_HighPerformance, 0, backend, NULL};
+/* Waits for g->req, made by start(g, &g->req->r) unless one is in flight already; the answer
+ * into *r. Pump mode: LEAN_PENDING while unanswered, g->req kept for the call made again. */
+static lean_status await_request(lean_gpu *g, WGPUFuture (*start)(lean_gpu *, gpu_async *), const char *what,
+                                 gpu_async *r, lean_error *err) {
+    if (!g->req) {
+        if (!(g->req = gpu_req_new(GPU_REQ_DROP, what)))
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory asking for %s", what);
+        g->req->f = start(g, &g->req->r);
+    }
+    lean_status st = gpu_wait(g, g->req->f, what, err);
+    if (st == LEAN_PENDING) return st;
+    *r = g->req->r;
+    lean_free(g->req);
+    g->req = NULL;
+    return st;
+}
+
+static WGPUFuture start_adapter(lean_gpu *g, gpu_async *r) {
+    /* the default request first, then OpenGL ES at the compatibility level (open_adapter) */
+    WGPURequestAdapterOptions opt = {NULL, WGPUFeatureLevel_Undefined, WGPUPowerPreference_HighPerformance, 0,
+                                     WGPUBackendType_Undefined, NULL};
+    if (g->open_stage == 1) opt.featureLevel = WGPUFeatureLevel_Compatibility, opt.backendType = WGPUBackendType_OpenGLES;
+    WGPURequestAdapterCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_adapter, r, NULL};
+    return g->w.InstanceRequestAdapter(g->instance, &opt, info);
+}
+
+/* The adapter request of g->open_stage. NULL with a note in why when none (or only the Null
+ * backend) came; *st LEAN_PENDING while unanswered in pump mode. */
+static WGPUAdapter request_adapter(lean_gpu *g, char *why, size_t cap, lean_status *st) {
     gpu_async r = {.done = false};
-    WGPURequestAdapterCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_adapter, &r, NULL};
-    WGPUFuture f = g->w.InstanceRequestAdapter(g->instance, &opt, info);
-    if (gpu_wait(g, f, "the adapter", NULL) != LEAN_OK || !r.ok) {
+    *st = await_request(g, start_adapter, "the adapter", &r, NULL);
+    if (*st == LEAN_PENDING) return NULL;
+    if (*st != LEAN_OK || !r.ok) {
         snprintf(why, cap, "%.*s", (int)cap - 1, r.done && r.msg[0] ? r.msg : "no adapter");
         return NULL;
     }
@@ -183,19 +302,25 @@ static WGPUAdapter request_adapter(lean_gpu *g, WGPUFeatureLevel level, WGPUBack
     return adapter;
 }
 
+/* Resumed in pump mode at g->open_stage (0: the default request, 1: OpenGL ES). */
 static lean_status open_adapter(lean_gpu *g, lean_error *err) {
-    char why_default[256] = "no Vulkan loader (libvulkan.so.1)", why_gles[256];
-    /* Without a Vulkan loader the default request can only end at the Null backend; skipping
-     * it also spares stderr Dawn's "Couldn't load Vulkan" warning. */
-    if (gpu_default_request_useful(g->library))
-        g->adapter = request_adapter(g, WGPUFeatureLevel_Undefined, WGPUBackendType_Undefined, why_default,
-                                     sizeof why_default);
-    if (!g->adapter)
-        g->adapter = request_adapter(g, WGPUFeatureLevel_Compatibility, WGPUBackendType_OpenGLES, why_gles,
-                                     sizeof why_gles);
+    lean_status st = LEAN_OK;
+    if (g->open_stage == 0) {
+        snprintf(g->why[0], sizeof g->why[0], "no Vulkan loader (libvulkan.so.1)");
+        /* Without a Vulkan loader the default request can only end at the Null backend; skipping
+         * it also spares stderr Dawn's "Couldn't load Vulkan" warning. */
+        if (gpu_default_request_useful(g->library)) g->adapter = request_adapter(g, g->why[0], sizeof g->why[0], &st);
+        if (st == LEAN_PENDING) return st;
+        g->open_stage = g->adapter ? 2 : 1;
+    }
+    if (g->open_stage == 1) {
+        g->adapter = request_adapter(g, g->why[1], sizeof g->why[1], &st);
+        if (st == LEAN_PENDING) return st;
+        g->open_stage = 2;
+    }
     if (!g->adapter)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "no WebGPU adapter from %s: default request: %s; OpenGLES: %s",
-                         g->library, why_default, why_gles);
+                         g->library, g->why[0], g->why[1]);
     return LEAN_OK;
 }
 
@@ -211,10 +336,11 @@ static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStr
     gpu_sv_copy(r->msg, sizeof r->msg, message);
 }
 
-static lean_status open_device(lean_gpu *g, lean_error *err) {
+/* The device request (open_device), with the adapter's limits (WGPU_LIMIT_* "undefined" when
+ * it reports none: open_device fails first then). */
+static WGPUFuture start_device(lean_gpu *g, gpu_async *r) {
     WGPULimits limits = {.nextInChain = NULL};
-    if (g->w.AdapterGetLimits(g->adapter, &limits) != WGPUStatus_Success)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the adapter did not report its limits");
+    (void)g->w.AdapterGetLimits(g->adapter, &limits);
     static const WGPUFeatureName optional[] = {WGPUFeatureName_ShaderF16, WGPUFeatureName_Subgroups,
                                                WGPUFeatureName_TimestampQuery};
     WGPUFeatureName features[3];
@@ -241,10 +367,17 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
     WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, n_enabled, enabled,
                                          g->opt.profile, unquantized};
     desc.nextInChain = &toggles.chain;
+    WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, r, NULL};
+    return g->w.AdapterRequestDevice(g->adapter, &desc, info);
+}
+
+/* Resumed in pump mode while the request is in flight (g->req). */
+static lean_status open_device(lean_gpu *g, lean_error *err) {
+    WGPULimits limits = {.nextInChain = NULL};
+    if (!g->req && g->w.AdapterGetLimits(g->adapter, &limits) != WGPUStatus_Success)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the adapter did not report its limits");
     gpu_async r = {.done = false};
-    WGPURequestDeviceCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_device, &r, NULL};
-    WGPUFuture f = g->w.AdapterRequestDevice(g->adapter, &desc, info);
-    lean_status st = gpu_wait(g, f, "the device", err);
+    lean_status st = await_request(g, start_device, "the device", &r, err);
     if (st != LEAN_OK) return st;
     if (!r.ok)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "no WebGPU device on '%s': %s", g->info.adapter,
@@ -396,6 +529,7 @@ lean_status lean_gpu_probe(char *text, size_t cap, lean_error *err) {
  * again. */
 static struct {
     bool ready;
+    bool pump; /* gpu_load_library's */
     wgpu_api w;
     char library[sizeof ((lean_gpu *)0)->library];
     WGPUInstance instance;
@@ -412,7 +546,7 @@ static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static lean_status load_shared(lean_error *err) {
     if (shared.ready) return LEAN_OK;
-    lean_status st = gpu_load_library(&shared.w, shared.library, sizeof shared.library, err);
+    lean_status st = gpu_load_library(&shared.w, shared.library, sizeof shared.library, &shared.pump, err);
     if (st != LEAN_OK) return st;
     WGPUInstanceDescriptor desc = {NULL, {NULL, 1, 8}};
     shared.instance = shared.w.CreateInstance(&desc);
@@ -431,6 +565,7 @@ static lean_status create_instance(lean_gpu *g, lean_error *err) {
         g->w = shared.w;
         memcpy(g->library, shared.library, sizeof g->library);
         g->instance = shared.instance;
+        g->pump = shared.pump;
     }
     SHARED_UNLOCK();
     return st;
@@ -442,17 +577,32 @@ int lean_gpu_open_count(void) {
     return atomic_load(&n_open);
 }
 
+/* Pump mode: the open that returned LEAN_PENDING, resumed by the call made again (one thread
+ * in wasm32; natively never set). */
+static lean_gpu *opening;
+
 lean_status lean_gpu_open(lean_gpu **out, const lean_gpu_options *opt, lean_error *err) {
     *out = NULL;
-    lean_gpu *g = lean_calloc(1, sizeof *g);
-    if (!g) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory opening the GPU");
-    atomic_fetch_add(&n_open, 1);
-    if (opt) g->opt = *opt;
-    g->opt.profile |= env_on("LEAN_PROFILE");
-    g->dump = env_on("LEAN_GPU_DUMP");
-    lean_status st = create_instance(g, err);
-    if (st == LEAN_OK) st = open_adapter(g, err);
-    if (st == LEAN_OK) fill_adapter_info(g), st = open_device(g, err);
+    lean_gpu *g = opening;
+    opening = NULL;
+    lean_status st = LEAN_OK;
+    if (!g) {
+        if (!(g = lean_calloc(1, sizeof *g))) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory opening the GPU");
+        atomic_fetch_add(&n_open, 1);
+        if (opt) g->opt = *opt;
+        g->opt.profile |= env_on("LEAN_PROFILE");
+        g->dump = env_on("LEAN_GPU_DUMP");
+        st = create_instance(g, err);
+    }
+    if (st == LEAN_OK && !g->adapter) {
+        st = open_adapter(g, err);
+        if (st == LEAN_OK) fill_adapter_info(g);
+    }
+    if (st == LEAN_OK) st = open_device(g, err);
+    if (st == LEAN_PENDING) {
+        opening = g;
+        return st;
+    }
     if (st == LEAN_OK) st = fill_device_info(g, err);
     if (st == LEAN_OK && g->opt.profile) st = gpu_profile_open(g, err);
     if (st != LEAN_OK) {
@@ -494,6 +644,9 @@ void lean_gpu_close(lean_gpu *g) {
         g->w.DeviceRelease(g->device);
     }
     if (g->adapter) g->w.AdapterRelease(g->adapter);
+    /* pump mode: answers still to come are never waited for, so their callbacks never run */
+    for (gpu_req *q = g->later, *next; q; q = next) next = q->next, lean_free(q);
+    lean_free(g->req);
     lean_free(g); /* the instance is the process's (create_instance) */
     atomic_fetch_sub(&n_open, 1);
 }

@@ -2,7 +2,8 @@
  *
  * What it does: the model's first context opens the device and uploads every weight in its own
  * format (weights.h; the 1-D norms and biases as F32 buffers) into the model-level part
- * (lean_backend_model, backend.h), which every context of the model then shares. Each context
+ * (lean_backend_model, backend.h), which every context of the model then shares; a GPU-only
+ * load (model.c) makes that part itself, the weights read from its stream in file order. Each context
  * allocates an F32 KV cache and activations for n_batch tokens, uploads the RoPE cos/sin of
  * every position (computed on the host by the reference's own code), and makes every pipeline
  * (cached on the device by source), bind group and matmul a call will need. A forward call
@@ -109,6 +110,7 @@ struct lean_backend_model {
     atomic_int refs;             /* the model's (until it lets go) and one per context */
     const char *thread;          /* on OpenGL (ES), the opening thread's thread_tag; else NULL */
     int sampler_checked;         /* gpu_sampler_check on g: 0 not yet, 1 passed, -1 failed */
+    gpu_sampler_check_run *check; /* that check in flight (pump mode: it returned LEAN_PENDING) */
     gpu_layer_weights *layers;   /* n_layer */
     gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
     lean_gpu_buf *output_norm;   /* (n_embd) F32 */
@@ -145,6 +147,8 @@ struct lean_backend_state {
     lean_gpu_buf *part;         /* prefill matmuls' partial sums (gpu_mm_out), NULL if none splits */
     lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
     lean_gpu_buf *logits;       /* (n_vocab) */
+    lean_gpu_buf *logits_rb;    /* (n_vocab) READBACK: a forward call's logits, mapped */
+    bool logits_wait;           /* pump mode: a forward's logits map is in flight (gpu_forward) */
     gpu_get_rows *embed;
     gpu_op norm_out;
     gpu_matmul *mm_out;
@@ -166,6 +170,7 @@ static void model_free(lean_backend_model *bm) {
     gpu_weight_free(&bm->tok_embd);
     gpu_weight_free(&bm->output);
     lean_gpu_buf_free(bm->output_norm);
+    gpu_sampler_check_free(bm->check);
     lean_gpu_close(bm->g);
     lean_mutex_destroy(&bm->lock);
     lean_free(bm);
@@ -195,7 +200,8 @@ static void free_state(lean_backend_state *s) {
     gpu_matmul_free(s->mm_out);
     gpu_op_free(&s->norm_out);
     lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,
-                            s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part};
+                            s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part,
+                            s->logits_rb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(s);
 }
@@ -245,37 +251,6 @@ static void uploaded(upload_progress *up, const lean_tensor *const *ts, int n) {
     if (up->fn) up->fn(up->user, up->done, up->total);
 }
 
-/* gpu_weight_upload, told to up. */
-static lean_status upload_matrix(lean_gpu *g, const lean_tensor *t, gpu_weight *out, upload_progress *up,
-                                 lean_error *err) {
-    lean_status st = gpu_weight_upload(g, t, out, err);
-    if (!st) uploaded(up, &t, 1);
-    return st;
-}
-
-/* gpu_weight_upload_stacked, told to up. */
-static lean_status upload_stack(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name, gpu_weight *out,
-                                upload_progress *up, lean_error *err) {
-    lean_status st = gpu_weight_upload_stacked(g, ts, n, name, out, err);
-    if (!st) uploaded(up, ts, n);
-    return st;
-}
-
-/* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE and/or
- * UNIFORM), its size rounded up to 16 bytes (uniform arrays are of vec4s); *out stays NULL when
- * ts[0] is absent (the model has all of them or none). */
-static lean_status upload_f32(lean_gpu *g, const lean_tensor *const *ts, int n, unsigned usage, lean_gpu_buf **out,
-                              upload_progress *up, lean_error *err) {
-    if (!ts[0]->data) return LEAN_OK;
-    uint64_t bytes = 0;
-    for (int i = 0; i < n; i++) bytes += ts[i]->n_bytes;
-    lean_status st = lean_gpu_buf_create(g, (bytes + 15) & ~(uint64_t)15, usage, ts[0]->name, out, err);
-    for (uint64_t i = 0, at = 0; !st && i < (uint64_t)n; at += ts[i]->n_bytes, i++)
-        st = lean_gpu_buf_write(g, *out, at, ts[i]->data, ts[i]->n_bytes, err);
-    if (!st) uploaded(up, ts, n);
-    return st;
-}
-
 /* The F32s the part buffer needs: the most any of a layer's matmuls takes, for each shape they
  * may have (Q, K, V and gate, up stacked or apart, by their files' formats). */
 static uint64_t part_floats(lean_gpu *g, const lean_hparams *hp, int32_t B) {
@@ -305,7 +280,9 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
         (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
         (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
-        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)))
+        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
+        (st = lean_gpu_buf_create(s->g, 4ull * (uint64_t)hp->n_vocab, LEAN_GPU_READBACK, "logits read-back",
+                                  &s->logits_rb, err)))
         return st;
     /* no split where the parts would pass what one binding holds (a large n_batch on a device
      * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
@@ -382,10 +359,50 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, const gpu_layer
     return st;
 }
 
+/* ---- the weights' upload (the model's part) ----
+ * Every buffer is made first (a job: a weight, or an F32 buffer, and the tensors it holds),
+ * then filled (weights.h's gpu_weight_fill): from the tensor views of a mapped or read model,
+ * or, in a GPU-only load (lean_backend_config.source), from the stream in file order, each
+ * piece written to the device as it is read and never held whole on the host. */
+typedef struct upload_job {
+    gpu_weight_fill *fill; /* NULL once ended */
+    gpu_weight *w;         /* where it goes: a weight, or */
+    lean_gpu_buf **buf;    /* an F32 buffer */
+    const lean_tensor *ts[3];
+    int n;
+} upload_job;
+
+typedef struct upload_plan {
+    lean_gpu *g;
+    gpu_repack *repack;
+    upload_job *jobs;
+    int n_jobs;
+    upload_progress up;
+} upload_plan;
+
+/* A job for ts[0..n): a weight named name into *w, or (w NULL) F32 tensors into *buf. */
+static lean_status plan_job(upload_plan *p, const lean_tensor *const *ts, int n, const char *name, gpu_weight *w,
+                            lean_gpu_buf **buf, unsigned usage, lean_error *err) {
+    upload_job *j = &p->jobs[p->n_jobs];
+    *j = (upload_job){.w = w, .buf = buf, .n = n};
+    memcpy(j->ts, ts, sizeof *ts * (size_t)n);
+    lean_status st = w ? gpu_weight_fill_begin(p->g, p->repack, ts, n, name, &j->fill, err)
+                       : gpu_weight_fill_begin_bytes(p->g, ts, n, name, usage, &j->fill, err);
+    if (!st) p->n_jobs++;
+    return st;
+}
+
+/* F32 tensors ts[0..n) one after another in one buffer of `usage` (LEAN_GPU_STORAGE and/or
+ * UNIFORM; uniform arrays are of vec4s: the buffer's size is rounded up to 16 bytes); *out
+ * stays NULL when ts[0] is absent (the model has all of them or none). */
+static lean_status plan_f32(upload_plan *p, const lean_tensor *const *ts, int n, unsigned usage, lean_gpu_buf **out,
+                            lean_error *err) {
+    return ts[0]->name ? plan_job(p, ts, n, ts[0]->name, NULL, out, usage, err) : LEAN_OK;
+}
+
 /* The layer's matrices, each in its file's format: Q, K (and V) stacked and gate, up stacked
- * where they share it. */
-static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer_weights *W, upload_progress *up,
-                                   lean_error *err) {
+ * where they share it; then its norms and biases. */
+static lean_status plan_layer(upload_plan *p, const lean_layer *src, gpu_layer_weights *W, lean_error *err) {
     const lean_tensor *mats[W_QKV] = {&src->wq, &src->wk, &src->wv, &src->wo,
                                       &src->w_gate, &src->w_up, &src->w_down};
     const int n_qkv = gpu_weight_stackable(mats + W_Q, 3) ? 3 : gpu_weight_stackable(mats + W_Q, 2) ? 2 : 0;
@@ -393,24 +410,88 @@ static lean_status upload_matrices(lean_gpu *g, const lean_layer *src, gpu_layer
     lean_status st = LEAN_OK;
     for (int i = 0; !st && i < W_QKV; i++) {
         const bool stacked = i < n_qkv || (stack_ffn && (i == W_GATE || i == W_UP));
-        if (!stacked) st = upload_matrix(g, mats[i], &W->w[i], up, err);
+        if (!stacked) st = plan_job(p, mats + i, 1, mats[i]->name, &W->w[i], NULL, 0, err);
     }
-    if (!st && n_qkv) st = upload_stack(g, mats + W_Q, n_qkv, "attn_qkv", &W->w[W_QKV], up, err);
-    if (!st && stack_ffn) st = upload_stack(g, mats + W_GATE, 2, "ffn_gate+ffn_up", &W->w[W_GATE_UP], up, err);
+    if (!st && n_qkv) st = plan_job(p, mats + W_Q, n_qkv, "attn_qkv", &W->w[W_QKV], NULL, 0, err);
+    if (!st && stack_ffn) st = plan_job(p, mats + W_GATE, 2, "ffn_gate+ffn_up", &W->w[W_GATE_UP], NULL, 0, err);
+    const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
+    if (!st) st = plan_f32(p, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &W->attn_norm, err);
+    if (!st) st = plan_f32(p, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &W->ffn_norm, err);
+    if (!st) st = plan_f32(p, bias, 3, LEAN_GPU_STORAGE, &W->bqkv, err);
+    if (!st) st = plan_f32(p, qk_norm, 2, LEAN_GPU_UNIFORM, &W->qk_norm, err);
     return st;
 }
 
-/* The model's: layer il's weights. */
-static lean_status upload_layer(lean_backend_model *bm, int32_t il, upload_progress *up, lean_error *err) {
-    const lean_layer *src = &bm->m->layers[il];
-    gpu_layer_weights *W = &bm->layers[il];
-    const lean_tensor *bias[] = {&src->bq, &src->bk, &src->bv}, *qk_norm[] = {&src->q_norm, &src->k_norm};
-    lean_gpu *g = bm->g;
-    lean_status st = upload_matrices(g, src, W, up, err);
-    if (!st) st = upload_f32(g, (const lean_tensor *[]){&src->attn_norm}, 1, LEAN_GPU_STORAGE, &W->attn_norm, up, err);
-    if (!st) st = upload_f32(g, (const lean_tensor *[]){&src->ffn_norm}, 1, LEAN_GPU_STORAGE, &W->ffn_norm, up, err);
-    if (!st) st = upload_f32(g, bias, 3, LEAN_GPU_STORAGE, &W->bqkv, up, err);
-    if (!st) st = upload_f32(g, qk_norm, 2, LEAN_GPU_UNIFORM, &W->qk_norm, up, err);
+/* Job j's buffer, filled, to its place. */
+static lean_status end_job(upload_job *j, lean_error *err) {
+    gpu_weight w = {0};
+    lean_status st = gpu_weight_fill_end(j->fill, &w, err);
+    j->fill = NULL;
+    if (st) return st;
+    if (j->w) *j->w = w;
+    else *j->buf = w.buf;
+    return LEAN_OK;
+}
+
+/* A piece read from the stream (lean_tensor_sink): tensor k of the list upload_stream made. */
+typedef struct stream_sink {
+    upload_plan *p;
+    const int *job, *part; /* tensor k is part part[k] of job job[k] */
+} stream_sink;
+
+static lean_status stream_put(void *user, int k, uint64_t at, const void *bytes, uint64_t n, lean_error *err) {
+    stream_sink *s = user;
+    lean_status st = gpu_weight_fill_put(s->p->jobs[s->job[k]].fill, s->part[k], at, bytes, n, err);
+    upload_progress *up = &s->p->up;
+    up->done += n;
+    if (!st && up->fn) up->fn(up->user, up->done, up->total);
+    return st;
+}
+
+/* Every job's tensors, read from src in file order. */
+static lean_status upload_stream(upload_plan *p, const lean_weight_source *src, lean_error *err) {
+    int n = 0;
+    for (int j = 0; j < p->n_jobs; j++) n += p->jobs[j].n;
+    const lean_tensor **ts = lean_calloc((size_t)n, sizeof *ts);
+    int *job = lean_calloc((size_t)n, sizeof *job), *part = lean_calloc((size_t)n, sizeof *part);
+    lean_status st = ts && job && part ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: listing %d tensors", n);
+    for (int j = 0, k = 0; !st && j < p->n_jobs; j++)
+        for (int i = 0; i < p->jobs[j].n; i++, k++) ts[k] = p->jobs[j].ts[i], job[k] = j, part[k] = i;
+    stream_sink sink = {.p = p, .job = job, .part = part};
+    if (!st) st = lean_weight_source_read(src, ts, n, stream_put, &sink, err);
+    lean_free(ts);
+    lean_free(job);
+    lean_free(part);
+    for (int j = 0; !st && j < p->n_jobs; j++) st = end_job(&p->jobs[j], err);
+    return st;
+}
+
+/* Every weight of the model on bm's device, from the views or from cfg->source. */
+static lean_status upload_weights(lean_backend_model *bm, const lean_backend_config *cfg, lean_error *err) {
+    const lean_model *m = bm->m;
+    upload_plan p = {.g = bm->g, .up = {.fn = cfg->progress, .user = cfg->progress_user, .total = upload_total(m)}};
+    p.jobs = lean_calloc((size_t)m->hp.n_layer * 11 + 3, sizeof *p.jobs); /* 7 matrices and 4 F32 buffers a layer */
+    lean_status st = p.jobs ? gpu_repack_new(&p.repack, err)
+                            : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: planning %d layers' uploads", m->hp.n_layer);
+    if (!st) st = plan_job(&p, (const lean_tensor *[]){&m->tok_embd}, 1, m->tok_embd.name, &bm->tok_embd, NULL, 0, err);
+    if (!st && !m->tied_output)
+        st = plan_job(&p, (const lean_tensor *[]){&m->output}, 1, m->output.name, &bm->output, NULL, 0, err);
+    if (!st) st = plan_f32(&p, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &bm->output_norm, err);
+    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = plan_layer(&p, &m->layers[il], &bm->layers[il], err);
+    if (!st && cfg->source) {
+        st = upload_stream(&p, cfg->source, err);
+    } else {
+        for (int j = 0; !st && j < p.n_jobs; j++) {
+            upload_job *J = &p.jobs[j];
+            for (int i = 0; !st && i < J->n; i++)
+                st = gpu_weight_fill_put(J->fill, i, 0, J->ts[i]->data, J->ts[i]->n_bytes, err);
+            if (!st) st = end_job(J, err);
+            if (!st) uploaded(&p.up, J->ts, J->n);
+        }
+    }
+    for (int j = 0; p.jobs && j < p.n_jobs; j++) gpu_weight_fill_cancel(p.jobs[j].fill); /* those left on a failure */
+    lean_free(p.jobs);
+    gpu_repack_free(p.repack);
     return st;
 }
 
@@ -501,13 +582,7 @@ static lean_status gpu_model_create(const lean_model *m, const lean_backend_conf
         bm->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *bm->layers);
         if (!bm->layers) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
     }
-    upload_progress up = {.fn = cfg->progress, .user = cfg->progress_user, .total = upload_total(m)};
-    if (!st) st = upload_matrix(bm->g, &m->tok_embd, &bm->tok_embd, &up, err);
-    if (!st && !m->tied_output) st = upload_matrix(bm->g, &m->output, &bm->output, &up, err);
-    if (!st)
-        st = upload_f32(bm->g, (const lean_tensor *[]){&m->output_norm}, 1, LEAN_GPU_STORAGE, &bm->output_norm, &up,
-                        err);
-    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = upload_layer(bm, il, &up, err);
+    if (!st) st = upload_weights(bm, cfg, err);
     if (!st) st = lean_gpu_finish(bm->g, err); /* the uploads are done before create returns */
     if (st) {
         model_free(bm);
@@ -605,20 +680,30 @@ static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, 
     return LEAN_OK;
 }
 
+/* The logits come back through logits_rb, copied and mapped with the forward pass. Pump mode:
+ * LEAN_PENDING leaves the map in flight (logits_wait), and the call made again (the same ids,
+ * n, pos: session.c) only takes it. */
 static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
                                lean_error *err) {
     if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
                          s->n_batch, s->n_ctx);
     if (s->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: forward during a generation");
-    lean_gpu_cmd *c = NULL;
-    /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
-    lean_status st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
-    if (!st) st = begin_forward(s, n, pos, logits != NULL, &c, err);
-    if (st) return st;
-    st = lean_gpu_submit(c, err);
-    if (!st && logits)
-        st = lean_gpu_buf_read(s->g, s->logits, 0, logits, (uint64_t)s->m->hp.n_vocab * sizeof(float), err);
+    const uint64_t bytes = (uint64_t)s->m->hp.n_vocab * sizeof(float);
+    lean_status st = LEAN_OK;
+    if (!s->logits_wait) {
+        lean_gpu_cmd *c = NULL;
+        /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
+        st = lean_gpu_buf_write(s->g, s->ids, 0, ids, (uint64_t)n * 4, err);
+        if (!st) st = begin_forward(s, n, pos, logits != NULL, &c, err);
+        if (st) return st;
+        if (logits) lean_gpu_copy(c, s->logits, 0, s->logits_rb, 0, bytes);
+        st = lean_gpu_submit(c, err);
+        if (!st && logits) st = lean_gpu_map_begin(s->logits_rb, err);
+        if (st || !logits) return st;
+    }
+    st = lean_gpu_map_take(s->logits_rb, logits, bytes, err);
+    s->logits_wait = st == LEAN_PENDING;
     return st;
 }
 
@@ -645,7 +730,12 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
     int *checked = &s->bm->sampler_checked; /* the device's arithmetic: one verdict for every context */
     lean_status st = LEAN_OK;
     if (*checked == 0) { /* a verdict on the arithmetic is kept; a failure (a lost device) is not */
-        st = gpu_sampler_check(s->g, err);
+        if (!s->bm->check) st = gpu_sampler_check_begin(s->g, &s->bm->check, err);
+        if (s->bm->check) { /* pump mode: resumed by the call made again */
+            st = gpu_sampler_check_end(s->bm->check, err);
+            if (st == LEAN_PENDING) return st;
+            s->bm->check = NULL;
+        }
         if (st != LEAN_OK && st != LEAN_ERR_UNSUPPORTED) return st;
         *checked = st == LEAN_OK ? 1 : -1;
         st = LEAN_OK;
@@ -716,8 +806,10 @@ static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *
         if (st) return st;
         const int k = first % G->flight;
         const int32_t n = G->limit - G->n_read < G->block ? G->limit - G->n_read : G->block;
+        st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)n * 4, err);
+        if (st == LEAN_PENDING) return st; /* pump mode: every step stays submitted, the map in flight */
         G->mapping[k] = false;
-        if ((st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)n * 4, err))) return st;
+        if (st) return st;
         G->n_read += n;
     }
     const uint32_t u = (uint32_t)G->ready[G->n_out % G->block];
@@ -730,9 +822,10 @@ static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *
 
 static void gpu_gen_end(lean_backend_state *s) {
     gpu_gen *G = &s->gen;
-    int32_t drop[GEN_GREEDY_BLOCK];
+    if (s->logits_wait) lean_gpu_map_drop(s->logits_rb);
+    s->logits_wait = false;
     for (int k = 0; k < GEN_SLOTS; k++)
-        if (G->mapping[k]) (void)lean_gpu_map_take(G->slot[k], drop, 4, NULL);
+        if (G->mapping[k]) lean_gpu_map_drop(G->slot[k]);
     memset(G->mapping, 0, sizeof G->mapping);
     G->on = false;
 }
@@ -793,6 +886,13 @@ static void locked_gen_end(lean_backend_state *s) {
     lean_mutex_unlock(&s->bm->lock);
 }
 
+static lean_status locked_settle(lean_backend_state *s, lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = lean_gpu_settle(s->g, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
 static lean_status locked_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
     lean_status st = gpu_profile(s, steps, text, cap, err);
@@ -812,6 +912,7 @@ const lean_backend lean_backend_gpu = {
     .gen_begin = locked_gen_begin,
     .gen_next = locked_gen_next,
     .gen_end = locked_gen_end,
+    .settle = locked_settle,
     .profile = locked_profile,
     .describe = gpu_describe,
 };

@@ -80,7 +80,9 @@ typedef struct lean_gpu_options {
  * device with the adapter's limits; opt (NULL: {0}) is copied. LEAN_ERR_UNSUPPORTED when no
  * library or no adapter is found (the message says which and where it looked): callers fall
  * back to the CPU. Mesa's EGL without a display needs EGL_PLATFORM=surfaceless in the
- * environment before the first open (lean.h, "WebGPU"): the library sets no variable. */
+ * environment before the first open (lean.h, "WebGPU"): the library sets no variable.
+ * Pump mode: LEAN_PENDING while the adapter or device request is unanswered; the half-open
+ * device is kept and the next call (with the same opt) resumes it. */
 lean_status lean_gpu_open(lean_gpu **out, const lean_gpu_options *opt, lean_error *err);
 /* The options g was opened with, for the kernel files to read; tests change the variants of a
  * device they hold between pipelines (a pipeline keeps the variant it was made with). */
@@ -118,9 +120,11 @@ uint64_t lean_gpu_buf_size(const lean_gpu_buf *b);
 /* The bytes of every buffer made on g and not yet freed (sizes as created: rounded up to 16),
  * staging included: what the weights, KV caches and activations hold on the device. */
 uint64_t lean_gpu_bytes_allocated(const lean_gpu *g);
-/* Queues a write (offset and size multiples of 4): in pieces of at most 8 MiB with a submit
- * between them, so staging memory is released as a large upload proceeds. Ordered before any
- * command buffer submitted after it. */
+/* Queues a write (offset and size multiples of 4). Between two submits at most 8 MiB of writes
+ * are pending, counted across every write on g: one that would pass that is preceded by an
+ * empty submit (no wait), so a browser releases staging memory as a large upload proceeds
+ * (DESIGN.md principle 1), however many small writes it is made of. Ordered before any command
+ * buffer submitted after it. */
 lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, const void *data,
                                uint64_t size, lean_error *err);
 /* Waits for all submitted work, then copies [offset, offset + size) of a STORAGE buffer to
@@ -132,10 +136,13 @@ lean_status lean_gpu_buf_read(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, voi
  * queue): lean_gpu_map_begin asks for b to be mapped once the work submitted so far is done
  * and returns at once; lean_gpu_map_take waits for that map, copies b's first size bytes to
  * dst and unmaps. One map per buffer at a time, and no submit may use b between the two
- * (WebGPU rejects work on a buffer being mapped). A buffer freed with a map in flight waits
- * for it to be dropped. */
+ * (WebGPU rejects work on a buffer being mapped). lean_gpu_map_drop ends a map in flight
+ * unread (natively after waiting for it; in pump mode at once). A buffer freed with a map in
+ * flight drops it. Pump mode (lean_gpu_settle): lean_gpu_map_take is LEAN_PENDING until the
+ * map and every earlier check have been answered; the map stays in flight for the next take. */
 lean_status lean_gpu_map_begin(lean_gpu_buf *b, lean_error *err);
 lean_status lean_gpu_map_take(lean_gpu_buf *b, void *dst, uint64_t size, lean_error *err);
+void lean_gpu_map_drop(lean_gpu_buf *b);
 
 /* ---- pipelines ---- */
 /* The text of src/gpu/shaders/NAME.wgsl, embedded at build time (a generated C file, made by
@@ -203,8 +210,14 @@ void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean
 /* Submits; fails if recording hit a validation error (the message names the first one) or the
  * device is lost. Does not wait. */
 lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
-/* Blocks until all submitted work is done; reports a device loss or an uncaptured error. */
+/* Blocks until all submitted work is done; reports a device loss or an uncaptured error.
+ * Pump mode: does not wait; the queue's answer is checked at the next wait (lean_gpu_settle). */
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);
+/* Pump mode (the wasm32 build without JSPI: lean.h, LEAN_PENDING): no wait blocks. Error
+ * scopes and queue-done checks are not waited for where they are made; each later wait, and
+ * this call, is LEAN_PENDING until they have all been answered, then fails with the first
+ * error they caught. Natively (and with JSPI) they were answered where made: gpu_check. */
+lean_status lean_gpu_settle(lean_gpu *g, lean_error *err);
 /* ---- profile (profile.c) ----
  * On a device opened with the profile option (or LEAN_PROFILE=1 in the environment then),
  * every dispatch is counted and, where the adapter has timestamp-query, timed in a compute

@@ -27,6 +27,18 @@ typedef struct gpu_async {
     char msg[400];
 } gpu_async;
 
+/* A request in flight whose answer may come after the call that asked has returned (without
+ * JSPI in a JavaScript host: pump mode), or that nobody waits for any more: heap-allocated so
+ * its callback always has somewhere to write. */
+typedef enum { GPU_REQ_SCOPE, GPU_REQ_WORK_DONE, GPU_REQ_DROP } gpu_req_kind;
+typedef struct gpu_req {
+    WGPUFuture f;
+    gpu_async r;
+    gpu_req_kind kind; /* in g->later: what its answer means (device.c, gpu_later) */
+    char what[80];     /* what asked, for the message */
+    struct gpu_req *next;
+} gpu_req;
+
 struct lean_gpu_buf {
     lean_gpu *g;
     WGPUBuffer buf;
@@ -34,11 +46,7 @@ struct lean_gpu_buf {
     unsigned usage; /* LEAN_GPU_* */
     char label[64];
     lean_gpu_buf *prev, *next; /* g->bufs */
-    /* a READBACK buffer's map in flight (lean_gpu_map_begin): its future and what the
-     * callback reports, kept here because the callback may fire after the call that asked */
-    bool mapping;
-    WGPUFuture map_future;
-    gpu_async map;
+    gpu_req *map; /* a READBACK buffer's map in flight (lean_gpu_map_begin), or NULL */
 };
 
 struct lean_gpu_pipeline {
@@ -77,12 +85,25 @@ struct lean_gpu {
     lean_gpu_buf *staging; /* READBACK buffer for lean_gpu_buf_read, grown on demand */
     struct gpu_profile *prof; /* opt.profile: profile.c's counts and timestamps; else NULL */
     uint64_t dispatches;   /* recorded by lean_gpu_dispatch since open (lean_gpu_dispatch_count) */
+    /* bytes queued by QueueWriteBuffer since the last submit (buffer.c keeps it at most
+     * WRITE_PENDING_MAX), and the most it has been since open (test_hooks.h) */
+    uint64_t write_pending, write_pending_peak;
+    /* Pump mode (a JavaScript host without JSPI, web.c): a wait never blocks; an unanswered
+     * one is LEAN_PENDING. Error scopes and queue-done checks go to `later` instead of being
+     * waited for; every wait first needs all of them answered (gpu_wait), so no result is
+     * trusted before the errors of the work before it are known. */
+    bool pump;
+    gpu_req *later, *later_last; /* in the order asked */
+    gpu_req *req;          /* lean_gpu_open's adapter or device request in flight (pump mode) */
+    int open_stage;        /* lean_gpu_open: 0 default adapter request, 1 OpenGL ES, 2 device */
+    char why[2][256];      /* lean_gpu_open: why each adapter request found none */
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header
  * says in which order) and writes its path to path. LEAN_ERR_UNSUPPORTED naming every place
- * tried. In wasm32, web.c: the functions over JavaScript's navigator.gpu. */
-lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err);
+ * tried. In wasm32, web.c: the functions over JavaScript's navigator.gpu. *pump: waits cannot
+ * block (web.c without JSPI; natively never). */
+lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pump, lean_error *err);
 /* Whether the default adapter request can find more than the Null backend: natively, whether
  * the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name; in JS, always. */
 bool gpu_default_request_useful(const char *library);
@@ -100,20 +121,28 @@ extern const size_t gpu_n_shader_files;
 /* device.c */
 /* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss / uncaptured error. */
 lean_status gpu_check(const lean_gpu *g, lean_error *err);
-/* Blocks in wgpuInstanceWaitAny until f completes; LEAN_ERR_DEVICE if waiting fails. */
+/* Blocks in wgpuInstanceWaitAny until f completes; LEAN_ERR_DEVICE if waiting fails. Pump
+ * mode: LEAN_PENDING, at once, until f and every request in g->later have been answered (the
+ * later ones are then applied: an error fails g); f stays in flight for the next call. */
 lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err);
+/* A request for g->req-style bookkeeping: zeroed, kind and what set; NULL when out of memory. */
+gpu_req *gpu_req_new(gpu_req_kind kind, const char *what);
+/* Hands req (answered or not) to g: pump mode keeps it in g->later until answered (an error
+ * scope's error, or an unfinished queue, then fails g); natively it is waited for now. */
+void gpu_later(lean_gpu *g, gpu_req *req);
 /* Pushes validation, out-of-memory and internal error scopes around the calls that follow. */
 void gpu_scope_push(lean_gpu *g);
 /* Pops the three scopes, waits for them, and returns the first error caught (NoError if none)
- * with its message (NUL-terminated, at most cap - 1 bytes) in msg. */
-WGPUErrorType gpu_scope_pop(lean_gpu *g, char *msg, size_t cap);
+ * with its message (NUL-terminated, at most cap - 1 bytes) in msg. Pump mode: returns NoError
+ * at once, the scopes going to g->later (what names the calls inside them there). */
+WGPUErrorType gpu_scope_pop(lean_gpu *g, const char *what, char *msg, size_t cap);
 /* The lean_status for an error of this type: validation -> what_invalid, OOM -> NOMEM,
  * anything else -> DEVICE. */
 lean_status gpu_error_status(WGPUErrorType type, lean_status what_invalid);
 
 /* buffer.c: maps [map_off, map_off + map_len) of a MapRead buffer (map_off a multiple of 8,
  * map_len of 4) once the work submitted so far is done, copies n bytes from map_off + skip to
- * dst, unmaps. Blocking. */
+ * dst, unmaps. Blocking: LEAN_ERR_UNSUPPORTED in pump mode (a read there is map_begin/take). */
 lean_status gpu_map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,
                          uint64_t n, const char *label, lean_error *err);
 

@@ -124,7 +124,8 @@ static lean_status found(const char *path, char *out, size_t cap) {
     return LEAN_OK;
 }
 
-lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err) {
+lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pump, lean_error *err) {
+    *pump = false; /* Dawn's waits block */
     tried t = {.len = 0};
     t.text[0] = 0;
     const char *env = getenv("LEAN_WEBGPU_LIB");

@@ -184,8 +184,9 @@ static lean_status compile(lean_gpu *g, lean_gpu_pipeline *p, const char *const 
     if (g->dump) fprintf(stderr, "=== lean-gpu-pipeline %s\n", p->label);
     p->pipe = g->w.DeviceCreateComputePipeline(g->device, &desc);
     if (sm) g->w.ShaderModuleRelease(sm);
-    char msg[400], first[320];
-    WGPUErrorType e = gpu_scope_pop(g, msg, sizeof msg);
+    char msg[400], first[320], what[80];
+    snprintf(what, sizeof what, "pipeline '%s'", p->label);
+    WGPUErrorType e = gpu_scope_pop(g, what, msg, sizeof msg);
     if (e == WGPUErrorType_NoError && p->pipe) return LEAN_OK;
     if (p->pipe) g->w.ComputePipelineRelease(p->pipe);
     p->pipe = NULL;
@@ -232,8 +233,9 @@ static lean_status make_group(lean_gpu *g, lean_gpu_pipeline *p, const WGPUBindG
     WGPUBindGroupDescriptor desc = {NULL, gpu_sv(label), layout, (size_t)n, entries};
     *out = g->w.DeviceCreateBindGroup(g->device, &desc);
     if (layout) g->w.BindGroupLayoutRelease(layout);
-    char msg[400];
-    WGPUErrorType e = gpu_scope_pop(g, msg, sizeof msg);
+    char msg[400], what[80];
+    snprintf(what, sizeof what, "bind group '%s'", label);
+    WGPUErrorType e = gpu_scope_pop(g, what, msg, sizeof msg);
     if (e == WGPUErrorType_NoError && *out) return LEAN_OK;
     if (*out) g->w.BindGroupRelease(*out);
     *out = NULL;

@@ -46,6 +46,8 @@ static WGPUBuffer raw_buffer(lean_gpu *g, WGPUBufferUsage usage, const char *lab
 }
 
 lean_status gpu_profile_open(lean_gpu *g, lean_error *err) {
+    if (g->pump) /* every submit would wait for its times */
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "profiling waits for the GPU, which needs JSPI here");
     gpu_profile *p = lean_calloc(1, sizeof *p);
     if (!p) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "the profile");
     g->prof = p;
@@ -56,7 +58,7 @@ lean_status gpu_profile_open(lean_gpu *g, lean_error *err) {
     p->resolved = raw_buffer(g, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc, "lean profile resolved");
     p->readback = raw_buffer(g, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "lean profile readback");
     char msg[400];
-    if (gpu_scope_pop(g, msg, sizeof msg) != WGPUErrorType_NoError || !p->set || !p->resolved || !p->readback)
+    if (gpu_scope_pop(g, "the profile", msg, sizeof msg) != WGPUErrorType_NoError || !p->set || !p->resolved || !p->readback)
         return LEAN_FAIL(err, LEAN_ERR_DEVICE, "the profile's timestamp queries: %s", msg);
     return LEAN_OK;
 }

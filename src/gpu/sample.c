@@ -313,11 +313,8 @@ static float f32_of(uint32_t u) {
     return f;
 }
 
-lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *err) {
-    uint32_t list[2 * SAMPLER_K_CAP], tr[TRACE_WORDS];
-    lean_status st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->final_off * 4, list, s->list_len * 8, err);
-    if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->trace_off * 4, tr, sizeof tr, err);
-    if (st != LEAN_OK) return st;
+/* The trace of a draw from its final list (list_len (value, id) pairs) and trace words. */
+static void trace_of(const gpu_sampler *s, const uint32_t *list, const uint32_t *tr, sample_trace *t) {
     memset(t, 0, sizeof *t);
     t->n_cand = (int32_t)(tr[0] <= s->list_len ? tr[0] : s->list_len);
     t->n_kept = (int32_t)tr[1];
@@ -331,7 +328,14 @@ lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *
         t->weight[j] = f32_of(tr[8 + j]);
         t->cum[j] = f32_of(tr[72 + j]);
     }
-    return LEAN_OK;
+}
+
+lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *err) {
+    uint32_t list[2 * SAMPLER_K_CAP], tr[TRACE_WORDS];
+    lean_status st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->final_off * 4, list, s->list_len * 8, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->trace_off * 4, tr, sizeof tr, err);
+    if (st == LEAN_OK) trace_of(s, list, tr, t);
+    return st;
 }
 
 /* ---- the adapter check ---- */
@@ -363,17 +367,15 @@ static lean_status gpu_draw_traced(gpu_sampler *s, const int32_t *hist, int32_t 
     return st;
 }
 
-lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
-                                uint32_t pos, float *work, lean_error *err) {
-    uint32_t gid = 0;
-    sample_trace gt, ct;
-    lean_status st = gpu_draw_traced(s, history, n_history, pos, &gid, &gt, err);
-    if (st != LEAN_OK) return st;
+/* Holds the GPU's draw (gid, gt) for (logits, history, pos) to sample_reference's. */
+static lean_status compare_draw(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                                uint32_t pos, float *work, uint32_t gid, const sample_trace *gt, lean_error *err) {
+    sample_trace ct;
     int32_t *pen = lean_malloc(sizeof *pen * (size_t)(n_history > 0 ? n_history : 1)), cid = -1;
     if (!pen) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_compare: %d history ids", n_history);
     const int32_t n_pen = window_ids(&s->cfg, history, n_history, pen);
     lean_error cpu_err;
-    st = sample_reference(&s->cfg, logits, s->n_vocab, NULL, pen, n_pen, pos, work, &cid, &ct, &cpu_err);
+    const lean_status st = sample_reference(&s->cfg, logits, s->n_vocab, NULL, pen, n_pen, pos, work, &cid, &ct, &cpu_err);
     lean_free(pen);
     const char *adapter = lean_gpu_get_info(s->g)->adapter;
     if (st != LEAN_OK) /* no id allowed */
@@ -381,46 +383,124 @@ lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32
                                        : LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "adapter '%s' chose id %u where the CPU found none (%s)",
                                                    adapter, gid, cpu_err.msg);
     char diff[200];
-    if (gid != (uint32_t)cid || !sample_trace_same(&ct, &gt, diff, sizeof diff))
+    if (gid != (uint32_t)cid || !sample_trace_same(&ct, gt, diff, sizeof diff))
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "adapter '%s' does not sample as the CPU does (position %u: id %d/%u; %s)",
                          adapter, pos, cid, gid, gid == (uint32_t)cid ? diff : "the ids differ");
     return LEAN_OK;
 }
 
-lean_status gpu_sampler_check(lean_gpu *g, lean_error *err) {
-    enum { N = 1000, N_HIST = 16 };
+lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
+                                uint32_t pos, float *work, lean_error *err) {
+    uint32_t gid = 0;
+    sample_trace gt;
+    lean_status st = gpu_draw_traced(s, history, n_history, pos, &gid, &gt, err);
+    return st == LEAN_OK ? compare_draw(s, logits, history, n_history, pos, work, gid, &gt, err) : st;
+}
+
+enum { CHECK_N = 1000, CHECK_HIST = 16, CHECK_DRAWS = 4 };
+
+struct gpu_sampler_check_run {
+    lean_gpu *g;
+    gpu_sampler *s;
+    lean_gpu_buf *logits, *out;
+    lean_gpu_buf *rb;  /* READBACK: per draw, rec_words words: id | final list | trace */
+    uint32_t rec_words;
+    float *x;          /* (2 CHECK_N) the logits, then sample_reference's scratch */
+    int32_t hist[CHECK_HIST];
+};
+
+static uint32_t check_pos(int k) { return (uint32_t)k * 7919u; }
+
+void gpu_sampler_check_free(gpu_sampler_check_run *r) {
+    if (!r) return;
+    gpu_sampler_free(r->s);
+    lean_gpu_buf_free(r->logits);
+    lean_gpu_buf_free(r->out);
+    lean_gpu_buf_free(r->rb);
+    lean_free(r->x);
+    lean_free(r);
+}
+
+/* Draw k: reset to its position, draw, copy what the check compares to its record in rb. */
+static lean_status check_draw(gpu_sampler_check_run *r, int k, lean_error *err) {
+    gpu_sampler *s = r->s;
+    lean_gpu_cmd *c = NULL;
+    lean_status st = gpu_sampler_reset(s, check_pos(k), r->hist, CHECK_HIST, err);
+    if (st == LEAN_OK) st = lean_gpu_begin(r->g, &c, err);
+    if (st != LEAN_OK) return st;
+    gpu_sampler_record(c, s);
+    const uint64_t rec = 4ull * r->rec_words * (uint64_t)k;
+    lean_gpu_copy(c, s->out, 4ull * s->out_index, r->rb, rec, 4);
+    lean_gpu_copy(c, s->scratch, 4ull * s->final_off, r->rb, rec + 4, 8ull * s->list_len);
+    lean_gpu_copy(c, s->scratch, 4ull * s->trace_off, r->rb, rec + 4 + 8ull * s->list_len, 4ull * TRACE_WORDS);
+    return lean_gpu_submit(c, err);
+}
+
+lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, lean_error *err) {
+    *out = NULL;
     lean_sampler_params p = lean_sampler_default_params();
     p.temperature = 0.7;
     p.top_k = 0;
     p.top_p = 0.9;
     p.repeat_penalty = 1.3;
-    p.repeat_last_n = N_HIST;
+    p.repeat_last_n = CHECK_HIST;
     p.seed = 0x5a3b1e;
     sampler_cfg cfg;
     lean_status st = sampler_config(&p, &cfg, err);
     if (st != LEAN_OK) return st;
-    float *x = lean_malloc(2 * N * sizeof *x); /* logits, then sample_reference's scratch */
-    if (!x) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_check: %d logits", N);
-    uint32_t r = 12345;
-    for (int i = 0; i < N; i++) { /* [-8, 8) from a 32-bit LCG: a wide spread of weights */
-        r = r * 1664525u + 1013904223u;
-        x[i] = (float)(r >> 8) * 0x1p-20f - 8.0f;
+    gpu_sampler_check_run *r = lean_calloc(1, sizeof *r);
+    float *x = lean_malloc(2 * CHECK_N * sizeof *x);
+    if (!r || !x) {
+        lean_free(r), lean_free(x);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_check: %d logits", CHECK_N);
     }
-    int32_t hist[N_HIST];
-    for (int i = 0; i < N_HIST; i++) hist[i] = (i * 37 + 11) % N;
-    lean_gpu_buf *logits = NULL, *out = NULL;
-    gpu_sampler *s = NULL;
-    st = lean_gpu_buf_create(g, sizeof *x * N, LEAN_GPU_STORAGE, "sample check logits", &logits, err);
-    if (st == LEAN_OK) st = lean_gpu_buf_write(g, logits, 0, x, sizeof *x * N, err);
-    if (st == LEAN_OK) st = lean_gpu_buf_create(g, 4, LEAN_GPU_STORAGE, "sample check id", &out, err);
-    if (st == LEAN_OK) st = gpu_sampler_create(g, &cfg, N, logits, 0, out, 0, &s, err);
-    for (uint32_t pos = 0; pos < 4 && st == LEAN_OK; pos++)
-        st = gpu_sampler_compare(s, x, hist, N_HIST, pos * 7919u, x + N, err);
-    gpu_sampler_free(s);
-    lean_gpu_buf_free(logits);
-    lean_gpu_buf_free(out);
-    lean_free(x);
+    r->g = g;
+    r->x = x;
+    uint32_t u = 12345;
+    for (int i = 0; i < CHECK_N; i++) { /* [-8, 8) from a 32-bit LCG: a wide spread of weights */
+        u = u * 1664525u + 1013904223u;
+        x[i] = (float)(u >> 8) * 0x1p-20f - 8.0f;
+    }
+    for (int i = 0; i < CHECK_HIST; i++) r->hist[i] = (i * 37 + 11) % CHECK_N;
+    st = lean_gpu_buf_create(g, sizeof *x * CHECK_N, LEAN_GPU_STORAGE, "sample check logits", &r->logits, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(g, r->logits, 0, x, sizeof *x * CHECK_N, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_create(g, 4, LEAN_GPU_STORAGE, "sample check id", &r->out, err);
+    if (st == LEAN_OK) st = gpu_sampler_create(g, &cfg, CHECK_N, r->logits, 0, r->out, 0, &r->s, err);
+    if (st == LEAN_OK) {
+        r->rec_words = 1 + 2 * r->s->list_len + TRACE_WORDS;
+        st = lean_gpu_buf_create(g, 4ull * r->rec_words * CHECK_DRAWS, LEAN_GPU_READBACK, "sample check records",
+                                 &r->rb, err);
+    }
+    for (int k = 0; k < CHECK_DRAWS && st == LEAN_OK; k++) st = check_draw(r, k, err);
+    if (st == LEAN_OK) st = lean_gpu_map_begin(r->rb, err);
+    if (st != LEAN_OK) {
+        gpu_sampler_check_free(r);
+        return st;
+    }
+    *out = r;
+    return LEAN_OK;
+}
+
+lean_status gpu_sampler_check_end(gpu_sampler_check_run *r, lean_error *err) {
+    uint32_t *w = lean_malloc(4ull * r->rec_words * CHECK_DRAWS);
+    lean_status st = w ? lean_gpu_map_take(r->rb, w, 4ull * r->rec_words * CHECK_DRAWS, err)
+                       : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_check: its records");
+    if (st == LEAN_PENDING) return lean_free(w), st;
+    for (int k = 0; k < CHECK_DRAWS && st == LEAN_OK; k++) {
+        const uint32_t *rec = w + (size_t)r->rec_words * (size_t)k;
+        sample_trace gt;
+        trace_of(r->s, rec + 1, rec + 1 + 2 * r->s->list_len, &gt);
+        st = compare_draw(r->s, r->x, r->hist, CHECK_HIST, check_pos(k), r->x + CHECK_N, rec[0], &gt, err);
+    }
+    lean_free(w);
+    gpu_sampler_check_free(r);
     return st;
+}
+
+lean_status gpu_sampler_check(lean_gpu *g, lean_error *err) {
+    gpu_sampler_check_run *r;
+    lean_status st = gpu_sampler_check_begin(g, &r, err);
+    return st == LEAN_OK ? gpu_sampler_check_end(r, err) : st;
 }
 
 void gpu_sampler_free(gpu_sampler *s) {

@@ -46,8 +46,14 @@ void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s);
  * 1000-id vocabulary (penalty, temperature, 64 candidates, top-p over the whole mass) compared
  * with the CPU's, traces bit for bit (WGSL lets + and * round either way and some drivers
  * ignore the FMA fence). LEAN_ERR_UNSUPPORTED naming the first difference: sample on the CPU.
- * Blocking; a few milliseconds. */
+ * Blocking; a few milliseconds. In two halves for the pump (gpu.h, lean_gpu_settle): _begin
+ * submits every draw and one read-back of their ids and traces; _end waits for it (pump mode:
+ * LEAN_PENDING, run kept for the next call) and compares, freeing run unless pending. */
 lean_status gpu_sampler_check(lean_gpu *g, lean_error *err);
+typedef struct gpu_sampler_check_run gpu_sampler_check_run;
+lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, lean_error *err);
+lean_status gpu_sampler_check_end(gpu_sampler_check_run *run, lean_error *err);
+void gpu_sampler_check_free(gpu_sampler_check_run *run); /* NULL is fine */
 /* Holds s to sample_reference for one draw: resets s to (pos, history), draws, and compares the
  * id and the trace, bit for bit, with sample_reference's for the same logits (which must be
  * what s's logits buffer holds) and the same window. LEAN_ERR_UNSUPPORTED naming the first

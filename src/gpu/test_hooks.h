@@ -12,6 +12,10 @@
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s);
 
+/* The most bytes of queue writes that were pending between two submits on g (lean_gpu_buf_write
+ * keeps it at most 8 MiB) since g was opened or the last reset; reset starts counting afresh. */
+uint64_t lean_gpu_write_pending_peak(lean_gpu *g, bool reset);
+
 /* Destroys the device now, as a driver reset would; every later call fails with
  * LEAN_ERR_DEVICE. */
 void lean_gpu_lose_device(lean_gpu *g);

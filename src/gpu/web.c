@@ -8,12 +8,15 @@
  * ids (1, 2, ...; 0 is NULL) cast to the opaque pointer types.
  *
  * Waiting. JS settles a promise; C must see its result inside wgpuInstanceWaitAny, the only
- * place lean waits (gpu_wait). lean_webgpu.future_wait is a suspending import (JSPI:
- * WebAssembly.Suspending; the runner wraps the program's entry in WebAssembly.promising):
- * the wasm stack sleeps until the promise settles or the timeout passes, and the JS event
- * loop runs meanwhile. WaitAny then reads the future's status, handle and message and calls
- * the callback the asynchronous call was given (all callbacks are WaitAnyOnly here). A host
- * without JSPI, or without navigator.gpu, gets no instance: CreateInstance returns NULL and
+ * place lean waits (gpu_wait). With JSPI, lean_webgpu.future_wait is a suspending import
+ * (WebAssembly.Suspending; the host wraps the entry in WebAssembly.promising): the wasm stack
+ * sleeps until the promise settles or the timeout passes, and the JS event loop runs
+ * meanwhile. Without JSPI (Safari) it only says whether the promise has settled, and lean runs
+ * in pump mode (gpu_load_library's *pump; lean.h, LEAN_PENDING): an unsettled wait returns to
+ * JavaScript, which awaits settle() and calls again. Either way WaitAny then reads the future's
+ * status, handle and message and calls the callback the asynchronous call was given (all
+ * callbacks are WaitAnyOnly here). A host without navigator.gpu (or without JSPI that cannot
+ * make a call again: a WASI command) gets no instance: CreateInstance returns NULL and
  * lean_webgpu.why says why.
  * Device lost and uncaptured errors arrive as JS events; JS queues them and WaitAny hands
  * them to the device's callbacks after each wait (Dawn calls them inside the failing call;
@@ -37,6 +40,7 @@
 IMPORT(why) uint32_t js_why(char *buf, uint32_t cap);
 IMPORT(instance_create) uint32_t js_instance_create(void);
 IMPORT(request_adapter) uint32_t js_request_adapter(uint32_t power_preference, uint32_t force_fallback);
+IMPORT(jspi) uint32_t js_jspi(void);
 IMPORT(future_wait) uint32_t js_future_wait(uint32_t future, double timeout_ms);
 IMPORT(future_status) uint32_t js_future_status(uint32_t future);
 IMPORT(future_value) uint32_t js_future_value(uint32_t future);
@@ -536,7 +540,8 @@ static void QuerySetRelease(WGPUQuerySet s) { js_release(ID(s)); }
 
 /* ---- the table ---- */
 
-lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_error *err) {
+lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pump, lean_error *err) {
+    *pump = !js_jspi();
     char why[256];
     uint32_t n = js_why(why, sizeof why - 1);
     if (n) {
@@ -557,7 +562,7 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, lean_erro
         ComputePassEncoderDispatchWorkgroups, ComputePassEncoderEnd, ComputePassEncoderRelease, QuerySetDestroy,
         QuerySetRelease, NULL /* DeviceSetLoggingCallback: Dawn's own */,
     };
-    snprintf(path, path_cap, "JavaScript (navigator.gpu)");
+    snprintf(path, path_cap, "JavaScript (navigator.gpu%s)", *pump ? ", no JSPI" : "");
     return LEAN_OK;
 }
 

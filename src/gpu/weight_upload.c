@@ -61,52 +61,107 @@ const gpu_format *gpu_format_of(uint32_t type) {
 }
 
 
-/* ---- 2. upload ---- */
+/* ---- 2. upload ----
+ * A weight is filled piece by piece (gpu_weight_fill): its buffer is made first, then each of
+ * its tensors' blocks are repacked and written where section 1 puts them, as they come (all at
+ * once from a mapped file, or chunk by chunk from a stream: forward.c), in any order of the
+ * tensors. Two tensors of a stack may share a word (an F16 tensor of odd size, an odd number of
+ * split scales): such a word's bytes wait in the fill until the other tensor's come. */
 
-/* Blocks repacked per write: even (so each piece of the scale array starts on a word) and
- * small enough that a piece of quants stays under the runtime's 8 MiB write. */
+/* Blocks repacked per write: small enough that a piece of quants stays under the runtime's
+ * 8 MiB of pending writes. */
 #define REPACK_BLOCKS 32768
+#define REPACK_QUANT_BYTES 208 /* the most a block keeps: Q6_K's quants (a mixed block: 32) */
+#define FILL_MAX_TENSORS 4
+#define FILL_MAX_WORDS 16      /* shared words waiting: two a tensor and region at most, in order */
 
-/* Uploads the bytes as they are: whole words, then the last 1..3 bytes zero-padded. */
-static lean_status upload_plain(lean_gpu *g, lean_gpu_buf *b, const uint8_t *src, uint64_t n_bytes,
-                                lean_error *err) {
-    const uint64_t whole = n_bytes & ~(uint64_t)3;
-    lean_status st = whole ? lean_gpu_buf_write(g, b, 0, src, whole, err) : LEAN_OK;
-    if (st == LEAN_OK && whole < n_bytes) {
-        uint8_t tail[4] = {0};
-        memcpy(tail, src + whole, (size_t)(n_bytes - whole));
-        st = lean_gpu_buf_write(g, b, whole, tail, 4, err);
+struct gpu_repack {
+    uint8_t *quants, *scales; /* REPACK_BLOCKS blocks' quants and f16 scales; made on first use */
+};
+
+lean_status gpu_repack_new(gpu_repack **out, lean_error *err) {
+    *out = lean_calloc(1, sizeof **out);
+    return *out ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the repack scratch");
+}
+
+void gpu_repack_free(gpu_repack *r) {
+    if (!r) return;
+    lean_free(r->quants);
+    lean_free(r->scales);
+    lean_free(r);
+}
+
+static lean_status repack_ready(gpu_repack *r, lean_error *err) {
+    if (!r->quants) r->quants = lean_malloc((size_t)REPACK_BLOCKS * REPACK_QUANT_BYTES);
+    if (!r->scales) r->scales = lean_malloc(REPACK_BLOCKS * 2);
+    return r->quants && r->scales ? LEAN_OK
+                                  : LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory to repack %u blocks for the GPU",
+                                              REPACK_BLOCKS);
+}
+
+typedef enum fill_mode {
+    FILL_PLAIN, /* the tensors' bytes one after another (formats uploaded as the file has them) */
+    FILL_SPLIT, /* one split format: the blocks' quants, then every scale */
+    FILL_MIXED, /* a mixed stack (section 1) */
+} fill_mode;
+
+/* A word two tensors share: the bytes come so far (mask) */
+typedef struct fill_word {
+    uint64_t word;
+    uint8_t bytes[4];
+    unsigned mask;
+} fill_word;
+
+struct gpu_weight_fill {
+    lean_gpu *g;
+    gpu_repack *r;
+    gpu_weight w;
+    fill_mode mode;
+    int n;
+    struct fill_tensor {
+        const char *name;
+        uint32_t type, block_bytes;
+        uint64_t n_bytes, got; /* got: bytes put so far */
+        uint64_t at; /* PLAIN: its first byte; SPLIT: its first block; MIXED: its first virtual block */
+    } t[FILL_MAX_TENSORS];
+    uint64_t nb; /* SPLIT: blocks in all (the scales start at byte nb * qb) */
+    int n_words;
+    fill_word words[FILL_MAX_WORDS];
+};
+
+/* Bytes [off, off + n) of one word of the buffer; the word is written once all 4 have come. */
+static lean_status fill_word_put(gpu_weight_fill *f, uint64_t off, const uint8_t *src, uint32_t n, lean_error *err) {
+    int i = 0;
+    while (i < f->n_words && f->words[i].word != off / 4) i++;
+    if (i == f->n_words) {
+        if (i == FILL_MAX_WORDS)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: more than %d shared words in waiting (pieces out of order)",
+                             f->t[0].name, FILL_MAX_WORDS);
+        f->words[f->n_words++] = (fill_word){.word = off / 4};
     }
+    fill_word *w = &f->words[i];
+    for (uint32_t j = 0; j < n; j++) {
+        w->bytes[off % 4 + j] = src[j];
+        w->mask |= 1u << (off % 4 + j);
+    }
+    if (w->mask != 0xf) return LEAN_OK;
+    lean_status st = lean_gpu_buf_write(f->g, f->w.buf, w->word * 4, w->bytes, 4, err);
+    *w = f->words[--f->n_words];
     return st;
 }
 
-/* Uploads nb blocks with their f16 scale cut out (section 1), REPACK_BLOCKS at a time. */
-static lean_status upload_split(lean_gpu *g, lean_gpu_buf *b, const uint8_t *src, uint64_t nb,
-                                uint32_t block_bytes, uint32_t d_offset, lean_error *err) {
-    const uint32_t qb = block_bytes - 2;
-    uint8_t *quants = lean_malloc((size_t)REPACK_BLOCKS * qb);
-    uint8_t *scales = lean_malloc(REPACK_BLOCKS * 2);
+/* Writes n bytes at byte off of the buffer: whole words at once, a shared first or last word
+ * through fill_word_put. */
+static lean_status fill_bytes(gpu_weight_fill *f, uint64_t off, const uint8_t *src, uint64_t n, lean_error *err) {
     lean_status st = LEAN_OK;
-    if (!quants || !scales) {
-        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory to repack %u blocks for the GPU", REPACK_BLOCKS);
-        goto done;
+    if (off % 4 && n) {
+        const uint32_t head = 4 - off % 4 < n ? 4 - (uint32_t)(off % 4) : (uint32_t)n;
+        st = fill_word_put(f, off, src, head, err);
+        off += head, src += head, n -= head;
     }
-    for (uint64_t b0 = 0; b0 < nb && st == LEAN_OK; b0 += REPACK_BLOCKS) {
-        const uint64_t n = nb - b0 < REPACK_BLOCKS ? nb - b0 : REPACK_BLOCKS;
-        for (uint64_t i = 0; i < n; i++) {
-            const uint8_t *blk = src + (b0 + i) * block_bytes;
-            memcpy(quants + i * qb, blk, d_offset);
-            memcpy(quants + i * qb + d_offset, blk + d_offset + 2, qb - d_offset);
-            memcpy(scales + 2 * i, blk + d_offset, 2);
-        }
-        const uint64_t scale_bytes = (2 * n + 3) & ~(uint64_t)3; /* padded: n is even but at the end */
-        if (scale_bytes > 2 * n) memset(scales + 2 * n, 0, 2);
-        st = lean_gpu_buf_write(g, b, b0 * qb, quants, n * qb, err);
-        if (st == LEAN_OK) st = lean_gpu_buf_write(g, b, nb * qb + 2 * b0, scales, scale_bytes, err);
-    }
-done:
-    lean_free(quants);
-    lean_free(scales);
+    const uint64_t whole = n & ~(uint64_t)3;
+    if (!st && whole) st = lean_gpu_buf_write(f->g, f->w.buf, off, src, whole, err);
+    if (!st && n > whole) st = fill_word_put(f, off + whole, src + whole, (uint32_t)(n - whole), err);
     return st;
 }
 
@@ -120,7 +175,6 @@ static lean_status check_tensor(lean_gpu *g, const lean_tensor *t, const lean_ty
                          "tensor '%s' (%s): %lld x %lld elements, %llu bytes is not a whole number of %u-element blocks",
                          t->name, tr->name, (long long)rows, (long long)cols, (unsigned long long)t->n_bytes,
                          tr->block_elems);
-    if (!t->data) return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': its data is not loaded", t->name);
     const uint64_t limit = gpu_binding_max_bytes(g);
     if (t->n_bytes > limit)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
@@ -131,29 +185,26 @@ static lean_status check_tensor(lean_gpu *g, const lean_tensor *t, const lean_ty
     return LEAN_OK;
 }
 
-lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err) {
-    const gpu_format *f = gpu_format_of(t->type);
-    const lean_type_traits *tr = lean_type_traits_get(t->type);
-    if (!f || !tr)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "tensor '%s': type %u%s%s has no GPU kernels", t->name,
-                         t->type, tr ? " = " : "", tr ? tr->name : "");
-    lean_status st = check_tensor(g, t, tr, err);
-    if (st != LEAN_OK) return st;
-    const uint64_t gpu_bytes = (t->n_bytes + 3) & ~(uint64_t)3; /* either layout: the file's bytes, reordered */
-    lean_gpu_buf *b = NULL;
-    st = lean_gpu_buf_create(g, gpu_bytes, LEAN_GPU_STORAGE, t->name, &b, err);
-    if (st != LEAN_OK) return st;
-    if (f->d_offset < 0) st = upload_plain(g, b, t->data, t->n_bytes, err);
-    else
-        st = upload_split(g, b, t->data, t->n_bytes / tr->block_bytes, tr->block_bytes, (uint32_t)f->d_offset,
-                          err);
+/* A fill of ts[0..n) into a new buffer of bytes; its tensors' places are the caller's to set. */
+static lean_status fill_new(lean_gpu *g, gpu_repack *r, const lean_tensor *const *ts, int n, const char *name,
+                            uint64_t bytes, unsigned usage, fill_mode mode, gpu_weight_fill **out, lean_error *err) {
+    *out = NULL;
+    if (n < 1 || n > FILL_MAX_TENSORS)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d tensors in one buffer (1 to %d)", name, n, FILL_MAX_TENSORS);
+    gpu_weight_fill *f = lean_calloc(1, sizeof *f);
+    if (!f) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: allocating its upload", name);
+    *f = (gpu_weight_fill){.g = g, .r = r, .mode = mode, .n = n};
+    for (int i = 0; i < n; i++) {
+        const lean_type_traits *tr = lean_type_traits_get(ts[i]->type);
+        f->t[i] = (struct fill_tensor){.name = ts[i]->name, .type = ts[i]->type, .n_bytes = ts[i]->n_bytes,
+                                       .block_bytes = tr ? tr->block_bytes : 1};
+    }
+    lean_status st = lean_gpu_buf_create(g, bytes, usage, name, &f->w.buf, err);
     if (st != LEAN_OK) {
-        lean_gpu_buf_free(b);
+        lean_free(f);
         return st;
     }
-    const uint64_t nb = t->n_bytes / tr->block_bytes;
-    *out = (gpu_weight){.type = t->type, .rows = t->ne[1] * t->ne[2] * t->ne[3], .cols = t->ne[0], .buf = b,
-                        .scale_base = f->d_offset < 0 ? 0 : nb * (tr->block_bytes - 2) / 4};
+    *out = f;
     return LEAN_OK;
 }
 
@@ -219,10 +270,10 @@ static int64_t mixed_layout(const lean_tensor *const *ts, int n, gpu_weight *w, 
     return virt;
 }
 
-/* A stack of several 32-weight block formats (gpu_weight_stackable), laid out on the host as
- * section 1 says and uploaded. */
-static lean_status upload_mixed(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name, gpu_weight *out,
-                                lean_error *err) {
+/* A mixed stack's fill (gpu_weight_stackable, more than one type): the layout of section 1,
+ * each tensor's first virtual block. */
+static lean_status begin_mixed(lean_gpu *g, gpu_repack *r, const lean_tensor *const *ts, int n, const char *name,
+                               gpu_weight_fill **out, lean_error *err) {
     gpu_weight w = {.type = ts[0]->type, .cols = ts[0]->ne[0]};
     uint64_t words;
     const int64_t virt = mixed_layout(ts, n, &w, &words);
@@ -233,53 +284,160 @@ static lean_status upload_mixed(lean_gpu *g, const lean_tensor *const *ts, int n
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: %llu bytes on the GPU, more than this device's storage binding "
                          "limit of %llu bytes", name, (unsigned long long)bytes,
                          (unsigned long long)gpu_binding_max_bytes(g));
-    uint8_t *host = lean_calloc(1, (size_t)bytes);
-    if (!host) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)bytes);
+    lean_status st = fill_new(g, r, ts, n, name, bytes, LEAN_GPU_STORAGE, FILL_MIXED, out, err);
+    if (st != LEAN_OK) return st;
+    w.buf = (*out)->w.buf;
+    (*out)->w = w;
     int64_t row = 0; /* tensor i's first row */
     for (int i = 0, p = 0; i < n; row += ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3], i++) {
-        const lean_type_traits *tr = lean_type_traits_get(ts[i]->type);
         while (w.part[p].end <= row) p++; /* the part holding the tensor's first row */
-        const uint64_t nb = ts[i]->n_bytes / tr->block_bytes, k = mixed_words(ts[i]->type);
-        const uint64_t b0 = (uint64_t)(row + w.part[p].gap) * bpr; /* the tensor's first virtual block */
-        for (uint64_t b = 0; b < nb; b++)
-            mixed_block(ts[i]->type, (const uint8_t *)ts[i]->data + b * tr->block_bytes, host + 4 * k * (b0 + b),
-                        host + 4 * words + 2 * (b0 + b));
+        (*out)->t[i].at = (uint64_t)(row + w.part[p].gap) * bpr;
     }
-    lean_status st = lean_gpu_buf_create(g, bytes, LEAN_GPU_STORAGE, name, &w.buf, err);
-    if (st == LEAN_OK) st = lean_gpu_buf_write(g, w.buf, 0, host, bytes, err); /* it writes in pieces */
-    lean_free(host);
-    if (st != LEAN_OK) {
-        lean_gpu_buf_free(w.buf);
-        return st;
-    }
-    *out = w;
     return LEAN_OK;
 }
 
-lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
-                                      gpu_weight *out, lean_error *err) {
-    lean_tensor t = {.name = name, .type = ts[0]->type, .ne = {ts[0]->ne[0], 0, 1, 1}};
+lean_status gpu_weight_fill_begin(lean_gpu *g, gpu_repack *r, const lean_tensor *const *ts, int n, const char *name,
+                                  gpu_weight_fill **out, lean_error *err) {
+    *out = NULL;
+    if (n < 1 || n > FILL_MAX_TENSORS)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d tensors in one buffer (1 to %d)", name, n, FILL_MAX_TENSORS);
+    lean_tensor t = {.name = name, .type = ts[0]->type, .ne = {ts[0]->ne[0], 0, 1, 1}}; /* the stack as one */
     bool mixed = false;
     for (int i = 0; i < n; i++) {
+        const lean_type_traits *tr = lean_type_traits_get(ts[i]->type);
+        if (!gpu_format_of(ts[i]->type) || !tr)
+            return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "tensor '%s': type %u%s%s has no GPU kernels", ts[i]->name,
+                             ts[i]->type, tr ? " = " : "", tr ? tr->name : "");
         if (!gpu_weight_stackable(ts, i + 1))
             return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: '%s' (type %u, %lld columns) does not stack on '%s'",
                              name, ts[i]->name, ts[i]->type, (long long)ts[i]->ne[0], ts[0]->name);
-        lean_status st = check_tensor(g, ts[i], lean_type_traits_get(ts[i]->type), err);
+        lean_status st = check_tensor(g, ts[i], tr, err);
         if (st != LEAN_OK) return st;
         mixed = mixed || ts[i]->type != t.type;
         t.ne[1] += ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3];
         t.n_bytes += ts[i]->n_bytes;
     }
-    if (mixed) return upload_mixed(g, ts, n, name, out, err);
-    uint8_t *bytes = t.n_bytes <= SIZE_MAX ? lean_malloc((size_t)t.n_bytes) : NULL;
-    if (!bytes)
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory to stack %llu bytes", name, (unsigned long long)t.n_bytes);
-    for (uint64_t i = 0, at = 0; i < (uint64_t)n; at += ts[i]->n_bytes, i++)
-        memcpy(bytes + at, ts[i]->data, ts[i]->n_bytes);
-    t.data = bytes;
-    lean_status st = gpu_weight_upload(g, &t, out, err);
-    lean_free(bytes);
+    if (mixed) return begin_mixed(g, r, ts, n, name, out, err);
+    const gpu_format *f = gpu_format_of(t.type);
+    const lean_type_traits *tr = lean_type_traits_get(t.type);
+    lean_status st = n > 1 ? check_tensor(g, &t, tr, err) : LEAN_OK;
+    const uint64_t bytes = (t.n_bytes + 3) & ~(uint64_t)3; /* either layout: the file's bytes, reordered */
+    if (st == LEAN_OK)
+        st = fill_new(g, r, ts, n, name, bytes, LEAN_GPU_STORAGE, f->d_offset < 0 ? FILL_PLAIN : FILL_SPLIT, out, err);
+    if (st != LEAN_OK) return st;
+    gpu_weight_fill *fl = *out;
+    fl->nb = t.n_bytes / tr->block_bytes;
+    fl->w = (gpu_weight){.type = t.type, .rows = t.ne[1], .cols = t.ne[0], .buf = fl->w.buf,
+                         .scale_base = f->d_offset < 0 ? 0 : fl->nb * (tr->block_bytes - 2) / 4};
+    for (int i = 1; i < n; i++)
+        fl->t[i].at = fl->t[i - 1].at + (fl->mode == FILL_PLAIN ? ts[i - 1]->n_bytes : ts[i - 1]->n_bytes / tr->block_bytes);
+    return LEAN_OK;
+}
+
+lean_status gpu_weight_fill_begin_bytes(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
+                                        unsigned usage, gpu_weight_fill **out, lean_error *err) {
+    uint64_t bytes = 0;
+    for (int i = 0; i < n && i < FILL_MAX_TENSORS; i++) bytes += ts[i]->n_bytes;
+    lean_status st = fill_new(g, NULL, ts, n, name, bytes, usage, FILL_PLAIN, out, err);
+    for (int i = 1; st == LEAN_OK && i < n; i++) (*out)->t[i].at = (*out)->t[i - 1].at + ts[i - 1]->n_bytes;
     return st;
+}
+
+/* SPLIT: blocks [b0, b0 + nb) of tensor T from src, REPACK_BLOCKS at a time (section 1). */
+static lean_status put_split(gpu_weight_fill *f, const struct fill_tensor *T, uint64_t b0, const uint8_t *src,
+                             uint64_t nb, lean_error *err) {
+    const uint32_t bb = T->block_bytes, qb = bb - 2, d_offset = (uint32_t)gpu_format_of(T->type)->d_offset;
+    lean_status st = repack_ready(f->r, err);
+    for (uint64_t done = 0; done < nb && st == LEAN_OK;) {
+        const uint64_t n = nb - done < REPACK_BLOCKS ? nb - done : REPACK_BLOCKS;
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *blk = src + (done + i) * bb;
+            memcpy(f->r->quants + i * qb, blk, d_offset);
+            memcpy(f->r->quants + i * qb + d_offset, blk + d_offset + 2, qb - d_offset);
+            memcpy(f->r->scales + 2 * i, blk + d_offset, 2);
+        }
+        const uint64_t b = T->at + b0 + done; /* over the whole stack */
+        st = fill_bytes(f, b * qb, f->r->quants, n * qb, err);
+        if (st == LEAN_OK) st = fill_bytes(f, f->nb * qb + 2 * b, f->r->scales, 2 * n, err);
+        done += n;
+    }
+    return st;
+}
+
+/* MIXED: blocks [b0, b0 + nb) of tensor T from src, REPACK_BLOCKS at a time (section 1). */
+static lean_status put_mixed(gpu_weight_fill *f, const struct fill_tensor *T, uint64_t b0, const uint8_t *src,
+                             uint64_t nb, lean_error *err) {
+    const uint64_t k = mixed_words(T->type);
+    const bool split = gpu_format_of(T->type)->d_offset >= 0;
+    lean_status st = repack_ready(f->r, err);
+    for (uint64_t done = 0; done < nb && st == LEAN_OK;) {
+        const uint64_t n = nb - done < REPACK_BLOCKS ? nb - done : REPACK_BLOCKS;
+        for (uint64_t i = 0; i < n; i++)
+            mixed_block(T->type, src + (done + i) * T->block_bytes, f->r->quants + 4 * k * i, f->r->scales + 2 * i);
+        const uint64_t b = T->at + b0 + done; /* its virtual block */
+        st = fill_bytes(f, 4 * k * b, f->r->quants, 4 * k * n, err);
+        if (st == LEAN_OK && split) st = fill_bytes(f, 4 * f->w.scale_base + 2 * b, f->r->scales, 2 * n, err);
+        done += n;
+    }
+    return st;
+}
+
+lean_status gpu_weight_fill_put(gpu_weight_fill *f, int i, uint64_t at, const void *bytes, uint64_t n,
+                                lean_error *err) {
+    if (i < 0 || i >= f->n) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: no tensor %d in it", f->t[0].name, i);
+    struct fill_tensor *T = &f->t[i];
+    if (at % T->block_bytes || n % T->block_bytes || at > T->n_bytes || n > T->n_bytes - at || (n && !bytes))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': %llu bytes at %llu are not whole blocks of its %llu",
+                         T->name, (unsigned long long)n, (unsigned long long)at, (unsigned long long)T->n_bytes);
+    lean_status st;
+    switch (f->mode) {
+    case FILL_PLAIN: st = fill_bytes(f, T->at + at, bytes, n, err); break;
+    case FILL_SPLIT: st = put_split(f, T, at / T->block_bytes, bytes, n / T->block_bytes, err); break;
+    default: st = put_mixed(f, T, at / T->block_bytes, bytes, n / T->block_bytes, err); break;
+    }
+    if (st == LEAN_OK) T->got += n;
+    return st;
+}
+
+lean_status gpu_weight_fill_end(gpu_weight_fill *f, gpu_weight *out, lean_error *err) {
+    lean_status st = LEAN_OK;
+    for (int i = 0; st == LEAN_OK && i < f->n; i++)
+        if (f->t[i].got != f->t[i].n_bytes)
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': %llu of its %llu bytes were uploaded", f->t[i].name,
+                           (unsigned long long)f->t[i].got, (unsigned long long)f->t[i].n_bytes);
+    for (int i = 0; st == LEAN_OK && i < f->n_words; i++) /* the last words, zero-padded */
+        st = lean_gpu_buf_write(f->g, f->w.buf, f->words[i].word * 4, f->words[i].bytes, 4, err);
+    if (st == LEAN_OK) {
+        *out = f->w;
+        f->w.buf = NULL;
+    }
+    gpu_weight_fill_cancel(f);
+    return st;
+}
+
+void gpu_weight_fill_cancel(gpu_weight_fill *f) {
+    if (!f) return;
+    lean_gpu_buf_free(f->w.buf);
+    lean_free(f);
+}
+
+lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
+                                      gpu_weight *out, lean_error *err) {
+    gpu_repack *r = NULL;
+    gpu_weight_fill *f = NULL;
+    lean_status st = gpu_repack_new(&r, err);
+    if (st == LEAN_OK) st = gpu_weight_fill_begin(g, r, ts, n, name, &f, err);
+    for (int i = 0; st == LEAN_OK && i < n; i++)
+        st = ts[i]->data ? gpu_weight_fill_put(f, i, 0, ts[i]->data, ts[i]->n_bytes, err)
+                         : LEAN_FAIL(err, LEAN_ERR_ARG, "tensor '%s': its data is not loaded", ts[i]->name);
+    if (st == LEAN_OK) st = gpu_weight_fill_end(f, out, err);
+    else gpu_weight_fill_cancel(f);
+    gpu_repack_free(r);
+    return st;
+}
+
+lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out, lean_error *err) {
+    return gpu_weight_upload_stacked(g, &t, 1, t->name, out, err);
 }
 
 void gpu_weight_free(gpu_weight *w) {

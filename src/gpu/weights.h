@@ -40,11 +40,35 @@ lean_status gpu_weight_upload(lean_gpu *g, const lean_tensor *t, gpu_weight *out
  * columns and either their type or, up to GPU_WEIGHT_MAX_PARTS runs of one type, the 32-weight
  * block formats Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (llama.cpp's _K_M files give Q5_0 q, k and Q8_0 v
  * where rows are no multiple of 256): gpu_weight_stackable says which; LEAN_ERR_UNSUPPORTED
- * otherwise (the caller keeps them apart). The bytes are copied once on the host for the
- * upload (the stack's size, freed before return). A mixed stack serves matmuls, not get_rows. */
+ * otherwise (the caller keeps them apart). Each tensor is repacked where it lies, a piece at a
+ * time (no copy of the stack on the host). A mixed stack serves matmuls, not get_rows. */
 bool gpu_weight_stackable(const lean_tensor *const *ts, int n);
 lean_status gpu_weight_upload_stacked(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
                                       gpu_weight *out, lean_error *err);
+
+/* The upload in pieces, which the two above are made of and a streamed load uses (forward.c):
+ * begin makes the buffer of a weight (one tensor, or a stack as gpu_weight_upload_stacked's)
+ * and checks it as they do, without reading any data; put gives it bytes [at, at + n) of
+ * tensor i's file data (whole blocks), repacked and written at once (the caller may reuse
+ * bytes after it); end checks every byte of every tensor came, writes the words two tensors
+ * share, and hands the weight over. The tensors may come in any order, each one's pieces in
+ * order. cancel (or a failed end) frees the fill and its buffer. The repack scratch is one for
+ * any number of fills: at most 32768 blocks' quants and scales (6.9 MB, Q6_K's), made on
+ * first use; with the caller's piece, all the host memory an upload takes. */
+typedef struct gpu_repack gpu_repack;
+typedef struct gpu_weight_fill gpu_weight_fill;
+lean_status gpu_repack_new(gpu_repack **out, lean_error *err);
+void gpu_repack_free(gpu_repack *r);
+lean_status gpu_weight_fill_begin(lean_gpu *g, gpu_repack *r, const lean_tensor *const *ts, int n, const char *name,
+                                  gpu_weight_fill **out, lean_error *err);
+/* A plain buffer of `usage` (gpu.h) holding ts[0..n) (up to 4) one after another as the file has
+ * them (F32 norms and biases); end's weight has only buf set. */
+lean_status gpu_weight_fill_begin_bytes(lean_gpu *g, const lean_tensor *const *ts, int n, const char *name,
+                                        unsigned usage, gpu_weight_fill **out, lean_error *err);
+lean_status gpu_weight_fill_put(gpu_weight_fill *f, int i, uint64_t at, const void *bytes, uint64_t n,
+                                lean_error *err);
+lean_status gpu_weight_fill_end(gpu_weight_fill *f, gpu_weight *out, lean_error *err);
+void gpu_weight_fill_cancel(gpu_weight_fill *f);
 void gpu_weight_free(gpu_weight *w);
 
 /* What a matmul does with its outputs (shaders/matmul_out.wgsl has each one's expression, the

@@ -1,0 +1,262 @@
+// wasm_pump.mjs — the wasm32 build's GPU path without JSPI (the pump: include/lean.h,
+// LEAN_PENDING) held to the same build with JSPI, under Deno (navigator.gpu: wgpu, over Mesa's
+// lavapipe here). build-wasm/wasm_pump_host.wasm (tests/wasm_pump_host.c) exports lean.h's calls;
+// this script makes them as a page's worker does:
+//   JSPI:  through WebAssembly.promising, a GPU wait suspending the wasm stack;
+//   pump:  WebAssembly.Suspending deleted before the module is loaded, so no wait can block:
+//          while ((st = call(...)) === LEAN_PENDING) await gpu.settle();
+// Both runs do the same work on a fresh module and GPU device: a prompt prefilled in chunks with
+// its logits and a decode; a greedy and a seeded generation on the GPU (the resident sampler,
+// steps in flight, one stopped early so its maps are dropped); a greedy and a seeded two-turn
+// chat; and a context whose kernel the device rejects (a shader broken on its way to WebGPU),
+// which must fail lean_ctx_create with the pipeline's name. Every id, every logit's bits and
+// every reply must be the same in both; the pump run must have returned LEAN_PENDING (else it
+// tested nothing) and the JSPI run never.
+//
+//   deno run -A tests/wasm_pump.mjs [build-wasm/wasm_pump_host.wasm]
+// Prints "wasm_pump: N passed, N failed" (tests/run.sh counts it); exit status 1 on a failure.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+import { leanWebGPU } from '../web/webgpu_imports.mjs';
+
+const { WASI } = await import('node:wasi');
+const LEAN_OK = 0, LEAN_PENDING = 9;
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const file = process.argv[2] ?? path.join(root, 'build-wasm/wasm_pump_host.wasm');
+const module = await WebAssembly.compile(readFileSync(file));
+const FIXTURE = 'build/fixtures/qwen2-q8_0.gguf';
+const BROKEN = 'rmsnorm'; // the kernel whose shader is broken in the last part
+
+let passed = 0, failed = 0;
+const check = (ok, what) => {
+    if (ok) passed++;
+    else failed++, console.log(`FAIL: ${what}`);
+};
+
+// fnv-1a 64 over bytes, as hex: a logits row's bits in one word
+const fnv = (bytes) => {
+    let h = 0xcbf29ce484222325n;
+    for (const b of bytes) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+    return h.toString(16);
+};
+
+// While on, every device made gets its `label` kernel's shader broken (a syntax error).
+let breakKernel = null;
+// The work every device was given: queue writes and dispatches (the empty command buffers
+// webgpu_imports.mjs submits while a map waits have none), so a run that did work twice shows.
+const work = { writes: 0, dispatches: 0 };
+const gpu0 = navigator.gpu;
+const requestAdapter = gpu0.requestAdapter.bind(gpu0);
+gpu0.requestAdapter = async (o) => {
+    const a = await requestAdapter(o);
+    if (!a) return a;
+    const requestDevice = a.requestDevice.bind(a);
+    a.requestDevice = async (d) => {
+        const dev = await requestDevice(d);
+        const queue = dev.queue, writeBuffer = queue.writeBuffer.bind(queue);
+        queue.writeBuffer = (...a) => (work.writes++, writeBuffer(...a));
+        const createCommandEncoder = dev.createCommandEncoder.bind(dev);
+        dev.createCommandEncoder = (...a) => {
+            const enc = createCommandEncoder(...a), beginComputePass = enc.beginComputePass.bind(enc);
+            enc.beginComputePass = (...b) => {
+                const pass = beginComputePass(...b), dispatch = pass.dispatchWorkgroups.bind(pass);
+                pass.dispatchWorkgroups = (...c) => (work.dispatches++, dispatch(...c));
+                return pass;
+            };
+            return enc;
+        };
+        const createShaderModule = dev.createShaderModule.bind(dev);
+        dev.createShaderModule = (desc) =>
+            createShaderModule(breakKernel && desc.label === breakKernel ? { ...desc, code: `${desc.code}\nfn (` } : desc);
+        return dev;
+    };
+    return a;
+};
+
+// A fresh instance of the host; jspi false hides WebAssembly.Suspending while it loads and runs.
+async function host(jspi, tmp) {
+    const wasi = new WASI({ version: 'preview1', args: ['wasm_pump_host'], env: {}, preopens: { '/': root, '/tmp': tmp } });
+    const gpu = leanWebGPU();
+    if (gpu.jspi !== jspi) throw new Error(`leanWebGPU().jspi is ${gpu.jspi}, wanted ${jspi}`);
+    const instance = await WebAssembly.instantiate(module, { ...wasi.getImportObject(), ...gpu.imports });
+    gpu.setMemory(instance.exports.memory);
+    wasi.initialize(instance);
+    const x = instance.exports;
+    const h = { x, pending: 0, by: {} }; // by: LEAN_PENDING returns per export
+    const promising = {};
+    // a call that may wait on the GPU, made the way this host can
+    h.call = async (name, ...args) => {
+        if (jspi) {
+            promising[name] ??= WebAssembly.promising(x[name]);
+            const st = await promising[name](...args);
+            if (st === LEAN_PENDING) h.pending++;
+            return st;
+        }
+        let st;
+        while ((st = x[name](...args)) === LEAN_PENDING) {
+            h.pending++, (h.by[name] = (h.by[name] ?? 0) + 1);
+            await gpu.settle();
+        }
+        return st;
+    };
+    // a void call (never pending); with JSPI it may still wait (a dropped map), so it is promised too
+    h.drop = async (name) => {
+        if (!jspi) return x[name]();
+        promising[name] ??= WebAssembly.promising(x[name]);
+        await promising[name]();
+    };
+    const mem = () => x.memory.buffer;
+    h.cstr = (s) => {
+        const b = new TextEncoder().encode(s);
+        const p = x.host_malloc(b.length + 1);
+        new Uint8Array(mem(), p, b.length + 1).set([...b, 0]);
+        return p;
+    };
+    h.ints = (a) => {
+        const p = x.host_malloc(4 * Math.max(a.length, 1));
+        new Int32Array(mem(), p, a.length).set(a);
+        return p;
+    };
+    h.readStr = (p, n) => new TextDecoder().decode(new Uint8Array(mem(), p, n ?? new Uint8Array(mem(), p).indexOf(0)));
+    h.error = () => h.readStr(x.host_error());
+    h.logits = () => {
+        const f = new Float32Array(mem(), x.host_logits(), x.host_n_vocab());
+        let best = 0;
+        for (let i = 1; i < f.length; i++) if (f[i] > f[best]) best = i;
+        return { hash: fnv(new Uint8Array(f.buffer, f.byteOffset, f.byteLength)), argmax: best };
+    };
+    h.ok = async (name, ...args) => {
+        const st = await h.call(name, ...args);
+        if (st !== LEAN_OK) throw new Error(`${name}: status ${st}: ${h.error()}`);
+    };
+    return h;
+}
+
+// n ids of a generation begun from the context's last logits (stop early: n < max)
+async function generate(h, max, n) {
+    const idp = h.x.host_malloc(4);
+    await h.ok('host_gen_begin', max);
+    const ids = [];
+    for (let i = 0; i < n; i++) {
+        await h.ok('host_gen_next', idp);
+        ids.push(new Int32Array(h.x.memory.buffer, idp, 1)[0]);
+    }
+    ids.resident = h.x.host_gen_resident() === 1;
+    await h.drop('host_gen_end'); // drops the steps still in flight (the pump: without waiting)
+    return ids;
+}
+
+async function chatTurns(h, texts) {
+    const tp = h.x.host_malloc(4), np = h.x.host_malloc(4), mp = h.x.host_malloc(4);
+    const replies = [];
+    for (const t of texts) {
+        await h.ok('host_chat_submit', h.cstr(t));
+        let reply = '';
+        for (let more = 1; more; ) {
+            await h.ok('host_chat_step', tp, np, mp);
+            const u = new Uint32Array(h.x.memory.buffer);
+            reply += h.readStr(u[tp / 4], u[np / 4]);
+            more = u[mp / 4];
+        }
+        replies.push(reply);
+    }
+    const idsp = h.x.host_malloc(4 * 1024);
+    const n = h.x.host_chat_ids(idsp, 1024);
+    return { replies, ids: [...new Int32Array(h.x.memory.buffer, idsp, Math.min(n, 1024))] };
+}
+
+// Everything one run does; what it returns must not depend on how the waits went.
+async function run(jspi) {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), 'lean-pump-'));
+    const out = {};
+    work.writes = work.dispatches = 0;
+    try {
+        let h = await host(jspi, tmp);
+        await h.ok('host_model', h.cstr(FIXTURE), 0);
+        await h.ok('host_ctx', 256, 8);
+        out.backend = h.readStr(h.x.host_backend());
+        const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 5) % h.x.host_n_vocab());
+        await h.ok('host_prefill', h.ints(prompt), prompt.length); // three chunks of 8
+        out.prefill = h.logits();
+        await h.ok('host_decode', out.prefill.argmax);
+        out.decode = h.logits();
+        await h.ok('host_sampler', 0, 0, 1, 1, 0);
+        out.greedy = await generate(h, 40, 40); // past two 16-id blocks: maps in flight at the end
+        out.resident = out.greedy.resident;
+        await h.drop('host_ctx_free');
+        await h.ok('host_ctx', 256, 8);
+        await h.ok('host_prefill', h.ints(prompt), prompt.length);
+        await h.ok('host_sampler', 0.8, 40, 0.95, 1.1, 7);
+        await h.ok('host_accept', h.ints(prompt), prompt.length);
+        out.seeded = await generate(h, 64, 12); // stopped early: eight steps in flight dropped
+        out.resident &&= out.seeded.resident;
+        out.pos = h.x.host_pos();
+        await h.ok('host_decode', out.seeded.at(-1)); // the context goes on by hand after the drop
+        out.after = h.logits();
+        await h.drop('host_ctx_free');
+        out.pending = h.pending;
+        const by = h.by;
+
+        h = await host(jspi, tmp);
+        await h.ok('host_model', h.cstr('/tmp/chat.gguf'), h.cstr('tiny-llama'));
+        const turns = ['Hello there, how are you?', 'And then?'];
+        await h.ok('host_chat', 512, 16, 40, 0, 0);
+        out.chatGreedy = await chatTurns(h, turns);
+        await h.drop('host_chat_free');
+        await h.ok('host_chat', 512, 16, 40, 0.8, 7);
+        out.chatSeeded = await chatTurns(h, turns);
+        for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
+        await h.drop('host_chat_free');
+        out.pending += h.pending;
+
+        h = await host(jspi, tmp);
+        await h.ok('host_model', h.cstr(FIXTURE), 0);
+        breakKernel = BROKEN;
+        const st = await h.call('host_ctx', 64, 8);
+        breakKernel = null;
+        out.broken = { st: st === LEAN_OK ? 'ok' : 'failed', names: h.error().includes(`pipeline '${BROKEN}'`) };
+        if (st !== LEAN_OK) console.log(`${jspi ? 'jspi' : 'pump'}: the broken kernel: ${h.error()}`);
+        out.pending += h.pending;
+        for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
+        out.by = by;
+        out.work = { ...work };
+    } finally {
+        rmSync(tmp, { recursive: true, force: true });
+    }
+    return out;
+}
+
+const queueOf = (r) => JSON.stringify(r.work);
+const suspending = WebAssembly.Suspending;
+delete WebAssembly.Suspending; // the pump: as in Safari
+let pump;
+try {
+    pump = await run(false);
+} finally {
+    WebAssembly.Suspending = suspending;
+}
+const jspi = await run(true);
+
+console.log(`backend: ${pump.backend}; LEAN_PENDING returned ${pump.pending} times without JSPI, ${jspi.pending} with`);
+check(pump.backend.startsWith('gpu') && jspi.backend === pump.backend, `GPU backend in both (${pump.backend} / ${jspi.backend})`);
+console.log(`without JSPI, LEAN_PENDING came from: ${JSON.stringify(pump.by)}`);
+check(pump.pending > 0, 'the pump run waited through LEAN_PENDING');
+check(pump.resident && jspi.resident, 'both generations ran on the GPU (resident sampler)');
+check(jspi.pending === 0, 'the JSPI run never saw LEAN_PENDING');
+console.log(`work: ${JSON.stringify(pump.work)} without JSPI, ${JSON.stringify(jspi.work)} with`);
+check(pump.work.dispatches > 0 && queueOf(pump) === queueOf(jspi), 'the same queue writes and dispatches with and without JSPI');
+for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken']) {
+    const a = JSON.stringify(pump[k]), b = JSON.stringify(jspi[k]);
+    check(a === b, `${k}: pump ${a.slice(0, 300)}\n      jspi ${b.slice(0, 300)}`);
+}
+check(pump.greedy.length === 40 && pump.seeded.length === 12, 'every id was drawn');
+check(pump.chatGreedy.replies.every((r) => r.length > 0) && pump.chatSeeded.replies.every((r) => r.length > 0),
+    'every chat reply has text');
+check(pump.chatGreedy.replies[0] !== pump.chatSeeded.replies[0], 'the seeded chat differs from the greedy one');
+check(pump.broken.st === 'failed' && pump.broken.names, `the broken kernel fails the context, naming it (pump)`);
+check(jspi.broken.st === 'failed' && jspi.broken.names, `the broken kernel fails the context, naming it (JSPI)`);
+console.log(`wasm_pump: ${passed} passed, ${failed} failed`);
+process.exitCode = failed ? 1 : 0;
