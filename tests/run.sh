@@ -18,6 +18,10 @@
 #                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe;
 #                        and tests/wasm_pump.mjs: the same calls with JSPI and without it;
 #                        then build-web/'s lean.js against the native CLI (tests/web_api.mjs)
+#   browser build-web/   `make web`: the browser build in Debian's Chromium and Firefox ESR,
+#                        headless, driven by puppeteer-core (npm ci; package.json) through
+#                        tests/browser/run.mjs, one program per browser: greedy and seeded ids
+#                        against the native CLI's, chat, abort, no JSPI, the chat page
 #   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
 #           ASan + UBSan (`make neon`): the library and the Makefile's NEON_TESTS and
 #           NEON_V8_TESTS, run under qemu-aarch64 (leak checks off: LSan cannot run there).
@@ -32,7 +36,7 @@
 # total: "N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm wasm-mt webgpu neon fuzz)
+# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm wasm-mt webgpu browser neon fuzz)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
 #              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
@@ -246,6 +250,24 @@ cli_same_ids() {
     fi
 }
 
+stage_browser() {
+    stage_begin browser "build-web/ in $(chromium --version 2>/dev/null | sed -n 1p) and $(firefox-esr --version 2>/dev/null | sed -n 1p), headless"
+    local b
+    # .ci/run installs the npm packages; a machine that skipped it gets them here.
+    if [ ! -d node_modules/puppeteer-core ] && ! npm ci --no-audit --no-fund </dev/null; then
+        echo "browser: npm ci failed (puppeteer-core from the npm registry: package-lock.json)"
+        count 0 1
+        stage_end
+        return
+    fi
+    # The tests compare with the native CLI and need the fixtures and SmolLM2's vocabulary;
+    # after a failed build nothing runs (build-web/ could be stale).
+    if build browser web build/lean build/fixtures/.made build/vocab/.made; then
+        for b in chromium firefox; do run_prog "browser_$b" node tests/browser/run.mjs "$b"; done
+    fi
+    stage_end
+}
+
 stage_neon() {
     local cc=${NEON_CC:-aarch64-linux-gnu-gcc}
     if ! command -v "$cc" >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then
@@ -320,6 +342,10 @@ prerequisites() {
             need /usr/include/wasm32-wasi/stdio.h wasi-libc
             need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
             [ "$s" = wasm ] || need "/usr/lib/*/libvulkan_lvp.so" mesa-vulkan-drivers ;;
+        browser) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs; need npm npm
+            need /usr/include/wasm32-wasi/stdio.h wasi-libc
+            need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
+            need chromium chromium; need firefox-esr firefox-esr ;;
         fuzz) need clang-14 clang-14 ;;
         esac
     done
@@ -332,13 +358,13 @@ prerequisites() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu neon fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu browser neon fuzz)
 prerequisites "${stages[@]}" || exit 2
 for s in "${stages[@]}"; do
     case $s in
-    data | native | asan | wasm | wasm-mt | webgpu | neon | fuzz) "stage_$s" ;;
+    data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz) "stage_$s" ;;
     *)
-        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, neon, fuzz)" >&2
+        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, browser, neon, fuzz)" >&2
         exit 2
         ;;
     esac

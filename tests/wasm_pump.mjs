@@ -8,7 +8,8 @@
 // Both runs do the same work on a fresh module and GPU device: a prompt prefilled in chunks with
 // its logits and a decode; a greedy and a seeded generation on the GPU (the resident sampler,
 // steps in flight, one stopped early so its maps are dropped); a greedy and a seeded two-turn
-// chat; and a context whose kernel the device rejects (a shader broken on its way to WebGPU),
+// chat (and, in the pump run, a chat reset while a step is pending, then the turn again, which
+// must reply as the first did); and a context whose kernel the device rejects (a shader broken on its way to WebGPU),
 // which must fail lean_ctx_create with the pipeline's name. Every id, every logit's bits and
 // every reply must be the same in both; the pump run must have returned LEAN_PENDING (else it
 // tested nothing) and the JSPI run never.
@@ -206,6 +207,19 @@ async function run(jspi) {
         await h.ok('host_chat', 512, 16, 40, 0, 0);
         out.chatGreedy = await chatTurns(h, turns);
         await h.drop('host_chat_free');
+        if (!jspi) { // a reset while a step is pending drops its read-back; the next turn is exact
+            const before = { ...work }; // this part's work is the pump run's alone: not counted
+            await h.ok('host_chat', 512, 16, 40, 0, 0);
+            await h.ok('host_chat_submit', h.cstr(turns[0]));
+            const p = h.x.host_malloc(12);
+            let st, steps = 0;
+            while ((st = h.x.host_chat_step(p, p + 4, p + 8)) === LEAN_OK) steps++;
+            h.x.host_chat_reset();
+            out.resetPending = { st, steps };
+            out.afterReset = (await chatTurns(h, [turns[0]])).replies[0];
+            await h.drop('host_chat_free');
+            Object.assign(work, before);
+        }
         await h.ok('host_chat', 512, 16, 40, 0.8, 7);
         out.chatSeeded = await chatTurns(h, turns);
         for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
@@ -252,6 +266,9 @@ for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatG
     const a = JSON.stringify(pump[k]), b = JSON.stringify(jspi[k]);
     check(a === b, `${k}: pump ${a.slice(0, 300)}\n      jspi ${b.slice(0, 300)}`);
 }
+check(pump.resetPending.st === LEAN_PENDING && pump.resetPending.steps >= 1,
+    `a chat step was left pending after ${pump.resetPending.steps} steps (status ${pump.resetPending.st})`);
+check(pump.afterReset === pump.chatGreedy.replies[0], `after a reset mid-step, the turn again: '${pump.afterReset}'`);
 check(pump.greedy.length === 40 && pump.seeded.length === 12, 'every id was drawn');
 check(pump.chatGreedy.replies.every((r) => r.length > 0) && pump.chatSeeded.replies.every((r) => r.length > 0),
     'every chat reply has text');

@@ -119,6 +119,8 @@ EXPORT(host_chat_ids) int32_t host_chat_ids(int32_t *ids, int32_t cap) {
     return n;
 }
 
+EXPORT(host_chat_reset) void host_chat_reset(void) { lean_chat_session_reset(chat); }
+
 EXPORT(host_chat_free) void host_chat_free(void) {
     lean_chat_session_free(chat);
     chat = NULL;

@@ -232,14 +232,14 @@ export function leanWebGPU({ pump = true } = {}) {
         // taken at the first copy and kept until unmap.
         mapped_copy(buf, offset, sz, dst) {
             const m = meta.get(buf);
-            if (!m) return 0;
+            if (m?.mapOffset === undefined) return 0; // not mapped
             m.range ??= get(buf).getMappedRange(m.mapOffset, m.mapSize);
             bytes(dst, sz).set(new Uint8Array(m.range, offset - m.mapOffset, sz));
             return 1;
         },
         unmap(buf) {
             const m = meta.get(buf);
-            if (m) m.range = null;
+            if (m) m.range = m.mapOffset = undefined; // no copies until the next map
             get(buf).unmap();
         },
         bind_group_layout: (p, group) => add(get(p).getBindGroupLayout(group)),

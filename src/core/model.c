@@ -566,6 +566,7 @@ static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size
 
 void lean_model_free(lean_model *m) {
     if (!m) return;
+    lean_ctx_free(m->share->settling); /* a pending lean_ctx_create never made again */
     /* every context is freed by now (lean.h): the model's reference is the part's last */
     if (m->share->part) m->share->be->model_release(m->share->part);
     lean_mutex_destroy(&m->share->lock);

@@ -96,12 +96,6 @@ struct lean_ctx {
     } pending;
 };
 
-/* Pump mode (lean.h, LEAN_PENDING): a context made but not yet settled, kept for the call made
- * again (one thread in wasm32; natively never set). */
-static struct {
-    const lean_model *m;
-    lean_ctx *c;
-} settling;
 
 /* ---- params ---- */
 
@@ -145,9 +139,11 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
                                .n_threads = params.n_threads, .isa = bc.isa, .hardware_only = bc.hardware_only,
                                .exact = params.exact != 0, .profile = params.profile != 0, .gpu = gpu,
                                .progress = params.progress, .progress_user = params.progress_user};
-    lean_ctx *c = settling.c;
-    if (c && settling.m == m) { /* the call made again after LEAN_PENDING: settle what was made */
-        settling.c = NULL;
+    /* the call made again after LEAN_PENDING: settle what was made (model.h; one thread in
+     * wasm32, natively never set) */
+    lean_ctx *c = m->share->settling;
+    if (c) {
+        m->share->settling = NULL;
     } else {
         c = lean_calloc(1, sizeof *c);
         float *logits = lean_malloc(sizeof *logits * (size_t)m->hp.n_vocab);
@@ -163,7 +159,7 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
      * the backend here as one rejected at once does */
     if (st == LEAN_OK && c->be->settle) st = c->be->settle(c->state, err);
     if (st == LEAN_PENDING && c->state) {
-        settling.m = m, settling.c = c;
+        m->share->settling = c;
         return st;
     }
     if (st != LEAN_OK && c->state) c->be->destroy(c->state), c->state = NULL;

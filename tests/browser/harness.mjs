@@ -1,0 +1,40 @@
+// harness.mjs — what the browser tests and scripts/bench_browser.mjs share: how Debian's
+// browsers are started headless (puppeteer-core, no download) and how build-web/ is served.
+import puppeteer from 'puppeteer-core';
+import { spawn } from 'node:child_process';
+import readline from 'node:readline';
+
+export const BROWSERS = {
+    chromium: {
+        executablePath: '/usr/bin/chromium',
+        headless: true,
+        // WebGPU is behind this flag on Linux; SwiftShader is the adapter without a GPU.
+        args: ['--no-sandbox', '--enable-unsafe-webgpu'],
+    },
+    firefox: {
+        browser: 'firefox',
+        executablePath: '/usr/bin/firefox-esr',
+        headless: true,
+        extraPrefsFirefox: { 'dom.webgpu.enabled': true, 'gfx.webgpu.ignore-blocklist': true },
+    },
+};
+
+// launch(name, protocolTimeoutMs): one of BROWSERS started.
+export function launch(name, protocolTimeout) {
+    return puppeteer.launch({ ...BROWSERS[name], protocolTimeout });
+}
+
+// serve(mounts): scripts/serve_web.mjs on a free port with build-web/ at /, tests/browser/ at
+// /test/ and the given '/PREFIX=DIR' mounts; resolves to { url, close() }.
+export function serve(mounts = []) {
+    const args = ['scripts/serve_web.mjs', '--root', 'build-web', '--port', '0', '--quiet', '--mount', '/test=tests/browser'];
+    for (const m of mounts) args.push('--mount', m);
+    const srv = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    return new Promise((resolve, reject) => {
+        srv.on('exit', (code) => reject(new Error(`serve_web.mjs exited ${code}`)));
+        readline.createInterface({ input: srv.stdout }).on('line', (line) => {
+            const m = /(http:\/\/\S+\/)/.exec(line);
+            if (m) resolve({ url: m[1], close: () => srv.kill() });
+        });
+    });
+}

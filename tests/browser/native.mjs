@@ -1,0 +1,65 @@
+// native.mjs — the browser tests' references, computed at test time by the committed native
+// CLI (build/lean), never written down: greedy and seeded ids (`lean run --ids`), chat replies
+// (`lean chat`), and the small chat model itself (`lean gen`). See tests/browser/run.mjs.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export const LEAN = 'build/lean';
+
+function lean(args, input = '') {
+    return execFileSync(LEAN, args, { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'],
+                                      maxBuffer: 1 << 26, timeout: 600_000 });
+}
+
+// FNV-1a 64 over the ids' little-endian int32 bytes: the hash `lean bench` prints.
+export function fnv1a64(ids) {
+    let h = 0xcbf29ce484222325n;
+    for (const id of ids)
+        for (let b = 0; b < 4; b++) {
+            h ^= BigInt((id >>> (8 * b)) & 0xff);
+            h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+        }
+    return h.toString(16).padStart(16, '0');
+}
+
+// sampling(s): the CLI's flags for the API's sampling fields (greedy when s is null).
+function samplingFlags(s) {
+    if (!s) return ['--greedy'];
+    return ['--temp', String(s.temperature), '--top-k', String(s.topK), '--top-p', String(s.topP),
+            '--repeat-penalty', String(s.repeatPenalty), '--seed', String(s.seed)];
+}
+
+// runIds: the ids `lean run` generates after the prompt ids, on one backend.
+export function runIds(model, backend, prompt, n, sampling = null) {
+    const out = lean(['run', '-m', model, '--ids', prompt.join(','), '-n', String(n),
+                      '--backend', backend, '-q', ...samplingFlags(sampling)]);
+    return out.trim().split(/\s+/).filter(Boolean).map(Number);
+}
+
+// chatReplies: the replies of `lean chat` to the user messages, one conversation (each
+// reply is printed followed by a newline; a reply may hold newlines itself, so turn k's
+// reply is what the run with k messages printed after the run with k - 1 messages).
+export function chatReplies(model, backend, messages, n, sampling = null) {
+    const args = ['chat', '-m', model, '-n', String(n), '--backend', backend, '-q', ...samplingFlags(sampling)];
+    const replies = [];
+    let before = '';
+    for (let k = 1; k <= messages.length; k++) {
+        const out = lean(args, messages.slice(0, k).map((m) => m + '\n').join(''));
+        if (!out.startsWith(before) || !out.endsWith('\n'))
+            throw new Error(`lean chat: turn ${k}'s output does not extend turn ${k - 1}'s`);
+        replies.push(out.slice(before.length, -1));
+        before = out;
+    }
+    return replies;
+}
+
+// chatModel: a small random-weight model with a real tokenizer and chat template (SmolLM2's
+// vocabulary from `make test-data`), written by `lean gen` where the test wants it.
+export function chatModel(file) {
+    const vocab = 'build/vocab/smollm2.gguf';
+    if (!fs.existsSync(vocab)) throw new Error(`${vocab} is missing: run make test-data`);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    lean(['gen', '--preset', 'tiny-llama', '--type', 'q8_0', '--vocab', vocab, '--seed', '1', '-o', file]);
+    return file;
+}

@@ -1,0 +1,253 @@
+#!/usr/bin/env node
+// run.mjs — lean in real browsers: Debian's Chromium and Firefox ESR, headless, driven by
+// puppeteer-core (package.json; no browser download), against the browser build (build-web/,
+// `make web`) served by scripts/serve_web.mjs with cross-origin isolation.
+//
+//   node tests/browser/run.mjs [chromium] [firefox] [--verbose]     (default: both)
+//   npm run test:browser
+//
+// Needs build-web/ (make web), build/lean and the fixtures and vocabularies (make test-data).
+// In each browser, with JSPI and then without it (page.html?jspi=0: WebAssembly.Suspending
+// and .promising deleted before lean.js loads, Lean.load told { jspi: false } for its worker):
+//   - for the fixture models llama-q4_k and qwen2-q8_0, on backend 'gpu' and on 'cpu':
+//     Lean.load from a URL gives info.backend as asked (and info.jspi as the path taken);
+//     generate's greedy ids equal `lean run --greedy`'s on the same backend, and a seeded
+//     sampled reply equals `lean run --temp .. --seed 7`'s (compared as lists; the FNV-1a 64
+//     hash `lean bench` prints is shown). Each backend against its own native twin: on these
+//     random models a near-tie can go either way between the CPU's 8-bit activations and
+//     the GPU's arithmetic, while wasm and native of one backend compute the same.
+//   - chat on a small random model with SmolLM2's tokenizer and template (`lean gen`): two
+//     streamed greedy turns equal `lean chat`'s replies, the second reusing the KV cache;
+//     an AbortSignal ends a long reply (stop reason abort); after it, a new chat equals turn one.
+// Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
+// screenshots go to build/browser-artifacts/.
+// References come from the native CLI at test time (tests/browser/native.mjs). Every check
+// prints "ok ..." or "FAIL ...: why"; each browser ends with "browser_NAME: N passed, N failed"
+// (tests/run.sh sums them). A browser that does not start is a failure, not a skip.
+// Exit status 1 if anything failed.
+import fs from 'node:fs';
+import { BROWSERS, launch, serve } from './harness.mjs';
+import * as native from './native.mjs';
+
+const MODELS = ['llama-q4_k', 'qwen2-q8_0'];          // build/fixtures, served at /models/
+const BACKENDS = ['gpu', 'cpu'];
+const PROMPT = [1, 2, 3, 4, 5, 6, 7, 8];
+const N = 16;                                          // tokens generated per check
+// Chat replies are shorter: Chromium's SwiftShader takes seconds a token on the chat
+// model's 49152-entry output layer (Firefox tens of milliseconds).
+const CHAT_N = 8;
+const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, repeatPenalty: 1.1, seed: 7 };
+const CHAT_MODEL = 'build/browser/chat-tiny-q8_0.gguf'; // served at /browser-models/
+const CHAT = ['Hello there', 'Tell me a story'];
+const ARTIFACTS = 'build/browser-artifacts';
+const STEP_MS = 300_000;  // a hang guard per browser call (a hung page fails, never waits forever)
+
+const argv = process.argv.slice(2);
+const verbose = argv.includes('--verbose');
+const names = argv.filter((a) => !a.startsWith('--'));
+for (const n of names) if (!BROWSERS[n]) { console.error(`run.mjs: unknown browser '${n}' (chromium, firefox)`); process.exit(2); }
+if (names.length === 0) names.push(...Object.keys(BROWSERS));
+
+let passed = 0, failed = 0;
+function check(ok, what, why = '') {
+    if (ok) { passed++; console.log(`ok   ${what}`); }
+    else { failed++; console.log(`FAIL ${what}${why ? ': ' + why : ''}`); }
+    return ok;
+}
+const fmt = (ids) => ids ? `${native.fnv1a64(ids)} [${ids.join(' ')}]` : 'none';
+const same = (a, b) => Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => x === b[i]);
+const guard = (p, what) => Promise.race([p, new Promise((_, reject) =>
+    setTimeout(() => reject(new Error(`${what}: no answer in ${STEP_MS / 1000} s`)), STEP_MS).unref())]);
+
+// The native references: per model and backend the greedy and seeded ids; chat replies.
+function references() {
+    const ref = {};
+    for (const m of MODELS)
+        for (const b of BACKENDS)
+            ref[`${m}/${b}`] = {
+                greedy: native.runIds(`build/fixtures/${m}.gguf`, b, PROMPT, N),
+                sampled: native.runIds(`build/fixtures/${m}.gguf`, b, PROMPT, N, SAMPLING),
+            };
+    native.chatModel(CHAT_MODEL);
+    for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
+    return ref;
+}
+
+async function openTestPage(browser, url, jspi) {
+    const page = await browser.newPage();
+    if (verbose) page.on('console', (msg) => console.error(`  [console] ${msg.text()}`));
+    page.on('pageerror', (e) => console.error(`  [pageerror] ${e.message}`));
+    await page.goto(`${url}test/page.html${jspi ? '' : '?jspi=0'}`);
+    await page.waitForFunction(() => window.leanReady || window.leanError, { timeout: 60_000 });
+    const error = await page.evaluate(() => window.leanError || null);
+    if (error) throw new Error(error);
+    return page;
+}
+// call(page, fn, ...args): window.leanTest[fn](...args) in the page; r.secs: how long it took
+// (shown in the check's line, so a slow browser is visible in the log).
+async function call(page, fn, ...args) {
+    const t0 = performance.now();
+    const r = await guard(page.evaluate((fn, args) => window.leanTest[fn](...args), fn, args), fn);
+    r.secs = `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+    return r;
+}
+
+async function load(page, tag, url, backend, jspi) {
+    const r = await call(page, 'load', url, backend);
+    if (!check(!r.error, `${tag}: Lean.load('${url}', {backend: '${backend}'}) (${r.secs})`, r.error?.message)) return false;
+    const i = r.info;
+    const ok = check(i.backend === backend && i.jspi === jspi, `${tag}: info.backend ${i.backend}, info.jspi ${i.jspi}`,
+                     `wanted backend ${backend}, jspi ${jspi}; fallback ${JSON.stringify(i.fallback)}`);
+    if (verbose) console.error(`  info ${JSON.stringify(i)}`);
+    return ok;
+}
+
+async function modelChecks(page, t, m, b, ref, jspi) {
+    if (!await load(page, t, `/models/${m}.gguf`, b, jspi)) return;
+    const want = ref[`${m}/${b}`];
+    let r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+    check(!r.error && same(r.ids, want.greedy), `${t}: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, ...SAMPLING });
+    check(!r.error && same(r.ids, want.sampled), `${t}: seeded sampled ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.sampled)}`);
+}
+
+async function chatChecks(page, t, b, ref, jspi) {
+    const greedy = { maxTokens: CHAT_N, temperature: 0 };
+    const want = ref[`chat/${b}`];
+    if (!await load(page, t, `/browser-models/${CHAT_MODEL.split('/').pop()}`, b, jspi)) return;
+    let r = await call(page, 'chat', CHAT[0], greedy);
+    check(!r.error && r.text === want[0] && r.pieces.length > 1,
+          `${t}: turn 1 streamed in ${r.pieces?.length} pieces, equal to lean chat's (${r.secs})`,
+          r.error ? r.error.message : `got ${JSON.stringify(r.text)}, lean chat ${JSON.stringify(want[0])}`);
+    r = await call(page, 'chat', CHAT[1], greedy);
+    check(!r.error && r.text === want[1] && r.stats?.nReused > 0,
+          `${t}: turn 2 equal to lean chat's, ${r.stats?.nReused} prompt tokens reused (${r.secs})`,
+          r.error ? r.error.message : `got ${JSON.stringify(r.text)} (stats ${JSON.stringify(r.stats)}), lean chat ${JSON.stringify(want[1])}`);
+    // Abort after 2 pieces of a reply that would run to 64 (the random model never ends it):
+    // the turn must end through the abort (stats.stop 'abort', not the limit), with an
+    // AbortError or a plain end. How many pieces still come after the abort depends on how
+    // far a fast engine got before the message reached it: shown, not asserted.
+    r = await call(page, 'chat', 'Go on', { maxTokens: 64, temperature: 0 }, 2);
+    check(r.aborted && (!r.error || r.error.name === 'AbortError') && r.stats?.stop === 'abort' &&
+          r.stats.nGenerated < 64,
+          `${t}: abort ended the reply: ${r.stats?.nGenerated} ids, ${r.pieces.length} pieces ` +
+          `(${r.afterAbort} after the abort) (${r.secs})`,
+          `error ${JSON.stringify(r.error)}, stats ${JSON.stringify(r.stats)}`);
+    r = await call(page, 'resetChat');
+    const r2 = r.error ? r : await call(page, 'chat', CHAT[0], greedy);
+    check(!r2.error && r2.text === want[0], `${t}: after the abort, a new chat equals turn 1 (${r2.secs})`,
+          r2.error ? r2.error.message : `got ${JSON.stringify(r2.text)}`);
+}
+
+// The chat page, through its own controls (the ids chat.js lists as the tests' contract):
+// the chat model by URL on the GPU, one greedy message, the reply shown, a screenshot; the
+// reply equals lean chat's, as the API's does.
+async function pageCheck(browser, name, url, ref) {
+    const page = await browser.newPage();
+    const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
+    try {
+        if (verbose) page.on('console', (msg) => console.error(`  [console] ${msg.text()}`));
+        page.on('pageerror', (e) => console.error(`  [pageerror] ${e.message}`));
+        await page.setViewport({ width: 900, height: 800 });
+        await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
+        await page.waitForSelector('#load');
+        await page.click('#load');
+        const ready = () => document.getElementById('app').dataset.state === 'ready' ||
+                            !document.getElementById('error').hidden;
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        const errorText = () => page.$eval('#error', (el) => el.hidden ? null : el.textContent.trim());
+        let error = await errorText();
+        const backend = await page.$eval('#info-backend', (el) => el.textContent.trim());
+        if (!check(!error && backend === 'gpu', `${name} page: the model loads by URL, backend ${backend}`,
+                   error || `backend '${backend}'`)) return;
+        await page.$eval('#settings', (el) => { el.open = true; });
+        await page.$eval('#greedy', (el) => { if (!el.checked) el.click(); });
+        await page.$eval('#max-tokens', (el, n) => { el.value = String(n); el.dispatchEvent(new Event('change')); }, CHAT_N);
+        await page.type('#prompt', CHAT[0]);
+        await page.click('#send');
+        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant][data-done]') ||
+                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
+        error = await errorText();
+        const reply = error ? '' : await page.$eval('#messages li[data-role=assistant] .reply', (el) => el.textContent);
+        fs.mkdirSync(ARTIFACTS, { recursive: true });
+        const shot = `${ARTIFACTS}/${name}-chat-page.png`;
+        await page.screenshot({ path: shot, fullPage: true });
+        check(!error && reply.length > 0, `${name} page: a reply is shown (${shot})`, error || 'an empty reply');
+        check(reply === ref['chat/gpu'][0], `${name} page: the greedy reply equals lean chat's`,
+              `page ${JSON.stringify(reply)}, lean chat ${JSON.stringify(ref['chat/gpu'][0])}`);
+    } catch (e) {
+        check(false, `${name} page`, e.message);
+    } finally {
+        await page.close().catch(() => {});
+    }
+}
+
+// What the page runs on: an adapter, cross-origin isolation, JSPI present or deleted.
+async function envChecks(page, tag, jspi) {
+    const env = await page.evaluate(async () => {
+        const a = await navigator.gpu?.requestAdapter();
+        const f = a ? [...a.features] : [];
+        return { adapter: a ? `${a.info?.vendor || '?'} ${a.info?.architecture || '?'}` : null,
+                 f16: f.includes('shader-f16'), subgroups: f.includes('subgroups'),
+                 features: f.sort().join(' '), isolated: crossOriginIsolated,
+                 suspending: typeof WebAssembly.Suspending !== 'undefined' };
+    });
+    check(env.adapter !== null, `${tag}: navigator.gpu adapter ${env.adapter}, shader-f16 ${env.f16}, ` +
+          `subgroups ${env.subgroups}`, 'navigator.gpu gave no adapter');
+    if (verbose) console.error(`  features ${env.features}`);
+    check(env.isolated && env.suspending === jspi, `${tag}: crossOriginIsolated, ` +
+          `WebAssembly.Suspending ${env.suspending ? 'present' : 'deleted'}`,
+          `crossOriginIsolated ${env.isolated}, Suspending present ${env.suspending}`);
+}
+
+async function runBrowser(name, url, ref) {
+    const p0 = passed, f0 = failed;
+    let browser;
+    try {
+        browser = await launch(name, STEP_MS + 60_000);
+        check(true, `${name}: ${await browser.version()} started`);
+    } catch (e) {
+        check(false, `${name}: ${BROWSERS[name].executablePath} does not start`, e.message);
+    }
+    if (browser) {
+        for (const jspi of [true, false]) {
+            const tag = `${name} ${jspi ? 'jspi' : 'no-jspi'}`;
+            // Each group on a fresh page: a page that hung (a FAIL) takes no other check with it.
+            const groups = [async (page) => envChecks(page, tag, jspi)];
+            for (const m of MODELS)
+                for (const b of BACKENDS) groups.push(async (page) => modelChecks(page, `${tag} ${m} ${b}`, m, b, ref, jspi));
+            for (const b of BACKENDS) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi));
+            for (const group of groups) {
+                let page;
+                try {
+                    page = await openTestPage(browser, url, jspi);
+                    await group(page);
+                } catch (e) {
+                    check(false, `${tag}: the test page`, e.message);
+                } finally {
+                    await page?.close().catch(() => {});
+                }
+            }
+        }
+        await pageCheck(browser, name, url, ref);
+        await browser.close().catch(() => {});
+    }
+    console.log(`browser_${name}: ${passed - p0} passed, ${failed - f0} failed`);
+}
+
+let server;
+try {
+    if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
+    const ref = references();
+    server = await serve(['/models=build/fixtures', '/browser-models=build/browser']);
+    console.log(`serving build-web at ${server.url}`);
+    for (const name of names) await runBrowser(name, server.url, ref);
+} catch (e) {
+    check(false, 'setup', e.message);
+    console.log(`browser: ${passed} passed, ${failed} failed`);
+} finally {
+    server?.close();
+}
+process.exit(failed ? 1 : 0);
