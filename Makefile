@@ -32,7 +32,7 @@ DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib cli tests test asan wasm wasm-webgpu test-wasm fuzz clean
+.PHONY: all lib cli tests test asan wasm wasm-mt wasm-webgpu test-wasm fuzz clean
 all: lib cli tests
 lib: $(BUILD)/liblean.a $(BUILD)/liblean.so
 cli: $(BUILD)/lean
@@ -96,19 +96,33 @@ WASM_STACK   ?= 8388608
 # simd128 is chosen at build time (wasm has no run-time feature test: see src/cpu/wasm_simd128.c);
 # WASM_SIMD= builds a scalar module, which runs the generic kernels.
 WASM_SIMD    ?= -msimd128
-WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) $(WASM_SIMD)
+# WASM_THREADS=1 (make wasm-mt): atomics over a memory the host creates and shares with the
+# Web Workers that web/threads.mjs starts, each an instance of the same module with its own
+# stack (src/cpu/pool.c's host threads; no pthreads). Debian's wasi-libc is built without
+# atomics, so wasm-ld is told not to refuse it: only the thread that owns a context calls
+# into libc (malloc, stdio); host threads run pool chunks, which never do.
+WASM_THREADS ?=
+WASM_FLAGS    = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) $(WASM_SIMD) \
+                $(if $(WASM_THREADS),-matomics)
 # The stack goes first, so overflowing it traps instead of overwriting static data.
-WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK)
+WASM_LDFLAGS  = -Wl,--stack-first -Wl,-z,stack-size=$(WASM_STACK) $(if $(WASM_THREADS),$(WASM_MT_LDFLAGS))
+WASM_MT_LDFLAGS = -Wl,--import-memory,--shared-memory,--max-memory=4294967296 -Wl,--no-check-features \
+                  -Wl,--export=__stack_pointer,--export-table
 WASM_OBJ      = $(LIB_SRC:%.c=$(WASM_BUILD)/obj/%.o) $(WASM_BUILD)/obj/gen/shaders.o
 WASM_DEV_OBJ  = $(DEV_SRC:%.c=$(WASM_BUILD)/obj/%.o)
 WASM_NATIVE  := $(shell grep -l 'lean-test: native-only' $(TEST_SRC) /dev/null)
 # The GPU tests: in wasm32 they need a JavaScript host with WebGPU (src/gpu/web.c), which Node
 # is not: `make wasm-webgpu` builds them, tests/run.sh's webgpu stage runs them under Deno.
 WASM_WEBGPU  := $(shell grep -l 'lean-test: webgpu' $(TEST_SRC) /dev/null)
-WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU),$(TEST_SRC))
+# Tests of threads ("lean-test: threads"): native, and in the threaded wasm build only.
+WASM_THREADED := $(shell grep -l 'lean-test: threads' $(TEST_SRC) /dev/null)
+WASM_TEST_SRC = $(filter-out $(WASM_NATIVE) $(WASM_WEBGPU) $(if $(WASM_THREADS),,$(WASM_THREADED)),$(TEST_SRC))
 WASM_TESTS    = $(WASM_TEST_SRC:tests/%.c=$(WASM_BUILD)/tests/%.wasm)
 
 wasm: $(WASM_BUILD)/liblean.a $(WASM_BUILD)/liblean_dev.a $(WASM_TESTS)
+# The threaded build of the same: build-wasm-mt/, run by node tests/wasm_run.mjs --threads N.
+wasm-mt:
+	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 wasm build-wasm-mt/lean.wasm
 wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm \
              $(WASM_BUILD)/wasm_pump_host.wasm
 test-wasm:
@@ -153,11 +167,16 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 # ---- the browser build: `make web` writes $(WEB_BUILD)/, a folder any static server serves
 # (docs/web.md): lean.wasm, the library as a wasm32 reactor whose exports are web/lean_web.c's
 # (no main; the worker calls them), and every .js/.mjs/.html/.css of web/ copied beside it.
+# lean-mt.wasm is the same reactor from the threaded build (build-wasm-mt/, a make of its own as
+# for wasm-mt): the CPU rung on every core where the page is cross-origin isolated (threads.mjs).
 WEB_BUILD ?= build-web
+WEB_WASM  ?= lean.wasm
 WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
-.PHONY: web
-web: $(WEB_BUILD)/lean.wasm $(WEB_FILES:web/%=$(WEB_BUILD)/%)
-$(WEB_BUILD)/lean.wasm: web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+.PHONY: web web-mt
+web: $(WEB_BUILD)/$(WEB_WASM) web-mt $(WEB_FILES:web/%=$(WEB_BUILD)/%)
+web-mt:
+	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 WEB_WASM=lean-mt.wasm $(WEB_BUILD)/lean-mt.wasm
+$(WEB_BUILD)/$(WEB_WASM): web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS) -Wl,--strip-debug
@@ -226,7 +245,7 @@ build/fixtures/.made: $(FIXTURE_DEPS)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 clean:
-	rm -rf build build-asan build-wasm build-fuzz build-neon build-neon-v8
+	rm -rf build build-asan build-wasm build-wasm-mt build-fuzz build-neon build-neon-v8
 
 # ---- fuzzing: tests/fuzz_<target>.c (libFuzzer; clang only), seeds in tests/data/fuzz_<target>/ ----
 #   gguf       the GGUF reader (and the writer of src/dev, round trip)

@@ -45,11 +45,18 @@ const MIME = {
     '.gguf': 'application/octet-stream',
 };
 
+// usage(msg): with msg, the error and the usage line (exit 2); without (--help), this file's
+// opening comment (exit 0).
 function usage(msg) {
-    if (msg) process.stderr.write(`serve_web: ${msg}\n`);
-    process.stderr.write('usage: node scripts/serve_web.mjs [--root DIR] [--port N] [--host H] ' +
-                         '[--mount /PREFIX=DIR]... [--quiet]\n');
-    process.exit(msg ? 2 : 0);
+    if (msg) {
+        process.stderr.write(`serve_web: ${msg}\nusage: node scripts/serve_web.mjs [--root DIR] [--port N] ` +
+                             '[--host H] [--mount /PREFIX=DIR]... [--quiet]\n');
+        process.exit(2);
+    }
+    const self = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n');
+    const doc = self.slice(1, self.findIndex((l) => !l.startsWith('//') && l !== self[0]));
+    process.stdout.write(doc.map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
+    process.exit(0);
 }
 
 function parseArgs(argv) {

@@ -10,6 +10,9 @@
 #                        the library, the CLI and the same programs
 #   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
+#   wasm-mt build-wasm-mt/ the same, threaded (`make wasm-mt`: atomics, shared memory), with
+#                        16 threads per program (web/threads.mjs over Node's worker_threads),
+#                        and the tests marked "lean-test: threads" (native and here only)
 #   webgpu  build-wasm/  the GPU tests ("lean-test: webgpu") of the wasm32 build, under Deno
 #                        (scripts/setup_deno.sh, from npm): WebGPU through JavaScript
 #                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe;
@@ -33,7 +36,7 @@
 # total: "N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm webgpu browser neon fuzz)
+# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm wasm-mt webgpu browser neon fuzz)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
 #              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
@@ -127,6 +130,7 @@ run_tests() {
         if [ "$suffix" = .wasm ]; then # wasm_set: which programs of the wasm build this stage runs
             grep -q 'lean-test: native-only' "$src" && continue
             if grep -q 'lean-test: webgpu' "$src"; then [ "$wasm_set" = webgpu ] || continue
+            elif grep -q 'lean-test: threads' "$src"; then [ "$wasm_set" = threads ] || continue
             else [ "$wasm_set" != webgpu ] || continue; fi
         fi
         prog=$dir/tests/$name$suffix
@@ -187,6 +191,17 @@ stage_wasm() {
     case $(node --version 2>/dev/null) in v18.*) node_flags=(--experimental-wasi-unstable-preview1) ;; esac
     qargs=()
     run_tests build-wasm .wasm $built node "${node_flags[@]}" tests/wasm_run.mjs
+    stage_end
+}
+
+stage_wasm-mt() {
+    stage_begin wasm-mt "the threaded wasm32 build, build-wasm-mt/, 16 threads, under $(node --version 2>/dev/null || echo 'no node')"
+    local built=1
+    build wasm-mt wasm-mt || built=0
+    qargs=(WASM_BUILD=build-wasm-mt WASM_THREADS=1)
+    wasm_set=threads
+    run_tests build-wasm-mt .wasm $built node tests/wasm_run.mjs --threads 16
+    wasm_set=plain
     stage_end
 }
 
@@ -323,7 +338,7 @@ prerequisites() {
             need "/usr/lib/*/libEGL_mesa.so.0" libegl-mesa0; need "/usr/lib/*/libGLESv2.so.2" libgles2
             need "/usr/lib/*/dri/swrast_dri.so" libgl1-mesa-dri ;;
         asan) need clang-14 clang-14; need "/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.asan-*.a" libclang-rt-14-dev ;;
-        wasm | webgpu) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs
+        wasm | wasm-mt | webgpu) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs
             need /usr/include/wasm32-wasi/stdio.h wasi-libc
             need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
             [ "$s" = wasm ] || need "/usr/lib/*/libvulkan_lvp.so" mesa-vulkan-drivers ;;
@@ -343,13 +358,13 @@ prerequisites() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm webgpu browser neon fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu browser neon fuzz)
 prerequisites "${stages[@]}" || exit 2
 for s in "${stages[@]}"; do
     case $s in
-    data | native | asan | wasm | webgpu | browser | neon | fuzz) "stage_$s" ;;
+    data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz) "stage_$s" ;;
     *)
-        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, webgpu, browser, neon, fuzz)" >&2
+        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, browser, neon, fuzz)" >&2
         exit 2
         ;;
     esac

@@ -1,10 +1,12 @@
 /* test_pool.c — src/cpu/pool.c: the persistent thread pool under stress.
- * lean-test: native-only (worker threads and an alarm() watchdog; wasm32-wasi has neither)
+ * lean-test: threads (native, and the threaded wasm build under tests/wasm_run.mjs --threads 16;
+ * the single-threaded wasm build has no worker threads)
  *
  * What a lost wake-up or a double claim would look like, and what catches it:
  *   hang        the caller asleep on all_done while no worker holds a chunk, or a worker
  *               asleep through a run it should have helped with: every phase runs under an
- *               alarm() watchdog that turns a hang into a FAIL line and exit status 1
+ *               alarm() watchdog that turns a hang into a FAIL line and exit status 1 (in
+ *               wasm, which has no signals, the runner's timeout is the watchdog)
  *   claims      every chunk of every run runs exactly once, on a thread ith < the pool's size,
  *               and its writes are visible to the caller when lean_pool_run returns
  * Runs are many and short (a few chunks of no work: the window between a run's last chunk
@@ -16,7 +18,9 @@
 #include "cpu/pool.h"
 #include "test.h"
 
+#ifndef __wasi__
 #include <signal.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,7 @@
 
 static const char *phase = "start";
 
+#ifndef __wasi__
 static void on_alarm(int sig) {
     (void)sig;
     /* async-signal-safe: write and _exit only */
@@ -37,10 +42,14 @@ static void on_alarm(int sig) {
     if (write(2, "\n", 1) < 0) _exit(1);
     _exit(1);
 }
+#endif
 
+/* name: the phase starting (the watchdog armed); NULL: the phase is over */
 static void watchdog(const char *name) {
-    phase = name;
-    alarm(WATCHDOG_S);
+    phase = name ? name : phase;
+#ifndef __wasi__
+    alarm(name ? WATCHDOG_S : 0);
+#endif
 }
 
 typedef struct job {
@@ -102,7 +111,7 @@ static void stress(int32_t n_threads, int runs) {
     lean_pool_run(p, 0, chunk_fn, j);
     lean_pool_free(p);
     free(j);
-    alarm(0);
+    watchdog(NULL);
 }
 
 /* Create, run once or not at all, free: workers are stopped while they are still starting or
@@ -127,11 +136,13 @@ static void churn(void) {
     CHECK(bad == 0, "churn: %d runs had a chunk run other than once", bad);
     CHECK(atomic_load(&j->bad_ith) == 0, "churn: ith out of range");
     free(j);
-    alarm(0);
+    watchdog(NULL);
 }
 
 int main(void) {
+#ifndef __wasi__
     signal(SIGALRM, on_alarm);
+#endif
     CHECK(lean_cpu_count() >= 1, "cpu count %d", lean_cpu_count());
     stress(2, 100000);
     stress(3, 30000);

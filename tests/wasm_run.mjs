@@ -1,6 +1,11 @@
 // wasm_run.mjs — runs one wasm32-wasi test program under Node's WASI and exits with its status.
 //
 //   node tests/wasm_run.mjs build-wasm/tests/test_gguf.wasm [args...]
+//   node tests/wasm_run.mjs --threads 4 build-wasm-mt/tests/test_cpu_backend.wasm [args...]
+//
+// A threaded program (make wasm-mt: it imports a shared env.memory) runs through
+// web/threads.mjs with --threads N threads, the caller included (default: this machine's CPUs);
+// its host threads are Node worker_threads.
 //
 // The file system the program sees, so the same relative paths work as natively:
 //   /      the repository root (read-write); the working directory is "/", so
@@ -34,9 +39,14 @@ const { WASI } = await import('node:wasi');
 await import('./dawn_node.mjs'); // navigator.gpu from LEAN_DAWN_NODE, when set
 const { leanWebGPU } = await import('../web/webgpu_imports.mjs');
 
-const [file, ...args] = process.argv.slice(2);
-if (!file) {
-    process.stderr.write('usage: node tests/wasm_run.mjs TEST.wasm [args...]\n');
+let argv = process.argv.slice(2), threads;
+if (argv[0] === '--threads') {
+    threads = Number(argv[1]);
+    argv = argv.slice(2);
+}
+const [file, ...args] = argv;
+if (!file || (threads !== undefined && !(threads >= 1))) {
+    process.stderr.write('usage: node tests/wasm_run.mjs [--threads N] TEST.wasm [args...]\n');
     process.exit(2);
 }
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -57,10 +67,25 @@ try {
         preopens: { '/': repoRoot, '/tmp': tmp },
         returnOnExit: true,
     });
-    const module = await WebAssembly.compile(readFileSync(file));
+    const bytes = readFileSync(file);
+    const module = await WebAssembly.compile(bytes);
     const gpu = leanWebGPU({ pump: false }); // main cannot be called again after LEAN_PENDING
     const imports = { ...wasi.getImportObject(), ...gpu.imports };
-    if (!gpu.jspi) {
+    const shared = WebAssembly.Module.imports(module).some((i) => i.module === 'env' && i.name === 'memory');
+    if (shared) {
+        // CPU only: host threads cannot suspend, so this path has no JSPI (GPU programs are
+        // not built threaded). WASI's start() wants the memory as an export: a stand-in.
+        const { instantiateThreaded } = await import('../web/threads.mjs');
+        const t = await instantiateThreaded(bytes, imports, {
+            threads, cpus: os.availableParallelism(), hostImports: new URL('./wasm_host_imports.mjs', import.meta.url),
+        });
+        gpu.setMemory(t.memory);
+        try {
+            status = wasi.start({ exports: { memory: t.memory, _start: t.instance.exports._start } });
+        } finally {
+            t.terminate();
+        }
+    } else if (!gpu.jspi) {
         const instance = await WebAssembly.instantiate(module, imports);
         gpu.setMemory(instance.exports.memory);
         status = wasi.start(instance);

@@ -19,6 +19,7 @@
 
 import { leanWebGPU } from './webgpu_imports.mjs';
 import { wasiImports } from './wasi.mjs';
+import { instantiateThreaded } from './threads.mjs';
 
 const LEAN_ERR_DEVICE = 8;
 // The pump's status (lean.h LEAN_PENDING, added by the no-JSPI work); never returned with JSPI.
@@ -41,7 +42,7 @@ const GPU_CALLS = [
 ];
 
 // jspi false: run as where WebAssembly.Suspending does not exist (Safari; the pump's tests)
-async function instantiate(jspi) {
+async function instantiate(jspi, opts) {
     if (ex) return;
     if (!jspi) delete WebAssembly.Suspending; // this worker's own global: the page keeps its JSPI
     gpu = leanWebGPU();
@@ -55,16 +56,50 @@ async function instantiate(jspi) {
             read: gpu.jspi ? new WebAssembly.Suspending((off, dst, n) => state.read(off, dst, n)) : () => 0,
         },
     };
-    const url = new URL('./lean.wasm', import.meta.url);
-    const resp = await fetch(url);
-    if (!resp.ok) throw new Error(`fetching ${url}: HTTP ${resp.status} ${resp.statusText}`);
-    const { instance } = await WebAssembly.instantiate(await resp.arrayBuffer(), imports);
-    memory = instance.exports.memory;
+    let instance = null;
+    const threads = await cpuThreads(opts);
+    if (threads > 1) {
+        try {
+            const t = await instantiateThreaded(await fetchWasm('lean-mt.wasm'), imports, { threads });
+            ({ instance, memory } = t);
+            state.threads = t.threads;
+        } catch (e) {
+            state.fallback.push({ backend: 'cpu-threads', reason: `${threads} threads: ${e.message ?? e}` });
+        }
+    }
+    if (!instance) {
+        ({ instance } = await WebAssembly.instantiate(await fetchWasm('lean.wasm'), imports));
+        memory = instance.exports.memory;
+    }
     gpu.setMemory(memory);
     wasi.setMemory(memory);
     instance.exports._initialize();
     ex = { ...instance.exports };
     if (gpu.jspi) for (const name of GPU_CALLS) ex[name] = WebAssembly.promising(instance.exports[name]);
+}
+
+async function fetchWasm(name) {
+    const url = new URL(`./${name}`, import.meta.url);
+    const resp = await fetch(url);
+    if (!resp.ok) throw new Error(`fetching ${url}: HTTP ${resp.status} ${resp.statusText}`);
+    return resp.arrayBuffer();
+}
+
+// How many threads the CPU rung gets: more than one only with lean-mt.wasm (web/threads.mjs), which
+// needs a cross-origin isolated page (SharedArrayBuffer) and is taken only when the CPU is the
+// rung (backend 'cpu', or 'auto' without a hardware GPU), since the GPU path runs on lean.wasm.
+// A reason it cannot have them goes to info.fallback.
+async function cpuThreads(opts) {
+    const want = Math.max(1, Math.floor(opts.threads ?? navigator.hardwareConcurrency ?? 1));
+    if (want === 1) return 1;
+    const backend = opts.backend ?? 'auto';
+    if (backend === 'gpu' || opts.gpuOnly || (backend === 'auto' && !(await gpuRefusal()))) return 1;
+    if (!globalThis.crossOriginIsolated || typeof SharedArrayBuffer === 'undefined') {
+        const reason = `${want} threads: the page is not cross-origin isolated (COOP/COEP): no SharedArrayBuffer`;
+        state.fallback.push({ backend: 'cpu-threads', reason });
+        return 1;
+    }
+    return want;
 }
 
 // ---- calls ----
@@ -103,7 +138,7 @@ const u8 = (ptr, n) => new Uint8Array(memory.buffer, ptr, n);
 const i32 = (ptr, n) => new Int32Array(memory.buffer, ptr, n);
 const cstr = (ptr) => {
     const b = new Uint8Array(memory.buffer, ptr);
-    return decoder.decode(b.subarray(0, b.indexOf(0)));
+    return decoder.decode(b.slice(0, b.indexOf(0))); // a copy: no decoding of shared memory
 };
 
 function alloc(n) {
@@ -150,6 +185,7 @@ const state = {
     info: null,
     opts: null, // Lean.load's options
     backend: 'cpu', // the rung in use: the lean_ctx_params.backend string
+    threads: 1, // the CPU rung's threads (lean-mt.wasm's, else 1)
     fallback: [], // [{ backend, reason }]
     ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
     chat: 0, // the chat session (its own context)
@@ -397,9 +433,9 @@ async function createCtx(backend, opts) {
     });
 }
 
-// This build is single-threaded: the CPU rung runs one thread (the threaded build is separate).
-function threadsFor(backend, opts) {
-    return 1;
+// The CPU rung's threads: what lean-mt.wasm started (cpuThreads), else 1.
+function threadsFor(backend) {
+    return backend === 'cpu' ? state.threads : 1;
 }
 
 async function describe() {
@@ -454,7 +490,7 @@ async function freeContexts() {
 }
 
 async function load({ source, opts }) {
-    await instantiate(opts.jspi !== false);
+    await instantiate(opts.jspi !== false, opts);
     if (state.model) throw new Error('this worker has a model already');
     state.opts = opts;
     let last = 0;

@@ -18,8 +18,11 @@
  *
  * Workers wait for the next run by spinning a little (a decode step is many short regions
  * in a row), then sleep on a condition variable. Nothing is allocated per run.
- * Where pthreads do not exist (wasm32-wasi without the threads proposal) the pool has one
- * thread, the caller, and lean_pool_run is a loop.
+ * Where threads do not exist (wasm32-wasi built without atomics) the pool has one thread, the
+ * caller, and lean_pool_run is a loop. wasm32 built with atomics over a shared memory has no
+ * pthreads either: its threads are host threads, Web Workers that web/threads.mjs starts
+ * before the program runs (lean_thread_init / lean_thread_serve in pool.c), and a pool takes
+ * as many of them as are idle.
  *
  * A pool is driven by one thread at a time (the one that owns the lean_ctx); fn must not call
  * lean_pool_run on the same pool.
@@ -34,8 +37,8 @@ typedef struct lean_pool lean_pool;
 /* fn(arg, chunk, ith): chunk in [0, n_chunks); ith in [0, lean_pool_size) names the thread. */
 typedef void (*lean_pool_fn)(void *arg, int64_t chunk, int32_t ith);
 
-/* n_threads >= 1 (the caller counts as one); capped at LEAN_POOL_MAX_THREADS, and at 1
- * where threads do not exist. LEAN_ERR_NOMEM if memory or a thread cannot be had (what was
+/* n_threads >= 1 (the caller counts as one); capped at LEAN_POOL_MAX_THREADS, at 1 where
+ * threads do not exist, and at 1 + the idle host threads in wasm32 with atomics. LEAN_ERR_NOMEM if memory or a thread cannot be had (what was
  * started is stopped again). */
 #define LEAN_POOL_MAX_THREADS 256
 lean_status lean_pool_create(int32_t n_threads, lean_pool **out, lean_error *err);
@@ -50,7 +53,8 @@ int32_t lean_pool_size(const lean_pool *p);
  * all, in order, and no worker is woken. */
 void lean_pool_run(lean_pool *p, int64_t n_chunks, lean_pool_fn fn, void *arg);
 
-/* The number of CPUs this process may use (at least 1; 1 where threads do not exist). */
+/* The number of CPUs this process may use (at least 1; 1 where threads do not exist; in
+ * wasm32 with atomics, what the host reported, at most 1 + its host threads). */
 int32_t lean_cpu_count(void);
 
 #endif
