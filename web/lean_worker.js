@@ -699,9 +699,12 @@ async function chatOnce(o, reqId) {
                 text += piece;
                 post({ id: reqId, type: 'piece', text: piece });
             }
+            // the prefill is done once the cache holds the whole prompt: its last chunk read the
+            // logits back, so the GPU had finished it (the first id may come much later, in a
+            // block of several read back together)
             if (!t1) {
                 ex.lw_chat_stats(s, st);
-                if (i32(st, 6)[3] > 0) t1 = performance.now(); // the first id drawn: the prefill is done
+                if (ex.lw_ctx_pos(ex.lw_chat_ctx(s)) >= i32(st, 6)[0] || i32(st, 6)[3] > 0) t1 = performance.now();
             }
         }
     });
