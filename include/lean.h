@@ -73,7 +73,8 @@ typedef enum lean_status {
  * lean_ctx_create, lean_prefill, lean_decode, lean_gen_begin, lean_gen_next,
  * lean_chat_session_create, lean_chat_step, lean_chat_turn and lean_gpu_probe. The call
  * stopped where it had to wait, with nothing lost: await settle() of web/webgpu_imports.mjs
- * (it resolves once every GPU request in flight has answered), then make the SAME call again
+ * (it resolves once the GPU requests the call found unanswered have answered), then make the
+ * SAME call again
  * with the SAME arguments; it resumes there (no work is done twice, a kernel the device
  * rejected still fails lean_ctx_create). Make no other call on that context or session in
  * between, but lean_gen_end (it drops a pending prefill's read-back), a chat abort (it takes

@@ -43,6 +43,7 @@ export function leanWebGPU({ pump = true } = {}) {
     const futures = new Map(); // id -> { settled, status, value, message, done }
     const mapsWaiting = new Map(); // device -> maps in flight on its buffers (MAP_NUDGE_MS)
     let nudge = null; // the timer while any map waits
+    const blocking = new Set(); // without JSPI: the futures C looked at unsettled (settle() waits for them)
     let nextId = 1;
     let device = { features: [], limits: {} }; // the next requestDevice's descriptor
     let entries = []; // the next bind group's entries
@@ -126,7 +127,9 @@ export function leanWebGPU({ pump = true } = {}) {
                 ),
             ),
         // without JSPI, only a look: C returns LEAN_PENDING and is called again after settle()
-        future_wait: jspi ? new WebAssembly.Suspending(wait) : (id) => (futures.get(id)?.settled === false ? 0 : 1),
+        future_wait: jspi
+            ? new WebAssembly.Suspending(wait)
+            : (id) => (futures.get(id)?.settled === false ? (blocking.add(id), 0) : 1),
         future_status: (id) => futures.get(id)?.status ?? 3,
         future_value: (id) => futures.get(id)?.value ?? 0,
         future_message: (id, buf, cap) => put(futures.get(id)?.message, buf, cap),
@@ -286,12 +289,17 @@ export function leanWebGPU({ pump = true } = {}) {
         setMemory(m) {
             memory = m;
         },
-        // Resolves once every request in flight has settled (the pump: a lean.h call that
-        // returned LEAN_PENDING is then made again). Never rejects: a failed request is an
-        // answer C reads.
+        // The pump: resolves once every request the last call found unanswered has settled
+        // (every request in flight, if it found none), so the call, made again, gets further.
+        // Only those: the steps a generation keeps in flight behind the one it waits for stay
+        // in flight. Never rejects: a failed request is an answer C reads.
         async settle() {
-            for (let open; (open = [...futures.values()].filter((f) => !f.settled)).length; )
-                await Promise.all(open.map((f) => f.done));
+            const ids = [...blocking];
+            blocking.clear();
+            const open = (ids.length ? ids.map((id) => futures.get(id)) : [...futures.values()]).filter(
+                (f) => f && !f.settled,
+            );
+            await Promise.all(open.map((f) => f.done));
         },
     };
 }

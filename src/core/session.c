@@ -96,7 +96,6 @@ struct lean_ctx {
     } pending;
 };
 
-
 /* ---- params ---- */
 
 lean_ctx_params lean_ctx_default_params(void) {
@@ -168,8 +167,6 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
         c->be = bc.fallback;
         cfg.n_batch = c->n_batch = batch_of(c->be, params.n_batch, n_ctx);
         st = create_state(c->be, m, &cfg, &c->state, err);
-        if (st == LEAN_OK && c->be->settle) st = c->be->settle(c->state, err);
-        if (st != LEAN_OK && c->state) c->be->destroy(c->state), c->state = NULL;
     }
     if (st != LEAN_OK) {
         lean_free(c->logits);

@@ -16,7 +16,7 @@
  * WaitAnyOnly callbacks, so callbacks run only inside gpu_wait, on the calling thread. In pump
  * mode (the wasm32 build without JSPI: web.c) no wait blocks: gpu_wait looks once and says
  * LEAN_PENDING; the error scopes and queue checks that natively are waited for where they are
- * made go to g->later instead, and every wait first needs all of those answered (gpu.h,
+ * made go to g->later instead, and a wait first needs those made before it answered (gpu.h,
  * lean_gpu_settle). A half-open device (adapter or device request pending) is kept in
  * `opening` for the call made again. */
 #include "gpu/gpu_impl.h"
@@ -117,15 +117,19 @@ void gpu_later(lean_gpu *g, gpu_req *q) {
     lean_free(q);
 }
 
-/* Pump mode: applies and frees every request of g->later that has been answered; LEAN_PENDING
- * while any has not. */
-static lean_status later_poll(lean_gpu *g, lean_error *err) {
+/* Pump mode: applies and frees every request of g->later asked for before future `before` (by
+ * id: web.c's ids only grow) that has been answered; LEAN_PENDING while any has not. Those
+ * asked for later check later work, not what a wait on `before` reads; and a look at one
+ * tells the JavaScript side what settle() waits for. */
+static lean_status later_poll(lean_gpu *g, uint64_t before, lean_error *err) {
+    bool pending = false;
     gpu_req *prev = NULL; /* the last one kept */
     for (gpu_req **p = &g->later; *p;) {
         gpu_req *q = *p;
         WGPUFutureWaitInfo wait = {q->f, 0};
-        WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 0);
+        WGPUWaitStatus s = q->f.id < before ? g->w.InstanceWaitAny(g->instance, 1, &wait, 0) : WGPUWaitStatus_TimedOut;
         if (s == WGPUWaitStatus_TimedOut) {
+            pending |= q->f.id < before;
             prev = q;
             p = &q->next;
             continue;
@@ -136,19 +140,18 @@ static lean_status later_poll(lean_gpu *g, lean_error *err) {
         if (g->later_last == q) g->later_last = prev;
         lean_free(q);
     }
-    return g->later ? LEAN_FAIL(err, LEAN_PENDING, "the GPU's checks of earlier work have not all come back")
-                    : LEAN_OK;
+    return pending ? LEAN_FAIL(err, LEAN_PENDING, "the GPU's checks of earlier work have not all come back") : LEAN_OK;
 }
 
 lean_status lean_gpu_settle(lean_gpu *g, lean_error *err) {
-    lean_status st = g->pump ? later_poll(g, err) : LEAN_OK;
+    lean_status st = g->pump ? later_poll(g, UINT64_MAX, err) : LEAN_OK;
     return st == LEAN_OK ? gpu_check(g, err) : st;
 }
 
 lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err) {
     WGPUFutureWaitInfo wait = {f, 0};
     if (g->pump) { /* one look: the JavaScript host awaits settle() and calls again */
-        lean_status st = later_poll(g, err);
+        lean_status st = later_poll(g, f.id, err);
         if (st != LEAN_OK) return st;
         WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 0);
         if (s == WGPUWaitStatus_Success && wait.completed) return LEAN_OK;

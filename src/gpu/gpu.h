@@ -214,9 +214,10 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
  * Pump mode: does not wait; the queue's answer is checked at the next wait (lean_gpu_settle). */
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);
 /* Pump mode (the wasm32 build without JSPI: lean.h, LEAN_PENDING): no wait blocks. Error
- * scopes and queue-done checks are not waited for where they are made; each later wait, and
- * this call, is LEAN_PENDING until they have all been answered, then fails with the first
- * error they caught. Natively (and with JSPI) they were answered where made: gpu_check. */
+ * scopes and queue-done checks are not waited for where they are made; a later wait is
+ * LEAN_PENDING until those made before it have been answered, and this call until they all
+ * have; then either fails with the first error they caught. Natively (and with JSPI) they
+ * were answered where made: gpu_check. */
 lean_status lean_gpu_settle(lean_gpu *g, lean_error *err);
 /* ---- profile (profile.c) ----
  * On a device opened with the profile option (or LEAN_PROFILE=1 in the environment then),

@@ -90,8 +90,8 @@ struct lean_gpu {
     uint64_t write_pending, write_pending_peak;
     /* Pump mode (a JavaScript host without JSPI, web.c): a wait never blocks; an unanswered
      * one is LEAN_PENDING. Error scopes and queue-done checks go to `later` instead of being
-     * waited for; every wait first needs all of them answered (gpu_wait), so no result is
-     * trusted before the errors of the work before it are known. */
+     * waited for; a wait first needs those asked for before it answered (gpu_wait), so no
+     * result is trusted before the errors of the work before it are known. */
     bool pump;
     gpu_req *later, *later_last; /* in the order asked */
     gpu_req *req;          /* lean_gpu_open's adapter or device request in flight (pump mode) */
@@ -122,8 +122,9 @@ extern const size_t gpu_n_shader_files;
 /* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss / uncaptured error. */
 lean_status gpu_check(const lean_gpu *g, lean_error *err);
 /* Blocks in wgpuInstanceWaitAny until f completes; LEAN_ERR_DEVICE if waiting fails. Pump
- * mode: LEAN_PENDING, at once, until f and every request in g->later have been answered (the
- * later ones are then applied: an error fails g); f stays in flight for the next call. */
+ * mode: LEAN_PENDING, at once, until f and every request in g->later asked for before it have
+ * been answered (those are then applied: an error fails g); f stays in flight for the next
+ * call. */
 lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *err);
 /* A request for g->req-style bookkeeping: zeroed, kind and what set; NULL when out of memory. */
 gpu_req *gpu_req_new(gpu_req_kind kind, const char *what);
