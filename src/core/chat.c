@@ -30,7 +30,8 @@ typedef struct chat_buf { /* bytes, always with room for a NUL after them */
     size_t n, cap;
 } chat_buf;
 
-/* PHASE_BEGIN: the prompt is in the cache, the generation not begun (a begin left pending) */
+/* PHASE_BEGIN: the prompt is in the cache, the generation not begun (the step after the last
+ * prefill chunk begins it, or a begin left pending) */
 enum { PHASE_IDLE, PHASE_PREFILL, PHASE_BEGIN, PHASE_GEN };
 
 struct lean_chat_session {
@@ -497,8 +498,10 @@ static lean_status step(lean_chat_session *s, lean_error *err) {
         memcpy(s->ids + s->n_ids, s->prompt + s->n_ids, sizeof *s->ids * (size_t)n);
         s->n_ids += n;
         s->has_logits = last;
-        if (!last) return LEAN_OK;
-        s->phase = PHASE_BEGIN;
+        /* the first id is drawn by the next step: on the GPU it comes back in a block with
+         * the ids run ahead of it, and a host timing the prefill needs the step between */
+        if (last) s->phase = PHASE_BEGIN;
+        return LEAN_OK;
     }
     if (s->phase == PHASE_BEGIN) {
         /* the penalty's history is what the cache holds, then every drawn id */
