@@ -43,6 +43,9 @@
 #                xz -T1 -c $(bash scripts/setup_dawn_node.sh) >build/dawn-node.xz
 #              run (a call ends after 10 minutes: two or three models a call):
 #                bash scripts/h200_gpu.sh web smollm2-360m:q4_0 smollm2-1.7b:q4_0 smollm2-1.7b:q8_0
+#          bash scripts/h200_gpu.sh threads MODEL... # CPU thread scaling, native and the threaded
+#                                                  # wasm32 build under Deno: carry build/deno.xz
+#                                                  # and build-wasm-mt/lean.wasm (`make wasm-mt`)
 # Output goes to stdout and, when $OUT is set, $OUT/h200-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -193,5 +196,21 @@ for spec in dict.fromkeys(s for s, _ in hashes):
     print(f'- {spec}: greedy ids fnv1a64 ' + ', '.join(f'{run} {"/".join(sorted(v))}' for run, v in h.items()) +
           (' (the same)' if same else ' (DIFFERENT)'))
 PY
+    ;;
+threads)
+    # CPU thread scaling on this machine's cores: native `lean bench --backend cpu`, then the
+    # threaded wasm32 build (build-wasm-mt/lean.wasm, carried; its pool threads are Deno's
+    # Workers through web/threads.mjs) at the same counts: THREADS (default 1,2,4,8,16)
+    unxz build/deno.xz /tmp/deno && chmod +x /tmp/deno || exit 1
+    export NO_COLOR=1
+    t=${THREADS:-1,2,4,8,16}
+    for spec in "$@"; do
+        f=$(model_file "$spec") || exit 1
+        a=(bench -m "$f" --backend cpu ${BENCH_FLAGS:--p 128 -n 64 -r 3} -t "$t")
+        echo "== native: lean ${a[*]}"
+        build-dev/lean "${a[@]}"
+        echo "== wasm-mt: deno run -A tests/wasm_run.mjs --threads ${t##*,} build-wasm-mt/lean.wasm ${a[*]}"
+        /tmp/deno run -A tests/wasm_run.mjs --threads "${t##*,}" build-wasm-mt/lean.wasm "${a[@]}"
+    done 2>&1 | tee "$out/h200-threads.txt"
     ;;
 esac

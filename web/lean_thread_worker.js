@@ -7,7 +7,8 @@
 // module system: no static import, no require).
 
 (async () => {
-    const node = typeof process !== 'undefined' && !!process.versions?.node;
+    // Deno has Node's process global in its Web Workers too: a Worker scope means the Web's port.
+    const node = typeof WorkerGlobalScope === 'undefined' && typeof process !== 'undefined' && !!process.versions?.node;
     const port = node ? (await import('node:worker_threads')).parentPort : globalThis;
     const fs = node ? await import('node:fs') : null;
     // A trap here leaves the main thread waiting for chunks inside wasm, with its event loop
