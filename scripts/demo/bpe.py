@@ -26,6 +26,10 @@ import heapq
 import json
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import gguf  # noqa: E402  (scripts/gguf.py)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # GPT-2's pre-tokenizer regex, ASCII classes ('s|'t|... ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)
@@ -52,11 +56,13 @@ def bytes_to_unicode():
 
 
 BYTE_CHAR = bytes_to_unicode()
+ASCII_CHAR = str.maketrans({b: BYTE_CHAR[b] for b in range(128)})  # the same map, fast for ASCII
 
 
 def words(text):
     """The pre-tokenized words of text, each as its byte characters."""
-    return ["".join(BYTE_CHAR[b] for b in w.encode("utf-8")) for w in PRE.findall(text)]
+    return [w.translate(ASCII_CHAR) if w.isascii() else "".join(BYTE_CHAR[b] for b in w.encode("utf-8"))
+            for w in PRE.findall(text)]
 
 
 def train(texts, vocab_size):
@@ -141,16 +147,32 @@ def tokenizer_config():
 
 
 class Tokenizer:
-    """Encodes text with a tokenizer.json written by train(); specials are given as ids by the
-    caller (train.py), never parsed out of text."""
+    """Encodes text with a tokenizer.json written by train(), or with the tokenizer a GGUF
+    carries (path ending in .gguf); specials are given as ids by the caller (train.py),
+    never parsed out of text."""
 
     def __init__(self, path):
-        with open(path, encoding="utf-8") as f:
-            tj = json.load(f)
-        self.vocab = tj["model"]["vocab"]
-        self.rank = {tuple(m): r for r, m in enumerate(tj["model"]["merges"])}
+        if path.endswith(".gguf"):
+            kv, _, _ = gguf.read_gguf(path)
+            self.vocab = {t: i for i, t in enumerate(kv["tokenizer.ggml.tokens"])}
+            merges = [m.split(" ", 1) for m in kv["tokenizer.ggml.merges"]]
+        else:
+            with open(path, encoding="utf-8") as f:
+                tj = json.load(f)
+            self.vocab = tj["model"]["vocab"]
+            merges = tj["model"]["merges"]
+        self.rank = {tuple(m): r for r, m in enumerate(merges)}
         self.special = {t: self.vocab[t] for t in SPECIALS}
         self.cache = {}
+
+    def render_chat(self, messages):
+        """ids of messages as CHAT_TEMPLATE renders them, specials as ids (as lean tokenizes)."""
+        s = self.special
+        ids = []
+        for m in messages:
+            ids += [s["<|im_start|>"]] + self.encode(m["role"] + "\n" + m["content"]) + [s["<|im_end|>"]]
+            ids += self.encode("\n")
+        return ids
 
     def _word(self, w):
         s = list(w)

@@ -50,16 +50,6 @@ SHAPES = {
 
 # ---------------------------------------------------------------- data
 
-def render_chat(tok, messages):
-    """ids of messages as bpe.CHAT_TEMPLATE renders them, specials as ids (as lean tokenizes)."""
-    s = tok.special
-    ids = []
-    for m in messages:
-        ids += [s["<|im_start|>"]] + tok.encode(m["role"] + "\n" + m["content"]) + [s["<|im_end|>"]]
-        ids += tok.encode("\n")
-    return ids
-
-
 def load_stream(corpus_dir, tokenizer_dir, tok):
     """(train ids, validation ids) as uint16 arrays: every document followed by <|endoftext|>.
     A document is held out when crc32 of its index falls in the lowest 1%. Cached in
@@ -76,7 +66,7 @@ def load_stream(corpus_dir, tokenizer_dir, tok):
         for f, is_chat in ((ft, False), (fc, True)):
             for line in f:
                 doc = json.loads(line)
-                ids = (render_chat(tok, doc) if is_chat else tok.encode(doc)) + [eot]
+                ids = (tok.render_chat(doc) if is_chat else tok.encode(doc)) + [eot]
                 (val if zlib.crc32(str(n).encode()) % 100 == 0 else train).extend(ids)
                 n += 1
     train, val = np.array(train, dtype=np.uint16), np.array(val, dtype=np.uint16)
@@ -259,7 +249,7 @@ def write_samples(model, tok, c, device, seed, path):
             for p in SAMPLE_TEXTS:
                 f.write(f"[run T={temp}] {p}|{text(generate(model, tok.encode(p), 60, temp, gen, stop, device))}\n")
             for q in SAMPLE_CHATS:
-                ids = render_chat(tok, [{"role": "user", "content": q}]) + [tok.special["<|im_start|>"]] + \
+                ids = tok.render_chat([{"role": "user", "content": q}]) + [tok.special["<|im_start|>"]] + \
                     tok.encode("assistant\n")
                 f.write(f"[chat T={temp}] {q}|{text(generate(model, ids, 80, temp, gen, stop, device))}\n")
     print(open(path).read(), flush=True)
