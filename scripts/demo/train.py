@@ -16,8 +16,9 @@ the export permutes attn_q / attn_k rows for GGUF's interleaved RoPE as llama.cp
 Training: AdamW (0.9, 0.95), weight decay 0.1 on matrices, peak lr 1e-3, 200 warm-up steps,
 cosine to 10%; batches of 128 x 512 tokens drawn at seeded random offsets of one token stream
 (every document ends with <|endoftext|>; chats are rendered with the ChatML template); bf16
-autocast and torch.compile on CUDA. --minutes fixes the step count from the measured speed of
-the first steps (printed: pass --steps N to repeat a run exactly on other hardware). 1% of the
+autocast and torch.compile on CUDA. Steps: --epochs passes over the data (default 20: the
+corpus is small, so more would only memorize it), fewer if --minutes runs out first (the count
+is fixed from the speed of steps 20-60 and printed: --steps N repeats a run exactly). 1% of the
 documents are held out; the weights with the lowest validation loss are the ones exported.
 --tiny: a 2-layer d_model 64 model for a CPU smoke test of the whole pipeline.
 """
@@ -215,6 +216,26 @@ def export(model, tokenizer_dir, path):
     w.write(path)
 
 
+def check_export(model, path, val_ids, c):
+    """The GGUF read back (scripts/demo/check_model.py's loader: Q8_0 dequantized, attn_q/k
+    un-permuted) against the trained weights in float32 on held-out text: the largest logit
+    difference and how often the argmax agrees. A wrong name, shape or RoPE layout makes the
+    argmax agree at chance level; Q8_0's rounding leaves it above 90%: below that, fail."""
+    import check_model  # here: it imports this file
+    back = check_model.load(path)
+    ref = Model(c)
+    ref.load_state_dict({k: v.float().cpu() for k, v in model.state_dict().items()})
+    x = torch.from_numpy(val_ids[:4 * c["n_ctx"]].astype(np.int64)).view(4, c["n_ctx"])
+    with torch.no_grad():
+        a, b = ref.eval()(x), back(x)
+    agree = float((a.argmax(-1) == b.argmax(-1)).float().mean())
+    out = dict(max_logit_diff=round(float((a - b).abs().max()), 4), argmax_agreement=round(agree, 4))
+    print(f"export check: {out}", flush=True)
+    if agree < 0.9:
+        raise SystemExit(f"export check failed: {out}")
+    return out
+
+
 # ---------------------------------------------------------------- samples
 
 SAMPLE_TEXTS = ["The meaning of life is", "A dog is", "To run is to", "Once upon a time"]
@@ -293,9 +314,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--minutes", type=float, default=9.0, help="training time budget (sets --steps)")
     ap.add_argument("--steps", type=int, default=0, help="steps to run; 0: as many as --minutes allows")
+    ap.add_argument("--epochs", type=float, default=20, help="at most this many passes over the data")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--tiny", action="store_true", help="a tiny model: the CPU smoke test")
     a = ap.parse_args()
     t_start = time.time()
@@ -333,7 +355,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     log = open(os.path.join(a.out, "train_log.tsv"), "w")
     log.write("step\ttokens\tlr\ttrain_loss\tval_loss\tseconds\n")
-    n_steps = a.steps or 10 ** 9
+    epoch_steps = len(train_ids) // (c["batch"] * c["n_ctx"]) + 1
+    n_steps = a.steps or int(a.epochs * epoch_steps)
     warmup = 200 if not a.tiny else 5              # > 60: the step count is fixed inside warm-up
     best = (float("inf"), -1, None)
     t_train = time.time()
@@ -359,8 +382,9 @@ def main():
             # fix the step count from steps 20-60; 5% and 30 s kept for evaluation and export
             per_step = (time.time() - t20) / 40
             budget = a.minutes * 60 - (time.time() - t_start) - 30
-            n_steps = max(step + 1, int(step + 0.95 * budget / per_step))
-            print(f"speed: {per_step * 1000:.0f} ms/step -> {n_steps} steps (repeat with --steps {n_steps})",
+            n_steps = max(step + 1, min(n_steps, int(step + 0.95 * budget / per_step)))
+            print(f"speed: {per_step * 1000:.0f} ms/step -> {n_steps} steps, {n_steps / epoch_steps:.1f} epochs "
+                  f"(repeat with --steps {n_steps})",
                   flush=True)
         if step % a.eval_every == 0 or step == n_steps:
             val = evaluate(4 if a.tiny else 20)
@@ -376,11 +400,12 @@ def main():
     write_samples(model, tok, c, device, a.seed, os.path.join(a.out, "samples.txt"))
     path = os.path.join(a.out, "lean-demo.gguf")
     export(model, a.tokenizer, path)
+    export_error = check_export(model, path, val_ids, c)
     info = dict(shape=c, n_params=n_params, steps=n_steps, best_step=best[1], best_val_loss=best[0],
                 seed=a.seed, lr=a.lr, train_tokens=int(len(train_ids)), val_tokens=int(len(val_ids)),
                 seconds_total=round(time.time() - t_start, 1), seconds_training=round(time.time() - t_train, 1),
                 torch=torch.__version__, device=torch.cuda.get_device_name() if device == "cuda" else "cpu",
-                gguf_bytes=os.path.getsize(path))
+                gguf_bytes=os.path.getsize(path), export_check=export_error)
     with open(os.path.join(a.out, "run.json"), "w") as f:
         json.dump(info, f, indent=1)
     print(f"{path}: {info['gguf_bytes']} bytes, best validation loss {best[0]:.3f} at step {best[1]}", flush=True)
