@@ -4,18 +4,24 @@
 #
 #   bash scripts/demo/land.sh RUN_DIR
 #
-# RUN_DIR holds lean-demo.gguf, train_log.tsv, run.json, samples.txt, train.txt. Writes
+# RUN_DIR holds lean-demo.gguf.part*, train_log.tsv, run.json, samples.txt, train.txt. Writes
 # models/lean-demo.gguf, docs/runs/2026-12-05-demo-model/{train_log.tsv,run.json,
 # samples.txt,train.txt,lean_samples.txt} and docs/images/demo-loss.svg; commit them after
 # reading lean_samples.txt. Needs build/lean, build/demo/corpus (prepare.sh) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 run=${1:?usage: land.sh RUN_DIR}
-m=$run/lean-demo.gguf
+mkdir -p build/demo
+m=build/demo/lean-demo.gguf
+cat "$run"/lean-demo.gguf.part* > $m             # h200.sh splits it: files from the device are <= 16 MiB
+want=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['gguf_sha256'])" "$run"/run.json)
+[ "$(sha256sum $m | cut -d' ' -f1)" = "$want" ] || { echo "land.sh: sha256 differs from run.json's" >&2; exit 1; }
 size=$(stat -c %s "$m")
 echo "land.sh: $m is $size bytes"
 [ "$size" -le $((25 * 1024 * 1024)) ] || { echo "land.sh: over 25 MiB: not for git" >&2; exit 1; }
 python3 scripts/demo/check_tokenizer.py "$m" build/demo/corpus --docs 500
+/usr/bin/python3 scripts/demo/check_model.py "$m" -n 32            # Debian's python3-torch
+/usr/bin/python3 scripts/demo/check_model.py "$m" -n 32 --backend cpu
 rec=docs/runs/2026-12-05-demo-model
 mkdir -p models "$rec" docs/images
 cp "$m" models/lean-demo.gguf

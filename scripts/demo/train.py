@@ -23,6 +23,7 @@ documents are held out; the weights with the lowest validation loss are the ones
 --tiny: a 2-layer d_model 64 model for a CPU smoke test of the whole pipeline.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -318,6 +319,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=0, help="sequences per step (default: the shape's, 128)")
     ap.add_argument("--tiny", action="store_true", help="a tiny model: the CPU smoke test")
     a = ap.parse_args()
     t_start = time.time()
@@ -325,6 +327,7 @@ def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tok = bpe.Tokenizer(os.path.join(a.tokenizer, "tokenizer.json"))
     c = dict(SHAPES["tiny" if a.tiny else "demo"], n_vocab=len(tok.vocab), eps=1e-5, rope_base=10000.0)
+    c["batch"] = a.batch or c["batch"]
     train_ids, val_ids = load_stream(a.corpus, a.tokenizer, tok)
     print(f"data: {len(train_ids)} training tokens, {len(val_ids)} held out "
           f"({time.time() - t_start:.0f} s to tokenize)", flush=True)
@@ -397,15 +400,16 @@ def main():
             if val < best[0]:
                 best = (val, step, {k: v.detach().clone() for k, v in model.state_dict().items()})
     model.load_state_dict(best[2])
-    write_samples(model, tok, c, device, a.seed, os.path.join(a.out, "samples.txt"))
     path = os.path.join(a.out, "lean-demo.gguf")
     export(model, a.tokenizer, path)
     export_error = check_export(model, path, val_ids, c)
+    write_samples(model, tok, c, device, a.seed, os.path.join(a.out, "samples.txt"))
     info = dict(shape=c, n_params=n_params, steps=n_steps, best_step=best[1], best_val_loss=best[0],
                 seed=a.seed, lr=a.lr, train_tokens=int(len(train_ids)), val_tokens=int(len(val_ids)),
                 seconds_total=round(time.time() - t_start, 1), seconds_training=round(time.time() - t_train, 1),
                 torch=torch.__version__, device=torch.cuda.get_device_name() if device == "cuda" else "cpu",
-                gguf_bytes=os.path.getsize(path), export_check=export_error)
+                gguf_bytes=os.path.getsize(path), gguf_sha256=hashlib.sha256(open(path, "rb").read()).hexdigest(),
+                export_check=export_error)
     with open(os.path.join(a.out, "run.json"), "w") as f:
         json.dump(info, f, indent=1)
     print(f"{path}: {info['gguf_bytes']} bytes, best validation loss {best[0]:.3f} at step {best[1]}", flush=True)

@@ -1,0 +1,61 @@
+"""check_hf.py — holds train.py's model math to transformers' LlamaForCausalLM on the demo GGUF's
+weights (Q8_0 dequantized, attn_q / attn_k un-permuted: scripts/demo/check_model.py's loader).
+
+    python3 scripts/demo/check_hf.py MODEL.gguf
+
+Both run in float32 on the same 2 x 256 ids of text; prints the largest logit difference and
+exits 1 above 1e-3 (the parity bound lean's fixtures use). Needs torch and transformers (the
+GPU machine has both; this machine has neither transformers nor a need for it).
+"""
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bpe  # noqa: E402
+import check_model  # noqa: E402
+
+
+def main():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    path = sys.argv[1]
+    ours = check_model.load(path)
+    c = ours.c
+    cfg = LlamaConfig(vocab_size=c["n_vocab"], hidden_size=c["n_embd"], intermediate_size=c["n_ff"],
+                      num_hidden_layers=c["n_layer"], num_attention_heads=c["n_head"],
+                      num_key_value_heads=c["n_head"], max_position_embeddings=c["n_ctx"],
+                      rms_norm_eps=c["eps"], tie_word_embeddings=True, attention_bias=False, mlp_bias=False)
+    # RoPE base: transformers' default, 10000, is the demo's; a different one fails the comparison
+    hf = LlamaForCausalLM(cfg).float().eval()
+    sd = {"model.embed_tokens.weight": ours.embed.weight, "model.norm.weight": ours.norm.weight,
+          "lm_head.weight": ours.embed.weight}
+    for i, b in enumerate(ours.blocks):
+        p = f"model.layers.{i}."
+        sd.update({p + "input_layernorm.weight": b.attn_norm.weight, p + "self_attn.q_proj.weight": b.q.weight,
+                   p + "self_attn.k_proj.weight": b.k.weight, p + "self_attn.v_proj.weight": b.v.weight,
+                   p + "self_attn.o_proj.weight": b.o.weight, p + "post_attention_layernorm.weight": b.ffn_norm.weight,
+                   p + "mlp.gate_proj.weight": b.gate.weight, p + "mlp.up_proj.weight": b.up.weight,
+                   p + "mlp.down_proj.weight": b.down.weight})
+    missing, unexpected = hf.load_state_dict({k: v.detach().clone() for k, v in sd.items()}, strict=False)
+    missing = [k for k in missing if "rotary" not in k]
+    if missing or unexpected:
+        sys.exit(f"check_hf: missing {missing}, unexpected {unexpected}")
+    tok = bpe.Tokenizer(path)
+    text = ("A dog is a member of the genus Canis that has been domesticated by man since prehistoric times. "
+            "Tell me a fortune. You will be married within a year. ") * 8
+    ids = torch.tensor(tok.encode(text)[:512]).view(2, 256)
+    with torch.no_grad():
+        a = ours(ids)
+        b = hf(ids).logits
+    diff = float((a - b).abs().max())
+    agree = float((a.argmax(-1) == b.argmax(-1)).float().mean())
+    print(f"check_hf: train.py's model vs transformers {__import__('transformers').__version__} "
+          f"LlamaForCausalLM: max |logit diff| {diff:.2e}, argmax agreement {agree:.4f}")
+    if diff > 1e-3:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
