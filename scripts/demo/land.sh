@@ -37,3 +37,28 @@ python3 scripts/demo/plot.py "$run"/train_log.tsv docs/images/demo-loss.svg
         echo "$q" | build/lean chat -q -m models/lean-demo.gguf --temp 0 -n 96 2>/dev/null; echo
     done
 } | tee "$rec"/lean_samples.txt
+python3 - "$rec" <<'PY'
+import json, sys
+rec = sys.argv[1]
+r = json.load(open(f"{rec}/run.json"))
+c = r["shape"]
+open(f"{rec}/README.md", "w").write(f"""# The demo model's training run
+
+`bash scripts/demo/h200.sh` on {r['device']} (torch {r['torch']}), landed by
+`bash scripts/demo/land.sh`. The model: docs/demo_model.md.
+
+| | |
+| --- | --- |
+| shape | d_model {c['n_embd']}, {c['n_layer']} layers, {c['n_head']} heads, SwiGLU {c['n_ff']}, vocabulary {c['n_vocab']}, context {c['n_ctx']}: {r['n_params'] / 1e6:.2f} M parameters |
+| data | {r['train_tokens']} training tokens, {r['val_tokens']} held out |
+| steps | {r['steps']} of {c['batch']} x {c['n_ctx']} tokens (repeat with `--steps {r['steps']}`), seed {r['seed']}, peak lr {r['lr']} |
+| time | {r['seconds_training']} s training, {r['seconds_total']} s in all |
+| kept | step {r['best_step']}: held-out loss {r['best_val_loss']:.4f} nats/token |
+| file | models/lean-demo.gguf, {r['gguf_bytes']} bytes, sha256 {r['gguf_sha256']} |
+| export check | {r['export_check']} |
+
+Loss curve: ../../images/demo-loss.svg (train_log.tsv). Samples of the torch model:
+samples.txt; of lean on the file: lean_samples.txt; the run's console: train.txt.
+""")
+PY
+echo "land.sh: now read $rec/lean_samples.txt, then commit models/lean-demo.gguf $rec docs/images/demo-loss.svg"

@@ -376,9 +376,8 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        if step % 10 == 0 or a.tiny:                 # .item() waits for the GPU: not every step
-            loss_sum += loss.item()
-            loss_n += 1
+        loss_sum = loss_sum + loss.detach()         # a tensor: no wait for the GPU until evaluation
+        loss_n += 1
         if step == 20:
             t20 = time.time()                         # compiled and warm from here
         if not a.steps and step == 60:
@@ -391,7 +390,7 @@ def main():
                   flush=True)
         if step % a.eval_every == 0 or step == n_steps:
             val = evaluate(4 if a.tiny else 20)
-            tr = loss_sum / max(loss_n, 1)
+            tr = float(loss_sum) / loss_n
             loss_sum, loss_n = 0.0, 0
             el = time.time() - t_start
             log.write(f"{step}\t{step * c['batch'] * c['n_ctx']}\t{lr:.6f}\t{tr:.4f}\t{val:.4f}\t{el:.1f}\n")
