@@ -33,8 +33,8 @@ python3 scripts/demo/plot.py "$run"/train_log.tsv docs/images/demo-loss.svg
         build/lean run -q -m models/lean-demo.gguf -p "$p" -n 48 2>/dev/null; echo; echo
     done
     for q in "What does ocean mean?" "Tell me a fortune." "Use happy in a sentence." "Who are you?"; do
-        echo "\$ echo \"$q\" | build/lean chat -m models/lean-demo.gguf --temp 0 -n 96"
-        echo "$q" | build/lean chat -q -m models/lean-demo.gguf --temp 0 -n 96 2>/dev/null; echo
+        echo "\$ echo \"$q\" | build/lean chat -m models/lean-demo.gguf --temp 0"
+        echo "$q" | build/lean chat -q -m models/lean-demo.gguf --temp 0 2>/dev/null; echo
     done
 } | tee "$rec"/lean_samples.txt
 python3 - "$rec" <<'PY'
