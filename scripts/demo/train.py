@@ -55,10 +55,15 @@ SHAPES = {
 def load_stream(corpus_dir, tokenizer_dir, tok):
     """(train ids, validation ids) as uint16 arrays: every document followed by <|endoftext|>.
     A document is held out when crc32 of its index falls in the lowest 1%. Cached in
-    TOKENIZER_DIR/tokens.npz (tokenizing takes minutes in Python: do it before the GPU run)."""
+    TOKENIZER_DIR/tokens.npz with the sha256 of the tokenizer.json it was made with, so the GPU
+    run needs no corpus and a retrained tokenizer is never paired with stale ids."""
     cache = os.path.join(tokenizer_dir, "tokens.npz")
+    with open(os.path.join(tokenizer_dir, "tokenizer.json"), "rb") as f:
+        tok_sha = hashlib.sha256(f.read()).hexdigest()
     if os.path.exists(cache):
         z = np.load(cache)
+        if str(z["tokenizer_sha256"]) != tok_sha:
+            raise SystemExit(f"{cache} was made with another tokenizer.json: delete it and run prepare.sh")
         return z["train"], z["val"]
     eot = tok.special["<|endoftext|>"]
     train, val = [], []
@@ -72,7 +77,7 @@ def load_stream(corpus_dir, tokenizer_dir, tok):
                 (val if zlib.crc32(str(n).encode()) % 100 == 0 else train).extend(ids)
                 n += 1
     train, val = np.array(train, dtype=np.uint16), np.array(val, dtype=np.uint16)
-    np.savez(cache, train=train, val=val)
+    np.savez(cache, train=train, val=val, tokenizer_sha256=np.array(tok_sha))
     return train, val
 
 
