@@ -319,7 +319,7 @@ def main():
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--minutes", type=float, default=9.0, help="training time budget (sets --steps)")
-    ap.add_argument("--steps", type=int, default=0, help="steps to run; 0: as many as --minutes allows")
+    ap.add_argument("--steps", type=int, default=0, help="steps to run; 0: --epochs' worth, fewer if --minutes runs out")
     ap.add_argument("--epochs", type=float, default=20, help="at most this many passes over the data")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -383,6 +383,8 @@ def main():
         step += 1
         loss_sum = loss_sum + loss.detach()         # a tensor: no wait for the GPU until evaluation
         loss_n += 1
+        if step in (20, 60) and device == "cuda":
+            torch.cuda.synchronize()                  # time the GPU's work, not the queueing of it
         if step == 20:
             t20 = time.time()                         # compiled and warm from here
         if not a.steps and step == 60:
