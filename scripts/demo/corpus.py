@@ -1,6 +1,6 @@
 """corpus.py — the demo model's training text, extracted from two Debian packages.
 
-    apt-get install -y fortunes wordnet-base
+    apt-get install -y fortunes fortunes-min wordnet-base
     python3 scripts/demo/corpus.py OUT_DIR [--seed 1]
 
 Writes OUT_DIR/text.jsonl (one JSON string per line: a document for plain pretraining) and
@@ -9,10 +9,8 @@ OUT_DIR/chat.jsonl (one JSON list of {"role", "content"} messages per line), ASC
 Sources and licences (both permit redistribution of derived works with their notice kept;
 docs/demo_model.md repeats the notices):
   fortunes      /usr/share/games/fortunes: the BSD fortune files, BSD licence (The Regents of
-                the University of California; /usr/share/doc/fortunes/copyright). Files that
-                mostly quote copyrighted fiction, comics or songs (pratchett, startrek, zippy,
-                songs-poems, tao), are not English (translate-me), are pictures (ascii-art) or
-                are the ones most likely to offend (ethnic, men-women, drugs) are left out.
+                the University of California; /usr/share/doc/fortunes/copyright), those named
+                in FORTUNE_FILES (what is left out, and why, is said there).
   WordNet 3.0   /usr/share/wordnet/{data,index}.{noun,verb,adj,adv}: Princeton's WordNet 3.0
                 licence (/usr/share/doc/wordnet-base/copyright): glosses and their examples.
 
@@ -37,8 +35,14 @@ import unicodedata
 
 FORTUNE_DIR = "/usr/share/games/fortunes"
 WORDNET_DIR = "/usr/share/wordnet"
-FORTUNES_LEFT_OUT = {"pratchett", "startrek", "zippy", "songs-poems", "tao", "translate-me", "ascii-art",
-                     "ethnic", "men-women", "drugs"}
+# The files of Debian's fortunes and fortunes-min packages that are used, named so that other
+# fortune packages on a machine change nothing. Left out: pratchett, startrek, zippy,
+# songs-poems, tao (quoting copyrighted fiction, comics, songs), translate-me (not English),
+# ascii-art (pictures), ethnic, men-women, drugs (the likeliest to offend).
+FORTUNE_FILES = ["art", "computers", "cookie", "debian", "definitions", "disclaimer", "education", "food",
+                 "fortunes", "goedel", "humorists", "kids", "knghtbrd", "law", "linux", "linuxcookie",
+                 "literature", "love", "magic", "medicine", "miscellaneous", "news", "paradoxum", "people",
+                 "perl", "pets", "platitudes", "politics", "riddles", "science", "sports", "wisdom", "work"]
 N_DEFINE = 60000  # lemmas asked about: keeps chat at about half of the plain text's bytes
 POS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}
 POS_WORD = {"n": "noun", "v": "verb", "a": "adjective", "s": "adjective", "r": "adverb"}
@@ -56,11 +60,8 @@ def ascii_text(s):
 
 def read_fortunes():
     out = []
-    for name in sorted(os.listdir(FORTUNE_DIR)):
-        path = os.path.join(FORTUNE_DIR, name)
-        if "." in name or name in FORTUNES_LEFT_OUT or not os.path.isfile(path):
-            continue
-        with open(path, encoding="utf-8", errors="replace") as f:
+    for name in FORTUNE_FILES:
+        with open(os.path.join(FORTUNE_DIR, name), encoding="utf-8", errors="replace") as f:
             for entry in re.split(r"\n%\n", f.read()):
                 entry = ascii_text(entry).strip("\n")
                 entry = re.sub(r"\n{3,}", "\n\n", entry)

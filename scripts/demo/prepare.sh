@@ -6,7 +6,7 @@
 #
 #   bash scripts/demo/prepare.sh                  (a few minutes; steps already done are kept)
 #
-# Needs: apt-get install -y fortunes wordnet-base python3-numpy. Tokenizing imports train.py,
+# Needs: apt-get install -y fortunes fortunes-min wordnet-base python3-numpy. Tokenizing imports train.py,
 # hence torch: Debian's python3-torch (1.13) is enough.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
