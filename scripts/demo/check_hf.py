@@ -1,11 +1,16 @@
-"""check_hf.py — holds train.py's model math to transformers' LlamaForCausalLM on the demo GGUF's
-weights (Q8_0 dequantized, attn_q / attn_k un-permuted: scripts/demo/check_model.py's loader).
+"""check_hf.py — holds the demo model's pieces to Hugging Face's libraries:
+  1. train.py's model math to transformers' LlamaForCausalLM on the GGUF's weights (Q8_0
+     dequantized, attn_q / attn_k un-permuted: scripts/demo/check_model.py's loader), both in
+     float32 on the same 2 x 256 ids: the largest logit difference must be within 1e-3 (the
+     parity bound lean's fixtures use);
+  2. bpe.py's encoder (what the model was trained on, and what lean agrees with:
+     check_tokenizer.py) to HF tokenizers running the tokenizer.json, on texts with
+     contractions, digits, runs of spaces and newlines, and a ChatML conversation.
 
-    python3 scripts/demo/check_hf.py MODEL.gguf
+    python3 scripts/demo/check_hf.py MODEL.gguf TOKENIZER.json
 
-Both run in float32 on the same 2 x 256 ids of text; prints the largest logit difference and
-exits 1 above 1e-3 (the parity bound lean's fixtures use). Needs torch and transformers (the
-GPU machine has both; this machine has neither transformers nor a need for it).
+Exits 1 on a failure. Needs torch, transformers and tokenizers (the GPU machine has them;
+this machine has neither of the last two).
 """
 import os
 import sys
@@ -53,7 +58,24 @@ def main():
     agree = float((a.argmax(-1) == b.argmax(-1)).float().mean())
     print(f"check_hf: train.py's model vs transformers {__import__('transformers').__version__} "
           f"LlamaForCausalLM: max |logit diff| {diff:.2e}, argmax agreement {agree:.4f}")
-    if diff > 1e-3:
+    ok = diff <= 1e-3
+    from tokenizers import Tokenizer as HFTokenizer
+    hft = HFTokenizer.from_file(sys.argv[2])
+    texts = ["It's 1984, and they'll say we've won 12,345 games!", "  two  spaces\n\n\tand a tab\n",
+             "A dog is a member of the genus Canis.", "What does the word ocean mean?", "x" * 40 + " ...?!"]
+    for t in texts:
+        want, got = tok.encode(t), hft.encode(t, add_special_tokens=False).ids
+        if want != got:
+            print(f"check_hf: tokenizers differs on {t!r}: bpe.py {want}, tokenizers {got}")
+            ok = False
+    conv = [{"role": "user", "content": "Tell me a fortune."}, {"role": "assistant", "content": "You will see."}]
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in conv)
+    if tok.render_chat(conv) != hft.encode(text, add_special_tokens=False).ids:
+        print(f"check_hf: tokenizers differs on the conversation {text!r}")
+        ok = False
+    print(f"check_hf: bpe.py and tokenizers {__import__('tokenizers').__version__}: "
+          f"{'the same ids' if ok else 'DIFFERENT'} on {len(texts)} texts and a conversation")
+    if not ok:
         sys.exit(1)
 
 
