@@ -409,19 +409,37 @@ static inline uint64_t entry_key(float v, uint32_t id) {
     return (uint64_t)k << 32 | (0xffffffffu - id);
 }
 
+/* The entry a key names. */
+static cand key_entry(uint64_t key) {
+    const uint32_t k = (uint32_t)(key >> 32), b = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+    float v;
+    memcpy(&v, &b, sizeof v);
+    return (cand){v, 0xffffffffu - (uint32_t)key};
+}
+
+/* Whether the entry (v, id) has a key >= that of t = key_bound(key): float comparisons,
+ * cheaper than the key. Every key between two finite values' names a finite value but the
+ * -0 slot (high word 0x7fffffff, no entry's: -0 counts as +0), whose set is every value >= 0.
+ * NaN (an excluded id) reaches none. */
+static inline cand key_bound(uint64_t key) {
+    return key >> 32 == 0x7fffffffu ? (cand){0.0f, 0xffffffffu} : key_entry(key);
+}
+static inline bool reaches(float v, uint32_t id, cand t) { return v > t.v || (v == t.v && id <= t.id); }
+
 /* How many allowed entries have a key >= t, and the mass of their weights w (w_i = 0 for
  * the others): sequential sums over blocks of SAMPLER_SUM_BLOCK consecutive ids, lowest id
  * first, then the block sums added in block order. Adding a weight >= 0 never lowers a
  * float sum (rounding is monotone), so the mass only grows as t falls: a threshold search
  * over it is well defined. (A GPU: one invocation per block, then one for the blocks.) */
 static float wide_measure(const float *a, const float *w, int32_t n_vocab, uint64_t t, int32_t *count) {
+    const cand tb = key_bound(t);
     float total = 0;
     int32_t c = 0;
     for (int32_t b = 0; b < n_vocab; b += SAMPLER_SUM_BLOCK) {
         const int32_t end = n_vocab - b < SAMPLER_SUM_BLOCK ? n_vocab : b + SAMPLER_SUM_BLOCK;
         float s = 0;
         for (int32_t i = b; i < end; i++)
-            if (is_finite_bits(a[i]) && entry_key(a[i], (uint32_t)i) >= t) {
+            if (reaches(a[i], (uint32_t)i, tb)) {
                 c++;
                 s = s + w[i];
             }
@@ -468,14 +486,6 @@ static uint64_t wide_threshold(const float *a, const float *w, int32_t n_vocab, 
     return yes;
 }
 
-/* The entry a key names. */
-static cand key_entry(uint64_t key) {
-    const uint32_t k = (uint32_t)(key >> 32), b = k & 0x80000000u ? k & 0x7fffffffu : ~k;
-    float v;
-    memcpy(&v, &b, sizeof v);
-    return (cand){v, 0xffffffffu - (uint32_t)key};
-}
-
 /* ================================================================ 5. sample_reference
  *
  *   a_i   = logits[i]; ids masked out, or whose a_i is NaN/inf after step 1, take no part
@@ -507,7 +517,7 @@ static cand key_entry(uint64_t key) {
  * top_k <= 64 is older than the wide one; their ids for a seed differ, their
  * distributions are the same. */
 
-/* Steps W1-W4 of the wide draw on the penalized logits a (excluded ids already NaN), the
+/* Steps W1-W4 of the wide draw on the penalized logits a (excluded ids NaN), the
  * network's best[0..n_best) and the count of allowed ids; w: n_vocab floats of scratch. */
 static lean_status wide_draw(const sampler_cfg *cfg, const float *a, int32_t n_vocab, const cand *best,
                              int32_t n_best, int32_t n_allowed, uint32_t pos, float *w, int32_t *out_id,
@@ -534,12 +544,13 @@ static lean_status wide_draw(const sampler_cfg *cfg, const float *a, int32_t n_v
     const float u = sampler_uniform(cfg->seed, pos);
     const float target = u * kept;
     int32_t id = -1;
+    const cand tb = key_bound(t);
     float before = 0; /* the blocks' sum before this block */
     for (int32_t b = 0; b < n_vocab && id < 0; b += SAMPLER_SUM_BLOCK) {
         const int32_t end = n_vocab - b < SAMPLER_SUM_BLOCK ? n_vocab : b + SAMPLER_SUM_BLOCK;
         float s = 0;
         for (int32_t i = b; i < end && id < 0; i++)
-            if (is_finite_bits(a[i]) && entry_key(a[i], (uint32_t)i) >= t) {
+            if (reaches(a[i], (uint32_t)i, tb)) {
                 s = s + w[i];
                 if (target < before + s) id = i;
             }
