@@ -196,7 +196,7 @@ static void run_fixture_case(const fx_point *pt, const fx_case *c) {
     const int32_t n_pen = distinct(pt->hist, pt->n_hist, pen_ids);
     sample_trace tr;
     int32_t id;
-    static float work[2 * MAXV];
+    static float work[SAMPLER_WORK_FLOATS(MAXV)];
     lean_status st = sample_reference(&cfg, pt->logits, n, NULL, pen_ids, n_pen, 0, work, &id, &tr, NULL);
     CHECK(st == LEAN_OK, "%s: sample_reference failed", pt->name);
     if (st != LEAN_OK) return;
@@ -376,7 +376,7 @@ static void test_network(void) {
     static float x[5000];
     static int32_t order[5000];
     static uint32_t mask[LEAN_MASK_WORDS(5000)];
-    float work[2 * 5000];
+    float work[SAMPLER_WORK_FLOATS(5000)];
     const int32_t sizes[] = {1, 2, 63, 64, 65, 127, 128, 129, 256, 1000, 4999};
     int bad = 0, runs = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
@@ -423,7 +423,7 @@ static void test_network(void) {
 static void test_ties(void) {
     /* Logits 3, 3 at ids 1, 3; 2 at ids 2, 4, 5, 8. top_k = 3: the 3rd largest is 2. */
     const float x[16] = {1.0f, 3.0f, 2.0f, 3.0f, 2.0f, 2.0f, 0.5f, -1.0f, 2.0f, -0.5f, 1.5f, 0.25f, 0.0f, -2.0f, 1.0f, 2.5f};
-    float y[16], work[2 * 16];
+    float y[16], work[SAMPLER_WORK_FLOATS(16)];
     memcpy(y, x, sizeof y);
     CHECK(hf_top_k(y, 16, 3, NULL) == LEAN_OK, "hf_top_k");
     int32_t hf_kept = 0;
@@ -525,7 +525,7 @@ static int32_t wide_by_definition(const sampler_cfg *cfg, const float *x, int32_
 }
 
 static void test_wide(void) {
-    static float x[WIDE_N], y[WIDE_N], work[2 * WIDE_N];
+    static float x[WIDE_N], y[WIDE_N], work[SAMPLER_WORK_FLOATS(WIDE_N)];
     static double p[WIDE_N];
     static uint32_t mask[LEAN_MASK_WORDS(WIDE_N)];
     const struct {
@@ -687,7 +687,7 @@ static double chi2(const int64_t *counts, const double *expected, int32_t n_bins
  * (temp_expected, ...), i.e. softmax(hf_process(logits)). */
 static double draw_chi2(const float *logits, int32_t n_vocab, double temp, int32_t top_k, double top_p,
                         double temp_expected, int64_t n, int by_seed, int *df, int *outside) {
-    static float x[MAXV], work[2 * MAXV];
+    static float x[MAXV], work[SAMPLER_WORK_FLOATS(MAXV)];
     static double p[MAXV];
     static int64_t counts[MAXV];
     sampler_cfg want = make_cfg(temp_expected, top_k, top_p, 1.0, 0, 0);
@@ -799,7 +799,7 @@ static void golden_run(int wide) {
         sampler_config(&p, &cfg, NULL);
         sample_trace tr;
         int32_t id;
-        float work[2 * 256];
+        float work[SAMPLER_WORK_FLOATS(256)];
         sample_reference(&cfg, logits, 256, NULL, NULL, 0, 0, work, &id, &tr, NULL);
         CHECK(tr.wide && tr.n_kept > SAMPLER_K_CAP, "the wide golden run keeps %d ids", tr.n_kept);
     }
@@ -1025,7 +1025,7 @@ static void test_penalty(void) {
     CHECK(x[2] == 2.0f / pen && x[1] == -1.0f * pen && x[5] == 0.0f && x[7] == 0.0f && x[0] == 1.0f && x[6] == 3.0f,
           "hf penalty: %g %g %g", x[2], x[1], x[5]);
     /* The window: repeat_last_n = 2 sees only the last two accepted ids. */
-    float logits[10], work[2 * 10];
+    float logits[10], work[SAMPLER_WORK_FLOATS(10)];
     for (int i = 0; i < 10; i++) logits[i] = 2.0f;
     logits[0] = 2.5f;
     lean_sampler_params p = lean_sampler_default_params();
