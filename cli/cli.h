@@ -84,7 +84,7 @@ lean_status load_model(const char *path, lean_model **out, lean_error *err);
 #define SAMPLING_USAGE                                                                       \
     "sampling (transformers' order: penalty, temperature, top-k, top-p; defaults llama.cpp's):\n" \
     "  --temp T             temperature (default 0.8; 0 = greedy)\n"                         \
-    "  --top-k K            keep the K most likely ids (default 40; 0 = off, at most 64 then)\n" \
+    "  --top-k K            keep the K most likely ids (default 40; 0 = off)\n"             \
     "  --top-p P            keep the fewest most likely ids whose probability reaches P\n"   \
     "                       (default 0.95; 1 = off)\n"                                      \
     "  --repeat-penalty R   ids in the window: positive logits / R, negative * R, once per id\n" \

@@ -541,7 +541,8 @@ LEAN_API void lean_chat_messages_free(lean_chat_message *messages, size_t n);
  * backend: the draw for a position depends only on (seed, position, logits, history), never
  * on what ran before. It is not torch's random stream (so not transformers' exact ids for a
  * seed); the distribution is transformers' (sampler.c lists every deviation: float32
- * rounding, ties at the k-th logit cut at k with the lower id first, at most 64 candidates).
+ * rounding, ties at the k-th logit cut at k with the lower id first). top_k 0 or above 64
+ * draws over the whole vocabulary (no candidate cap), on every backend.
  *
  *   lean_sampler_params sp = lean_sampler_default_params();
  *   sp.seed = 42;
@@ -565,8 +566,7 @@ LEAN_API void lean_chat_messages_free(lean_chat_message *messages, size_t n);
 
 typedef struct lean_sampler_params {
     double temperature;    /* >= 0; 0 = greedy (the argmax); default 0.8 */
-    int32_t top_k;         /* >= 0; keep the k most likely ids; 0 = off; default 40. Above 64
-                              (and off) the draw still considers at most the 64 most likely */
+    int32_t top_k;         /* >= 0; keep the k most likely ids; 0 = off; default 40 */
     double top_p;          /* in [0, 1]; keep the fewest most likely ids whose probabilities
                               reach top_p; 1 = off; default 0.95 */
     double repeat_penalty; /* > 0; logits of ids in the window: positive / penalty, negative

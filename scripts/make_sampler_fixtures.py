@@ -17,6 +17,8 @@ What it does:
     TopPLogitsWarper, in generate()'s order, with input_ids = the history, on the CPU
     (on CUDA torch divides by a scalar by multiplying with its reciprocal: other bits), and
     records every stage and softmax(processed).
+  * Settings with top_k 0 or above 64 (top-p < 1, top-k 100 and 200, temperatures 8 and 20
+    that make the distribution nearly flat) keep more than 64 ids: the wide draw's cases.
   * A synthetic point with ties at the k-th logit shows what TopKLogitsWarper keeps there.
 
 Output: argv[1]/sampler.txt, a line format the C test reads with fscanf (no JSON):
@@ -61,6 +63,13 @@ SETTINGS = [
     (1.0, 1.2, 50, 0.5),
     (1.1, 3.0, 10, 0.99),
     (1.3, 4.0, 64, 0.9),
+    # The whole vocabulary (top_k 0 or above 64): sample_reference's wide draw, no cap.
+    (1.0, 1.0, 0, 0.9),
+    (1.1, 1.5, 0, 0.97),
+    (1.0, 1.0, 100, 1.0),
+    (1.1, 1.3, 200, 0.98),
+    (1.0, 8.0, 0, 1.0),
+    (1.3, 20.0, 0, 0.95),
 ]
 # Ties at the k-th logit: TopKLogitsWarper keeps every id equal to the k-th value.
 SYNTHETIC = [1.0, 3.0, 2.0, 3.0, 2.0, 2.0, 0.5, -1.0, 2.0, -0.5, 1.5, 0.25, 0.0, -2.0, 1.0, 2.5]

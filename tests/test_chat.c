@@ -101,10 +101,11 @@ static lean_chat_session_params base_params(uint64_t seed) {
     p.n_batch = 16;
     p.n_predict = 12;
     p.system = "You are terse.";
-    /* a flat distribution over the 64 likeliest ids: varied text from a random model */
+    /* a flat distribution over the 64 likeliest ids: varied text from a random model (over
+     * the whole vocabulary, top_k 0, seed 11 draws an end-of-generation id within 12 ids) */
     p.sampling.seed = seed;
     p.sampling.temperature = 3.0;
-    p.sampling.top_k = 0;
+    p.sampling.top_k = 64;
     p.sampling.top_p = 1.0;
     return p;
 }

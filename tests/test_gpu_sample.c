@@ -8,12 +8,13 @@
  *   one draw     for each vocabulary size (1 .. 151936, ragged ones), logits kind (random,
  *                ties at the k-th logit and at the argmax, -inf / NaN masked entries, all
  *                equal, +-0, nothing allowed) and sampling setting (greedy, temperature only,
- *                top-k 1/40/64/100 x top-p 0.5/0.95/1, penalties with a history), at seeds and
+ *                top-k 1/40/63/64 x top-p 0.5/0.95/1, penalties with a history; the wide draw:
+ *                top-k 0/65/100, flat and peaked, with and without top-p), at seeds and
  *                positions drawn per case; the logits sit at an unaligned offset of their buffer.
  *   many steps   a resident sequence: the GPU keeps its own position and penalty window across
  *                steps (no host writes but the logits), the CPU's lean_sampler accepts each id;
  *                windows shorter and longer than the run, and the whole history.
- *   seeds        one setting, many seeds x positions on one logits vector.
+ *   seeds        one setting of each draw, many seeds x positions on one logits vector.
  *   check        gpu_sampler_check passes on this adapter (it compares with the CPU itself).
  *   errors       create/reset with bad arguments fail with a message.
  */
@@ -140,11 +141,15 @@ typedef struct setting {
 static const setting settings[] = {
     {0, 0, 1, 1, 64},      /* greedy */
     {0, 40, 0.9, 1.3, 8},  /* greedy with a penalty (top-k/p ignored) */
-    {1.0, 0, 1, 1, 64},    /* temperature only */
-    {0.7, 0, 1, 1, 64},    {1.0, 1, 1, 1, 64},     {0.8, 40, 1, 1, 64},   {0.8, 40, 0.95, 1, 64},
-    {0.8, 40, 0.5, 1, 64}, {1.3, 64, 0.95, 1, 64}, {0.8, 64, 1, 1, 64},   {0.8, 100, 1, 1, 64},
-    {0.8, 100, 0.95, 1, 64}, {0.8, 0, 0.95, 1, 64}, {1.0, 0, 0.5, 1, 64}, {0.6, 1, 0.5, 1, 64},
-    {0.8, 40, 0.95, 1.3, 8}, {0.8, 0, 0.95, 0.8, -1}, {1.0, 100, 1, 1.5, 64},
+    {1.0, 64, 1, 1, 64},   /* temperature only, among the 64 best */
+    {0.7, 64, 1, 1, 64},   {1.0, 1, 1, 1, 64},     {0.8, 40, 1, 1, 64},   {0.8, 40, 0.95, 1, 64},
+    {0.8, 40, 0.5, 1, 64}, {1.3, 64, 0.95, 1, 64}, {0.8, 63, 1, 1, 64},   {0.8, 63, 0.95, 1, 64},
+    {1.0, 64, 0.5, 1, 64}, {0.6, 1, 0.5, 1, 64},   {0.8, 40, 0.95, 1.3, 8}, {0.8, 64, 0.95, 0.8, -1},
+    {1.0, 50, 1, 1.5, 64},
+    /* the wide draw: top-k 0 or above 64, over the whole vocabulary */
+    {1.0, 0, 1, 1, 64},    {0.8, 100, 1, 1, 64},  {0.8, 100, 0.95, 1, 64}, {0.8, 0, 0.95, 1, 64},
+    {1.0, 0, 0.5, 1, 64},  {8.0, 0, 0.95, 1, 64}, {0.8, 0, 0.95, 0.8, -1}, {1.0, 100, 1, 1.5, 64},
+    {3.0, 65, 0.9, 1.2, 8},
 };
 #define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 
@@ -156,7 +161,7 @@ static void make_history(int32_t *h, int32_t n, int32_t n_vocab) {
 }
 
 static void test_draws(int32_t n_vocab) {
-    float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * (size_t)n_vocab);
+    float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * SAMPLER_WORK_FLOATS(n_vocab));
     int32_t hist[40];
     for (int si = 0; si < N_SETTINGS; si++) {
         const setting *t = &settings[si];
@@ -216,11 +221,11 @@ static void test_resident(int32_t n_vocab, int32_t last_n, int steps) {
 
 /* One logits vector, many seeds x positions: only the draw changes. */
 static void test_seeds(int32_t n_vocab) {
-    float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * (size_t)n_vocab);
+    float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * SAMPLER_WORK_FLOATS(n_vocab));
     make_logits(x, n_vocab, L_RANDOM);
     for (int si = 0; si < 16; si++) {
         const uint64_t seed = si == 0 ? 0 : si == 1 ? UINT64_MAX - 1 : ((uint64_t)rnd() << 32) | rnd();
-        const sampler_cfg cfg = cfg_of(1.5, 0, 0.99, 1, 64, seed);
+        const sampler_cfg cfg = cfg_of(1.5, si % 2 ? 64 : 0, 0.99, 1, 64, seed);
         rig r;
         if (!rig_make(&r, &cfg, n_vocab)) break;
         for (int pi = 0; pi < 16; pi++) {
@@ -259,7 +264,6 @@ static void test_errors(void) {
           "a history id outside the vocabulary: %s", err.msg);
     CHECK(gpu_sampler_reset(s, 0, NULL, 1, &err) == LEAN_ERR_ARG, "history NULL");
     gpu_sampler_free(s);
-    gpu_sampler_free(NULL);
     lean_gpu_buf_free(logits);
     lean_gpu_buf_free(out);
 }

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXV 512
+#define MAXV 65536 /* the largest fixture vocabulary the test reads */
 #define FIXTURE "tests/data/sampler/sampler.txt"
 
 /* A small deterministic generator for test data (not the sampler's). */
@@ -103,12 +103,60 @@ static void check_stage(const fx_point *pt, const fx_case *c, int stage, const f
           d < 0 ? 0.0 : c->stage[stage][d]);
 }
 
+static int n_wide_cases, n_wide_ties, wide_most_kept;
+
+/* The wide draw (top_k 0 or > 64) on a fixture: its kept set (the entries no worse than the
+ * trace's last one) is transformers' (fewer only where transformers keeps ids tied at the
+ * k-th logit), its probabilities w_i / kept within 1e-5 of softmax(processed), and its kept
+ * mass the sum of those weights. */
+static void check_wide_case(const fx_point *pt, const fx_case *c, const sampler_cfg *cfg, const int32_t *pen_ids,
+                            int32_t n_pen, const sample_trace *tr, const double *p, int32_t n_hf) {
+    static float a[MAXV];
+    const int32_t n = pt->n_vocab;
+    memcpy(a, pt->logits, sizeof(float) * (size_t)n);
+    for (int32_t j = 0; j < n_pen; j++) {
+        const float v = a[pen_ids[j]];
+        a[pen_ids[j]] = v < 0 ? v * cfg->penalty : v * cfg->inv_penalty;
+    }
+    const float last = tr->last_logit, top = tr->logit[0];
+    int32_t n_kept = 0, extra = 0, missing = 0;
+    double sum = 0, worst = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int kept = a[i] > last || (a[i] == last && i <= tr->last_id);
+        const int hf = !isinf(c->stage[ST_PROCESSED][i]);
+        n_kept += kept;
+        extra += kept && !hf;
+        missing += hf && !kept;
+        if (!kept) continue;
+        const double w = sampler_exp((a[i] - top) * cfg->inv_temperature);
+        sum += w;
+        if (p[i] > 1e-30) {
+            const double rel = fabs(w / tr->kept - p[i]) / p[i];
+            if (rel > worst) worst = rel;
+        }
+    }
+    n_wide_cases++;
+    if (n_kept > wide_most_kept) wide_most_kept = n_kept;
+    const int ties = c->top_k > 0 && n_hf > c->top_k; /* deviation 3: transformers keeps the ties */
+    n_wide_ties += ties && missing > 0;
+    CHECK(n_kept == tr->n_kept && extra == 0 && (ties ? n_kept == c->top_k : missing == 0),
+          "%s (%g, %g, %d, %g): the wide draw keeps %d ids (trace %d), transformers %d: %d extra, %d missing "
+          "(top-p margin %.3g)", pt->name, c->penalty, c->temperature, c->top_k, c->top_p, n_kept, tr->n_kept, n_hf,
+          extra, missing, c->margin);
+    if (worst > worst_resident_rel) worst_resident_rel = worst;
+    CHECK(!ties && worst <= 1e-5, "%s (%g, %g, %d, %g): wide probabilities %.3g from transformers'", pt->name,
+          c->penalty, c->temperature, c->top_k, c->top_p, worst);
+    CHECK(fabs(sum - tr->kept) <= 1e-5 * sum, "%s: kept mass %.9g, its weights sum to %.9g", pt->name, tr->kept, sum);
+    CHECK(tr->id >= 0 && tr->id < n && !isinf(c->stage[ST_PROCESSED][tr->id]), "%s: drew %d, which transformers filters",
+          pt->name, tr->id);
+}
+
 static void run_fixture_case(const fx_point *pt, const fx_case *c) {
     const int32_t n = pt->n_vocab;
     for (int s = 0; s < N_STAGES; s++)
         CHECK(c->have[s], "%s: case without a %s line", pt->name, stage_names[s]);
     sampler_cfg cfg = make_cfg(c->temperature, c->top_k, c->top_p, c->penalty, -1, 7);
-    float x[MAXV], y[MAXV];
+    static float x[MAXV], y[MAXV];
     memcpy(x, pt->logits, sizeof(float) * (size_t)n);
     if (c->penalty != 1.0) hf_repetition_penalty(x, n, pt->hist, pt->n_hist, cfg.penalty);
     check_stage(pt, c, ST_PENALIZED, x);
@@ -125,7 +173,7 @@ static void run_fixture_case(const fx_point *pt, const fx_case *c) {
 
     /* Probabilities: the same zeros exactly; torch's float32 softmax (its own vectorised exp)
      * within 1e-5 relative of the double-precision one. */
-    double p[MAXV];
+    static double p[MAXV];
     softmax_f64(c->stage[ST_PROCESSED], n, p);
     int zeros_equal = 1;
     for (int32_t i = 0; i < n; i++) {
@@ -142,22 +190,26 @@ static void run_fixture_case(const fx_point *pt, const fx_case *c) {
     }
     CHECK(zeros_equal, "%s: filtered ids do not have probability 0 in both", pt->name);
 
-    /* The resident sampler on the same logits: the same kept set (the 64 most likely when
-     * transformers keeps more) and the same probabilities to float32 rounding. */
+    /* The resident sampler on the same logits: the same kept set and the same probabilities
+     * to float32 rounding (the wide draw: check_wide_case). */
     int32_t pen_ids[256];
     const int32_t n_pen = distinct(pt->hist, pt->n_hist, pen_ids);
     sample_trace tr;
     int32_t id;
-    float work[MAXV];
+    static float work[SAMPLER_WORK_FLOATS(MAXV)];
     lean_status st = sample_reference(&cfg, pt->logits, n, NULL, pen_ids, n_pen, 0, work, &id, &tr, NULL);
     CHECK(st == LEAN_OK, "%s: sample_reference failed", pt->name);
     if (st != LEAN_OK) return;
     n_fixture_cases++;
     int32_t n_hf = 0;
     for (int32_t i = 0; i < n; i++) n_hf += !isinf(c->stage[ST_PROCESSED][i]);
+    if (tr.wide) {
+        check_wide_case(pt, c, &cfg, pen_ids, n_pen, &tr, p, n_hf);
+        return;
+    }
     /* Where the sets may differ (deviations 3 and 4 in sampler.c): transformers keeps more
-     * than k because of ties at the k-th logit, or more than the 64-candidate cap. */
-    const int32_t k_eff = c->top_k > 0 && c->top_k < SAMPLER_K_CAP ? c->top_k : SAMPLER_K_CAP;
+     * than k because of ties at the k-th logit. */
+    const int32_t k_eff = c->top_k;
     const int same_sets = n_hf <= k_eff;
     int subset = 1;
     for (int32_t j = 0; j < tr.n_kept; j++) subset &= !isinf(c->stage[ST_PROCESSED][tr.ids[j]]);
@@ -170,7 +222,7 @@ static void run_fixture_case(const fx_point *pt, const fx_case *c) {
             CHECK(tr.n_kept == k_eff, "%s: keeps %d, expected k = %d", pt->name, tr.n_kept, k_eff);
         printf("  %s (%g, %g, %d, %g): transformers keeps %d ids (%s), the resident sampler %d: "
                "probability %.3g not drawn\n", pt->name, c->penalty, c->temperature, c->top_k, c->top_p, n_hf,
-               n_hf > SAMPLER_K_CAP ? "above the cap of 64" : "ties at the k-th logit", tr.n_kept, dropped);
+               "ties at the k-th logit", tr.n_kept, dropped);
         return;
     }
     CHECK(tr.n_kept == n_hf, "%s (%g, %g, %d, %g): resident keeps %d ids, transformers %d (top-p margin %.3g)",
@@ -197,13 +249,18 @@ static void test_fixtures(void) {
     rewind(f);
     static fx_point pt;
     static fx_case c;
-    int have_point = 0, in_case = 0, n_points = 0, ok = 1;
+    int have_point = 0, in_case = 0, n_points = 0, ok = 1, n_here = 0, n_cases_min = 1 << 30, n_cases_max = 0;
     char word[64];
     while (ok && fscanf(f, "%63s", word) == 1) {
         if (word[0] == '#') {
             int ch;
             while ((ch = fgetc(f)) != '\n' && ch != EOF) {}
         } else if (!strcmp(word, "point")) {
+            if (have_point && strcmp(pt.arch, "synthetic") != 0) {
+                if (n_here < n_cases_min) n_cases_min = n_here;
+                if (n_here > n_cases_max) n_cases_max = n_here;
+            }
+            n_here = 0;
             memset(&pt, 0, sizeof pt);
             ok = fscanf(f, "%63s %31s %d", pt.name, pt.arch, &pt.n_vocab) == 3 && pt.n_vocab > 0 &&
                  pt.n_vocab <= MAXV;
@@ -222,6 +279,7 @@ static void test_fixtures(void) {
             ok = fscanf(f, "%lf", &c.margin) == 1;
         } else if (!strcmp(word, "end") && in_case) {
             run_fixture_case(&pt, &c);
+            n_here++;
             in_case = 0;
         } else {
             int s = 0;
@@ -232,11 +290,17 @@ static void test_fixtures(void) {
     }
     CHECK(ok, "%s: malformed near '%s'", FIXTURE, word);
     fclose(f);
-    CHECK(n_points == 7 && n_fixture_cases == 57, "%s: %d points, %d cases (expected 7 and 57)", FIXTURE, n_points,
-          n_fixture_cases);
+    /* Every model point carries the script's settings (SETTINGS), the synthetic one 3. */
+    CHECK(n_points >= 7 && n_cases_min == n_cases_max && n_fixture_cases == (n_points - 1) * n_cases_min + 3,
+          "%s: %d points, %d cases, %d..%d a model point (expected >= 7 points, each with the same settings, "
+          "and 3 synthetic cases)", FIXTURE, n_points, n_fixture_cases, n_cases_min, n_cases_max);
+    CHECK(wide_most_kept > SAMPLER_K_CAP, "no wide case keeps more than %d ids (most: %d)", SAMPLER_K_CAP,
+          wide_most_kept);
     printf("fixtures: %d cases bit-exact through every stage; probabilities within %.2g relative of torch's; "
-           "resident within %.2g of exact; %d cases where the kept sets differ by design (above)\n",
-           n_fixture_cases, worst_prob_rel, worst_resident_rel, n_capped_cases);
+           "resident within %.2g of exact; %d wide cases (up to %d ids kept, %d with ties at the k-th logit); "
+           "%d capped cases where the kept sets differ by design (above)\n",
+           n_fixture_cases, worst_prob_rel, worst_resident_rel, n_wide_cases, wide_most_kept, n_wide_ties,
+           n_capped_cases);
 }
 
 /* ================================================================ 2. resident arithmetic */
@@ -312,7 +376,7 @@ static void test_network(void) {
     static float x[5000];
     static int32_t order[5000];
     static uint32_t mask[LEAN_MASK_WORDS(5000)];
-    float work[5000];
+    float work[SAMPLER_WORK_FLOATS(5000)];
     const int32_t sizes[] = {1, 2, 63, 64, 65, 127, 128, 129, 256, 1000, 4999};
     int bad = 0, runs = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
@@ -359,7 +423,7 @@ static void test_network(void) {
 static void test_ties(void) {
     /* Logits 3, 3 at ids 1, 3; 2 at ids 2, 4, 5, 8. top_k = 3: the 3rd largest is 2. */
     const float x[16] = {1.0f, 3.0f, 2.0f, 3.0f, 2.0f, 2.0f, 0.5f, -1.0f, 2.0f, -0.5f, 1.5f, 0.25f, 0.0f, -2.0f, 1.0f, 2.5f};
-    float y[16], work[16];
+    float y[16], work[SAMPLER_WORK_FLOATS(16)];
     memcpy(y, x, sizeof y);
     CHECK(hf_top_k(y, 16, 3, NULL) == LEAN_OK, "hf_top_k");
     int32_t hf_kept = 0;
@@ -387,6 +451,199 @@ static void test_ties(void) {
         never &= id == 1 || id == 3 || id == 15 || id == 2;
     }
     CHECK(never, "resident top-4 drew an id beyond the 4 it keeps");
+}
+
+/* ================================================================ 4b. the wide draw
+ *
+ * top_k 0 or > 64 against its definition (sampler.c W1-W4) computed the slow way: every
+ * allowed id ranked by a full sort, the mass of each prefix summed in id blocks, the kept
+ * prefix and the draw found by walking ranks and ids. Then its kept set and probabilities
+ * against the hf_* chain (held bit for bit to transformers by section 1) on a 4096-id
+ * vocabulary: top-p cutting beyond 64 ids, top-k 100 .. 1000, flat temperatures. */
+
+#define WIDE_N 4096
+static const float *rank_x;
+static int cmp_rank(const void *a, const void *b) {
+    const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    return ref_better(rank_x, i, j) ? -1 : ref_better(rank_x, j, i) ? 1 : 0;
+}
+
+/* The definition, slowly: id (and the kept count, kept mass, top-p's mass) for x[n] under
+ * cfg at pos; mask nullable. */
+static int32_t wide_by_definition(const sampler_cfg *cfg, const float *x, int32_t n, const uint32_t *mask,
+                                  uint32_t pos, int32_t *n_kept, float *kept, float *mass) {
+    static int32_t order[WIDE_N], rank[WIDE_N];
+    static float w[WIDE_N];
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        rank[i] = -1;
+        if (isfinite(x[i]) && (!mask || lean_mask_allows(mask, i))) order[m++] = i;
+    }
+    rank_x = x;
+    qsort(order, (size_t)m, sizeof *order, cmp_rank);
+    for (int32_t r = 0; r < m; r++) rank[order[r]] = r;
+    for (int32_t i = 0; i < n; i++) w[i] = rank[i] < 0 ? 0 : sampler_exp((x[i] - x[order[0]]) * cfg->inv_temperature);
+#define PREFIX_MASS(last, out)                                                                                         \
+    do {                                                                                                               \
+        float t_ = 0;                                                                                                  \
+        for (int32_t b_ = 0; b_ < n; b_ += SAMPLER_SUM_BLOCK) {                                                        \
+            float s_ = 0;                                                                                              \
+            for (int32_t i_ = b_; i_ < n && i_ < b_ + SAMPLER_SUM_BLOCK; i_++)                                        \
+                if (rank[i_] >= 0 && rank[i_] <= (last)) s_ = s_ + w[i_];                                              \
+            t_ = t_ + s_;                                                                                              \
+        }                                                                                                              \
+        (out) = t_;                                                                                                    \
+    } while (0)
+    const int32_t k = cfg->top_k > 0 && cfg->top_k < m ? cfg->top_k : m;
+    float limit = INFINITY, total = 0;
+    if (cfg->use_top_p) {
+        PREFIX_MASS(k - 1, total);
+        limit = cfg->top_p_f * total;
+    }
+    int32_t r = 0;
+    for (;; r++) {
+        float pm;
+        PREFIX_MASS(r, pm);
+        if (r + 1 >= k || pm >= limit) break;
+    }
+    PREFIX_MASS(r, *kept);
+#undef PREFIX_MASS
+    *n_kept = r + 1;
+    *mass = cfg->use_top_p ? total : 0;
+    const float target = sampler_uniform(cfg->seed, pos) * *kept;
+    float before = 0;
+    for (int32_t b = 0; b < n; b += SAMPLER_SUM_BLOCK) {
+        float s = 0;
+        for (int32_t i = b; i < n && i < b + SAMPLER_SUM_BLOCK; i++)
+            if (rank[i] >= 0 && rank[i] <= r) {
+                s = s + w[i];
+                if (target < before + s) return i;
+            }
+        before = before + s;
+    }
+    return -1;
+}
+
+static void test_wide(void) {
+    static float x[WIDE_N], y[WIDE_N], work[SAMPLER_WORK_FLOATS(WIDE_N)];
+    static double p[WIDE_N];
+    static uint32_t mask[LEAN_MASK_WORDS(WIDE_N)];
+    const struct {
+        double temp, top_p;
+        int32_t top_k;
+    } cases[] = {{1.0, 1.0, 0},   {1.0, 0.9, 0},   {3.0, 0.95, 0},   {20.0, 0.5, 0}, {0.7, 0.99, 0},
+                 {1.0, 1.0, 100}, {2.0, 0.9, 200}, {8.0, 1.0, 1000}, {1.0, 0.0, 0},  {5.0, 0.98, 65}};
+    const int32_t sizes[] = {300, 1000, WIDE_N};
+    int bad_def = 0, runs = 0, beyond = 0, bad_hf = 0, hf_runs = 0, near_ties = 0, k_ties = 0;
+    double worst = 0;
+    rng_state = 4242;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int variant = 0; variant < 4; variant++) {
+            const int32_t n = sizes[si];
+            /* spread values; few distinct values (ties at the threshold); a masked half; NaN/inf */
+            for (int32_t i = 0; i < n; i++)
+                x[i] = variant == 1 ? (float)(rnd() % 9) * 0.5f : (float)(int32_t)(rnd() % 20001) * 0.0006f - 6.0f;
+            if (variant == 3)
+                for (int32_t i = 0; i < n; i += 7) x[i] = i % 3 ? -INFINITY : NAN;
+            memset(mask, 0, sizeof mask);
+            for (int32_t i = 0; i < n; i++)
+                if (variant != 2 || rnd() % 2) lean_mask_allow(mask, i);
+            for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+                sampler_cfg cfg = make_cfg(cases[c].temp, cases[c].top_k, cases[c].top_p, 1.0, 0, 0x77 + c);
+                for (uint32_t pos = 0; pos < 3; pos++) {
+                    sample_trace tr;
+                    int32_t id = -1, n_kept = 0;
+                    float kept = 0, mass = 0;
+                    const uint32_t *mk = variant == 2 ? mask : NULL;
+                    lean_status st = sample_reference(&cfg, x, n, mk, NULL, 0, pos * 1009, work, &id, &tr, NULL);
+                    const int32_t want = wide_by_definition(&cfg, x, n, mk, pos * 1009, &n_kept, &kept, &mass);
+                    runs++;
+                    beyond += n_kept > SAMPLER_K_CAP;
+                    if (st != LEAN_OK || !tr.wide || id != want || tr.id != id || tr.n_kept != n_kept ||
+                        bits_of(tr.kept) != bits_of(kept) || bits_of(tr.mass) != bits_of(mass)) {
+                        if (!bad_def++)
+                            fprintf(stderr, "  wide: n %d variant %d case %zu pos %u: id %d/%d kept %d/%d mass %a/%a "
+                                            "top-p's %a/%a\n", n, variant, c, pos, id, want, tr.n_kept, n_kept, tr.kept,
+                                    kept, tr.mass, mass);
+                    }
+                }
+                /* the kept set and probabilities against transformers' chain */
+                if (variant == 1 || variant == 3) continue; /* ties at the k-th logit, NaN/inf: deviations 3, 6 */
+                sampler_cfg hc = cfg;
+                memcpy(y, x, sizeof(float) * (size_t)n);
+                hf_process(&hc, y, n, variant == 2 ? mask : NULL, NULL, 0, NULL);
+                softmax_f64(y, n, p);
+                sample_trace tr;
+                int32_t id;
+                sample_reference(&cfg, x, n, variant == 2 ? mask : NULL, NULL, 0, 0, work, &id, &tr, NULL);
+                int32_t n_hf = 0, same = 1;
+                for (int32_t i = 0; i < n; i++) {
+                    const int hf = !isinf(y[i]);
+                    const int kept = isfinite(x[i]) && (variant != 2 || lean_mask_allows(mask, i)) &&
+                                     (x[i] > tr.last_logit || (x[i] == tr.last_logit && i <= tr.last_id));
+                    n_hf += hf;
+                    same &= hf == kept;
+                }
+                hf_runs++;
+                if (cases[c].top_k > 0) { /* ties at the k-th logit: deviation 3 (section 4) */
+                    memcpy(y, x, sizeof(float) * (size_t)n);
+                    hf_process(&(sampler_cfg){.top_k = cases[c].top_k, .temperature = 1, .inv_temperature = 1}, y, n,
+                               variant == 2 ? mask : NULL, NULL, 0, NULL);
+                    int32_t n_k = 0;
+                    for (int32_t i = 0; i < n; i++) n_k += !isinf(y[i]);
+                    if (n_k > cases[c].top_k) {
+                        k_ties++;
+                        continue;
+                    }
+                }
+                if (!same || n_hf != tr.n_kept) {
+                    /* top-p's margin: how far the exact mass of the ids above the last kept one,
+                     * and of the kept ones, lie from top_p (float32 sums in rank order or in id
+                     * blocks may fall on either side of it) */
+                    double above = 0, all = 0, margin = 1;
+                    for (int32_t i = 0; cfg.use_top_p && i < n; i++) {
+                        if (!isfinite(x[i]) || (variant == 2 && !lean_mask_allows(mask, i))) continue;
+                        int32_t r = 0; /* the rank of i */
+                        for (int32_t j = 0; j < n; j++)
+                            r += isfinite(x[j]) && (variant != 2 || lean_mask_allows(mask, j)) && ref_better(x, j, i);
+                        const double e = exp(((double)x[i] - tr.logit[0]) / cases[c].temp);
+                        if (cases[c].top_k == 0 || r < cases[c].top_k) all += e;
+                        if (r < tr.n_kept - 1) above += e;
+                    }
+                    if (cfg.use_top_p) {
+                        const double last = exp(((double)tr.last_logit - tr.logit[0]) / cases[c].temp);
+                        margin = fmin(fabs(above / all - cases[c].top_p), fabs((above + last) / all - cases[c].top_p));
+                    }
+                    if (margin < 1e-5) {
+                        near_ties++;
+                        printf("  wide vs transformers' chain: n %d case %zu: top-p within %.2g of a cumulative "
+                               "probability: keeps %d, transformers %d (a float32 near-tie)\n", n, c, margin,
+                               tr.n_kept, n_hf);
+                    } else if (!bad_hf++) {
+                        fprintf(stderr, "  wide vs transformers: n %d variant %d case %zu: keeps %d, transformers %d\n",
+                                n, variant, c, tr.n_kept, n_hf);
+                    }
+                    continue;
+                }
+                for (int32_t i = 0; i < n; i++)
+                    if (!isinf(y[i]) && p[i] > 1e-30) {
+                        const double q = sampler_exp((x[i] - tr.logit[0]) * cfg.inv_temperature) / tr.kept;
+                        const double rel = fabs(q - p[i]) / p[i];
+                        if (rel > worst) worst = rel;
+                    }
+            }
+        }
+    CHECK(bad_def == 0, "the wide draw differs from its definition in %d of %d draws", bad_def, runs);
+    CHECK(beyond > runs / 4, "only %d of %d wide draws kept more than 64 ids", beyond, runs);
+    CHECK(bad_hf == 0, "the wide draw's kept set differs from transformers' chain in %d of %d cases", bad_hf, hf_runs);
+    CHECK(near_ties <= hf_runs / 20, "%d of %d kept sets differ at top-p near-ties: too many to be rounding", near_ties,
+          hf_runs);
+    CHECK(worst <= 1e-5, "wide probabilities %.3g from transformers' chain", worst);
+    CHECK(k_ties <= hf_runs / 10, "%d of %d cases have ties at the k-th logit: the data hides the comparison", k_ties,
+          hf_runs);
+    printf("wide draw: %d draws as defined (%d keep more than 64 ids); %d of %d kept sets as transformers' chain's "
+           "(%d near-ties, above; %d with ties at the k-th logit), probabilities within %.2g\n", runs, beyond,
+           hf_runs - near_ties - k_ties, hf_runs, near_ties, k_ties, worst);
 }
 
 /* ================================================================ 5. chi-square */
@@ -430,7 +687,7 @@ static double chi2(const int64_t *counts, const double *expected, int32_t n_bins
  * (temp_expected, ...), i.e. softmax(hf_process(logits)). */
 static double draw_chi2(const float *logits, int32_t n_vocab, double temp, int32_t top_k, double top_p,
                         double temp_expected, int64_t n, int by_seed, int *df, int *outside) {
-    static float x[MAXV], work[MAXV];
+    static float x[MAXV], work[SAMPLER_WORK_FLOATS(MAXV)];
     static double p[MAXV];
     static int64_t counts[MAXV];
     sampler_cfg want = make_cfg(temp_expected, top_k, top_p, 1.0, 0, 0);
@@ -452,7 +709,7 @@ static double draw_chi2(const float *logits, int32_t n_vocab, double temp, int32
 
 static void test_chi_square(void) {
     /* Logits with a realistic shape: a few large, a long tail (deterministic). */
-    float logits[MAXV];
+    static float logits[MAXV];
     rng_state = 12345;
     for (int i = 0; i < 256; i++) logits[i] = (float)(rnd() % 10000) * 0.0008f - 4.0f;
     logits[17] = 6.0f, logits[99] = 5.5f, logits[3] = 5.2f, logits[250] = 4.9f, logits[128] = 4.0f;
@@ -465,8 +722,12 @@ static void test_chi_square(void) {
         {0.8, 0.95, 40, 0}, /* llama.cpp's defaults */
         {1.5, 0.9, 64, 0},  /* top-p at work among 64 */
         {1.2, 0.6, 20, 0},  /* a small kept set */
-        {1.0, 0.5, 0, 0},   /* top-p without top-k: the whole vocabulary's mass */
+        {1.0, 0.5, 0, 0},   /* top-p without top-k: the wide draw */
         {1.0, 1.0, 40, 1},  /* across seeds at one position */
+        {4.0, 0.95, 0, 0},  /* nearly flat: top-p keeps ~240 of 256 (the cap kept 64) */
+        {2.0, 1.0, 0, 0},   /* temperature only, every id */
+        {1.5, 0.98, 100, 0},/* top-k above 64 */
+        {3.0, 1.0, 200, 1}, /* top-k 200, across seeds */
     };
     const int64_t n = 60000;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -507,13 +768,13 @@ static void test_chi_square(void) {
 
 /* 32 draws of the resident sampler on fixed logits; any build (gcc, clang + sanitizers, wasm)
  * and any future backend must give these ids. */
-static void test_golden(void) {
+static void golden_run(int wide) {
     float logits[256];
     rng_state = 777;
     for (int i = 0; i < 256; i++) logits[i] = (float)(int32_t)(rnd() % 4001) * 0.0025f - 5.0f;
     lean_sampler_params p = lean_sampler_default_params();
-    p.temperature = 1.3;
-    p.top_k = 50;
+    p.temperature = wide ? 2.5 : 1.3;
+    p.top_k = wide ? 0 : 50; /* wide: top-p keeps ~200 of 256 */
     p.top_p = 0.97;
     p.repeat_penalty = 1.2;
     p.repeat_last_n = -1;
@@ -529,16 +790,32 @@ static void test_golden(void) {
         CHECK(lean_sampler_sample(s, logits, 6 + i, NULL, &got[i], &err) == LEAN_OK, "sample: %s", err.msg);
         lean_sampler_accept(s, &got[i], 1, &err);
     }
-        static const int32_t golden[32] = {182, 231, 247, 244, 43,  142, 33, 169, 191, 169, 137,
-                                       219, 79,  87,  21,  67,  33,  113, 57, 145, 62,  130,
-                                       78,  214, 7,   58,  192, 105, 33,  169, 203, 169};
-    int same = !memcmp(got, golden, sizeof got);
-    CHECK(same, "golden ids differ: the resident computation changed (or this build computes differently)");
+    static const int32_t golden[2][32] = {{182, 231, 247, 244, 43, 142, 33, 169, 191, 169, 137, 219, 79, 87, 21, 67,
+                                           33, 113, 57, 145, 62, 130, 78, 214, 7, 58, 192, 105, 33, 169, 203, 169},
+                                          {140, 214, 169, 215, 212, 68, 78, 145, 24, 239, 133, 169, 195, 25, 142, 137,
+                                           172, 162, 57, 62, 98, 207, 182, 254, 24, 13, 73, 79, 132, 215, 229, 217}};
+    if (wide) { /* the golden ids come from a kept set wider than the cap */
+        sampler_cfg cfg;
+        sampler_config(&p, &cfg, NULL);
+        sample_trace tr;
+        int32_t id;
+        float work[SAMPLER_WORK_FLOATS(256)];
+        sample_reference(&cfg, logits, 256, NULL, NULL, 0, 0, work, &id, &tr, NULL);
+        CHECK(tr.wide && tr.n_kept > SAMPLER_K_CAP, "the wide golden run keeps %d ids", tr.n_kept);
+    }
+    int same = !memcmp(got, golden[wide], sizeof got);
+    CHECK(same, "golden ids (%s draw) differ: the resident computation changed (or this build computes differently)",
+          wide ? "wide" : "capped");
     if (!same) {
         for (int i = 0; i < 32; i++) fprintf(stderr, "%d, ", got[i]);
         fputc('\n', stderr);
     }
     lean_sampler_free(s);
+}
+
+static void test_golden(void) {
+    golden_run(0);
+    golden_run(1);
 }
 
 /* A draw depends on (seed, position, logits, window) only: not on earlier draws. */
@@ -748,7 +1025,7 @@ static void test_penalty(void) {
     CHECK(x[2] == 2.0f / pen && x[1] == -1.0f * pen && x[5] == 0.0f && x[7] == 0.0f && x[0] == 1.0f && x[6] == 3.0f,
           "hf penalty: %g %g %g", x[2], x[1], x[5]);
     /* The window: repeat_last_n = 2 sees only the last two accepted ids. */
-    float logits[10], work[10];
+    float logits[10], work[SAMPLER_WORK_FLOATS(10)];
     for (int i = 0; i < 10; i++) logits[i] = 2.0f;
     logits[0] = 2.5f;
     lean_sampler_params p = lean_sampler_default_params();
@@ -884,6 +1161,7 @@ int main(void) {
     test_exp();
     test_network();
     test_ties();
+    test_wide();
     test_chi_square();
     test_golden();
     test_position_keying();

@@ -25,12 +25,12 @@
  *   3. Ties at the k-th logit: transformers keeps every id whose logit equals the k-th
  *      largest (scores < kth are removed), so it can keep more than k; here exactly k are
  *      kept, ordered by logit and then by lower id (test_sampler.c shows a case).
- *   4. At most SAMPLER_K_CAP (64) candidates: top_k = 0 (off) or > 64 draws among the 64
- *      most likely ids. Top-p still measures its threshold against the whole distribution,
- *      so its kept set is exact whenever it has at most 64 ids; beyond that (top-p off or
- *      wide) the mass below rank 64 is not drawn (test_sampler.c prints it for the fixture
- *      models). With top_k <= 64, as transformers' default 50 and llama.cpp's 40, nothing
- *      is lost.
+ *   4. Top-k = 0 (off) or > 64 draws over the whole vocabulary (the wide draw): the kept
+ *      set is transformers' (up to 2 and 3), but the top-p prefix's mass is summed in id
+ *      order, not rank order, and the draw walks the kept ids in id order, so the ids for a
+ *      seed differ from those the capped draw (1 <= top_k <= 64: among the 64 best by a
+ *      network, sums in rank order) would give; the distribution is the same. Its cost:
+ *      a few passes over the vocabulary, up to ~70 when top-p keeps more than 64 ids.
  *   5. Ranking happens on the penalized logits before temperature (scaling by a positive
  *      constant keeps the order; only float ties created by that rounding could differ).
  *   6. A NaN or infinite logit (after the penalty) counts as masked out.
@@ -39,8 +39,9 @@
  *   1. parameters      defaults, checks, the derived float32 constants
  *   2. transformers    hf_repetition_penalty, hf_temperature, hf_top_k, hf_top_p, hf_process
  *   3. resident arithmetic   Philox4x32-10 on u32, the uniform, the polynomial exp
- *   4. top-k network   a bitonic sorting/merging network over blocks of 64
- *   5. sample_reference, and comparing traces
+ *   4. top-k network   a bitonic sorting/merging network over blocks of 64; the wide
+ *                      draw's keys, masses and threshold search
+ *   5. sample_reference (the capped and the wide draw), and comparing traces
  *   6. the handle      lean_sampler: history window, penalty set, lean_sampler_sample
  */
 #include "core/sampler.h"
@@ -397,21 +398,92 @@ static inline bool is_finite_bits(float x) {
     return (b & 0x7f800000u) != 0x7f800000u;
 }
 
-/* The softmax denominator over every allowed id, in a fixed order: sequential sums over
- * blocks of SAMPLER_SUM_BLOCK consecutive ids (lowest id first; excluded ids add nothing),
- * then the block sums added in block order. (A GPU: one invocation per block, then one
- * for the blocks.) Only needed when top-p applies without top-k. */
-static float full_mass(const float *a, int32_t n_vocab, const uint32_t *mask_bits, float max, float inv_t) {
+/* The wide draw's arithmetic (section 5's wide steps). An entry's key orders as the
+ * candidates do (larger value, then lower id) in one u64: the float's bits made monotone
+ * (-0 as +0) above the complemented id. A GPU compares the same integers. */
+static inline uint64_t entry_key(float v, uint32_t id) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    if (b == 0x80000000u) b = 0;
+    const uint32_t k = b & 0x80000000u ? ~b : b | 0x80000000u;
+    return (uint64_t)k << 32 | (0xffffffffu - id);
+}
+
+/* The entry a key names. */
+static cand key_entry(uint64_t key) {
+    const uint32_t k = (uint32_t)(key >> 32), b = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+    float v;
+    memcpy(&v, &b, sizeof v);
+    return (cand){v, 0xffffffffu - (uint32_t)key};
+}
+
+/* Whether the entry (v, id) has a key >= that of t = key_bound(key): float comparisons,
+ * cheaper than the key. Every key between two finite values' names a finite value but the
+ * -0 slot (high word 0x7fffffff, no entry's: -0 counts as +0), whose set is every value >= 0.
+ * NaN (an excluded id) reaches none. */
+static inline cand key_bound(uint64_t key) {
+    return key >> 32 == 0x7fffffffu ? (cand){0.0f, 0xffffffffu} : key_entry(key);
+}
+static inline bool reaches(float v, uint32_t id, cand t) { return v > t.v || (v == t.v && id <= t.id); }
+
+/* How many allowed entries have a key >= t, and the mass of their weights w (w_i = 0 for
+ * the others): sequential sums over blocks of SAMPLER_SUM_BLOCK consecutive ids, lowest id
+ * first, then the block sums added in block order. Adding a weight >= 0 never lowers a
+ * float sum (rounding is monotone), so the mass only grows as t falls: a threshold search
+ * over it is well defined. (A GPU: one invocation per block, then one for the blocks.) */
+static float wide_measure(const float *a, const float *w, int32_t n_vocab, uint64_t t, int32_t *count) {
+    const cand tb = key_bound(t);
     float total = 0;
+    int32_t c = 0;
     for (int32_t b = 0; b < n_vocab; b += SAMPLER_SUM_BLOCK) {
         const int32_t end = n_vocab - b < SAMPLER_SUM_BLOCK ? n_vocab : b + SAMPLER_SUM_BLOCK;
         float s = 0;
         for (int32_t i = b; i < end; i++)
-            if (is_finite_bits(a[i]) && (!mask_bits || lean_mask_allows(mask_bits, i)))
-                s = s + sampler_exp((a[i] - max) * inv_t);
+            if (reaches(a[i], (uint32_t)i, tb)) {
+                c++;
+                s = s + w[i];
+            }
         total = total + s;
     }
+    *count = c;
     return total;
+}
+
+/* Whether the set of entries with keys >= t is enough: k_lim of them, or a mass of at
+ * least limit (INFINITY: top-p off). True at the worst allowed entry (all of them, k_lim <= their
+ * number), and it only turns false as t rises. */
+static bool wide_enough(const float *a, const float *w, int32_t n_vocab, uint64_t t, int32_t k_lim, float limit) {
+    int32_t c;
+    const float m = wide_measure(a, w, n_vocab, t, &c);
+    return c >= k_lim || m >= limit;
+}
+
+/* The key of the worst kept entry: the largest key t (always an entry's) whose set is
+ * enough. The 64 candidates are tried first (top-p usually stops among them), by bisection
+ * over their ranks; past them, by bisection over the keys between the 64th candidate's and
+ * the worst allowed entry's (at most 64 measures of the whole vocabulary). */
+static uint64_t wide_threshold(const float *a, const float *w, int32_t n_vocab, const cand *best, int32_t n_best,
+                               uint64_t worst, int32_t k_lim, float limit) {
+    int32_t lo = -1, hi = n_best - 1; /* best[hi] is enough or hi past the list */
+    if (wide_enough(a, w, n_vocab, entry_key(best[hi].v, best[hi].id), k_lim, limit)) {
+        while (hi - lo > 1) { /* best[lo] is not enough (lo = -1: none tried) */
+            const int32_t mid = lo + (hi - lo) / 2;
+            if (wide_enough(a, w, n_vocab, entry_key(best[mid].v, best[mid].id), k_lim, limit))
+                hi = mid;
+            else
+                lo = mid;
+        }
+        return entry_key(best[hi].v, best[hi].id);
+    }
+    uint64_t yes = worst, no = entry_key(best[n_best - 1].v, best[n_best - 1].id);
+    while (no - yes > 1) {
+        const uint64_t mid = yes + (no - yes) / 2;
+        if (wide_enough(a, w, n_vocab, mid, k_lim, limit))
+            yes = mid;
+        else
+            no = mid;
+    }
+    return yes;
 }
 
 /* ================================================================ 5. sample_reference
@@ -419,18 +491,94 @@ static float full_mass(const float *a, int32_t n_vocab, const uint32_t *mask_bit
  *   a_i   = logits[i]; ids masked out, or whose a_i is NaN/inf after step 1, take no part
  *   1.    for each distinct id in the penalty window: a = a < 0 ? a * penalty : a * inv_penalty
  *   2.    greedy: the first i with the largest a_i (lowest id on ties); done
- *   3.    c_0..c_{K-1}: top K by the network, K = min(top_k or 64, 64, allowed ids)
+ *   3.    c_0..c_{K-1}: top K by the network, K = min(64, allowed ids); with 1 <= top_k <= 64
+ *         K = min(top_k, allowed ids) and steps 4-6 (the capped draw) follow, else the wide
+ *         draw (W1-W4)
  *   4.    w_j = sampler_exp((a_{c_j} - a_{c_0}) * inv_temperature)  (w_0 = 1); S_j = S_{j-1} + w_j
- *   5.    top-p (top_p < 1): keep the prefix of j with S_{j-1} < top_p * M (S_{-1} = 0), at
- *         least one: the smallest set whose probability reaches top_p (transformers: drop j
- *         when the mass of the ids above it is already >= top_p). M, the mass top-p sees, is
- *         S_{K-1} when top-k chose the candidates (1 <= top_k <= 64), else the mass of every
- *         allowed id (full_mass: its summation order is part of the definition), so the kept
- *         set is transformers' whenever it has at most 64 ids
+ *   5.    top-p (top_p < 1): keep the prefix of j with S_{j-1} < top_p * S_{K-1} (S_{-1} = 0),
+ *         at least one: the smallest set whose probability reaches top_p (transformers: drop j
+ *         when the mass of the ids above it is already >= top_p)
  *   6.    u = uniform(seed, pos); t = u * S_{m-1}; pick the first j with t < S_j.
  *         Since u <= 1 - 2^-24 and S_{m-1} >= 1, t < S_{m-1} always (round to nearest), and
  *         the picked w_j > 0.
- * Every value is float32; sums are sequential in candidate order. */
+ * The wide draw (top_k 0 or > 64): every allowed id takes part, none is capped away.
+ *   W1.   w_i = sampler_exp((a_i - a_{c_0}) * inv_temperature) for every allowed i. mass(t)
+ *         and count(t) of a key t: over the allowed entries with key >= t (entry_key: the
+ *         candidates' order as an integer), the weights summed in id blocks (wide_measure).
+ *   W2.   k = min(top_k, allowed) (all allowed when top_k = 0); t_k = the key of the k-th
+ *         best entry; with top-p, M = mass(t_k) and limit = top_p * M, else limit = 0.
+ *   W3.   the kept set: entries with key >= t*, t* the largest key with count(t*) >= k or
+ *         mass(t*) >= limit (wide_threshold): the k best, or fewer, the smallest prefix whose
+ *         mass reaches top_p * M (step 5's rule, measured in id order instead of rank order).
+ *   W4.   u = uniform(seed, pos); t = u * mass(t*); the running sum of the kept weights in
+ *         wide_measure's order (the sum of the blocks before, plus the block's own running
+ *         sum) first exceeds t at the drawn id (whose weight is > 0, as in step 6).
+ * Every value is float32; sums are sequential in a fixed order. The capped draw for
+ * top_k <= 64 is older than the wide one; their ids for a seed differ, their
+ * distributions are the same. */
+
+/* Steps W1-W4 of the wide draw on the penalized logits a (excluded ids NaN), the
+ * network's best[0..n_best) and the count of allowed ids; w: n_vocab floats of scratch. */
+static lean_status wide_draw(const sampler_cfg *cfg, const float *a, int32_t n_vocab, const cand *best,
+                             int32_t n_best, int32_t n_allowed, uint32_t pos, float *w, int32_t *out_id,
+                             sample_trace *trace) {
+    uint64_t worst = UINT64_MAX;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        w[i] = 0;
+        if (!is_finite_bits(a[i])) continue;
+        w[i] = sampler_exp((a[i] - best[0].v) * cfg->inv_temperature);
+        const uint64_t key = entry_key(a[i], (uint32_t)i);
+        if (key < worst) worst = key;
+    }
+    const int32_t k = cfg->top_k > 0 && cfg->top_k < n_allowed ? cfg->top_k : n_allowed;
+    int32_t count;
+    float total = 0, limit = INFINITY;
+    if (cfg->use_top_p) {
+        const uint64_t t_k = k == n_allowed ? worst : wide_threshold(a, w, n_vocab, best, n_best, worst, k, INFINITY);
+        total = wide_measure(a, w, n_vocab, t_k, &count);
+        limit = cfg->top_p_f * total;
+    }
+    const uint64_t t = k == n_allowed && !cfg->use_top_p ? worst
+                                                         : wide_threshold(a, w, n_vocab, best, n_best, worst, k, limit);
+    const float kept = wide_measure(a, w, n_vocab, t, &count);
+    const float u = sampler_uniform(cfg->seed, pos);
+    const float target = u * kept;
+    int32_t id = -1;
+    const cand tb = key_bound(t);
+    float before = 0; /* the blocks' sum before this block */
+    for (int32_t b = 0; b < n_vocab && id < 0; b += SAMPLER_SUM_BLOCK) {
+        const int32_t end = n_vocab - b < SAMPLER_SUM_BLOCK ? n_vocab : b + SAMPLER_SUM_BLOCK;
+        float s = 0;
+        for (int32_t i = b; i < end && id < 0; i++)
+            if (reaches(a[i], (uint32_t)i, tb)) {
+                s = s + w[i];
+                if (target < before + s) id = i;
+            }
+        before = before + s;
+    }
+    if (trace) {
+        memset(trace, 0, sizeof *trace);
+        trace->wide = true;
+        trace->n_cand = k;
+        trace->n_kept = count;
+        for (int32_t j = 0; j < n_best && j < count; j++) {
+            trace->ids[j] = (int32_t)best[j].id;
+            trace->logit[j] = best[j].v;
+            trace->weight[j] = w[best[j].id];
+        }
+        const cand last = key_entry(t);
+        trace->last_id = (int32_t)last.id;
+        trace->last_logit = last.v;
+        trace->mass = total;
+        trace->kept = kept;
+        trace->u = u;
+        trace->target = target;
+        trace->pick = -1;
+        trace->id = id;
+    }
+    *out_id = id;
+    return LEAN_OK;
+}
 
 lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_t n_vocab,
                              const uint32_t *mask_bits, const int32_t *penalty_ids,
@@ -456,6 +604,7 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
             trace->ids[0] = best;
             trace->logit[0] = a[best];
             trace->weight[0] = trace->cum[0] = 1.0f;
+            trace->id = best;
         }
         *out_id = best;
         return LEAN_OK;
@@ -466,7 +615,10 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
     for (int j = 0; j < SAMPLER_K_CAP; j++) best[j] = sentinel;
     int32_t n_allowed = 0, nb = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
-        if (!ALLOWED(i)) continue;
+        if (!ALLOWED(i)) {
+            a[i] = NAN; /* the wide draw's test for an allowed id is a finite a_i */
+            continue;
+        }
         n_allowed++;
         const cand c = {a[i], (uint32_t)i};
         if (!better(c, best[SAMPLER_K_CAP - 1])) continue;
@@ -483,9 +635,11 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
     }
     if (n_allowed == 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "no id of %d is allowed with a finite logit", n_vocab);
 
-    int32_t k = cfg->top_k == 0 || cfg->top_k > SAMPLER_K_CAP ? SAMPLER_K_CAP : cfg->top_k;
-    if (k > n_allowed) k = n_allowed;
-    float w[SAMPLER_K_CAP], cum[SAMPLER_K_CAP];
+    const int32_t n_best = n_allowed < SAMPLER_K_CAP ? n_allowed : SAMPLER_K_CAP;
+    if (cfg->top_k == 0 || cfg->top_k > SAMPLER_K_CAP)
+        return wide_draw(cfg, a, n_vocab, best, n_best, n_allowed, pos, work + n_vocab, out_id, trace);
+    const int32_t k = cfg->top_k < n_best ? cfg->top_k : n_best;
+    float w[SAMPLER_K_CAP], cum[SAMPLER_K_CAP] = {0}; /* k >= 1: {0} only quiets the compiler */
     for (int32_t j = 0; j < k; j++) {
         w[j] = sampler_exp((best[j].v - best[0].v) * cfg->inv_temperature);
         cum[j] = j == 0 ? w[0] : cum[j - 1] + w[j];
@@ -493,9 +647,7 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
     int32_t m = k;
     float total = 0;
     if (cfg->use_top_p) {
-        /* top-p's mass: the candidates' when top-k chose them, else every allowed id's */
-        const bool top_k_on = cfg->top_k > 0 && cfg->top_k <= SAMPLER_K_CAP;
-        total = top_k_on ? cum[k - 1] : full_mass(a, n_vocab, mask_bits, best[0].v, cfg->inv_temperature);
+        total = cum[k - 1];
         const float limit = cfg->top_p_f * total;
         m = 1;
         while (m < k && cum[m - 1] < limit) m++;
@@ -522,6 +674,7 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
         trace->u = u;
         trace->target = target;
         trace->pick = pick;
+        trace->id = (int32_t)best[pick].id;
     }
     *out_id = (int32_t)best[pick].id;
     return LEAN_OK;
@@ -535,17 +688,24 @@ static bool same_bits(float a, float b) {
 }
 
 bool sample_trace_same(const sample_trace *a, const sample_trace *b, char *msg, size_t cap) {
-    if (a->n_cand != b->n_cand || a->n_kept != b->n_kept || a->pick != b->pick) {
-        snprintf(msg, cap, "candidates %d/%d, kept %d/%d, pick %d/%d", a->n_cand, b->n_cand, a->n_kept, b->n_kept,
-                 a->pick, b->pick);
+    if (a->wide != b->wide || a->n_cand != b->n_cand || a->n_kept != b->n_kept || a->pick != b->pick || a->id != b->id) {
+        snprintf(msg, cap, "wide %d/%d, candidates %d/%d, kept %d/%d, pick %d/%d, id %d/%d", a->wide, b->wide,
+                 a->n_cand, b->n_cand, a->n_kept, b->n_kept, a->pick, b->pick, a->id, b->id);
         return false;
     }
-    if (!same_bits(a->u, b->u) || !same_bits(a->target, b->target) || !same_bits(a->mass, b->mass)) {
-        snprintf(msg, cap, "u %a/%a, target %a/%a, top-p's mass %a/%a", a->u, b->u, a->target, b->target, a->mass,
-                 b->mass);
+    if (!same_bits(a->u, b->u) || !same_bits(a->target, b->target) || !same_bits(a->mass, b->mass) ||
+        !same_bits(a->kept, b->kept)) {
+        snprintf(msg, cap, "u %a/%a, target %a/%a, top-p's mass %a/%a, kept mass %a/%a", a->u, b->u, a->target,
+                 b->target, a->mass, b->mass, a->kept, b->kept);
         return false;
     }
-    for (int32_t j = 0; j < a->n_cand && j < SAMPLER_K_CAP; j++)
+    if (a->last_id != b->last_id || !same_bits(a->last_logit, b->last_logit)) {
+        snprintf(msg, cap, "the worst kept entry: id %d/%d, logit %a/%a", a->last_id, b->last_id, a->last_logit,
+                 b->last_logit);
+        return false;
+    }
+    const int32_t n = a->wide ? (a->n_kept < SAMPLER_K_CAP ? a->n_kept : SAMPLER_K_CAP) : a->n_cand;
+    for (int32_t j = 0; j < n && j < SAMPLER_K_CAP; j++)
         if (a->ids[j] != b->ids[j] || !same_bits(a->logit[j], b->logit[j]) || !same_bits(a->weight[j], b->weight[j]) ||
             !same_bits(a->cum[j], b->cum[j])) {
             snprintf(msg, cap, "candidate %d: id %d/%d, logit %a/%a, weight %a/%a, running sum %a/%a", j, a->ids[j],
@@ -570,7 +730,7 @@ struct lean_sampler {
     uint32_t *stamp;    /* (n_vocab) the generation that last listed each id */
     uint32_t gen;
     int32_t *distinct;  /* (n_vocab) the window's distinct ids */
-    float *work;        /* (n_vocab) penalized logits */
+    float *work;        /* (SAMPLER_WORK_FLOATS) penalized logits, the wide draw's weights */
 };
 
 /* A seed for LEAN_SEED_RANDOM from the clock, an address and a counter (splitmix64). */
@@ -600,7 +760,7 @@ lean_status lean_sampler_create(const lean_sampler_params *p, int32_t n_vocab, l
     if (s->cfg.seed == LEAN_SEED_RANDOM) s->cfg.seed = pick_seed(s);
     s->stamp = lean_calloc((size_t)n_vocab, sizeof *s->stamp);
     s->distinct = lean_calloc((size_t)n_vocab, sizeof *s->distinct);
-    s->work = lean_calloc((size_t)n_vocab, sizeof *s->work);
+    s->work = lean_calloc(SAMPLER_WORK_FLOATS(n_vocab), sizeof *s->work);
     if (!s->stamp || !s->distinct || !s->work) {
         lean_sampler_free(s);
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "sampler scratch for %d ids", n_vocab);

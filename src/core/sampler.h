@@ -18,11 +18,13 @@
 
 #include "core/common.h"
 
-/* The most candidates sample_reference draws among: with top_k = 0 (off) or top_k > 64 it
- * draws among at most the 64 most likely ids (sampler.c's deviation 4 says what that costs). */
+/* The candidates the top-k network keeps: 1 <= top_k <= 64 draws among them (the capped
+ * draw); top_k = 0 (off) or > 64 draws over the whole vocabulary (the wide draw, sampler.c). */
 #define SAMPLER_K_CAP 64
-/* Ids per partial sum when top-p needs the mass of the whole vocabulary (sampler.c). */
+/* Ids per partial sum in the wide draw's masses (sampler.c, wide_measure). */
 #define SAMPLER_SUM_BLOCK 256
+/* Floats of scratch sample_reference needs for n_vocab ids. */
+#define SAMPLER_WORK_FLOATS(n_vocab) (2 * (size_t)(n_vocab))
 
 /* The validated parameters in the form both computations use. Where torch rounds a Python
  * float to float32 before using it, the float32 value is kept here. */
@@ -92,15 +94,21 @@ float sampler_exp(float d);
 
 /* What sample_reference saw, for tests (and for comparing a GPU's read-back). */
 typedef struct sample_trace {
-    int32_t n_cand;                /* candidates after top-k (<= SAMPLER_K_CAP) */
+    bool wide;                     /* the wide draw (top_k 0 or > 64), else the capped one */
+    int32_t n_cand;                /* candidates after top-k (capped: <= SAMPLER_K_CAP; wide: k) */
     int32_t n_kept;                /* of those, kept by top-p (a prefix) */
-    int32_t ids[SAMPLER_K_CAP];    /* candidates, best first (logit desc, then id asc) */
+    int32_t ids[SAMPLER_K_CAP];    /* candidates, best first (logit desc, then id asc); wide: the
+                                    * first min(n_kept, 64) kept */
     float logit[SAMPLER_K_CAP];    /* their penalized logits */
     float weight[SAMPLER_K_CAP];   /* sampler_exp((logit - logit[0]) * inv_temperature) */
-    float cum[SAMPLER_K_CAP];      /* running sums of weight, in order */
+    float cum[SAMPLER_K_CAP];      /* capped: running sums of weight, in order (wide: 0) */
     float mass;                    /* the mass top-p measured the kept set against (0: top-p off) */
-    float u, target;               /* the uniform and u * cum[n_kept - 1] */
-    int32_t pick;                  /* index into ids of the drawn id */
+    float kept;                    /* wide: the kept set's mass (capped: 0) */
+    int32_t last_id;               /* wide: the worst kept entry (the threshold), id and logit */
+    float last_logit;
+    float u, target;               /* the uniform and u * the kept mass */
+    int32_t pick;                  /* capped: index into ids of the drawn id (wide: -1) */
+    int32_t id;                    /* the drawn id */
 } sample_trace;
 
 /* Whether two traces are the same bit for bit (counts, pick, ids, every float's bits, up to
@@ -108,8 +116,8 @@ typedef struct sample_trace {
  * holding another backend's sampler to sample_reference. */
 bool sample_trace_same(const sample_trace *a, const sample_trace *b, char *msg, size_t cap);
 
-/* The resident sampler. logits[n_vocab] are read, never written; work holds n_vocab floats
- * (scratch). penalty_ids: the distinct ids of the penalty window. mask_bits (nullable): a
+/* The resident sampler. logits[n_vocab] are read, never written; work holds
+ * SAMPLER_WORK_FLOATS(n_vocab) floats (scratch). penalty_ids: the distinct ids of the penalty window. mask_bits (nullable): a
  * packed bitset of allowed ids. pos: the position keying the random draw (the position the
  * drawn token will occupy). trace (nullable) receives the intermediate values.
  * LEAN_ERR_ARG when no id is allowed and finite. */

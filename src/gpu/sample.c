@@ -3,16 +3,20 @@
  *
  * What it does: lays out the scratch and history buffers, builds the candidate tree (sample_topk
  * over the vocabulary, then sample_merge levels until one list is left; sample_argmax levels
- * when greedy), top-p's mass pass when needed, and the pick; keeps the parameters in a uniform
- * so a new seed or temperature needs no new pipeline (pipelines depend only on the vocabulary
- * size and the buffer layout); checks that an adapter reproduces the CPU (gpu_sampler_check).
+ * when greedy) and the pick; keeps the parameters in a uniform so a new seed or temperature
+ * needs no new pipeline (pipelines depend only on the vocabulary size and the buffer layout);
+ * checks that an adapter reproduces the CPU (gpu_sampler_check).
+ * The wide draw (top_k 0 or > 64, sampler.c W1-W4) adds sample_wide_prep (keys and weights),
+ * 16 levels of sample_wide_count + sample_wide_digit per threshold search (one, or two when
+ * top-p needs top-k's mass first), and sample_pick walks the last level's block sums.
  * What it does not: masks, reading ids back (the caller's), choosing when to sample (forward.c).
  *
  * Buffers (u32 words):
  *   params  (12)   the Params of sample_common.wgsl
  *   scratch        level lists: level l holds groups_l lists of list_len entries (value bits,
  *                  id), one after another from its out_off; the last level has one list (the
- *                  candidates, best first) | top-p's block sums (n_blocks) | the trace (136)
+ *                  candidates, best first) | the trace (140) | the wide draw only: per id
+ *                  (key hi, key lo, weight) | per block 16 x (count, sum) | its state (12)
  *   hist           [0] position of the next draw [1] ring head [2] ring fill [3] unused;
  *                  with the penalty on: counts (n_vocab) and the ring (ring_len)
  *
@@ -29,13 +33,13 @@
  * serial reads, not bytes (docs/runs/2026-12-04-moved-from-src.md). */
 #define GREEDY_CHUNK 512
 #define FAN 8             /* lists merged per workgroup: the later levels of the top-k tree */
-#define MASS_BLOCKS 8     /* top-p's mass: blocks of SAMPLER_SUM_BLOCK ids per workgroup */
 #define MAX_LEVELS 8      /* a level shrinks its input 8-fold or more: 65535 groups -> 1 in 7 */
-#define TRACE_WORDS 136   /* sample_pick.wgsl's trace */
+#define TRACE_WORDS 140   /* sample_pick.wgsl's trace */
+#define WIDE_LEVELS 16    /* 4 bits of the 64-bit key a level (sample_wide_count.wgsl) */
 #define HIST_STATE 4      /* words before the counts in hist */
 
 /* Params flags (sample_common.wgsl) */
-enum { F_PENALTY = 1, F_TOP_P = 2, F_MASS_ALL = 4, F_GREEDY = 8 };
+enum { F_PENALTY = 1, F_TOP_P = 2, F_WIDE = 4, F_GREEDY = 8 };
 
 typedef struct kernel {
     lean_gpu_pipeline *pipe; /* owned by the lean_gpu (cached by source) */
@@ -53,9 +57,12 @@ struct gpu_sampler {
     uint32_t out_index;
     kernel level[MAX_LEVELS];
     int n_levels;
-    kernel mass, pick;  /* mass.pipe is NULL unless top-p measures every allowed id */
+    kernel pick;
+    kernel wprep, wcount, wdigit; /* the wide draw's (pipes NULL otherwise) */
+    int wide_phases;    /* threshold searches per draw: 2 when top-p needs top-k's mass, else 1 */
     uint32_t list_len;  /* entries per list: 64, or 1 when greedy */
     uint32_t final_off, trace_off; /* words in scratch */
+    uint32_t wide_off, wcount_off, wstate_off, n_blocks;
     uint32_t *host;     /* (hist words) what gpu_sampler_reset uploads */
     uint64_t hist_words;
 };
@@ -64,16 +71,16 @@ struct gpu_sampler {
 
 /* The Params uniform (sample_common.wgsl), 12 words. */
 static void params_words(const sampler_cfg *c, uint32_t ring_len, uint32_t w[12]) {
-    const bool top_k_on = c->top_k > 0 && c->top_k <= SAMPLER_K_CAP;
     uint32_t flags = 0;
     if (c->use_penalty) flags |= F_PENALTY;
     if (c->greedy) flags |= F_GREEDY;
-    if (!c->greedy && c->use_top_p) flags |= F_TOP_P | (top_k_on ? 0 : F_MASS_ALL);
+    if (!c->greedy && c->use_top_p) flags |= F_TOP_P;
+    if (!c->greedy && (c->top_k == 0 || c->top_k > SAMPLER_K_CAP)) flags |= F_WIDE;
     memset(w, 0, 12 * sizeof *w);
     w[0] = (uint32_t)c->seed;
     w[1] = (uint32_t)(c->seed >> 32);
     w[2] = 0; /* zero: fmul's fence */
-    w[3] = c->greedy ? 1u : top_k_on ? (uint32_t)c->top_k : SAMPLER_K_CAP;
+    w[3] = c->greedy ? 1u : (uint32_t)c->top_k;
     w[4] = flags;
     w[5] = ring_len;
     memcpy(&w[6], &c->penalty, 4);
@@ -164,25 +171,29 @@ static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_pla
     return LEAN_OK;
 }
 
-/* top-p's mass over every allowed id (only when top-k does not choose the candidates) and the
- * pick. mass_off: where the block sums go in scratch. */
-static lean_status make_end(gpu_sampler *s, const vocab_src *v, uint32_t mass_off, uint32_t n_blocks,
-                            lean_gpu_buf *out, uint32_t out_index, lean_error *err) {
+/* The wide draw's kernels (when cfg asks for it) and the pick. */
+static lean_status make_end(gpu_sampler *s, const vocab_src *v, lean_gpu_buf *out, uint32_t out_index, lean_error *err) {
     const lean_gpu_const k[] = {
-        {"N_VOCAB", 'u', s->n_vocab},     {"LOGITS_OFF", 'u', v->logits_off}, {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
-        {"N_BLOCKS", 'u', n_blocks},      {"MASS_OFF", 'u', mass_off},        {"MAX_OFF", 'u', s->final_off},
-        {"MB", 'u', MASS_BLOCKS},         {"FINAL_OFF", 'u', s->final_off},   {"TRACE_OFF", 'u', s->trace_off},
-        {"OUT_INDEX", 'u', out_index}};
+        {"N_VOCAB", 'u', s->n_vocab},          {"LOGITS_OFF", 'u', v->logits_off},  {"FINAL_OFF", 'u', s->final_off},
+        {"TRACE_OFF", 'u', s->trace_off},      {"OUT_INDEX", 'u', out_index},       {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
+        {"N_BLOCKS", 'u', s->n_blocks},        {"WIDE_OFF", 'u', s->wide_off},      {"WSTATE_OFF", 'u', s->wstate_off},
+        {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}};
     uint32_t w[12];
     params_words(&s->cfg, s->ring_len, w);
-    if (w[4] & F_MASS_ALL) {
-        const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
-        lean_status st = make_kernel(s, "sample_mass", "sample_vocab", "sample_mass", k, 10, extra, 2,
-                                     lean_div_up(n_blocks, MASS_BLOCKS), &s->mass, err);
-        if (st != LEAN_OK) return st;
+    lean_status st = LEAN_OK;
+    if (w[4] & F_WIDE) {
+        const lean_gpu_bind vocab[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
+        st = make_kernel(s, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 11, vocab, 2,
+                         lean_div_up((uint64_t)s->n_vocab, WG), &s->wprep, err);
+        if (st == LEAN_OK)
+            st = make_kernel(s, "sample_wide_count", NULL, "sample_wide_count", k, 11, NULL, -1,
+                             lean_div_up(s->n_blocks, WG), &s->wcount, err);
+        if (st == LEAN_OK)
+            st = make_kernel(s, "sample_wide_digit", NULL, "sample_wide_digit", k, 11, NULL, 0, 1, &s->wdigit, err);
     }
     const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
-    return make_kernel(s, "sample_pick", NULL, "sample_pick", k, 10, extra, 2, 1, &s->pick, err);
+    if (st == LEAN_OK) st = make_kernel(s, "sample_pick", NULL, "sample_pick", k, 11, extra, 2, 1, &s->pick, err);
+    return st;
 }
 
 /* ---- create, reset, record, trace, free ---- */
@@ -231,7 +242,6 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
     s->list_len = cfg->greedy ? 1 : SAMPLER_K_CAP;
     s->ring_len = cfg->use_penalty && cfg->repeat_last_n > 0 ? (uint32_t)cfg->repeat_last_n : 0;
     s->hist_words = HIST_STATE + (cfg->use_penalty ? (uint64_t)n_vocab + s->ring_len : 0);
-    const uint32_t n_blocks = lean_div_up((uint64_t)n_vocab, SAMPLER_SUM_BLOCK);
     level_plan lv[MAX_LEVELS];
     uint64_t words = 0;
     const int n_levels = plan_tree(n_vocab, cfg->greedy, lv, &words);
@@ -256,17 +266,21 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
                        (unsigned long long)s->hist_words);
         goto fail;
     }
-    const uint32_t mass_off = (uint32_t)words;
-    s->trace_off = mass_off + n_blocks;
+    s->trace_off = (uint32_t)words;
+    s->n_blocks = (uint32_t)lean_div_up((uint64_t)n_vocab, SAMPLER_SUM_BLOCK);
+    s->wide_off = s->trace_off + TRACE_WORDS;
+    s->wcount_off = s->wide_off + 3 * (uint32_t)n_vocab;
+    s->wstate_off = s->wcount_off + 32 * s->n_blocks;
+    s->wide_phases = !(w[4] & F_WIDE) ? 0 : cfg->use_top_p && cfg->top_k > 0 ? 2 : 1;
+    const uint64_t scratch_words = s->wide_phases ? (uint64_t)s->wstate_off + 12 : (uint64_t)s->wide_off;
     st = lean_gpu_buf_create(g, sizeof w, LEAN_GPU_UNIFORM, "sample params", &s->params, err);
     if (st == LEAN_OK) st = lean_gpu_buf_write(g, s->params, 0, w, sizeof w, err);
     if (st == LEAN_OK)
         st = lean_gpu_buf_create(g, s->hist_words * 4, LEAN_GPU_STORAGE, "sample history", &s->hist, err);
     if (st == LEAN_OK)
-        st = lean_gpu_buf_create(g, ((uint64_t)s->trace_off + TRACE_WORDS) * 4, LEAN_GPU_STORAGE, "sample scratch",
-                                 &s->scratch, err);
+        st = lean_gpu_buf_create(g, scratch_words * 4, LEAN_GPU_STORAGE, "sample scratch", &s->scratch, err);
     if (st == LEAN_OK) st = make_tree(s, &v, lv, n_levels, err);
-    if (st == LEAN_OK) st = make_end(s, &v, mass_off, n_blocks, out, out_index, err);
+    if (st == LEAN_OK) st = make_end(s, &v, out, out_index, err);
     if (st != LEAN_OK) goto fail;
     *res = s;
     return LEAN_OK;
@@ -303,7 +317,11 @@ lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *histo
 
 void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s) {
     for (int l = 0; l < s->n_levels; l++) lean_gpu_dispatch(c, s->level[l].pipe, s->level[l].bg, s->level[l].groups, 1, 1);
-    if (s->mass.pipe) lean_gpu_dispatch(c, s->mass.pipe, s->mass.bg, s->mass.groups, 1, 1);
+    if (s->wide_phases) lean_gpu_dispatch(c, s->wprep.pipe, s->wprep.bg, s->wprep.groups, 1, 1);
+    for (int l = 0; l < s->wide_phases * WIDE_LEVELS; l++) {
+        lean_gpu_dispatch(c, s->wcount.pipe, s->wcount.bg, s->wcount.groups, 1, 1);
+        lean_gpu_dispatch(c, s->wdigit.pipe, s->wdigit.bg, 1, 1, 1);
+    }
     lean_gpu_dispatch(c, s->pick.pipe, s->pick.bg, 1, 1, 1);
 }
 
@@ -316,17 +334,26 @@ static float f32_of(uint32_t u) {
 /* The trace of a draw from its final list (list_len (value, id) pairs) and trace words. */
 static void trace_of(const gpu_sampler *s, const uint32_t *list, const uint32_t *tr, sample_trace *t) {
     memset(t, 0, sizeof *t);
-    t->n_cand = (int32_t)(tr[0] <= s->list_len ? tr[0] : s->list_len);
+    t->wide = tr[139] != 0;
+    t->n_cand = (int32_t)(t->wide || tr[0] <= s->list_len ? tr[0] : s->list_len);
     t->n_kept = (int32_t)tr[1];
-    t->pick = (int32_t)tr[2];
+    t->pick = (int32_t)tr[2]; /* NO_ID reads as -1 */
+    t->id = (int32_t)tr[6];
     t->mass = f32_of(tr[7]);
     t->u = f32_of(tr[3]);
     t->target = f32_of(tr[4]);
-    for (int32_t j = 0; j < t->n_cand; j++) {
+    t->kept = f32_of(tr[136]);
+    const int32_t n = t->wide ? (t->n_kept < (int32_t)s->list_len ? t->n_kept : (int32_t)s->list_len) : t->n_cand;
+    for (int32_t j = 0; j < n; j++) {
         t->logit[j] = f32_of(list[2 * j]);
         t->ids[j] = (int32_t)list[2 * j + 1];
         t->weight[j] = f32_of(tr[8 + j]);
         t->cum[j] = f32_of(tr[72 + j]);
+    }
+    if (t->wide) { /* the kept set's key: sampler.c's entry_key of its last entry */
+        const uint32_t k = tr[137], b = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+        t->last_logit = f32_of(b);
+        t->last_id = (int32_t)~tr[138];
     }
 }
 
@@ -397,15 +424,17 @@ lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32
     return st == LEAN_OK ? compare_draw(s, logits, history, n_history, pos, work, gid, &gt, err) : st;
 }
 
+/* CHECK_DRAWS draws of each sampler: the capped draw (top-k 64), then the wide one (top-k 0:
+ * the threshold search crosses the 64th candidate: top-p keeps ~300 of the 1000 ids). */
 enum { CHECK_N = 1000, CHECK_HIST = 16, CHECK_DRAWS = 4 };
 
 struct gpu_sampler_check_run {
     lean_gpu *g;
-    gpu_sampler *s;
+    gpu_sampler *s[2];  /* the capped draw's, the wide draw's */
     lean_gpu_buf *logits, *out;
     lean_gpu_buf *rb;  /* READBACK: per draw, rec_words words: id | final list | trace */
     uint32_t rec_words;
-    float *x;          /* (2 CHECK_N) the logits, then sample_reference's scratch */
+    float *x;          /* (CHECK_N + SAMPLER_WORK_FLOATS) the logits, then sample_reference's scratch */
     int32_t hist[CHECK_HIST];
 };
 
@@ -413,7 +442,8 @@ static uint32_t check_pos(int k) { return (uint32_t)k * 7919u; }
 
 void gpu_sampler_check_free(gpu_sampler_check_run *r) {
     if (!r) return;
-    gpu_sampler_free(r->s);
+    gpu_sampler_free(r->s[0]);
+    gpu_sampler_free(r->s[1]);
     lean_gpu_buf_free(r->logits);
     lean_gpu_buf_free(r->out);
     lean_gpu_buf_free(r->rb);
@@ -423,7 +453,7 @@ void gpu_sampler_check_free(gpu_sampler_check_run *r) {
 
 /* Draw k: reset to its position, draw, copy what the check compares to its record in rb. */
 static lean_status check_draw(gpu_sampler_check_run *r, int k, lean_error *err) {
-    gpu_sampler *s = r->s;
+    gpu_sampler *s = r->s[k / CHECK_DRAWS];
     lean_gpu_cmd *c = NULL;
     lean_status st = gpu_sampler_reset(s, check_pos(k), r->hist, CHECK_HIST, err);
     if (st == LEAN_OK) st = lean_gpu_begin(r->g, &c, err);
@@ -440,7 +470,7 @@ lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, le
     *out = NULL;
     lean_sampler_params p = lean_sampler_default_params();
     p.temperature = 0.7;
-    p.top_k = 0;
+    p.top_k = SAMPLER_K_CAP;
     p.top_p = 0.9;
     p.repeat_penalty = 1.3;
     p.repeat_last_n = CHECK_HIST;
@@ -449,7 +479,7 @@ lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, le
     lean_status st = sampler_config(&p, &cfg, err);
     if (st != LEAN_OK) return st;
     gpu_sampler_check_run *r = lean_calloc(1, sizeof *r);
-    float *x = lean_malloc(2 * CHECK_N * sizeof *x);
+    float *x = lean_malloc((CHECK_N + SAMPLER_WORK_FLOATS(CHECK_N)) * sizeof *x);
     if (!r || !x) {
         lean_free(r), lean_free(x);
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_check: %d logits", CHECK_N);
@@ -465,13 +495,16 @@ lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, le
     st = lean_gpu_buf_create(g, sizeof *x * CHECK_N, LEAN_GPU_STORAGE, "sample check logits", &r->logits, err);
     if (st == LEAN_OK) st = lean_gpu_buf_write(g, r->logits, 0, x, sizeof *x * CHECK_N, err);
     if (st == LEAN_OK) st = lean_gpu_buf_create(g, 4, LEAN_GPU_STORAGE, "sample check id", &r->out, err);
-    if (st == LEAN_OK) st = gpu_sampler_create(g, &cfg, CHECK_N, r->logits, 0, r->out, 0, &r->s, err);
+    if (st == LEAN_OK) st = gpu_sampler_create(g, &cfg, CHECK_N, r->logits, 0, r->out, 0, &r->s[0], err);
+    cfg.top_k = 0;
+    cfg.inv_temperature = 1.0f / (cfg.temperature = 2.0f);
+    if (st == LEAN_OK) st = gpu_sampler_create(g, &cfg, CHECK_N, r->logits, 0, r->out, 0, &r->s[1], err);
     if (st == LEAN_OK) {
-        r->rec_words = 1 + 2 * r->s->list_len + TRACE_WORDS;
-        st = lean_gpu_buf_create(g, 4ull * r->rec_words * CHECK_DRAWS, LEAN_GPU_READBACK, "sample check records",
+        r->rec_words = 1 + 2 * SAMPLER_K_CAP + TRACE_WORDS;
+        st = lean_gpu_buf_create(g, 4ull * r->rec_words * 2 * CHECK_DRAWS, LEAN_GPU_READBACK, "sample check records",
                                  &r->rb, err);
     }
-    for (int k = 0; k < CHECK_DRAWS && st == LEAN_OK; k++) st = check_draw(r, k, err);
+    for (int k = 0; k < 2 * CHECK_DRAWS && st == LEAN_OK; k++) st = check_draw(r, k, err);
     if (st == LEAN_OK) st = lean_gpu_map_begin(r->rb, err);
     if (st != LEAN_OK) {
         gpu_sampler_check_free(r);
@@ -482,15 +515,16 @@ lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, le
 }
 
 lean_status gpu_sampler_check_end(gpu_sampler_check_run *r, lean_error *err) {
-    uint32_t *w = lean_malloc(4ull * r->rec_words * CHECK_DRAWS);
-    lean_status st = w ? lean_gpu_map_take(r->rb, w, 4ull * r->rec_words * CHECK_DRAWS, err)
+    uint32_t *w = lean_malloc(4ull * r->rec_words * 2 * CHECK_DRAWS);
+    lean_status st = w ? lean_gpu_map_take(r->rb, w, 4ull * r->rec_words * 2 * CHECK_DRAWS, err)
                        : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_check: its records");
     if (st == LEAN_PENDING) return lean_free(w), st;
-    for (int k = 0; k < CHECK_DRAWS && st == LEAN_OK; k++) {
+    for (int k = 0; k < 2 * CHECK_DRAWS && st == LEAN_OK; k++) {
+        gpu_sampler *s = r->s[k / CHECK_DRAWS];
         const uint32_t *rec = w + (size_t)r->rec_words * (size_t)k;
         sample_trace gt;
-        trace_of(r->s, rec + 1, rec + 1 + 2 * r->s->list_len, &gt);
-        st = compare_draw(r->s, r->x, r->hist, CHECK_HIST, check_pos(k), r->x + CHECK_N, rec[0], &gt, err);
+        trace_of(s, rec + 1, rec + 1 + 2 * SAMPLER_K_CAP, &gt);
+        st = compare_draw(s, r->x, r->hist, CHECK_HIST, check_pos(k), r->x + CHECK_N, rec[0], &gt, err);
     }
     lean_free(w);
     gpu_sampler_check_free(r);
@@ -506,8 +540,10 @@ lean_status gpu_sampler_check(lean_gpu *g, lean_error *err) {
 void gpu_sampler_free(gpu_sampler *s) {
     if (!s) return;
     for (int l = 0; l < s->n_levels; l++) lean_gpu_bindgroup_free(s->level[l].bg);
-    lean_gpu_bindgroup_free(s->mass.bg);
     lean_gpu_bindgroup_free(s->pick.bg);
+    lean_gpu_bindgroup_free(s->wprep.bg);
+    lean_gpu_bindgroup_free(s->wcount.bg);
+    lean_gpu_bindgroup_free(s->wdigit.bg);
     lean_gpu_buf_free(s->params);
     lean_gpu_buf_free(s->scratch);
     lean_gpu_buf_free(s->hist);

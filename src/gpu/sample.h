@@ -27,7 +27,8 @@
 
 typedef struct gpu_sampler gpu_sampler;
 
-/* cfg: from sampler_config, with the seed resolved (not LEAN_SEED_RANDOM). logits: n_vocab
+/* cfg: from sampler_config, with the seed resolved (not LEAN_SEED_RANDOM), greedy or with
+ * 1 <= top_k <= 64 (the capped draw; the wide one is LEAN_ERR_UNSUPPORTED: the host draws). logits: n_vocab
  * F32 at byte offset logits_offset (a multiple of 4). out: the id goes to u32 index out_index.
  * The buffers stay the caller's and must outlive s. Fails with LEAN_ERR_ARG on bad sizes,
  * LEAN_ERR_UNSUPPORTED when the device's limits cannot hold the vocabulary or the window. */
@@ -39,11 +40,12 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
  * command buffer submitted after it. LEAN_ERR_ARG for an id outside the vocabulary. */
 lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *history, int32_t n_history,
                               lean_error *err);
-/* Records one draw: the top-k tree (or the argmax tree when greedy), top-p's mass when top-k
- * does not bound it, the pick. 2-5 dispatches for a 152k vocabulary; no allocation. */
+/* Records one draw: the top-k tree (or the argmax tree when greedy), the wide draw's passes
+ * (top_k 0 or > 64: keys and weights, 16 or 32 threshold levels of two dispatches), the pick.
+ * 2-5 dispatches for a 152k vocabulary (36-70 for the wide draw); no allocation. */
 void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s);
 /* Whether this adapter's arithmetic reproduces sample_reference: a few draws over a fixed
- * 1000-id vocabulary (penalty, temperature, 64 candidates, top-p over the whole mass) compared
+ * 1000-id vocabulary (penalty, temperature, top-p; top-k 64, and top-k 0: the wide draw) compared
  * with the CPU's, traces bit for bit (WGSL lets + and * round either way and some drivers
  * ignore the FMA fence). LEAN_ERR_UNSUPPORTED naming the first difference: sample on the CPU.
  * Blocking; a few milliseconds. In two halves for the pump (gpu.h, lean_gpu_settle): _begin

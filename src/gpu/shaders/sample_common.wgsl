@@ -21,7 +21,7 @@ struct Params {
     seed_lo: u32,     // the seed's low and high words (Philox's key)
     seed_hi: u32,
     zero: u32,        // 0: see fmul
-    k: u32,           // candidates: top_k, or 64 when top_k is 0 or > 64
+    k: u32,           // top_k (0 = off; the capped draw: 1..64); 1 when greedy
     flags: u32,       // F_* below
     ring_len: u32,    // the penalty's window in ids; 0 = the whole history
     penalty: f32,     // x < 0: x * penalty, else x * inv_penalty (sampler_cfg)
@@ -33,10 +33,10 @@ struct Params {
 }
 const F_PENALTY = 1u;  // penalize ids whose count in the window is > 0
 const F_TOP_P = 2u;    // top-p applies
-const F_MASS_ALL = 4u; // top-p measures against every allowed id (top-k off or > 64)
+const F_WIDE = 4u;     // the wide draw (top_k 0 or > 64): sample_wide_*.wgsl
 const F_GREEDY = 8u;   // argmax: the final list has one entry
 
-// Lists of candidates, the mass partial sums and the trace; layout in sample.c. Binding 0, so
+// Lists of candidates, the trace and the wide draw's keys, weights and sums; layout in sample.c. Binding 0, so
 // the later tree levels, which use nothing else, need no other binding.
 @group(0) @binding(0) var<storage, read_write> scratch: array<u32>;
 @group(0) @binding(1) var<uniform> P: Params;

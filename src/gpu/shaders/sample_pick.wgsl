@@ -9,18 +9,23 @@
 // oldest can leave), and writes the trace at TRACE_OFF:
 //   [0] n_cand [1] n_kept [2] pick [3] u [4] target (u * the kept mass) [5] position [6] id
 //   [7] top-p's mass (0 when off) [8 .. 72) weights [72 .. 136) running sums   (f32 as bits)
+//   [136] the kept mass [137] [138] the kept set's key (hi, lo) [139] 1 for the wide draw
 // Greedy (F_GREEDY): the list has one entry, the argmax; it is the pick.
-// Constants: WG (64), N_VOCAB, FINAL_OFF, MASS_OFF, N_BLOCKS, TRACE_OFF, OUT_INDEX.
+// The wide draw (F_WIDE, sampler.c W4): the kept set is every id whose key (sample_wide_prep)
+// reaches the one sample_wide_digit found; t = u * its mass; the block sums of the search's
+// last level are walked in order to the block where before + sum first exceeds t, then that
+// block's kept weights one by one. [0] is then k, [1] the kept count, [2] -1, and the weights
+// are those of the first candidates, up to 64 of the kept ones.
+// Constants: WG (64), N_VOCAB, FINAL_OFF, TRACE_OFF, OUT_INDEX, SUM_BLOCK, N_BLOCKS, WIDE_OFF,
+// WSTATE_OFF, WCOUNT_OFF.
 // hist: [0] position of the next draw [1] ring head (next slot) [2] ring fill [3] unused
 //       [4 .. 4 + N_VOCAB) counts   [4 + N_VOCAB .. + ring_len) the ring
 @group(0) @binding(2) var<storage, read_write> hist: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
 
 const RING = 4u + N_VOCAB;
-const PART = 256u; // block sums brought in at a time
 var<workgroup> cand: array<Entry, 64>;
 var<workgroup> wts: array<f32, 64>;
-var<workgroup> part: array<f32, PART>;
 var<workgroup> n_cand: atomic<u32>; // zero at the start of the dispatch, as all workgroup memory
 
 fn remember(id: u32) {
@@ -36,23 +41,8 @@ fn remember(id: u32) {
     hist[1] = (head + 1u) % P.ring_len;
 }
 
-// The mass of every allowed id: the block sums added in block order (in invocation 0; the
-// value elsewhere is unused). Every invocation must call it (barriers).
-fn mass_all(lid: u32) -> f32 {
-    var total = 0.0;
-    for (var c = 0u; c < N_BLOCKS; c += PART) {
-        for (var h = lid; h < PART && c + h < N_BLOCKS; h += WG) { part[h] = bitcast<f32>(scratch[MASS_OFF + c + h]); }
-        workgroupBarrier();
-        if (lid == 0u) {
-            for (var h = 0u; h < PART && c + h < N_BLOCKS; h++) { total = total + part[h]; }
-        }
-        workgroupBarrier();
-    }
-    return total;
-}
-
 // Steps 4-6 over the first k candidates, weights in wts, in invocation 0; returns (n_kept, pick).
-fn draw(k: u32, pos: u32, total_all: f32) -> vec2<u32> {
+fn draw(k: u32, pos: u32) -> vec2<u32> {
     var cum: array<f32, 64>;
     var s = 0.0;
     for (var j = 0u; j < k; j++) {
@@ -64,7 +54,7 @@ fn draw(k: u32, pos: u32, total_all: f32) -> vec2<u32> {
     var m = k;
     scratch[TRACE_OFF + 7u] = 0u;
     if ((P.flags & F_TOP_P) != 0u) {
-        let total = select(cum[k - 1u], total_all, (P.flags & F_MASS_ALL) != 0u);
+        let total = cum[k - 1u];
         scratch[TRACE_OFF + 7u] = bitcast<u32>(total);
         let limit = fmul(P.top_p, total);
         m = 1u;
@@ -84,6 +74,59 @@ fn draw(k: u32, pos: u32, total_all: f32) -> vec2<u32> {
     return vec2<u32>(m, pick);
 }
 
+// sampler.c W4 in invocation 0: the drawn id (NO_ID if none is allowed); writes its trace.
+fn wide_draw(pos: u32, n_cand: u32) -> u32 {
+    let kept = bitcast<f32>(scratch[WSTATE_OFF + 9u]);
+    let count = scratch[WSTATE_OFF + 8u];
+    let dk = scratch[WSTATE_OFF + 7u];
+    let th = scratch[WSTATE_OFF + 2u];
+    let tl = scratch[WSTATE_OFF + 3u];
+    let u = sampler_uniform(pos);
+    let t = fmul(u, kept);
+    var id = NO_ID;
+    if (n_cand > 0u) {
+        var before = 0.0;
+        var blk = N_BLOCKS;
+        for (var b = 0u; b < N_BLOCKS; b++) {
+            let m = bitcast<f32>(scratch[WCOUNT_OFF + 32u * b + 2u * dk + 1u]);
+            if (t < before + m) {
+                blk = b;
+                break;
+            }
+            before = before + m;
+        }
+        var sum = 0.0;
+        for (var i = blk * SUM_BLOCK; blk < N_BLOCKS && i < min(N_VOCAB, (blk + 1u) * SUM_BLOCK); i++) {
+            let kh = scratch[WIDE_OFF + 3u * i];
+            let kl = scratch[WIDE_OFF + 3u * i + 1u];
+            if (kh != 0u && (kh > th || (kh == th && kl >= tl))) {
+                sum = sum + bitcast<f32>(scratch[WIDE_OFF + 3u * i + 2u]);
+                if (t < before + sum) {
+                    id = i;
+                    break;
+                }
+            }
+        }
+    }
+    for (var j = 0u; j < 64u; j++) {
+        var w = 0u;
+        if (j < min(count, n_cand)) { w = scratch[WIDE_OFF + 3u * cand[j].id + 2u]; }
+        scratch[TRACE_OFF + 8u + j] = w;
+        scratch[TRACE_OFF + 72u + j] = 0u;
+    }
+    scratch[TRACE_OFF] = scratch[WSTATE_OFF + 4u];
+    scratch[TRACE_OFF + 1u] = count;
+    scratch[TRACE_OFF + 2u] = NO_ID;
+    scratch[TRACE_OFF + 3u] = bitcast<u32>(u);
+    scratch[TRACE_OFF + 4u] = bitcast<u32>(t);
+    scratch[TRACE_OFF + 7u] = scratch[WSTATE_OFF + 6u];
+    scratch[TRACE_OFF + 136u] = bitcast<u32>(kept);
+    scratch[TRACE_OFF + 137u] = th;
+    scratch[TRACE_OFF + 138u] = tl;
+    scratch[TRACE_OFF + 139u] = 1u;
+    return id;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32) {
     let greedy = (P.flags & F_GREEDY) != 0u;
@@ -94,11 +137,19 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     workgroupBarrier();
     let k = min(P.k, atomicLoad(&n_cand)); // the list is sorted: its first n_cand are real
     if (lid < k) { wts[lid] = sampler_exp(fmul(bitcast<f32>(e.v) - bitcast<f32>(cand[0].v), P.inv_temp)); }
-    var total_all = 0.0;
-    if ((P.flags & F_MASS_ALL) != 0u) { total_all = mass_all(lid); }
     workgroupBarrier();
     if (lid != 0u) { return; }
     let pos = hist[0];
+    if ((P.flags & F_WIDE) != 0u) {
+        let id = wide_draw(pos, atomicLoad(&n_cand));
+        out[OUT_INDEX] = id;
+        hist[0] = pos + 1u;
+        if (id != NO_ID && (P.flags & F_PENALTY) != 0u) { remember(id); }
+        scratch[TRACE_OFF + 5u] = pos;
+        scratch[TRACE_OFF + 6u] = id;
+        return;
+    }
+    for (var j = 136u; j < 140u; j++) { scratch[TRACE_OFF + j] = 0u; }
     var r = vec2<u32>(0u, 0u);
     var id = NO_ID;
     if (k > 0u) {
@@ -110,7 +161,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             scratch[TRACE_OFF + 4u] = 0u;
             scratch[TRACE_OFF + 7u] = 0u;
         } else {
-            r = draw(k, pos, total_all);
+            r = draw(k, pos);
         }
         id = cand[r.y].id;
     }

@@ -1,7 +1,7 @@
 // sample_vocab.wgsl — the sampling kernels' view of the vocabulary: load_entry(i, end) is id i with
 // its penalized logit (sampler.c step 1: x < 0 ? x * penalty : x * inv_penalty for ids in the
 // penalty window), or SENTINEL when that value is not finite (masked out: -inf, NaN) or i >= end.
-// Goes before a kernel that reads the logits (sample_topk, sample_argmax level 0, sample_mass).
+// Goes before a kernel that reads the logits (sample_topk, sample_argmax level 0).
 // Constants: N_VOCAB, LOGITS_OFF (elements from the bound start of the logits buffer).
 @group(0) @binding(2) var<storage, read> logits: array<u32>; // f32 bits, (N_VOCAB) from LOGITS_OFF
 // sample.c's history buffer: [0..4) state, [4..4 + N_VOCAB) per-id counts in the window, ring.
