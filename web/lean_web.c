@@ -126,11 +126,13 @@ size_t EXPORT(lw_model_info)(const lean_model *m, char *buf, size_t cap) {
 
 /* ---- contexts and generation ---- */
 
-int EXPORT(lw_ctx_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_threads, int32_t exact,
-                          lean_ctx **out) {
+/* n_batch: the most tokens a prefill's chunk takes, 0 for the backend's own */
+int EXPORT(lw_ctx_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                          int32_t exact, lean_ctx **out) {
     lean_ctx_params cp = lean_ctx_default_params();
     cp.backend = backend;
     cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
     cp.n_threads = n_threads;
     cp.exact = exact;
     cp.progress = upload_progress;
@@ -220,11 +222,12 @@ void EXPORT(lw_text_stream_free)(lean_text_stream *s) { lean_text_stream_free(s)
 
 /* ---- chat sessions ---- */
 
-int EXPORT(lw_chat_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_threads, int32_t exact,
-                           lean_chat_session **out) {
+int EXPORT(lw_chat_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                           int32_t exact, lean_chat_session **out) {
     lean_chat_session_params p = lean_chat_session_default_params();
     p.backend = backend;
     p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
     p.n_threads = n_threads;
     p.exact = exact;
     p.chatml_fallback = 1; /* a model without a template still chats, in ChatML */

@@ -428,7 +428,7 @@ async function chooseBackend(opts) {
 
 async function createCtx(backend, opts) {
     return withMem([backend, 4], async (name, out) => {
-        await call('lw_ctx_create', state.model, name, opts.nCtx ?? 0, threadsFor(backend, opts), opts.exact ? 1 : 0, out);
+        await call('lw_ctx_create', state.model, name, opts.nCtx ?? 0, 0, threadsFor(backend, opts), opts.exact ? 1 : 0, out);
         return i32(out, 1)[0];
     });
 }
@@ -653,7 +653,7 @@ async function chatSession() {
     Object.assign(state, { ctx: 0, ctxIds: [] });
     const o = state.opts;
     return withMem([state.backend, 4], async (name, out) => {
-        await call('lw_chat_create', state.model, name, o.nCtx ?? 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
+        await call('lw_chat_create', state.model, name, o.nCtx ?? 0, 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
         return (state.chat = i32(out, 1)[0]);
     });
 }
