@@ -12,7 +12,9 @@
 // early so its maps are dropped); a greedy and a seeded two-turn chat (and, in the pump run, a
 // chat reset while a step is pending, then the turn again, which must reply as the first did);
 // and a context whose kernel the device rejects (a shader broken on its way to WebGPU), which
-// must fail lean_ctx_create with the pipeline's name. Every id, every logit's bits and
+// must fail lean_ctx_create with the pipeline's name; and the GPU-only load through
+// lean_model_loader (whose push opens the device and whose end waits for the uploads' checks),
+// its logits the memory-loaded model's. Every id, every logit's bits and
 // every reply must be the same in both; the pump run must have returned LEAN_PENDING (else it
 // tested nothing) and the JSPI run never.
 //
@@ -85,7 +87,7 @@ async function host(jspi, tmp) {
     const wasi = new WASI({ version: 'preview1', args: ['wasm_pump_host'], env: {}, preopens: { '/': root, '/tmp': tmp } });
     const gpu = leanWebGPU();
     if (gpu.jspi !== jspi) throw new Error(`leanWebGPU().jspi is ${gpu.jspi}, wanted ${jspi}`);
-    const lean_web = { progress: () => {}, read: () => 0 }; // lean_web.c's imports: no GPU-only load here
+    const lean_web = { progress: () => {} }; // lean_web.c's import
     const instance = await WebAssembly.instantiate(module, { ...wasi.getImportObject(), ...gpu.imports, lean_web });
     gpu.setMemory(instance.exports.memory);
     wasi.initialize(instance);
@@ -148,10 +150,25 @@ async function host(jspi, tmp) {
     h.load = async (file) => {
         const bytes = readFileSync(file), p = x.lw_alloc(bytes.length);
         new Uint8Array(mem(), p, bytes.length).set(bytes);
-        h.model = await h.make('lw_model_load', p, bytes.length);
+        h.use(await h.make('lw_model_load', p, bytes.length));
+    };
+    h.use = (model) => {
+        h.model = model;
         const buf = x.lw_alloc(8192);
-        h.nVocab = JSON.parse(h.readStr(buf, Math.min(x.lw_model_info(h.model, buf, 8192), 8191))).nVocab;
+        h.nVocab = JSON.parse(h.readStr(buf, Math.min(x.lw_model_info(model, buf, 8192), 8191))).nVocab;
         h.logitsPtr = x.lw_alloc(4 * h.nVocab);
+    };
+    // the GPU-only load (lean_model_params.gpu_only) as the worker makes it: the file's bytes
+    // pushed in pieces of `piece` bytes through one buffer (lean_model_loader), exact
+    h.loadGpuOnly = async (file, piece) => {
+        const bytes = readFileSync(file), buf = x.lw_alloc(piece);
+        const loader = await h.make('lw_loader_begin', bytes.length, h.cstr('gpu'), 1);
+        for (let at = 0; at < bytes.length; at += piece) {
+            const part = bytes.subarray(at, at + piece);
+            new Uint8Array(mem(), buf, part.length).set(part);
+            await h.ok('lw_loader_push', loader, buf, part.length);
+        }
+        h.use(await h.make('lw_loader_end', loader));
     };
     h.ctx = (nCtx, nBatch) => h.make('lw_ctx_create', h.model, h.cstr('gpu'), nCtx, nBatch, 0, 1); // exact
     return h;
@@ -270,6 +287,19 @@ async function run(jspi) {
         if (st !== LEAN_OK) console.log(`${jspi ? 'jspi' : 'pump'}: the broken kernel: ${h.error()}`);
         out.pending += h.pending;
         for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
+
+        // the GPU-only load: the device opens inside a push, the uploads' checks come back in
+        // end; its logits are the memory-loaded model's (both exact, on equal devices)
+        h = await host(jspi, tmp);
+        await h.loadGpuOnly(FIXTURE, (1 << 20) + 4100); // pieces that split the header and tensors
+        ctx = await h.ctx(256, 8);
+        await h.ok('lw_prefill', ctx, h.ints(prompt), prompt.length, h.logitsPtr);
+        out.gpuOnly = h.logits();
+        await h.drop('lw_ctx_free', ctx);
+        await h.drop('lw_model_free', h.model);
+        out.pending += h.pending;
+        out.gpuOnlyBy = { ...h.by };
+        for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
         out.by = by;
         out.work = { ...work };
     } finally {
@@ -297,7 +327,10 @@ check(pump.resident && jspi.resident, 'both generations ran on the GPU (resident
 check(jspi.pending === 0, 'the JSPI run never saw LEAN_PENDING');
 console.log(`work: ${JSON.stringify(pump.work)} without JSPI, ${JSON.stringify(jspi.work)} with`);
 check(pump.work.dispatches > 0 && queueOf(pump) === queueOf(jspi), 'the same queue writes and dispatches with and without JSPI');
-for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken']) {
+check(pump.gpuOnly.hash === pump.prefill.hash, `the GPU-only load's logits equal the memory load's (${pump.gpuOnly.hash})`);
+check(pump.gpuOnlyBy.lw_loader_push > 0 && pump.gpuOnlyBy.lw_loader_end > 0,
+    `without JSPI the GPU-only load waited in a push and in end: ${JSON.stringify(pump.gpuOnlyBy)}`);
+for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken', 'gpuOnly']) {
     const a = JSON.stringify(pump[k]), b = JSON.stringify(jspi[k]);
     check(a === b, `${k}: pump ${a.slice(0, 300)}\n      jspi ${b.slice(0, 300)}`);
 }

@@ -15,7 +15,8 @@
 //   - bad input rejects with lean's reason and leaves nothing broken: not GGUF, truncated, an
 //     id outside the vocabulary, a model freed
 //   - a URL: downloaded, then from the Cache API without a request; a 404 rejects
-//   - the GPU-only load (gpuOnly: weights streamed to the GPU) from a URL and a Blob equals
+//   - the GPU-only load (gpuOnly: weights streamed to the GPU) from a URL and a Blob, and from a
+//     URL without JSPI (the loader's GPU waits answered through the pump), equals
 //     `lean run --backend gpu --exact`; it refuses the CPU rung and a truncated file
 //   - without JSPI ('jspi: false'): 'auto' takes the CPU and says why; a forced 'gpu' loads
 //     and matches where webgpu_imports.mjs has the pump's settle(), and otherwise rejects
@@ -177,10 +178,12 @@ await rejects(Lean.load(good, { backend: 'tpu' }), "backend 'tpu'", 'an unknown 
     // (Lean.cached and Lean.uncache are not checked here: Deno's main thread sees another Cache
     // storage than its workers, where a browser's page and worker share their origin's.)
     const wantGpu = await lean('run', '-m', file, '--ids', PROMPT.join(','), '-n', '16', '--backend', 'gpu', '--exact');
-    for (const [name, src] of [['URL', `${base}/m.gguf`], ['Blob', new Blob([bytes])]]) {
+    const gpuOnlyRuns = [['URL', `${base}/m.gguf`, true], ['Blob', new Blob([bytes]), true], ['URL, no JSPI', `${base}/m.gguf`, false]];
+    for (const [name, src, jspi] of gpuOnlyRuns) {
         const phases = new Set();
-        const m = await Lean.load(src, { backend: 'gpu', exact: true, gpuOnly: true, cache: false, onProgress: (p) => phases.add(p.phase) });
-        check(m.info.backend === 'gpu' && phases.has('upload'), `GPU-only ${name}: ${m.info.backend}, phases ${[...phases]}`);
+        const m = await Lean.load(src, { backend: 'gpu', exact: true, gpuOnly: true, cache: false, jspi, onProgress: (p) => phases.add(p.phase) });
+        check(m.info.backend === 'gpu' && m.info.jspi === jspi && phases.has('upload'),
+            `GPU-only ${name}: ${m.info.backend}, jspi ${m.info.jspi}, phases ${[...phases]}`);
         same((await m.generate({ ids: PROMPT, maxTokens: 16 })).ids.join(' '), wantGpu, `GPU-only load from a ${name}: ids`);
         await m.free();
     }

@@ -37,7 +37,7 @@ let memory = null;
 // Exports that may wait on the GPU: through WebAssembly.promising under JSPI.
 const GPU_CALLS = [
     'lw_ctx_create', 'lw_ctx_free', 'lw_ctx_truncate', 'lw_prefill', 'lw_gen_begin', 'lw_gen_next', 'lw_gen_end',
-    'lw_model_load_gpu', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
+    'lw_loader_push', 'lw_loader_end', 'lw_loader_free', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
     'lw_chat_set_messages', 'lw_chat_set_sampling',
 ];
 
@@ -52,8 +52,6 @@ async function instantiate(jspi, opts) {
         ...gpu.imports,
         lean_web: {
             progress: (done, total) => post({ id: current, type: 'progress', phase: 'upload', loaded: done, total }),
-            // the GPU-only load's reads (loadGpuOnly): they wait for the network, so JSPI only
-            read: gpu.jspi ? new WebAssembly.Suspending((off, dst, n) => state.read(off, dst, n)) : () => 0,
         },
     };
     let instance = null;
@@ -190,7 +188,6 @@ const state = {
     ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
     chat: 0, // the chat session (its own context)
     gpuOnly: false, // the weights went to the GPU only (loadGpuOnly)
-    read: null, // while loadGpuOnly runs: the reader of lean_web.read
 };
 const post = (m) => self.postMessage(m);
 
@@ -300,72 +297,45 @@ async function openSource(source, opts) {
     return { reader: resp.body.getReader(), size, phase, name: url, done };
 }
 
-// The GPU-only load's reader: C asks for [off, off + n) in file order (the header's small reads,
-// then each tensor); the stream is read as far as that, and what lies before off is dropped,
-// but for the first HEAD_BYTES (the header), kept in case the header is read again.
-const HEAD_BYTES = 32 << 20;
-function streamReader(src, onBytes) {
-    const head = new Uint8Array(Math.min(src.size, HEAD_BYTES));
-    let chunks = [], base = 0, end = 0; // chunks hold the stream's bytes [base, end)
-    const reader = async (off, dst, n) => {
-        if (off + n <= Math.min(end, head.length)) {
-            u8(dst, n).set(head.subarray(off, off + n));
-            return n;
-        }
-        if (off < base) throw new Error(`a read at byte ${off} after the stream had passed ${base}`);
-        while (end < off + n) {
-            const { done, value } = await readChunk(src, end);
-            if (done) break;
-            if (end < head.length) head.set(value.subarray(0, Math.min(value.length, head.length - end)), end);
-            chunks.push(value);
-            end += value.length;
-            onBytes(src.phase, end, src.size);
-        }
-        while (chunks.length && base + chunks[0].length <= off) base += chunks.shift().length;
-        let got = 0, at = base;
-        for (const c of chunks) {
-            if (got === n) break;
-            if (at + c.length > off + got) {
-                const s = off + got - at, k = Math.min(c.length - s, n - got);
-                u8(dst + got, k).set(c.subarray(s, s + k));
-                got += k;
-            }
-            at += c.length;
-        }
-        return got;
-    };
-    // a failure becomes a short read, which C reports; the reason is kept for the message
-    const wrapped = async (off, dst, n) => {
-        try {
-            return await reader(off, dst, n);
-        } catch (e) {
-            wrapped.failure ??= e.message ?? String(e);
-            return 0;
-        }
-    };
-    return wrapped;
-}
-
 // A model whose weights go straight from the stream to the GPU, never whole in wasm memory
 // (lean_model_params.gpu_only): for files past MEMORY_MODEL_MAX, or asked for (opts.gpuOnly).
-// The read import suspends while bytes arrive, so this needs JSPI.
+// The bytes are pushed as they arrive (lean_model_loader, through one PUSH_BYTES buffer); a push
+// and the end may wait on the GPU, so they go through call(): JSPI or the pump alike.
+const PUSH_BYTES = 8 << 20;
 async function loadGpuOnly(src, opts, onBytes) {
     const want = opts.backend ?? 'auto';
     const why =
         want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
-        : !gpu.jspi ? 'streaming it to the GPU waits on the network inside lean.wasm, which needs JSPI (WebAssembly.Suspending)'
         : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
         : '';
     if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
-    state.read = streamReader(src, onBytes);
+    const buf = alloc(PUSH_BYTES);
+    let loader = 0;
     try {
-        await withMem([want, 4], async (name, out) => {
-            const st = await pump('lw_model_load_gpu', src.size, name, opts.exact ? 1 : 0, out);
-            if (st !== 0) throw new LeanError(st, state.read.failure ? `${src.name}: ${state.read.failure}` : cstr(ex.lw_error_msg()));
-            state.model = i32(out, 1)[0];
+        loader = await withMem([want, 4], async (name, out) => {
+            await call('lw_loader_begin', src.size, name, opts.exact ? 1 : 0, out);
+            return i32(out, 1)[0];
+        });
+        for (let loaded = 0; ; ) {
+            const { done, value } = await readChunk(src, loaded);
+            if (done) break;
+            for (let at = 0; at < value.length; at += PUSH_BYTES) {
+                const part = value.subarray(at, at + PUSH_BYTES);
+                u8(buf, part.length).set(part);
+                await call('lw_loader_push', loader, buf, part.length);
+            }
+            loaded += value.length;
+            onBytes(src.phase, loaded, src.size);
+        }
+        const l = loader;
+        loader = 0; // end frees it, failing or not
+        state.model = await withMem([4], async (out) => {
+            await call('lw_loader_end', l, out);
+            return i32(out, 1)[0];
         });
     } finally {
-        state.read = null;
+        if (loader) await ex.lw_loader_free(loader);
+        ex.lw_free(buf);
     }
     state.gpuOnly = true;
 }

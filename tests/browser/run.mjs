@@ -15,7 +15,9 @@
 //     sampled reply equals `lean run --temp .. --seed 7`'s (compared as lists; the FNV-1a 64
 //     hash `lean bench` prints is shown). Each backend against its own native twin: on these
 //     random models a near-tie can go either way between the CPU's 8-bit activations and
-//     the GPU's arithmetic, while wasm and native of one backend compute the same.
+//     the GPU's arithmetic, while wasm and native of one backend compute the same. The first
+//     model on 'gpu' loads once more with { gpuOnly: true } (the weights streamed to the GPU):
+//     the same greedy ids.
 //   - chat on a small random model with SmolLM2's tokenizer and template (`lean gen`): two
 //     streamed greedy turns equal `lean chat`'s replies, the second reusing the KV cache;
 //     an AbortSignal ends a long reply (stop reason abort); after it, a new chat equals turn one.
@@ -92,9 +94,10 @@ async function call(page, fn, ...args) {
     return r;
 }
 
-async function load(page, tag, url, backend, jspi) {
-    const r = await call(page, 'load', url, backend);
-    if (!check(!r.error, `${tag}: Lean.load('${url}', {backend: '${backend}'}) (${r.secs})`, r.error?.message)) return false;
+async function load(page, tag, url, backend, jspi, extra = {}) {
+    const r = await call(page, 'load', url, backend, 0, extra);
+    const opts = JSON.stringify({ backend, ...extra }).replace(/"/g, '');
+    if (!check(!r.error, `${tag}: Lean.load('${url}', ${opts}) (${r.secs})`, r.error?.message)) return false;
     const i = r.info;
     const ok = check(i.backend === backend && i.jspi === jspi, `${tag}: info.backend ${i.backend}, info.jspi ${i.jspi}`,
                      `wanted backend ${backend}, jspi ${jspi}; fallback ${JSON.stringify(i.fallback)}`);
@@ -111,6 +114,13 @@ async function modelChecks(page, t, m, b, ref, jspi) {
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, ...SAMPLING });
     check(!r.error && same(r.ids, want.sampled), `${t}: seeded sampled ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
           r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.sampled)}`);
+    if (b !== 'gpu' || m !== MODELS[0]) return;
+    // the GPU-only load (weights streamed to the GPU through lean_model_loader; without JSPI its
+    // waits go through the pump): the same ids
+    if (!await load(page, `${t} gpuOnly`, `/models/${m}.gguf`, b, jspi, { gpuOnly: true, cache: false })) return;
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+    check(!r.error && same(r.ids, want.greedy), `${t} gpuOnly: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
 }
 
 async function chatChecks(page, t, b, ref, jspi) {
