@@ -4,6 +4,7 @@
 // Messages (lean.js is the only client):
 //   in   { id, op, args }   op: load | generate | chat | tokenize | detokenize | resetChat | free
 //        { op: 'abort', target }   stops request `target` between two steps (any time)
+//        { op: 'testLoseDevice' }  destroys the GPU device now, as a GPU reset would (a test hook)
 //   out  { id, ok: true, result } | { id, ok: false, error }      the answer to request id
 //        { id, type: 'progress', phase, loaded, total }            while loading
 //        { id, type: 'piece', text } | { id, type: 'token', token, text }   while generating
@@ -91,7 +92,7 @@ async function cpuThreads(opts) {
     const want = Math.max(1, Math.floor(opts.threads ?? navigator.hardwareConcurrency ?? 1));
     if (want === 1) return 1;
     const backend = opts.backend ?? 'auto';
-    if (backend === 'gpu' || opts.gpuOnly || (backend === 'auto' && !(await gpuRefusal()))) return 1;
+    if (backend === 'gpu' || opts.gpuOnly || (backend === 'auto' && !(await gpuRefusal(opts)))) return 1;
     if (!globalThis.crossOriginIsolated || typeof SharedArrayBuffer === 'undefined') {
         const reason = `${want} threads: the page is not cross-origin isolated (COOP/COEP): no SharedArrayBuffer`;
         state.fallback.push({ backend: 'cpu-threads', reason });
@@ -189,7 +190,11 @@ const state = {
     chat: 0, // the chat session (its own context)
     gpuOnly: false, // the weights went to the GPU only (loadGpuOnly)
 };
-const post = (m) => self.postMessage(m);
+const streamed = new Set(); // ids of requests whose pieces or tokens were posted (gpuLost)
+const post = (m) => {
+    if (m.type === 'piece' || m.type === 'token') streamed.add(m.id);
+    self.postMessage(m);
+};
 
 // ---- load: sources and the cache ----
 
@@ -312,7 +317,9 @@ async function loadGpuOnly(src, opts, onBytes) {
     const buf = alloc(PUSH_BYTES);
     let loader = 0;
     try {
-        loader = await withMem([want, 4], async (name, out) => {
+        // lean's 'auto' takes a hardware adapter only; 'gpu' any (softwareGpu)
+        const rung = want === 'auto' && opts.softwareGpu ? 'gpu' : want;
+        loader = await withMem([rung, 4], async (name, out) => {
             await call('lw_loader_begin', src.size, name, opts.exact ? 1 : 0, out);
             return i32(out, 1)[0];
         });
@@ -342,8 +349,9 @@ async function loadGpuOnly(src, opts, onBytes) {
 
 // ---- the backend ladder ----
 
-// Why lean's "auto" would not take the GPU here, or '' when a hardware adapter is there.
-async function gpuRefusal() {
+// Why lean's "auto" would not take the GPU here, or '' when a hardware adapter is there (any
+// adapter, with opts.softwareGpu).
+async function gpuRefusal(opts) {
     if (!globalThis.navigator?.gpu) return 'navigator.gpu is missing (no WebGPU in this browser or context)';
     if (!gpu.jspi && typeof gpu.settle !== 'function') return 'no JSPI (WebAssembly.Suspending) to wait on the GPU with';
     let adapter = null;
@@ -354,7 +362,7 @@ async function gpuRefusal() {
     }
     if (!adapter) return 'navigator.gpu.requestAdapter found no adapter';
     const info = adapter.info ?? {};
-    if (adapter.isFallbackAdapter || info.isFallbackAdapter)
+    if ((adapter.isFallbackAdapter || info.isFallbackAdapter) && !opts.softwareGpu)
         return `the only adapter is a software one (${nameOf(info)})`;
     return '';
 }
@@ -378,7 +386,7 @@ async function chooseBackend(opts) {
     if (want !== 'auto' && want !== 'gpu' && want !== 'cpu')
         throw new Error(`backend '${want}': expected 'auto', 'gpu' or 'cpu'`);
     if (want === 'gpu' || want === 'auto') {
-        const why = want === 'auto' ? await gpuRefusal() : '';
+        const why = want === 'auto' ? await gpuRefusal(opts) : '';
         if (!why) {
             try {
                 state.ctx = await createCtx('gpu', opts);
@@ -430,16 +438,24 @@ async function describe() {
     return state.info;
 }
 
-// After a lost device (or any failure of the GPU mid-work) under 'auto': the CPU from now on.
-async function fallBack(e) {
-    if (!(e instanceof LeanError) || e.status !== LEAN_ERR_DEVICE || state.backend !== 'gpu') return false;
-    if ((state.opts.backend ?? 'auto') !== 'auto' || state.gpuOnly) return false;
+// A lost device (or any failure of the GPU mid-work, LEAN_ERR_DEVICE) met by request reqId: the
+// contexts on it are freed and the reason goes to info.fallback; under 'auto' the CPU takes
+// over, under 'gpu' a new device opens (lean.h: the model uploads its weights again), and lean.js
+// hears of it ('info'). The request then runs again if none of its output reached the page and
+// it had not run again already; else it rejects, saying so (its pieces would come twice). A
+// GPU-only model has lost its weights: it rejects, and so does every later call. Throws e when
+// it is no such failure.
+async function gpuLost(e, reqId, again) {
+    if (!(e instanceof LeanError) || e.status !== LEAN_ERR_DEVICE || state.backend !== 'gpu') throw e;
     state.fallback.push({ backend: 'gpu', reason: e.message });
     await freeContexts();
-    state.ctx = await createCtx('cpu', state.opts);
-    state.backend = 'cpu';
+    if (state.gpuOnly) throw new Error(`${e.message}; the model was loaded GPU-only (its weights were on that device): load it again`);
+    if ((state.opts.backend ?? 'auto') === 'auto') state.backend = 'cpu';
+    state.ctx = await createCtx(state.backend, state.opts);
     post({ type: 'info', info: await describe() });
-    return true;
+    if (streamed.has(reqId) || again)
+        throw new Error(`the GPU device was lost during this reply (${e.message}); ` +
+            `${state.backend === 'cpu' ? 'lean runs on the CPU now' : 'a new device is open'}: call again`);
 }
 
 // One sequence lives at a time (generate's context or the chat session's), so that wasm memory
@@ -517,11 +533,11 @@ async function tokenize(text, flags) {
 }
 
 async function generate(o, reqId) {
-    for (;;) {
+    for (let again = false; ; again = true) {
         try {
             return await generateOnce(o, reqId);
         } catch (e) {
-            if (!(await fallBack(e))) throw e;
+            await gpuLost(e, reqId, again);
         }
     }
 }
@@ -629,11 +645,11 @@ async function chatSession() {
 }
 
 async function chat(o, reqId) {
-    for (;;) {
+    for (let again = false; ; again = true) {
         try {
             return await chatOnce(o, reqId);
         } catch (e) {
-            if (!(await fallBack(e))) throw e;
+            await gpuLost(e, reqId, again);
         }
     }
 }
@@ -739,6 +755,7 @@ self.onmessage = ({ data }) => {
         aborted.add(data.target);
         return;
     }
+    if (data.op === 'testLoseDevice') return gpu?.loseDevices(); // lean.js testLoseDevice: now, not queued
     queue = queue.then(async () => {
         current = data.id;
         try {
@@ -753,6 +770,7 @@ self.onmessage = ({ data }) => {
             post({ id: data.id, ok: false, error: String(e?.message ?? e) });
         } finally {
             aborted.delete(data.id);
+            streamed.delete(data.id);
         }
     });
 };

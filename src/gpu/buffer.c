@@ -164,7 +164,11 @@ static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, gpu_req **q, uint64_t
     if (!r->ok) {
         st = gpu_check(g, err); /* a lost device aborts maps: report the loss itself */
         if (st != LEAN_OK) return st;
-        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': map failed: %s", label, r->msg);
+        /* the loss may be told after the map's failure (Firefox destroys, then rejects the map,
+         * then says lost): the device is failed from here, so the model replaces it (session.c) */
+        g->failed = true;
+        snprintf(g->fail_msg, sizeof g->fail_msg, "read of buffer '%.60s': map failed: %.300s", label, r->msg);
+        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "%s", g->fail_msg);
     }
     const char *p = g->w.BufferGetConstMappedRange(buf, (size_t)map_off, (size_t)map_len);
     if (p) memcpy(dst, p + skip, (size_t)n);

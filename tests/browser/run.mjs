@@ -21,6 +21,9 @@
 //   - chat on a small random model with SmolLM2's tokenizer and template (`lean gen`): two
 //     streamed greedy turns equal `lean chat`'s replies, the second reusing the KV cache;
 //     an AbortSignal ends a long reply (stop reason abort); after it, a new chat equals turn one.
+//   - a lost device (lean.testLoseDevice): under 'auto' the call runs on the CPU, info.fallback
+//     says why; under 'gpu', lost while ids stream, the call rejects and the next runs on a new
+//     device (lostChecks).
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
 // screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -151,6 +154,32 @@ async function chatChecks(page, t, b, ref, jspi) {
           r2.error ? r2.error.message : `got ${JSON.stringify(r2.text)}`);
 }
 
+// A lost device (lean.testLoseDevice: GPUDevice.destroy() in the worker, as a GPU reset would).
+// 'auto' (softwareGpu: these browsers' adapters are software ones) on the GPU: the device lost
+// before a call, the call runs on the CPU instead (lean_run --backend cpu's ids), info says
+// why. 'gpu': the device lost while ids stream, the call rejects saying so, and the next call
+// runs on a new device (lean run's GPU ids).
+async function lostChecks(page, t, ref, jspi) {
+    const m = MODELS[0], url = `/models/${m}.gguf`, args = { ids: PROMPT, maxTokens: N };
+    if (!await load(page, `${t} auto`, url, 'gpu', jspi, { backend: 'auto', softwareGpu: true })) return;
+    let r = await call(page, 'generateLosing', args, 0);
+    // the reason is lean's message for what failed first: the loss itself, or (Firefox, which
+    // rejects a pending map before it says the device is lost) the read it broke
+    const lost = (i, why = /destroyed|lost/) => i?.fallback?.some((f) => f.backend === 'gpu' && why.test(f.reason));
+    check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy) && r.info.backend === 'cpu' && lost(r.info),
+          `${t} auto: device lost, the call ran on the CPU: ${r.info?.detail}, fallback ` +
+          `${JSON.stringify(r.info?.fallback)} (${r.secs})`,
+          r.error ? r.error.message : `ids ${fmt(r.ids)}, lean run --backend cpu ${fmt(ref[`${m}/cpu`].greedy)}`);
+    if (!await load(page, `${t} gpu`, url, 'gpu', jspi)) return;
+    r = await call(page, 'generateLosing', { ...args, maxTokens: 64, ignoreEog: true }, 2);
+    check(r.error && /lost during this reply/.test(r.error.message) && r.streamed < 64 && lost(r.info, /destroyed|lost|map failed/),
+          `${t} gpu: device lost after ${r.streamed} streamed ids: '${r.error?.message}' (${r.secs})`,
+          `error ${JSON.stringify(r.error)}, info ${JSON.stringify(r.info)}`);
+    r = await call(page, 'generate', args);
+    check(!r.error && same(r.ids, ref[`${m}/gpu`].greedy), `${t} gpu: the next call, on a new device (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(ref[`${m}/gpu`].greedy)}`);
+}
+
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
 // the chat model by URL on the GPU, one greedy message, the reply shown, a screenshot; the
 // reply equals lean chat's, as the API's does.
@@ -229,6 +258,7 @@ async function runBrowser(name, url, ref) {
             for (const m of MODELS)
                 for (const b of BACKENDS) groups.push(async (page) => modelChecks(page, `${tag} ${m} ${b}`, m, b, ref, jspi));
             for (const b of BACKENDS) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi));
+            groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
             for (const group of groups) {
                 let page;
                 try {
