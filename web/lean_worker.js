@@ -340,6 +340,10 @@ async function loadGpuOnly(src, opts, onBytes) {
             await call('lw_loader_end', l, out);
             return i32(out, 1)[0];
         });
+    } catch (e) {
+        // taken for its size: the GPU was the only rung (too little memory there is the end)
+        if (opts.gpuOnly) throw e;
+        throw new Error(`${e.message}; at ${src.size} bytes the model does not fit in wasm memory (4 GiB) for the CPU either`);
     } finally {
         if (loader) await ex.lw_loader_free(loader);
         ex.lw_free(buf);
