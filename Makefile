@@ -150,12 +150,12 @@ $(WASM_BUILD)/liblean_dev.a: $(WASM_DEV_OBJ)
 $(WASM_BUILD)/lean.wasm: $(CLI_SRC) $(wildcard cli/*.h) $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $(CLI_SRC) $(WASM_BUILD)/liblean_dev.a \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
-# tests/wasm_pump.mjs's host: lean.h's calls as the exports of a reactor, called from JavaScript
-# with JSPI and without (the pump), as a page's worker calls them.
-$(WASM_BUILD)/wasm_pump_host.wasm: tests/wasm_pump_host.c $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a \
-                                   | $(WASI_SYSROOT)
-	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ $< $(WASM_BUILD)/liblean_dev.a \
-	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
+# tests/wasm_pump.mjs's host: lean.wasm's exports (web/lean_web.c) and a few test hooks, called
+# from JavaScript with JSPI and without (the pump), as a page's worker calls them.
+$(WASM_BUILD)/wasm_pump_host.wasm: web/lean_web.c tests/wasm_pump_host.c include/lean.h $(WASM_BUILD)/liblean_dev.a \
+                                   $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c tests/wasm_pump_host.c \
+	  $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS)
 $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WASM_BUILD)/liblean_dev.a \
                             $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)

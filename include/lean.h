@@ -71,7 +71,8 @@ typedef enum lean_status {
 /* LEAN_PENDING: only the wasm32 build returns it, and only in a JavaScript host without JSPI
  * (WebAssembly.Suspending: Safari), where a GPU wait cannot block. Only these calls return it:
  * lean_ctx_create, lean_prefill, lean_decode, lean_gen_begin, lean_gen_next,
- * lean_chat_session_create, lean_chat_step, lean_chat_turn and lean_gpu_probe. The call
+ * lean_chat_session_create, lean_chat_step, lean_chat_turn, lean_gpu_probe and, for a GPU-only
+ * load, lean_model_loader_push and lean_model_loader_end. The call
  * stopped where it had to wait, with nothing lost: await settle() of web/webgpu_imports.mjs
  * (it resolves once the GPU requests the call found unanswered have answered), then make the
  * SAME call again
@@ -187,7 +188,11 @@ LEAN_API lean_status lean_model_load_stream_params(lean_read_fn read, void *user
  * 64 KiB and again each time the bytes pushed double), then the weights go to host memory or,
  * gpu_only, to the GPU as they come. A failed push keeps its error, returned by every later
  * push and by end; end fails with LEAN_ERR_IO naming the tensor the stream stopped in when
- * fewer than the file's bytes came. end always frees the loader (free abandons one). */
+ * fewer than the file's bytes came. end frees the loader (free abandons one), but when it
+ * returns LEAN_PENDING. This is the GPU-only load of a host without JSPI: the push that opens
+ * the device (the header's end) and end (the uploads' checks) may return LEAN_PENDING, and are
+ * made again as lean.h's pump says; a GPU-only load through a read callback there fails with
+ * LEAN_ERR_UNSUPPORTED, as the callback could not be called again. */
 typedef struct lean_model_loader lean_model_loader;
 LEAN_API lean_status lean_model_loader_begin(uint64_t file_size, const lean_model_params *p, lean_model_loader **out,
                                              lean_error *err);

@@ -1,16 +1,20 @@
 // wasm_pump.mjs — the wasm32 build's GPU path without JSPI (the pump: include/lean.h,
 // LEAN_PENDING) held to the same build with JSPI, under Deno (navigator.gpu: wgpu, over Mesa's
-// lavapipe here). build-wasm/wasm_pump_host.wasm (tests/wasm_pump_host.c) exports lean.h's calls;
-// this script makes them as a page's worker does:
+// lavapipe here). build-wasm/wasm_pump_host.wasm is the browser build's lean.wasm exports
+// (web/lean_web.c) with a few test hooks (tests/wasm_pump_host.c); this script makes the calls
+// web/lean_worker.js makes, as it makes them:
 //   JSPI:  through WebAssembly.promising, a GPU wait suspending the wasm stack;
 //   pump:  WebAssembly.Suspending deleted before the module is loaded, so no wait can block:
 //          while ((st = call(...)) === LEAN_PENDING) await gpu.settle();
-// Both runs do the same work on a fresh module and GPU device: a prompt prefilled in chunks with
-// its logits and a decode; a greedy and a seeded generation on the GPU (the resident sampler,
-// steps in flight, one stopped early so its maps are dropped); a greedy and a seeded two-turn
-// chat (and, in the pump run, a chat reset while a step is pending, then the turn again, which
-// must reply as the first did); and a context whose kernel the device rejects (a shader broken on its way to WebGPU),
-// which must fail lean_ctx_create with the pipeline's name. Every id, every logit's bits and
+// Both runs do the same work on a fresh module and GPU device, models loaded from wasm memory
+// as the worker loads them: a prompt prefilled in chunks with its logits and one id more; a
+// greedy and a seeded generation on the GPU (the resident sampler, steps in flight, one stopped
+// early so its maps are dropped); a greedy and a seeded two-turn chat (and, in the pump run, a
+// chat reset while a step is pending, then the turn again, which must reply as the first did);
+// and a context whose kernel the device rejects (a shader broken on its way to WebGPU), which
+// must fail lean_ctx_create with the pipeline's name; and the GPU-only load through
+// lean_model_loader (whose push opens the device and whose end waits for the uploads' checks),
+// its logits the memory-loaded model's. Every id, every logit's bits and
 // every reply must be the same in both; the pump run must have returned LEAN_PENDING (else it
 // tested nothing) and the JSPI run never.
 //
@@ -24,6 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { leanWebGPU } from '../web/webgpu_imports.mjs';
 
 const { WASI } = await import('node:wasi');
+const encoder = new TextEncoder();
 const LEAN_OK = 0, LEAN_PENDING = 9;
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const file = process.argv[2] ?? path.join(root, 'build-wasm/wasm_pump_host.wasm');
@@ -82,7 +87,8 @@ async function host(jspi, tmp) {
     const wasi = new WASI({ version: 'preview1', args: ['wasm_pump_host'], env: {}, preopens: { '/': root, '/tmp': tmp } });
     const gpu = leanWebGPU();
     if (gpu.jspi !== jspi) throw new Error(`leanWebGPU().jspi is ${gpu.jspi}, wanted ${jspi}`);
-    const instance = await WebAssembly.instantiate(module, { ...wasi.getImportObject(), ...gpu.imports });
+    const lean_web = { progress: () => {} }; // lean_web.c's import
+    const instance = await WebAssembly.instantiate(module, { ...wasi.getImportObject(), ...gpu.imports, lean_web });
     gpu.setMemory(instance.exports.memory);
     wasi.initialize(instance);
     const x = instance.exports;
@@ -104,27 +110,28 @@ async function host(jspi, tmp) {
         return st;
     };
     // a void call (never pending); with JSPI it may still wait (a dropped map), so it is promised too
-    h.drop = async (name) => {
-        if (!jspi) return x[name]();
+    h.drop = async (name, ...args) => {
+        if (!jspi) return x[name](...args);
         promising[name] ??= WebAssembly.promising(x[name]);
-        await promising[name]();
+        await promising[name](...args);
     };
     const mem = () => x.memory.buffer;
     h.cstr = (s) => {
-        const b = new TextEncoder().encode(s);
-        const p = x.host_malloc(b.length + 1);
+        const b = encoder.encode(s);
+        const p = x.lw_alloc(b.length + 1);
         new Uint8Array(mem(), p, b.length + 1).set([...b, 0]);
         return p;
     };
     h.ints = (a) => {
-        const p = x.host_malloc(4 * Math.max(a.length, 1));
+        const p = x.lw_alloc(4 * Math.max(a.length, 1));
         new Int32Array(mem(), p, a.length).set(a);
         return p;
     };
+    h.i32 = (p) => new Int32Array(mem(), p, 1)[0];
     h.readStr = (p, n) => new TextDecoder().decode(new Uint8Array(mem(), p, n ?? new Uint8Array(mem(), p).indexOf(0)));
-    h.error = () => h.readStr(x.host_error());
+    h.error = () => h.readStr(x.lw_error_msg());
     h.logits = () => {
-        const f = new Float32Array(mem(), x.host_logits(), x.host_n_vocab());
+        const f = new Float32Array(mem(), h.logitsPtr, h.nVocab);
         let best = 0;
         for (let i = 1; i < f.length; i++) if (f[i] > f[best]) best = i;
         return { hash: fnv(new Uint8Array(f.buffer, f.byteOffset, f.byteLength)), argmax: best };
@@ -133,39 +140,77 @@ async function host(jspi, tmp) {
         const st = await h.call(name, ...args);
         if (st !== LEAN_OK) throw new Error(`${name}: status ${st}: ${h.error()}`);
     };
+    // an export that writes a handle through its last argument: the handle
+    h.make = async (name, ...args) => {
+        const out = x.lw_alloc(4);
+        await h.ok(name, ...args, out);
+        return h.i32(out);
+    };
+    // a model file's bytes into wasm memory, loaded in place (lw_model_load), as the worker does
+    h.load = async (file) => {
+        const bytes = readFileSync(file), p = x.lw_alloc(bytes.length);
+        new Uint8Array(mem(), p, bytes.length).set(bytes);
+        h.use(await h.make('lw_model_load', p, bytes.length));
+    };
+    h.use = (model) => {
+        h.model = model;
+        const buf = x.lw_alloc(8192);
+        h.nVocab = JSON.parse(h.readStr(buf, Math.min(x.lw_model_info(model, buf, 8192), 8191))).nVocab;
+        h.logitsPtr = x.lw_alloc(4 * h.nVocab);
+    };
+    // the GPU-only load (lean_model_params.gpu_only) as the worker makes it: the file's bytes
+    // pushed in pieces of `piece` bytes through one buffer (lean_model_loader), exact
+    h.loadGpuOnly = async (file, piece) => {
+        const bytes = readFileSync(file), buf = x.lw_alloc(piece);
+        const loader = await h.make('lw_loader_begin', bytes.length, h.cstr('gpu'), 1);
+        for (let at = 0; at < bytes.length; at += piece) {
+            const part = bytes.subarray(at, at + piece);
+            new Uint8Array(mem(), buf, part.length).set(part);
+            await h.ok('lw_loader_push', loader, buf, part.length);
+        }
+        h.use(await h.make('lw_loader_end', loader));
+    };
+    h.ctx = (nCtx, nBatch) => h.make('lw_ctx_create', h.model, h.cstr('gpu'), nCtx, nBatch, 0, 1); // exact
     return h;
 }
 
 // n ids of a generation begun from the context's last logits (stop early: n < max)
-async function generate(h, max, n) {
-    const idp = h.x.host_malloc(4);
-    await h.ok('host_gen_begin', max);
+async function generate(h, ctx, smp, max, n) {
+    const idp = h.x.lw_alloc(4);
+    await h.ok('lw_gen_begin', ctx, smp, max);
     const ids = [];
     for (let i = 0; i < n; i++) {
-        await h.ok('host_gen_next', idp);
-        ids.push(new Int32Array(h.x.memory.buffer, idp, 1)[0]);
+        await h.ok('lw_gen_next', ctx, idp);
+        ids.push(h.i32(idp));
     }
-    ids.resident = h.x.host_gen_resident() === 1;
-    await h.drop('host_gen_end'); // drops the steps still in flight (the pump: without waiting)
+    ids.resident = h.x.host_gen_resident(ctx) === 1;
+    await h.drop('lw_gen_end', ctx); // drops the steps still in flight (the pump: without waiting)
     return ids;
 }
 
-async function chatTurns(h, texts) {
-    const tp = h.x.host_malloc(4), np = h.x.host_malloc(4), mp = h.x.host_malloc(4);
+// A chat session on the GPU, F32, 40 ids a reply; sampled when temperature > 0.
+async function chatSession(h, temperature, seed) {
+    const s = await h.make('lw_chat_create', h.model, h.cstr('gpu'), 512, 16, 0, 1);
+    await h.ok('lw_chat_set_sampling', s, temperature, 40, 0.95, 1, 64, seed, 40);
+    return s;
+}
+
+async function chatTurns(h, s, texts) {
+    const tp = h.x.lw_alloc(4), np = h.x.lw_alloc(4), mp = h.x.lw_alloc(4);
     const replies = [];
     for (const t of texts) {
-        await h.ok('host_chat_submit', h.cstr(t));
+        await h.ok('lw_chat_submit', s, h.cstr(t));
         let reply = '';
         for (let more = 1; more; ) {
-            await h.ok('host_chat_step', tp, np, mp);
+            await h.ok('lw_chat_step', s, tp, np, mp);
             const u = new Uint32Array(h.x.memory.buffer);
             reply += h.readStr(u[tp / 4], u[np / 4]);
             more = u[mp / 4];
         }
         replies.push(reply);
     }
-    const idsp = h.x.host_malloc(4 * 1024);
-    const n = h.x.host_chat_ids(idsp, 1024);
+    const idsp = h.x.lw_alloc(4 * 1024);
+    const n = h.x.host_chat_ids(s, idsp, 1024);
     return { replies, ids: [...new Int32Array(h.x.memory.buffer, idsp, Math.min(n, 1024))] };
 }
 
@@ -176,64 +221,84 @@ async function run(jspi) {
     work.writes = work.dispatches = 0;
     try {
         let h = await host(jspi, tmp);
-        await h.ok('host_model', h.cstr(FIXTURE), 0);
-        await h.ok('host_ctx', 256, 8);
-        out.backend = h.readStr(h.x.host_backend());
-        const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 5) % h.x.host_n_vocab());
-        await h.ok('host_prefill', h.ints(prompt), prompt.length); // three chunks of 8
+        await h.load(FIXTURE);
+        let ctx = await h.ctx(256, 8);
+        out.backend = h.readStr(h.x.lw_ctx_backend(ctx, h.x.lw_alloc(160), 160));
+        const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 5) % h.nVocab);
+        await h.ok('lw_prefill', ctx, h.ints(prompt), prompt.length, h.logitsPtr); // three chunks of 8
         out.prefill = h.logits();
-        await h.ok('host_decode', out.prefill.argmax);
+        await h.ok('lw_prefill', ctx, h.ints([out.prefill.argmax]), 1, h.logitsPtr);
         out.decode = h.logits();
-        await h.ok('host_sampler', 0, 0, 1, 1, 0);
-        out.greedy = await generate(h, 40, 40); // past two 16-id blocks: maps in flight at the end
+        let smp = await h.make('lw_sampler_create', h.model, 0, 0, 1, 1, 64, 0); // greedy
+        out.greedy = await generate(h, ctx, smp, 40, 40); // past two 16-id blocks: maps in flight at the end
         out.resident = out.greedy.resident;
-        await h.drop('host_ctx_free');
-        await h.ok('host_ctx', 256, 8);
-        await h.ok('host_prefill', h.ints(prompt), prompt.length);
-        await h.ok('host_sampler', 0.8, 40, 0.95, 1.1, 7);
-        await h.ok('host_accept', h.ints(prompt), prompt.length);
-        out.seeded = await generate(h, 64, 12); // stopped early: eight steps in flight dropped
+        h.x.lw_sampler_free(smp);
+        await h.drop('lw_ctx_free', ctx);
+        ctx = await h.ctx(256, 8);
+        await h.ok('lw_prefill', ctx, h.ints(prompt), prompt.length, h.logitsPtr);
+        smp = await h.make('lw_sampler_create', h.model, 0.8, 40, 0.95, 1.1, 64, 7);
+        await h.ok('lw_sampler_accept', smp, h.ints(prompt), prompt.length);
+        out.seeded = await generate(h, ctx, smp, 64, 12); // stopped early: eight steps in flight dropped
         out.resident &&= out.seeded.resident;
-        out.pos = h.x.host_pos();
-        await h.ok('host_decode', out.seeded.at(-1)); // the context goes on by hand after the drop
+        out.pos = h.x.lw_ctx_pos(ctx);
+        // the context goes on by hand after the drop
+        await h.ok('lw_prefill', ctx, h.ints([out.seeded.at(-1)]), 1, h.logitsPtr);
         out.after = h.logits();
-        await h.drop('host_ctx_free');
+        h.x.lw_sampler_free(smp);
+        await h.drop('lw_ctx_free', ctx);
         out.pending = h.pending;
         const by = h.by;
 
         h = await host(jspi, tmp);
-        await h.ok('host_model', h.cstr('/tmp/chat.gguf'), h.cstr('tiny-llama'));
+        const gerr = h.x.lw_alloc(516); // a lean_error
+        if (h.x.host_gen_model(h.cstr('/tmp/chat.gguf'), h.cstr('tiny-llama'), gerr) !== LEAN_OK)
+            throw new Error(`host_gen_model: ${h.readStr(gerr + 4)}`);
+        await h.load(path.join(tmp, 'chat.gguf'));
         const turns = ['Hello there, how are you?', 'And then?'];
-        await h.ok('host_chat', 512, 16, 40, 0, 0);
-        out.chatGreedy = await chatTurns(h, turns);
-        await h.drop('host_chat_free');
+        let s = await chatSession(h, 0, 0);
+        out.chatGreedy = await chatTurns(h, s, turns);
+        await h.drop('lw_chat_free', s);
         if (!jspi) { // a reset while a step is pending drops its read-back; the next turn is exact
             const before = { ...work }; // this part's work is the pump run's alone: not counted
-            await h.ok('host_chat', 512, 16, 40, 0, 0);
-            await h.ok('host_chat_submit', h.cstr(turns[0]));
-            const p = h.x.host_malloc(12);
+            s = await chatSession(h, 0, 0);
+            await h.ok('lw_chat_submit', s, h.cstr(turns[0]));
+            const p = h.x.lw_alloc(12);
             let st, steps = 0;
-            while ((st = h.x.host_chat_step(p, p + 4, p + 8)) === LEAN_OK) steps++;
-            h.x.host_chat_reset();
+            while ((st = h.x.lw_chat_step(s, p, p + 4, p + 8)) === LEAN_OK) steps++;
+            h.x.lw_chat_reset(s);
             out.resetPending = { st, steps };
-            out.afterReset = (await chatTurns(h, [turns[0]])).replies[0];
-            await h.drop('host_chat_free');
+            out.afterReset = (await chatTurns(h, s, [turns[0]])).replies[0];
+            await h.drop('lw_chat_free', s);
             Object.assign(work, before);
         }
-        await h.ok('host_chat', 512, 16, 40, 0.8, 7);
-        out.chatSeeded = await chatTurns(h, turns);
+        s = await chatSession(h, 0.8, 7);
+        out.chatSeeded = await chatTurns(h, s, turns);
         for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
-        await h.drop('host_chat_free');
+        await h.drop('lw_chat_free', s);
         out.pending += h.pending;
 
         h = await host(jspi, tmp);
-        await h.ok('host_model', h.cstr(FIXTURE), 0);
+        await h.load(FIXTURE);
         breakKernel = BROKEN;
-        const st = await h.call('host_ctx', 64, 8);
+        const out4 = h.x.lw_alloc(4);
+        const st = await h.call('lw_ctx_create', h.model, h.cstr('gpu'), 64, 8, 0, 1, out4);
         breakKernel = null;
         out.broken = { st: st === LEAN_OK ? 'ok' : 'failed', names: h.error().includes(`pipeline '${BROKEN}'`) };
         if (st !== LEAN_OK) console.log(`${jspi ? 'jspi' : 'pump'}: the broken kernel: ${h.error()}`);
         out.pending += h.pending;
+        for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
+
+        // the GPU-only load: the device opens inside a push, the uploads' checks come back in
+        // end; its logits are the memory-loaded model's (both exact, on equal devices)
+        h = await host(jspi, tmp);
+        await h.loadGpuOnly(FIXTURE, (1 << 20) + 4100); // pieces that split the header and tensors
+        ctx = await h.ctx(256, 8);
+        await h.ok('lw_prefill', ctx, h.ints(prompt), prompt.length, h.logitsPtr);
+        out.gpuOnly = h.logits();
+        await h.drop('lw_ctx_free', ctx);
+        await h.drop('lw_model_free', h.model);
+        out.pending += h.pending;
+        out.gpuOnlyBy = { ...h.by };
         for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
         out.by = by;
         out.work = { ...work };
@@ -262,7 +327,10 @@ check(pump.resident && jspi.resident, 'both generations ran on the GPU (resident
 check(jspi.pending === 0, 'the JSPI run never saw LEAN_PENDING');
 console.log(`work: ${JSON.stringify(pump.work)} without JSPI, ${JSON.stringify(jspi.work)} with`);
 check(pump.work.dispatches > 0 && queueOf(pump) === queueOf(jspi), 'the same queue writes and dispatches with and without JSPI');
-for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken']) {
+check(pump.gpuOnly.hash === pump.prefill.hash, `the GPU-only load's logits equal the memory load's (${pump.gpuOnly.hash})`);
+check(pump.gpuOnlyBy.lw_loader_push > 0 && pump.gpuOnlyBy.lw_loader_end > 0,
+    `without JSPI the GPU-only load waited in a push and in end: ${JSON.stringify(pump.gpuOnlyBy)}`);
+for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken', 'gpuOnly']) {
     const a = JSON.stringify(pump[k]), b = JSON.stringify(jspi[k]);
     check(a === b, `${k}: pump ${a.slice(0, 300)}\n      jspi ${b.slice(0, 300)}`);
 }

@@ -12,10 +12,13 @@
 //   - with a vocabulary and a template (a model made by `lean gen`): prompt text, tokenize and
 //     detokenize, two chat turns equal `lean chat`'s replies, the second reusing the cache
 //   - abort (chat and generate) stops early and the next call still gives the same reply
+//   - a lost device (lean.testLoseDevice) on 'gpu': while ids stream the call rejects saying so;
+//     before a call, the call runs on a new device; the next ids are the same; info says why
 //   - bad input rejects with lean's reason and leaves nothing broken: not GGUF, truncated, an
 //     id outside the vocabulary, a model freed
 //   - a URL: downloaded, then from the Cache API without a request; a 404 rejects
-//   - the GPU-only load (gpuOnly: weights streamed to the GPU) from a URL and a Blob equals
+//   - the GPU-only load (gpuOnly: weights streamed to the GPU) from a URL and a Blob, and from a
+//     URL without JSPI (the loader's GPU waits answered through the pump), equals
 //     `lean run --backend gpu --exact`; it refuses the CPU rung and a truncated file
 //   - without JSPI ('jspi: false'): 'auto' takes the CPU and says why; a forced 'gpu' loads
 //     and matches where webgpu_imports.mjs has the pump's settle(), and otherwise rejects
@@ -73,8 +76,18 @@ for (const file of ['build/fixtures/llama-q4_k.gguf', 'build/fixtures/qwen2-q8_0
     const gpu = await Lean.load(bytes, { backend: 'gpu', exact: true });
     same(gpu.info.backend, 'gpu', `${file}: info.backend`);
     check(gpu.info.jspi === true && gpu.info.adapter.length > 0, `${file}: info.jspi ${gpu.info.jspi}, adapter '${gpu.info.adapter}'`);
-    same((await gpu.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '),
-        await lean('run', '-m', file, ...ids, '--backend', 'gpu', '--exact'), `${file}: gpu greedy`);
+    const wantGpu = await lean('run', '-m', file, ...ids, '--backend', 'gpu', '--exact');
+    same((await gpu.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '), wantGpu, `${file}: gpu greedy`);
+    // the device lost while ids stream (lean.testLoseDevice): the call rejects saying so, the
+    // next runs on a new device; lost before a call, the call runs on the new device unseen
+    let n = 0;
+    await rejects(gpu.generate({ ids: PROMPT, maxTokens: 64, ignoreEog: true, onToken: () => ++n === 2 && gpu.testLoseDevice() }),
+        'lost during this reply', `${file}: device lost after ${n} streamed ids`);
+    same((await gpu.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '), wantGpu, `${file}: gpu greedy on a new device`);
+    gpu.testLoseDevice();
+    same((await gpu.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '), wantGpu, `${file}: device lost before the call`);
+    check(gpu.info.backend === 'gpu' && gpu.info.fallback.length === 2 && gpu.info.fallback.every((f) => /lost|destroyed|map failed/.test(f.reason)),
+        `${file}: info.fallback names both losses: ${JSON.stringify(gpu.info.fallback)}`);
     await gpu.free();
 }
 
@@ -177,10 +190,12 @@ await rejects(Lean.load(good, { backend: 'tpu' }), "backend 'tpu'", 'an unknown 
     // (Lean.cached and Lean.uncache are not checked here: Deno's main thread sees another Cache
     // storage than its workers, where a browser's page and worker share their origin's.)
     const wantGpu = await lean('run', '-m', file, '--ids', PROMPT.join(','), '-n', '16', '--backend', 'gpu', '--exact');
-    for (const [name, src] of [['URL', `${base}/m.gguf`], ['Blob', new Blob([bytes])]]) {
+    const gpuOnlyRuns = [['URL', `${base}/m.gguf`, true], ['Blob', new Blob([bytes]), true], ['URL, no JSPI', `${base}/m.gguf`, false]];
+    for (const [name, src, jspi] of gpuOnlyRuns) {
         const phases = new Set();
-        const m = await Lean.load(src, { backend: 'gpu', exact: true, gpuOnly: true, cache: false, onProgress: (p) => phases.add(p.phase) });
-        check(m.info.backend === 'gpu' && phases.has('upload'), `GPU-only ${name}: ${m.info.backend}, phases ${[...phases]}`);
+        const m = await Lean.load(src, { backend: 'gpu', exact: true, gpuOnly: true, cache: false, jspi, onProgress: (p) => phases.add(p.phase) });
+        check(m.info.backend === 'gpu' && m.info.jspi === jspi && phases.has('upload'),
+            `GPU-only ${name}: ${m.info.backend}, jspi ${m.info.jspi}, phases ${[...phases]}`);
         same((await m.generate({ ids: PROMPT, maxTokens: 16 })).ids.join(' '), wantGpu, `GPU-only load from a ${name}: ids`);
         await m.free();
     }

@@ -51,12 +51,13 @@ export class Lean {
 
     // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
     // array, or a ReadableStream of bytes (opts.size: its length, when known).
-    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, onProgress, size }
+    // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, softwareGpu,
+    //         onProgress, size }
     static async load(source, opts = {}) {
         const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
         const lean = new Lean(worker);
         const { onProgress, ...rest } = opts;
-        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly']);
+        const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly', 'softwareGpu']);
         // a page without JSPI (or one that deleted it to test the other path) gets a worker without
         options.jspi ??= typeof WebAssembly.Suspending === 'function';
         const transfer = [];
@@ -202,6 +203,13 @@ export class Lean {
     // ids -> text (opts.skipSpecial leaves out BOS, EOS and other control tokens)
     async detokenize(ids, opts = {}) {
         return this.#request('detokenize', { ids: Array.from(ids), skipSpecial: !!opts.skipSpecial });
+    }
+
+    // A test hook: destroys the GPU device the model runs on now, between two steps of a reply
+    // in progress if there is one, as a GPU reset or a driver crash would lose it (docs/web.md,
+    // "a lost device"). A no-op on the CPU.
+    testLoseDevice() {
+        this.#worker?.postMessage({ op: 'testLoseDevice' });
     }
 
     // Frees the model, its contexts and the worker; the object is unusable after.

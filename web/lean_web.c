@@ -23,11 +23,6 @@
 __attribute__((import_module("lean_web"), import_name("progress"))) void lw_progress(double done, double total,
                                                                                     int phase);
 
-/* The GPU-only load's reader: copies bytes [off, off + n) of the model file into dst once they
- * have arrived (the worker suspends here through JSPI while the network delivers them); returns
- * how many it copied, fewer where the file ends or the download failed. */
-__attribute__((import_module("lean_web"), import_name("read"))) size_t lw_read(double off, void *dst, size_t n);
-
 /* ---- errors and buffers ---- */
 
 static lean_error last_err;
@@ -64,24 +59,29 @@ int EXPORT(lw_model_load)(const void *data, size_t size, lean_model **out) {
 }
 void EXPORT(lw_model_free)(lean_model *m) { lean_model_free(m); }
 
-static size_t read_import(void *user, uint64_t off, void *dst, size_t n) {
-    (void)user;
-    return lw_read((double)off, dst, n);
-}
-
-/* A model streamed through lw_read straight to the GPU (lean_model_params.gpu_only), for files
- * larger than wasm memory: the device is made now, with these settings (backend "gpu" or "auto",
- * exact), and the model serves GPU contexts with the same settings only. */
-int EXPORT(lw_model_load_gpu)(double file_size, const char *backend, int32_t exact, lean_model **out) {
+/* The GPU-only load (lean_model_params.gpu_only), for files larger than wasm memory: the worker
+ * pushes the file's bytes as they arrive (lean_model_loader) and each tensor goes to the GPU in
+ * pieces. The device is made on the way, with these settings (backend "gpu" or "auto", exact),
+ * and the model serves GPU contexts with the same settings only. Without JSPI a push and end
+ * may answer LEAN_PENDING: made again unchanged. */
+int EXPORT(lw_loader_begin)(double file_size, const char *backend, int32_t exact, lean_model_loader **out) {
+    static char name[16]; /* read by the pushes: the worker's string lives for this call only */
+    snprintf(name, sizeof name, "%s", backend);
     lean_ctx_params cp = lean_ctx_default_params();
-    cp.backend = backend;
+    cp.backend = name;
     cp.exact = exact;
     lean_model_params p = lean_model_default_params();
     p.gpu_only = 1;
-    p.gpu_params = &cp;
+    p.gpu_params = &cp; /* copied by the loader */
     p.progress = upload_progress;
-    return lean_model_load_stream_params(read_import, NULL, (uint64_t)file_size, &p, out, &last_err);
+    return lean_model_loader_begin((uint64_t)file_size, &p, out, &last_err);
 }
+int EXPORT(lw_loader_push)(lean_model_loader *l, const void *bytes, size_t n) {
+    return lean_model_loader_push(l, bytes, n, &last_err);
+}
+/* frees l, but when it answers LEAN_PENDING */
+int EXPORT(lw_loader_end)(lean_model_loader *l, lean_model **out) { return lean_model_loader_end(l, out, &last_err); }
+void EXPORT(lw_loader_free)(lean_model_loader *l) { lean_model_loader_free(l); }
 
 /* Appends s as a JSON string. */
 static size_t json_str(char *buf, size_t cap, size_t n, const char *s) {
@@ -126,11 +126,13 @@ size_t EXPORT(lw_model_info)(const lean_model *m, char *buf, size_t cap) {
 
 /* ---- contexts and generation ---- */
 
-int EXPORT(lw_ctx_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_threads, int32_t exact,
-                          lean_ctx **out) {
+/* n_batch: the most tokens a prefill's chunk takes, 0 for the backend's own */
+int EXPORT(lw_ctx_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                          int32_t exact, lean_ctx **out) {
     lean_ctx_params cp = lean_ctx_default_params();
     cp.backend = backend;
     cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
     cp.n_threads = n_threads;
     cp.exact = exact;
     cp.progress = upload_progress;
@@ -220,11 +222,12 @@ void EXPORT(lw_text_stream_free)(lean_text_stream *s) { lean_text_stream_free(s)
 
 /* ---- chat sessions ---- */
 
-int EXPORT(lw_chat_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_threads, int32_t exact,
-                           lean_chat_session **out) {
+int EXPORT(lw_chat_create)(const lean_model *m, const char *backend, int32_t n_ctx, int32_t n_batch, int32_t n_threads,
+                           int32_t exact, lean_chat_session **out) {
     lean_chat_session_params p = lean_chat_session_default_params();
     p.backend = backend;
     p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
     p.n_threads = n_threads;
     p.exact = exact;
     p.chatml_fallback = 1; /* a model without a template still chats, in ChatML */

@@ -4,6 +4,7 @@
 // Messages (lean.js is the only client):
 //   in   { id, op, args }   op: load | generate | chat | tokenize | detokenize | resetChat | free
 //        { op: 'abort', target }   stops request `target` between two steps (any time)
+//        { op: 'testLoseDevice' }  destroys the GPU device now, as a GPU reset would (a test hook)
 //   out  { id, ok: true, result } | { id, ok: false, error }      the answer to request id
 //        { id, type: 'progress', phase, loaded, total }            while loading
 //        { id, type: 'piece', text } | { id, type: 'token', token, text }   while generating
@@ -37,7 +38,7 @@ let memory = null;
 // Exports that may wait on the GPU: through WebAssembly.promising under JSPI.
 const GPU_CALLS = [
     'lw_ctx_create', 'lw_ctx_free', 'lw_ctx_truncate', 'lw_prefill', 'lw_gen_begin', 'lw_gen_next', 'lw_gen_end',
-    'lw_model_load_gpu', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
+    'lw_loader_push', 'lw_loader_end', 'lw_loader_free', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
     'lw_chat_set_messages', 'lw_chat_set_sampling',
 ];
 
@@ -52,8 +53,6 @@ async function instantiate(jspi, opts) {
         ...gpu.imports,
         lean_web: {
             progress: (done, total) => post({ id: current, type: 'progress', phase: 'upload', loaded: done, total }),
-            // the GPU-only load's reads (loadGpuOnly): they wait for the network, so JSPI only
-            read: gpu.jspi ? new WebAssembly.Suspending((off, dst, n) => state.read(off, dst, n)) : () => 0,
         },
     };
     let instance = null;
@@ -93,7 +92,7 @@ async function cpuThreads(opts) {
     const want = Math.max(1, Math.floor(opts.threads ?? navigator.hardwareConcurrency ?? 1));
     if (want === 1) return 1;
     const backend = opts.backend ?? 'auto';
-    if (backend === 'gpu' || opts.gpuOnly || (backend === 'auto' && !(await gpuRefusal()))) return 1;
+    if (backend === 'gpu' || opts.gpuOnly || (backend === 'auto' && !(await gpuRefusal(opts)))) return 1;
     if (!globalThis.crossOriginIsolated || typeof SharedArrayBuffer === 'undefined') {
         const reason = `${want} threads: the page is not cross-origin isolated (COOP/COEP): no SharedArrayBuffer`;
         state.fallback.push({ backend: 'cpu-threads', reason });
@@ -190,9 +189,12 @@ const state = {
     ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
     chat: 0, // the chat session (its own context)
     gpuOnly: false, // the weights went to the GPU only (loadGpuOnly)
-    read: null, // while loadGpuOnly runs: the reader of lean_web.read
 };
-const post = (m) => self.postMessage(m);
+const streamed = new Set(); // ids of requests whose pieces or tokens were posted (gpuLost)
+const post = (m) => {
+    if (m.type === 'piece' || m.type === 'token') streamed.add(m.id);
+    self.postMessage(m);
+};
 
 // ---- load: sources and the cache ----
 
@@ -300,80 +302,60 @@ async function openSource(source, opts) {
     return { reader: resp.body.getReader(), size, phase, name: url, done };
 }
 
-// The GPU-only load's reader: C asks for [off, off + n) in file order (the header's small reads,
-// then each tensor); the stream is read as far as that, and what lies before off is dropped,
-// but for the first HEAD_BYTES (the header), kept in case the header is read again.
-const HEAD_BYTES = 32 << 20;
-function streamReader(src, onBytes) {
-    const head = new Uint8Array(Math.min(src.size, HEAD_BYTES));
-    let chunks = [], base = 0, end = 0; // chunks hold the stream's bytes [base, end)
-    const reader = async (off, dst, n) => {
-        if (off + n <= Math.min(end, head.length)) {
-            u8(dst, n).set(head.subarray(off, off + n));
-            return n;
-        }
-        if (off < base) throw new Error(`a read at byte ${off} after the stream had passed ${base}`);
-        while (end < off + n) {
-            const { done, value } = await readChunk(src, end);
-            if (done) break;
-            if (end < head.length) head.set(value.subarray(0, Math.min(value.length, head.length - end)), end);
-            chunks.push(value);
-            end += value.length;
-            onBytes(src.phase, end, src.size);
-        }
-        while (chunks.length && base + chunks[0].length <= off) base += chunks.shift().length;
-        let got = 0, at = base;
-        for (const c of chunks) {
-            if (got === n) break;
-            if (at + c.length > off + got) {
-                const s = off + got - at, k = Math.min(c.length - s, n - got);
-                u8(dst + got, k).set(c.subarray(s, s + k));
-                got += k;
-            }
-            at += c.length;
-        }
-        return got;
-    };
-    // a failure becomes a short read, which C reports; the reason is kept for the message
-    const wrapped = async (off, dst, n) => {
-        try {
-            return await reader(off, dst, n);
-        } catch (e) {
-            wrapped.failure ??= e.message ?? String(e);
-            return 0;
-        }
-    };
-    return wrapped;
-}
-
 // A model whose weights go straight from the stream to the GPU, never whole in wasm memory
 // (lean_model_params.gpu_only): for files past MEMORY_MODEL_MAX, or asked for (opts.gpuOnly).
-// The read import suspends while bytes arrive, so this needs JSPI.
+// The bytes are pushed as they arrive (lean_model_loader, through one PUSH_BYTES buffer); a push
+// and the end may wait on the GPU, so they go through call(): JSPI or the pump alike.
+const PUSH_BYTES = 8 << 20;
 async function loadGpuOnly(src, opts, onBytes) {
     const want = opts.backend ?? 'auto';
     const why =
         want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
-        : !gpu.jspi ? 'streaming it to the GPU waits on the network inside lean.wasm, which needs JSPI (WebAssembly.Suspending)'
         : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
         : '';
     if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
-    state.read = streamReader(src, onBytes);
+    const buf = alloc(PUSH_BYTES);
+    let loader = 0;
     try {
-        await withMem([want, 4], async (name, out) => {
-            const st = await pump('lw_model_load_gpu', src.size, name, opts.exact ? 1 : 0, out);
-            if (st !== 0) throw new LeanError(st, state.read.failure ? `${src.name}: ${state.read.failure}` : cstr(ex.lw_error_msg()));
-            state.model = i32(out, 1)[0];
+        // lean's 'auto' takes a hardware adapter only; 'gpu' any (softwareGpu)
+        const rung = want === 'auto' && opts.softwareGpu ? 'gpu' : want;
+        loader = await withMem([rung, 4], async (name, out) => {
+            await call('lw_loader_begin', src.size, name, opts.exact ? 1 : 0, out);
+            return i32(out, 1)[0];
         });
+        for (let loaded = 0; ; ) {
+            const { done, value } = await readChunk(src, loaded);
+            if (done) break;
+            for (let at = 0; at < value.length; at += PUSH_BYTES) {
+                const part = value.subarray(at, at + PUSH_BYTES);
+                u8(buf, part.length).set(part);
+                await call('lw_loader_push', loader, buf, part.length);
+            }
+            loaded += value.length;
+            onBytes(src.phase, loaded, src.size);
+        }
+        const l = loader;
+        loader = 0; // end frees it, failing or not
+        state.model = await withMem([4], async (out) => {
+            await call('lw_loader_end', l, out);
+            return i32(out, 1)[0];
+        });
+    } catch (e) {
+        // taken for its size: the GPU was the only rung (too little memory there is the end)
+        if (opts.gpuOnly) throw e;
+        throw new Error(`${e.message}; at ${src.size} bytes the model does not fit in wasm memory (4 GiB) for the CPU either`);
     } finally {
-        state.read = null;
+        if (loader) await ex.lw_loader_free(loader);
+        ex.lw_free(buf);
     }
     state.gpuOnly = true;
 }
 
 // ---- the backend ladder ----
 
-// Why lean's "auto" would not take the GPU here, or '' when a hardware adapter is there.
-async function gpuRefusal() {
+// Why lean's "auto" would not take the GPU here, or '' when a hardware adapter is there (any
+// adapter, with opts.softwareGpu).
+async function gpuRefusal(opts) {
     if (!globalThis.navigator?.gpu) return 'navigator.gpu is missing (no WebGPU in this browser or context)';
     if (!gpu.jspi && typeof gpu.settle !== 'function') return 'no JSPI (WebAssembly.Suspending) to wait on the GPU with';
     let adapter = null;
@@ -384,7 +366,7 @@ async function gpuRefusal() {
     }
     if (!adapter) return 'navigator.gpu.requestAdapter found no adapter';
     const info = adapter.info ?? {};
-    if (adapter.isFallbackAdapter || info.isFallbackAdapter)
+    if ((adapter.isFallbackAdapter || info.isFallbackAdapter) && !opts.softwareGpu)
         return `the only adapter is a software one (${nameOf(info)})`;
     return '';
 }
@@ -408,7 +390,7 @@ async function chooseBackend(opts) {
     if (want !== 'auto' && want !== 'gpu' && want !== 'cpu')
         throw new Error(`backend '${want}': expected 'auto', 'gpu' or 'cpu'`);
     if (want === 'gpu' || want === 'auto') {
-        const why = want === 'auto' ? await gpuRefusal() : '';
+        const why = want === 'auto' ? await gpuRefusal(opts) : '';
         if (!why) {
             try {
                 state.ctx = await createCtx('gpu', opts);
@@ -428,7 +410,7 @@ async function chooseBackend(opts) {
 
 async function createCtx(backend, opts) {
     return withMem([backend, 4], async (name, out) => {
-        await call('lw_ctx_create', state.model, name, opts.nCtx ?? 0, threadsFor(backend, opts), opts.exact ? 1 : 0, out);
+        await call('lw_ctx_create', state.model, name, opts.nCtx ?? 0, 0, threadsFor(backend, opts), opts.exact ? 1 : 0, out);
         return i32(out, 1)[0];
     });
 }
@@ -460,16 +442,24 @@ async function describe() {
     return state.info;
 }
 
-// After a lost device (or any failure of the GPU mid-work) under 'auto': the CPU from now on.
-async function fallBack(e) {
-    if (!(e instanceof LeanError) || e.status !== LEAN_ERR_DEVICE || state.backend !== 'gpu') return false;
-    if ((state.opts.backend ?? 'auto') !== 'auto' || state.gpuOnly) return false;
+// A lost device (or any failure of the GPU mid-work, LEAN_ERR_DEVICE) met by request reqId: the
+// contexts on it are freed and the reason goes to info.fallback; under 'auto' the CPU takes
+// over, under 'gpu' a new device opens (lean.h: the model uploads its weights again), and lean.js
+// hears of it ('info'). The request then runs again if none of its output reached the page and
+// it had not run again already; else it rejects, saying so (its pieces would come twice). A
+// GPU-only model has lost its weights: it rejects, and so does every later call. Throws e when
+// it is no such failure.
+async function gpuLost(e, reqId, again) {
+    if (!(e instanceof LeanError) || e.status !== LEAN_ERR_DEVICE || state.backend !== 'gpu') throw e;
     state.fallback.push({ backend: 'gpu', reason: e.message });
     await freeContexts();
-    state.ctx = await createCtx('cpu', state.opts);
-    state.backend = 'cpu';
+    if (state.gpuOnly) throw new Error(`${e.message}; the model was loaded GPU-only (its weights were on that device): load it again`);
+    if ((state.opts.backend ?? 'auto') === 'auto') state.backend = 'cpu';
+    state.ctx = await createCtx(state.backend, state.opts);
     post({ type: 'info', info: await describe() });
-    return true;
+    if (streamed.has(reqId) || again)
+        throw new Error(`the GPU device was lost during this reply (${e.message}); ` +
+            `${state.backend === 'cpu' ? 'lean runs on the CPU now' : 'a new device is open'}: call again`);
 }
 
 // One sequence lives at a time (generate's context or the chat session's), so that wasm memory
@@ -547,11 +537,11 @@ async function tokenize(text, flags) {
 }
 
 async function generate(o, reqId) {
-    for (;;) {
+    for (let again = false; ; again = true) {
         try {
             return await generateOnce(o, reqId);
         } catch (e) {
-            if (!(await fallBack(e))) throw e;
+            await gpuLost(e, reqId, again);
         }
     }
 }
@@ -653,17 +643,17 @@ async function chatSession() {
     Object.assign(state, { ctx: 0, ctxIds: [] });
     const o = state.opts;
     return withMem([state.backend, 4], async (name, out) => {
-        await call('lw_chat_create', state.model, name, o.nCtx ?? 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
+        await call('lw_chat_create', state.model, name, o.nCtx ?? 0, 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
         return (state.chat = i32(out, 1)[0]);
     });
 }
 
 async function chat(o, reqId) {
-    for (;;) {
+    for (let again = false; ; again = true) {
         try {
             return await chatOnce(o, reqId);
         } catch (e) {
-            if (!(await fallBack(e))) throw e;
+            await gpuLost(e, reqId, again);
         }
     }
 }
@@ -769,6 +759,7 @@ self.onmessage = ({ data }) => {
         aborted.add(data.target);
         return;
     }
+    if (data.op === 'testLoseDevice') return gpu?.loseDevices(); // lean.js testLoseDevice: now, not queued
     queue = queue.then(async () => {
         current = data.id;
         try {
@@ -783,6 +774,7 @@ self.onmessage = ({ data }) => {
             post({ id: data.id, ok: false, error: String(e?.message ?? e) });
         } finally {
             aborted.delete(data.id);
+            streamed.delete(data.id);
         }
     });
 };

@@ -289,6 +289,11 @@ export function leanWebGPU({ pump = true } = {}) {
         setMemory(m) {
             memory = m;
         },
+        // A test hook (lean_worker.js 'testLoseDevice'): destroys every device made here, as a
+        // GPU reset would lose it; lean learns of it at its next wait, as of any loss.
+        loseDevices() {
+            for (const [id, m] of meta) if (m.events && !m.destroyed) get(id)?.destroy();
+        },
         // The pump: resolves once every request the last call found unanswered has settled
         // (every request in flight, if it found none), so the call, made again, gets further.
         // Only those: the steps a generation keeps in flight behind the one it waits for stay

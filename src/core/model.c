@@ -436,7 +436,8 @@ static lean_status source_begin(lean_model *m, const lean_model_params *p, lean_
     return st;
 }
 
-/* Every byte wanted has come: the part's uploads finish (GPU-only), or the views are bound. */
+/* Every byte wanted has come: the part's uploads finish (GPU-only), or the views are bound.
+ * LEAN_PENDING (pump mode: the uploads' checks are out): call again, it resumes there. */
 static lean_status source_end(lean_weight_source *s, uint64_t pos, lean_error *err) {
     lean_status st = LEAN_OK;
     const source_item *it = s->cur < s->n_items ? &s->items[s->cur] : NULL;
@@ -507,9 +508,12 @@ struct lean_model_loader {
     uint8_t *head;          /* the bytes so far, until the header parses */
     size_t head_len, head_cap, next_try;
     lean_model *m;          /* once the header parsed */
+    bool begun;             /* src made (GPU-only: the device open) and the header's bytes given it */
     lean_weight_source src;
     lean_status failed;     /* the first failure, returned again */
     lean_error why;
+    bool resume;            /* the last push returned LEAN_PENDING: the same push again resumes */
+    size_t resume_at;       /* at its byte resume_at */
 };
 
 /* A lean_read_fn over the bytes pushed so far; starved: it was asked past them. */
@@ -541,8 +545,7 @@ lean_status lean_model_loader_begin(uint64_t file_size, const lean_model_params 
     return LEAN_OK;
 }
 
-/* Parses the header once enough has come (a starved parse waits for twice the bytes), then
- * begins the data section with the bytes past it. */
+/* Parses the header once enough has come (a starved parse waits for twice the bytes). */
 static lean_status loader_header(lean_model_loader *l, bool last, lean_error *err) {
     if (l->head_len < l->next_try && !last) return LEAN_OK;
     head_reader h = {.bytes = l->head, .len = l->head_len};
@@ -556,7 +559,16 @@ static lean_status loader_header(lean_model_loader *l, bool last, lean_error *er
         return LEAN_FAIL(err, LEAN_ERR_IO, "the stream ended at byte %zu, inside the header (the file has %llu)",
                          l->head_len, (unsigned long long)l->file_size);
     if (err && st != LEAN_OK) *err = e;
-    if (st == LEAN_OK) st = source_begin(l->m, &l->p, &l->src, err);
+    return st;
+}
+
+/* After the header: the data section's source (GPU-only: the device opens, which in pump mode
+ * answers LEAN_PENDING until the browser has made it: then made again by the call made again),
+ * given the bytes kept past the header. */
+static lean_status loader_data(lean_model_loader *l, lean_error *err) {
+    lean_status st = source_begin(l->m, &l->p, &l->src, err);
+    if (st == LEAN_PENDING) return st;
+    l->begun = true;
     if (st == LEAN_OK) st = source_push(&l->src, 0, l->head, l->head_len, err);
     lean_free(l->head);
     l->head = NULL;
@@ -579,11 +591,15 @@ lean_status lean_model_loader_push(lean_model_loader *l, const void *bytes, size
         if (err) *err = l->why;
         return l->failed;
     }
-    if (n > l->file_size - l->pos)
+    size_t at = 0; /* bytes of this push taken */
+    if (l->resume) /* the push made again after LEAN_PENDING (lean.h): the same bytes */
+        at = l->resume_at, l->resume = false;
+    else if (n > l->file_size - l->pos)
         return loader_failed(l, LEAN_FAIL(err, LEAN_ERR_ARG, "lean_model_loader_push: %zu bytes past the %llu the "
                                           "file was said to have", n, (unsigned long long)l->file_size), err);
     lean_status st = LEAN_OK;
     const uint8_t *b = bytes;
+    b += at, n -= at;
     while (st == LEAN_OK && n && !l->m) { /* the header: kept (up to the next try) until it parses */
         const size_t take = l->next_try > l->head_len && l->next_try - l->head_len < n ? l->next_try - l->head_len : n;
         if (take > l->head_cap - l->head_len) {
@@ -594,9 +610,15 @@ lean_status lean_model_loader_push(lean_model_loader *l, const void *bytes, size
             l->head = grown, l->head_cap = cap;
         }
         memcpy(l->head + l->head_len, b, take);
-        l->head_len += take, l->pos += take, b += take, n -= take;
+        l->head_len += take, l->pos += take, b += take, n -= take, at += take;
         st = loader_header(l, l->pos == l->file_size, err);
     }
+    if (st == LEAN_OK && l->m && !l->begun) st = loader_data(l, err);
+    if (st == LEAN_PENDING) {
+        l->resume = true, l->resume_at = at;
+        return st;
+    }
+    /* the sinks never wait (in pump mode the GPU's checks of the uploads come back later) */
     if (st == LEAN_OK && n) st = source_push(&l->src, l->pos, b, n, err);
     l->pos += n;
     return loader_failed(l, st, err);
@@ -620,7 +642,9 @@ lean_status lean_model_loader_end(lean_model_loader *l, lean_model **out, lean_e
     lean_status st = l->failed;
     if (st != LEAN_OK && err) *err = l->why;
     if (st == LEAN_OK && !l->m) st = loader_header(l, true, err); /* what came, parsed now */
+    if (st == LEAN_OK && !l->begun) st = loader_data(l, err);
     if (st == LEAN_OK) st = source_end(&l->src, l->pos, err);
+    if (st == LEAN_PENDING) return st; /* made again, it resumes (lean.h) */
     if (st == LEAN_OK) *out = l->m, l->m = NULL;
     lean_model_loader_free(l);
     return st;
@@ -752,6 +776,9 @@ static lean_status load_stream(lean_read_fn read, void *user, uint64_t file_size
     st = source_begin(m, p, &src, err);
     if (st == LEAN_OK) st = source_pull(&src, read, user, &pos, err);
     if (st == LEAN_OK) st = source_end(&src, pos, err);
+    if (st == LEAN_PENDING) /* a GPU wait in pump mode: this call cannot be made again */
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "a GPU-only load through a read callback waits on the GPU, "
+                       "which this host cannot do without JSPI: push the bytes through lean_model_loader");
     lean_free(src.items);
     lean_free(src.chunk);
     if (st != LEAN_OK) {

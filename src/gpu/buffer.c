@@ -151,6 +151,18 @@ static gpu_req *map_start(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_
     return q;
 }
 
+/* A read the device could not serve. A lost device aborts maps: the loss itself is reported
+ * where known; but it may be told after the read fails (Firefox rejects a pending map, or
+ * unmaps a mapped one, before it says the device is lost), so the device is failed from here
+ * and the model replaces it (session.c), not a context made on it next. */
+static lean_status read_failed(lean_gpu *g, const char *label, const char *what, const char *why, lean_error *err) {
+    lean_status st = gpu_check(g, err);
+    if (st != LEAN_OK) return st;
+    g->failed = true;
+    snprintf(g->fail_msg, sizeof g->fail_msg, "read of buffer '%.60s': %s%s%.300s", label, what, *why ? ": " : "", why);
+    return LEAN_FAIL(err, LEAN_ERR_DEVICE, "%s", g->fail_msg);
+}
+
 /* Waits for map_start's request *q, copies n bytes from map_off + skip to dst, unmaps, frees
  * *q. LEAN_PENDING (pump mode): *q stays in flight. */
 static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, gpu_req **q, uint64_t map_off, uint64_t map_len,
@@ -161,15 +173,11 @@ static lean_status map_finish(lean_gpu *g, WGPUBuffer buf, gpu_req **q, uint64_t
     lean_free(*q);
     *q = NULL;
     if (st != LEAN_OK) return st;
-    if (!r->ok) {
-        st = gpu_check(g, err); /* a lost device aborts maps: report the loss itself */
-        if (st != LEAN_OK) return st;
-        return LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': map failed: %s", label, r->msg);
-    }
+    if (!r->ok) return read_failed(g, label, "map failed", r->msg, err);
     const char *p = g->w.BufferGetConstMappedRange(buf, (size_t)map_off, (size_t)map_len);
     if (p) memcpy(dst, p + skip, (size_t)n);
     g->w.BufferUnmap(buf);
-    return p ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_DEVICE, "read of buffer '%s': no mapped range", label);
+    return p ? LEAN_OK : read_failed(g, label, "no mapped range", "", err);
 }
 
 lean_status gpu_map_copy(lean_gpu *g, WGPUBuffer buf, uint64_t map_off, uint64_t map_len, uint64_t skip, void *dst,

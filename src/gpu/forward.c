@@ -608,14 +608,16 @@ static lean_status gpu_model_create(const lean_model *m, const lean_backend_conf
     return LEAN_OK;
 }
 
-/* A GPU-only load's end: every buffer filled (each tensor checked whole), the uploads done. */
+/* A GPU-only load's end: every buffer filled (each tensor checked whole), the uploads done and,
+ * in pump mode, their checks back (LEAN_PENDING until then: made again, it resumes there). */
 static lean_status gpu_model_finish(lean_backend_model *bm, lean_error *err) {
     stream_plan *sp = bm->stream;
-    lean_status st = sp ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no streamed upload in progress");
-    for (int j = 0; !st && j < sp->p.n_jobs; j++) st = end_job(&sp->p.jobs[j], err);
+    lean_status st = LEAN_OK;
+    for (int j = 0; sp && !st && j < sp->p.n_jobs; j++) st = end_job(&sp->p.jobs[j], err);
+    if (sp && !st) st = lean_gpu_finish(bm->g, err);
     stream_plan_free(sp);
     bm->stream = NULL;
-    return st ? st : lean_gpu_finish(bm->g, err);
+    return st ? st : lean_gpu_settle(bm->g, err);
 }
 
 /* A lost device fails with LEAN_ERR_DEVICE, so session.c makes the model another one. A context

@@ -63,3 +63,12 @@ export function chatModel(file) {
     lean(['gen', '--preset', 'tiny-llama', '--type', 'q8_0', '--vocab', vocab, '--seed', '1', '-o', file]);
     return file;
 }
+
+// bigModel: one layer of Qwen2.5-0.5B's shapes in Q8_0, random weights (`lean gen`): its
+// token_embd (151936 x 896) takes 144.6 MB, more than a 128 MiB storage binding holds.
+export const BIG_TENSOR_BYTES = (151936 * 896 / 32) * 34;
+export function bigModel(file) {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    lean(['gen', '--preset', 'qwen2.5-0.5b', '--type', 'q8_0', '--layers', '1', '--seed', '1', '-o', file]);
+    return file;
+}

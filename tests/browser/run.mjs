@@ -15,10 +15,17 @@
 //     sampled reply equals `lean run --temp .. --seed 7`'s (compared as lists; the FNV-1a 64
 //     hash `lean bench` prints is shown). Each backend against its own native twin: on these
 //     random models a near-tie can go either way between the CPU's 8-bit activations and
-//     the GPU's arithmetic, while wasm and native of one backend compute the same.
+//     the GPU's arithmetic, while wasm and native of one backend compute the same. The first
+//     model on 'gpu' loads once more with { gpuOnly: true } (the weights streamed to the GPU):
+//     the same greedy ids.
 //   - chat on a small random model with SmolLM2's tokenizer and template (`lean gen`): two
 //     streamed greedy turns equal `lean chat`'s replies, the second reusing the KV cache;
 //     an AbortSignal ends a long reply (stop reason abort); after it, a new chat equals turn one.
+//   - a lost device (lean.testLoseDevice): under 'auto' the call runs on the CPU, info.fallback
+//     says why; under 'gpu', lost while ids stream, the call rejects and the next runs on a new
+//     device (lostChecks).
+//   - too little memory (a tensor past the storage binding limit, where the browser's is 128 MiB):
+//     'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit.
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
 // screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -39,6 +46,7 @@ const CHAT_N = 8;
 const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, repeatPenalty: 1.1, seed: 7 };
 const CHAT_MODEL = 'build/browser/chat-tiny-q8_0.gguf'; // served at /browser-models/
 const CHAT = ['Hello there', 'Tell me a story'];
+const BIG_MODEL = 'build/browser/big-q8_0.gguf';        // served at /browser-models/; native.bigModel
 const ARTIFACTS = 'build/browser-artifacts';
 const STEP_MS = 300_000;  // a hang guard per browser call (a hung page fails, never waits forever)
 
@@ -69,6 +77,7 @@ function references() {
                 sampled: native.runIds(`build/fixtures/${m}.gguf`, b, PROMPT, N, SAMPLING),
             };
     native.chatModel(CHAT_MODEL);
+    ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
     return ref;
 }
@@ -92,9 +101,10 @@ async function call(page, fn, ...args) {
     return r;
 }
 
-async function load(page, tag, url, backend, jspi) {
-    const r = await call(page, 'load', url, backend);
-    if (!check(!r.error, `${tag}: Lean.load('${url}', {backend: '${backend}'}) (${r.secs})`, r.error?.message)) return false;
+async function load(page, tag, url, backend, jspi, extra = {}) {
+    const r = await call(page, 'load', url, backend, 0, extra);
+    const opts = JSON.stringify({ backend, ...extra }).replace(/"/g, '');
+    if (!check(!r.error, `${tag}: Lean.load('${url}', ${opts}) (${r.secs})`, r.error?.message)) return false;
     const i = r.info;
     const ok = check(i.backend === backend && i.jspi === jspi, `${tag}: info.backend ${i.backend}, info.jspi ${i.jspi}`,
                      `wanted backend ${backend}, jspi ${jspi}; fallback ${JSON.stringify(i.fallback)}`);
@@ -111,6 +121,13 @@ async function modelChecks(page, t, m, b, ref, jspi) {
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, ...SAMPLING });
     check(!r.error && same(r.ids, want.sampled), `${t}: seeded sampled ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
           r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.sampled)}`);
+    if (b !== 'gpu' || m !== MODELS[0]) return;
+    // the GPU-only load (weights streamed to the GPU through lean_model_loader; without JSPI its
+    // waits go through the pump): the same ids
+    if (!await load(page, `${t} gpuOnly`, `/models/${m}.gguf`, b, jspi, { gpuOnly: true, cache: false })) return;
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+    check(!r.error && same(r.ids, want.greedy), `${t} gpuOnly: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
 }
 
 async function chatChecks(page, t, b, ref, jspi) {
@@ -139,6 +156,58 @@ async function chatChecks(page, t, b, ref, jspi) {
     const r2 = r.error ? r : await call(page, 'chat', CHAT[0], greedy);
     check(!r2.error && r2.text === want[0], `${t}: after the abort, a new chat equals turn 1 (${r2.secs})`,
           r2.error ? r2.error.message : `got ${JSON.stringify(r2.text)}`);
+}
+
+// A lost device (lean.testLoseDevice: GPUDevice.destroy() in the worker, as a GPU reset would).
+// 'auto' (softwareGpu: these browsers' adapters are software ones) on the GPU: the device lost
+// before a call, the call runs on the CPU instead (lean_run --backend cpu's ids), info says
+// why. 'gpu': the device lost while ids stream, the call rejects saying so, and the next call
+// runs on a new device (lean run's GPU ids).
+async function lostChecks(page, t, ref, jspi) {
+    const m = MODELS[0], url = `/models/${m}.gguf`, args = { ids: PROMPT, maxTokens: N };
+    if (!await load(page, `${t} auto`, url, 'gpu', jspi, { backend: 'auto', softwareGpu: true })) return;
+    let r = await call(page, 'generateLosing', args, 0);
+    // the reason is lean's message for what failed first: the loss itself, or (Firefox, which
+    // rejects a pending map before it says the device is lost) the read it broke
+    const lost = (i, why = /destroyed|lost/) => i?.fallback?.some((f) => f.backend === 'gpu' && why.test(f.reason));
+    check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy) && r.info.backend === 'cpu' && lost(r.info),
+          `${t} auto: device lost, the call ran on the CPU: ${r.info?.detail}, fallback ` +
+          `${JSON.stringify(r.info?.fallback)} (${r.secs})`,
+          r.error ? r.error.message : `ids ${fmt(r.ids)}, lean run --backend cpu ${fmt(ref[`${m}/cpu`].greedy)}`);
+    if (!await load(page, `${t} gpu`, url, 'gpu', jspi)) return;
+    r = await call(page, 'generateLosing', { ...args, maxTokens: 64, ignoreEog: true }, 2);
+    check(r.error && /lost during this reply/.test(r.error.message) && r.streamed < 64 && lost(r.info, /destroyed|lost|map failed/),
+          `${t} gpu: device lost after ${r.streamed} streamed ids: '${r.error?.message}' (${r.secs})`,
+          `error ${JSON.stringify(r.error)}, info ${JSON.stringify(r.info)}`);
+    r = await call(page, 'generate', args);
+    check(!r.error && same(r.ids, ref[`${m}/gpu`].greedy), `${t} gpu: the next call, on a new device (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(ref[`${m}/gpu`].greedy)}`);
+}
+
+// Too little memory: a model whose token_embd is more than the device's storage binding limit
+// (Firefox's 128 MiB; native.bigModel). 'auto' (softwareGpu) passes over the GPU naming the
+// limit and runs on the CPU (lean run's ids); 'gpu' and a GPU-only load reject, naming it.
+// Chromium's limit is 1 GiB, which holds it: there the check says so and counts nothing.
+async function memoryChecks(page, t, ref, jspi) {
+    const limit = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).limits.maxStorageBufferBindingSize);
+    if (limit >= native.BIG_TENSOR_BYTES) {
+        console.log(`note ${t}: not run: the storage binding limit (${limit} bytes) holds the big model's ` +
+                    `${native.BIG_TENSOR_BYTES}-byte token_embd`);
+        return;
+    }
+    const url = `/browser-models/${BIG_MODEL.split('/').pop()}`, binding = /storage binding limit/;
+    if (await load(page, `${t} auto`, url, 'cpu', jspi, { backend: 'auto', softwareGpu: true, cache: false })) {
+        const r = await call(page, 'generate', { ids: PROMPT, maxTokens: 4 });
+        const info = (await page.evaluate(() => window.leanTest.info())).info;
+        check(!r.error && same(r.ids, ref.big) && info.fallback.some((f) => f.backend === 'gpu' && binding.test(f.reason)),
+              `${t} auto: the GPU passed over (${info.fallback.map((f) => f.reason).join('; ')}), CPU ids (${r.secs})`,
+              r.error ? r.error.message : `ids ${fmt(r.ids)}, lean run ${fmt(ref.big)}; fallback ${JSON.stringify(info.fallback)}`);
+    }
+    for (const extra of [{}, { gpuOnly: true }]) {
+        const r = await call(page, 'load', url, 'gpu', 0, { cache: false, ...extra });
+        check(r.error && binding.test(r.error.message), `${t} gpu ${JSON.stringify(extra)}: rejected: '${r.error?.message}' (${r.secs})`,
+              r.error ? r.error.message : `loaded: ${JSON.stringify(r.info)}`);
+    }
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
@@ -219,6 +288,8 @@ async function runBrowser(name, url, ref) {
             for (const m of MODELS)
                 for (const b of BACKENDS) groups.push(async (page) => modelChecks(page, `${tag} ${m} ${b}`, m, b, ref, jspi));
             for (const b of BACKENDS) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi));
+            groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
+            groups.push(async (page) => memoryChecks(page, `${tag} too big`, ref, jspi));
             for (const group of groups) {
                 let page;
                 try {
