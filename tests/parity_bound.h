@@ -108,13 +108,16 @@ static inline double bound_sigma(const bound *b, const float *ref, int n) {
     return b->rho * b->sqrt_s * sqrt(s2 / n);
 }
 
+/* z sigma + FIXTURE_TOL: the bound of every logit of one step (3). */
+static inline double bound_max(const bound *b, const float *ref, int n) { return b->z * bound_sigma(b, ref, n) + FIXTURE_TOL; }
+
 /* One step's errors of fast against cpu-ref's logits ref (n of them), each over its bound (3):
  * *max_ratio the largest |fast - ref| over z sigma + FIXTURE_TOL (NaN counts as infinite),
  * *rms_ratio their rms over rms_factor sigma + FIXTURE_TOL (0 for float arithmetic). Returns
  * z sigma + FIXTURE_TOL, the bound of every logit. */
 static inline double bound_step(const bound *b, const float *fast, const float *ref, int n, double *max_ratio,
                                 double *rms_ratio) {
-    const double sigma = bound_sigma(b, ref, n), bmax = b->z * sigma + FIXTURE_TOL;
+    const double sigma = bound_sigma(b, ref, n), bmax = bound_max(b, ref, n);
     double e2 = 0, emax = 0;
     for (int v = 0; v < n; v++) {
         const double d = fabs((double)fast[v] - ref[v]);
