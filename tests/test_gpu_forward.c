@@ -329,9 +329,7 @@ static void test_f16(bool granted) {
     }
     printf("the f16 path against the F32 path:\n| arch  | fmt  | max abs delta logit (all, after "
            "the prompt) | %d greedy ids equal |\n|---|---|---|---|\n", N_GREEDY);
-    fixture_each("llama", f16_against_f32, NULL);
-    fixture_each("qwen2", f16_against_f32, NULL);
-    fixture_each("qwen3", f16_against_f32, NULL);
+    fixture_each_all(f16_against_f32, NULL);
 }
 
 /* ---- the 8-bit prefill against the F32 path ---- */
@@ -382,9 +380,7 @@ static void test_int8(bool has_dot) {
     }
     printf("the 8-bit prefill against the F32 path:\n| arch  | fmt  | max abs delta logit (after "
            "the prompt) | of max abs logit | greedy ids equal from the start |\n|---|---|---|---|---|\n");
-    fixture_each("llama", int8_against_f32, NULL);
-    fixture_each("qwen2", int8_against_f32, NULL);
-    fixture_each("qwen3", int8_against_f32, NULL);
+    fixture_each_all(int8_against_f32, NULL);
 }
 
 /* ---- lean_ctx_params.exact against the default ---- */
@@ -451,9 +447,7 @@ static void exact_against_default(const fixture *fx, void *info) {
 static void test_exact(const lean_gpu_info *in) {
     printf("lean_ctx_params.exact against the default:\n| arch  | fmt  | max abs delta logit (after the prompt) "
            "| the default's path |\n|---|---|---|---|\n");
-    fixture_each("llama", exact_against_default, (void *)in);
-    fixture_each("qwen2", exact_against_default, (void *)in);
-    fixture_each("qwen3", exact_against_default, (void *)in);
+    fixture_each_all(exact_against_default, (void *)in);
 }
 
 /* ---- errors ---- */
@@ -507,9 +501,7 @@ int main(void) {
     lean_gpu_close(g);
 
     fixture_parity_header();
-    fixture_each("llama", fixture_parity, "gpu");
-    fixture_each("qwen2", fixture_parity, "gpu");
-    fixture_each("qwen3", fixture_parity, "gpu");
+    fixture_each_all(fixture_parity, "gpu");
 
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {
