@@ -295,18 +295,21 @@ static void fast_parity(const fixture *fx, lean_gpu_force f16, lean_gpu_force in
                         const char *name) {
     lean_model *m = load(fx->model);
     if (!m) return;
+    const int V = lean_model_n_vocab(m);
+    float *lr = bound_alloc(fx, V), *lf = bound_alloc(fx, V);
     lean_ctx *ref = new_ctx(m, "cpu-ref", 128, 64);
     ctx_gpu.f16 = f16, ctx_gpu.int8 = int8;
     lean_ctx *fast = new_ctx(m, "gpu", 128, 64);
     ctx_gpu = test_gpu_exact;
-    if (ref && fast) {
+    if (lr && lf && ref && fast) {
         const lean_gpu *g = lean_backend_gpu_device(lean_ctx_backend_state(fast));
         CHECK(lean_gpu_f16(g) == (f16 == LEAN_GPU_ON) && lean_gpu_int8(g) == (int8 == LEAN_GPU_ON),
               "%s: the device took f16 %d, int8 %d", fx->model, lean_gpu_f16(g), lean_gpu_int8(g));
-        bound_fixture(fx, name, fast, ref, path, m);
+        if (bound_run(fx, ref, V, lr) && bound_run(fx, fast, V, lf)) bound_fixture(fx, name, lf, lr, path, m);
     }
     lean_ctx_free(ref);
     lean_ctx_free(fast);
+    free(lr), free(lf);
     lean_model_free(m);
 }
 
@@ -327,9 +330,8 @@ static void test_f16(bool granted) {
         return;
     }
     bound_header("the f16 path");
-    fixture_each("llama", f16_parity, NULL);
-    fixture_each("qwen2", f16_parity, NULL);
-    fixture_each("qwen3", f16_parity, NULL);
+    fixture_each_all(f16_parity, NULL);
+    bound_summary("the f16 path");
 }
 
 static void test_int8(bool has_dot) {
@@ -338,9 +340,8 @@ static void test_int8(bool has_dot) {
         return;
     }
     bound_header("the 8-bit prefill");
-    fixture_each("llama", int8_parity, NULL);
-    fixture_each("qwen2", int8_parity, NULL);
-    fixture_each("qwen3", int8_parity, NULL);
+    fixture_each_all(int8_parity, NULL);
+    bound_summary("the 8-bit prefill");
 }
 
 /* ---- lean_ctx_params.exact against the default ---- */
@@ -406,9 +407,7 @@ static void exact_against_default(const fixture *fx, void *info) {
 static void test_exact(const lean_gpu_info *in) {
     printf("lean_ctx_params.exact against the default:\n| arch  | fmt  | max abs delta logit (after the prompt) "
            "| the default's path |\n|---|---|---|---|\n");
-    fixture_each("llama", exact_against_default, (void *)in);
-    fixture_each("qwen2", exact_against_default, (void *)in);
-    fixture_each("qwen3", exact_against_default, (void *)in);
+    fixture_each_all(exact_against_default, (void *)in);
 }
 
 /* ---- errors ---- */
@@ -462,9 +461,7 @@ int main(void) {
     lean_gpu_close(g);
 
     fixture_parity_header();
-    fixture_each("llama", fixture_parity, "gpu");
-    fixture_each("qwen2", fixture_parity, "gpu");
-    fixture_each("qwen3", fixture_parity, "gpu");
+    fixture_each_all(fixture_parity, "gpu");
 
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {
