@@ -21,11 +21,12 @@
  *                 QTOL = 6% of max |ref logit|. (parity_bound.h's derived bound holds the
  *                 fixtures; on these 64-wide models it is exceeded 1.35x by llama q5_0.)
  *   fixtures    the parity fixtures (build/fixtures, made by `make test-data`) against
- *               transformers, at the prompt and at every decoded step, with the bound that
- *               tests/parity_bound.h derives from the 8-bit activations' rounding (float
- *               weights: 1e-3, test_parity.c's tolerance): the largest and the rms logit error,
- *               the greedy pick at every decided step, the near-ties waived counted and printed,
- *               and a minimum of decided steps (float weights: no near-tie at all).
+ *               transformers and cpu-ref at every prompt position and every decoded step, with
+ *               the bound tests/parity_bound.h derives from the 8-bit activations' rounding
+ *               (float weights: 1e-3, test_parity.c's tolerance): every logit, the top-k id
+ *               sets, the greedy pick at every decided step; the near-ties waived are counted
+ *               and printed, and a minimum of steps must be decided (float weights: every
+ *               near-tie still transformers' pick).
  *   params      backend names, n_threads, and failing allocations (NOMEM, no leak).
  */
 #include "lean.h"

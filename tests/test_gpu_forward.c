@@ -12,8 +12,8 @@
  *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
  *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free;
  *   - where the adapter grants shader-f16, the f16 path held to transformers (and cpu-ref) on
- *     every fixture, at the prompt and every decoded step, with the bound tests/parity_bound.h
- *     derives from f16's rounding: the largest and rms logit error, the greedy pick at every
+ *     every fixture, at every prompt position and decoded step, with the bound tests/parity_bound.h
+ *     derives from f16's rounding: every logit and top-k set, the greedy pick at every
  *     decided step, near-ties waived and counted, a minimum of decided steps;
  *   - where WGSL has packed dot products, the 8-bit prefill (Q8_0, Q4_0) held the same way
  *     with the bound of its 8-bit inputs (fast_parity);
