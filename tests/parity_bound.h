@@ -14,8 +14,8 @@
  *              k(B)^2 s^2 with k(B)^2 = E[max of B chi-square(1)] = int_0^inf 1 - erf(sqrt(t/2))^B dt
  *              (k = 2.39 for B = 32, 3.07 for B = 256), so the relative rms error of x is
  *                rho8(B) = k(B) / (127 sqrt(12))          0.54% for B = 32, 0.70% for B = 256.
- *              (With no assumption on x, k(B) <= sqrt(B): 1.29% and 3.64%, which waives nearly
- *              every greedy step of a K-quant fixture: docs/parity.md.)
+ *              (With no assumption on x, k(B) <= sqrt(B): 1.29% and 3.64%, a bound that left
+ *              K-quant fixtures no decided greedy step: docs/parity.md.)
  *       f16:   x and w rounded to f16, then up to 4 fmas and 2 additions in f16 (the tiled
  *              kernel's lanes, test_gpu_weights.c): at most 8 roundings of relative rms
  *              u16 / sqrt(3), u16 = 2^-11, so rho16 = sqrt(8 / 3) 2^-11 = 7.97e-4.
@@ -25,7 +25,9 @@
  *  2. Through the network. A token passes S = 7 n_layer + 1 matmuls (Wq Wk Wv Wo Wgate Wup
  *     Wdown per layer, then Wout). Their errors are independent; each reaches the logits with
  *     gain 1 (the residual stream adds the sublayers' outputs, RMSNorm keeps relative errors,
- *     softmax and SiLU are 1-Lipschitz), so they add in quadrature: the logits' error has rms
+ *     softmax and SiLU are 1-Lipschitz; SiLU's relative gain, 1.2 for a N(0, 1) gate, is left
+ *     out: the printed rms gain of 3 shows what the model misses), so they add in
+ *     quadrature: the logits' error has rms
  *       sigma = rho sqrt(S) rms(logits)
  *     with rms(logits) over the vocabulary (cpu-ref's, within 1e-3 of transformers':
  *     test_parity.c).
@@ -108,7 +110,9 @@ static inline double bound_sigma(const bound *b, const float *ref, int n) {
 }
 
 /* z sigma + FIXTURE_TOL: the bound of every logit of one step (3). */
-static inline double bound_max(const bound *b, const float *ref, int n) { return b->z * bound_sigma(b, ref, n) + FIXTURE_TOL; }
+static inline double bound_max(const bound *b, const float *ref, int n) {
+    return b->z * bound_sigma(b, ref, n) + FIXTURE_TOL;
+}
 
 /* One step's errors of fast against cpu-ref's logits ref (n of them): *max_ratio the largest
  * |fast - ref| over the bound z sigma + FIXTURE_TOL (NaN counts as infinite), *gain their rms

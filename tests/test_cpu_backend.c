@@ -254,7 +254,8 @@ static void run_fixture(const fixture *fx, void *user) {
         for (int b = 0; b < n_isa; b++) {
             lean_ctx *fast = new_ctx(m, isa_backends[b], 2, 128, 64);
             if (fast && bound_run(fx, fast, V, lf)) {
-                const bound_result r = bound_fixture(fx, isa_backends[b], lf, lr, float_w ? BOUND_FLOAT : BOUND_8BIT, m);
+                const enum bound_path path = float_w ? BOUND_FLOAT : BOUND_8BIT;
+                const bound_result r = bound_fixture(fx, isa_backends[b], lf, lr, path, m);
                 CHECK(!float_w || r.ties_match == r.ties, "%s %s: %d of %d near-ties not transformers' pick with "
                       "float weights", fx->model, isa_backends[b], r.ties - r.ties_match, r.ties);
             }
