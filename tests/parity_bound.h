@@ -188,9 +188,9 @@ static bound_result bound_total;
  * BOUND_MIN_DECIDED_PCT percent of their greedy steps decided. */
 static inline void bound_summary(const char *what) {
     const bound_result *t = &bound_total;
-    printf("%s: %d of %d greedy steps decided (all transformers' pick), %d near-ties waived (%d picked anyway); "
-           "worst max error %.2f of the bound, worst rms error %.2f sigma\n", what, t->decided, t->steps, t->ties,
-           t->ties_match, t->worst_max, t->worst_gain);
+    printf("%s: %d of %d greedy steps decided (%d transformers' pick), %d near-ties waived (%d picked anyway); "
+           "worst max error %.2f of the bound, worst rms error %.2f sigma\n", what, t->decided, t->steps, t->match,
+           t->ties, t->ties_match, t->worst_max, t->worst_gain);
     CHECK(100 * t->decided >= BOUND_MIN_DECIDED_PCT * t->steps, "%s: %d of %d greedy steps decided, under %d%%", what,
           t->decided, t->steps, BOUND_MIN_DECIDED_PCT);
     bound_total = (bound_result){0};
@@ -250,7 +250,8 @@ static inline bound_result bound_fixture(const fixture *fx, const char *path_nam
         }
     }
     CHECK(r.decided >= 1, "%s %s: none of %d greedy steps decided", fx->model, path_name, r.steps);
-    bound_total.steps += r.steps, bound_total.decided += r.decided, bound_total.ties += r.ties;
+    bound_total.steps += r.steps, bound_total.decided += r.decided, bound_total.match += r.match;
+    bound_total.ties += r.ties;
     bound_total.ties_match += r.ties_match, bound_total.worst_max = fmax(bound_total.worst_max, r.worst_max);
     bound_total.worst_gain = fmax(bound_total.worst_gain, r.worst_gain);
     printf("| %-12s | %-4s | %s | %.2e | %.2f | %.2f | %d/%d | %d/%d | %d (%d) |\n", fx->arch, fx->fmt, path_name,
