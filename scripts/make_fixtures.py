@@ -4,7 +4,7 @@
 Two commands:
     python3 scripts/make_fixtures.py models DIR      numpy only; the test suite runs it
     python3 scripts/make_fixtures.py reference DIR   needs torch + transformers (the H200
-                                                     machine; CPU is enough, ~1 min)
+                                                     machine; CPU is enough, ~100 s)
 
 For each model (VARIANTS: llama, qwen2 and qwen3, each with an untied output matrix and
 with the output tied to the embedding) it makes the weights of a small random HF model

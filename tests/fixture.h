@@ -260,8 +260,11 @@ static inline void fixture_each(const char *name, void (*run)(const fixture *fx,
             ok = fx->n_points < FIXTURE_MAX_POINTS && fixture_read_point(f, &fx->points[fx->n_points]);
             if (ok) fx->n_points++;
         } else if (!strcmp(word, "end")) {
-            ok = fixture_complete(fx);
-            if (!ok) break;
+            if (!(ok = fixture_complete(fx))) {
+                CHECK(0, "%s: format %s is incomplete (hash, prompt, continuation, every prompt position and "
+                      "the last decode point)", path, fx->fmt);
+                break;
+            }
             const fixture_point *top = fixture_at(fx, fx->n_prompt), *end = fixture_at(fx, fx->n_prompt + fx->n_cont);
             fx->top_ids = top->ids, fx->top_logits = top->logits, fx->n_top = fixture_point_safe_k(top, FIXTURE_TOL);
             fx->end_ids = end->ids, fx->end_logits = end->logits, fx->n_end = fixture_point_safe_k(end, FIXTURE_TOL);
