@@ -4,12 +4,14 @@
 Two commands:
     python3 scripts/make_fixtures.py models DIR      numpy only; the test suite runs it
     python3 scripts/make_fixtures.py reference DIR   needs torch + transformers (the H200
-                                                     machine; CPU is enough, ~20 s)
+                                                     machine; CPU is enough, ~100 s)
 
-For each architecture (llama, qwen2, qwen3) it makes the weights of a tiny random HF model
-from numpy's frozen legacy RandomState stream (the same numbers on every numpy version),
-writes them as GGUF in every fixture format the way real converters do, and (reference)
-records what transformers computes from the weights each file actually holds:
+For each model (VARIANTS: llama, qwen2 and qwen3, each with an untied output matrix and
+with the output tied to the embedding) it makes the weights of a small random HF model
+(4 layers, a vocabulary of 4096) from numpy's frozen legacy RandomState stream (the same
+numbers on every numpy version), writes them as GGUF in every format lean reads (FORMATS,
+the 11 of src/core/formats.c) the way real converters do, and (reference) records what
+transformers computes from the weights each file actually holds:
 
   * llama files store attn_q / attn_k rows permuted for interleaved RoPE
     (convert_hf_to_gguf.py's LlamaModel.permute); qwen2/qwen3 keep HF's order (neox).
@@ -17,23 +19,26 @@ records what transformers computes from the weights each file actually holds:
   * For a quantized file, transformers gets the dequantized weights (dequantized by the
     independent numpy code in scripts/quants.py, never by lean's C).
 
-The GGUF files are not committed (they would be 51 MB): `models` rebuilds them
+The GGUF files are not committed (they would be ~0.5 GB): `models` rebuilds them
 bit-identically and checks each file's SHA-256 against the one `reference` recorded in
-tests/data/fixtures/<arch>.txt, so the tests run on exactly the bytes transformers saw.
+tests/data/fixtures/<name>.txt (tests/fixture.h checks it again before a test loads one),
+so the tests run on exactly the bytes transformers saw.
 
-Output per arch: <arch>-<fmt>.gguf and <arch>.json with, per format, the file's sha256, the
-prompt ids,
-the top-20 (id, logit) at the last prompt position, a 32-token greedy continuation and
-the top-20 after decoding all 32 of them (which checks the KV-cache path), the
-smallest top-1/top-2 logit gap met on the way (and <arch>.txt, the same in a
-line format for the C test) (a tie would make a greedy fixture
-meaningless, so the script fails if that gap is below 1e-3).
+Per model and format the reference holds: the file's sha256, a 16-id prompt, a 32-token
+greedy continuation, and transformers' top-21 (id, logit) at every prompt position and
+after decoding 1, 2, 3, 4, 8, 16, 24 and 32 ids of the continuation (the KV-cache path;
+the 21st logit tells the reader where the top-20 set has a near-tie at its edge). The
+prompt is the first seeded one that gives
+  * no near-tie on the greedy path (top-1 minus top-2 >= MIN_GAP at every step: a tie
+    would make a greedy fixture meaningless), and
+  * a continuation that is not one repeated token (>= MIN_DISTINCT distinct ids, no run
+    of one id longer than MAX_RUN);
+the script fails when no prompt of 100 does.
 
 transformers runs in float32 on the CPU with eager attention (no TF32, no fused
 kernels), so its logits are plain float32 arithmetic like lean's reference.
 """
 import hashlib
-import json
 import math
 import os
 import sys
@@ -44,23 +49,40 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf  # noqa: E402  (scripts/gguf.py: our pure-python GGUF writer)
 import quants  # noqa: E402  (scripts/quants.py: independent numpy (de)quantizers)
 
-FORMATS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q6_k"]
+FORMATS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]
 N_PROMPT, N_GEN, TOPK = 16, 32, 20
+DECODE_STEPS = [1, 2, 3, 4, 8, 16, 24, 32]  # ids of the continuation decoded at a recorded point
 MIN_GAP = 1e-3
+MIN_DISTINCT, MAX_RUN = 8, 4
 
-# Tiny shapes: rows of 256/512 so every K-quant applies; qwen3 uses head_dim 128 with
+# Small shapes: rows of 256/512 so every K-quant applies; qwen3 uses head_dim 128 with
 # n_head * head_dim != n_embd, as the real Qwen3 does.
 ARCHS = {
-    "llama": dict(hidden=256, ff=512, layers=2, heads=4, kv=2, head_dim=64, vocab=256,
-                  theta=500000.0, eps=1e-5, tied=False,
+    "llama": dict(hidden=256, ff=512, layers=4, heads=4, kv=2, head_dim=64, vocab=4096,
+                  theta=500000.0, eps=1e-5,
                   rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0,
                                     high_freq_factor=4.0,
                                     original_max_position_embeddings=8192)),
-    "qwen2": dict(hidden=256, ff=512, layers=2, heads=4, kv=2, head_dim=64, vocab=256,
-                  theta=1000000.0, eps=1e-6, tied=True, rope_scaling=None),
-    "qwen3": dict(hidden=256, ff=512, layers=2, heads=4, kv=2, head_dim=128, vocab=256,
-                  theta=1000000.0, eps=1e-6, tied=False, rope_scaling=None),
+    "qwen2": dict(hidden=256, ff=512, layers=4, heads=4, kv=2, head_dim=64, vocab=4096,
+                  theta=1000000.0, eps=1e-6, rope_scaling=None),
+    "qwen3": dict(hidden=256, ff=512, layers=4, heads=4, kv=2, head_dim=128, vocab=4096,
+                  theta=1000000.0, eps=1e-6, rope_scaling=None),
 }
+# name -> (arch, tied output): each architecture both ways (Llama 3.2 1B and Qwen2.5 0.5B
+# tie, Llama 3 8B and Qwen3 8B do not). The plain name keeps the arch's usual choice.
+VARIANTS = {
+    "llama": ("llama", False), "llama-tied": ("llama", True),
+    "qwen2": ("qwen2", True), "qwen2-untied": ("qwen2", False),
+    "qwen3": ("qwen3", False), "qwen3-tied": ("qwen3", True),
+}
+EMBED_SCALE, EMBED_TIED_GAIN = 0.05, 5.0  # see fixture_weights
+SEEDS = {name: 1234 + k for k, name in enumerate(VARIANTS)}
+
+
+def shapes(name):
+    """The ARCHS entry of a variant with its "tied" flag."""
+    arch, tied = VARIANTS[name]
+    return arch, dict(ARCHS[arch], tied=tied)
 
 
 def build_hf(arch, a, weights):
@@ -129,16 +151,24 @@ def tensor_map(arch, a):
 def fixture_weights(arch, a, seed):
     """HF-named float32 weights with enough spread that logits are not flat and norms are
     not 1. RandomState's stream and standard_normal are frozen by numpy (NEP 19), and the
-    scaling is float64 then one rounding to float32, so every platform gets the same bits."""
+    scaling is float64 then one rounding to float32, so every platform gets the same bits.
+    The embedding is small next to what the layers add (as in trained models): a tied
+    output scores a token against the residual that still holds it, and a large embedding
+    makes every greedy continuation repeat its last id. The final norm's larger gain
+    gives a tied output logits as spread as an untied one's."""
     rs = np.random.RandomState(seed)
     out = {}
     for _, hname, shape, _ in tensor_map(arch, a):
         z = rs.standard_normal(shape)
-        if hname.endswith("norm.weight"):
+        if hname == "model.norm.weight" and a["tied"]:
+            w = EMBED_TIED_GAIN * (1.0 + 0.2 * z)
+        elif hname.endswith("norm.weight"):
             w = 1.0 + 0.2 * z
         elif hname.endswith(".bias"):
             w = 0.2 * z
-        elif "embed_tokens" in hname or "lm_head" in hname:
+        elif "embed_tokens" in hname:
+            w = EMBED_SCALE * z
+        elif "lm_head" in hname:
             w = 0.25 * z
         else:
             w = z / math.sqrt(shape[1])
@@ -191,11 +221,11 @@ def unpermute(w, n_head):
              .swapaxes(1, 2).reshape(w.shape))
 
 
-def write_gguf(path, arch, a, fmt, weights):
+def write_gguf(path, name, arch, a, fmt, weights):
     """Writes the file; returns ({HF name: float32 weights as the file holds them}, sha256)."""
     w = gguf.GGUFWriter()
     w.add_string("general.architecture", arch)
-    w.add_string("general.name", f"lean fixture {arch} {fmt}")
+    w.add_string("general.name", f"lean fixture {name} {fmt}")
     w.add_uint32(f"{arch}.context_length", 4096)
     w.add_uint32(f"{arch}.embedding_length", a["hidden"])
     w.add_uint32(f"{arch}.block_count", a["layers"])
@@ -232,45 +262,63 @@ def reference(model, prompt):
         return _reference(model, prompt, torch)
 
 
+def top(logits):
+    """[(id, logit)] of the TOPK + 1 largest, ties to the lower id (torch.topk's order on CPU
+    is not specified for ties, so sort explicitly)."""
+    v = logits.double().numpy().astype(np.float32)
+    order = np.lexsort((np.arange(len(v)), -v))[:TOPK + 1]
+    return [(int(i), float(v[i])) for i in order]
+
+
 def _reference(model, prompt, torch):
-    ids = torch.tensor([prompt])
-    out = model(ids, use_cache=True)
-    last = out.logits[0, -1].float()
-    top = torch.topk(last, TOPK)
-    gen, gaps, past = [], [], out.past_key_values
-    logits = last
-    for _ in range(N_GEN):
+    """The prompt's facts, or None (with the reason) when it has a near-tie or a repetitive
+    continuation."""
+    out = model(torch.tensor([prompt]), use_cache=True)
+    logits, past = out.logits[0, -1].float(), out.past_key_values
+    gen, gaps, steps = [], [], {}
+    for k in range(1, N_GEN + 1):
         s = torch.sort(logits, descending=True).values
         gaps.append(float(s[0] - s[1]))
         nxt = int(torch.argmax(logits))
         gen.append(nxt)
         out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
         past, logits = out.past_key_values, out.logits[0, -1].float()
-    # Recompute the whole sequence without the cache: the continuation must agree.
-    full = model(torch.tensor([prompt + gen[:-1]])).logits[0, len(prompt) - 1:]
-    assert torch.argmax(full, -1).tolist() == gen, "cached and uncached greedy differ"
-    end = torch.topk(logits, TOPK)  # after decoding all N_GEN ids: checks the KV path
-    return dict(top_ids=top.indices.tolist(), top_logits=[float(v) for v in top.values],
-                continuation=gen, min_gap=min(gaps),
-                end_top_ids=end.indices.tolist(), end_top_logits=[float(v) for v in end.values])
-
-
-ARCH_SEEDS = {arch: 1234 + k for k, arch in enumerate(ARCHS)}
+        if k in DECODE_STEPS:
+            steps[len(prompt) + k] = logits
+    # The whole sequence without the cache: its greedy ids must agree, and it gives every
+    # prompt position's logits (position p: after prompt[:p + 1]).
+    full = model(torch.tensor([prompt + gen])).logits[0].float()
+    assert torch.argmax(full[len(prompt) - 1:-1], -1).tolist() == gen, "cached and uncached greedy differ"
+    for n, lg in steps.items():
+        assert float((full[n - 1] - lg).abs().max()) < 1e-3, "cached and uncached logits differ"
+    points = [(p + 1, top(full[p])) for p in range(len(prompt))]
+    points += [(n, top(lg)) for n, lg in sorted(steps.items())]
+    run = longest = 1
+    for a, b in zip(gen, gen[1:]):
+        run = run + 1 if a == b else 1
+        longest = max(longest, run)
+    why = None
+    if min(gaps) < MIN_GAP:
+        why = f"near-tie on the greedy path (gap {min(gaps):.2g})"
+    elif len(set(gen)) < MIN_DISTINCT or longest > MAX_RUN:
+        why = f"repetitive continuation ({len(set(gen))} distinct ids, a run of {longest})"
+    return dict(continuation=gen, min_gap=min(gaps), points=points), why
 
 
 def write_models(outdir):
-    """Every fixture file; returns {(arch, fmt): (held weights, sha256)}."""
+    """Every fixture file; returns {(name, fmt): (held weights, sha256)}."""
     os.makedirs(outdir, exist_ok=True)
     out = {}
-    for arch, a in ARCHS.items():
-        weights = fixture_weights(arch, a, ARCH_SEEDS[arch])
+    for name in VARIANTS:
+        arch, a = shapes(name)
+        weights = fixture_weights(arch, a, SEEDS[name])
         for fmt in FORMATS:
-            out[arch, fmt] = write_gguf(os.path.join(outdir, f"{arch}-{fmt}.gguf"), arch, a, fmt, weights)
+            out[name, fmt] = write_gguf(os.path.join(outdir, f"{name}-{fmt}.gguf"), name, arch, a, fmt, weights)
     return out
 
 
 def recorded_sha256(path):
-    """{fmt: sha256} from a committed <arch>.txt."""
+    """{fmt: sha256} from a committed <name>.txt."""
     out, fmt = {}, None
     with open(path) as fh:
         for line in fh:
@@ -287,11 +335,11 @@ def main_models(outdir):
     made = write_models(outdir)
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
     bad = []
-    for arch in ARCHS:
-        want = recorded_sha256(os.path.join(here, f"{arch}.txt"))
+    for name in VARIANTS:
+        want = recorded_sha256(os.path.join(here, f"{name}.txt"))
         for fmt in FORMATS:
-            if want.get(fmt) != made[arch, fmt][1]:
-                bad.append(f"{arch}-{fmt}.gguf: sha256 {made[arch, fmt][1]}, reference made from {want.get(fmt)}")
+            if want.get(fmt) != made[name, fmt][1]:
+                bad.append(f"{name}-{fmt}.gguf: sha256 {made[name, fmt][1]}, reference made from {want.get(fmt)}")
     if bad:
         sys.exit("make_fixtures.py: rebuilt fixture files differ from the reference's:\n  " + "\n  ".join(bad))
     print(f"make_fixtures.py: {len(made)} fixture models in {outdir}, sha256 as recorded")
@@ -299,49 +347,50 @@ def main_models(outdir):
 
 def main_reference(outdir):
     import torch
+    import transformers
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_num_threads(4)
     made = write_models(outdir)
-    for arch, a in ARCHS.items():
-        seed = ARCH_SEEDS[arch]
-        result = dict(arch=arch, n_gen=N_GEN, topk=TOPK,
-                      shapes={kk: vv for kk, vv in a.items() if kk != "rope_scaling"},
-                      rope_scaling=a["rope_scaling"], formats={})
+    for name in VARIANTS:
+        arch, a = shapes(name)
+        result = dict(name=name, arch=arch, tied=a["tied"], formats={},
+                      made_with=f"transformers {transformers.__version__}, torch {torch.__version__}")
         for fmt in FORMATS:
-            held, sha = made[arch, fmt]
+            held, sha = made[name, fmt]
             model = build_hf(arch, a, held)
-            # The first seeded prompt whose greedy path has no near-tie (see MIN_GAP).
+            # The first seeded prompt that passes (see the docstring).
             for attempt in range(100):
-                rng = np.random.RandomState([seed, attempt])
+                rng = np.random.RandomState([SEEDS[name], attempt])
                 prompt = [int(v) for v in rng.randint(0, a["vocab"], N_PROMPT)]
-                r = reference(model, prompt)
-                if r["min_gap"] >= MIN_GAP:
+                r, why = reference(model, prompt)
+                if why is None:
                     break
-            assert r["min_gap"] >= MIN_GAP, f"{arch} {fmt}: no prompt without a near-tie"
+                print(f"{name:12s} {fmt:5s} prompt {attempt}: {why}", flush=True)
+            assert why is None, f"{name} {fmt}: no prompt of 100 passes"
             r["prompt"], r["sha256"] = prompt, sha
             result["formats"][fmt] = r
-            print(f"{arch:6s} {fmt:5s} top1 {r['top_ids'][0]:4d} {r['top_logits'][0]:+.5f} "
-                  f"gap {r['min_gap']:.4f} gen {r['continuation'][:8]}", flush=True)
-        with open(os.path.join(outdir, f"{arch}.json"), "w") as fh:
-            json.dump(result, fh, indent=1)
-        write_text(os.path.join(outdir, f"{arch}.txt"), result)
+            print(f"{name:12s} {fmt:5s} prompt {attempt} gap {r['min_gap']:.4f} "
+                  f"distinct {len(set(r['continuation']))} gen {r['continuation'][:8]}", flush=True)
+        write_text(os.path.join(outdir, f"{name}.txt"), result)
 
 
 def write_text(path, r):
-    """The same facts in a line format tests/test_parity.c reads without a JSON parser.
-    Logits are written with 9 significant digits: float32 round-trips exactly."""
+    """The reference in a line format tests/fixture.h reads with fscanf (format described in
+    that header). Logits are written with 9 significant digits: float32 round-trips exactly."""
     with open(path, "w") as fh:
-        fh.write(f"# transformers reference for tiny {r['arch']}; made by scripts/make_fixtures.py\n")
+        fh.write(f"# transformers reference for {r['name']} ({r['arch']}, output "
+                 f"{'tied to the embedding' if r['tied'] else 'untied'}); made by "
+                 f"scripts/make_fixtures.py with {r['made_with']}\n")
+        fh.write(f"arch {r['arch']}\ntied {int(r['tied'])}\n")
         for fmt, f in r["formats"].items():
             fh.write(f"format {fmt}\n")
             fh.write(f"sha256 {f['sha256']}\n")
             fh.write("prompt %d %s\n" % (len(f["prompt"]), " ".join(map(str, f["prompt"]))))
-            fh.write("top %d %s\n" % (len(f["top_ids"]), " ".join(
-                f"{i}:{v:.9g}" for i, v in zip(f["top_ids"], f["top_logits"]))))
             fh.write("continuation %d %s\n" % (len(f["continuation"]),
                                                 " ".join(map(str, f["continuation"]))))
-            fh.write("end_top %d %s\n" % (len(f["end_top_ids"]), " ".join(
-                f"{i}:{v:.9g}" for i, v in zip(f["end_top_ids"], f["end_top_logits"]))))
+            for n, t in f["points"]:
+                fh.write("logits %d %d %s\n" % (n, len(t), " ".join(f"{i}:{v:.9g}" for i, v in t)))
+            fh.write("end\n")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@ Run where torch + transformers (5.x) exist; the CPU is enough and it takes secon
     python3 scripts/make_sampler_fixtures.py tests/data/sampler
 
 What it does:
-  * For each tiny fixture model (llama, qwen2, qwen3) it builds the HF model of
-    scripts/make_fixtures.py with the weights of its <arch>-f32.gguf (make_fixtures'
-    functions are imported, not copied), and checks that the prompt's top-20 logits match
-    tests/data/fixtures/<arch>.txt (so these are the fixture models' logits).
+  * For the fixture models llama, qwen2 and qwen3 (MODELS) it builds the HF model of
+    scripts/make_fixtures.py with the weights of its <name>-f32.gguf (make_fixtures'
+    functions are imported, not copied), and checks that the prompt's top-21 logits match
+    tests/data/fixtures/<name>.txt (so these are the fixture models' logits).
   * History = the fixture prompt + the first 8, and all 32, ids of its greedy continuation
     (the continuation repeats ids, which the repetition penalty must count once). Logits =
     the model's next-token logits after the history (float32, CPU, eager attention).
@@ -52,6 +52,9 @@ import make_fixtures as mf  # noqa: E402  (scripts/make_fixtures.py: the fixture
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
 CONTINUATION_PREFIXES = [8, 32]
+# One fixture model per architecture (make_fixtures.VARIANTS has a tied and an untied one of
+# each; the sampler sees only logits, so one each is enough).
+MODELS = ["llama", "qwen2", "qwen3"]
 # (repetition_penalty, temperature, top_k, top_p)
 SETTINGS = [
     (1.1, 1.0, 0, 1.0),
@@ -81,10 +84,11 @@ def hexf(t):
     return " ".join("%08x" % v for v in a.view(np.uint32))
 
 
-def read_fixture_f32(arch):
-    """The f32 block of tests/data/fixtures/<arch>.txt: prompt, continuation, top (id, logit)."""
+def read_fixture_f32(name):
+    """The f32 block of tests/data/fixtures/<name>.txt: prompt, continuation, and the top
+    (id, logit) after the whole prompt."""
     out, fmt = {}, None
-    with open(os.path.join(FIXTURES, f"{arch}.txt")) as fh:
+    with open(os.path.join(FIXTURES, f"{name}.txt")) as fh:
         for line in fh:
             w = line.split()
             if not w or w[0].startswith("#"):
@@ -93,14 +97,15 @@ def read_fixture_f32(arch):
                 fmt = w[1]
             elif fmt == "f32" and w[0] in ("prompt", "continuation"):
                 out[w[0]] = [int(x) for x in w[2:]]
-            elif fmt == "f32" and w[0] == "top":
-                out["top"] = [(int(p.split(":")[0]), float(p.split(":")[1])) for p in w[2:]]
+            elif fmt == "f32" and w[0] == "logits" and int(w[1]) == len(out["prompt"]):
+                out["top"] = [(int(p.split(":")[0]), float(p.split(":")[1])) for p in w[3:]]
     return out
 
 
-def load_model(arch, a):
-    """make_fixtures' HF model with the weights of <arch>-f32.gguf (F32 holds them exactly)."""
-    return mf.build_hf(arch, a, mf.fixture_weights(arch, a, mf.ARCH_SEEDS[arch]))
+def load_model(name):
+    """make_fixtures' HF model with the weights of <name>-f32.gguf (F32 holds them exactly)."""
+    arch, a = mf.shapes(name)
+    return mf.build_hf(arch, a, mf.fixture_weights(arch, a, mf.SEEDS[name]))
 
 
 def run_case(f, ids, scores, penalty, temperature, top_k, top_p):
@@ -144,8 +149,8 @@ def main(outdir):
         f.write(f"# lean sampler fixtures: transformers {transformers.__version__}, torch {torch.__version__} "
                 "(CPU, float32); made by scripts/make_sampler_fixtures.py\n")
         f.write("# format: see that script's docstring; floats are float32 bit patterns in hex\n")
-        for k, (arch, a) in enumerate(mf.ARCHS.items()):
-            model = load_model(arch, a)
+        for arch in MODELS:
+            model = load_model(arch)
             fx = read_fixture_f32(arch)
             prompt, cont = fx["prompt"], fx["continuation"]
             first = model(torch.tensor([prompt])).logits[0, -1].float()

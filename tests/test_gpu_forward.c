@@ -11,13 +11,16 @@
  *   - the dispatches one decode step records, per architecture, at most a stated number;
  *   - context-full and bad-id errors; backend choice ("auto" on a software adapter is the CPU);
  *   - a device lost mid-generation: LEAN_ERR_DEVICE with a message, then a clean free;
- *   - where the adapter grants shader-f16, the f16 path held to the F32 path on every
- *     fixture: the logits after the prompt within F16_TOL, the greedy ids identical;
- *   - where WGSL has packed dot products, the 8-bit prefill (Q8_0, Q4_0) held to the F32 path
- *     on those fixtures: I8_TOL, the first greedy id (int8_against_f32);
+ *   - where the adapter grants shader-f16, the f16 path held to transformers (and cpu-ref) on
+ *     every fixture, at every prompt position and decoded step, with the bound tests/parity_bound.h
+ *     derives from f16's rounding: every logit and top-k set, the greedy pick at every
+ *     decided step, near-ties waived and counted, a minimum of decided steps;
+ *   - where WGSL has packed dot products, the 8-bit prefill (Q8_0, Q4_0) held the same way
+ *     with the bound of its 8-bit inputs (fast_parity);
  *   - lean_ctx_params.exact against the default on the Q8_0 and Q4_0 fixtures: exact takes
  *     neither fast path and is transformers' within FIXTURE_TOL; the default takes each where
- *     the adapter has it (on a software adapter neither: the same logits bit for bit).
+ *     the adapter has it (on a software adapter neither: the same logits bit for bit; else
+ *     within the bound of the paths it took).
  * Everything else runs the exact F32 path (lean_ctx_params.exact; test_gpu_open's device:
  * test_gpu_exact).
  * Logit comparisons between GPU calls that differ only in how tokens were batched allow
@@ -29,6 +32,7 @@
 #include "core/test_hooks.h"
 #include "fixture.h"
 #include "gpu_test.h"
+#include "parity_bound.h"
 #include "tiny_model.h"
 #include "gpu/ops.h"
 #include "gpu/test_hooks.h"
@@ -280,46 +284,44 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as, uin
     unlink(path);
 }
 
-/* ---- the f16 path against the F32 path ---- */
+/* ---- the fast paths against transformers ---- */
 
-/* Prefill's matmuls on the f16 path (tiled_f16.wgsl) round weights and inputs to f16: the
- * largest difference it may make to a fixture's logits. (Under Deno's wgpu over lavapipe it
- * made 1.2e-2 to 3.1e-2 on the 27 fixtures, whose largest logits are 10 to 13.) */
-#define F16_TOL 5e-2f
-
-/* The logits after fx's prompt (into logits) and the N_GREEDY greedy ids that follow, with
- * f16 and int8 as given (both OFF: the F32 path, which every other test runs). */
-static bool prompt_greedy(const lean_model *m, const fixture *fx, lean_gpu_force f16, lean_gpu_force int8,
-                          float *logits, int32_t *ids) {
-    ctx_gpu.f16 = f16, ctx_gpu.int8 = int8;
-    lean_ctx *c = new_ctx(m, "gpu", 128, 64);
-    const bool ok = c && greedy(c, fx->prompt, fx->n_prompt, logits, ids, lean_model_n_vocab(m));
-    ctx_gpu = test_gpu_exact;
-    lean_ctx_free(c);
-    return ok;
-}
-
-static void f16_against_f32(const fixture *fx, void *user) {
-    (void)user;
+/* fx on the GPU with f16 and int8 as given (a fast path) against transformers and cpu-ref,
+ * with parity_bound.h's bound for that path's arithmetic: the f16 path rounds prefill's
+ * matmul inputs and weights to f16 (tiled_f16.wgsl), the 8-bit prefill quantizes their
+ * inputs as the CPU backend does (matmul_tiled_i8.wgsl: Q8_0 and Q4_0 only); the decode steps
+ * after either run the F32 path over the prompt's KV cache. */
+static void fast_parity(const fixture *fx, lean_gpu_force f16, lean_gpu_force int8, enum bound_path path,
+                        const char *name) {
     lean_model *m = load(fx->model);
     if (!m) return;
     const int V = lean_model_n_vocab(m);
-    float *l32 = malloc(sizeof(float) * (size_t)V), *l16 = malloc(sizeof(float) * (size_t)V);
-    int32_t g32[N_GREEDY], g16[N_GREEDY];
-    if (prompt_greedy(m, fx, LEAN_GPU_OFF, LEAN_GPU_OFF, l32, g32) &&
-        prompt_greedy(m, fx, LEAN_GPU_ON, LEAN_GPU_OFF, l16, g16)) {
-        const float d = max_diff(l32, l16, V);
-        CHECK(d <= F16_TOL, "%s: f16 path's logits max |delta| %.3g from the F32 path's > %.0e", fx->model, d, F16_TOL);
-        int first = -1;
-        for (int i = 0; i < N_GREEDY && first < 0; i++)
-            if (g32[i] != g16[i]) first = i;
-        CHECK(first < 0, "%s: the f16 path's greedy ids differ from the F32 path's at step %d (%d vs %d)", fx->model,
-              first, first >= 0 ? g16[first] : -1, first >= 0 ? g32[first] : -1);
-        printf("| %-5s | %-4s | %.2e | %s |\n", fx->arch, fx->fmt, d, first < 0 ? "yes" : "no");
+    float *lr = bound_alloc(fx, V), *lf = bound_alloc(fx, V);
+    lean_ctx *ref = new_ctx(m, "cpu-ref", 128, 64);
+    ctx_gpu.f16 = f16, ctx_gpu.int8 = int8;
+    lean_ctx *fast = new_ctx(m, "gpu", 128, 64);
+    ctx_gpu = test_gpu_exact;
+    if (lr && lf && ref && fast) {
+        const lean_gpu *g = lean_backend_gpu_device(lean_ctx_backend_state(fast));
+        CHECK(lean_gpu_f16(g) == (f16 == LEAN_GPU_ON) && lean_gpu_int8(g) == (int8 == LEAN_GPU_ON),
+              "%s: the device took f16 %d, int8 %d", fx->model, lean_gpu_f16(g), lean_gpu_int8(g));
+        if (bound_run(fx, ref, V, lr) && bound_run(fx, fast, V, lf)) bound_fixture(fx, name, lf, lr, path, m);
     }
-    free(l32);
-    free(l16);
+    lean_ctx_free(ref);
+    lean_ctx_free(fast);
+    free(lr), free(lf);
     lean_model_free(m);
+}
+
+static void f16_parity(const fixture *fx, void *user) {
+    (void)user;
+    fast_parity(fx, LEAN_GPU_ON, LEAN_GPU_OFF, BOUND_F16, "gpu f16");
+}
+
+static void int8_parity(const fixture *fx, void *user) {
+    (void)user;
+    if (strcmp(fx->fmt, "q8_0") && strcmp(fx->fmt, "q4_0")) return; /* no other format takes it */
+    fast_parity(fx, LEAN_GPU_OFF, LEAN_GPU_ON, BOUND_8BIT, "gpu 8-bit prefill");
 }
 
 static void test_f16(bool granted) {
@@ -327,52 +329,9 @@ static void test_f16(bool granted) {
         printf("test_gpu_forward: no shader-f16 on this adapter, so no f16 path to test (the webgpu stage's has it)\n");
         return;
     }
-    printf("the f16 path against the F32 path:\n| arch  | fmt  | max abs delta logit (all, after "
-           "the prompt) | %d greedy ids equal |\n|---|---|---|---|\n", N_GREEDY);
-    fixture_each("llama", f16_against_f32, NULL);
-    fixture_each("qwen2", f16_against_f32, NULL);
-    fixture_each("qwen3", f16_against_f32, NULL);
-}
-
-/* ---- the 8-bit prefill against the F32 path ---- */
-
-/* The 8-bit prefill (matmul_tiled_i8.wgsl: Q8_0 and Q4_0 weights) quantizes each matmul's
- * input as the CPU backend does, so its logits may differ from the F32 path's as the CPU
- * backend's differ from the reference: tests/test_cpu_backend.c's QTOL, 6% of the largest
- * |logit|. Its greedy continuation must be the F32 path's at its first step unless the F32
- * path's top two logits there are within twice the difference (a near-tie either may break). */
-#define I8_TOL 0.06f
-
-static void int8_against_f32(const fixture *fx, void *user) {
-    (void)user;
-    if (strcmp(fx->fmt, "q8_0") && strcmp(fx->fmt, "q4_0")) return; /* no other format takes it */
-    lean_model *m = load(fx->model);
-    if (!m) return;
-    const int V = lean_model_n_vocab(m);
-    float *l32 = malloc(sizeof(float) * (size_t)V), *l8 = malloc(sizeof(float) * (size_t)V);
-    int32_t g32[N_GREEDY], g8[N_GREEDY];
-    if (prompt_greedy(m, fx, LEAN_GPU_OFF, LEAN_GPU_OFF, l32, g32) &&
-        prompt_greedy(m, fx, LEAN_GPU_OFF, LEAN_GPU_ON, l8, g8)) {
-        float top = 0, first = -INFINITY, second = -INFINITY;
-        for (int i = 0; i < V; i++) {
-            top = fmaxf(top, fabsf(l32[i]));
-            if (l32[i] > first) second = first, first = l32[i];
-            else if (l32[i] > second) second = l32[i];
-        }
-        const float d = max_diff(l32, l8, V);
-        CHECK(d <= I8_TOL * top, "%s: the 8-bit prefill's logits max |delta| %.3g from the F32 path's > %.2f x %.3g",
-              fx->model, d, I8_TOL, top);
-        const bool tie = first - second <= 2 * d;
-        CHECK(g8[0] == g32[0] || tie, "%s: the 8-bit prefill's first greedy id %d, the F32 path's %d (top-2 gap %.3g)",
-              fx->model, g8[0], g32[0], first - second);
-        int same = 0;
-        while (same < N_GREEDY && g8[same] == g32[same]) same++;
-        printf("| %-5s | %-4s | %.2e | %.1f%% | %d%s |\n", fx->arch, fx->fmt, d, 100 * d / top, same,
-               tie ? " (near-tie)" : "");
-    }
-    free(l32);
-    free(l8);
-    lean_model_free(m);
+    bound_header("the f16 path");
+    fixture_each_all(f16_parity, NULL);
+    bound_summary("the f16 path");
 }
 
 static void test_int8(bool has_dot) {
@@ -380,11 +339,9 @@ static void test_int8(bool has_dot) {
         printf("test_gpu_forward: no packed_4x8_integer_dot_product in this WGSL, so no 8-bit prefill to test\n");
         return;
     }
-    printf("the 8-bit prefill against the F32 path:\n| arch  | fmt  | max abs delta logit (after "
-           "the prompt) | of max abs logit | greedy ids equal from the start |\n|---|---|---|---|---|\n");
-    fixture_each("llama", int8_against_f32, NULL);
-    fixture_each("qwen2", int8_against_f32, NULL);
-    fixture_each("qwen3", int8_against_f32, NULL);
+    bound_header("the 8-bit prefill");
+    fixture_each_all(int8_parity, NULL);
+    bound_summary("the 8-bit prefill");
 }
 
 /* ---- lean_ctx_params.exact against the default ---- */
@@ -413,7 +370,7 @@ static bool public_prompt(const lean_model *m, const fixture *fx, bool exact, fl
  * 8-bit prefill exactly where the adapter is hardware (not Apple's) with packed dot products,
  * the f16 path where it grants shader-f16; with neither (a software adapter without
  * shader-f16, as llvmpipe here) the exact path's logits bit for bit, else within the fast
- * paths' bounds (I8_TOL of the largest logit, F16_TOL). */
+ * paths' bounds (parity_bound.h's, added when the default takes both). */
 static void exact_against_default(const fixture *fx, void *info) {
     const lean_gpu_info *in = info;
     if (strcmp(fx->fmt, "q8_0") && strcmp(fx->fmt, "q4_0")) return;
@@ -431,15 +388,14 @@ static void exact_against_default(const fixture *fx, void *info) {
         const bool hw_dot = in->packed_dot && !in->software && strncmp(in->vendor, "apple", 5) != 0;
         CHECK(d8 == hw_dot && d16 == in->shader_f16, "%s: the default took int8 %d (want %d), f16 %d (want %d)",
               fx->model, d8, hw_dot, d16, in->shader_f16);
-        float top = 0;
-        for (int i = 0; i < V; i++) top = fmaxf(top, fabsf(le[i]));
         const float d = max_diff(le, ld, V);
+        const bound b8 = bound_make(BOUND_8BIT, 32, m, 1), b16 = bound_make(BOUND_F16, 0, m, 1);
+        const double tol = (d8 ? bound_max(&b8, le, V) : 0) + (d16 ? bound_max(&b16, le, V) : 0);
         if (!d8 && !d16)
             CHECK(memcmp(le, ld, sizeof(float) * (size_t)V) == 0, "%s: default and exact logits differ (%.3g) on "
                   "the same path", fx->model, d);
         else
-            CHECK(d <= (d8 ? I8_TOL * top : 0) + (d16 ? F16_TOL : 0), "%s: the default's logits max |delta| %.3g "
-                  "from exact's", fx->model, d);
+            CHECK(d <= tol, "%s: the default's logits max |delta| %.3g from exact's > %.3g", fx->model, d, tol);
         printf("| %-5s | %-4s | %.2e | %s%s |\n", fx->arch, fx->fmt, d, d8 ? "8-bit prefill " : "",
                d16 ? "f16" : !d8 ? "F32 (the exact path)" : "");
     }
@@ -451,9 +407,7 @@ static void exact_against_default(const fixture *fx, void *info) {
 static void test_exact(const lean_gpu_info *in) {
     printf("lean_ctx_params.exact against the default:\n| arch  | fmt  | max abs delta logit (after the prompt) "
            "| the default's path |\n|---|---|---|---|\n");
-    fixture_each("llama", exact_against_default, (void *)in);
-    fixture_each("qwen2", exact_against_default, (void *)in);
-    fixture_each("qwen3", exact_against_default, (void *)in);
+    fixture_each_all(exact_against_default, (void *)in);
 }
 
 /* ---- errors ---- */
@@ -507,9 +461,7 @@ int main(void) {
     lean_gpu_close(g);
 
     fixture_parity_header();
-    fixture_each("llama", fixture_parity, "gpu");
-    fixture_each("qwen2", fixture_parity, "gpu");
-    fixture_each("qwen3", fixture_parity, "gpu");
+    fixture_each_all(fixture_parity, "gpu");
 
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {

@@ -399,8 +399,9 @@ int main(void) {
         unlink(path);
     }
     /* the fixtures (make test-data): every format, each on one architecture */
-    static const char *const fixtures[] = {"llama-q4_k", "qwen2-q8_0", "qwen3-q6_k", "llama-f16", "qwen2-q4_1",
-                                           "qwen3-q5_0", "llama-bf16", "qwen2-f32",  "qwen3-q4_0"};
+    static const char *const fixtures[] = {"llama-q4_k", "qwen2-q8_0",      "qwen3-q6_k",   "llama-f16",
+                                           "qwen2-q4_1", "qwen3-q5_0",      "llama-bf16",   "qwen2-f32",
+                                           "qwen3-q4_0", "llama-tied-q5_1", "qwen2-untied-q5_k"};
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
         char fx[128];
         snprintf(fx, sizeof fx, "build/fixtures/%s.gguf", fixtures[i]);
