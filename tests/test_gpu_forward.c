@@ -322,11 +322,7 @@ static void f16_against_f32(const fixture *fx, void *user) {
     lean_model_free(m);
 }
 
-static void test_f16(bool granted) {
-    if (!granted) {
-        printf("test_gpu_forward: no shader-f16 on this adapter, so no f16 path to test (the webgpu stage's has it)\n");
-        return;
-    }
+static void test_f16(void) {
     printf("the f16 path against the F32 path:\n| arch  | fmt  | max abs delta logit (all, after "
            "the prompt) | %d greedy ids equal |\n|---|---|---|---|\n", N_GREEDY);
     fixture_each("llama", f16_against_f32, NULL);
@@ -375,11 +371,7 @@ static void int8_against_f32(const fixture *fx, void *user) {
     lean_model_free(m);
 }
 
-static void test_int8(bool has_dot) {
-    if (!has_dot) {
-        printf("test_gpu_forward: no packed_4x8_integer_dot_product in this WGSL, so no 8-bit prefill to test\n");
-        return;
-    }
+static void test_int8(void) {
     printf("the 8-bit prefill against the F32 path:\n| arch  | fmt  | max abs delta logit (after "
            "the prompt) | of max abs logit | greedy ids equal from the start |\n|---|---|---|---|---|\n");
     fixture_each("llama", int8_against_f32, NULL);
@@ -497,21 +489,37 @@ static void test_choice(const lean_model *m, bool software) {
     lean_ctx_free(c);
 }
 
-int main(void) {
+/* fixture_parity on the Q8_0 fixtures only (--subgroups) */
+static void parity_q8_0(const fixture *fx, void *user) {
+    if (strcmp(fx->fmt, "q8_0") == 0) fixture_parity(fx, user);
+}
+
+/* --subgroups (tests/run.sh's browser stage, in Chromium, whose SwiftShader is the one CI
+ * adapter with subgroups, and slow): the forward over subgroups held to transformers on one
+ * fixture per architecture (Q8_0), and the greedy ids of each architecture's Q8_0 model against
+ * the CPU reference; the rest does not depend on the reductions and runs in the other stages. */
+int main(int argc, char **argv) {
+    const bool subgroups_only = argc > 1 && strcmp(argv[1], "--subgroups") == 0;
     lean_gpu *g = test_gpu_open("test_gpu_forward");
     if (!g) return test_finish("test_gpu_forward");
-    const bool software = lean_gpu_get_info(g)->software, f16 = lean_gpu_get_info(g)->shader_f16;
-    const bool dot = lean_gpu_get_info(g)->packed_dot;
+    const bool software = lean_gpu_get_info(g)->software;
     const lean_gpu_info info = *lean_gpu_get_info(g);
     printf("adapter: %s (%s)\n", info.adapter, info.backend);
+    test_gpu_variant(g, "subgroups"); /* every forward below reduces over them where it can */
+    const bool f16 = test_gpu_variant(g, "f16"), dot = test_gpu_variant(g, "int8");
     lean_gpu_close(g);
 
     fixture_parity_header();
+    const char *archs[] = {"llama", "qwen2", "qwen3"};
+    if (subgroups_only) {
+        for (int a = 0; a < 3; a++) fixture_each(archs[a], parity_q8_0, "gpu");
+        for (int a = 0; a < 3; a++) test_greedy(archs[a], LEAN_TYPE_Q8_0, NULL);
+        return test_finish("test_gpu_forward");
+    }
     fixture_each("llama", fixture_parity, "gpu");
     fixture_each("qwen2", fixture_parity, "gpu");
     fixture_each("qwen3", fixture_parity, "gpu");
 
-    const char *archs[] = {"llama", "qwen2", "qwen3"};
     for (int a = 0; a < 3; a++) {
         test_greedy(archs[a], LEAN_TYPE_F32, NULL);
         test_greedy(archs[a], LEAN_TYPE_Q8_0, NULL);
@@ -551,8 +559,8 @@ int main(void) {
         test_choice(m, software);
         lean_model_free(m);
     }
-    test_f16(f16);
-    test_int8(dot);
+    if (f16) test_f16();
+    if (dot) test_int8();
     test_exact(&info);
     return test_finish("test_gpu_forward");
 }
