@@ -35,7 +35,8 @@ static inline lean_gpu *test_gpu_open(const char *name) {
  * variant, after "variant NAME: ran" or "variant NAME: not here: WHY". The variants, as
  * run.sh's VARIANTS lists them: "subgroups" (reduce_sg.wgsl: lean_gpu_subgroup_size, so
  * subgroups of one fixed size), "f16" (tiled_f16.wgsl: shader-f16), "int8"
- * (matmul_tiled_i8.wgsl: WGSL's packed_4x8_integer_dot_product). A program that lacks the
+ * (matmul_tiled_i8.wgsl: WGSL's packed_4x8_integer_dot_product), "timestamps" (the profile's
+ * kernel times: timestamp-query). A program that lacks the
  * feature says so here rather than returning silently; one that prints "ran" runs it. */
 static inline bool test_gpu_variant(lean_gpu *g, const char *variant) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
@@ -50,6 +51,8 @@ static inline bool test_gpu_variant(lean_gpu *g, const char *variant) {
         if (!in->shader_f16) snprintf(why, sizeof why, "the adapter has no shader-f16");
     } else if (strcmp(variant, "int8") == 0) {
         if (!in->packed_dot) snprintf(why, sizeof why, "WGSL has no packed_4x8_integer_dot_product here");
+    } else if (strcmp(variant, "timestamps") == 0) {
+        if (!in->timestamp_query) snprintf(why, sizeof why, "the adapter has no timestamp-query");
     } else {
         CHECK(0, "test_gpu_variant: unknown variant '%s'", variant);
         return false;

@@ -73,8 +73,9 @@ stage_name=
 # The GPU variants that need an adapter feature, each of which some stage must run (the
 # ledger): reductions over subgroups (reduce_sg.wgsl: Chromium's SwiftShader), the f16 path
 # (tiled_f16.wgsl: shader-f16, Deno's wgpu), the 8-bit prefill (matmul_tiled_i8.wgsl:
-# packed_4x8_integer_dot_product, Dawn over llvmpipe and Deno's wgpu).
-VARIANTS=(subgroups f16 int8)
+# packed_4x8_integer_dot_product, Dawn over llvmpipe and Deno's wgpu), the profile's kernel
+# times (timestamp-query: Deno's wgpu).
+VARIANTS=(subgroups f16 int8 timestamps)
 # The GPU test programs the browser stage runs inside Chromium, with their arguments. SwiftShader
 # runs them 10 to 20 times slower than Deno's lavapipe, so test_gpu_weights and test_gpu_forward
 # run their --subgroups part only (their main says which); the rest of them, and test_gpu_sample
