@@ -506,7 +506,9 @@ int main(int argc, char **argv) {
     const lean_gpu_info info = *lean_gpu_get_info(g);
     printf("adapter: %s (%s)\n", info.adapter, info.backend);
     test_gpu_variant(g, "subgroups"); /* every forward below reduces over them where it can */
-    const bool f16 = test_gpu_variant(g, "f16"), dot = test_gpu_variant(g, "int8");
+    /* (--subgroups runs neither, so it says nothing of them to the ledger) */
+    const bool f16 = !subgroups_only && test_gpu_variant(g, "f16");
+    const bool dot = !subgroups_only && test_gpu_variant(g, "int8");
     lean_gpu_close(g);
 
     fixture_parity_header();
