@@ -66,11 +66,11 @@ $(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/lible
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
 
-# ---- the suite: tests/run.sh runs every stage and prints "N passed, N failed" last ----
-# Stages: native (this build, gcc) | asan (clang) | wasm (under Node) | neon (aarch64 under qemu,
-# when the cross tools are there) | fuzz (if fuzz-run exists).
-# One stage alone: bash tests/run.sh asan   (or make test-wasm). Each stage builds what it
-# runs (a build failure counts as a failed test), so `test` needs no prerequisite.
+# ---- the suite: tests/run.sh runs every stage; it ends with "test programs: N passed, N failed"
+# and "checks: N passed, N failed" ----
+# Stages: tests/run.sh's opening comment lists them (data native asan wasm wasm-mt webgpu browser
+# neon fuzz ledger). One stage alone: bash tests/run.sh asan   (or make test-wasm). Each stage
+# builds what it runs (a build failure counts as a failed program), so `test` needs no prerequisite.
 test:
 	bash tests/run.sh
 

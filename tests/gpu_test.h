@@ -9,6 +9,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* The F32 path, whatever the adapter grants: the tests hold it to the references; the f16
  * path (tiled_f16.wgsl) and the 8-bit prefill are held to it by test_gpu_weights and
@@ -27,6 +28,40 @@ static inline lean_gpu *test_gpu_open(const char *name) {
     CHECK(st == LEAN_OK, "%s: no WebGPU device (run scripts/setup_webgpu.sh; LEAN_TEST_GPU=0 skips): %s", name,
           err.msg);
     return st == LEAN_OK ? g : NULL;
+}
+
+/* The ledger's line for a GPU variant that needs an adapter feature (tests/run.sh keeps the
+ * ledger of which variant ran in which stage, and fails when one ran in none): whether g can run
+ * variant, after "variant NAME: ran" or "variant NAME: not here: WHY". The variants, as
+ * run.sh's VARIANTS lists them: "subgroups" (reduce_sg.wgsl: lean_gpu_subgroup_size, so
+ * subgroups of one fixed size), "f16" (tiled_f16.wgsl: shader-f16), "int8"
+ * (matmul_tiled_i8.wgsl: WGSL's packed_4x8_integer_dot_product), "timestamps" (the profile's
+ * kernel times: timestamp-query). A program that lacks the
+ * feature says so here rather than returning silently; one that prints "ran" runs it. */
+static inline bool test_gpu_variant(lean_gpu *g, const char *variant) {
+    const lean_gpu_info *in = lean_gpu_get_info(g);
+    char why[128] = "";
+    if (strcmp(variant, "subgroups") == 0) {
+        if (!in->subgroups)
+            snprintf(why, sizeof why, "the adapter has no subgroups");
+        else if (!lean_gpu_subgroup_size(g))
+            snprintf(why, sizeof why, "subgroups of %u to %u lanes, not one fixed size", in->subgroup_min_size,
+                     in->subgroup_max_size);
+    } else if (strcmp(variant, "f16") == 0) {
+        if (!in->shader_f16) snprintf(why, sizeof why, "the adapter has no shader-f16");
+    } else if (strcmp(variant, "int8") == 0) {
+        if (!in->packed_dot) snprintf(why, sizeof why, "WGSL has no packed_4x8_integer_dot_product here");
+    } else if (strcmp(variant, "timestamps") == 0) {
+        if (!in->timestamp_query) snprintf(why, sizeof why, "the adapter has no timestamp-query");
+    } else {
+        CHECK(0, "test_gpu_variant: unknown variant '%s'", variant);
+        return false;
+    }
+    if (*why)
+        printf("variant %s: not here: %s (%s)\n", variant, why, in->adapter);
+    else
+        printf("variant %s: ran\n", variant);
+    return !*why;
 }
 
 /* The argmax kernel, which only tests run (tests/shaders/argmax.wgsl, read from the repository,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run.sh — the whole test suite in one command (`make test` runs it).
 #
-# Stages, in order (each prints a header, each program its tally, each stage its sum):
+# Stages, in order (each prints a header, each program its tally, each stage its sums):
 #   data    `make test-data`: test inputs rebuilt from committed scripts (the parity
-#           models, checked against their recorded SHA-256); counts as one test
+#           models, checked against their recorded SHA-256); one program, one check
 #   native  build/       the default compiler (gcc): every tests/test_* program, and
 #                        tests/install.sh (make install into a DESTDIR, used via pkg-config)
 #   asan    build-asan/  clang -Werror with ASan + UBSan (leaks, UB and overflows are fatal):
@@ -15,28 +15,39 @@
 #                        and the tests marked "lean-test: threads" (native and here only)
 #   webgpu  build-wasm/  the GPU tests ("lean-test: webgpu") of the wasm32 build, under Deno
 #                        (scripts/setup_deno.sh, from npm): WebGPU through JavaScript
-#                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe;
+#                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe
+#                        (shader-f16, no subgroups);
 #                        and tests/wasm_pump.mjs: the same calls with JSPI and without it;
 #                        then build-web/'s lean.js against the native CLI (tests/web_api.mjs)
 #   browser build-web/   `make web`: the browser build in Debian's Chromium and Firefox ESR,
 #                        headless, driven by puppeteer-core (npm ci; package.json) through
 #                        tests/browser/run.mjs, one program per browser: greedy and seeded ids
-#                        against the native CLI's, chat, abort, no JSPI, the chat page
+#                        against the native CLI's, chat, abort, no JSPI, the chat page; then
+#                        webgpu's GPU test programs inside Chromium, whose SwiftShader has
+#                        subgroups (tests/browser/program.mjs; CHROMIUM_PROGRAMS below)
 #   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
 #           ASan + UBSan (`make neon`): the library and the Makefile's NEON_TESTS and
 #           NEON_V8_TESTS, run under qemu-aarch64 (leak checks off: LSan cannot run there).
 #           Only when the cross compiler and qemu-aarch64 are installed (.ci/run installs them).
-#   fuzz    `make fuzz-run`, bounded; counts as one test. Only when the Makefile has it.
+#   fuzz    `make fuzz-run`, bounded; one program, one check. Only when the Makefile has it.
+#   ledger  which GPU variant ran in which stage of this run (VARIANTS below), from the lines
+#           the GPU test programs print (tests/gpu_test.h's test_gpu_variant: "variant NAME:
+#           ran" or "variant NAME: not here: WHY"); one check per variant, failed when it ran
+#           in no stage. Always after the other stages, whatever its place in the list; without
+#           it the ledger is printed unchecked.
 # Parity tests (tests/test_parity*) are ordinary test programs and run in every stage.
 #
-# Counting: a program's "<name>: N passed, N failed" line is added to the sum. A program
-# that prints no tally, or exits non-zero while claiming 0 failed (a sanitizer report at
-# exit, a trap, a timeout), is one more failure. A build that fails (make -k: every error
-# is shown) is one failure; the programs that did build still run. The last line is the
-# total: "N passed, N failed".
+# Counting, two numbers kept apart: test programs (each run of a test program, and each
+# build, one-check stage and comparison run.sh makes itself, passes or fails as a whole) and
+# checks (the CHECKs inside them: the sum of the programs' "<name>: N passed, N failed"
+# tallies). A program fails when its tally counts a failed check, when it prints no tally, or
+# when it exits non-zero while claiming 0 failed (a sanitizer report at exit, a trap, a
+# timeout). A build that fails (make -k: every error is shown) is one failed program, with no
+# checks; the programs that did build still run. Each stage ends with both sums, and so does
+# the run: "test programs: N passed, N failed", then last "checks: N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Usage: tests/run.sh [STAGE...]      (default: data native asan wasm wasm-mt webgpu browser neon fuzz)
+# Usage: tests/run.sh [STAGE...]   (default: data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
 #              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
 set -u
@@ -48,30 +59,88 @@ TIMEOUT=${LEAN_TEST_TIMEOUT:-900}
 # Sub-makes get their own flags: the jobserver of a calling make is not ours to use.
 unset MAKEFLAGS MFLAGS MAKELEVEL
 
-total_passed=0
+total_passed=0 # checks
 total_failed=0
 stage_passed=0
 stage_failed=0
+progs_passed=0 # test programs
+progs_failed=0
+stage_progs_passed=0
+stage_progs_failed=0
 stage_start=0
 stage_name=
+
+# The GPU variants that need an adapter feature, each of which some stage must run (the
+# ledger): reductions over subgroups (reduce_sg.wgsl: Chromium's SwiftShader), the f16 path
+# (tiled_f16.wgsl: shader-f16, Deno's wgpu), the 8-bit prefill (matmul_tiled_i8.wgsl:
+# packed_4x8_integer_dot_product, Dawn over llvmpipe and Deno's wgpu), the profile's kernel
+# times (timestamp-query: Deno's wgpu).
+VARIANTS=(subgroups f16 int8 timestamps)
+# The GPU test programs the browser stage runs inside Chromium, with their arguments. SwiftShader
+# runs them 10 to 20 times slower than Deno's lavapipe, so test_gpu_weights and test_gpu_forward
+# run their --subgroups part only (their main says which); the rest of them, and test_gpu_sample
+# (no reductions), gen, share and upload (the forward again, over the kernels these cover), run
+# in the native, asan and webgpu stages.
+CHROMIUM_PROGRAMS=("test_gpu_device" "test_gpu_ops" "test_gpu_weights --subgroups" "test_gpu_forward --subgroups")
+declare -A ledger_ran=()  # variant -> " stage[/browser]/program ..." where it ran
+declare -A ledger_not=()  # variant -> " stage[/browser] ..." where a program said the adapter lacks it
+declare -A ledger_why=()  # "variant stage[/browser]" -> what the adapter lacks there
+ledger_sub= # a part of the stage to name in the ledger (the browser stage's browser)
 
 # ---- bookkeeping ----
 stage_begin() { # stage_begin NAME DESCRIPTION
     stage_name=$1
     stage_passed=0
     stage_failed=0
+    stage_progs_passed=0
+    stage_progs_failed=0
     stage_start=$SECONDS
     echo
     echo "==== $1: $2 ===="
 }
 stage_end() {
-    echo "---- $stage_name: $stage_passed passed, $stage_failed failed ($((SECONDS - stage_start)) s)"
+    echo "---- $stage_name: test programs $stage_progs_passed passed, $stage_progs_failed failed;" \
+         "checks $stage_passed passed, $stage_failed failed ($((SECONDS - stage_start)) s)"
     total_passed=$((total_passed + stage_passed))
     total_failed=$((total_failed + stage_failed))
+    progs_passed=$((progs_passed + stage_progs_passed))
+    progs_failed=$((progs_failed + stage_progs_failed))
 }
-count() { # count PASSED FAILED
+count() { # count PASSED FAILED: checks
     stage_passed=$((stage_passed + $1))
     stage_failed=$((stage_failed + $2))
+}
+count_prog() { # count_prog OK: one test program, passed when OK is 1
+    if [ "$1" = 1 ]; then stage_progs_passed=$((stage_progs_passed + 1))
+    else stage_progs_failed=$((stage_progs_failed + 1)); fi
+}
+# one_test OK: a test that is one program and one check (a stage's make, a comparison)
+one_test() {
+    count_prog "$1"
+    if [ "$1" = 1 ]; then count 1 0; else count 0 1; fi
+}
+
+# ledger_note NAME OUTPUT: the variant lines of a program's output into the ledger; a line
+# naming a variant not in VARIANTS fails the program's run (a typo must not hide a variant).
+# Returns 1 when it found such a line.
+ledger_note() {
+    local name=$1 out=$2 line v how stage where bad=0
+    stage=$stage_name${ledger_sub:+/$ledger_sub}
+    where=$stage/$name
+    while IFS= read -r line; do
+        v=$(printf '%s\n' "$line" | sed -E 's/^variant ([^:]*): .*/\1/')
+        how=$(printf '%s\n' "$line" | sed -E 's/^variant [^:]*: //')
+        if [[ " ${VARIANTS[*]} " != *" $v "* ]]; then
+            echo "$name: variant '$v' is not one of run.sh's VARIANTS (${VARIANTS[*]})"
+            bad=1
+        elif [ "$how" = ran ]; then
+            [[ " ${ledger_ran[$v]:-} " == *" $where "* ]] || ledger_ran[$v]+=" $where"
+        else
+            [[ " ${ledger_not[$v]:-} " == *" $stage "* ]] || ledger_not[$v]+=" $stage"
+            ledger_why["$v $stage"]=${how#not here: }
+        fi
+    done < <(printf '%s\n' "$out" | grep -E '^variant [^:]+: (ran|not here: .*)$')
+    return $bad
 }
 
 # build DESCRIPTION MAKE-ARGS...: runs make; a failure is one failed test. Returns make's status.
@@ -80,7 +149,7 @@ build() {
     local t0=$SECONDS
     if ! "$MAKE" -k -j"$JOBS" --no-print-directory "$@"; then
         echo "$what: build failed (make $*)"
-        count 0 1
+        count_prog 0
         return 1
     fi
     echo "$what: built in $((SECONDS - t0)) s"
@@ -89,8 +158,9 @@ build() {
 # run_prog NAME COMMAND...: runs one test program and adds its tally.
 run_prog() {
     local name=$1; shift
-    local out rc line p f
+    local out rc line p f ledger_ok=1
     out=$(timeout "$TIMEOUT" "$@" 2>&1 </dev/null); rc=$?
+    ledger_note "$name" "$out" || ledger_ok=0
     line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z_0-9]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
         printf '%s\n' "$out"
@@ -99,7 +169,7 @@ run_prog() {
         else
             echo "$name: exited $rc without a tally"
         fi
-        count 0 1
+        count_prog 0
         return
     fi
     p=$(printf '%s\n' "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
@@ -109,12 +179,10 @@ run_prog() {
     else
         printf '%s\n' "$out" # the FAIL lines, the tally and whatever came after it
         # A clean tally with a failing exit: the failure happened outside the CHECKs.
-        if [ "$f" -eq 0 ]; then
-            echo "$name: exited $rc after its tally"
-            f=1
-        fi
+        [ "$f" -ne 0 ] || echo "$name: exited $rc after its tally"
     fi
     count "$p" "$f"
+    if [ $rc -eq 0 ] && [ "$f" -eq 0 ] && [ $ledger_ok = 1 ]; then count_prog 1; else count_prog 0; fi
 }
 
 # run_tests DIR SUFFIX BUILT RUNNER...: runs the program DIR/tests/test_<x>SUFFIX of every
@@ -140,7 +208,7 @@ run_tests() {
         fi
         if [ ! -f "$prog" ]; then
             echo "$name: $prog is missing"
-            count 0 1
+            count_prog 0
             continue
         fi
         case $name in
@@ -210,7 +278,7 @@ stage_webgpu() {
     local deno built=1 xdg
     if ! deno=$(bash scripts/setup_deno.sh); then
         echo "webgpu: no Deno: scripts/setup_deno.sh failed (it needs npm and the npm registry)"
-        count 0 1
+        count_prog 0
         stage_end
         return
     fi
@@ -243,10 +311,10 @@ cli_same_ids() {
           grep -o 'fnv1a64 [0-9a-f]*')
     if [ -n "$want" ] && [ "$want" = "$got" ]; then
         echo "lean.wasm bench ($model): 1 passed, 0 failed"
-        count 1 0
+        one_test 1
     else
         echo "lean.wasm bench ($model): FAIL: greedy ids '${got:-none}' through Deno's WebGPU, '${want:-none}' through Dawn"
-        count 0 1
+        one_test 0
     fi
 }
 
@@ -256,7 +324,7 @@ stage_browser() {
     # .ci/run installs the npm packages; a machine that skipped it gets them here.
     if [ ! -d node_modules/puppeteer-core ] && ! npm ci --no-audit --no-fund </dev/null; then
         echo "browser: npm ci failed (puppeteer-core from the npm registry: package-lock.json)"
-        count 0 1
+        count_prog 0
         stage_end
         return
     fi
@@ -265,6 +333,20 @@ stage_browser() {
     if build browser web build/lean build/fixtures/.made build/vocab/.made; then
         for b in chromium firefox; do run_prog "browser_$b" node tests/browser/run.mjs "$b"; done
     fi
+    # The GPU test programs inside Chromium (tests/browser/program.mjs): its SwiftShader is the
+    # one CI adapter with subgroups (the ledger's variant subgroups).
+    local p built=1
+    build browser-programs wasm-webgpu || built=0
+    ledger_sub=chromium
+    for p in "${CHROMIUM_PROGRAMS[@]}"; do
+        set -- $p
+        if [ "$built" = 0 ] && ! "$MAKE" -q "build-wasm/tests/$1.wasm" >/dev/null 2>&1; then
+            echo "$1: not built"
+            continue
+        fi
+        run_prog "$1" node tests/browser/program.mjs "build-wasm/tests/$1.wasm" "${@:2}"
+    done
+    ledger_sub=
     stage_end
 }
 
@@ -293,13 +375,13 @@ stage_neon() {
 }
 
 stage_data() {
-    stage_begin data "make test-data, one test"
+    stage_begin data "make test-data, one program, one check"
     if "$MAKE" --no-print-directory test-data </dev/null; then
         echo "data: 1 passed, 0 failed"
-        count 1 0
+        one_test 1
     else
         echo "data: 0 passed, 1 failed"
-        count 0 1
+        one_test 0
     fi
     stage_end
 }
@@ -310,14 +392,14 @@ stage_fuzz() {
         echo "==== fuzz: no fuzz-run target in the Makefile; skipped ===="
         return
     fi
-    stage_begin fuzz "make fuzz-run (bounded), one test"
+    stage_begin fuzz "make fuzz-run (bounded), one program, one check"
     local t0=$SECONDS
     if "$MAKE" -j"$JOBS" --no-print-directory fuzz-run </dev/null; then
         echo "fuzz: 1 passed, 0 failed ($((SECONDS - t0)) s)"
-        count 1 0
+        one_test 1
     else
         echo "fuzz: 0 passed, 1 failed ($((SECONDS - t0)) s)"
-        count 0 1
+        one_test 0
     fi
     stage_end
 }
@@ -357,19 +439,57 @@ prerequisites() {
     return 1
 }
 
+# ledger_print: per variant, the stages (stage[/browser]/program) where it ran and those where
+# the adapter lacked what it needs.
+ledger_print() {
+    local v s
+    for v in "${VARIANTS[@]}"; do
+        echo "variant $v: ran in:${ledger_ran[$v]:- nothing}"
+        for s in ${ledger_not[$v]:-}; do echo "variant $v: not here in $s: ${ledger_why["$v $s"]}"; done
+    done
+}
+
+# The ledger: one check per variant, failed when no stage of this run ran it.
+stage_ledger() {
+    stage_begin ledger "which GPU variant ran in which stage"
+    ledger_print
+    local v ok=1
+    for v in "${VARIANTS[@]}"; do
+        if [ -n "${ledger_ran[$v]:-}" ]; then
+            count 1 0
+        else
+            echo "ledger: FAIL: variant $v ran in no stage of this run"
+            count 0 1
+            ok=0
+        fi
+    done
+    count_prog $ok
+    stage_end
+}
+
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu browser neon fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
 prerequisites "${stages[@]}" || exit 2
+ledger=0
 for s in "${stages[@]}"; do
     case $s in
     data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz) "stage_$s" ;;
+    ledger) ledger=1 ;; # after the others
     *)
-        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, browser, neon, fuzz)" >&2
+        echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, browser, neon, fuzz, ledger)" >&2
         exit 2
         ;;
     esac
 done
+if [ $ledger = 1 ]; then
+    stage_ledger
+elif [ ${#ledger_ran[@]} -gt 0 ] || [ ${#ledger_not[@]} -gt 0 ]; then
+    echo
+    echo "==== the GPU variants' ledger, not checked (the ledger stage checks it) ===="
+    ledger_print
+fi
 
 echo
-echo "$total_passed passed, $total_failed failed"
-[ $total_failed -eq 0 ]
+echo "test programs: $progs_passed passed, $progs_failed failed"
+echo "checks: $total_passed passed, $total_failed failed"
+[ $total_failed -eq 0 ] && [ $progs_failed -eq 0 ]

@@ -438,7 +438,7 @@ static void test_profile(bool timestamps) {
 int main(void) {
     lean_gpu *g = test_gpu_open("test_gpu_gen");
     if (!g) return test_finish("test_gpu_gen");
-    const bool timestamps = lean_gpu_get_info(g)->timestamp_query;
+    const bool timestamps = test_gpu_variant(g, "timestamps");
     lean_gpu_close(g);
     test_profile(timestamps);
     const char *archs[] = {"llama", "qwen2", "qwen3"};

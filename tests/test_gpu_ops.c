@@ -483,6 +483,7 @@ static void test_all(void) {
 
 int main(void) {
     if (!(g = test_gpu_open("test_gpu_ops"))) return test_finish("test_gpu_ops");
+    test_gpu_variant(g, "subgroups");
     test_all();
     /* prefill attention's key splits other than GPU_ATTN_KSPLITS: none, and 3 (whose merge
      * takes two splits' states into split 0) */

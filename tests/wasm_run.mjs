@@ -38,6 +38,7 @@ process.emitWarning = function (warning, ...rest) {
 const { WASI } = await import('node:wasi');
 await import('./dawn_node.mjs'); // navigator.gpu from LEAN_DAWN_NODE, when set
 const { leanWebGPU } = await import('../web/webgpu_imports.mjs');
+const { startProgram } = await import('./wasm_start.mjs');
 
 let argv = process.argv.slice(2), threads;
 if (argv[0] === '--threads') {
@@ -85,31 +86,8 @@ try {
         } finally {
             t.terminate();
         }
-    } else if (!gpu.jspi) {
-        const instance = await WebAssembly.instantiate(module, imports);
-        gpu.setMemory(instance.exports.memory);
-        status = wasi.start(instance);
     } else {
-        // WebGPU with JSPI: the program may suspend (src/gpu/web.c), so its entry runs through
-        // WebAssembly.promising, and its exit comes as our own proc_exit's exception (WASI's
-        // start() would see a pending promise). start() gets a stand-in with a no-op entry:
-        // it only hands the memory to the WASI functions.
-        class Exit {
-            constructor(code) {
-                this.code = code;
-            }
-        }
-        const preview1 = { ...imports.wasi_snapshot_preview1, proc_exit: (code) => { throw new Exit(code); } };
-        const instance = await WebAssembly.instantiate(module, { ...imports, wasi_snapshot_preview1: preview1 });
-        gpu.setMemory(instance.exports.memory);
-        wasi.start({ exports: { memory: instance.exports.memory, _start() {} } });
-        try {
-            await WebAssembly.promising(instance.exports._start)();
-            status = 0;
-        } catch (e) {
-            if (!(e instanceof Exit)) throw e;
-            status = e.code;
-        }
+        status = await startProgram(module, imports, gpu, wasi);
     }
 } catch (e) {
     // The stack, cut short: a stack overflow would print every frame.

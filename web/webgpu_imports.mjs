@@ -137,8 +137,10 @@ export function leanWebGPU({ pump = true } = {}) {
         adapter_info(id, field, buf, cap) {
             const a = get(id);
             const info = a?.info ?? {};
-            // the adapter's name: Deno's device is a number, its description the name
-            const name = /^\d*$/.test(info.device ?? '') ? info.description : info.device;
+            // the adapter's name: Deno's device is a number, its description the name; Chromium
+            // gives neither (SwiftShader: vendor "google", architecture "swiftshader")
+            const name = (/^\d*$/.test(info.device ?? '') ? info.description : info.device) ||
+                         [info.vendor, info.architecture].filter(Boolean).join(' ');
             switch (field) {
                 case 0: return put(info.vendor, buf, cap);
                 case 1: return put(info.architecture, buf, cap);
