@@ -401,14 +401,14 @@ QUANT_ENTRY_POINTS(AVX512)
  * Every weight is the reference dequantizer's float, made by its operations in its order
  * (formats.c), in registers: a block's 16 (Q4) or 32 (Q5) possible weights are built as a
  * table of floats, e.g. Q4_0's T[k] = (float)(k - 8) * d, and the quants index it (vpermps,
- * vpermt2ps: one instruction for 16 weights); Q8_0 and Q6_K convert and multiply. Each token of
- * a tile of up to 4 meets the weight vector at element e with FMA into its accumulator
- * (e / 16) % 4 (legacy formats: a block pair's 4 vectors, in index order), and the four are
- * summed ((a0 + a1) + (a2 + a3)), then hsum. The vectors are produced in a fixed sequence
- * (units: a legacy block, a Q4_K / Q5_K sub-block pair, a Q6_K quarter) whatever the tile, row
- * range or batch, so an output's chain depends on cols alone. A batch (more than 4 tokens)
- * unpacks a row once onto the stack, in that sequence, for all its token tiles (rows of up to
- * XCACHE_VECS * 16 weights); decode unpacks in registers, straight into the FMAs. */
+ * vpermt2ps: one instruction for 16 weights); Q8_0 and Q6_K convert and multiply. A row's
+ * vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair, a
+ * Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
+ * hsum: the same in every tile shape, row range and batch, so an output depends on cols alone.
+ * Tiles of 4 rows x 4 tokens share each vector of activations and weights (8 loads for 16
+ * FMAs); decode is 4 rows x 1 token (four chains in flight). A batch (more than 4 tokens)
+ * unpacks 4 rows at a time onto the stack for all its token tiles (rows of up to XCACHE_VECS *
+ * 16 weights); decode unpacks in registers, straight into the FMAs. */
 
 #define XCACHE_VECS 512 /* 8192 weights, 32 KiB */
 
@@ -518,54 +518,64 @@ AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const kscale *ks, int u, __
 /* The element of K unit u's vector i, within its super-block. */
 AVX512_INLINE int k_off(int f, int u, int i) { return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * i : 64 * u + 16 * i; }
 
-/* acc[t][a] += w * x_t[e .. e + 15], t < TT */
-AVX512_INLINE void xfma(int TT, __m512 w, const float *const *xs, int64_t e, __m512 acc[4][4], int a) {
+/* One vector position of RT rows x TT tokens: acc[i][t] += w[i] * x_t[e .. e + 15] (each token's
+ * 16 activations loaded once for the RT rows). */
+AVX512_INLINE void xfma(int RT, int TT, const __m512 *w, const float *const *xs, int64_t e, __m512 acc[4][4]) {
+    __m512 xv[4];
     UNROLL
-    for (int t = 0; t < TT; t++) acc[t][a] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xs[t] + e), acc[t][a]);
+    for (int t = 0; t < TT; t++) xv[t] = _mm512_loadu_ps(xs[t] + e);
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm512_fmadd_ps(w[i], xv[t], acc[i][t]);
 }
 
-/* One row x TT tokens -> y[t * ldy]. cache: the row's vectors in unit order (x_unpack), or
- * NULL: unpacked here. The same FMAs in the same order either way. */
-AVX512_INLINE void x_tile(int f, int TT, int64_t cols, const uint8_t *row, const __m512 *cache, const float *const *xs,
-                          float *y, int64_t ldy) {
-    __m512 acc[4][4], w[4];
+/* Rows r .. r + RT - 1 (at w, wrb apart) x TT tokens -> y[t * ldy + i]. cache: those rows'
+ * vectors in unit order (x_unpack; row i at cache + i * cstride), or NULL: unpacked here. One
+ * accumulator per (row, token), fed the row's vectors in unit order: the same FMAs in the same
+ * order in every tile shape, cached or not. */
+AVX512_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, const __m512 *cache,
+                          int64_t cstride, const float *const *xs, float *y, int64_t ldy) {
+    __m512 acc[4][4], wv[4][4], col[4];
     UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL for (int a = 0; a < 4; a++) acc[t][a] = _mm512_setzero_ps();
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
     if (f < X_Q4_K) {
-        const int64_t nb = cols / 32;
-        const size_t bb = xblock_bytes[f];
-        for (int64_t b = 0; b < nb; b++, cache = cache ? cache + 2 : NULL) {
-            if (cache) w[0] = cache[0], w[1] = cache[1];
-            else xq_legacy(f, row + (size_t)b * bb, w);
-            const int a = 2 * (int)(b & 1); /* a block pair's 4 vectors into the 4 accumulators */
-            if (a == 0) xfma(TT, w[0], xs, 32 * b, acc, 0), xfma(TT, w[1], xs, 32 * b + 16, acc, 1);
-            else xfma(TT, w[0], xs, 32 * b, acc, 2), xfma(TT, w[1], xs, 32 * b + 16, acc, 3);
+        for (int64_t b = 0; b < cols / 32; b++) {
+            UNROLL
+            for (int i = 0; i < RT; i++) {
+                if (cache) wv[i][0] = cache[i * cstride + 2 * b], wv[i][1] = cache[i * cstride + 2 * b + 1];
+                else xq_legacy(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], wv[i]);
+            }
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                UNROLL for (int i = 0; i < RT; i++) col[i] = wv[i][h];
+                xfma(RT, TT, col, xs, 32 * b + 16 * h, acc);
+            }
         }
     } else {
         for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
-            const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
-            kscale ks;
-            if (!cache) k_prep(f, b, &ks);
+            kscale ks[4];
+            if (!cache)
+                UNROLL for (int i = 0; i < RT; i++) k_prep(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
             UNROLL
             for (int u = 0; u < 4; u++) {
-                if (cache) {
-                    UNROLL for (int i = 0; i < 4; i++) w[i] = cache[i];
-                    cache += 4;
-                } else {
-                    xq_kunit(f, b, &ks, u, w);
+                UNROLL
+                for (int i = 0; i < RT; i++) {
+                    if (cache)
+                        UNROLL for (int k = 0; k < 4; k++) wv[i][k] = cache[i * cstride + 16 * sb + 4 * u + k];
+                    else xq_kunit(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i], u, wv[i]);
                 }
                 UNROLL
-                for (int i = 0; i < 4; i++) {
-                    const int off = k_off(f, u, i);
-                    xfma(TT, w[i], xs, sb * LEAN_QK_K + off, acc, (off / 16) % 4);
+                for (int k = 0; k < 4; k++) {
+                    UNROLL for (int i = 0; i < RT; i++) col[i] = wv[i][k];
+                    xfma(RT, TT, col, xs, sb * LEAN_QK_K + k_off(f, u, k), acc);
                 }
             }
         }
     }
     UNROLL
-    for (int t = 0; t < TT; t++)
-        y[t * ldy] = hsum(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) y[t * ldy + i] = hsum(acc[i][t]);
 }
 
 /* A row's vectors in x_tile's unit order -> cache (cols / 16 vectors). */
@@ -582,25 +592,34 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
     }
 }
 
+/* Tiles: a batch (more than 4 tokens) unpacks 4 rows at a time onto the stack, then 4 x 4 tiles
+ * (4 x 1 for the tokens left); decode, and rows too long for the stack, 4 x 1 tiles unpacking in
+ * registers; the rows left over one at a time. */
 AVX512_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                             const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    __m512 cache[XCACHE_VECS];
-    const bool cached = n_tok > 4 && cols <= 16 * XCACHE_VECS;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = w + (size_t)r * w_row_bytes;
-        if (cached) x_unpack(f, cols, row, cache);
+    __m512 cache[4 * XCACHE_VECS];
+    const int64_t cs = cols / 16; /* a cached row's vectors */
+    const bool cached = n_tok > 4 && cs <= XCACHE_VECS;
+    for (int64_t r = r0; r < r1;) {
+        const int RT = r1 - r >= 4 ? 4 : 1;
+        const uint8_t *wr = w + (size_t)r * w_row_bytes;
+        if (cached)
+            for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
         const __m512 *c = cached ? cache : NULL;
-        for (int32_t t = 0; t < n_tok; t += 4) {
+        if (!cached) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */
+            for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off);
+        for (int32_t t = 0; t < n_tok;) {
+            const int TT = cached && n_tok - t >= 4 ? 4 : 1;
             const float *xs[4];
-            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (t + i < n_tok ? i : 0)) * x_row_bytes);
+            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes);
             float *yt = y + (int64_t)t * y_row_elems + r;
-            switch (n_tok - t < 4 ? n_tok - t : 4) {
-            case 4: x_tile(f, 4, cols, row, c, xs, yt, y_row_elems); break;
-            case 3: x_tile(f, 3, cols, row, c, xs, yt, y_row_elems); break;
-            case 2: x_tile(f, 2, cols, row, c, xs, yt, y_row_elems); break;
-            default: x_tile(f, 1, cols, row, c, xs, yt, y_row_elems); break;
-            }
+            if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            else if (RT == 4) x_tile(f, 4, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            else if (TT == 4) x_tile(f, 1, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            else x_tile(f, 1, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            t += TT;
         }
+        r += RT;
     }
 }
 
