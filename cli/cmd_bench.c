@@ -299,7 +299,7 @@ typedef struct bench_row {
     char model_name[128]; /* its base name without .gguf */
     char arch[16];
     uint64_t weight_bytes, n_params;
-    const char *backend;  /* what ran (backend_label): the name asked for, "default" when none was,
+    char backend[80];     /* what ran (backend_label): the name asked for, "default" when none was,
                              with " (exact)" for an exact row */
     int32_t threads;      /* 0: the library's default */
     const char *phase;    /* "load", "prefill", "suffix", "decode" */
@@ -569,7 +569,8 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     int32_t *ids = NULL, *gen = NULL, *first = NULL;
     double *ms = malloc(sizeof *ms * (size_t)R), *scratch = malloc(sizeof *scratch * (size_t)R);
     lean_status st = LEAN_OK;
-    bench_row row = {.model = path, .backend = backend, .threads = threads, .reps = R};
+    bench_row row = {.model = path, .threads = threads, .reps = R};
+    snprintf(row.backend, sizeof row.backend, "%s", backend);
     model_name_of(path, row.model_name, sizeof row.model_name);
     const char *name = row.model_name;
     if (!ms || !scratch) goto nomem;
@@ -585,7 +586,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     cp.n_batch = a->n_batch;
     cp.exact = a->exact;
     cp.profile = a->profile;
-    char be_name[64], label[80];
+    char be_name[64];
     set_ctx_choice(&cp, backend, threads, be_name);
 
     /* load: R times; the last model and context are the ones measured below */
@@ -601,8 +602,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         if (r == 0) {
             if (b->progress) fprintf(stderr, "\r\033[K");
             print_backend(c, a->verbosity);
-            backend_label(be_name, cp.exact != 0, label, sizeof label);
-            row.backend = label;
+            backend_label(be_name, cp.exact != 0, row.backend, sizeof row.backend);
         }
     }
     lean_model_info info;
