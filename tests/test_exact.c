@@ -13,8 +13,12 @@
  *               top-k 40, top-p 0.95, repetition penalty 1.1) and one greedy reply: the same
  *               ids on cpu-ref, on every CPU table exact, and on the GPU's exact path (WebGPU:
  *               Dawn natively, navigator.gpu under Deno in the webgpu stage; LEAN_TEST_GPU=0
- *               skips it, saying so). Each reply's FNV-1a hash is printed, one line per format,
- *               so two builds (native, wasm32) can be compared by eye or by a script.
+ *               skips it, saying so); and its FNV-1a hash equal to the one recorded in
+ *               tests/data/exact_replies.txt, so every build that runs this (native x86-64,
+ *               wasm32 in the webgpu stage) gives the same replies as the one that wrote it.
+ *               The file is this program's output: after a change that moves the replies on
+ *               purpose (the tiny models, the sampler), rewrite it with
+ *                 build/tests/test_exact | grep 'reply fnv1a64' | sed 's/ on cpu-ref.*$//' > tests/data/exact_replies.txt
  * The 8-bit path is checked to differ from the exact one (so exact really took its own kernels).
  *
  * lean-test: webgpu (in wasm32 the webgpu stage runs it: the CPU tables of the wasm build and
@@ -154,6 +158,8 @@ static bool reply(lean_ctx *c, const int32_t *prompt, int32_t V, bool greedy, in
     return st == LEAN_OK;
 }
 
+static char *recorded; /* tests/data/exact_replies.txt */
+
 static void test_same_reply(const lean_model *m, uint32_t type, const int32_t *prompt, bool gpu) {
     const char *fmt = lean_type_name((int)type);
     const int32_t V = lean_model_n_vocab(m);
@@ -184,8 +190,11 @@ static void test_same_reply(const lean_model *m, uint32_t type, const int32_t *p
             }
             lean_ctx_free(c);
         }
-        printf("exact %-4s %-6s reply fnv1a64 %016llx on %s\n", fmt, greedy ? "greedy" : "seeded",
-               (unsigned long long)fnv1a(want, N_REPLY), ran);
+        char line[96];
+        snprintf(line, sizeof line, "exact %-4s %-6s reply fnv1a64 %016llx", fmt, greedy ? "greedy" : "seeded",
+                 (unsigned long long)fnv1a(want, N_REPLY));
+        printf("%s on %s\n", line, ran);
+        CHECK(recorded && strstr(recorded, line), "'%s' is not in tests/data/exact_replies.txt", line);
     }
 }
 
@@ -201,6 +210,12 @@ static void test_parity(void) {
 int main(void) {
     test_parity();
     const bool gpu = !test_gpu_skipped("test_exact (its GPU replies)");
+    size_t len = 0;
+    uint8_t *bytes = test_read_file("tests/data/exact_replies.txt", &len);
+    recorded = bytes ? realloc(bytes, len + 1) : NULL;
+    if (recorded) recorded[len] = 0;
+    else free(bytes);
+    CHECK(recorded != NULL, "cannot read tests/data/exact_replies.txt (run from the repository)");
     for (size_t i = 0; i < N_FORMATS; i++) {
         char path[256];
         lean_model *m = load_format(formats[i], (int)i, path, sizeof path);
@@ -213,5 +228,6 @@ int main(void) {
         lean_model_free(m);
         unlink(path);
     }
+    free(recorded);
     return test_finish("test_exact");
 }
