@@ -233,13 +233,14 @@ static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     static const int64_t f[] = {1, 7, 8, 17, 33, 100, 576};
     /* past the row lengths up to which the x86 files unpack a batch's row tile once, so both
      * of their paths run: 4160 and 4352 past x86_avx2.c's CACHE_COLS 4096, 8224 and 8448 past
-     * x86_avx512.c's CACHE_BLOCKS 256 (legacy) and CACHE_COLS 8192 (K-quants) */
-    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160, 8224};
-    static const int64_t k[] = {256, 768, 1536, 4352, 8448};
+     * x86_avx512.c's CACHE_BLOCKS 256 (legacy) and CACHE_COLS 8192 (K-quants); the exact
+     * kernels cache 4 rows up to 4096, one row up to 16384 (XCACHE_VECS): 16416 and 16640 past */
+    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160, 8224, 16416};
+    static const int64_t k[] = {256, 768, 1536, 4352, 8448, 16640};
     const uint32_t be = lean_type_traits_get(type)->block_elems;
     if (be == 1) *cols = f, *n = 7;
-    else if (be == 32) *cols = legacy, *n = 7;
-    else *cols = k, *n = 5;
+    else if (be == 32) *cols = legacy, *n = 8;
+    else *cols = k, *n = 6;
 }
 
 /* One table, one type, one shape, the default matmul or (exact) matmul_exact: accuracy, then

@@ -391,10 +391,11 @@ QUANT_ENTRY_POINTS(AVX2)
  * a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair, a Q6_K quarter), and
  * each (row, token) output is one FMA chain over them in that sequence, then hsum: the same in
  * every tile shape, row range and batch. With 16 registers the rows are unpacked onto the stack
- * (4 at a time, rows of up to XCACHE_VECS * 8 weights) and then 4 x 4 tiles (a batch) or 4 x 1
- * (decode) read them; a longer row is unpacked in registers, 1 row x 1 token at a time. */
+ * (4 at a time, or 1 for rows of more than XCACHE_VECS * 2 weights) and then 4 x 4 tiles (a
+ * batch) or 4 x 1 (decode) read them; a row too long for the stack is unpacked in registers,
+ * 1 row x 1 token at a time. */
 
-#define XCACHE_VECS 1024 /* 8192 weights, 32 KiB a row */
+#define XCACHE_VECS 2048 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
 
 AVX2_INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 AVX2_INLINE __m256 cvt(__m256i v) { return _mm256_cvtepi32_ps(v); }
@@ -555,16 +556,16 @@ AVX2_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m256 *cache
     }
 }
 
-/* 4 rows at a time unpacked onto the stack, then 4 x 4 tiles (4 x 1 for the tokens left, all
- * of decode's); the rows left over one at a time; rows too long for the stack 1 x 1 in
- * registers. */
+/* 4 rows at a time unpacked onto the stack (1 when they do not fit), then 4 x 4 tiles (4 x 1
+ * for the tokens left, all of decode's); the rows left over one at a time; rows too long for
+ * the stack 1 x 1 in registers. */
 AVX2_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                           const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    __m256 cache[4 * XCACHE_VECS];
+    __m256 cache[XCACHE_VECS];
     const int64_t cs = cols / 8; /* a cached row's vectors */
     const bool cached = cs <= XCACHE_VECS;
     for (int64_t r = r0; r < r1;) {
-        const int RT = cached && r1 - r >= 4 ? 4 : 1;
+        const int RT = cached && r1 - r >= 4 && 4 * cs <= XCACHE_VECS ? 4 : 1;
         const uint8_t *wr = w + (size_t)r * w_row_bytes;
         if (cached)
             for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);

@@ -407,10 +407,10 @@ QUANT_ENTRY_POINTS(AVX512)
  * hsum: the same in every tile shape, row range and batch, so an output depends on cols alone.
  * Tiles of 4 rows x 4 tokens share each vector of activations and weights (8 loads for 16
  * FMAs); decode is 4 rows x 1 token (four chains in flight). A batch (more than 4 tokens)
- * unpacks 4 rows at a time onto the stack for all its token tiles (rows of up to XCACHE_VECS *
- * 16 weights); decode unpacks in registers, straight into the FMAs. */
+ * unpacks 4 rows at a time onto the stack for all its token tiles (one at a time for rows of
+ * more than XCACHE_VECS * 4 weights); decode unpacks in registers, straight into the FMAs. */
 
-#define XCACHE_VECS 512 /* 8192 weights, 32 KiB */
+#define XCACHE_VECS 1024 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
 
 AVX512_INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 AVX512_INLINE __m512 cvt(__m512i v) { return _mm512_cvtepi32_ps(v); }
@@ -592,16 +592,16 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
     }
 }
 
-/* Tiles: a batch (more than 4 tokens) unpacks 4 rows at a time onto the stack, then 4 x 4 tiles
- * (4 x 1 for the tokens left); decode, and rows too long for the stack, 4 x 1 tiles unpacking in
- * registers; the rows left over one at a time. */
+/* Tiles: a batch (more than 4 tokens) unpacks 4 rows at a time onto the stack (1 when they do
+ * not fit), then 4 x 4 tiles (4 x 1 for the tokens left); decode, and rows too long for the
+ * stack, 4 x 1 tiles unpacking in registers; the rows left over one at a time. */
 AVX512_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                             const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    __m512 cache[4 * XCACHE_VECS];
+    __m512 cache[XCACHE_VECS];
     const int64_t cs = cols / 16; /* a cached row's vectors */
     const bool cached = n_tok > 4 && cs <= XCACHE_VECS;
     for (int64_t r = r0; r < r1;) {
-        const int RT = r1 - r >= 4 ? 4 : 1;
+        const int RT = r1 - r >= 4 && (!cached || 4 * cs <= XCACHE_VECS) ? 4 : 1;
         const uint8_t *wr = w + (size_t)r * w_row_bytes;
         if (cached)
             for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
