@@ -234,10 +234,10 @@ static void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q6_k, MATMUL_PASS); 
  * A block at a time: its weights from the reference dequantizer (formats.c) into 32 or 256
  * floats on the stack, dotted with the float activations as dot_f32 does (element i into lane
  * i % 8; blocks are whole multiples of 8, so a lane sees the same elements as in one long
- * row). Tokens in tiles of EXACT_TILE, so a block is decoded once per tile; an output's
- * arithmetic does not depend on the tile. */
+ * row). Tokens in tiles of EXACT_TILE (a CPU batch's default size), so a block is decoded once
+ * per tile; an output's arithmetic does not depend on the tile. */
 
-#define EXACT_TILE 8
+#define EXACT_TILE 64
 
 static void matmul_exact_blocks(uint32_t type, LEAN_MATMUL_ARGS) {
     const lean_type_traits *tt = lean_type_traits_get(type);
