@@ -432,23 +432,6 @@ AVX2_INLINE void xq_legacy(int f, const uint8_t *b, __m256 w[4]) {
     }
 }
 
-/* A K super-block's scales as floats: Q4_K / Q5_K d sc[j] and dmin m[j]; Q6_K d sc[s]. */
-typedef struct kscale {
-    float d[16], m[8];
-} kscale;
-
-AVX2_INLINE void k_prep(int f, const uint8_t *b, kscale *ks) {
-    if (f == X_Q6_K) {
-        const float d = f16(b + 208);
-        for (int s = 0; s < 16; s++) ks->d[s] = d * (float)(int8_t)b[192 + s];
-        return;
-    }
-    const float d = f16(b), dmin = f16(b + 2);
-    uint8_t sc[8], m[8];
-    lean_k4_scales(b + 4, sc, m);
-    for (int j = 0; j < 8; j++) ks->d[j] = d * (float)sc[j], ks->m[j] = dmin * (float)m[j];
-}
-
 /* Unit u (0..3) of a K super-block -> w[0..7] at elements k_off(f, u, i).
  * Q4_K / Q5_K: sub-blocks 2u (the low nibbles of qs[32u ..]) and 2u + 1 (the high), each
  * (d sc) q - dmin m (Q5_K's fifth bit: bit j of qh[l]). Q6_K: half h = u / 2, l = 16 (u % 2) ..:
