@@ -61,8 +61,9 @@ static const char *const usage_bench =
     "  --seed S         seed of the pseudo-random ids (default 42)\n"
     "  --bandwidth GBPS streaming-read bandwidth (build/bandwidth) for decode's roofline\n"
     "  --json           one JSON object per row (JSON Lines) instead of the table\n"
-    "  --exact          F32 arithmetic throughout (see lean run --help; default: the faster paths);\n"
-    "                   the CPU runs the reference then, and its rows say 'cpu-ref (exact)'\n"
+    "  --exact          F32 arithmetic throughout (see lean run --help; default: the faster paths)\n"
+    "                   for every row; a backend named B+exact (--backend cpu,cpu+exact) is exact\n"
+    "                   in its rows alone. Exact rows say 'B (exact)'\n"
     "  --profile        GPU: dispatches and each kernel's GPU time per step, for the last\n"
     "                   repetition of every measurement (profiled runs are slower)\n"
     VERBOSITY_USAGE
@@ -298,7 +299,8 @@ typedef struct bench_row {
     char model_name[128]; /* its base name without .gguf */
     char arch[16];
     uint64_t weight_bytes, n_params;
-    const char *backend;  /* what ran (backend_label): the name asked for, "default" when none was */
+    char backend[80];     /* what ran (backend_label): the name asked for, "default" when none was,
+                             with " (exact)" for an exact row */
     int32_t threads;      /* 0: the library's default */
     const char *phase;    /* "load", "prefill", "suffix", "decode" */
     char test[48];        /* "load", "pp128", "pp32 @ d128", "tg64" */
@@ -457,18 +459,20 @@ static void emit(bench_run *b, const bench_row *r) {
 }
 
 /* The backend and the thread count of one combination: "default" and 0 leave the library's
- * choice (lean_ctx_params: backend NULL, n_threads 0 = one thread per CPU). */
-static void set_ctx_choice(lean_ctx_params *cp, const char *backend, int32_t threads) {
-    cp->backend = strcmp(backend, "default") == 0 ? NULL : backend;
+ * choice (lean_ctx_params: backend NULL, n_threads 0 = one thread per CPU). A name ending in
+ * "+exact" is that backend with lean_ctx_params.exact (as --exact makes every row), so one run
+ * can put both paths side by side; name (at least 64 bytes) gets the name without it. */
+static void set_ctx_choice(lean_ctx_params *cp, const char *backend, int32_t threads, char *name) {
+    const size_t n = strlen(backend), k = strlen("+exact");
+    snprintf(name, 64, "%.*s", (int)(n > k && !strcmp(backend + n - k, "+exact") ? n - k : n), backend);
+    if (strcmp(name, backend) != 0) cp->exact = 1;
+    cp->backend = strcmp(name, "default") == 0 ? NULL : name;
     cp->n_threads = threads;
 }
 
-/* A row's backend: the name asked for, or "cpu-ref (exact)" where the reference ran in its
- * place (exact swaps the CPU kernels, and auto's CPU rung, for it: lean_ctx_params.exact). */
-static const char *backend_label(const char *asked, const lean_ctx *c) {
-    char ran[32];
-    const bool ref = strcmp(lean_ctx_backend_str(c, ran, sizeof ran), "cpu_ref") == 0;
-    return ref && strcmp(asked, "cpu-ref") != 0 ? "cpu-ref (exact)" : asked;
+/* A row's backend: the name asked for (without "+exact"), then " (exact)" for an exact row. */
+static void backend_label(const char *name, bool exact, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s", name, exact ? " (exact)" : "");
 }
 
 /* The model's base file name without ".gguf". */
@@ -565,7 +569,8 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     int32_t *ids = NULL, *gen = NULL, *first = NULL;
     double *ms = malloc(sizeof *ms * (size_t)R), *scratch = malloc(sizeof *scratch * (size_t)R);
     lean_status st = LEAN_OK;
-    bench_row row = {.model = path, .backend = backend, .threads = threads, .reps = R};
+    bench_row row = {.model = path, .threads = threads, .reps = R};
+    snprintf(row.backend, sizeof row.backend, "%s", backend);
     model_name_of(path, row.model_name, sizeof row.model_name);
     const char *name = row.model_name;
     if (!ms || !scratch) goto nomem;
@@ -581,7 +586,8 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     cp.n_batch = a->n_batch;
     cp.exact = a->exact;
     cp.profile = a->profile;
-    set_ctx_choice(&cp, backend, threads);
+    char be_name[64];
+    set_ctx_choice(&cp, backend, threads, be_name);
 
     /* load: R times; the last model and context are the ones measured below */
     for (int r = 0; r < R; r++) {
@@ -596,7 +602,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         if (r == 0) {
             if (b->progress) fprintf(stderr, "\r\033[K");
             print_backend(c, a->verbosity);
-            row.backend = backend_label(backend, c);
+            backend_label(be_name, cp.exact != 0, row.backend, sizeof row.backend);
         }
     }
     lean_model_info info;

@@ -45,7 +45,7 @@ static const char *const usage_run =
     "               threads), cpu-generic, cpu-avx2, cpu-avx512, cpu-neon, cpu-simd128 (one\n"
     "               table), cpu-ref (the reference)\n"
     "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
-    "               the reference (cpu-ref) for now (default: the faster paths)\n"
+    "               float activations, not 8-bit ones (default: the faster paths)\n"
     VERBOSITY_USAGE
     SAMPLING_USAGE;
 

@@ -235,19 +235,19 @@ typedef struct lean_ctx_params {
      *   "cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-simd128": that kernel
      *     table (for tests and measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it);
      *   "cpu-ref": the plain single-threaded reference.
-     * The CPU kernels compute with 8-bit activations, so their logits are close to, not the
-     * same bits as, the reference's; they are the same bits for every n_threads and every
-     * n_batch. The GPU computes in F32 like the reference, in another summation order, except
-     * where exact is false (below). */
+     * The CPU kernels compute with 8-bit activations unless exact (below), so their logits are
+     * close to, not the same bits as, the reference's; they are the same bits for every
+     * n_threads and every n_batch, exact or not. The GPU computes in F32 like the reference, in
+     * another summation order, except where exact is false (below). */
     const char *backend;
     /* The exact path (default false: the fast paths). Exact means F32 arithmetic throughout,
      * on every backend: the logits of transformers' computation within F32 rounding. Not exact,
      * the GPU runs prefill's matmuls in f16 where the adapter grants shader-f16, and Q8_0 and
      * Q4_0 prefill on 8-bit dot products where the adapter has them as instructions (not on a
      * software adapter or Apple's); `lean info --gpu` says which are in force. On the CPU,
-     * whose kernels compute with 8-bit activations, exact runs the reference ("cpu-ref": F32,
-     * one thread) in place of the kernels ("cpu", "cpu-<isa>", and auto's CPU rung) until the
-     * kernels themselves honour it. Nonzero: exact. */
+     * not exact, the kernels ("cpu", "cpu-<isa>", auto's CPU rung) dot the quantized formats
+     * with 8-bit activations; exact, with the float activations (each weight dequantized in
+     * registers, F32 sums), threaded and SIMD as the default. Nonzero: exact. */
     int32_t exact;
     /* The GPU backend counts every dispatch and, where the adapter has timestamp-query, times
      * every kernel, for lean_ctx_profile (a profiled run is slower). Nonzero: profile. */

@@ -6,13 +6,13 @@
  * "auto" (and NULL) is the ladder: WebGPU on a hardware adapter, else the CPU kernels — when
  * there is no WebGPU library, only a software adapter (llvmpipe, SwiftShader: the CPU kernels
  * are faster), or the GPU backend fails to build for any reason but running out of memory
- * (session.c climbs down). Exact (lean_ctx_params.exact) swaps the CPU kernels, which compute
- * with 8-bit activations, for the reference, until the kernels honour exact themselves. */
+ * (session.c climbs down). Exact (lean_ctx_params.exact) is the backends' own business: the
+ * GPU keeps its matmuls in F32, the CPU kernels take float activations (cpu/forward.c). */
 #include "core/backend.h"
 
 #include <string.h>
 
-lean_status lean_backend_choose(const char *name, bool exact, lean_backend_choice *out, lean_error *err) {
+lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean_error *err) {
     if (!name || !strcmp(name, "auto")) {
         *out = (lean_backend_choice){&lean_backend_gpu, NULL, true, &lean_backend_cpu};
     } else if (!strcmp(name, "gpu")) {
@@ -29,7 +29,5 @@ lean_status lean_backend_choose(const char *name, bool exact, lean_backend_choic
                          "cpu-avx512, cpu-neon, cpu-simd128)",
                          name);
     }
-    if (exact && out->be == &lean_backend_cpu) out->be = &lean_backend_cpu_ref;
-    if (exact && out->fallback == &lean_backend_cpu) out->fallback = &lean_backend_cpu_ref;
     return LEAN_OK;
 }

@@ -11,8 +11,9 @@
  *     to the one computed here from greedy ids produced independently through lean.h; the
  *     table output has its header, rows and the hash; one backend's hash is the same at 1
  *     and 2 threads (lean.h's promise), for cpu and cpu-ref; a row names the backend asked
- *     for, but with --exact the CPU kernels' rows say "cpu-ref (exact)" and have the reference's
- *     hash; an unknown backend or a missing model is exit status 1.
+ *     for, with " (exact)" after it for an exact row (--exact, or a name ending in "+exact"),
+ *     and the exact CPU kernels' ids are the reference's on this model; an unknown backend or
+ *     a missing model is exit status 1.
  */
 #include "dev/lean_dev.h"
 #include "test.h"
@@ -393,32 +394,35 @@ static void test_run(void) {
         free(text);
     }
 
-    /* --exact: a row says what ran; the CPU kernels' rows ran the reference (lean_ctx_params.exact),
-     * so they say so, and their ids are the reference's */
-    out = fopen(out_path, "w");
-    if (!out) return;
-    char *eargs[] = {"-m", model, "-p", "0", "-n", "4", "--suffix", "none", "-r", "1", "-t", "1", "--backend",
-                     "cpu,cpu-ref", "--exact", "--json", NULL};
-    rc = bench_main(16, eargs, out);
-    fclose(out);
-    CHECK(rc == 0, "bench --backend cpu,cpu-ref --exact exit status %d", rc);
-    text = slurp_text(out_path);
-    if (text) {
-        const char *label[] = {"\"backend\":\"cpu-ref (exact)\"", "\"backend\":\"cpu-ref\""};
-        char hashes[2][17] = {{0}};
+    /* exact rows say so: --exact makes every row exact, "+exact" one backend's; the exact CPU
+     * kernels (float activations) give the reference's ids here */
+    for (int k = 0; k < 2; k++) {
+        out = fopen(out_path, "w");
+        if (!out) return;
+        char *eargs[] = {"-m", model, "-p", "0", "-n", "4", "--suffix", "none", "-r", "1", "-t", "1", "--backend",
+                         k ? "cpu,cpu+exact,cpu-ref" : "cpu,cpu-ref", "--json", k ? NULL : "--exact", NULL};
+        rc = bench_main(k ? 15 : 16, eargs, out);
+        fclose(out);
+        CHECK(rc == 0, "bench --backend %s exit status %d", eargs[13], rc);
+        text = slurp_text(out_path);
+        if (!text) continue;
+        const char *label[2][3] = {{"\"backend\":\"cpu (exact)\"", "\"backend\":\"cpu-ref (exact)\""},
+                                   {"\"backend\":\"cpu\"", "\"backend\":\"cpu (exact)\"", "\"backend\":\"cpu-ref\""}};
+        const int n_rows = k ? 3 : 2;
+        char hashes[3][17] = {{0}};
         int n_tg = 0;
         for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
             const char *h = strstr(line, "\"hash\":\"");
             if (!h) continue;
-            if (n_tg < 2) {
-                CHECK(strstr(line, label[n_tg]) != NULL, "decode row %d lacks %s: %s", n_tg, label[n_tg], line);
+            if (n_tg < n_rows) {
+                CHECK(strstr(line, label[k][n_tg]) != NULL, "decode row %d lacks %s: %s", n_tg, label[k][n_tg], line);
                 memcpy(hashes[n_tg], h + 8, 16);
             }
             n_tg++;
         }
-        CHECK(n_tg == 2, "%d decode rows, expected 2", n_tg);
-        CHECK(strcmp(hashes[0], hashes[1]) == 0, "cpu --exact ran the reference: the same ids (%s, %s)", hashes[0],
-              hashes[1]);
+        CHECK(n_tg == n_rows, "%d decode rows, expected %d", n_tg, n_rows);
+        CHECK(strcmp(hashes[n_rows - 2], hashes[n_rows - 1]) == 0, "cpu exact and cpu-ref: the same ids (%s, %s)",
+              hashes[n_rows - 2], hashes[n_rows - 1]);
         free(text);
     }
 

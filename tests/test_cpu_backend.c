@@ -303,44 +303,6 @@ static void test_params(void) {
     unlink(path);
 }
 
-/* lean_ctx_params.exact on the CPU: the reference, for "cpu" and a kernel table alike (and
- * auto's CPU rung, session.c): their logits are cpu-ref's bit for bit, where the kernels' (8-bit activations)
- * are not. */
-static void test_exact(void) {
-    tiny_spec sp = spec("qwen2", LEAN_TYPE_Q8_0, LEAN_TYPE_Q8_0, 0);
-    char path[256];
-    lean_model *m = load_spec(&sp, NULL, path, sizeof path);
-    if (!m) return;
-    const int V = lean_model_n_vocab(m);
-    int32_t ids[N_SEQ];
-    tiny_ids(ids, N_SEQ, V, 11);
-    float *ref = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
-    const char *names[] = {"cpu-ref", "cpu", "cpu-generic"};
-    for (int i = 0; i < 3; i++) {
-        lean_ctx_params p = lean_ctx_default_params();
-        p.backend = names[i];
-        p.exact = i > 0;
-        p.n_ctx = 32;
-        lean_ctx *c = NULL;
-        lean_error err = {0};
-        lean_status st = lean_ctx_create(m, &p, &c, &err);
-        if (!st) st = lean_prefill(c, ids, N_SEQ, i ? got : ref, &err);
-        CHECK(st == LEAN_OK, "%s, exact %d: %s", names[i], p.exact, err.msg);
-        if (i && !st)
-            CHECK(!memcmp(ref, got, sizeof(float) * (size_t)V), "%s, exact: not cpu-ref's logits", names[i]);
-        lean_ctx_free(c);
-    }
-    float *kern = malloc(sizeof(float) * (size_t)V);
-    lean_ctx *c = new_ctx(m, "cpu", 0, 32, 0);
-    lean_error err = {0};
-    CHECK(c && lean_prefill(c, ids, N_SEQ, kern, &err) == LEAN_OK, "cpu: %s", err.msg);
-    CHECK(c && memcmp(ref, kern, sizeof(float) * (size_t)V), "cpu, not exact: cpu-ref's logits bit for bit");
-    lean_ctx_free(c);
-    free(ref), free(got), free(kern);
-    lean_model_free(m);
-    unlink(path);
-}
-
 /* Fails the n-th allocation of load -> ctx (3 threads) -> prefill for every n, once and from
  * then on: each must end in LEAN_ERR_NOMEM with nothing leaked (ASan checks at exit). */
 static void test_alloc_failures(void) {
@@ -389,7 +351,6 @@ int main(void) {
     test_reference();
     test_fixtures();
     test_params();
-    test_exact();
     test_alloc_failures();
     return test_finish("test_cpu_backend");
 }

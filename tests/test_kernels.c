@@ -25,6 +25,9 @@
  *                sum by at most sum over blocks of d_b / 2 * sum_{i in b} |w_i| (above), so
  *                |y - sum_i w_i x_i| <= that + tol.
  *                A table's own quantize_act must give quant_act.c's bytes exactly.
+ *   exact        every table's matmul_exact (float activations for every format) the same way:
+ *                xh = x, so the quantization bound is 0 and only float rounding remains,
+ *                held to the same tol (its sums, in float, have at most as many roundings).
  *   invariance   the same outputs, bit for bit, computed one row and one token per call, and
  *                over random row ranges [r0, r1) (which must leave the other rows untouched):
  *                the contract that makes logits independent of threads and batches.
@@ -230,19 +233,24 @@ static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     static const int64_t f[] = {1, 7, 8, 17, 33, 100, 576};
     /* past the row lengths up to which the x86 files unpack a batch's row tile once, so both
      * of their paths run: 4160 and 4352 past x86_avx2.c's CACHE_COLS 4096, 8224 and 8448 past
-     * x86_avx512.c's CACHE_BLOCKS 256 (legacy) and CACHE_COLS 8192 (K-quants) */
-    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160, 8224};
-    static const int64_t k[] = {256, 768, 1536, 4352, 8448};
+     * x86_avx512.c's CACHE_BLOCKS 256 (legacy) and CACHE_COLS 8192 (K-quants); the exact
+     * kernels cache 4 rows up to 4096, one row up to 16384 (XCACHE_VECS): 16416 and 16640 past */
+    static const int64_t legacy[] = {32, 96, 160, 576, 1536, 4160, 8224, 16416};
+    static const int64_t k[] = {256, 768, 1536, 4352, 8448, 16640};
     const uint32_t be = lean_type_traits_get(type)->block_elems;
     if (be == 1) *cols = f, *n = 7;
-    else if (be == 32) *cols = legacy, *n = 7;
-    else *cols = k, *n = 5;
+    else if (be == 32) *cols = legacy, *n = 8;
+    else *cols = k, *n = 6;
 }
 
-/* One table, one type, one shape: accuracy, then invariance. */
-static void check_case(const lean_kernels *kt, uint32_t type, int64_t rows, int64_t cols, int32_t n_tok) {
+/* One table, one type, one shape, the default matmul or (exact) matmul_exact: accuracy, then
+ * invariance. */
+static void check_case(const lean_kernels *kt, bool exact, uint32_t type, int64_t rows, int64_t cols,
+                       int32_t n_tok) {
     const lean_type_traits *tt = lean_type_traits_get(type);
-    const lean_act_type act = (lean_act_type)lean_act_for(type);
+    const lean_act_type act = exact ? LEAN_ACT_F32 : (lean_act_type)lean_act_for(type);
+    const lean_matmul_fn mm = exact ? kt->matmul_exact[type] : kt->matmul[type];
+    const char *kind = exact ? " exact" : "";
     size_t wrb;
     uint8_t *w = make_weights(type, rows, cols, &wrb);
     const size_t xrb = lean_act_row_bytes(act, cols);
@@ -256,7 +264,7 @@ static void check_case(const lean_kernels *kt, uint32_t type, int64_t rows, int6
     const size_t ny = (size_t)(ldy * n_tok);
     float *y = malloc(sizeof(float) * ny), *y2 = malloc(sizeof(float) * ny);
     for (size_t i = 0; i < ny; i++) y[i] = y2[i] = NAN;
-    kt->matmul[type](cols, w, wrb, 0, rows, xq, xrb, n_tok, y, ldy);
+    mm(cols, w, wrb, 0, rows, xq, xrb, n_tok, y, ldy);
 
     /* accuracy */
     float *wf = malloc(sizeof(float) * (size_t)cols), *zf = malloc(sizeof(float) * (size_t)cols);
@@ -295,50 +303,53 @@ static void check_case(const lean_kernels *kt, uint32_t type, int64_t rows, int6
             if (!(ex <= worst_x)) worst_x = ex;
         }
     }
-    CHECK(worst <= 1, "%s %s rows %lld cols %lld n_tok %d: y[%lld][%lld] is %.3g tolerances from the reference",
-          kt->name, tt->name, (long long)rows, (long long)cols, n_tok, (long long)worst_t, (long long)worst_r, worst);
-    CHECK(worst_x <= 1, "%s %s cols %lld: %.3g x the activation-quantization bound from the float sum", kt->name,
-          tt->name, (long long)cols, worst_x);
+    CHECK(worst <= 1, "%s%s %s rows %lld cols %lld n_tok %d: y[%lld][%lld] is %.3g tolerances from the reference",
+          kt->name, kind, tt->name, (long long)rows, (long long)cols, n_tok, (long long)worst_t, (long long)worst_r,
+          worst);
+    CHECK(worst_x <= 1, "%s%s %s cols %lld: %.3g x the activation-quantization bound from the float sum", kt->name,
+          kind, tt->name, (long long)cols, worst_x);
     int outside = 0;
     for (int32_t t = 0; t < n_tok; t++)
         for (int64_t r = rows; r < ldy; r++) outside += !isnan(y[t * ldy + r]);
-    CHECK(outside == 0, "%s %s: %d outputs written outside [r0, r1)", kt->name, tt->name, outside);
-    if (kt->same_as_generic && kt != &lean_kernels_generic) {
+    CHECK(outside == 0, "%s%s %s: %d outputs written outside [r0, r1)", kt->name, kind, tt->name, outside);
+    const lean_matmul_fn gen = exact ? lean_kernels_generic.matmul_exact[type] : lean_kernels_generic.matmul[type];
+    if (kt->same_as_generic && mm != gen) {
         for (size_t i = 0; i < ny; i++) y2[i] = NAN;
-        lean_kernels_generic.matmul[type](cols, w, wrb, 0, rows, xq, xrb, n_tok, y2, ldy);
+        gen(cols, w, wrb, 0, rows, xq, xrb, n_tok, y2, ldy);
         CHECK(memcmp(y, y2, sizeof(float) * ny) == 0,
-              "%s %s rows %lld cols %lld n_tok %d: not the generic table's bits", kt->name, tt->name,
+              "%s%s %s rows %lld cols %lld n_tok %d: not the generic table's bits", kt->name, kind, tt->name,
               (long long)rows, (long long)cols, n_tok);
     }
 
     /* invariance: one row and one token per call */
     for (int64_t r = 0; r < rows; r++)
         for (int32_t t = 0; t < n_tok; t++)
-            kt->matmul[type](cols, w, wrb, r, r + 1, xq + (size_t)t * xrb, xrb, 1, y2 + t * ldy, ldy);
-    CHECK(memcmp(y, y2, sizeof(float) * ny) == 0, "%s %s rows %lld cols %lld n_tok %d: one row/token per call differs",
-          kt->name, tt->name, (long long)rows, (long long)cols, n_tok);
+            mm(cols, w, wrb, r, r + 1, xq + (size_t)t * xrb, xrb, 1, y2 + t * ldy, ldy);
+    CHECK(memcmp(y, y2, sizeof(float) * ny) == 0,
+          "%s%s %s rows %lld cols %lld n_tok %d: one row/token per call differs", kt->name, kind, tt->name,
+          (long long)rows, (long long)cols, n_tok);
     /* invariance: random row ranges, all tokens at once; untouched rows stay NaN */
     for (int rep = 0; rep < 3; rep++) {
         for (size_t i = 0; i < ny; i++) y2[i] = NAN;
         const int64_t r0 = (int64_t)(rng() % (uint64_t)rows), r1 = r0 + 1 + (int64_t)(rng() % (uint64_t)(rows - r0));
-        kt->matmul[type](cols, w, wrb, r0, r1, xq, xrb, n_tok, y2, ldy);
+        mm(cols, w, wrb, r0, r1, xq, xrb, n_tok, y2, ldy);
         int diff = 0;
         for (int32_t t = 0; t < n_tok; t++)
             for (int64_t r = 0; r < ldy; r++) {
                 const float a = y2[t * ldy + r], b = y[t * ldy + r];
                 diff += r >= r0 && r < r1 ? memcmp(&a, &b, sizeof a) != 0 : !isnan(a);
             }
-        CHECK(diff == 0, "%s %s rows [%lld, %lld) of %lld, n_tok %d: %d outputs differ", kt->name, tt->name,
+        CHECK(diff == 0, "%s%s %s rows [%lld, %lld) of %lld, n_tok %d: %d outputs differ", kt->name, kind, tt->name,
               (long long)r0, (long long)r1, (long long)rows, n_tok, diff);
     }
     free(w), free(x), free(xq), free(y), free(y2), free(wf), free(zf), free(zrow);
 }
 
-static void test_matmul(const lean_kernels *kt) {
+static void test_matmul(const lean_kernels *kt, bool exact) {
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const uint32_t type = all_types[ti];
-        if (!kt->matmul[type]) { /* the generic kernel stands in (lean_kernels_select) */
-            printf("%s: no %s kernel of its own\n", kt->name, lean_type_name((int)type));
+        if (!(exact ? kt->matmul_exact : kt->matmul)[type]) { /* another table's stands in (lean_kernels_select) */
+            printf("%s: no %s%s kernel of its own\n", kt->name, lean_type_name((int)type), exact ? " exact" : "");
             continue;
         }
         const int64_t *cols;
@@ -346,7 +357,7 @@ static void test_matmul(const lean_kernels *kt) {
         cols_for(type, &cols, &n_cols);
         for (int ci = 0; ci < n_cols; ci++)
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-                check_case(kt, type, shapes[si].rows, cols[ci], shapes[si].n_tok);
+                check_case(kt, exact, type, shapes[si].rows, cols[ci], shapes[si].n_tok);
     }
 }
 
@@ -466,12 +477,19 @@ static void test_select(void) {
     for (int i = 0; i < 5; i++) {
         if (lean_kernels_select(names[i], &k) != 0) continue;
         int holes = !k.attn_scores || !k.attn_accum || !k.exp_sum || !k.swiglu || !k.quantize_act;
-        for (size_t ti = 0; ti < N_TYPES; ti++) holes += k.matmul[all_types[ti]] == NULL;
+        for (size_t ti = 0; ti < N_TYPES; ti++)
+            holes += (k.matmul[all_types[ti]] == NULL) + (k.matmul_exact[all_types[ti]] == NULL);
         CHECK(holes == 0, "the selected %s table has %d empty entries", names[i], holes);
     }
     if (avx512 && avx2 && lean_kernels_select("avx512", &k) == 0) /* its gaps come from avx2 */
         CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.swiglu == avx2->swiglu,
               "avx512's gaps are not filled from avx2");
+    for (int i = 0; i < 5; i++) /* the float formats' exact product is their matmul */
+        if (lean_kernels_select(names[i], &k) == 0)
+            CHECK(k.matmul_exact[LEAN_TYPE_F16] == k.matmul[LEAN_TYPE_F16] &&
+                      k.matmul_exact[LEAN_TYPE_F32] == k.matmul[LEAN_TYPE_F32] &&
+                      k.matmul_exact[LEAN_TYPE_BF16] == k.matmul[LEAN_TYPE_BF16],
+                  "%s: exact float formats are not the matmul", names[i]);
     printf("kernel tables on this CPU: generic%s%s%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "",
            neon ? ", neon" : "", simd128 ? ", simd128" : "");
 }
@@ -486,7 +504,8 @@ int main(void) {
         lean_kernels k;
         CHECK(lean_kernels_select(tables[i]->name, &k) == 0, "select %s", tables[i]->name);
         test_quant_same(tables[i]);
-        test_matmul(tables[i]);
+        test_matmul(tables[i], false);
+        test_matmul(tables[i], true);
         if (tables[i]->attn_scores) test_attention(tables[i]);
         if (tables[i]->exp_sum && tables[i]->swiglu) test_exp(tables[i]);
     }

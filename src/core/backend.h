@@ -118,8 +118,7 @@ typedef struct lean_backend_choice {
     bool hardware_only;  /* a GPU backend on a software adapter fails (and falls back) */
     const lean_backend *fallback;
 } lean_backend_choice;
-/* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". exact: the CPU rungs
- * are the reference (lean_ctx_params.exact). */
-lean_status lean_backend_choose(const char *name, bool exact, lean_backend_choice *out, lean_error *err);
+/* LEAN_ERR_ARG naming the choices for an unknown name; NULL is "auto". */
+lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean_error *err);
 
 #endif

@@ -423,7 +423,7 @@ static lean_status source_begin(lean_model *m, const lean_model_params *p, lean_
     }
     const lean_ctx_params cp = p->gpu_params ? *p->gpu_params : lean_ctx_default_params();
     lean_backend_choice bc;
-    lean_status st = lean_backend_choose(cp.backend, cp.exact != 0, &bc, err);
+    lean_status st = lean_backend_choose(cp.backend, &bc, err);
     if (st != LEAN_OK) return st;
     if (!bc.be->model_create || !bc.be->model_finish)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_only: backend '%s' keeps no weights on a device (\"gpu\" or \"auto\")",

@@ -119,7 +119,7 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
         return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d), n_batch (%d) and n_threads (%d) must be >= 0",
                          params.n_ctx, params.n_batch, params.n_threads);
     lean_backend_choice bc;
-    lean_status st = lean_backend_choose(params.backend, params.exact != 0, &bc, err);
+    lean_status st = lean_backend_choose(params.backend, &bc, err);
     if (st != LEAN_OK) return st;
     if (m->gpu_only) { /* the device the load made, whatever its adapter, or nothing */
         if (bc.be != m->share->be)

@@ -21,8 +21,14 @@
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
  *
- * Exactness: not the reference's bits (8-bit activations, other summation orders; the
- * tests hold it to the reference), but every output is computed by one thread, within one
+ * Two kinds of matmul (kernels.h): by default the quantized formats meet 8-bit activations
+ * (quantized once per group, the "quantize" lines above); under lean_ctx_params.exact every
+ * format meets the float activations (matmul_exact: weights dequantized block by block in
+ * registers, F32 arithmetic), so the logits carry float rounding only, as cpu-ref's and the
+ * GPU's F32 path's do, and the quantize lines do nothing.
+ *
+ * Exactness: not the reference's bits (other summation orders, and 8-bit activations unless
+ * exact; the tests hold it to the reference), but every output is computed by one thread, within one
  * chunk, in an order fixed by the kernel (kernels.h's contract: it does not depend on the row
  * range, the tokens alongside or the thread). So the logits are the same bits for any thread
  * count, and for a prefill split into any batches or decoded token by token.
@@ -61,6 +67,7 @@ struct lean_backend_state {
     const lean_model *m;
     lean_kernels k;
     lean_pool *pool;
+    bool exact;       /* matmul_exact with float activations for every format */
     int32_t n_ctx, n_batch;
     float *k_cache;   /* (n_layer, n_ctx, kv_dim) keys, after RoPE */
     float *v_cache;   /* (n_layer, n_ctx, kv_dim) values */
@@ -114,8 +121,15 @@ static void cpu_destroy(lean_backend_state *s) {
     lean_free(s);
 }
 
+/* The activation format a matrix of `type` is dotted with, and its kernel. */
+static int act_of(const lean_backend_state *s, uint32_t type) { return s->exact ? LEAN_ACT_F32 : lean_act_for(type); }
+static lean_matmul_fn matmul_of(const lean_backend_state *s, uint32_t type) {
+    return s->exact ? s->k.matmul_exact[type] : s->k.matmul[type];
+}
+
 /* The weight matrices of the model, for checking that every type has a kernel. */
-static lean_status check_types(const lean_model *m, const lean_kernels *k, bool *need_act, lean_error *err) {
+static lean_status check_types(const lean_backend_state *s, bool *need_act, lean_error *err) {
+    const lean_model *m = s->m;
     const lean_tensor *ts[8];
     for (int32_t il = -1; il < m->hp.n_layer; il++) {
         int n = 0;
@@ -127,10 +141,10 @@ static lean_status check_types(const lean_model *m, const lean_kernels *k, bool 
             ts[n++] = &L->w_gate, ts[n++] = &L->w_up, ts[n++] = &L->w_down;
         }
         for (int i = 0; i < n; i++) {
-            const int act = lean_act_for(ts[i]->type);
-            if (act < 0 || !k->matmul[ts[i]->type])
-                return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s kernel for tensor '%s' of type %s",
-                                 k->name, ts[i]->name, lean_type_name((int)ts[i]->type));
+            const int act = lean_act_for(ts[i]->type) < 0 ? -1 : act_of(s, ts[i]->type);
+            if (act < 0 || !matmul_of(s, ts[i]->type))
+                return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s%s kernel for tensor '%s' of type %s",
+                                 s->k.name, s->exact ? " exact" : "", ts[i]->name, lean_type_name((int)ts[i]->type));
             need_act[act] = true;
         }
     }
@@ -151,15 +165,18 @@ static lean_status cpu_create_config(const lean_model *m, lean_backend_model *bm
     if (lean_kernels_select(cfg->isa, &k) != 0)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: kernel table '%s' is unknown or not supported by this CPU",
                          cfg->isa);
-    bool need_act[LEAN_N_ACT_TYPES] = {false};
-    lean_status st = check_types(m, &k, need_act, err);
-    if (st != LEAN_OK) return st;
-
     const lean_hparams *hp = &m->hp;
     lean_backend_state *s = lean_calloc(1, sizeof *s);
     if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the cpu state");
     s->m = m;
     s->k = k;
+    s->exact = cfg->exact;
+    bool need_act[LEAN_N_ACT_TYPES] = {false};
+    lean_status st = check_types(s, need_act, err);
+    if (st != LEAN_OK) {
+        lean_free(s);
+        return st;
+    }
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     const int32_t n_threads = cfg->n_threads ? cfg->n_threads : lean_cpu_count();
@@ -279,10 +296,10 @@ typedef struct mm_group {
 static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_t r1) {
     if (r0 >= r1) return;
     lean_backend_state *s = g->s;
-    const int act = lean_act_for(it->w->type);
+    const int act = act_of(s, it->w->type);
     const void *x = act == LEAN_ACT_F32 ? (const void *)g->in->src : s->act[act];
     const size_t x_row_bytes = lean_act_row_bytes((lean_act_type)act, g->in->cols);
-    s->k.matmul[it->w->type](it->w->ne[0], it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok,
+    matmul_of(s, it->w->type)(it->w->ne[0], it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok,
                              it->y, it->y_row_elems);
 }
 
@@ -321,7 +338,7 @@ static void mm_chunk(void *vg, int64_t c, int32_t ith) {
 /* Quantizes (and first normalizes, if asked) the group's input, then runs the group. */
 static void run_group(mm_group *g, act_src *in) {
     lean_backend_state *s = g->s;
-    for (int i = 0; i < g->n_items; i++) in->need[lean_act_for(g->items[i].w->type)] = true;
+    for (int i = 0; i < g->n_items; i++) in->need[act_of(s, g->items[i].w->type)] = true;
     bool any = in->norm_w != NULL;
     for (int ty = 1; ty < LEAN_N_ACT_TYPES; ty++) any |= in->need[ty];
     if (any) for_tokens(s, g->n_tok, quantize_token, in);
@@ -510,7 +527,7 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
 
 static void cpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const int32_t n = lean_pool_size(s->pool);
-    snprintf(text, cap, "cpu (%s, %d thread%s)", s->k.name, n, n == 1 ? "" : "s");
+    snprintf(text, cap, "cpu (%s%s, %d thread%s)", s->k.name, s->exact ? ", exact" : "", n, n == 1 ? "" : "s");
 }
 
 /* ---- table ---- */

@@ -45,6 +45,16 @@
  * with weights w moves by at most sum over blocks of d_b / 2 * sum_{j in b} |w_j|; the
  * kernel tests derive their tolerances from this bound.
  *
+ * ---- exact: F32 activations against the weights' own blocks (lean_ctx_params.exact) ----
+ * matmul_exact[type] computes the same product with the activations left as floats, for every
+ * type: each weight is the reference dequantizer's float (formats.c), computed from its block
+ * in registers (never a widened copy of the matrix), times the float activation, summed in
+ * float. So it carries only float32 rounding, as the reference backend (forward_ref.c) and the
+ * GPU's F32 path do, and no activation-quantization error. For the float formats it is the
+ * matmul above, which already takes F32 activations. The generic table sums in eight
+ * interleaved partial sums (element i into lane i % 8, as its F32 dot); the ISA tables in their
+ * vectors' lanes with FMA, each in an order of its own fixed by the kernel alone.
+ *
  * ---- exactness contract of every table ----
  * Each output y[t][r] is computed by one call in an order fixed by the kernel alone: it does
  * not depend on r0/r1, on n_tok or on which other rows and tokens share the call. So a
@@ -152,6 +162,7 @@ typedef struct lean_kernels {
     const char *name;                        /* "generic", "avx2", ... */
     bool same_as_generic;                    /* every entry gives lean_kernels_generic's bits */
     lean_matmul_fn matmul[LEAN_N_TYPE_IDS];  /* indexed by lean_type; NULL: none */
+    lean_matmul_fn matmul_exact[LEAN_N_TYPE_IDS]; /* x: F32 rows for every type (above); NULL: none */
     lean_attn_scores_fn attn_scores;
     lean_attn_accum_fn attn_accum;
     lean_exp_sum_fn exp_sum;
@@ -172,7 +183,8 @@ const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, 
 
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "simd128"), or the best the
  * CPU runs for NULL / "auto", each empty entry filled from the next table in the order avx512,
- * avx2, neon, simd128, generic that the CPU runs. *out stays untouched and -1 is returned for
+ * avx2, neon, simd128, generic that the CPU runs; then matmul_exact of the float formats is the
+ * chosen matmul (the same product). *out stays untouched and -1 is returned for
  * an unknown name or one this CPU cannot run. Thread-safe. */
 int lean_kernels_select(const char *name, lean_kernels *out);
 

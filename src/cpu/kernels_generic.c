@@ -230,6 +230,47 @@ static void matmul_q4_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q4_k, MATMUL_PASS); 
 static void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q5_k, MATMUL_PASS); }
 static void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q6_k, MATMUL_PASS); }
 
+/* ---- exact: F32 activations (kernels.h, "exact") ----
+ * A block at a time: its weights from the reference dequantizer (formats.c) into 32 or 256
+ * floats on the stack, dotted with the float activations as dot_f32 does (element i into lane
+ * i % 8; blocks are whole multiples of 8, so a lane sees the same elements as in one long
+ * row). Tokens in tiles of EXACT_TILE (a CPU batch's default size), so a block is decoded once
+ * per tile; an output's arithmetic does not depend on the tile. */
+
+#define EXACT_TILE 64
+
+static void matmul_exact_blocks(uint32_t type, LEAN_MATMUL_ARGS) {
+    const lean_type_traits *tt = lean_type_traits_get(type);
+    const int64_t be = tt->block_elems, nb = cols / be;
+    float wb[LEAN_QK_K]; /* one block's weights */
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
+        for (int32_t t0 = 0; t0 < n_tok; t0 += EXACT_TILE) {
+            const int32_t nt = n_tok - t0 < EXACT_TILE ? n_tok - t0 : EXACT_TILE;
+            float acc[EXACT_TILE][8] = {{0}};
+            for (int64_t b = 0; b < nb; b++) {
+                tt->dequant(row + (size_t)b * tt->block_bytes, wb, be);
+                for (int32_t t = 0; t < nt; t++) {
+                    const float *xt = (const float *)((const char *)x + (size_t)(t0 + t) * x_row_bytes) + b * be;
+                    for (int64_t j = 0; j < be; j++) acc[t][j % 8] += wb[j] * xt[j];
+                }
+            }
+            for (int32_t t = 0; t < nt; t++) y[(int64_t)(t0 + t) * y_row_elems + r] = combine8(acc[t]);
+        }
+    }
+}
+
+#define EXACT_FORMAT(fmt, TYPE)                                                                      \
+    static void matmul_exact_##fmt(LEAN_MATMUL_ARGS) { matmul_exact_blocks(TYPE, MATMUL_PASS); }
+EXACT_FORMAT(q8_0, LEAN_TYPE_Q8_0)
+EXACT_FORMAT(q4_0, LEAN_TYPE_Q4_0)
+EXACT_FORMAT(q4_1, LEAN_TYPE_Q4_1)
+EXACT_FORMAT(q5_0, LEAN_TYPE_Q5_0)
+EXACT_FORMAT(q5_1, LEAN_TYPE_Q5_1)
+EXACT_FORMAT(q4_k, LEAN_TYPE_Q4_K)
+EXACT_FORMAT(q5_k, LEAN_TYPE_Q5_K)
+EXACT_FORMAT(q6_k, LEAN_TYPE_Q6_K)
+
 /* ---- attention ---- */
 
 static void attn_scores(const float *q, const float *k, int64_t k_row_elems, int32_t n, int32_t hd, float *s) {
@@ -276,6 +317,11 @@ const lean_kernels lean_kernels_generic = {
                [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .matmul_exact = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
+                     [LEAN_TYPE_Q8_0] = matmul_exact_q8_0, [LEAN_TYPE_Q4_0] = matmul_exact_q4_0,
+                     [LEAN_TYPE_Q4_1] = matmul_exact_q4_1, [LEAN_TYPE_Q5_0] = matmul_exact_q5_0,
+                     [LEAN_TYPE_Q5_1] = matmul_exact_q5_1, [LEAN_TYPE_Q4_K] = matmul_exact_q4_k,
+                     [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k},
     .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = lean_quantize_act,
 };
@@ -298,14 +344,18 @@ int lean_kernels_select(const char *name, lean_kernels *out) {
         for (size_t j = i + 1; j < N_CANDIDATES; j++) { /* the gaps, from the next ones it runs */
             const lean_kernels *next = candidates[j]();
             if (!next) continue;
-            for (int ty = 0; ty < LEAN_N_TYPE_IDS; ty++)
+            for (int ty = 0; ty < LEAN_N_TYPE_IDS; ty++) {
                 if (!k.matmul[ty]) k.matmul[ty] = next->matmul[ty];
+                if (!k.matmul_exact[ty]) k.matmul_exact[ty] = next->matmul_exact[ty];
+            }
             if (!k.attn_scores) k.attn_scores = next->attn_scores;
             if (!k.attn_accum) k.attn_accum = next->attn_accum;
             if (!k.quantize_act) k.quantize_act = next->quantize_act;
             if (!k.exp_sum) k.exp_sum = next->exp_sum;
             if (!k.swiglu) k.swiglu = next->swiglu;
         }
+        for (int ty = 0; ty < LEAN_N_TYPE_IDS; ty++) /* the float formats: the same product */
+            if (lean_act_for((uint32_t)ty) == LEAN_ACT_F32) k.matmul_exact[ty] = k.matmul[ty];
         *out = k;
         return 0;
     }

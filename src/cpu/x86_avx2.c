@@ -26,8 +26,11 @@
  * operations in the same order, each product of scales one IEEE multiply — so any split of
  * rows or tokens gives the same bits (kernels.h's contract; tests/test_kernels.c checks it).
  *
- * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · exponentials ·
- *           activation quantization · table
+ * Exact (F32 activations, every quantized format): each weight dequantized to the reference's
+ * float, FMA against the float activations (details at the section).
+ *
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · exact · attention ·
+ *           exponentials · activation quantization · table
  */
 #include "cpu/kernels.h"
 
@@ -381,6 +384,192 @@ AVX2_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_by
 
 QUANT_ENTRY_POINTS(AVX2)
 
+/* ---- exact: F32 activations (kernels.h "exact") ----
+ * Every weight is the reference dequantizer's float, made by its operations in its order
+ * (formats.c): the quants widened to 8 int32 lanes, offset, converted and scaled (Q4_0
+ * (float)(q - 8) * d, Q4_1 (float)q * d + m, K (d sc) q - dmin m, ...). A row's vectors come in
+ * a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair, a Q6_K quarter), and
+ * each (row, token) output is one FMA chain over them in that sequence, then hsum: the same in
+ * every tile shape, row range and batch. With 16 registers the rows are unpacked onto the stack
+ * (4 at a time, or 1 for rows of more than XCACHE_VECS * 2 weights) and then 4 x 4 tiles (a
+ * batch) or 4 x 1 (decode) read them; a row too long for the stack is unpacked in registers,
+ * 1 row x 1 token at a time. */
+
+#define XCACHE_VECS 2048 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
+
+AVX2_INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+AVX2_INLINE __m256 cvt(__m256i v) { return _mm256_cvtepi32_ps(v); }
+
+/* (v >> shift) & mask, shift from 0 to 31 */
+AVX2_INLINE __m256i bits_at(__m256i v, int shift, int mask) {
+    return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(mask));
+}
+
+/* A legacy block at b -> w[0..3] (elements 8k .. 8k + 7): Q8_0 qs * d; Q4_0 / Q5_0
+ * (float)(q - 8 or 16) * d; Q4_1 / Q5_1 (float)q * d + m, the fifth bit of element j bit j of qh. */
+AVX2_INLINE void xq_legacy(int f, const uint8_t *b, __m256 w[4]) {
+    const __m256 d = _mm256_set1_ps(f16(b));
+    if (f == X_Q8_0) {
+        for (int k = 0; k < 4; k++)
+            w[k] = _mm256_mul_ps(cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k)))), d);
+        return;
+    }
+    const bool five = f == X_Q5_0 || f == X_Q5_1, min = f == X_Q4_1 || f == X_Q5_1;
+    const int head = min ? 4 : 2; /* d (and m), then Q5's qh */
+    const uint8_t *qs = b + head + (five ? 4 : 0);
+    const __m256 m = min ? _mm256_set1_ps(f16(b + 2)) : _mm256_setzero_ps();
+    const __m256i zero = _mm256_set1_epi32(five ? 16 : 8);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    uint32_t qh = 0;
+    if (five) memcpy(&qh, b + head, sizeof qh);
+    for (int k = 0; k < 4; k++) {
+        const __m256i raw = u8x8(qs + 8 * (k % 2));
+        __m256i q = k < 2 ? _mm256_and_si256(raw, _mm256_set1_epi32(15)) : _mm256_srli_epi32(raw, 4);
+        if (five) /* bit 8k + l of qh, times 16 */
+            q = _mm256_or_si256(q, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> (8 * k))), lane),
+                                                                      _mm256_set1_epi32(1)), 4));
+        w[k] = min ? _mm256_add_ps(_mm256_mul_ps(cvt(q), d), m) : _mm256_mul_ps(cvt(_mm256_sub_epi32(q, zero)), d);
+    }
+}
+
+/* Unit u (0..3) of a K super-block -> w[0..7] at elements k_off(f, u, i).
+ * Q4_K / Q5_K: sub-blocks 2u (the low nibbles of qs[32u ..]) and 2u + 1 (the high), each
+ * (d sc) q - dmin m (Q5_K's fifth bit: bit j of qh[l]). Q6_K: half h = u / 2, l = 16 (u % 2) ..:
+ * the four quants of ql[l], ql[l + 32], qh[l], each (d sc) (q - 32) at 128 h + 32 i + l. */
+AVX2_INLINE void xq_kunit(int f, const uint8_t *b, const kscale *ks, int u, __m256 w[8]) {
+    if (f == X_Q6_K) {
+        const int h = u / 2, g = u % 2;
+        for (int p = 0; p < 2; p++) { /* l = 16 g + 8 p .. + 7 */
+            const uint8_t *ql = b + 64 * h + 16 * g + 8 * p, *qh = b + 128 + 32 * h + 16 * g + 8 * p;
+            const __m256i a = u8x8(ql), c = u8x8(ql + 32), hb = u8x8(qh), k15 = _mm256_set1_epi32(15);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(a, k15), _mm256_slli_epi32(bits_at(hb, 0, 3), 4)),
+                _mm256_or_si256(_mm256_and_si256(c, k15), _mm256_slli_epi32(bits_at(hb, 2, 3), 4)),
+                _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_slli_epi32(bits_at(hb, 4, 3), 4)),
+                _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_slli_epi32(bits_at(hb, 6, 3), 4))};
+            for (int i = 0; i < 4; i++)
+                w[2 * i + p] = _mm256_mul_ps(_mm256_set1_ps(ks->d[8 * h + g + 2 * i]),
+                                             cvt(_mm256_sub_epi32(q[i], _mm256_set1_epi32(32))));
+        }
+        return;
+    }
+    const bool five = f == X_Q5_K;
+    const uint8_t *qs = b + (five ? 48 : 16) + 32 * u, *qh = b + 16;
+    for (int s = 0; s < 2; s++) { /* sub-block 2u + s: the low (s = 0) or high nibbles */
+        const int j = 2 * u + s;
+        const __m256 dj = _mm256_set1_ps(ks->d[j]), mj = _mm256_set1_ps(ks->m[j]);
+        for (int p = 0; p < 4; p++) { /* l = 8 p .. 8 p + 7 */
+            __m256i q = u8x8(qs + 8 * p);
+            q = s ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
+            if (five) q = _mm256_or_si256(q, _mm256_slli_epi32(bits_at(u8x8(qh + 8 * p), j, 1), 4));
+            w[4 * s + p] = _mm256_sub_ps(_mm256_mul_ps(dj, cvt(q)), mj);
+        }
+    }
+}
+
+/* The element of K unit u's vector i, within its super-block. */
+AVX2_INLINE int k_off(int f, int u, int i) {
+    return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * (i / 2) + 8 * (i % 2) : 64 * u + 8 * i;
+}
+
+/* One vector position of RT rows x TT tokens: acc[i][t] += w[i] * x_t[e .. e + 7]. */
+AVX2_INLINE void xfma(int RT, int TT, const __m256 *w, const float *const *xs, int64_t e, __m256 acc[4][4]) {
+    __m256 xv[4];
+    UNROLL
+    for (int t = 0; t < TT; t++) xv[t] = _mm256_loadu_ps(xs[t] + e);
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm256_fmadd_ps(w[i], xv[t], acc[i][t]);
+}
+
+/* Rows r .. r + RT - 1 x TT tokens -> y[t * ldy + i], from cache (those rows' vectors in unit
+ * order, row i at cache + i * cstride: x_unpack), or (RT = 1, cache NULL) unpacking the row
+ * here. The same FMAs in the same order either way. */
+AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *row, const __m256 *cache, int64_t cstride,
+                        const float *const *xs, float *y, int64_t ldy) {
+    __m256 acc[4][4], col[4], wv[8];
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm256_setzero_ps();
+    if (f < X_Q4_K) {
+        for (int64_t b = 0; b < cols / 32; b++) {
+            if (!cache) xq_legacy(f, row + (size_t)b * xblock_bytes[f], wv);
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                UNROLL for (int i = 0; i < RT; i++) col[i] = cache ? cache[i * cstride + 4 * b + k] : wv[k];
+                xfma(RT, TT, col, xs, 32 * b + 8 * k, acc);
+            }
+        }
+    } else {
+        for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
+            const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
+            kscale ks;
+            if (!cache) k_prep(f, b, &ks);
+            UNROLL
+            for (int u = 0; u < 4; u++) {
+                if (!cache) xq_kunit(f, b, &ks, u, wv);
+                UNROLL
+                for (int k = 0; k < 8; k++) {
+                    UNROLL for (int i = 0; i < RT; i++) col[i] = cache ? cache[i * cstride + 32 * sb + 8 * u + k] : wv[k];
+                    xfma(RT, TT, col, xs, sb * LEAN_QK_K + k_off(f, u, k), acc);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) y[t * ldy + i] = hsum(acc[i][t]);
+}
+
+/* A row's vectors in x_tile's unit order -> cache (cols / 8 vectors). */
+AVX2_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m256 *cache) {
+    if (f < X_Q4_K) {
+        for (int64_t b = 0; b < cols / 32; b++, cache += 4) {
+            prefetch_ahead(row + (size_t)b * xblock_bytes[f]);
+            xq_legacy(f, row + (size_t)b * xblock_bytes[f], cache);
+        }
+        return;
+    }
+    for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
+        const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
+        prefetch_ahead(b);
+        kscale ks;
+        k_prep(f, b, &ks);
+        for (int u = 0; u < 4; u++, cache += 8) xq_kunit(f, b, &ks, u, cache);
+    }
+}
+
+/* 4 rows at a time unpacked onto the stack (1 when they do not fit), then 4 x 4 tiles (4 x 1
+ * for the tokens left, all of decode's); the rows left over one at a time; rows too long for
+ * the stack 1 x 1 in registers. */
+AVX2_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                          const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
+    __m256 cache[XCACHE_VECS];
+    const int64_t cs = cols / 8; /* a cached row's vectors */
+    const bool cached = cs <= XCACHE_VECS;
+    for (int64_t r = r0; r < r1;) {
+        const int RT = cached && r1 - r >= 4 && 4 * cs <= XCACHE_VECS ? 4 : 1;
+        const uint8_t *wr = w + (size_t)r * w_row_bytes;
+        if (cached)
+            for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
+        const __m256 *c = cached ? cache : NULL;
+        for (int32_t t = 0; t < n_tok;) {
+            const int TT = cached && n_tok - t >= 4 ? 4 : 1;
+            const float *xs[4];
+            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes);
+            float *yt = y + (int64_t)t * y_row_elems + r;
+            if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, c, cs, xs, yt, y_row_elems);
+            else if (RT == 4) x_tile(f, 4, 1, cols, wr, c, cs, xs, yt, y_row_elems);
+            else if (TT == 4) x_tile(f, 1, 4, cols, wr, c, cs, xs, yt, y_row_elems);
+            else x_tile(f, 1, 1, cols, wr, c, cs, xs, yt, y_row_elems);
+            t += TT;
+        }
+        r += RT;
+    }
+}
+
+EXACT_ENTRY_POINTS(AVX2)
+
 /* ---- attention ---- */
 
 /* Eight keys at a time: eight FMA chains (lane i of key k's accumulator takes elements
@@ -578,6 +767,7 @@ static const lean_kernels table = {
                [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    EXACT_TABLE,
     .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = quantize_act,
 };

@@ -25,7 +25,10 @@
  * same operations in the same order in every tile shape, so any split of rows or tokens gives
  * the same bits (kernels.h's contract; tests/test_kernels.c checks it).
  *
- * Sections: helpers · legacy formats · K-quants · attention · table
+ * Exact (F32 activations, every quantized format): each weight dequantized in registers to the
+ * reference's float, FMA against the float activations (details at the section).
+ *
+ * Sections: helpers · legacy formats · K-quants · exact · attention · table
  */
 #include "cpu/kernels.h"
 
@@ -394,6 +397,217 @@ AVX512_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_
 
 QUANT_ENTRY_POINTS(AVX512)
 
+/* ---- exact: F32 activations (kernels.h "exact") ----
+ * Every weight is the reference dequantizer's float, made by its operations in its order
+ * (formats.c), in registers: a block's 16 (Q4) or 32 (Q5) possible weights are built as a
+ * table of floats, e.g. Q4_0's T[k] = (float)(k - 8) * d, and the quants index it (vpermps,
+ * vpermt2ps: one instruction for 16 weights); Q8_0 and Q6_K convert and multiply. A row's
+ * vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair, a
+ * Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
+ * hsum: the same in every tile shape, row range and batch, so an output depends on cols alone.
+ * Tiles of 4 rows x 4 tokens share each vector of activations and weights (8 loads for 16
+ * FMAs); decode is 4 rows x 1 token (four chains in flight). A batch (more than 4 tokens)
+ * unpacks 4 rows at a time onto the stack for all its token tiles (one at a time for rows of
+ * more than XCACHE_VECS * 4 weights); decode unpacks in registers, straight into the FMAs. */
+
+#define XCACHE_VECS 1024 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
+
+AVX512_INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+AVX512_INLINE __m512 cvt(__m512i v) { return _mm512_cvtepi32_ps(v); }
+AVX512_INLINE __m512 bcast_f16(const uint8_t *p) { /* the f16 at p, exactly, in 16 lanes */
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+}
+AVX512_INLINE __m512 iota(void) { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+AVX512_INLINE __m512i bits_at(__m512i v, int shift, int mask) { /* (v >> shift) & mask */
+    return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(mask));
+}
+
+/* A legacy block at b -> w[0] (elements 0..15), w[1] (16..31). Q8_0: qs * d. Q4_0: T[q] with
+ * T[k] = (float)(k - 8) * d; Q4_1: (float)k * d + m; Q5_0 / Q5_1 the same over 32 entries, the
+ * fifth bit (bit j of qh) choosing the table's upper half. */
+AVX512_INLINE void xq_legacy(int f, const uint8_t *b, __m512 w[2]) {
+    const __m512 d = bcast_f16(b);
+    if (f == X_Q8_0) {
+        for (int h = 0; h < 2; h++)
+            w[h] = _mm512_mul_ps(cvt(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2 + 16 * h)))), d);
+        return;
+    }
+    const bool five = f == X_Q5_0 || f == X_Q5_1, min = f == X_Q4_1 || f == X_Q5_1;
+    const int head = min ? 4 : 2; /* d (and m), then Q5's qh */
+    const __m512i q = u8x16(b + head + (five ? 4 : 0));
+    const __m512 k = iota(), m = min ? bcast_f16(b + 2) : _mm512_setzero_ps();
+    if (!five) { /* vpermps reads the low 4 bits of an index: the low nibble as it is */
+        const __m512 t = min ? _mm512_add_ps(_mm512_mul_ps(k, d), m) : _mm512_mul_ps(_mm512_sub_ps(k, _mm512_set1_ps(8)), d);
+        w[0] = _mm512_permutexvar_ps(q, t);
+        w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t);
+        return;
+    }
+    const __m512 k16 = _mm512_add_ps(k, _mm512_set1_ps(16));
+    const __m512 lo = min ? _mm512_add_ps(_mm512_mul_ps(k, d), m) : _mm512_mul_ps(_mm512_sub_ps(k, _mm512_set1_ps(16)), d);
+    const __m512 hi = min ? _mm512_add_ps(_mm512_mul_ps(k16, d), m) : _mm512_mul_ps(k, d); /* k + 16 - 16 = k */
+    const uint32_t qh = load_u32(b + head);
+    const __m512i sixteen = _mm512_set1_epi32(16);
+    __m512i i0 = _mm512_and_si512(q, _mm512_set1_epi32(15)), i1 = _mm512_srli_epi32(q, 4);
+    i0 = _mm512_mask_or_epi32(i0, (__mmask16)(qh & 0xffff), i0, sixteen);
+    i1 = _mm512_mask_or_epi32(i1, (__mmask16)(qh >> 16), i1, sixteen);
+    w[0] = _mm512_permutex2var_ps(lo, i0, hi);
+    w[1] = _mm512_permutex2var_ps(lo, i1, hi);
+}
+
+/* Unit u (0..3) of a K super-block -> w[0..3] at elements off(f, u, i) (k_off).
+ * Q4_K / Q5_K: sub-blocks 2u (the low nibbles of qs[32u ..]) and 2u + 1 (the high), tables
+ * T[k] = (d sc) k - dmin m (32 entries with Q5_K's fifth bit, bit j of qh[l]).
+ * Q6_K: half h = u / 2, l = 16 (u % 2) ..: the four quants of ql[l], ql[l + 32], qh[l], each
+ * (d sc) (q - 32) at 128 h + 32 i + l. */
+AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const kscale *ks, int u, __m512 w[4]) {
+    if (f == X_Q6_K) {
+        const int h = u / 2, g = u % 2;
+        const uint8_t *ql = b + 64 * h + 16 * g, *qh = b + 128 + 32 * h + 16 * g;
+        const __m512i a = u8x16(ql), c = u8x16(ql + 32), hb = u8x16(qh), k15 = _mm512_set1_epi32(15);
+        const __m512i q[4] = {
+            _mm512_or_si512(_mm512_and_si512(a, k15), _mm512_slli_epi32(bits_at(hb, 0, 3), 4)),
+            _mm512_or_si512(_mm512_and_si512(c, k15), _mm512_slli_epi32(bits_at(hb, 2, 3), 4)),
+            _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_slli_epi32(bits_at(hb, 4, 3), 4)),
+            _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(bits_at(hb, 6, 3), 4))};
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm512_mul_ps(_mm512_set1_ps(ks->d[8 * h + g + 2 * i]),
+                                 cvt(_mm512_sub_epi32(q[i], _mm512_set1_epi32(32))));
+        return;
+    }
+    const bool five = f == X_Q5_K;
+    const uint8_t *qs = b + (five ? 48 : 16) + 32 * u, *qh = b + 16;
+    const __m512 k = iota(), k16 = _mm512_add_ps(k, _mm512_set1_ps(16));
+    for (int s = 0; s < 2; s++) { /* sub-block 2u + s: the low (s = 0) or high nibbles */
+        const int j = 2 * u + s;
+        const __m512 dj = _mm512_set1_ps(ks->d[j]), mj = _mm512_set1_ps(ks->m[j]);
+        const __m512 lo = _mm512_sub_ps(_mm512_mul_ps(dj, k), mj);
+        const __m512 hi = five ? _mm512_sub_ps(_mm512_mul_ps(dj, k16), mj) : lo;
+        for (int p = 0; p < 2; p++) { /* l = 16 p .. 16 p + 15 */
+            __m512i idx = u8x16(qs + 16 * p);
+            if (s) idx = _mm512_srli_epi32(idx, 4);
+            if (five) {
+                idx = _mm512_or_si512(_mm512_and_si512(idx, _mm512_set1_epi32(15)),
+                                      _mm512_slli_epi32(bits_at(u8x16(qh + 16 * p), j, 1), 4));
+                w[2 * s + p] = _mm512_permutex2var_ps(lo, idx, hi);
+            } else {
+                w[2 * s + p] = _mm512_permutexvar_ps(idx, lo);
+            }
+        }
+    }
+}
+
+/* The element of K unit u's vector i, within its super-block. */
+AVX512_INLINE int k_off(int f, int u, int i) { return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * i : 64 * u + 16 * i; }
+
+/* One vector position of RT rows x TT tokens: acc[i][t] += w[i] * x_t[e .. e + 15] (each token's
+ * 16 activations loaded once for the RT rows). */
+AVX512_INLINE void xfma(int RT, int TT, const __m512 *w, const float *const *xs, int64_t e, __m512 acc[4][4]) {
+    __m512 xv[4];
+    UNROLL
+    for (int t = 0; t < TT; t++) xv[t] = _mm512_loadu_ps(xs[t] + e);
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm512_fmadd_ps(w[i], xv[t], acc[i][t]);
+}
+
+/* Rows r .. r + RT - 1 (at w, wrb apart) x TT tokens -> y[t * ldy + i]. cache: those rows'
+ * vectors in unit order (x_unpack; row i at cache + i * cstride), or NULL: unpacked here. One
+ * accumulator per (row, token), fed the row's vectors in unit order: the same FMAs in the same
+ * order in every tile shape, cached or not. */
+AVX512_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, const __m512 *cache,
+                          int64_t cstride, const float *const *xs, float *y, int64_t ldy) {
+    __m512 acc[4][4], wv[4][4], col[4];
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
+    if (f < X_Q4_K) {
+        for (int64_t b = 0; b < cols / 32; b++) {
+            UNROLL
+            for (int i = 0; i < RT; i++) {
+                if (cache) wv[i][0] = cache[i * cstride + 2 * b], wv[i][1] = cache[i * cstride + 2 * b + 1];
+                else xq_legacy(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], wv[i]);
+            }
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                UNROLL for (int i = 0; i < RT; i++) col[i] = wv[i][h];
+                xfma(RT, TT, col, xs, 32 * b + 16 * h, acc);
+            }
+        }
+    } else {
+        for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
+            kscale ks[4];
+            if (!cache)
+                UNROLL for (int i = 0; i < RT; i++) k_prep(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
+            UNROLL
+            for (int u = 0; u < 4; u++) {
+                UNROLL
+                for (int i = 0; i < RT; i++) {
+                    if (cache)
+                        UNROLL for (int k = 0; k < 4; k++) wv[i][k] = cache[i * cstride + 16 * sb + 4 * u + k];
+                    else xq_kunit(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i], u, wv[i]);
+                }
+                UNROLL
+                for (int k = 0; k < 4; k++) {
+                    UNROLL for (int i = 0; i < RT; i++) col[i] = wv[i][k];
+                    xfma(RT, TT, col, xs, sb * LEAN_QK_K + k_off(f, u, k), acc);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL for (int t = 0; t < TT; t++) y[t * ldy + i] = hsum(acc[i][t]);
+}
+
+/* A row's vectors in x_tile's unit order -> cache (cols / 16 vectors). */
+AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cache) {
+    if (f < X_Q4_K) {
+        for (int64_t b = 0; b < cols / 32; b++, cache += 2) xq_legacy(f, row + (size_t)b * xblock_bytes[f], cache);
+        return;
+    }
+    for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
+        const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
+        kscale ks;
+        k_prep(f, b, &ks);
+        for (int u = 0; u < 4; u++, cache += 4) xq_kunit(f, b, &ks, u, cache);
+    }
+}
+
+/* Tiles: a batch (more than 4 tokens) unpacks 4 rows at a time onto the stack (1 when they do
+ * not fit), then 4 x 4 tiles (4 x 1 for the tokens left); decode, and rows too long for the
+ * stack, 4 x 1 tiles unpacking in registers; the rows left over one at a time. */
+AVX512_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                            const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
+    __m512 cache[XCACHE_VECS];
+    const int64_t cs = cols / 16; /* a cached row's vectors */
+    const bool cached = n_tok > 4 && cs <= XCACHE_VECS;
+    for (int64_t r = r0; r < r1;) {
+        const int RT = r1 - r >= 4 && (!cached || 4 * cs <= XCACHE_VECS) ? 4 : 1;
+        const uint8_t *wr = w + (size_t)r * w_row_bytes;
+        if (cached)
+            for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
+        const __m512 *c = cached ? cache : NULL;
+        if (!cached) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */
+            for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off);
+        for (int32_t t = 0; t < n_tok;) {
+            const int TT = cached && n_tok - t >= 4 ? 4 : 1;
+            const float *xs[4];
+            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes);
+            float *yt = y + (int64_t)t * y_row_elems + r;
+            if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            else if (RT == 4) x_tile(f, 4, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            else if (TT == 4) x_tile(f, 1, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            else x_tile(f, 1, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
+            t += TT;
+        }
+        r += RT;
+    }
+}
+
+EXACT_ENTRY_POINTS(AVX512)
+
 /* ---- attention ---- */
 
 /* The sums of the lanes of 16 vectors, as one vector (lane u: the sum of a[u]'s lanes): halves
@@ -463,6 +677,7 @@ static const lean_kernels table = {
     .matmul = {[LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    EXACT_TABLE,
     .attn_scores = attn_scores,
     .attn_accum = attn_accum,
 };
