@@ -17,6 +17,9 @@
 //   LEAN_PENDING (9) instead (include/lean.h): await gpu.settle(), then make the same call
 //   again with the same arguments, until it returns something else:
 //       while ((st = exports.f(...args)) === 9) await gpu.settle();
+// Abort: gpu.interrupt() ends every wait on a buffer map at once (JSPI: that call returns
+// LEAN_PENDING, having drawn nothing; the pump: settle() resolves) until gpu.resume(); then end
+// the generation (lean_gen_end drops the maps in flight without waiting for the GPU's work).
 //
 // A host that cannot make a call again (a WASI command's main: tests/wasm_run.mjs) passes
 // { pump: false }: without JSPI it then gets no instance, as without navigator.gpu. Then every
@@ -28,10 +31,17 @@ const errorType = (e) => ERROR_TYPE[e?.constructor?.name] ?? 5; // WGPUErrorType
 const FILTERS = [undefined, 'validation', 'out-of-memory', 'internal']; // WGPUErrorFilter
 const POWER = [undefined, 'low-power', 'high-performance']; // WGPUPowerPreference
 const UNSET = 0xffffffff; // a query index C leaves out
-// Firefox (ESR 153) resolves a pending mapAsync ~100 ms late unless the queue sees more work:
-// while a map waits, an empty command buffer is submitted this often (ms) to every device with
-// one; then it resolves in 2-3 ms (docs/runs/2026-12-05-firefox-map-nudge.md).
+// Firefox (ESR 153) resolves a pending mapAsync ~100 ms late unless the queue sees more work; an
+// empty command buffer submitted every MAP_NUDGE_MS while the map waits makes it 2-3 ms
+// (docs/runs/2026-12-05-firefox-map-nudge.md). Other hosts resolve a map once the GPU is done,
+// and a timer submitting there is only noise in the step loop (a suspect in the H200's decode
+// stalls: docs/runs/2026-12-05-browser-gpu-h200.md), so a device is nudged only once a map on
+// it has waited MAP_NUDGE_AFTER_MS (past any decode block of a fast GPU); a device whose map
+// then resolves within MAP_LAZY_MS of the first nudge is one that needs it (Firefox), and
+// every later map on it is nudged from its start.
 const MAP_NUDGE_MS = 2;
+const MAP_NUDGE_AFTER_MS = 40;
+const MAP_LAZY_MS = 3 * MAP_NUDGE_MS;
 
 export function leanWebGPU({ pump = true } = {}) {
     const gpu = globalThis.navigator?.gpu;
@@ -41,12 +51,15 @@ export function leanWebGPU({ pump = true } = {}) {
     const objects = new Map(); // id -> GPU object
     const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
     const futures = new Map(); // id -> { settled, status, value, message, done }
-    const mapsWaiting = new Map(); // device -> maps in flight on its buffers (MAP_NUDGE_MS)
-    let nudge = null; // the timer while any map waits
+    const nudged = new Map(); // device -> { active: its maps being nudged, since, nudges, lazy }
+    let nudging = 0, nudge = null; // maps being nudged, on any device; the timer while there are
     const blocking = new Set(); // without JSPI: the futures C looked at unsettled (settle() waits for them)
+    let interrupted = false; // interrupt(): waits on maps end now
+    const waiters = new Set(); // what wakes the waits under way that interrupt() cuts short
     let nextId = 1;
     let device = { features: [], limits: {} }; // the next requestDevice's descriptor
     let entries = []; // the next bind group's entries
+    const commands = []; // submit's list, reused
 
     const add = (o) => {
         if (o === null || o === undefined) return 0;
@@ -79,38 +92,60 @@ export function leanWebGPU({ pump = true } = {}) {
         return id;
     };
 
-    // counts a map in flight on device d until promise p settles, nudging d's queue meanwhile
-    const nudgeWhile = (d, p) => {
-        mapsWaiting.set(d, (mapsWaiting.get(d) ?? 0) + 1);
-        nudge ??= setInterval(() => {
-            for (const dev of mapsWaiting.keys()) {
-                try {
-                    dev.queue.submit([dev.createCommandEncoder().finish()]);
-                } catch {
-                    // a lost device: its map fails on its own
-                }
+    const nudgeAll = () => {
+        for (const [dev, n] of nudged) {
+            if (!n.active) continue;
+            n.nudges++;
+            try {
+                dev.queue.submit([dev.createCommandEncoder().finish()]);
+            } catch {
+                // a lost device: its map fails on its own
             }
-        }, MAP_NUDGE_MS);
+        }
+    };
+    // while promise p (a map on device d) is unsettled, nudges d's queue: from the start on a
+    // lazy device, else once it has waited MAP_NUDGE_AFTER_MS (MAP_NUDGE_MS says why)
+    const nudgeWhile = (d, p) => {
+        let n = nudged.get(d);
+        if (!n) nudged.set(d, (n = { active: 0, since: 0, nudges: 0, lazy: false }));
+        let active = false;
+        const begin = () => {
+            active = true;
+            if (n.active++ === 0) (n.since = performance.now()), (n.nudges = 0);
+            if (nudging++ === 0) nudge = setInterval(nudgeAll, MAP_NUDGE_MS);
+        };
+        const timer = n.lazy ? (begin(), null) : setTimeout(begin, MAP_NUDGE_AFTER_MS);
         const done = () => {
-            const n = mapsWaiting.get(d) - 1;
-            if (n > 0) mapsWaiting.set(d, n);
-            else mapsWaiting.delete(d);
-            if (mapsWaiting.size === 0) clearInterval(nudge), (nudge = null);
+            clearTimeout(timer);
+            if (!active) return;
+            // resolved right after the nudges began: this host waits for queue activity
+            if (n.nudges > 0 && performance.now() - n.since <= MAP_LAZY_MS) n.lazy = true;
+            n.active--;
+            if (--nudging === 0) clearInterval(nudge), (nudge = null);
         };
         p.then(done, done);
         return p;
     };
 
-    const wait = async (id, ms) => {
+    // JSPI's wait: 1 settled, 0 not within ms, 2 a map's wait cut short by interrupt(); a settled
+    // future answers at once, without suspending
+    const wait = (id, ms) => {
         const f = futures.get(id);
-        if (!f) return 1;
-        if (!f.settled) {
-            let timer;
-            const timeout = new Promise((r) => (timer = setTimeout(r, Math.min(ms, 2 ** 31 - 1))));
-            await Promise.race([f.done, timeout]);
-            clearTimeout(timer);
-        }
-        return f.settled ? 1 : 0;
+        if (!f || f.settled) return 1;
+        if (interrupted && f.map) return 2;
+        return waitLong(f, ms);
+    };
+    const waitLong = async (f, ms) => {
+        let timer, wakeUp;
+        await new Promise((r) => {
+            wakeUp = r;
+            timer = setTimeout(r, Math.min(ms, 2 ** 31 - 1));
+            f.done.then(r);
+            if (f.map) waiters.add(r);
+        });
+        clearTimeout(timer);
+        waiters.delete(wakeUp);
+        return f.settled ? 1 : interrupted && f.map ? 2 : 0;
     };
 
     const imports = {
@@ -222,14 +257,23 @@ export function leanWebGPU({ pump = true } = {}) {
         },
         release: (id) => void (objects.delete(id), meta.delete(id)),
         write_buffer: (q, buf, offset, data, sz) => get(q).writeBuffer(get(buf), offset, memory.buffer, data, sz),
-        submit: (q, count, ptr) => get(q).submit(Array.from(new Uint32Array(memory.buffer, ptr, count), get)),
+        submit(q, count, ptr) {
+            const ids = new Uint32Array(memory.buffer, ptr, count);
+            commands.length = count;
+            for (let i = 0; i < count; i++) commands[i] = get(ids[i]);
+            get(q).submit(commands);
+            commands.fill(undefined); // the command buffers are spent: nothing kept alive
+        },
         work_done: (q) => future(get(q).onSubmittedWorkDone()),
         map_read(buf, offset, sz) {
             const m = meta.get(buf) ?? {};
             Object.assign(m, { mapOffset: offset, mapSize: size(sz), range: null });
             meta.set(buf, m);
             const p = get(buf).mapAsync(1 /* GPUMapMode.READ */, offset, size(sz));
-            return future(m.device ? nudgeWhile(m.device, p) : p);
+            const id = future(m.device ? nudgeWhile(m.device, p) : p);
+            futures.get(id).map = true; // interrupt() cuts its waits short
+            m.future = id;
+            return id;
         },
         // WebGPU hands out a mapped range once (ranges may not overlap): the whole mapping is
         // taken at the first copy and kept until unmap.
@@ -243,6 +287,9 @@ export function leanWebGPU({ pump = true } = {}) {
         unmap(buf) {
             const m = meta.get(buf);
             if (m) m.range = m.mapOffset = undefined; // no copies until the next map
+            // a pending map this aborts answers at once: its wait is never cut short
+            const f = futures.get(m?.future);
+            if (f) f.map = false;
             get(buf).unmap();
         },
         bind_group_layout: (p, group) => add(get(p).getBindGroupLayout(group)),
@@ -274,9 +321,10 @@ export function leanWebGPU({ pump = true } = {}) {
     // uncaptured internal error, which fails the context with the message (device.c).
     for (const [name, fn] of Object.entries(imports)) {
         if (typeof fn !== 'function' || name === 'future_wait') continue;
-        imports[name] = (...args) => {
+        // fixed arity (6 at most is used): no arguments array made per call
+        imports[name] = (a, b, c, d, x, y) => {
             try {
-                return fn(...args);
+                return fn(a, b, c, d, x, y);
             } catch (e) {
                 for (const m of meta.values()) m.events?.push([2, 4, `${name}: ${e?.message ?? e}`]);
                 return 0;
@@ -293,13 +341,35 @@ export function leanWebGPU({ pump = true } = {}) {
         // (every request in flight, if it found none), so the call, made again, gets further.
         // Only those: the steps a generation keeps in flight behind the one it waits for stay
         // in flight. Never rejects: a failed request is an answer C reads.
+        // An interrupt() resolves it at once.
         async settle() {
             const ids = [...blocking];
             blocking.clear();
             const open = (ids.length ? ids.map((id) => futures.get(id)) : [...futures.values()]).filter(
                 (f) => f && !f.settled,
             );
-            await Promise.all(open.map((f) => f.done));
+            if (interrupted) return;
+            let wakeUp;
+            await new Promise((r) => {
+                wakeUp = r;
+                waiters.add(r);
+                Promise.all(open.map((f) => f.done)).then(r);
+            });
+            waiters.delete(wakeUp);
+        },
+        // Abort (web/lean_worker.js): every wait on a buffer map, under way or to come, ends
+        // unanswered (JSPI: C's wait returns LEAN_PENDING; the pump: settle() resolves), until
+        // resume(). The maps stay in flight: lean_gen_end drops them.
+        interrupt() {
+            interrupted = true;
+            for (const r of waiters) r();
+            waiters.clear();
+        },
+        resume() {
+            interrupted = false;
+        },
+        get interrupted() {
+            return interrupted;
         },
     };
 }

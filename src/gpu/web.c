@@ -15,7 +15,9 @@
  * in pump mode (gpu_load_library's *pump; lean.h, LEAN_PENDING): an unsettled wait returns to
  * JavaScript, which awaits settle() and calls again. Either way WaitAny then reads the future's
  * status, handle and message and calls the callback the asynchronous call was given (all
- * callbacks are WaitAnyOnly here). A host without navigator.gpu (or without JSPI that cannot
+ * callbacks are WaitAnyOnly here). An abort (the host's interrupt()) cuts the JSPI wait on a
+ * buffer map short: gpu_wait_interrupted() says so, and gpu_wait returns LEAN_PENDING as in
+ * pump mode, the map left in flight for lean_gen_end to drop. A host without navigator.gpu (or without JSPI that cannot
  * make a call again: a WASI command) gets no instance: CreateInstance returns NULL and
  * lean_webgpu.why says why.
  * Device lost and uncaptured errors arrive as JS events; JS queues them and WaitAny hands
@@ -41,7 +43,7 @@ IMPORT(why) uint32_t js_why(char *buf, uint32_t cap);
 IMPORT(instance_create) uint32_t js_instance_create(void);
 IMPORT(request_adapter) uint32_t js_request_adapter(uint32_t power_preference, uint32_t force_fallback);
 IMPORT(jspi) uint32_t js_jspi(void);
-IMPORT(future_wait) uint32_t js_future_wait(uint32_t future, double timeout_ms);
+IMPORT(future_wait) uint32_t js_future_wait(uint32_t future, double timeout_ms); /* 1 settled, 2 interrupted */
 IMPORT(future_status) uint32_t js_future_status(uint32_t future);
 IMPORT(future_value) uint32_t js_future_value(uint32_t future);
 IMPORT(future_message) uint32_t js_future_message(uint32_t future, char *buf, uint32_t cap);
@@ -233,6 +235,8 @@ static WGPUFuture InstanceRequestAdapter(WGPUInstance instance, const WGPUReques
                     (void *)info.callback, info.userdata1, info.userdata2, NULL);
 }
 
+static bool wait_cut; /* a wait ended early by the host's interrupt() (gpu_wait_interrupted) */
+
 static WGPUWaitStatus InstanceWaitAny(WGPUInstance instance, size_t count, WGPUFutureWaitInfo *futures,
                                       uint64_t timeout_ns) {
     (void)instance;
@@ -243,7 +247,9 @@ static WGPUWaitStatus InstanceWaitAny(WGPUInstance instance, size_t count, WGPUF
         size_t i = 0;
         while (i < n_pend && pend[i].id != f->future.id) i++;
         if (i == n_pend) return WGPUWaitStatus_Error; /* unknown, or already delivered */
-        if (!js_future_wait(pend[i].id, (double)timeout_ns / 1e6)) continue;
+        const uint32_t settled = js_future_wait(pend[i].id, (double)timeout_ns / 1e6);
+        if (settled == 2) wait_cut = true;
+        if (settled != 1) continue;
         deliver(i);
         f->completed = 1;
         any = true;
@@ -564,6 +570,16 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pum
     };
     snprintf(path, path_cap, "JavaScript (navigator.gpu%s)", *pump ? ", no JSPI" : "");
     return LEAN_OK;
+}
+
+bool gpu_wait_interrupted(void) {
+    const bool cut = wait_cut;
+    wait_cut = false;
+    return cut;
+}
+
+bool gpu_submit_checks_later(void) {
+    return true;
 }
 
 /* The default adapter request is the only one a JavaScript host has. */
