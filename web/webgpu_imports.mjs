@@ -241,7 +241,6 @@ export function leanWebGPU({ pump = true } = {}) {
             entries = [];
             return add(get(dev).createBindGroup(desc));
         },
-        create_encoder: (dev) => add(get(dev).createCommandEncoder()),
         push_scope: (dev, filter) => get(dev).pushErrorScope(FILTERS[filter]),
         pop_scope: (dev) =>
             future(
@@ -257,10 +256,69 @@ export function leanWebGPU({ pump = true } = {}) {
         },
         release: (id) => void (objects.delete(id), meta.delete(id)),
         write_buffer: (q, buf, offset, data, sz) => get(q).writeBuffer(get(buf), offset, memory.buffer, data, sz),
-        submit(q, count, ptr) {
-            const ids = new Uint32Array(memory.buffer, ptr, count);
-            commands.length = count;
-            for (let i = 0; i < count; i++) commands[i] = get(ids[i]);
+        // A submit's command buffers, recorded by web.c as words (its "command lists"), replayed
+        // here in one call: an op, then its operands (ids; 64-bit values as low, high words).
+        submit_list(q, ptr, n) {
+            const w = new Uint32Array(memory.buffer, ptr, n);
+            const u64 = (i) => w[i] + w[i + 1] * 2 ** 32;
+            let enc = null, pass = null, k = 0;
+            for (let i = 0; i < n; ) {
+                switch (w[i]) {
+                    case 1: // ENCODER device
+                        enc = get(w[i + 1]).createCommandEncoder();
+                        i += 2;
+                        break;
+                    case 2: { // PASS query-set begin end (query set 0: untimed)
+                        const qs = w[i + 1], b = w[i + 2], e = w[i + 3];
+                        pass = enc.beginComputePass(
+                            qs
+                                ? {
+                                      timestampWrites: {
+                                          querySet: get(qs),
+                                          beginningOfPassWriteIndex: b === UNSET ? undefined : b,
+                                          endOfPassWriteIndex: e === UNSET ? undefined : e,
+                                      },
+                                  }
+                                : undefined,
+                        );
+                        i += 4;
+                        break;
+                    }
+                    case 3: // PIPELINE id
+                        pass.setPipeline(get(w[i + 1]));
+                        i += 2;
+                        break;
+                    case 4: // BIND group id
+                        pass.setBindGroup(w[i + 1], get(w[i + 2]));
+                        i += 3;
+                        break;
+                    case 5: // DISPATCH x y z
+                        pass.dispatchWorkgroups(w[i + 1], w[i + 2], w[i + 3]);
+                        i += 4;
+                        break;
+                    case 6: // END_PASS
+                        pass.end();
+                        pass = null;
+                        i += 1;
+                        break;
+                    case 7: // COPY src offset dst offset size
+                        enc.copyBufferToBuffer(get(w[i + 1]), u64(i + 2), get(w[i + 4]), u64(i + 5), u64(i + 7));
+                        i += 9;
+                        break;
+                    case 8: // RESOLVE set first count dst offset
+                        enc.resolveQuerySet(get(w[i + 1]), w[i + 2], w[i + 3], get(w[i + 4]), u64(i + 5));
+                        i += 7;
+                        break;
+                    case 9: // FINISH
+                        commands[k++] = enc.finish();
+                        enc = null;
+                        i += 1;
+                        break;
+                    default:
+                        throw new Error(`submit: no op ${w[i]} (word ${i} of ${n})`);
+                }
+            }
+            commands.length = k;
             get(q).submit(commands);
             commands.fill(undefined); // the command buffers are spent: nothing kept alive
         },
@@ -293,28 +351,6 @@ export function leanWebGPU({ pump = true } = {}) {
             get(buf).unmap();
         },
         bind_group_layout: (p, group) => add(get(p).getBindGroupLayout(group)),
-        begin_pass: (enc, qs, b, e) =>
-            add(
-                get(enc).beginComputePass(
-                    qs
-                        ? {
-                              timestampWrites: {
-                                  querySet: get(qs),
-                                  beginningOfPassWriteIndex: b === UNSET ? undefined : b,
-                                  endOfPassWriteIndex: e === UNSET ? undefined : e,
-                              },
-                          }
-                        : undefined,
-                ),
-            ),
-        copy_buffer: (enc, src, so, dst, dof, sz) => get(enc).copyBufferToBuffer(get(src), so, get(dst), dof, sz),
-        resolve_query_set: (enc, set, first, count, dst, off) =>
-            get(enc).resolveQuerySet(get(set), first, count, get(dst), off),
-        finish: (enc) => add(get(enc).finish()),
-        set_pipeline: (pass, p) => get(pass).setPipeline(get(p)),
-        set_bind_group: (pass, group, bg) => get(pass).setBindGroup(group, get(bg)),
-        dispatch: (pass, x, y, z) => get(pass).dispatchWorkgroups(x, y, z),
-        end_pass: (pass) => get(pass).end(),
     };
     // A call that throws (wgpu throws where Dawn records an error: an unmap on a lost device)
     // must not trap the program: it returns 0 and its error goes to every open device as an

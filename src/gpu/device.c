@@ -17,8 +17,7 @@
  * mode (the wasm32 build without JSPI: web.c) no wait blocks: gpu_wait looks once and says
  * LEAN_PENDING; the error scopes and queue checks that natively are waited for where they are
  * made go to g->later instead, and a wait first needs those made before it answered (gpu.h,
- * lean_gpu_settle). In JavaScript with JSPI a forward step's submit scopes go there too
- * (submit_later), and a wait first waits for those made before it. A half-open device (adapter or device request pending) is kept in
+ * lean_gpu_settle). A half-open device (adapter or device request pending) is kept in
  * `opening` for the call made again. */
 #include "gpu/gpu_impl.h"
 #include "gpu/test_hooks.h"
@@ -108,15 +107,10 @@ gpu_req *gpu_req_new(gpu_req_kind kind, const char *what) {
     return q;
 }
 
-/* Appends q to g->later: in order, so the first error caught is the one reported. */
-static void later_push(lean_gpu *g, gpu_req *q) {
-    gpu_req **end = g->later ? &g->later_last->next : &g->later;
-    *end = g->later_last = q;
-}
-
 void gpu_later(lean_gpu *g, gpu_req *q) {
-    if (g->pump) {
-        later_push(g, q);
+    if (g->pump) { /* in order: the first error caught is the one reported */
+        gpu_req **end = g->later ? &g->later_last->next : &g->later;
+        *end = g->later_last = q;
         return;
     }
     if (gpu_wait(g, q->f, q->what, NULL) == LEAN_OK) later_apply(g, q);
@@ -149,24 +143,7 @@ static lean_status later_poll(lean_gpu *g, uint64_t before, lean_error *err) {
     return pending ? LEAN_FAIL(err, LEAN_PENDING, "the GPU's checks of earlier work have not all come back") : LEAN_OK;
 }
 
-/* Not pump mode (submit_later): waits for, applies and frees every request of g->later asked
- * for before `before`. */
-static void later_wait(lean_gpu *g, uint64_t before) {
-    while (g->later && g->later->f.id < before) {
-        gpu_req *q = g->later;
-        g->later = q->next;
-        if (!g->later) g->later_last = NULL;
-        WGPUFutureWaitInfo wait = {q->f, 0};
-        WGPUWaitStatus s;
-        while ((s = g->w.InstanceWaitAny(g->instance, 1, &wait, 1000000000ull)) == WGPUWaitStatus_TimedOut) continue;
-        if (s != WGPUWaitStatus_Success || !wait.completed) q->r.done = false; /* lost: as an unanswered scope */
-        if (q->kind == GPU_REQ_SCOPE || s == WGPUWaitStatus_Success) later_apply(g, q);
-        lean_free(q);
-    }
-}
-
 lean_status lean_gpu_settle(lean_gpu *g, lean_error *err) {
-    if (!g->pump) later_wait(g, UINT64_MAX);
     lean_status st = g->pump ? later_poll(g, UINT64_MAX, err) : LEAN_OK;
     return st == LEAN_OK ? gpu_check(g, err) : st;
 }
@@ -182,15 +159,11 @@ lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *er
             return LEAN_FAIL(err, LEAN_PENDING, "waiting for %s: not answered yet (call again after settle())", what);
         return LEAN_FAIL(err, LEAN_ERR_DEVICE, "waiting for %s: wgpuInstanceWaitAny failed (status %d)", what, (int)s);
     }
-    if (g->later) { /* the checks of the submits before f (submit_later) */
-        later_wait(g, f.id);
-        lean_status st = gpu_check(g, err);
-        if (st != LEAN_OK) return st;
-    }
     for (;;) {
         /* One-second slices: a long kernel on a software adapter is not a failure. */
         WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 1000000000ull);
-        if (s == WGPUWaitStatus_Success && wait.completed) return LEAN_OK;
+        /* unscoped step submits (submit_unscoped): their errors came as uncaptured ones */
+        if (s == WGPUWaitStatus_Success && wait.completed) return g->submit_unscoped ? gpu_check(g, err) : LEAN_OK;
         if (s == WGPUWaitStatus_TimedOut && gpu_wait_interrupted()) /* an abort: left in flight, as pump mode */
             return LEAN_FAIL(err, LEAN_PENDING, "waiting for %s: interrupted (call again, or end: lean.h)", what);
         if (s != WGPUWaitStatus_TimedOut)
@@ -216,22 +189,18 @@ void gpu_scope_push(lean_gpu *g) {
     for (int i = 0; i < 3; i++) g->w.DevicePushErrorScope(g->device, scope_filters[i]);
 }
 
-void gpu_scope_pop_later(lean_gpu *g, const char *what) {
-    for (int i = 0; i < 3; i++) {
-        gpu_req *q = gpu_req_new(GPU_REQ_SCOPE, what);
-        if (!q) {
-            gpu_set_failed(g, what, gpu_sv("out of memory for its error scope"));
-            continue;
-        }
-        WGPUPopErrorScopeCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_scope_popped, &q->r, NULL};
-        q->f = g->w.DevicePopErrorScope(g->device, info);
-        later_push(g, q);
-    }
-}
-
 WGPUErrorType gpu_scope_pop(lean_gpu *g, const char *what, char *msg, size_t cap) {
     if (g->pump) { /* checked at the next wait (gpu_wait), before any result is read */
-        gpu_scope_pop_later(g, what);
+        for (int i = 0; i < 3; i++) {
+            gpu_req *q = gpu_req_new(GPU_REQ_SCOPE, what);
+            if (!q) {
+                gpu_set_failed(g, what, gpu_sv("out of memory for its error scope"));
+                continue;
+            }
+            WGPUPopErrorScopeCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_scope_popped, &q->r, NULL};
+            q->f = g->w.DevicePopErrorScope(g->device, info);
+            gpu_later(g, q);
+        }
         msg[0] = 0;
         return WGPUErrorType_NoError;
     }
@@ -603,7 +572,7 @@ static lean_status create_instance(lean_gpu *g, lean_error *err) {
         memcpy(g->library, shared.library, sizeof g->library);
         g->instance = shared.instance;
         g->pump = shared.pump;
-        g->submit_later = gpu_submit_checks_later();
+        g->submit_unscoped = gpu_steps_unscoped();
     }
     SHARED_UNLOCK();
     return st;

@@ -154,7 +154,7 @@ bool gpu_wait_interrupted(void) {
     return false;
 }
 
-bool gpu_submit_checks_later(void) {
+bool gpu_steps_unscoped(void) {
     return false;
 }
 
