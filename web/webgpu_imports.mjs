@@ -37,11 +37,12 @@ const UNSET = 0xffffffff; // a query index C leaves out
 // and a timer submitting there is only noise in the step loop (a suspect in the H200's decode
 // stalls: docs/runs/2026-12-05-browser-gpu-h200.md), so a device is nudged only once a map on
 // it has waited MAP_NUDGE_AFTER_MS (past any decode block of a fast GPU); a device whose map
-// then resolves within MAP_LAZY_MS of the first nudge is one that needs it (Firefox), and
-// every later map on it is nudged from its start.
+// then resolves within MAP_LAZY_MS of the first nudge is one that needs it, and every later map
+// on it is nudged from its start, as every map is in Firefox, whose need was measured.
 const MAP_NUDGE_MS = 2;
 const MAP_NUDGE_AFTER_MS = 40;
 const MAP_LAZY_MS = 3 * MAP_NUDGE_MS;
+const LAZY_HOST = /Firefox\//.test(globalThis.navigator?.userAgent ?? '');
 
 export function leanWebGPU({ pump = true } = {}) {
     const gpu = globalThis.navigator?.gpu;
@@ -107,7 +108,7 @@ export function leanWebGPU({ pump = true } = {}) {
     // lazy device, else once it has waited MAP_NUDGE_AFTER_MS (MAP_NUDGE_MS says why)
     const nudgeWhile = (d, p) => {
         let n = nudged.get(d);
-        if (!n) nudged.set(d, (n = { active: 0, since: 0, nudges: 0, lazy: false }));
+        if (!n) nudged.set(d, (n = { active: 0, since: 0, nudges: 0, lazy: LAZY_HOST }));
         let active = false;
         const begin = () => {
             active = true;
