@@ -78,9 +78,12 @@ typedef enum lean_status {
  * SAME call again
  * with the SAME arguments; it resumes there (no work is done twice, a kernel the device
  * rejected still fails lean_ctx_create). Make no other call on that context or session in
- * between, but lean_gen_end (it drops a pending prefill's read-back), a chat abort (it takes
- * effect once the pending step is done) or a free; void calls never wait there. Natively, and
- * with JSPI, these calls block instead and never return it. */
+ * between, but lean_gen_end (it drops a pending prefill's read-back, or a generation's steps in
+ * flight without waiting for them), a chat abort (the next step ends the turn: at once where
+ * the pending step was a draw, else once that step is done) or a free; void calls never wait
+ * there. Natively these calls block instead and never return it; with JSPI they block too,
+ * unless the host cuts a wait on a buffer map short (web/webgpu_imports.mjs interrupt(): an
+ * abort), when they return it as above. */
 
 LEAN_API const char *lean_status_str(lean_status s);
 
@@ -777,7 +780,8 @@ LEAN_API lean_status lean_chat_submit(lean_chat_session *s, const char *user_tex
 LEAN_API lean_status lean_chat_step(lean_chat_session *s, const char **text, size_t *n_bytes, int *more,
                                     lean_error *err);
 /* Ends the turn in progress at its next step (any thread, any time; a no-op between turns:
- * lean_chat_submit clears it). */
+ * lean_chat_submit clears it). A draw left LEAN_PENDING is not waited for: that next step ends
+ * the turn at once, with the text handed out before it. */
 LEAN_API void lean_chat_abort(lean_chat_session *s);
 /* The turn in progress, or the last one. */
 LEAN_API void lean_chat_session_stats(const lean_chat_session *s, lean_chat_turn_stats *out);

@@ -11,7 +11,8 @@
 //   - a seeded sampled run equals `lean run --temp ... -s` on the CPU
 //   - with a vocabulary and a template (a model made by `lean gen`): prompt text, tokenize and
 //     detokenize, two chat turns equal `lean chat`'s replies, the second reusing the cache
-//   - abort (chat and generate) stops early and the next call still gives the same reply
+//   - abort (chat and generate) stops early and the next call still gives the same reply; on
+//     the GPU (JSPI and pump) nothing reaches the page after it and what follows is exact
 //   - a lost device (lean.testLoseDevice) on 'gpu': while ids stream the call rejects saying so;
 //     before a call, the call runs on a new device; the next ids are the same; info says why
 //   - bad input rejects with lean's reason and leaves nothing broken: not GGUF, truncated, an
@@ -130,6 +131,49 @@ await lean('gen', '--preset', 'tiny-llama', '--type', 'q8_0', '--vocab', 'build/
     check(m.stats.stop === 'abort' && cut.ids.length < 50, `generate abort after ${cut.ids.length} ids: ${JSON.stringify(m.stats)}`);
     same((await m.generate({ prompt: 'Once upon a time', maxTokens: 12 })).text, r.text, 'generate after an abort');
     await m.free();
+}
+
+// abort on the GPU, with JSPI and with the pump: no id or piece reaches the page after the
+// abort (the worker's wait for the next block of ids is cut short, not sat out), and the cache
+// and the conversation stay exact: what follows equals a fresh model's. Short: on lavapipe a
+// step of this model (its 49152-id logits) takes tens of ms.
+{
+    const bytes = await Deno.readFile(chatModel);
+    const opts = { backend: 'gpu', exact: true, nCtx: 512 };
+    const fresh = await Lean.load(bytes, opts);
+    const ref = await fresh.generate({ prompt: 'Once upon a time', maxTokens: 8, ignoreEog: true });
+    for (const jspi of [true, false]) {
+        if (!jspi && typeof leanWebGPU().settle !== 'function') continue;
+        const m = await Lean.load(bytes, { ...opts, jspi });
+        const what = `gpu abort (${jspi ? 'JSPI' : 'pump'})`;
+        const ac = new AbortController(), seen = [];
+        const cut = await m.generate({ prompt: 'Once upon a time', maxTokens: 400, ignoreEog: true, signal: ac.signal,
+            onToken: (id) => seen.push(id) === 3 && ac.abort() });
+        same(cut.ids.join(' '), ref.ids.slice(0, 3).join(' '), `${what}: the ids handed out`);
+        same(seen.length, 3, `${what}: onToken calls`);
+        check(m.stats.stop === 'abort' && m.stats.nGenerated === 3, `${what}: ${JSON.stringify(m.stats)}`);
+        same((await m.generate({ prompt: 'Once upon a time', maxTokens: 8, ignoreEog: true })).ids.join(' '), ref.ids.join(' '),
+            `${what}: generate after it`);
+        // a sampled chat (ids read back one by one, 8 steps in flight), aborted after two pieces
+        const sampling = { temperature: 0.8, topK: 40, topP: 0.95, seed: 7, maxTokens: 8 };
+        const ac2 = new AbortController();
+        let shown = '', n = 0;
+        for await (const piece of m.chat('Tell me a long story', { ...sampling, maxTokens: 300, signal: ac2.signal })) {
+            shown += piece;
+            if (++n === 2) ac2.abort();
+        }
+        check(n === 2 && m.stats.stop === 'abort', `${what}: chat: ${n} pieces, ${JSON.stringify(m.stats)}`);
+        let next = '';
+        for await (const piece of m.chat('And then?', sampling)) next += piece;
+        const conversation = [{ role: 'user', content: 'Tell me a long story' }, { role: 'assistant', content: shown },
+            { role: 'user', content: 'And then?' }];
+        let want = '';
+        for await (const piece of fresh.chat(conversation, sampling)) want += piece;
+        same(next, want, `${what}: the turn after the aborted one`);
+        check(next.length > 0, `${what}: the turn after it said something`);
+        await m.free();
+    }
+    await fresh.free();
 }
 await Deno.remove(dir, { recursive: true });
 

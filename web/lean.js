@@ -120,9 +120,21 @@ export class Lean {
     async generate(o = {}) {
         const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), stream: !!o.onToken };
         if (o.ids) args.ids = Array.from(o.ids);
-        const onMessage = (m) => m.type === 'token' && o.onToken?.(m.token, m.text);
+        // after an abort no id reaches onToken, and the result ends where onToken stopped: the
+        // worker may have sent a few more before it saw the abort (its cache keeps them, exact)
+        let seen = 0, seenText = '';
+        const onMessage = (m) => {
+            if (m.type !== 'token' || o.signal?.aborted) return;
+            if (m.token >= 0) seen++;
+            seenText += m.text;
+            o.onToken?.(m.token, m.text);
+        };
         const r = await this.#request('generate', args, { onMessage, signal: o.signal });
         this.stats = r.stats;
+        if (args.stream && o.signal?.aborted && r.ids.length > seen) {
+            this.stats = { ...r.stats, nGenerated: seen, stop: 'abort' };
+            return { ids: r.ids.slice(0, seen), text: seenText };
+        }
         return { ids: r.ids, text: r.text };
     }
 
@@ -143,7 +155,7 @@ export class Lean {
             this.#system = messages[0]?.role === 'system' ? messages[0].content : undefined;
         }
         const queue = [];
-        let wake = null, done = false, failure = null;
+        let wake = null, done = false, failure = null, shown = '';
         const notify = () => wake?.();
         const args = { messages, ...pick(opts, ['maxTokens', ...SAMPLING]) };
         const controller = new AbortController();
@@ -157,7 +169,11 @@ export class Lean {
         }).then(
             (r) => {
                 this.stats = r.stats;
-                this.#history = [...messages.filter((m) => m.role !== 'system'), { role: 'assistant', content: r.text }];
+                // aborted: the reply is the text handed out before the abort (the next turn passes
+                // the conversation whole, so the session's cache reuses what it shares with it)
+                const reply = controller.signal.aborted ? shown : r.text;
+                if (reply !== r.text) this.stats = { ...r.stats, stop: 'abort' };
+                this.#history = [...messages.filter((m) => m.role !== 'system'), { role: 'assistant', content: reply }];
                 done = true;
                 notify();
             },
@@ -169,8 +185,11 @@ export class Lean {
         );
         try {
             for (;;) {
+                if (controller.signal.aborted) break; // no piece after the abort
                 if (queue.length) {
-                    yield queue.shift();
+                    const piece = queue.shift();
+                    shown += piece;
+                    yield piece;
                     continue;
                 }
                 if (done) break;

@@ -120,9 +120,44 @@ async function pump(name, ...args) {
 }
 
 // Lets the worker's event loop run (an abort message waits there): a message to ourselves is a
-// task of its own without setTimeout's clamping. Once per step: microseconds against a step's ms.
+// task of its own without setTimeout's clamping. The step loops take it only once YIELD_MS have
+// passed since the last (not per step: a hop per token was a suspect in the H200's decode
+// stalls, docs/runs/2026-12-05-browser-gpu-h200.md); a GPU wait inside a step lets the loop run
+// anyway, and an abort that arrives then cuts the wait short (step()).
+const YIELD_MS = 10;
 const tick = new MessageChannel();
-const yieldTask = () => new Promise((r) => ((tick.port1.onmessage = r), tick.port2.postMessage(0)));
+let lastYield = 0;
+const yielded = (r) => ((lastYield = performance.now()), r());
+const yieldTask = () => new Promise((r) => ((tick.port1.onmessage = () => yielded(r)), tick.port2.postMessage(0)));
+// whether request reqId was asked to stop, letting the event loop run first when it is time
+async function stopAsked(reqId) {
+    if (!aborted.has(reqId) && performance.now() - lastYield >= YIELD_MS) await yieldTask();
+    return aborted.has(reqId);
+}
+
+// One step of a generation (lw_gen_next, lw_chat_step: f with up to 4 arguments) for request
+// reqId, as pump() does, but an abort of reqId arriving while it waits on the GPU ends the wait
+// at once (gpu.interrupt(): the GPU's maps stop being waited for) and the step returns
+// LEAN_PENDING having drawn nothing, the steps in flight left to the caller's lean_gen_end (or,
+// in a chat, to the next step, which ends the turn). Under JSPI as in the pump.
+let stepOf = 0; // the request whose step is running (an abort of it interrupts the GPU's waits)
+async function step(reqId, f, a, b, c, d) {
+    stepOf = aborted.has(reqId) ? 0 : reqId;
+    try {
+        for (;;) {
+            const st = await f(a, b, c, d);
+            if (st !== LEAN_PENDING || gpu.interrupted) return st;
+            await gpu.settle();
+            if (gpu.interrupted) return st;
+        }
+    } finally {
+        stepOf = 0;
+        gpu.resume();
+    }
+}
+
+// lean's message for status st (not 0)
+const failure = (st) => new LeanError(st, cstr(ex.lw_error_msg()));
 
 // pump, then throw lean's message on failure
 async function call(name, ...args) {
@@ -135,6 +170,17 @@ async function call(name, ...args) {
 const encoder = new TextEncoder(), decoder = new TextDecoder();
 const u8 = (ptr, n) => new Uint8Array(memory.buffer, ptr, n);
 const i32 = (ptr, n) => new Int32Array(memory.buffer, ptr, n);
+// one int32 at ptr, through a view made again only when the memory grows (the step loops' reads)
+let heap32 = null;
+const int32At = (ptr) => {
+    if (heap32?.buffer !== memory.buffer) heap32 = new Int32Array(memory.buffer);
+    return heap32[ptr >> 2];
+};
+// n bytes of UTF-8 at ptr as text (a copy first where the memory is shared: TextDecoder refuses it)
+const utf8 = (ptr, n) => {
+    const b = u8(ptr, n);
+    return decoder.decode(memory.buffer instanceof ArrayBuffer ? b : b.slice());
+};
 const cstr = (ptr) => {
     const b = new Uint8Array(memory.buffer, ptr);
     return decoder.decode(b.slice(0, b.indexOf(0))); // a copy: no decoding of shared memory
@@ -579,23 +625,34 @@ async function generateOnce(o, reqId) {
             }
             if (maxTokens > 0) {
                 await call('lw_gen_begin', ctx, smp, maxTokens);
+                // the hot loop: no call() wrappers, no views made, the event loop every YIELD_MS
+                const nText = hasText ? ex.lw_n_tokens(state.model) : 0;
                 for (let i = 0; i < maxTokens; i++) {
-                    await yieldTask();
-                    if (aborted.has(reqId)) {
+                    if (await stopAsked(reqId)) {
                         stop = 'abort';
                         break;
                     }
-                    await call('lw_gen_next', ctx, scratch);
-                    const id = i32(scratch, 1)[0];
+                    const st = await step(reqId, ex.lw_gen_next, ctx, scratch);
+                    if (st === LEAN_PENDING) { // aborted while it waited: nothing drawn
+                        stop = 'abort';
+                        break;
+                    }
+                    if (st !== 0) throw failure(st);
+                    if (aborted.has(reqId)) { // drawn after the abort came: not handed out (rewound below)
+                        stop = 'abort';
+                        break;
+                    }
+                    const id = int32At(scratch);
                     out.push(id);
                     if (!o.ignoreEog && ex.lw_is_eog(state.model, id)) {
                         stop = 'eog';
                         break;
                     }
                     let piece = '';
-                    if (ts && id < ex.lw_n_tokens(state.model)) {
-                        await call('lw_text_stream_push', ts, id, scratch, scratch + 4);
-                        piece = decoder.decode(u8(i32(scratch, 1)[0], i32(scratch + 4, 1)[0]).slice());
+                    if (ts && id < nText) {
+                        const st = ex.lw_text_stream_push(ts, id, scratch, scratch + 4);
+                        if (st !== 0) throw failure(st);
+                        piece = utf8(int32At(scratch), int32At(scratch + 4));
                         text += piece;
                     }
                     if (o.stream) post({ id: reqId, type: 'token', token: id, text: piece });
@@ -617,7 +674,10 @@ async function generateOnce(o, reqId) {
     });
     // the ids handed out, the end-of-generation one left out of the result
     if (out.length) state.ctxIds.push(...out.slice(0, -1));
-    if (ex.lw_ctx_pos(ctx) !== state.ctxIds.length) state.ctxIds = []; // never guess: prefill afresh
+    const pos = ex.lw_ctx_pos(ctx);
+    // an id drawn after an abort, not handed out, is in the cache's rows: rewound
+    if (pos > state.ctxIds.length) await call('lw_ctx_truncate', ctx, state.ctxIds.length);
+    else if (pos < state.ctxIds.length) state.ctxIds = []; // never guess: prefill afresh
     const t2 = performance.now();
     const result = stop === 'eog' ? out.slice(0, -1) : out;
     const nDec = Math.max(out.length - 1, 0);
@@ -676,16 +736,17 @@ async function chatOnce(o, reqId) {
         ex.lw_chat_stats(s, st);
         nPrefill = i32(st, 6)[2];
         for (let more = 1, abortSent = false; more; ) {
-            await yieldTask();
-            if (aborted.has(reqId) && !abortSent) {
+            if (!abortSent && (await stopAsked(reqId))) {
                 ex.lw_chat_abort(s); // the next step ends the turn, keeping the text handed out
                 abortSent = true;
             }
-            await call('lw_chat_step', s, scratch, scratch + 4, scratch + 8);
-            const n = i32(scratch + 4, 1)[0];
-            more = i32(scratch + 8, 1)[0];
+            const st = await step(reqId, ex.lw_chat_step, s, scratch, scratch + 4, scratch + 8);
+            if (st === LEAN_PENDING) continue; // aborted while it waited: the next step ends the turn
+            if (st !== 0) throw failure(st);
+            const n = int32At(scratch + 4);
+            more = int32At(scratch + 8);
             if (n > 0) {
-                const piece = decoder.decode(u8(i32(scratch, 1)[0], n).slice());
+                const piece = utf8(int32At(scratch), n);
                 text += piece;
                 post({ id: reqId, type: 'piece', text: piece });
             }
@@ -757,6 +818,7 @@ let broken = ''; // why lean.wasm can no longer be trusted
 self.onmessage = ({ data }) => {
     if (data.op === 'abort') {
         aborted.add(data.target);
+        if (data.target === stepOf) gpu.interrupt(); // its step waits on the GPU: no longer
         return;
     }
     if (data.op === 'testLoseDevice') return gpu?.loseDevices(); // lean.js testLoseDevice: now, not queued

@@ -17,6 +17,9 @@
 //   LEAN_PENDING (9) instead (include/lean.h): await gpu.settle(), then make the same call
 //   again with the same arguments, until it returns something else:
 //       while ((st = exports.f(...args)) === 9) await gpu.settle();
+// Abort: gpu.interrupt() ends every wait on a buffer map at once (JSPI: that call returns
+// LEAN_PENDING, having drawn nothing; the pump: settle() resolves) until gpu.resume(); then end
+// the generation (lean_gen_end drops the maps in flight without waiting for the GPU's work).
 //
 // A host that cannot make a call again (a WASI command's main: tests/wasm_run.mjs) passes
 // { pump: false }: without JSPI it then gets no instance, as without navigator.gpu. Then every
@@ -28,10 +31,18 @@ const errorType = (e) => ERROR_TYPE[e?.constructor?.name] ?? 5; // WGPUErrorType
 const FILTERS = [undefined, 'validation', 'out-of-memory', 'internal']; // WGPUErrorFilter
 const POWER = [undefined, 'low-power', 'high-performance']; // WGPUPowerPreference
 const UNSET = 0xffffffff; // a query index C leaves out
-// Firefox (ESR 153) resolves a pending mapAsync ~100 ms late unless the queue sees more work:
-// while a map waits, an empty command buffer is submitted this often (ms) to every device with
-// one; then it resolves in 2-3 ms (docs/runs/2026-12-05-firefox-map-nudge.md).
+// Firefox (ESR 153) resolves a pending mapAsync ~100 ms late unless the queue sees more work; an
+// empty command buffer submitted every MAP_NUDGE_MS while the map waits makes it 2-3 ms
+// (docs/runs/2026-12-05-firefox-map-nudge.md). Other hosts resolve a map once the GPU is done,
+// and a timer submitting there is only noise in the step loop (a suspect in the H200's decode
+// stalls: docs/runs/2026-12-05-browser-gpu-h200.md), so a device is nudged only once a map on
+// it has waited MAP_NUDGE_AFTER_MS (past any decode block of a fast GPU); a device whose map
+// then resolves within MAP_LAZY_MS of the first nudge is one that needs it, and every later map
+// on it is nudged from its start, as every map is in Firefox, whose need was measured.
 const MAP_NUDGE_MS = 2;
+const MAP_NUDGE_AFTER_MS = 40;
+const MAP_LAZY_MS = 3 * MAP_NUDGE_MS;
+const LAZY_HOST = /Firefox\//.test(globalThis.navigator?.userAgent ?? '');
 
 export function leanWebGPU({ pump = true } = {}) {
     const gpu = globalThis.navigator?.gpu;
@@ -41,12 +52,15 @@ export function leanWebGPU({ pump = true } = {}) {
     const objects = new Map(); // id -> GPU object
     const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
     const futures = new Map(); // id -> { settled, status, value, message, done }
-    const mapsWaiting = new Map(); // device -> maps in flight on its buffers (MAP_NUDGE_MS)
-    let nudge = null; // the timer while any map waits
+    const nudged = new Map(); // device -> { active: its maps being nudged, since, nudges, lazy }
+    let nudging = 0, nudge = null; // maps being nudged, on any device; the timer while there are
     const blocking = new Set(); // without JSPI: the futures C looked at unsettled (settle() waits for them)
+    let interrupted = false; // interrupt(): waits on maps end now
+    const waiters = new Set(); // what wakes the waits under way that interrupt() cuts short
     let nextId = 1;
     let device = { features: [], limits: {} }; // the next requestDevice's descriptor
     let entries = []; // the next bind group's entries
+    const commands = []; // submit's list, reused
 
     const add = (o) => {
         if (o === null || o === undefined) return 0;
@@ -79,38 +93,60 @@ export function leanWebGPU({ pump = true } = {}) {
         return id;
     };
 
-    // counts a map in flight on device d until promise p settles, nudging d's queue meanwhile
-    const nudgeWhile = (d, p) => {
-        mapsWaiting.set(d, (mapsWaiting.get(d) ?? 0) + 1);
-        nudge ??= setInterval(() => {
-            for (const dev of mapsWaiting.keys()) {
-                try {
-                    dev.queue.submit([dev.createCommandEncoder().finish()]);
-                } catch {
-                    // a lost device: its map fails on its own
-                }
+    const nudgeAll = () => {
+        for (const [dev, n] of nudged) {
+            if (!n.active) continue;
+            n.nudges++;
+            try {
+                dev.queue.submit([dev.createCommandEncoder().finish()]);
+            } catch {
+                // a lost device: its map fails on its own
             }
-        }, MAP_NUDGE_MS);
+        }
+    };
+    // while promise p (a map on device d) is unsettled, nudges d's queue: from the start on a
+    // lazy device, else once it has waited MAP_NUDGE_AFTER_MS (MAP_NUDGE_MS says why)
+    const nudgeWhile = (d, p) => {
+        let n = nudged.get(d);
+        if (!n) nudged.set(d, (n = { active: 0, since: 0, nudges: 0, lazy: LAZY_HOST }));
+        let active = false;
+        const begin = () => {
+            active = true;
+            if (n.active++ === 0) (n.since = performance.now()), (n.nudges = 0);
+            if (nudging++ === 0) nudge = setInterval(nudgeAll, MAP_NUDGE_MS);
+        };
+        const timer = n.lazy ? (begin(), null) : setTimeout(begin, MAP_NUDGE_AFTER_MS);
         const done = () => {
-            const n = mapsWaiting.get(d) - 1;
-            if (n > 0) mapsWaiting.set(d, n);
-            else mapsWaiting.delete(d);
-            if (mapsWaiting.size === 0) clearInterval(nudge), (nudge = null);
+            clearTimeout(timer);
+            if (!active) return;
+            // resolved right after the nudges began: this host waits for queue activity
+            if (n.nudges > 0 && performance.now() - n.since <= MAP_LAZY_MS) n.lazy = true;
+            n.active--;
+            if (--nudging === 0) clearInterval(nudge), (nudge = null);
         };
         p.then(done, done);
         return p;
     };
 
-    const wait = async (id, ms) => {
+    // JSPI's wait: 1 settled, 0 not within ms, 2 a map's wait cut short by interrupt(); a settled
+    // future answers at once, without suspending
+    const wait = (id, ms) => {
         const f = futures.get(id);
-        if (!f) return 1;
-        if (!f.settled) {
-            let timer;
-            const timeout = new Promise((r) => (timer = setTimeout(r, Math.min(ms, 2 ** 31 - 1))));
-            await Promise.race([f.done, timeout]);
-            clearTimeout(timer);
-        }
-        return f.settled ? 1 : 0;
+        if (!f || f.settled) return 1;
+        if (interrupted && f.map) return 2;
+        return waitLong(f, ms);
+    };
+    const waitLong = async (f, ms) => {
+        let timer, wakeUp;
+        await new Promise((r) => {
+            wakeUp = r;
+            timer = setTimeout(r, Math.min(ms, 2 ** 31 - 1));
+            f.done.then(r);
+            if (f.map) waiters.add(r);
+        });
+        clearTimeout(timer);
+        waiters.delete(wakeUp);
+        return f.settled ? 1 : interrupted && f.map ? 2 : 0;
     };
 
     const imports = {
@@ -208,7 +244,6 @@ export function leanWebGPU({ pump = true } = {}) {
             entries = [];
             return add(get(dev).createBindGroup(desc));
         },
-        create_encoder: (dev) => add(get(dev).createCommandEncoder()),
         push_scope: (dev, filter) => get(dev).pushErrorScope(FILTERS[filter]),
         pop_scope: (dev) =>
             future(
@@ -224,14 +259,82 @@ export function leanWebGPU({ pump = true } = {}) {
         },
         release: (id) => void (objects.delete(id), meta.delete(id)),
         write_buffer: (q, buf, offset, data, sz) => get(q).writeBuffer(get(buf), offset, memory.buffer, data, sz),
-        submit: (q, count, ptr) => get(q).submit(Array.from(new Uint32Array(memory.buffer, ptr, count), get)),
+        // A submit's command buffers, recorded by web.c as words (its "command lists"), replayed
+        // here in one call: an op, then its operands (ids; 64-bit values as low, high words).
+        submit_list(q, ptr, n) {
+            const w = new Uint32Array(memory.buffer, ptr, n);
+            const u64 = (i) => w[i] + w[i + 1] * 2 ** 32;
+            let enc = null, pass = null, k = 0;
+            for (let i = 0; i < n; ) {
+                switch (w[i]) {
+                    case 1: // ENCODER device
+                        enc = get(w[i + 1]).createCommandEncoder();
+                        i += 2;
+                        break;
+                    case 2: { // PASS query-set begin end (query set 0: untimed)
+                        const qs = w[i + 1], b = w[i + 2], e = w[i + 3];
+                        pass = enc.beginComputePass(
+                            qs
+                                ? {
+                                      timestampWrites: {
+                                          querySet: get(qs),
+                                          beginningOfPassWriteIndex: b === UNSET ? undefined : b,
+                                          endOfPassWriteIndex: e === UNSET ? undefined : e,
+                                      },
+                                  }
+                                : undefined,
+                        );
+                        i += 4;
+                        break;
+                    }
+                    case 3: // PIPELINE id
+                        pass.setPipeline(get(w[i + 1]));
+                        i += 2;
+                        break;
+                    case 4: // BIND group id
+                        pass.setBindGroup(w[i + 1], get(w[i + 2]));
+                        i += 3;
+                        break;
+                    case 5: // DISPATCH x y z
+                        pass.dispatchWorkgroups(w[i + 1], w[i + 2], w[i + 3]);
+                        i += 4;
+                        break;
+                    case 6: // END_PASS
+                        pass.end();
+                        pass = null;
+                        i += 1;
+                        break;
+                    case 7: // COPY src offset dst offset size
+                        enc.copyBufferToBuffer(get(w[i + 1]), u64(i + 2), get(w[i + 4]), u64(i + 5), u64(i + 7));
+                        i += 9;
+                        break;
+                    case 8: // RESOLVE set first count dst offset
+                        enc.resolveQuerySet(get(w[i + 1]), w[i + 2], w[i + 3], get(w[i + 4]), u64(i + 5));
+                        i += 7;
+                        break;
+                    case 9: // FINISH
+                        commands[k++] = enc.finish();
+                        enc = null;
+                        i += 1;
+                        break;
+                    default:
+                        throw new Error(`submit: no op ${w[i]} (word ${i} of ${n})`);
+                }
+            }
+            commands.length = k;
+            get(q).submit(commands);
+            commands.fill(undefined); // the command buffers are spent: nothing kept alive
+        },
         work_done: (q) => future(get(q).onSubmittedWorkDone()),
         map_read(buf, offset, sz) {
             const m = meta.get(buf) ?? {};
             Object.assign(m, { mapOffset: offset, mapSize: size(sz), range: null });
             meta.set(buf, m);
             const p = get(buf).mapAsync(1 /* GPUMapMode.READ */, offset, size(sz));
-            return future(m.device ? nudgeWhile(m.device, p) : p);
+            const id = future(m.device ? nudgeWhile(m.device, p) : p);
+            futures.get(id).map = true; // interrupt() cuts its waits short
+            m.future = id;
+            return id;
         },
         // WebGPU hands out a mapped range once (ranges may not overlap): the whole mapping is
         // taken at the first copy and kept until unmap.
@@ -245,40 +348,22 @@ export function leanWebGPU({ pump = true } = {}) {
         unmap(buf) {
             const m = meta.get(buf);
             if (m) m.range = m.mapOffset = undefined; // no copies until the next map
+            // a pending map this aborts answers at once: its wait is never cut short
+            const f = futures.get(m?.future);
+            if (f) f.map = false;
             get(buf).unmap();
         },
         bind_group_layout: (p, group) => add(get(p).getBindGroupLayout(group)),
-        begin_pass: (enc, qs, b, e) =>
-            add(
-                get(enc).beginComputePass(
-                    qs
-                        ? {
-                              timestampWrites: {
-                                  querySet: get(qs),
-                                  beginningOfPassWriteIndex: b === UNSET ? undefined : b,
-                                  endOfPassWriteIndex: e === UNSET ? undefined : e,
-                              },
-                          }
-                        : undefined,
-                ),
-            ),
-        copy_buffer: (enc, src, so, dst, dof, sz) => get(enc).copyBufferToBuffer(get(src), so, get(dst), dof, sz),
-        resolve_query_set: (enc, set, first, count, dst, off) =>
-            get(enc).resolveQuerySet(get(set), first, count, get(dst), off),
-        finish: (enc) => add(get(enc).finish()),
-        set_pipeline: (pass, p) => get(pass).setPipeline(get(p)),
-        set_bind_group: (pass, group, bg) => get(pass).setBindGroup(group, get(bg)),
-        dispatch: (pass, x, y, z) => get(pass).dispatchWorkgroups(x, y, z),
-        end_pass: (pass) => get(pass).end(),
     };
     // A call that throws (wgpu throws where Dawn records an error: an unmap on a lost device)
     // must not trap the program: it returns 0 and its error goes to every open device as an
     // uncaptured internal error, which fails the context with the message (device.c).
     for (const [name, fn] of Object.entries(imports)) {
         if (typeof fn !== 'function' || name === 'future_wait') continue;
-        imports[name] = (...args) => {
+        // fixed arity (6 at most is used): no arguments array made per call
+        imports[name] = (a, b, c, d, x, y) => {
             try {
-                return fn(...args);
+                return fn(a, b, c, d, x, y);
             } catch (e) {
                 for (const m of meta.values()) m.events?.push([2, 4, `${name}: ${e?.message ?? e}`]);
                 return 0;
@@ -300,13 +385,35 @@ export function leanWebGPU({ pump = true } = {}) {
         // (every request in flight, if it found none), so the call, made again, gets further.
         // Only those: the steps a generation keeps in flight behind the one it waits for stay
         // in flight. Never rejects: a failed request is an answer C reads.
+        // An interrupt() resolves it at once.
         async settle() {
             const ids = [...blocking];
             blocking.clear();
             const open = (ids.length ? ids.map((id) => futures.get(id)) : [...futures.values()]).filter(
                 (f) => f && !f.settled,
             );
-            await Promise.all(open.map((f) => f.done));
+            if (interrupted) return;
+            let wakeUp;
+            await new Promise((r) => {
+                wakeUp = r;
+                waiters.add(r);
+                Promise.all(open.map((f) => f.done)).then(r);
+            });
+            waiters.delete(wakeUp);
+        },
+        // Abort (web/lean_worker.js): every wait on a buffer map, under way or to come, ends
+        // unanswered (JSPI: C's wait returns LEAN_PENDING; the pump: settle() resolves), until
+        // resume(). The maps stay in flight: lean_gen_end drops them.
+        interrupt() {
+            interrupted = true;
+            for (const r of waiters) r();
+            waiters.clear();
+        },
+        resume() {
+            interrupted = false;
+        },
+        get interrupted() {
+            return interrupted;
         },
     };
 }

@@ -484,8 +484,10 @@ static lean_status draw(lean_chat_session *s, lean_error *err) {
 }
 
 static lean_status step(lean_chat_session *s, lean_error *err) {
-    /* a stop waits for the piece of work left pending to complete: the state stays exact */
-    if (!s->pending && atomic_load(&s->abort_flag)) return finish(s, LEAN_CHAT_STOP_ABORT, err);
+    /* a stop waits for the piece of work left pending to complete: the state stays exact; but
+     * an abort ends a pending draw at once (it drew nothing; lean_gen_end drops its steps) */
+    if ((!s->pending || s->phase == PHASE_GEN) && atomic_load(&s->abort_flag))
+        return finish(s, LEAN_CHAT_STOP_ABORT, err);
     if (!s->pending && s->stop_requested) return finish(s, LEAN_CHAT_STOP_CALLBACK, err);
     lean_status st;
     if (s->phase == PHASE_PREFILL) {

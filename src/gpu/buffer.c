@@ -257,11 +257,8 @@ void lean_gpu_map_drop(lean_gpu_buf *b) {
     if (!b || !b->map) return;
     gpu_req *q = b->map;
     b->map = NULL;
-    if (b->g->pump) { /* unmap aborts the map if it is still pending; its answer comes to nobody */
-        b->g->w.BufferUnmap(b->buf);
-        gpu_later(b->g, q);
-        return;
-    }
-    if (gpu_wait(b->g, q->f, "a dropped map", NULL) == LEAN_OK && q->r.ok) b->g->w.BufferUnmap(b->buf);
-    lean_free(q);
+    /* unmap aborts the map if it is still pending (its answer, at once, means nothing), so a
+     * drop never waits for the GPU's work (an abort "within one step": lean_gen_end) */
+    b->g->w.BufferUnmap(b->buf);
+    gpu_later(b->g, q);
 }

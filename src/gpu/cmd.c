@@ -3,8 +3,9 @@
  * Consecutive dispatches share one compute pass (a pass per dispatch would cost a pass
  * begin/end each); the pipeline and bind group are set only when they change. A copy ends
  * the pass. WebGPU defers recording errors to wgpuCommandEncoderFinish, so lean_gpu_submit
- * runs Finish and Submit inside error scopes and reports the first error there; a NULL
- * argument to a recording call is remembered the same way. */
+ * runs Finish and Submit inside error scopes and reports the first error there (but a forward
+ * step's in JavaScript: lean_gpu_submit_step); a NULL argument to a
+ * recording call is remembered the same way. */
 #include "gpu/gpu_impl.h"
 
 #include <stdio.h>
@@ -89,7 +90,7 @@ void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean
     c->g->w.CommandEncoderCopyBufferToBuffer(c->enc, src->buf, src_offset, dst->buf, dst_offset, size);
 }
 
-lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
+static lean_status submit(lean_gpu_cmd *c, bool scoped, lean_error *err) {
     lean_gpu *g = c->g;
     const wgpu_api *w = &g->w;
     end_pass(c);
@@ -98,11 +99,11 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
     if (st == LEAN_OK) {
         WGPUCommandBufferDescriptor desc = {NULL, gpu_sv(NULL)};
         if (g->prof) gpu_profile_resolve(g, c->enc, c->n_dispatch);
-        gpu_scope_push(g);
+        if (scoped) gpu_scope_push(g);
         WGPUCommandBuffer cb = w->CommandEncoderFinish(c->enc, &desc);
         if (cb) w->QueueSubmit(g->queue, 1, &cb), w->CommandBufferRelease(cb), g->write_pending = 0;
-        char msg[400];
-        WGPUErrorType e = gpu_scope_pop(g, "submit", msg, sizeof msg);
+        char msg[400] = "";
+        WGPUErrorType e = scoped ? gpu_scope_pop(g, "submit", msg, sizeof msg) : WGPUErrorType_NoError;
         if (e != WGPUErrorType_NoError) st = LEAN_FAIL(err, gpu_error_status(e, LEAN_ERR_ARG), "submit: %s", msg);
         else if (!cb) st = LEAN_FAIL(err, LEAN_ERR_DEVICE, "submit: no command buffer");
     }
@@ -110,6 +111,14 @@ lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
     w->CommandEncoderRelease(c->enc);
     lean_free(c);
     return st;
+}
+
+lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err) {
+    return submit(c, true, err);
+}
+
+lean_status lean_gpu_submit_step(lean_gpu_cmd *c, lean_error *err) {
+    return submit(c, !c->g->submit_unscoped, err);
 }
 
 static void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView message, void *userdata1, void *userdata2) {

@@ -162,7 +162,10 @@ lean_status gpu_wait(lean_gpu *g, WGPUFuture f, const char *what, lean_error *er
     for (;;) {
         /* One-second slices: a long kernel on a software adapter is not a failure. */
         WGPUWaitStatus s = g->w.InstanceWaitAny(g->instance, 1, &wait, 1000000000ull);
-        if (s == WGPUWaitStatus_Success && wait.completed) return LEAN_OK;
+        /* unscoped step submits (submit_unscoped): their errors came as uncaptured ones */
+        if (s == WGPUWaitStatus_Success && wait.completed) return g->submit_unscoped ? gpu_check(g, err) : LEAN_OK;
+        if (s == WGPUWaitStatus_TimedOut && gpu_wait_interrupted()) /* an abort: left in flight, as pump mode */
+            return LEAN_FAIL(err, LEAN_PENDING, "waiting for %s: interrupted (call again, or end: lean.h)", what);
         if (s != WGPUWaitStatus_TimedOut)
             return LEAN_FAIL(err, LEAN_ERR_DEVICE, "waiting for %s: wgpuInstanceWaitAny failed (status %d)", what,
                              (int)s);
@@ -569,6 +572,7 @@ static lean_status create_instance(lean_gpu *g, lean_error *err) {
         memcpy(g->library, shared.library, sizeof g->library);
         g->instance = shared.instance;
         g->pump = shared.pump;
+        g->submit_unscoped = gpu_steps_unscoped();
     }
     SHARED_UNLOCK();
     return st;

@@ -726,7 +726,7 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
         if (!st) st = begin_forward(s, n, pos, logits != NULL, &c, err);
         if (st) return st;
         if (logits) lean_gpu_copy(c, s->logits, 0, s->logits_rb, 0, bytes);
-        st = lean_gpu_submit(c, err);
+        st = lean_gpu_submit_step(c, err);
         if (!st && logits) st = lean_gpu_map_begin(s->logits_rb, err);
         if (st || !logits) return st;
     }
@@ -815,7 +815,7 @@ static lean_status gen_submit(lean_backend_state *s, lean_error *err) {
     if (st) return st;
     gpu_sampler_record(c, G->smp);
     lean_gpu_copy(c, s->ids, 0, G->slot[k], (uint64_t)(j % G->block) * 4, 4);
-    if ((st = lean_gpu_submit(c, err))) return st;
+    if ((st = lean_gpu_submit_step(c, err))) return st;
     G->n_sub++;
     if (G->n_sub % G->block == 0 || G->n_sub == G->limit) {
         if ((st = lean_gpu_map_begin(G->slot[k], err))) return st;

@@ -210,6 +210,10 @@ void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean
 /* Submits; fails if recording hit a validation error (the message names the first one) or the
  * device is lost. Does not wait. */
 lean_status lean_gpu_submit(lean_gpu_cmd *c, lean_error *err);
+/* lean_gpu_submit for lean's own forward steps, whose recordings are known good: where error
+ * scopes are costly (JavaScript: gpu_steps_unscoped) it has none, and an error in it comes as
+ * an uncaptured error, failing g, reported by the next wait. */
+lean_status lean_gpu_submit_step(lean_gpu_cmd *c, lean_error *err);
 /* Blocks until all submitted work is done; reports a device loss or an uncaptured error.
  * Pump mode: does not wait; the queue's answer is checked at the next wait (lean_gpu_settle). */
 lean_status lean_gpu_finish(lean_gpu *g, lean_error *err);

@@ -93,6 +93,9 @@ struct lean_gpu {
      * waited for; a wait first needs those asked for before it answered (gpu_wait), so no
      * result is trusted before the errors of the work before it are known. */
     bool pump;
+    /* A forward step's submit has no error scopes (gpu_steps_unscoped): an error in it comes
+     * as an uncaptured error, which fails g, and a wait reports it (gpu_wait). */
+    bool submit_unscoped;
     gpu_req *later, *later_last; /* in the order asked */
     gpu_req *req;          /* lean_gpu_open's adapter or device request in flight (pump mode) */
     int open_stage;        /* lean_gpu_open: 0 default adapter request, 1 OpenGL ES, 2 device */
@@ -107,6 +110,15 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pum
 /* Whether the default adapter request can find more than the Null backend: natively, whether
  * the Vulkan loader (libvulkan.so.1) can be loaded, beside library or by name; in JS, always. */
 bool gpu_default_request_useful(const char *library);
+/* Whether the last wait that timed out was cut short by the host (web.c: an abort interrupts
+ * the waits on buffer maps, web/webgpu_imports.mjs interrupt()), then forgotten; natively,
+ * never. gpu_wait then returns LEAN_PENDING, as pump mode does. */
+bool gpu_wait_interrupted(void);
+/* Whether a forward step's submit goes without error scopes (lean_gpu_submit_step): in
+ * JavaScript (web.c), where popping them costs promises and, under JSPI, a wait on each, a
+ * trip through the event loop, three a decode step (a suspect in the browser's decode
+ * stalls); its errors come as uncaptured ones instead. Natively, no. */
+bool gpu_steps_unscoped(void);
 
 /* The embedded src/gpu/shaders/NAME.wgsl files ($(BUILD)/gen/shaders.c, made by
  * tools/embed_wgsl.c): name without ".wgsl", text NUL-terminated. */
@@ -121,7 +133,8 @@ extern const size_t gpu_n_shader_files;
 /* device.c */
 /* LEAN_OK, or LEAN_ERR_DEVICE with the message of the loss / uncaptured error. */
 lean_status gpu_check(const lean_gpu *g, lean_error *err);
-/* Blocks in wgpuInstanceWaitAny until f completes; LEAN_ERR_DEVICE if waiting fails. Pump
+/* Blocks in wgpuInstanceWaitAny until f completes; LEAN_ERR_DEVICE if waiting fails (or, with
+ * submit_unscoped, if g has failed by then: an uncaptured error of a step). Pump
  * mode: LEAN_PENDING, at once, until f and every request in g->later asked for before it have
  * been answered (those are then applied: an error fails g); f stays in flight for the next
  * call. */

@@ -150,6 +150,14 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pum
                      env && *env ? "" : "LEAN_WEBGPU_LIB (unset), ", t.text);
 }
 
+bool gpu_wait_interrupted(void) {
+    return false;
+}
+
+bool gpu_steps_unscoped(void) {
+    return false;
+}
+
 /* Dawn looks for the Vulkan loader beside itself, then by name; so does this. Without one the
  * default request can only end at Dawn's Null backend. */
 bool gpu_default_request_useful(const char *library) {

@@ -1,6 +1,8 @@
 /* web.c — WebGPU through JavaScript: the wasm32 build's wgpu_api (webgpu.h), each function a
  * wrapper over an import of the module "lean_webgpu" (web/webgpu_imports.mjs), which drives
- * navigator.gpu. The rest of src/gpu cannot tell it from native.c's Dawn.
+ * navigator.gpu, but for the recording calls (encoders, passes, copies): those write a command
+ * list here, which QueueSubmit hands over in one call (section "command lists"). The rest of
+ * src/gpu cannot tell it from native.c's Dawn.
  *
  * The boundary carries numbers only: C flattens every descriptor into scalars (a string is a
  * pointer and a byte count into the wasm memory, a 64-bit size a double, exact below 2^53),
@@ -15,7 +17,9 @@
  * in pump mode (gpu_load_library's *pump; lean.h, LEAN_PENDING): an unsettled wait returns to
  * JavaScript, which awaits settle() and calls again. Either way WaitAny then reads the future's
  * status, handle and message and calls the callback the asynchronous call was given (all
- * callbacks are WaitAnyOnly here). A host without navigator.gpu (or without JSPI that cannot
+ * callbacks are WaitAnyOnly here). An abort (the host's interrupt()) cuts the JSPI wait on a
+ * buffer map short: gpu_wait_interrupted() says so, and gpu_wait returns LEAN_PENDING as in
+ * pump mode, the map left in flight for lean_gen_end to drop. A host without navigator.gpu (or without JSPI that cannot
  * make a call again: a WASI command) gets no instance: CreateInstance returns NULL and
  * lean_webgpu.why says why.
  * Device lost and uncaptured errors arrive as JS events; JS queues them and WaitAny hands
@@ -41,7 +45,7 @@ IMPORT(why) uint32_t js_why(char *buf, uint32_t cap);
 IMPORT(instance_create) uint32_t js_instance_create(void);
 IMPORT(request_adapter) uint32_t js_request_adapter(uint32_t power_preference, uint32_t force_fallback);
 IMPORT(jspi) uint32_t js_jspi(void);
-IMPORT(future_wait) uint32_t js_future_wait(uint32_t future, double timeout_ms);
+IMPORT(future_wait) uint32_t js_future_wait(uint32_t future, double timeout_ms); /* 1 settled, 2 interrupted */
 IMPORT(future_status) uint32_t js_future_status(uint32_t future);
 IMPORT(future_value) uint32_t js_future_value(uint32_t future);
 IMPORT(future_message) uint32_t js_future_message(uint32_t future, char *buf, uint32_t cap);
@@ -65,7 +69,6 @@ IMPORT(create_pipeline) uint32_t js_create_pipeline(uint32_t device, uint32_t mo
 IMPORT(bind_entry) void js_bind_entry(uint32_t binding, uint32_t buffer, double offset, double size);
 IMPORT(create_bind_group) uint32_t js_create_bind_group(uint32_t device, uint32_t layout, const char *label,
                                                         uint32_t len);
-IMPORT(create_encoder) uint32_t js_create_encoder(uint32_t device);
 IMPORT(push_scope) void js_push_scope(uint32_t device, uint32_t filter);
 IMPORT(pop_scope) uint32_t js_pop_scope(uint32_t device);
 IMPORT(create_query_set) uint32_t js_create_query_set(uint32_t device, uint32_t count);
@@ -73,22 +76,12 @@ IMPORT(destroy) void js_destroy(uint32_t object);
 IMPORT(release) void js_release(uint32_t object);
 IMPORT(write_buffer) void js_write_buffer(uint32_t queue, uint32_t buffer, double offset, const void *data,
                                           uint32_t size);
-IMPORT(submit) void js_submit(uint32_t queue, uint32_t count, const uint32_t *commands);
+IMPORT(submit_list) void js_submit_list(uint32_t queue, const uint32_t *words, uint32_t n);
 IMPORT(work_done) uint32_t js_work_done(uint32_t queue);
 IMPORT(map_read) uint32_t js_map_read(uint32_t buffer, double offset, double size);
 IMPORT(mapped_copy) uint32_t js_mapped_copy(uint32_t buffer, double offset, double size, void *dst);
 IMPORT(unmap) void js_unmap(uint32_t buffer);
 IMPORT(bind_group_layout) uint32_t js_bind_group_layout(uint32_t pipeline, uint32_t group);
-IMPORT(begin_pass) uint32_t js_begin_pass(uint32_t encoder, uint32_t query_set, uint32_t begin, uint32_t end);
-IMPORT(copy_buffer) void js_copy_buffer(uint32_t encoder, uint32_t src, double src_offset, uint32_t dst,
-                                        double dst_offset, double size);
-IMPORT(resolve_query_set) void js_resolve_query_set(uint32_t encoder, uint32_t set, uint32_t first, uint32_t count,
-                                                    uint32_t dst, double dst_offset);
-IMPORT(finish) uint32_t js_finish(uint32_t encoder);
-IMPORT(set_pipeline) void js_set_pipeline(uint32_t pass, uint32_t pipeline);
-IMPORT(set_bind_group) void js_set_bind_group(uint32_t pass, uint32_t group, uint32_t bind_group);
-IMPORT(dispatch) void js_dispatch(uint32_t pass, uint32_t x, uint32_t y, uint32_t z);
-IMPORT(end_pass) void js_end_pass(uint32_t pass);
 
 #define ID(h) ((uint32_t)(uintptr_t)(h))
 #define HANDLE(T, id) ((T)(uintptr_t)(id))
@@ -219,6 +212,61 @@ static void drop_ranges(uint32_t buffer) {
     }
 }
 
+/* ---- command lists ----
+ * Encoders, passes and command buffers live here, not in JavaScript: each is a list of words
+ * in wasm memory (an op, then its operands: ids, 64-bit values as low and high words), and
+ * QueueSubmit hands the lists to ONE import, submit_list, which replays them with
+ * navigator.gpu (DESIGN.md: one JS call per list). A decode step's ~100 dispatches were ~300
+ * import calls. The handles of all three are the list's address. */
+
+enum { OP_ENCODER = 1, OP_PASS, OP_PIPELINE, OP_BIND, OP_DISPATCH, OP_END_PASS, OP_COPY, OP_RESOLVE, OP_FINISH };
+
+typedef struct cmdlist {
+    uint32_t *w;
+    uint32_t n, cap;
+    bool failed;                      /* out of memory while recording: Finish gives no buffer */
+    bool encoder_alive, buffer_alive; /* freed once neither is */
+} cmdlist;
+
+static cmdlist *spare; /* a freed list kept with its words: lean records one at a time */
+static uint32_t *joined; /* QueueSubmit's lists of several buffers, end to end */
+static uint32_t joined_cap;
+
+static bool grow(uint32_t **w, uint32_t *cap, uint32_t need) {
+    if (need <= *cap) return true;
+    uint32_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    uint32_t *p = realloc(*w, c * sizeof *p);
+    if (!p) return false;
+    *w = p, *cap = c;
+    return true;
+}
+
+static void put(cmdlist *l, const uint32_t *op, uint32_t n) {
+    if (l->failed || !grow(&l->w, &l->cap, l->n + n)) {
+        l->failed = true;
+        return;
+    }
+    memcpy(l->w + l->n, op, n * sizeof *op);
+    l->n += n;
+}
+#define PUT(l, ...) put((l), (const uint32_t[]){__VA_ARGS__}, sizeof((const uint32_t[]){__VA_ARGS__}) / 4)
+#define LO(x) ((uint32_t)(x))
+#define HI(x) ((uint32_t)((uint64_t)(x) >> 32))
+#define LIST(h) ((cmdlist *)(void *)(h))
+
+static void list_release(cmdlist *l) {
+    if (l->encoder_alive || l->buffer_alive) return;
+    if (spare) {
+        free(l->w);
+        free(l);
+        return;
+    }
+    l->n = 0;
+    l->failed = false;
+    spare = l;
+}
+
 /* ---- instance and adapter ---- */
 
 static WGPUInstance CreateInstance(const WGPUInstanceDescriptor *desc) {
@@ -233,6 +281,8 @@ static WGPUFuture InstanceRequestAdapter(WGPUInstance instance, const WGPUReques
                     (void *)info.callback, info.userdata1, info.userdata2, NULL);
 }
 
+static bool wait_cut; /* a wait ended early by the host's interrupt() (gpu_wait_interrupted) */
+
 static WGPUWaitStatus InstanceWaitAny(WGPUInstance instance, size_t count, WGPUFutureWaitInfo *futures,
                                       uint64_t timeout_ns) {
     (void)instance;
@@ -243,7 +293,9 @@ static WGPUWaitStatus InstanceWaitAny(WGPUInstance instance, size_t count, WGPUF
         size_t i = 0;
         while (i < n_pend && pend[i].id != f->future.id) i++;
         if (i == n_pend) return WGPUWaitStatus_Error; /* unknown, or already delivered */
-        if (!js_future_wait(pend[i].id, (double)timeout_ns / 1e6)) continue;
+        const uint32_t settled = js_future_wait(pend[i].id, (double)timeout_ns / 1e6);
+        if (settled == 2) wait_cut = true;
+        if (settled != 1) continue;
         deliver(i);
         f->completed = 1;
         any = true;
@@ -407,7 +459,12 @@ static WGPUBindGroup DeviceCreateBindGroup(WGPUDevice d, const WGPUBindGroupDesc
 
 static WGPUCommandEncoder DeviceCreateCommandEncoder(WGPUDevice d, const WGPUCommandEncoderDescriptor *desc) {
     (void)desc;
-    return HANDLE(WGPUCommandEncoder, js_create_encoder(ID(d)));
+    cmdlist *l = spare ? spare : calloc(1, sizeof *l);
+    if (!l) return NULL;
+    spare = NULL;
+    l->encoder_alive = true;
+    PUT(l, OP_ENCODER, ID(d));
+    return (WGPUCommandEncoder)l;
 }
 
 static void DevicePushErrorScope(WGPUDevice d, WGPUErrorFilter f) { js_push_scope(ID(d), f); }
@@ -444,8 +501,18 @@ static void QueueWriteBuffer(WGPUQueue q, WGPUBuffer b, uint64_t offset, const v
 }
 
 static void QueueSubmit(WGPUQueue q, size_t count, const WGPUCommandBuffer *commands) {
-    /* handles are 32-bit ids in wasm32: the array is already the JS side's */
-    js_submit(ID(q), (uint32_t)count, (const uint32_t *)commands);
+    if (count == 1) { /* lean's case */
+        js_submit_list(ID(q), LIST(commands[0])->w, LIST(commands[0])->n);
+        return;
+    }
+    uint32_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        const cmdlist *l = LIST(commands[i]);
+        if (!grow(&joined, &joined_cap, n + l->n)) return; /* out of memory: nothing submitted */
+        memcpy(joined + n, l->w, l->n * sizeof *joined);
+        n += l->n;
+    }
+    js_submit_list(ID(q), joined, n); /* count 0: an empty submit */
 }
 
 static WGPUFuture QueueOnSubmittedWorkDone(WGPUQueue q, WGPUQueueWorkDoneCallbackInfo info) {
@@ -500,41 +567,50 @@ static void BindGroupRelease(WGPUBindGroup g) { js_release(ID(g)); }
 
 static WGPUComputePassEncoder CommandEncoderBeginComputePass(WGPUCommandEncoder e, const WGPUComputePassDescriptor *d) {
     const WGPUPassTimestampWrites *t = d ? d->timestampWrites : NULL;
-    return HANDLE(WGPUComputePassEncoder, js_begin_pass(ID(e), t ? ID(t->querySet) : 0,
-                                                        t ? t->beginningOfPassWriteIndex : 0,
-                                                        t ? t->endOfPassWriteIndex : 0));
+    PUT(LIST(e), OP_PASS, t ? ID(t->querySet) : 0, t ? t->beginningOfPassWriteIndex : 0, t ? t->endOfPassWriteIndex : 0);
+    return (WGPUComputePassEncoder)e;
 }
 
 static void CommandEncoderCopyBufferToBuffer(WGPUCommandEncoder e, WGPUBuffer src, uint64_t so, WGPUBuffer dst,
                                              uint64_t dof, uint64_t size) {
-    js_copy_buffer(ID(e), ID(src), (double)so, ID(dst), (double)dof, (double)size);
+    PUT(LIST(e), OP_COPY, ID(src), LO(so), HI(so), ID(dst), LO(dof), HI(dof), LO(size), HI(size));
 }
 
 static void CommandEncoderResolveQuerySet(WGPUCommandEncoder e, WGPUQuerySet set, uint32_t first, uint32_t count,
                                           WGPUBuffer dst, uint64_t off) {
-    js_resolve_query_set(ID(e), ID(set), first, count, ID(dst), (double)off);
+    PUT(LIST(e), OP_RESOLVE, ID(set), first, count, ID(dst), LO(off), HI(off));
 }
 
 static WGPUCommandBuffer CommandEncoderFinish(WGPUCommandEncoder e, const WGPUCommandBufferDescriptor *d) {
     (void)d;
-    return HANDLE(WGPUCommandBuffer, js_finish(ID(e)));
+    cmdlist *l = LIST(e);
+    PUT(l, OP_FINISH);
+    if (l->failed) return NULL;
+    l->buffer_alive = true;
+    return (WGPUCommandBuffer)l;
 }
 
-static void CommandEncoderRelease(WGPUCommandEncoder e) { js_release(ID(e)); }
-static void CommandBufferRelease(WGPUCommandBuffer c) { js_release(ID(c)); }
+static void CommandEncoderRelease(WGPUCommandEncoder e) {
+    LIST(e)->encoder_alive = false;
+    list_release(LIST(e));
+}
+static void CommandBufferRelease(WGPUCommandBuffer c) {
+    LIST(c)->buffer_alive = false;
+    list_release(LIST(c));
+}
 static void ComputePassEncoderSetPipeline(WGPUComputePassEncoder p, WGPUComputePipeline pl) {
-    js_set_pipeline(ID(p), ID(pl));
+    PUT(LIST(p), OP_PIPELINE, ID(pl));
 }
 static void ComputePassEncoderSetBindGroup(WGPUComputePassEncoder p, uint32_t group, WGPUBindGroup g, size_t n,
                                            const uint32_t *offsets) {
     (void)n, (void)offsets; /* lean uses no dynamic offsets */
-    js_set_bind_group(ID(p), group, ID(g));
+    PUT(LIST(p), OP_BIND, group, ID(g));
 }
 static void ComputePassEncoderDispatchWorkgroups(WGPUComputePassEncoder p, uint32_t x, uint32_t y, uint32_t z) {
-    js_dispatch(ID(p), x, y, z);
+    PUT(LIST(p), OP_DISPATCH, x, y, z);
 }
-static void ComputePassEncoderEnd(WGPUComputePassEncoder p) { js_end_pass(ID(p)); }
-static void ComputePassEncoderRelease(WGPUComputePassEncoder p) { js_release(ID(p)); }
+static void ComputePassEncoderEnd(WGPUComputePassEncoder p) { PUT(LIST(p), OP_END_PASS); }
+static void ComputePassEncoderRelease(WGPUComputePassEncoder p) { (void)p; /* the encoder's list */ }
 static void QuerySetDestroy(WGPUQuerySet s) { js_destroy(ID(s)); }
 static void QuerySetRelease(WGPUQuerySet s) { js_release(ID(s)); }
 
@@ -564,6 +640,16 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pum
     };
     snprintf(path, path_cap, "JavaScript (navigator.gpu%s)", *pump ? ", no JSPI" : "");
     return LEAN_OK;
+}
+
+bool gpu_wait_interrupted(void) {
+    const bool cut = wait_cut;
+    wait_cut = false;
+    return cut;
+}
+
+bool gpu_steps_unscoped(void) {
+    return true;
 }
 
 /* The default adapter request is the only one a JavaScript host has. */
