@@ -31,9 +31,9 @@ function samplingFlags(s) {
 }
 
 // runIds: the ids `lean run` generates after the prompt ids, on one backend.
-export function runIds(model, backend, prompt, n, sampling = null) {
+export function runIds(model, backend, prompt, n, sampling = null, exact = false) {
     const out = lean(['run', '-m', model, '--ids', prompt.join(','), '-n', String(n),
-                      '--backend', backend, '-q', ...samplingFlags(sampling)]);
+                      '--backend', backend, '-q', ...samplingFlags(sampling), ...(exact ? ['--exact'] : [])]);
     return out.trim().split(/\s+/).filter(Boolean).map(Number);
 }
 
