@@ -212,8 +212,9 @@ run_tests() {
             continue
         fi
         case $name in
-        # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp.
-        test_gpu_*) run_prog "$name" env LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}" "$@" "$prog" ;;
+        # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp (test_exact
+        # holds the GPU's exact replies too).
+        test_gpu_* | test_exact) run_prog "$name" env LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}" "$@" "$prog" ;;
         *) run_prog "$name" "$@" "$prog" ;;
         esac
         n=$((n + 1))
