@@ -132,6 +132,8 @@ lean_status chat_session_create_quietly(const lean_model *m, const lean_chat_ses
 void print_backend(const lean_ctx *c, int verbosity) {
     char text[256];
     if (verbosity >= 0) fprintf(stderr, "lean: backend %s\n", lean_ctx_backend_str(c, text, sizeof text));
+    /* on a machine without a GPU every run passes it over: why, only when asked (-v) */
+    if (verbosity >= 1 && lean_ctx_fallback(c)) fprintf(stderr, "lean: gpu passed over: %s\n", lean_ctx_fallback(c));
 }
 
 /* ---- a progress bar ---- */

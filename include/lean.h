@@ -280,6 +280,10 @@ LEAN_API int32_t lean_ctx_n_batch(const lean_ctx *c);
  * "cpu_ref", "gpu (NVIDIA H200, Vulkan)". Writes at most cap bytes, NUL-terminated (cut
  * short if need be), and returns text. */
 LEAN_API const char *lean_ctx_backend_str(const lean_ctx *c, char *text, size_t cap);
+/* Why the "auto" backend passed over the GPU for c (the GPU rung's error: no library, a
+ * software adapter, a kernel the device rejected, out of its memory), or NULL when c runs on
+ * the rung it asked for first. */
+LEAN_API const char *lean_ctx_fallback(const lean_ctx *c);
 /* Forget every position >= n_pos (0 <= n_pos <= lean_ctx_pos). */
 LEAN_API lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err);
 

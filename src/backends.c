@@ -5,8 +5,8 @@
  * kernels with one kernel table (cpu/kernels.h), "cpu-ref" the reference (cpu/forward_ref.c).
  * "auto" (and NULL) is the ladder: WebGPU on a hardware adapter, else the CPU kernels — when
  * there is no WebGPU library, only a software adapter (llvmpipe, SwiftShader: the CPU kernels
- * are faster), or the GPU backend fails to build for any reason but running out of memory
- * (session.c climbs down). Exact (lean_ctx_params.exact) is the backends' own business: the
+ * are faster), or the GPU backend fails to build for any reason, running out of memory
+ * included (session.c climbs down and keeps the reason: lean_ctx_fallback). Exact (lean_ctx_params.exact) is the backends' own business: the
  * GPU keeps its matmuls in F32, the CPU kernels take float activations (cpu/forward.c). */
 #include "core/backend.h"
 

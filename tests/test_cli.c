@@ -208,6 +208,13 @@ static void test_stderr(void) {
     /* -v lets the library's warnings through (whatever they are here) and still names the backend */
     r = lean("run -v -m %s --ids 1,2 -n 1", ids_model);
     CHECK(r.rc == 0 && count_of(r.err, "lean: backend ") == 1, "-v: %d %s", r.rc, r.err);
+    /* and says why the GPU was passed over exactly when auto landed on the CPU */
+    const bool on_cpu = strstr(r.err, "lean: backend cpu") != NULL;
+    CHECK(count_of(r.err, "lean: gpu passed over: gpu") == (on_cpu ? 1 : 0), "-v, auto on %s: %s",
+          on_cpu ? "cpu" : "gpu", r.err);
+    result_free(&r);
+    r = lean("run -v -m %s --ids 1,2 -n 1 --backend cpu", ids_model);
+    CHECK(r.rc == 0 && !strstr(r.err, "passed over"), "-v, cpu asked for: %d %s", r.rc, r.err);
     result_free(&r);
     /* gen and quantize draw their progress bar only on a terminal: through a pipe, stderr stays empty */
     char gen_path[512], q_path[512];

@@ -13,6 +13,10 @@
  *     its last context;
  *   - a context asking for other device options (exact beside the default) gets a device of its
  *     own, closed with it, while contexts asking alike share the model's;
+ *   - the "auto" ladder: an allocation that fails while the GPU rung is built leaves the CPU to
+ *     try (lean_ctx_fallback says the GPU ran out of memory), one that fails outside it is
+ *     LEAN_ERR_NOMEM; run before any other auto context, which on a software adapter would mark
+ *     the process as having no hardware GPU and skip the rung;
  *   - on the CPU, contexts do not copy the weights: the tensors stay views into the file's data
  *     and the heap grows by less than the weights per context (glibc builds without a sanitizer);
  *   - lean_ctx_params.progress: the context that makes the model's part (the first, or the exact
@@ -364,6 +368,37 @@ static uint64_t heap_bytes(void) {
 #endif
 }
 
+static void test_auto_out_of_memory(const char *path) {
+    lean_model *m = load(path);
+    if (!m) return;
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.n_ctx = N_CTX, cp.n_batch = 8, cp.n_threads = 1;
+    int fell = 0, nomem = 0, other = 0;
+    for (uint64_t n = 1; n < 100000; n++) {
+        lean_error err = {0};
+        lean_ctx *c = NULL;
+        lean_alloc_fail_at(n, false);
+        const lean_status st = lean_ctx_create(m, &cp, &c, &err);
+        const uint64_t used = lean_alloc_fail_at(0, false);
+        const char *why = st == LEAN_OK ? lean_ctx_fallback(c) : NULL;
+        char text[128];
+        if (st == LEAN_OK && why && strstr(why, "memory")) {
+            fell++;
+            CHECK(!strncmp(lean_ctx_backend_str(c, text, sizeof text), "cpu", 3), "fell back to %s", text);
+        } else if (st == LEAN_ERR_NOMEM) {
+            nomem++;
+        } else if (st != LEAN_OK) {
+            other++;
+            CHECK(0, "allocation %llu failing: status %d (%s)", (unsigned long long)n, st, err.msg);
+        }
+        lean_ctx_free(c);
+        if (used < n) break; /* no allocation failed: the sweep is over */
+    }
+    printf("auto, each allocation failing in turn: %d fell back to the cpu, %d out of memory\n", fell, nomem);
+    CHECK(fell > 0 && nomem > 0 && !other, "auto: %d fell back, %d out of memory, %d other", fell, nomem, other);
+    lean_model_free(m);
+}
+
 static void test_cpu(const char *path) {
     lean_model *m = load(path);
     if (!m) return;
@@ -396,6 +431,7 @@ int main(void) {
     tiny_spec sp = tiny_default("llama"); /* F32: weights several times a context's bytes at N_CTX */
     tiny_path(path, sizeof path);
     CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    test_auto_out_of_memory(path);
     test_share(path);
     test_lost(path);
     test_options(path);

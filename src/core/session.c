@@ -79,6 +79,7 @@ struct lean_ctx {
     int32_t n_ctx;   /* KV cache length, tokens */
     int32_t n_batch; /* most tokens per backend call */
     int32_t pos;     /* tokens resident in the cache */
+    char fallback[sizeof ((lean_error *)0)->msg]; /* why 'auto' passed over the rung above be ("" if it did not) */
     float *logits;   /* (n_vocab) the last call's logits, when has_logits: a host generation's */
     bool has_logits; /* the last call computed logits for position pos, and nothing since */
     struct ctx_gen { /* the generation in progress (lean_gen_*), when on */
@@ -162,8 +163,10 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
         return st;
     }
     if (st != LEAN_OK && c->state) c->be->destroy(c->state), c->state = NULL;
-    /* out of memory stays an error; a pending device request is asked again (lean.h) */
-    if (st != LEAN_OK && st != LEAN_ERR_NOMEM && st != LEAN_PENDING && bc.fallback && c->be != bc.fallback) {
+    /* a GPU out of memory (its own, or the host's while uploading) leaves the CPU to try; a
+     * pending device request is asked again (lean.h) */
+    if (st != LEAN_OK && st != LEAN_PENDING && bc.fallback && c->be != bc.fallback) {
+        snprintf(c->fallback, sizeof c->fallback, "%s", err ? err->msg : lean_status_str(st));
         c->be = bc.fallback;
         cfg.n_batch = c->n_batch = batch_of(c->be, params.n_batch, n_ctx);
         st = create_state(c->be, m, &cfg, &c->state, err);
@@ -195,6 +198,7 @@ const char *lean_ctx_backend_str(const lean_ctx *c, char *text, size_t cap) {
     else snprintf(text, cap, "%s", c->be->name);
     return text;
 }
+const char *lean_ctx_fallback(const lean_ctx *c) { return c->fallback[0] ? c->fallback : NULL; }
 bool lean_ctx_gen_resident(const lean_ctx *c) { return c->gen.on && c->gen.resident; }
 lean_backend_state *lean_ctx_backend_state(lean_ctx *c) { return c->state; }
 
