@@ -155,11 +155,24 @@ build() {
     echo "$what: built in $((SECONDS - t0)) s"
 }
 
+# children_cpu VAR: VAR = the CPU seconds (user + system) of every child this shell has waited
+# for, from /proc/$BASHPID/stat (cutime, cstime: clock ticks), read here, not in a subshell
+children_cpu() {
+    local st
+    read -r -a st </proc/$BASHPID/stat 2>/dev/null || st=()
+    printf -v "$1" '%s' $(((${st[15]:-0} + ${st[16]:-0} + CLK_TCK / 2) / CLK_TCK))
+}
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
 # run_prog NAME COMMAND...: runs one test program and adds its tally.
 run_prog() {
     local name=$1; shift
-    local out rc line p f ledger_ok=1
+    local out rc line p f ledger_ok=1 t0=$SECONDS c0 c1
+    children_cpu c0
     out=$(timeout "$TIMEOUT" "$@" 2>&1 </dev/null); rc=$?
+    children_cpu c1
+    # where CI's time goes, per program: wall and CPU seconds (CPU above wall: threads)
+    local took="($((SECONDS - t0)) s, CPU $((c1 - c0)) s)"
     ledger_note "$name" "$out" || ledger_ok=0
     line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z_0-9]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
@@ -167,7 +180,7 @@ run_prog() {
         if [ $rc -eq 124 ]; then
             echo "$name: timed out after $TIMEOUT s without a tally"
         else
-            echo "$name: exited $rc without a tally"
+            echo "$name: exited $rc without a tally $took"
         fi
         count_prog 0
         return
@@ -175,11 +188,12 @@ run_prog() {
     p=$(printf '%s\n' "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
     f=$(printf '%s\n' "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     if [ $rc -eq 0 ]; then
-        echo "$line"
+        echo "$line $took"
     else
         printf '%s\n' "$out" # the FAIL lines, the tally and whatever came after it
         # A clean tally with a failing exit: the failure happened outside the CHECKs.
         [ "$f" -ne 0 ] || echo "$name: exited $rc after its tally"
+        echo "$name: $took"
     fi
     count "$p" "$f"
     if [ $rc -eq 0 ] && [ "$f" -eq 0 ] && [ $ledger_ok = 1 ]; then count_prog 1; else count_prog 0; fi
@@ -211,12 +225,18 @@ run_tests() {
             count_prog 0
             continue
         fi
-        case $name in
+        local envs=()
         # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp (test_exact
         # holds the GPU's exact replies too).
-        test_gpu_* | test_exact) run_prog "$name" env LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}" "$@" "$prog" ;;
-        *) run_prog "$name" "$@" "$prog" ;;
+        case $name in
+        test_gpu_* | test_exact) envs+=(LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}") ;;
         esac
+        # the fixture sweep's half that still pairs every format with every architecture
+        # (tests/fixture.h's fixture_selected), in the programs the stage names
+        if [[ " $fixture_pairs " == *" $name "* || $fixture_pairs == all ]]; then
+            envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-pairs}")
+        fi
+        run_prog "$name" env "${envs[@]}" "$@" "$prog"
         n=$((n + 1))
     done
     [ $n -gt 0 ] || echo "(no test programs ran)"
@@ -225,6 +245,11 @@ run_tests() {
 # ---- the stages ----
 qargs=()
 wasm_set=plain
+# The programs (names, or "all") that run_tests runs on half the parity fixtures, with
+# LEAN_TEST_FIXTURES=pairs (tests/fixture.h: every format still on every architecture, tied
+# and untied): set by the stages where sanitizers or emulation make the full sweep minutes
+# long; the native stage runs every fixture. LEAN_TEST_FIXTURES=all runs every one there too.
+fixture_pairs=
 
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
@@ -242,9 +267,11 @@ stage_asan() {
     local built=1
     build asan asan || built=0
     qargs=(BUILD=build-asan)
+    fixture_pairs=all
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_tests build-asan "" $built
+    fixture_pairs=
     stage_end
 }
 
@@ -287,8 +314,10 @@ stage_webgpu() {
     build wasm-webgpu wasm-webgpu web build/lean || built=0
     qargs=()
     wasm_set=webgpu
+    fixture_pairs=test_exact # the wasm32 CPU tables' exact parity (the f16 sweep stays whole)
     xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
     XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
+    fixture_pairs=
     wasm_set=plain
     # without JSPI (the pump: LEAN_PENDING) against with it, lean.h called from JavaScript
     XDG_RUNTIME_DIR=$xdg run_prog wasm_pump "$deno" run -A tests/wasm_pump.mjs build-wasm/wasm_pump_host.wasm
@@ -369,6 +398,7 @@ stage_neon() {
                 continue
             fi
             ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+            LEAN_TEST_FIXTURES=${LEAN_TEST_FIXTURES:-pairs} \
                 run_prog "$p ($dir)" qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$p"
         done
     done < <("$MAKE" -s --no-print-directory neon-builds)
