@@ -47,15 +47,26 @@
 # the run: "test programs: N passed, N failed", then last "checks: N passed, N failed".
 # Exit status 1 if anything failed.
 #
+# Two lanes: after data (and build/, which webgpu and browser read), the wasm32 stages (wasm
+# wasm-mt webgpu browser) run in a lane of their own beside the others (native asan neon fuzz),
+# each lane's stages in the order given; lane B's output is printed after lane A's (see "two
+# lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
+# stages and webgpu's test_exact sweep half the parity fixtures (tests/fixture.h's
+# LEAN_TEST_FIXTURES=pairs: every format on every architecture still); native sweeps them all.
+#
 # Usage: tests/run.sh [STAGE...]   (default: data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
-#              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
+#              LANES (1: every stage in turn; default 2, the two lanes),
+#              LEAN_TEST_FIXTURES (all: every parity fixture in every stage),
+#              LEAN_TEST_TIMEOUT (seconds one program may run, a guard against hangs; default
+#              1800: the lanes share the CPUs).
 set -u
 cd "$(dirname "$0")/.."
 
 MAKE=${MAKE:-make}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-TIMEOUT=${LEAN_TEST_TIMEOUT:-900}
+TIMEOUT=${LEAN_TEST_TIMEOUT:-1800}
+export LEAN_TEST_TIMEOUT=$TIMEOUT # tests/browser/program.mjs stops a page before it
 # Sub-makes get their own flags: the jobserver of a calling make is not ours to use.
 unset MAKEFLAGS MFLAGS MAKELEVEL
 
@@ -254,7 +265,12 @@ fixture_pairs=
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
     local built=1
-    build native all || built=0
+    if [ -n "$native_prebuilt" ]; then # built before the lanes split (below)
+        built=$native_prebuilt
+        if [ "$built" = 1 ]; then echo "native: built before the lanes"; else count_prog 0; fi
+    else
+        build native all || built=0
+    fi
     qargs=(BUILD=build)
     run_tests build "" $built
     # make install into a temporary DESTDIR, a program built against it through pkg-config
@@ -498,20 +514,108 @@ stage_ledger() {
     stage_end
 }
 
+# ---- two lanes ----
+# The wasm32 stages (LANE_B: build-wasm*, build-web) run one after another in a lane of their
+# own, beside the other stages in theirs, once data has run and build/ (which the webgpu and
+# browser stages read: build/lean) is built. On CI's two CPUs a stage rarely keeps both busy
+# (one thread most of the time: Node, Deno, qemu, the sanitizers), so the lanes overlap where
+# one stage would leave a CPU idle. Lane B's output is held and printed after lane A's, whole;
+# the sums and the ledger add up as if the stages had run in turn. LANES=1: one after another,
+# in the order given. The lanes share no build directory: wasm/wasm-mt/webgpu/browser write
+# build-wasm, build-wasm-mt and build-web; the others build/, build-asan, build-neon*, build-fuzz.
+LANES=${LANES:-2}
+LANE_B=(wasm wasm-mt webgpu browser)
+native_prebuilt= # "1" or "0" when build/ was built before the lanes split
+
+# lane_state FILE: this (sub)shell's sums and ledger, for lane_merge
+lane_state() {
+    local k
+    {
+        printf 'sums\t%s %s %s %s\n' "$total_passed" "$total_failed" "$progs_passed" "$progs_failed"
+        for k in "${!ledger_ran[@]}"; do printf 'ran\t%s\t%s\n' "$k" "${ledger_ran[$k]}"; done
+        for k in "${!ledger_not[@]}"; do printf 'not\t%s\t%s\n' "$k" "${ledger_not[$k]}"; done
+        for k in "${!ledger_why[@]}"; do printf 'why\t%s\t%s\n' "$k" "${ledger_why[$k]}"; done
+    } >"$1"
+}
+
+# lane_merge FILE: a lane's lane_state added to this shell's
+lane_merge() {
+    local kind k v a b c d merged=0
+    while IFS=$'\t' read -r kind k v; do
+        case $kind in
+        sums) read -r a b c d <<<"$k"
+            total_passed=$((total_passed + a)) total_failed=$((total_failed + b))
+            progs_passed=$((progs_passed + c)) progs_failed=$((progs_failed + d)) merged=1 ;;
+        ran) ledger_ran[$k]+=$v ;;
+        not) ledger_not[$k]+=$v ;;
+        why) ledger_why[$k]=$v ;;
+        esac
+    done <"$1"
+    if [ $merged = 0 ]; then # the lane died before its sums: one failed program, not a silent pass
+        echo "run.sh: lane B (${LANE_B[*]}) ended without its sums"
+        progs_failed=$((progs_failed + 1))
+    fi
+}
+
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
-prerequisites "${stages[@]}" || exit 2
-ledger=0
 for s in "${stages[@]}"; do
     case $s in
-    data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz) "stage_$s" ;;
-    ledger) ledger=1 ;; # after the others
+    data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz | ledger) ;;
     *)
         echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, browser, neon, fuzz, ledger)" >&2
         exit 2
         ;;
     esac
 done
+prerequisites "${stages[@]}" || exit 2
+ledger=0
+first=() lane_a=() lane_b=()
+for s in "${stages[@]}"; do
+    case $s in
+    ledger) ledger=1 ;; # after the others
+    data) first+=(data) ;;
+    *) if [ "$LANES" -gt 1 ] && [[ " ${LANE_B[*]} " == *" $s "* ]]; then lane_b+=("$s"); else lane_a+=("$s"); fi ;;
+    esac
+done
+if [ ${#lane_b[@]} -eq 0 ] || [ ${#lane_a[@]} -eq 0 ]; then # one lane: in the order given
+    lane_a=() lane_b=()
+    for s in "${stages[@]}"; do [ "$s" = ledger ] || [ "$s" = data ] || lane_a+=("$s"); done
+fi
+for s in "${first[@]}"; do "stage_$s"; done
+if [ ${#lane_b[@]} -gt 0 ]; then
+    if [[ " ${lane_a[*]} " == *" native "* ]]; then
+        echo
+        echo "==== native: make all before the lanes split (lane B reads build/) ===="
+        t0=$SECONDS
+        if "$MAKE" -k -j"$JOBS" --no-print-directory all </dev/null; then
+            native_prebuilt=1
+            echo "native: built in $((SECONDS - t0)) s"
+        else
+            native_prebuilt=0
+            echo "native: build failed (make all): counted in the native stage"
+        fi
+    fi
+    lane_dir=$(mktemp -d)
+    trap 'rm -rf "$lane_dir"' EXIT
+    echo
+    echo "==== two lanes: ${lane_a[*]} here, ${lane_b[*]} beside them (printed after) ===="
+    (
+        total_passed=0 total_failed=0 progs_passed=0 progs_failed=0
+        ledger_ran=() ledger_not=() ledger_why=()
+        for s in "${lane_b[@]}"; do "stage_$s"; done
+        lane_state "$lane_dir/state"
+    ) >"$lane_dir/log" 2>&1 </dev/null &
+    lane_pid=$!
+    for s in "${lane_a[@]}"; do "stage_$s"; done
+    wait "$lane_pid"
+    echo
+    echo "==== lane B: ${lane_b[*]} (ran beside the stages above) ===="
+    cat "$lane_dir/log"
+    lane_merge "$lane_dir/state"
+else
+    for s in "${lane_a[@]}"; do "stage_$s"; done
+fi
 if [ $ledger = 1 ]; then
     stage_ledger
 elif [ ${#ledger_ran[@]} -gt 0 ] || [ ${#ledger_not[@]} -gt 0 ]; then
