@@ -47,10 +47,10 @@
 # the run: "test programs: N passed, N failed", then last "checks: N passed, N failed".
 # Exit status 1 if anything failed.
 #
-# Two lanes: after data (and build/, which webgpu and browser read), the wasm32 stages (wasm
-# wasm-mt webgpu browser) run in a lane of their own beside the others (native asan neon fuzz),
-# each lane's stages in the order given; lane B's output is printed after lane A's (see "two
-# lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
+# Two lanes: after data and the builds both lanes read (build/, build-wasm*, build-web), the
+# GPU stages of the wasm32 build (webgpu browser) run in a lane of their own beside the others
+# (native asan wasm wasm-mt neon fuzz), each lane's stages in the order given; lane B's output
+# is printed after lane A's (see "two lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
 # stages and webgpu's test_exact sweep half the parity fixtures (tests/fixture.h's
 # LEAN_TEST_FIXTURES=pairs: every format on every architecture still); native sweeps them all.
 #
@@ -265,12 +265,7 @@ fixture_pairs=
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
     local built=1
-    if [ -n "$native_prebuilt" ]; then # built before the lanes split (below)
-        built=$native_prebuilt
-        if [ "$built" = 1 ]; then echo "native: built before the lanes"; else count_prog 0; fi
-    else
-        build native all || built=0
-    fi
+    build native all || built=0
     qargs=(BUILD=build)
     run_tests build "" $built
     # make install into a temporary DESTDIR, a program built against it through pkg-config
@@ -515,17 +510,20 @@ stage_ledger() {
 }
 
 # ---- two lanes ----
-# The wasm32 stages (LANE_B: build-wasm*, build-web) run one after another in a lane of their
-# own, beside the other stages in theirs, once data has run and build/ (which the webgpu and
-# browser stages read: build/lean) is built. On CI's two CPUs a stage rarely keeps both busy
-# (one thread most of the time: Node, Deno, qemu, the sanitizers), so the lanes overlap where
-# one stage would leave a CPU idle. Lane B's output is held and printed after lane A's, whole;
-# the sums and the ledger add up as if the stages had run in turn. LANES=1: one after another,
-# in the order given. The lanes share no build directory: wasm/wasm-mt/webgpu/browser write
-# build-wasm, build-wasm-mt and build-web; the others build/, build-asan, build-neon*, build-fuzz.
+# The GPU stages of the wasm32 build (LANE_B: webgpu, browser) run one after another in a lane
+# of their own, beside the other stages in theirs, once data has run and everything both lanes
+# read is built: build/ (build/lean), build-wasm, build-wasm-mt and build-web, in turn, before
+# the split (PREBUILD: each stage's make; a failure there and the stages run in turn instead,
+# each building what it needs, as with LANES=1). After it, no two lanes' makes write one
+# directory: a stage's make finds its targets made, or builds its own (build-asan, build-neon*,
+# build-fuzz). On CI's two CPUs a stage rarely keeps both busy (one thread most of the time:
+# Node, Deno, qemu, the sanitizers), so the lanes overlap where one stage would leave a CPU
+# idle. Lane B's output is held and printed after lane A's, whole; the sums and the ledger add
+# up as if the stages had run in turn. LANES=1: one after another, in the order given.
 LANES=${LANES:-2}
-LANE_B=(wasm wasm-mt webgpu browser)
-native_prebuilt= # "1" or "0" when build/ was built before the lanes split
+LANE_B=(webgpu browser)
+declare -A PREBUILD=([native]="all" [wasm]="wasm" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
+                     [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
 
 # lane_state FILE: this (sub)shell's sums and ledger, for lane_merge
 lane_state() {
@@ -584,18 +582,22 @@ if [ ${#lane_b[@]} -eq 0 ] || [ ${#lane_a[@]} -eq 0 ]; then # one lane: in the o
 fi
 for s in "${first[@]}"; do "stage_$s"; done
 if [ ${#lane_b[@]} -gt 0 ]; then
-    if [[ " ${lane_a[*]} " == *" native "* ]]; then
-        echo
-        echo "==== native: make all before the lanes split (lane B reads build/) ===="
-        t0=$SECONDS
-        if "$MAKE" -k -j"$JOBS" --no-print-directory all </dev/null; then
-            native_prebuilt=1
-            echo "native: built in $((SECONDS - t0)) s"
-        else
-            native_prebuilt=0
-            echo "native: build failed (make all): counted in the native stage"
+    echo
+    echo "==== the builds both lanes read, before they split (each stage's make, in turn) ===="
+    t0=$SECONDS
+    for s in "${lane_a[@]}" "${lane_b[@]}"; do
+        [ -n "${PREBUILD[$s]:-}" ] || continue
+        # shellcheck disable=SC2086 # the targets are words
+        if ! "$MAKE" -j"$JOBS" --no-print-directory ${PREBUILD[$s]} </dev/null; then
+            echo "run.sh: the $s stage's make failed before the lanes: every stage runs in turn (it counts there)"
+            lane_a=() lane_b=()
+            for s in "${stages[@]}"; do [ "$s" = ledger ] || [ "$s" = data ] || lane_a+=("$s"); done
+            break
         fi
-    fi
+    done
+    echo "built in $((SECONDS - t0)) s"
+fi
+if [ ${#lane_b[@]} -gt 0 ]; then
     lane_dir=$(mktemp -d)
     trap 'rm -rf "$lane_dir"' EXIT
     echo
