@@ -26,20 +26,26 @@ Output: argv[1]/sampler.txt, a line format the C test reads with fscanf (no JSON
   # comments
   point NAME ARCH N_VOCAB          a logits vector; the cases below apply to it
   history N ID ...                 transformers' input_ids (for the penalty)
-  logits N HEX ...                 the model's next-token logits
+  logits N RUN ...                 the model's next-token logits
   case PENALTY TEMPERATURE TOP_K TOP_P   decimals as given to the Python processors;
                                    1.0 / 1.0 / 0 / 1.0 = that processor is not applied
-  penalized N HEX ...              after RepetitionPenaltyLogitsProcessor
-  tempered N HEX ...               after TemperatureLogitsWarper
-  topk N HEX ...                   after TopKLogitsWarper
-  processed N HEX ...              after TopPLogitsWarper: the final scores
-  probs N HEX ...                  torch.softmax(processed, -1)
+  penalized N RUN ...              after RepetitionPenaltyLogitsProcessor
+  tempered N RUN ...               after TemperatureLogitsWarper
+  topk N RUN ...                   after TopKLogitsWarper
+  processed N RUN ...              after TopPLogitsWarper: the final scores
+  probs N RUN ...                  torch.softmax(processed, -1)
   margin X                         smallest |cumsum - (1 - top_p)| TopP compared (decimal;
                                    0 when top-p is off): how close a kept set was to changing
   end
 
-Every HEX is the IEEE-754 binary32 bit pattern of a float32, 8 lowercase hex digits
-(3f800000 = 1.0, ff800000 = -inf).
+A vector's N values are written as RUNs, which together give exactly N (the encoding is
+lossless: each stage changes few values of the one before it, and masks many to one value):
+  HEX      one value: the IEEE-754 binary32 bit pattern of a float32, 8 lowercase hex digits
+           (3f800000 = 1.0, ff800000 = -inf)
+  HEX*K    K values, each HEX (the masked -inf of topk and processed, the zeros of probs)
+  =K       K values equal to those at the same places of the vector before it: a case's
+           penalized continues from its point's logits, each other stage from the stage above
+           it (logits itself has none before it)
 """
 import os
 import sys
@@ -79,9 +85,29 @@ SYNTHETIC = [1.0, 3.0, 2.0, 3.0, 2.0, 2.0, 0.5, -1.0, 2.0, -0.5, 1.5, 0.25, 0.0,
 SYNTHETIC_SETTINGS = [(1.0, 1.0, 3, 1.0), (1.0, 1.0, 4, 1.0), (1.0, 0.8, 3, 0.9)]
 
 
-def hexf(t):
-    a = t.detach().cpu().contiguous().to(torch.float32).numpy().reshape(-1)
-    return " ".join("%08x" % v for v in a.view(np.uint32))
+def runs(bits, base=None):
+    """bits (uint32, a float32 vector's bit patterns) as the docstring's RUNs, against base
+    (the vector before it; None: no =K)."""
+    out, i, n = [], 0, len(bits)
+    while i < n:
+        j = i
+        if base is not None:
+            while j < n and bits[j] == base[j]:
+                j += 1
+            if j - i >= 2:
+                out.append("=%d" % (j - i))
+                i = j
+                continue
+        j = i
+        while j < n and bits[j] == bits[i]:
+            j += 1
+        out.append("%08x*%d" % (bits[i], j - i) if j - i >= 3 else "%08x" % bits[i])
+        i = i + 1 if j - i < 3 else j
+    return " ".join(out)
+
+
+def bits_of(t):
+    return t.detach().cpu().contiguous().to(torch.float32).numpy().reshape(-1).view(np.uint32)
 
 
 def read_fixture_f32(name):
@@ -132,8 +158,10 @@ def run_case(f, ids, scores, penalty, temperature, top_k, top_p):
     stages.append(("processed", s))
     stages.append(("probs", torch.softmax(s, dim=-1)))
     f.write(f"case {penalty!r} {temperature!r} {top_k} {top_p!r}\n")
+    base = bits_of(scores)
     for name, t in stages:
-        f.write(f"{name} {t.numel()} {hexf(t)}\n")
+        f.write(f"{name} {t.numel()} {runs(bits_of(t), base)}\n")
+        base = bits_of(t)
     f.write(f"margin {margin:.9g}\nend\n")
     kept = int(torch.isfinite(s).sum())
     return kept, margin
@@ -148,7 +176,7 @@ def main(outdir):
     with open(path, "w") as f:
         f.write(f"# lean sampler fixtures: transformers {transformers.__version__}, torch {torch.__version__} "
                 "(CPU, float32); made by scripts/make_sampler_fixtures.py\n")
-        f.write("# format: see that script's docstring; floats are float32 bit patterns in hex\n")
+        f.write("# format: see that script's docstring; floats are float32 bit patterns in hex, in runs\n")
         for arch in MODELS:
             model = load_model(arch)
             fx = read_fixture_f32(arch)
@@ -163,12 +191,12 @@ def main(outdir):
                 name = f"{arch}-{len(history)}"
                 f.write(f"point {name} {arch} {logits.numel()}\n")
                 f.write("history %d %s\n" % (len(history), " ".join(map(str, history))))
-                f.write(f"logits {logits.numel()} {hexf(logits)}\n")
+                f.write(f"logits {logits.numel()} {runs(bits_of(logits))}\n")
                 for setting in SETTINGS:
                     kept, margin = run_case(f, ids, logits, *setting)
                     print(f"{name:10s} {setting} kept {kept:3d} margin {margin:.3g}", flush=True)
         logits = torch.tensor(SYNTHETIC, dtype=torch.float32)
-        f.write(f"point ties synthetic {logits.numel()}\nhistory 0\nlogits {logits.numel()} {hexf(logits)}\n")
+        f.write(f"point ties synthetic {logits.numel()}\nhistory 0\nlogits {logits.numel()} {runs(bits_of(logits))}\n")
         for setting in SYNTHETIC_SETTINGS:
             kept, margin = run_case(f, torch.zeros((1, 0), dtype=torch.long), logits, *setting)
             print(f"ties       {setting} kept {kept:3d} margin {margin:.3g}", flush=True)

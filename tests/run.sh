@@ -47,15 +47,26 @@
 # the run: "test programs: N passed, N failed", then last "checks: N passed, N failed".
 # Exit status 1 if anything failed.
 #
+# Two lanes: after data and the builds both lanes read (build/, build-wasm*, build-web), the
+# GPU stages of the wasm32 build (webgpu browser) run in a lane of their own beside the others
+# (native asan wasm wasm-mt neon fuzz), each lane's stages in the order given; lane B's output
+# is printed after lane A's (see "two lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
+# stages and webgpu's test_exact sweep half the parity fixtures (tests/fixture.h's
+# LEAN_TEST_FIXTURES=pairs: every format on every architecture still); native sweeps them all.
+#
 # Usage: tests/run.sh [STAGE...]   (default: data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
-#              LEAN_TEST_TIMEOUT (seconds one program may run; default 900).
+#              LANES (1: every stage in turn; default 2, the two lanes),
+#              LEAN_TEST_FIXTURES (all: every parity fixture in every stage),
+#              LEAN_TEST_TIMEOUT (seconds one program may run, a guard against hangs; default
+#              1800: the lanes share the CPUs).
 set -u
 cd "$(dirname "$0")/.."
 
 MAKE=${MAKE:-make}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-TIMEOUT=${LEAN_TEST_TIMEOUT:-900}
+TIMEOUT=${LEAN_TEST_TIMEOUT:-1800}
+export LEAN_TEST_TIMEOUT=$TIMEOUT # tests/browser/program.mjs stops a page before it
 # Sub-makes get their own flags: the jobserver of a calling make is not ours to use.
 unset MAKEFLAGS MFLAGS MAKELEVEL
 
@@ -155,11 +166,24 @@ build() {
     echo "$what: built in $((SECONDS - t0)) s"
 }
 
+# children_cpu VAR: VAR = the CPU seconds (user + system) of every child this shell has waited
+# for, from /proc/$BASHPID/stat (cutime, cstime: clock ticks), read here, not in a subshell
+children_cpu() {
+    local st
+    read -r -a st </proc/$BASHPID/stat 2>/dev/null || st=()
+    printf -v "$1" '%s' $(((${st[15]:-0} + ${st[16]:-0} + CLK_TCK / 2) / CLK_TCK))
+}
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
 # run_prog NAME COMMAND...: runs one test program and adds its tally.
 run_prog() {
     local name=$1; shift
-    local out rc line p f ledger_ok=1
+    local out rc line p f ledger_ok=1 t0=$SECONDS c0 c1
+    children_cpu c0
     out=$(timeout "$TIMEOUT" "$@" 2>&1 </dev/null); rc=$?
+    children_cpu c1
+    # where CI's time goes, per program: wall and CPU seconds (CPU above wall: threads)
+    local took="($((SECONDS - t0)) s, CPU $((c1 - c0)) s)"
     ledger_note "$name" "$out" || ledger_ok=0
     line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z_0-9]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
@@ -167,7 +191,7 @@ run_prog() {
         if [ $rc -eq 124 ]; then
             echo "$name: timed out after $TIMEOUT s without a tally"
         else
-            echo "$name: exited $rc without a tally"
+            echo "$name: exited $rc without a tally $took"
         fi
         count_prog 0
         return
@@ -175,11 +199,12 @@ run_prog() {
     p=$(printf '%s\n' "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
     f=$(printf '%s\n' "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     if [ $rc -eq 0 ]; then
-        echo "$line"
+        echo "$line $took"
     else
         printf '%s\n' "$out" # the FAIL lines, the tally and whatever came after it
         # A clean tally with a failing exit: the failure happened outside the CHECKs.
         [ "$f" -ne 0 ] || echo "$name: exited $rc after its tally"
+        echo "$name: $took"
     fi
     count "$p" "$f"
     if [ $rc -eq 0 ] && [ "$f" -eq 0 ] && [ $ledger_ok = 1 ]; then count_prog 1; else count_prog 0; fi
@@ -211,12 +236,18 @@ run_tests() {
             count_prog 0
             continue
         fi
-        case $name in
+        local envs=()
         # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp (test_exact
         # holds the GPU's exact replies too).
-        test_gpu_* | test_exact) run_prog "$name" env LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}" "$@" "$prog" ;;
-        *) run_prog "$name" "$@" "$prog" ;;
+        case $name in
+        test_gpu_* | test_exact) envs+=(LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}") ;;
         esac
+        # the fixture sweep's half that still pairs every format with every architecture
+        # (tests/fixture.h's fixture_selected), in the programs the stage names
+        if [[ " $fixture_pairs " == *" $name "* || $fixture_pairs == all ]]; then
+            envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-pairs}")
+        fi
+        run_prog "$name" env "${envs[@]}" "$@" "$prog"
         n=$((n + 1))
     done
     [ $n -gt 0 ] || echo "(no test programs ran)"
@@ -225,6 +256,11 @@ run_tests() {
 # ---- the stages ----
 qargs=()
 wasm_set=plain
+# The programs (names, or "all") that run_tests runs on half the parity fixtures, with
+# LEAN_TEST_FIXTURES=pairs (tests/fixture.h: every format still on every architecture, tied
+# and untied): set by the stages where sanitizers or emulation make the full sweep minutes
+# long; the native stage runs every fixture. LEAN_TEST_FIXTURES=all runs every one there too.
+fixture_pairs=
 
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
@@ -242,9 +278,11 @@ stage_asan() {
     local built=1
     build asan asan || built=0
     qargs=(BUILD=build-asan)
+    fixture_pairs=all
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_tests build-asan "" $built
+    fixture_pairs=
     stage_end
 }
 
@@ -287,8 +325,10 @@ stage_webgpu() {
     build wasm-webgpu wasm-webgpu web build/lean || built=0
     qargs=()
     wasm_set=webgpu
+    fixture_pairs=test_exact # the wasm32 CPU tables' exact parity (the f16 sweep stays whole)
     xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
     XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
+    fixture_pairs=
     wasm_set=plain
     # without JSPI (the pump: LEAN_PENDING) against with it, lean.h called from JavaScript
     XDG_RUNTIME_DIR=$xdg run_prog wasm_pump "$deno" run -A tests/wasm_pump.mjs build-wasm/wasm_pump_host.wasm
@@ -369,6 +409,7 @@ stage_neon() {
                 continue
             fi
             ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+            LEAN_TEST_FIXTURES=${LEAN_TEST_FIXTURES:-pairs} \
                 run_prog "$p ($dir)" qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$p"
         done
     done < <("$MAKE" -s --no-print-directory neon-builds)
@@ -468,20 +509,115 @@ stage_ledger() {
     stage_end
 }
 
+# ---- two lanes ----
+# The GPU stages of the wasm32 build (LANE_B: webgpu, browser) run one after another in a lane
+# of their own, beside the other stages in theirs, once data has run and everything both lanes
+# read is built: build/ (build/lean), build-wasm, build-wasm-mt and build-web, in turn, before
+# the split (PREBUILD: each stage's make; a failure there and the stages run in turn instead,
+# each building what it needs, as with LANES=1). After it, no two lanes' makes write one
+# directory: a stage's make finds its targets made, or builds its own (build-asan, build-neon*,
+# build-fuzz). On CI's two CPUs a stage rarely keeps both busy (one thread most of the time:
+# Node, Deno, qemu, the sanitizers), so the lanes overlap where one stage would leave a CPU
+# idle. Lane B's output is held and printed after lane A's, whole; the sums and the ledger add
+# up as if the stages had run in turn. LANES=1: one after another, in the order given.
+LANES=${LANES:-2}
+LANE_B=(webgpu browser)
+declare -A PREBUILD=([native]="all" [wasm]="wasm" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
+                     [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
+
+# lane_state FILE: this (sub)shell's sums and ledger, for lane_merge
+lane_state() {
+    local k
+    {
+        printf 'sums\t%s %s %s %s\n' "$total_passed" "$total_failed" "$progs_passed" "$progs_failed"
+        for k in "${!ledger_ran[@]}"; do printf 'ran\t%s\t%s\n' "$k" "${ledger_ran[$k]}"; done
+        for k in "${!ledger_not[@]}"; do printf 'not\t%s\t%s\n' "$k" "${ledger_not[$k]}"; done
+        for k in "${!ledger_why[@]}"; do printf 'why\t%s\t%s\n' "$k" "${ledger_why[$k]}"; done
+    } >"$1"
+}
+
+# lane_merge FILE: a lane's lane_state added to this shell's
+lane_merge() {
+    local kind k v a b c d merged=0
+    while IFS=$'\t' read -r kind k v; do
+        case $kind in
+        sums) read -r a b c d <<<"$k"
+            total_passed=$((total_passed + a)) total_failed=$((total_failed + b))
+            progs_passed=$((progs_passed + c)) progs_failed=$((progs_failed + d)) merged=1 ;;
+        ran) ledger_ran[$k]+=$v ;;
+        not) ledger_not[$k]+=$v ;;
+        why) ledger_why[$k]=$v ;;
+        esac
+    done <"$1"
+    if [ $merged = 0 ]; then # the lane died before its sums: one failed program, not a silent pass
+        echo "run.sh: lane B (${LANE_B[*]}) ended without its sums"
+        progs_failed=$((progs_failed + 1))
+    fi
+}
+
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
-prerequisites "${stages[@]}" || exit 2
-ledger=0
 for s in "${stages[@]}"; do
     case $s in
-    data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz) "stage_$s" ;;
-    ledger) ledger=1 ;; # after the others
+    data | native | asan | wasm | wasm-mt | webgpu | browser | neon | fuzz | ledger) ;;
     *)
         echo "run.sh: unknown stage '$s' (data, native, asan, wasm, wasm-mt, webgpu, browser, neon, fuzz, ledger)" >&2
         exit 2
         ;;
     esac
 done
+prerequisites "${stages[@]}" || exit 2
+ledger=0
+first=() lane_a=() lane_b=()
+for s in "${stages[@]}"; do
+    case $s in
+    ledger) ledger=1 ;; # after the others
+    data) first+=(data) ;;
+    *) if [ "$LANES" -gt 1 ] && [[ " ${LANE_B[*]} " == *" $s "* ]]; then lane_b+=("$s"); else lane_a+=("$s"); fi ;;
+    esac
+done
+if [ ${#lane_b[@]} -eq 0 ] || [ ${#lane_a[@]} -eq 0 ]; then # one lane: in the order given
+    lane_a=() lane_b=()
+    for s in "${stages[@]}"; do [ "$s" = ledger ] || [ "$s" = data ] || lane_a+=("$s"); done
+fi
+for s in "${first[@]}"; do "stage_$s"; done
+if [ ${#lane_b[@]} -gt 0 ]; then
+    echo
+    echo "==== the builds both lanes read, before they split (each stage's make, in turn) ===="
+    t0=$SECONDS
+    for s in "${lane_a[@]}" "${lane_b[@]}"; do
+        [ -n "${PREBUILD[$s]:-}" ] || continue
+        # shellcheck disable=SC2086 # the targets are words
+        if ! "$MAKE" -j"$JOBS" --no-print-directory ${PREBUILD[$s]} </dev/null; then
+            echo "run.sh: the $s stage's make failed before the lanes: every stage runs in turn (it counts there)"
+            lane_a=() lane_b=()
+            for s in "${stages[@]}"; do [ "$s" = ledger ] || [ "$s" = data ] || lane_a+=("$s"); done
+            break
+        fi
+    done
+    echo "built in $((SECONDS - t0)) s"
+fi
+if [ ${#lane_b[@]} -gt 0 ]; then
+    lane_dir=$(mktemp -d)
+    trap 'rm -rf "$lane_dir"' EXIT
+    echo
+    echo "==== two lanes: ${lane_a[*]} here, ${lane_b[*]} beside them (printed after) ===="
+    (
+        total_passed=0 total_failed=0 progs_passed=0 progs_failed=0
+        ledger_ran=() ledger_not=() ledger_why=()
+        for s in "${lane_b[@]}"; do "stage_$s"; done
+        lane_state "$lane_dir/state"
+    ) >"$lane_dir/log" 2>&1 </dev/null &
+    lane_pid=$!
+    for s in "${lane_a[@]}"; do "stage_$s"; done
+    wait "$lane_pid"
+    echo
+    echo "==== lane B: ${lane_b[*]} (ran beside the stages above) ===="
+    cat "$lane_dir/log"
+    lane_merge "$lane_dir/state"
+else
+    for s in "${lane_a[@]}"; do "stage_$s"; done
+fi
 if [ $ledger = 1 ]; then
     stage_ledger
 elif [ ${#ledger_ran[@]} -gt 0 ] || [ ${#ledger_not[@]} -gt 0 ]; then

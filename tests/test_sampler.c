@@ -74,13 +74,27 @@ typedef struct fx_case {
     float stage[N_STAGES][MAXV];
 } fx_case;
 
-static int read_hex(FILE *f, float *dst, int32_t want) {
+/* A vector of want values written as runs (scripts/make_sampler_fixtures.py's docstring): HEX,
+ * HEX*K, or =K (from base, the vector before it; NULL: none). -1 unless they give exactly want. */
+static int read_hex(FILE *f, float *dst, int32_t want, const float *base) {
     int n;
     if (fscanf(f, "%d", &n) != 1 || n != want) return -1;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n;) {
+        char tok[32], end;
         unsigned u;
-        if (fscanf(f, "%x", &u) != 1) return -1;
-        dst[i] = float_of((uint32_t)u);
+        int k = 1;
+        if (fscanf(f, "%31s", tok) != 1) return -1;
+        if (tok[0] == '=') {
+            if (!base || sscanf(tok + 1, "%d%c", &k, &end) != 1 || k < 1 || k > n - i) return -1;
+            memcpy(dst + i, base + i, sizeof(float) * (size_t)k);
+        } else {
+            const int got = sscanf(tok, "%8x%c%d%c", &u, &end, &k, &end);
+            if (strspn(tok, "0123456789abcdef") != 8 || !(got == 1 || (got == 3 && tok[8] == '*')) || k < 1 ||
+                k > n - i)
+                return -1;
+            for (int j = 0; j < k; j++) dst[i + j] = float_of((uint32_t)u);
+        }
+        i += k;
     }
     return 0;
 }
@@ -249,6 +263,7 @@ static void test_fixtures(void) {
     rewind(f);
     static fx_point pt;
     static fx_case c;
+    const float *prev = NULL; /* the vector read last: =K runs copy from it */
     int have_point = 0, in_case = 0, n_points = 0, ok = 1, n_here = 0, n_cases_min = 1 << 30, n_cases_max = 0;
     char word[64];
     while (ok && fscanf(f, "%63s", word) == 1) {
@@ -270,11 +285,13 @@ static void test_fixtures(void) {
             ok = fscanf(f, "%d", &pt.n_hist) == 1 && pt.n_hist >= 0 && pt.n_hist <= 256;
             for (int i = 0; ok && i < pt.n_hist; i++) ok = fscanf(f, "%d", &pt.hist[i]) == 1;
         } else if (!strcmp(word, "logits") && have_point) {
-            ok = read_hex(f, pt.logits, pt.n_vocab) == 0;
+            ok = read_hex(f, pt.logits, pt.n_vocab, NULL) == 0;
+            prev = pt.logits;
         } else if (!strcmp(word, "case") && have_point) {
             memset(&c, 0, sizeof c);
             ok = fscanf(f, "%lf %lf %d %lf", &c.penalty, &c.temperature, &c.top_k, &c.top_p) == 4;
             in_case = 1;
+            prev = pt.logits;
         } else if (!strcmp(word, "margin") && in_case) {
             ok = fscanf(f, "%lf", &c.margin) == 1;
         } else if (!strcmp(word, "end") && in_case) {
@@ -284,8 +301,8 @@ static void test_fixtures(void) {
         } else {
             int s = 0;
             while (s < N_STAGES && strcmp(word, stage_names[s]) != 0) s++;
-            ok = in_case && s < N_STAGES && read_hex(f, c.stage[s], pt.n_vocab) == 0;
-            if (ok) c.have[s] = 1;
+            ok = in_case && s < N_STAGES && read_hex(f, c.stage[s], pt.n_vocab, prev) == 0;
+            if (ok) c.have[s] = 1, prev = c.stage[s];
         }
     }
     CHECK(ok, "%s: malformed near '%s'", FIXTURE, word);

@@ -9,8 +9,8 @@
 // SwiftShader adapter has subgroups (no other stage's has), so reductions over subgroups
 // (reduce_sg.wgsl) are tested in CI. Prints the program's output (its tally among it) and
 // exits with its status: 134 when it traps, 1 when the browser or the page fails, 124 (after
-// the lines so far) when it runs past LEAN_TEST_TIMEOUT less 30 s (default 900: run.sh's own
-// limit, which would lose them).
+// the lines so far) when it runs past LEAN_TEST_TIMEOUT less 30 s (run.sh exports its own
+// limit, which would lose them; default 900).
 // The environment the program sees: TMPDIR=/tmp, PWD=/ and the host's CI and LEAN_* variables.
 import path from 'node:path';
 import { BROWSERS, launch, serve } from './harness.mjs';
