@@ -78,11 +78,8 @@ static uint8_t *save(lean_ctx *c, size_t *n, const char *what) {
 
 static lean_sampler *sampler(int32_t V, bool greedy, const int32_t *accepted, int32_t n) {
     lean_sampler_params sp = lean_sampler_default_params();
-    sp.temperature = greedy ? 0.0 : 1.5; /* hot: the draws leave the argmax */
-    sp.top_k = 40;
-    sp.top_p = 0.95;
-    sp.repeat_penalty = 1.1;
-    sp.seed = 1234;
+    /* hot, so that the draws leave the argmax, with every stage of the sampler in play */
+    sp.temperature = greedy ? 0.0 : 1.4, sp.top_k = 50, sp.top_p = 0.9, sp.repeat_penalty = 1.2, sp.seed = 99;
     lean_sampler *s = NULL;
     lean_error err = {0};
     lean_status st = lean_sampler_create(&sp, V, &s, &err);
@@ -284,32 +281,31 @@ static void test_refusals(const lean_model *m, const lean_model *other_arch, con
     }
     CHECK(lean_ctx_pos(d) == 3, "truncated snapshots moved the position to %d", lean_ctx_pos(d));
     refused(d, snap, n - 1, LEAN_ERR_FORMAT, "truncated", "one byte short");
-    uint8_t *b = edited(snap, n, 0, 0x4e41454c, false); /* "LEAN" where "LEAN" was, then: */
-    b[5] = 'X';
-    refused(d, b, n, LEAN_ERR_FORMAT, "not a KV snapshot", "magic");
-    free(b);
-    b = edited(snap, n, 8, 2, false);
-    refused(d, b, n, LEAN_ERR_UNSUPPORTED, "version 2", "version");
-    free(b);
-    b = edited(snap, n, 12, 128, false);
-    refused(d, b, n, LEAN_ERR_UNSUPPORTED, "128-byte header", "header size");
-    free(b);
-    b = edited(snap, n, 60, 1, false);
-    refused(d, b, n, LEAN_ERR_FORMAT, "reserved", "reserved bytes");
-    free(b);
-    b = edited(snap, n, 28, 64, true);
-    refused(d, b, n, LEAN_ERR_MODEL, "another model", "kv_dim");
-    free(b);
-    b = edited(snap, n, 32, LEAN_TYPE_F16, true);
-    refused(d, b, n, LEAN_ERR_UNSUPPORTED, "element type 1", "element type");
-    free(b);
-    b = edited(snap, n, 40, 12, true);
-    refused(d, b, n, LEAN_ERR_FORMAT, "payload is 12 bytes", "payload size");
-    free(b);
-    b = edited(snap, n, 36, 5, true); /* 5 positions: the payload field says 6's */
-    refused(d, b, n, LEAN_ERR_FORMAT, "5 positions take", "positions");
-    free(b);
-    b = edited(snap, n, 0, 0x4e41454c, false);
+    /* one header field changed (resealed where a later check is to fire than the checksum's) */
+    static const struct {
+        size_t at;
+        uint32_t value;
+        bool reseal;
+        lean_status want;
+        const char *needle;
+    } edits[] = {
+        {4, 0x0a0d5658, false, LEAN_ERR_FORMAT, "not a KV snapshot"},   /* "LEANXV\r\n" */
+        {8, 2, false, LEAN_ERR_UNSUPPORTED, "version 2"},
+        {12, 128, false, LEAN_ERR_UNSUPPORTED, "128-byte header"},
+        {60, 1, false, LEAN_ERR_FORMAT, "reserved"},
+        {28, 64, true, LEAN_ERR_MODEL, "another model"},                  /* kv_dim */
+        {32, LEAN_TYPE_F16, true, LEAN_ERR_UNSUPPORTED, "element type 1"},
+        {40, 12, true, LEAN_ERR_FORMAT, "payload is 12 bytes"},
+        {36, 5, true, LEAN_ERR_FORMAT, "5 positions take"}, /* the payload field says 6's */
+    };
+    for (size_t e = 0; e < sizeof edits / sizeof edits[0]; e++) {
+        char what[64];
+        snprintf(what, sizeof what, "u32 %u at offset %zu", edits[e].value, edits[e].at);
+        uint8_t *b = edited(snap, n, edits[e].at, edits[e].value, edits[e].reseal);
+        refused(d, b, n, edits[e].want, edits[e].needle, what);
+        free(b);
+    }
+    uint8_t *b = edited(snap, n, 0, 0x4e41454c, false); /* "LEAN" over "LEAN": a copy */
     b[n] = 0;
     refused(d, b, n + 1, LEAN_ERR_FORMAT, "past its end", "a trailing byte");
     b[64 + 100] ^= 0x10; /* one bit of a key */
