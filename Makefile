@@ -331,6 +331,12 @@ gpu-bench: $(BUILD)/gpu_bench $(BUILD)/webgpu/libwebgpu_wrapper.so
 $(BUILD)/gpu_bench: tools/gpu_bench.c $(BUILD)/liblean.a
 	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
 
+# ---- KV snapshots' costs against prefill (tools/kv_bench.c): make kv-bench && build/kv_bench MODEL ----
+.PHONY: kv-bench
+kv-bench: $(BUILD)/kv_bench
+$(BUILD)/kv_bench: tools/kv_bench.c $(BUILD)/liblean.a
+	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
+
 # ---- the kernel tables side by side (tools/kernel_bench.c), one thread: measures, asserts nothing ----
 # make kernel-bench && build/kernel_bench
 # make build-wasm/kernel_bench.wasm && node tests/wasm_run.mjs build-wasm/kernel_bench.wasm
