@@ -15,7 +15,8 @@
  *   refusals    every truncation, another magic, version, element type, model (architecture or
  *               format), payload size, trailing bytes, reserved bytes, a flipped payload bit, a
  *               context too short, a short buffer, a generation in progress, NULLs: each its
- *               status and a message naming it, and the context unchanged.
+ *               status and a message naming it, and the context unchanged;
+ *   same file   two loads of one file take each other's snapshots and forks.
  *
  * lean-test: webgpu (in wasm32 the webgpu stage runs it: the CPU backends and navigator.gpu) */
 #include "core/kv_snapshot.h"
@@ -367,6 +368,27 @@ done:
     lean_ctx_free(c), lean_ctx_free(d), lean_ctx_free(small), lean_ctx_free(o1), lean_ctx_free(o2);
 }
 
+/* The same file loaded twice: two lean_models of one identity take each other's snapshots and
+ * forks. */
+static void test_same_file(const lean_model *m, const char *path) {
+    lean_error err = {0};
+    lean_model *again = NULL;
+    CHECK(lean_model_load_file(path, &again, &err) == LEAN_OK, "%s", err.msg);
+    lean_ctx *c = new_ctx(m, &backends[0], N_CTX), *d = again ? new_ctx(again, &backends[0], N_CTX) : NULL;
+    int32_t ids[5];
+    tiny_ids(ids, 5, lean_model_n_vocab(m), 5);
+    size_t n = 0;
+    uint8_t *snap = c && d && lean_prefill(c, ids, 5, NULL, &err) == LEAN_OK ? save(c, &n, "same file") : NULL;
+    CHECK(snap && lean_kv_restore(d, snap, n, &err) == LEAN_OK && lean_ctx_pos(d) == 5,
+          "a snapshot into a second load of its file: %s", err.msg);
+    CHECK(d && lean_ctx_truncate(d, 0, &err) == LEAN_OK && lean_kv_fork(d, c, 4, &err) == LEAN_OK &&
+              lean_ctx_pos(d) == 4,
+          "a fork into a second load of its file: %s", err.msg);
+    free(snap);
+    lean_ctx_free(c), lean_ctx_free(d);
+    lean_model_free(again);
+}
+
 int main(void) {
     if (test_gpu_skipped("test_kv_snapshot (its GPU contexts)")) n_be = 3;
     static const char *archs[] = {"llama", "qwen2", "qwen3"};
@@ -397,6 +419,7 @@ int main(void) {
     lean_model *f32 = load("llama", LEAN_TYPE_F32, path_f32, sizeof path_f32);
     if (models[0] && models[2] && f32) test_refusals(models[0], models[2], f32);
     lean_model_free(f32);
+    if (models[0]) test_same_file(models[0], paths[0]);
     unlink(path_f32);
     for (int k = 0; k < 3; k++) lean_model_free(models[k]), unlink(paths[k]);
     return test_finish("test_kv_snapshot");
