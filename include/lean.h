@@ -680,7 +680,8 @@ LEAN_API void lean_gen_end(lean_ctx *c);
  * cache). On the backend that saved it, the context then goes on with the same bits as one
  * that never stopped; on another, from the saver's numbers (the same ids on the exact path).
  * Two models of the same architecture, shapes and types (fine-tunes of one base) have the same
- * identity: keep each model's snapshots apart.
+ * identity: keep each model's snapshots apart. Threads: a fork uses both contexts, so neither
+ * may be in use on another thread meanwhile (contexts of one model elsewhere may be).
  *
  * Errors (the context unchanged): LEAN_ERR_ARG during a generation or a pending prefill, for
  * NULL arguments, or a buffer shorter than the snapshot (*n_bytes is still set to its size);
