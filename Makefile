@@ -253,21 +253,26 @@ clean:
 #              (tests/data/fuzz_template.dict: Jinja's words, passed as -dict)
 #   tokenizer  tokenize / detokenize / text stream / lean_chat_tokenize on build/vocab/ (test-data)
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
+#   kvsnap     the KV snapshot reader (kv_snapshot_parse); a small format: FUZZ_SECONDS_kvsnap
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
-# make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min) on a
+# make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min; kvsnap
+#                  FUZZ_SECONDS_kvsnap, 5 s: bugs planted in its checks were found in under 5 s) on a
 #                  fresh copy of its seeds, inputs <= FUZZ_MAX_LEN_<target> bytes; a crash, leak,
 #                  timeout or trap fails it and leaves the input in build-fuzz/<target>-crash-...
 #                  One target longer: make fuzz-run FUZZ_TARGETS=template FUZZ_SECONDS=1200
-# make fuzz-seeds  rewrites tests/data/fuzz_gguf/ with that target's generator mode (-DFUZZ_GGUF_SEEDS)
+# make fuzz-seeds  rewrites tests/data/fuzz_gguf/ and fuzz_kvsnap/ with those targets' generator modes
+#                  (-DFUZZ_GGUF_SEEDS, -DFUZZ_KVSNAP_SEEDS)
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json
+FUZZ_TARGETS ?= gguf template tokenizer json kvsnap
+FUZZ_SECONDS_kvsnap ?= 5
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
 FUZZ_MAX_LEN_tokenizer = 2048
 FUZZ_MAX_LEN_json      = 4096
+FUZZ_MAX_LEN_kvsnap    = 4096
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -288,11 +293,13 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  rm -rf $(FUZZ_DIR)/corpus_$$t && mkdir -p $(FUZZ_DIR)/corpus_$$t; \
 	  cp tests/data/fuzz_$$t/* $(FUZZ_DIR)/corpus_$$t/; \
+	  secs=$$(( $(FUZZ_SECONDS) / 4 )); \
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
-	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
-	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / 4 )) s, inputs <= $$len bytes"; \
+	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; kvsnap) len=$(FUZZ_MAX_LEN_kvsnap) secs=$(FUZZ_SECONDS_kvsnap);; \
+	    *) len=$(FUZZ_MAX_LEN_json);; esac; \
+	  echo "fuzz_$$t: $$secs s, inputs <= $$len bytes"; \
 	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
-	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \
+	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$secs -max_len=$$len \
 	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/$$t-; \
 	done
 
@@ -301,6 +308,10 @@ fuzz-seeds: $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	$(CC) $(BASE) $(CFLAGS) -DFUZZ_GGUF_SEEDS -o $(FUZZ_DIR)/fuzz_gguf_seeds tests/fuzz_gguf.c \
 	  $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
 	$(FUZZ_DIR)/fuzz_gguf_seeds tests/data/fuzz_gguf
+	@mkdir -p tests/data/fuzz_kvsnap
+	$(CC) $(BASE) $(CFLAGS) -DFUZZ_KVSNAP_SEEDS -o $(FUZZ_DIR)/fuzz_kvsnap_seeds tests/fuzz_kvsnap.c \
+	  $(BUILD)/liblean.a $(LIBS)
+	$(FUZZ_DIR)/fuzz_kvsnap_seeds tests/data/fuzz_kvsnap
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
 
@@ -318,6 +329,12 @@ $(BUILD)/bandwidth: tools/bandwidth.c
 .PHONY: gpu-bench
 gpu-bench: $(BUILD)/gpu_bench $(BUILD)/webgpu/libwebgpu_wrapper.so
 $(BUILD)/gpu_bench: tools/gpu_bench.c $(BUILD)/liblean.a
+	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
+
+# ---- KV snapshots' costs against prefill (tools/kv_bench.c): make kv-bench && build/kv_bench MODEL ----
+.PHONY: kv-bench
+kv-bench: $(BUILD)/kv_bench
+$(BUILD)/kv_bench: tools/kv_bench.c $(BUILD)/liblean.a
 	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean.a $(LIBS)
 
 # ---- the kernel tables side by side (tools/kernel_bench.c), one thread: measures, asserts nothing ----

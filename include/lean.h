@@ -657,6 +657,56 @@ LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
  * chunks it completed stay in the cache). */
 LEAN_API void lean_gen_end(lean_ctx *c);
 
+/* ---- KV snapshots and forks (src/core/kv_snapshot.c) ----
+ * A context's KV cache (the keys and values of its lean_ctx_pos positions) saved as bytes in
+ * host memory, to restore later into a context of the same model on any backend (CPU, cpu-ref,
+ * GPU); and a fork: another context given the first n_pos positions of one (a shared prefix
+ * computed once, then copied: device to device where both are on one GPU device).
+ *
+ *   size_t n;
+ *   lean_kv_save(c, NULL, 0, &n, &err);     // the size: 64 + n_layer * 2 * pos * kv_dim * 4 bytes
+ *   void *snap = malloc(n);
+ *   lean_kv_save(c, snap, n, &n, &err);
+ *   lean_kv_restore(c2, snap, n, &err);     // lean_ctx_pos(c2) == lean_ctx_pos(c)
+ *   lean_decode(c2, next_id, logits, &err); // as c would go on, bit for bit on c's backend
+ *
+ *   lean_prefill(shared, prefix, n_prefix, NULL, &err);
+ *   lean_kv_fork(branch, shared, n_prefix, &err);  // branch: any context of the model
+ *   lean_prefill(branch, own_ids, n_own, logits, &err);
+ *
+ * A snapshot (src/core/kv_snapshot.h has its byte table) is a 64-byte header (magic, version,
+ * the model's identity: a hash of its architecture, hyperparameters and every tensor's name,
+ * type and shape; n_layer, kv_dim, the element type F32, the positions, a checksum) and then
+ * each layer's keys (after RoPE) and values as F32, whatever backend wrote it. It holds the KV
+ * rows only: the ids, the last logits and the sampler's state are the caller's. A context
+ * restored (or forked into) holds exactly the positions given, and no logits: decode the next
+ * id to get them (after lean_gen_end that is the last id handed out, which is not in the
+ * cache). On the backend that saved it, the context then goes on with the same bits as one
+ * that never stopped; on another, from the saver's numbers (the same ids on the exact path).
+ * Two models of the same architecture, shapes and types (fine-tunes of one base) have the same
+ * identity: keep each model's snapshots apart. Threads: a fork uses both contexts, so neither
+ * may be in use on another thread meanwhile (contexts of one model elsewhere may be).
+ *
+ * Errors (the context unchanged): LEAN_ERR_ARG during a generation or a pending prefill, for
+ * NULL arguments, or a buffer shorter than the snapshot (*n_bytes is still set to its size);
+ * lean_kv_restore refuses a truncated or corrupted snapshot or not one at all
+ * (LEAN_ERR_FORMAT), another version (LEAN_ERR_UNSUPPORTED), another model's
+ * (LEAN_ERR_MODEL, both identities named), more positions than n_ctx (LEAN_ERR_CONTEXT_FULL).
+ * A backend failing midway (a lost device: LEAN_ERR_DEVICE) leaves the context empty
+ * (lean_ctx_pos 0). On the GPU in a host without JSPI (lean.h, LEAN_PENDING) reading the cache
+ * cannot wait: lean_kv_save and a fork out of a GPU context on another device fail there with
+ * LEAN_ERR_UNSUPPORTED. */
+
+/* Writes the snapshot of c into buf[0..cap) and its size into *n_bytes; buf NULL and cap 0
+ * only sets *n_bytes. */
+LEAN_API lean_status lean_kv_save(lean_ctx *c, void *buf, size_t cap, size_t *n_bytes, lean_error *err);
+/* Replaces c's cache with the snapshot bytes[0..n_bytes) (every check before any change). */
+LEAN_API lean_status lean_kv_restore(lean_ctx *c, const void *bytes, size_t n_bytes, lean_error *err);
+/* dst (another context of the same model, any backend and n_ctx) holds src's first n_pos
+ * positions (0 <= n_pos <= lean_ctx_pos(src)) and nothing after; src is unchanged.
+ * LEAN_ERR_MODEL for contexts of two models, LEAN_ERR_CONTEXT_FULL when n_pos > dst's n_ctx. */
+LEAN_API lean_status lean_kv_fork(lean_ctx *dst, lean_ctx *src, int32_t n_pos, lean_error *err);
+
 /* ---- profile ----
  * Where a context's GPU time goes. With lean_ctx_params.profile (or LEAN_PROFILE=1 in the
  * environment when the context is created: a debugging aid, docs/gpu.md), the GPU backend counts every dispatch and, where the adapter has

@@ -103,6 +103,20 @@ typedef struct lean_backend {
 
     /* Optional (lean_ctx_profile): the profile since the last call, per step. */
     lean_status (*profile)(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err);
+
+    /* KV access (kv_snapshot.c: snapshots and forks). Every backend keeps layer il's keys
+     * (kind 0, after RoPE) and values (kind 1) as F32 rows of kv_dim, (n_ctx, kv_dim); a backend
+     * gives either kv_host or kv_read and kv_write. Rows are token positions; the caller checks
+     * ranges and that no generation is in flight.
+     * kv_host: the (n_ctx, kv_dim) rows in host memory, read and written in place (the CPU's).
+     * kv_read / kv_write: rows [0, n) to / from host bytes (any alignment), blocking.
+     * kv_copy (optional): rows [0, n) of every layer from src to dst, both this backend's, on
+     *   the backend itself (the GPU: device to device); LEAN_ERR_UNSUPPORTED when it cannot
+     *   (another device), and the caller goes through host memory. */
+    float *(*kv_host)(lean_backend_state *s, int32_t il, int kind);
+    lean_status (*kv_read)(lean_backend_state *s, int32_t il, int kind, int32_t n, void *dst, lean_error *err);
+    lean_status (*kv_write)(lean_backend_state *s, int32_t il, int kind, int32_t n, const void *src, lean_error *err);
+    lean_status (*kv_copy)(lean_backend_state *dst, lean_backend_state *src, int32_t n, lean_error *err);
 } lean_backend;
 
 extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */

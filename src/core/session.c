@@ -12,9 +12,10 @@
  * it resident (the GPU), else runs it here against the context's copy of the last logits.
  * What it does not: conversations, KV-prefix reuse, text (chat.c, tokenizer.c).
  *
- * Sections: params · create / free · backend · position · prefill / decode · generation
+ * Sections: params · create / free · backend · position · KV access · prefill / decode · generation
  */
 #include "core/backend.h"
+#include "core/kv_snapshot.h"
 #include "core/test_hooks.h"
 
 #include <stdio.h>
@@ -224,6 +225,20 @@ lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err) {
     if (n_pos < c->pos) c->has_logits = false;
     c->pos = n_pos;
     return LEAN_OK;
+}
+
+/* ---- KV access (kv_snapshot.h: snapshots and forks) ---- */
+
+lean_status lean_ctx_kv(lean_ctx *c, const char *what, ctx_kv *out, lean_error *err) {
+    if (!c) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: NULL context", what);
+    lean_status st = check_no_gen(c, what, err);
+    if (st == LEAN_OK) *out = (ctx_kv){.m = c->m, .be = c->be, .state = c->state, .pos = c->pos, .n_ctx = c->n_ctx};
+    return st;
+}
+
+void lean_ctx_kv_set_pos(lean_ctx *c, int32_t n_pos) {
+    c->pos = n_pos;
+    c->has_logits = false;
 }
 
 /* ---- prefill / decode ---- */

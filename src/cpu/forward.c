@@ -530,6 +530,13 @@ static void cpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     snprintf(text, cap, "cpu (%s%s, %d thread%s)", s->k.name, s->exact ? ", exact" : "", n, n == 1 ? "" : "s");
 }
 
+/* ---- KV access (backend.h, kv_host) ---- */
+
+/* Layer il's (n_ctx, kv_dim) keys (kind 0) or values (kind 1), where the forward pass keeps them. */
+static float *cpu_kv_host(lean_backend_state *s, int32_t il, int kind) {
+    return (kind ? s->v_cache : s->k_cache) + (int64_t)il * s->n_ctx * lean_kv_dim(&s->m->hp);
+}
+
 /* ---- table ---- */
 
 const lean_backend lean_backend_cpu = {
@@ -539,5 +546,6 @@ const lean_backend lean_backend_cpu = {
     .create_config = cpu_create_config,
     .forward = cpu_forward,
     .destroy = cpu_destroy,
+    .kv_host = cpu_kv_host,
     .describe = cpu_describe,
 };

@@ -253,6 +253,13 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
     return LEAN_OK;
 }
 
+/* ---- KV access (backend.h, kv_host) ---- */
+
+/* Layer il's (n_ctx, kv_dim) keys (kind 0) or values (kind 1), where the forward pass keeps them. */
+static float *cpu_kv_host(lean_backend_state *s, int32_t il, int kind) {
+    return (kind ? s->v_cache : s->k_cache) + (int64_t)il * s->n_ctx * lean_kv_dim(&s->m->hp);
+}
+
 /* ---- table ---- */
 
 const lean_backend lean_backend_cpu_ref = {
@@ -261,4 +268,5 @@ const lean_backend lean_backend_cpu_ref = {
     .create = cpu_create,
     .forward = cpu_forward,
     .destroy = cpu_destroy,
+    .kv_host = cpu_kv_host,
 };

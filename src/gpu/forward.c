@@ -883,6 +883,46 @@ static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     snprintf(text, cap, "gpu (%s, %s)", in->adapter, in->backend);
 }
 
+/* ---- KV access (backend.h: snapshots and forks) ---- */
+
+static lean_gpu_buf *kv_buf(lean_backend_state *s, int32_t il, int kind) {
+    return kind ? s->layers[il].v_cache : s->layers[il].k_cache;
+}
+
+/* Blocking reads: in pump mode (no JSPI) lean_gpu_buf_read refuses, saying so. */
+static lean_status gpu_kv_read(lean_backend_state *s, int32_t il, int kind, int32_t n, void *dst, lean_error *err) {
+    const uint64_t bytes = (uint64_t)n * lean_kv_dim(&s->m->hp) * 4;
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = lean_gpu_buf_read(s->g, kv_buf(s, il, kind), 0, dst, bytes, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
+static lean_status gpu_kv_write(lean_backend_state *s, int32_t il, int kind, int32_t n, const void *src,
+                                lean_error *err) {
+    const uint64_t bytes = (uint64_t)n * lean_kv_dim(&s->m->hp) * 4;
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = lean_gpu_buf_write(s->g, kv_buf(s, il, kind), 0, src, bytes, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
+/* Contexts on one device (one model part) copy on it: one submit of 2 n_layer copies. */
+static lean_status gpu_kv_copy(lean_backend_state *dst, lean_backend_state *src, int32_t n, lean_error *err) {
+    if (dst->g != src->g)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: the two contexts are on different devices");
+    const uint64_t bytes = (uint64_t)n * lean_kv_dim(&dst->m->hp) * 4;
+    if (!bytes) return LEAN_OK;
+    lean_mutex_lock(&dst->bm->lock);
+    lean_gpu_cmd *c = NULL;
+    lean_status st = lean_gpu_begin(dst->g, &c, err);
+    for (int32_t il = 0; !st && il < dst->m->hp.n_layer; il++)
+        for (int kind = 0; kind < 2; kind++) lean_gpu_copy(c, kv_buf(src, il, kind), 0, kv_buf(dst, il, kind), 0, bytes);
+    if (!st) st = lean_gpu_submit(c, err);
+    lean_mutex_unlock(&dst->bm->lock);
+    return st;
+}
+
 /* ---- table: each call on a context holds the device's lock (the model's part) ---- */
 
 static lean_status locked_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
@@ -944,4 +984,7 @@ const lean_backend lean_backend_gpu = {
     .settle = locked_settle,
     .profile = locked_profile,
     .describe = gpu_describe,
+    .kv_read = gpu_kv_read,
+    .kv_write = gpu_kv_write,
+    .kv_copy = gpu_kv_copy,
 };
