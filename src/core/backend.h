@@ -76,6 +76,15 @@ typedef struct lean_backend {
     lean_status (*forward)(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos,
                            float *logits, lean_error *err);
     void (*destroy)(lean_backend_state *s);
+    /* Optional (NULL: session.c runs forward on each state in turn): one forward pass over n
+     * sequences, one token each (lean_decode_batch): row i is ids[i] at position pos[i] of
+     * s[i] (its KV cache); s[0..n) are distinct states of one model. s[0]'s scratch and threads do
+     * the work, so n <= s[0]'s n_batch. logits (nullable): (n, n_vocab), row i s[i]'s. A row's
+     * arithmetic must not depend on the other rows (the same bits as forward of it alone).
+     * Fails before any work (LEAN_ERR_ARG, naming the index) when s[i] cannot share s[0]'s pass
+     * (other settings); after a failure midway no position counts as written. */
+    lean_status (*forward_batch)(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
+                                 float *logits, lean_error *err);
 
     /* Optional, resident generation (lean.h, "generation"); NULL: session.c draws on the host.
      * gen_begin: from the logits of the last forward call (which asked for logits; the next
