@@ -303,6 +303,8 @@ static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t
         } else if (c->pos >= c->n_ctx) {
             st = LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i,
                            c->pos, c->n_ctx);
+        } else if (c->be->batch_check && (st = c->be->batch_check(ctx[0]->state, c->state, i, err)) != LEAN_OK) {
+            /* st and err say what differs */
         } else if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab) {
             st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
                            ids[i], c->m->hp.n_vocab);
