@@ -18,8 +18,8 @@
  *               setting (exact beside not, another table), a generation in progress, a full
  *               context, an id outside the vocabulary: each a clear error that changes nothing.
  *
- * lean-test: native-only (the GPU part opens Dawn; wasm32 runs the CPU kernels' batch through
- * the same forward.c code paths as native) */
+ * lean-test: native-only (CI time: the batched pass is forward.c's C, the same in every build,
+ * and each kernel's independence from the tokens alongside is test_kernels', which wasm runs) */
 #include "gpu_test.h"
 #include "tiny_model.h"
 
