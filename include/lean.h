@@ -309,9 +309,9 @@ LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_er
  * ("cpu-ref") and the GPU decode the contexts one after another (the GPU's batched pass is not
  * written yet), with the same bits too.
  * Rules: ctx[0..n) are n distinct contexts of one model on one backend; where they share a
- * pass (the CPU kernels) also with the same settings (kernel table, exact). The CPU computes
- * with ctx[0]'s threads, at most min(64, ctx[0]'s n_batch) rows a pass (more are split into
- * passes of that many).
+ * pass (the CPU kernels) also with the same settings (kernel table, exact). On the CPU a pass
+ * takes the contexts in order, up to min(64, n_batch) of them, with the threads and n_batch of
+ * its first (ctx[0] for the first pass); more contexts make more passes.
  * logits (nullable): n * n_vocab floats, row i the next-token logits of ctx[i], which are also
  * what a following lean_gen_begin on ctx[i] draws from. The contexts are used by the calling
  * thread for the call's duration (lean_ctx's one-thread rule holds for each).

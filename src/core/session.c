@@ -321,7 +321,7 @@ static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t
 static lean_status decode_each(lean_ctx *c, int32_t id, bool logits, lean_error *err) {
     lean_status st = c->be->forward(c->state, &id, 1, c->pos, logits ? c->logits : NULL, err);
     if (st == LEAN_PENDING) { /* no call made again here: drop the read-back (lean.h) */
-        c->be->gen_end(c->state);
+        if (c->be->gen_end) c->be->gen_end(c->state);
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
                          "lean_decode_batch cannot wait for the GPU in this host (no JSPI): use lean_decode");
     }
