@@ -255,23 +255,6 @@ done:
     lean_ctx_free(a), lean_ctx_free(b), lean_ctx_free(ex), lean_ctx_free(r), lean_ctx_free(o), lean_ctx_free(gen);
 }
 
-static lean_model *load(uint32_t type, const char *arch, uint64_t seed, char *path, size_t cap) {
-    tiny_spec sp = tiny_default(arch);
-    sp.matrix_type = type;
-    sp.embd_type = type;
-    sp.n_embd = 256; /* K-quant rows are multiples of 256 */
-    sp.n_ff = 512;
-    sp.head_dim = 64;
-    sp.n_vocab = 300;
-    sp.seed = seed;
-    tiny_path(path, cap);
-    lean_error err = {0};
-    lean_model *m = NULL;
-    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
-    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", lean_type_name((int)type), err.msg);
-    return m;
-}
-
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -279,7 +262,7 @@ int main(void) {
     const bool gpu = !test_gpu_skipped("test_batch");
     for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
         char path[512];
-        lean_model *m = load(formats[f], archs[f], 40 + f, path, sizeof path);
+        lean_model *m = tiny_load_all(archs[f], formats[f], 40 + f, path, sizeof path);
         if (!m) continue;
         const int32_t V = lean_model_n_vocab(m);
         float *alone = malloc(sizeof(float) * N_SEQ * (N_STEPS + 1) * (size_t)V);
@@ -308,7 +291,7 @@ int main(void) {
         }
         if (f == 0) {
             char opath[512];
-            lean_model *other = load(formats[f], archs[f], 99, opath, sizeof opath);
+            lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);
             if (other) test_refusals(m, other, V);
             lean_model_free(other);
             unlink(opath);
