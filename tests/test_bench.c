@@ -13,7 +13,8 @@
  *     and 2 threads (lean.h's promise), for cpu and cpu-ref; a row names the backend asked
  *     for, with " (exact)" after it for an exact row (--exact, or a name ending in "+exact"),
  *     and the exact CPU kernels' ids are the reference's on this model; an unknown backend or
- *     a missing model is exit status 1.
+ *     a missing model is exit status 1; --streams gives aggregate decode rows (lean_decode_batch)
+ *     whose stream 0 has the decode row's ids.
  */
 #include "dev/lean_dev.h"
 #include "test.h"
@@ -166,6 +167,8 @@ static void test_arguments(void) {
         {{"-m", "x", "--bandwidth", "-3"}, "--bandwidth expects"},
         {{"-m", "x", "--bandwidth", "fast"}, "--bandwidth expects"},
         {{"-m", "x", "--seed", "-1"}, "--seed expects"},
+        {{"-m", "x", "--streams", "0"}, "--streams expects stream counts in [1, 256]"},
+        {{"-m", "x", "--streams", "4,257"}, "--streams expects"},
         {{"-m", "x", "--bogus", "1"}, "unknown option '--bogus'"},
         {{"-m", "x", "-n"}, "'-n' needs a value"},
         {{"model.gguf"}, "unexpected argument 'model.gguf'"},
@@ -187,6 +190,11 @@ static void test_arguments(void) {
     CHECK(a.reps == 3 && a.seed == 42 && a.n_threads == 0 && a.n_backends == 0 && !a.json, "defaults");
     CHECK(!a.exact && !a.profile, "neither --exact nor --profile by default");
     CHECK(a.bandwidth_gbps == 0, "no bandwidth");
+    CHECK(a.n_streams == 0, "no aggregate decode rows by default");
+    const char *streams[] = {"-m", "a", "--streams", "1,8,32", NULL};
+    CHECK(parse(&a, msg, sizeof msg, streams) == 0 && a.n_streams == 3 && a.streams[0] == 1 && a.streams[1] == 8 &&
+              a.streams[2] == 32,
+          "--streams 1,8,32: %s", msg);
 
     const char *many[] = {"-m", "a", "-m", "b", "-p", "0,16,512", "-n", "0", "--suffix", "0+4,256+64", "-r", "5",
                           "-t", "1,2", "--backend", "cpu,cpu-ref", "--bandwidth", "12.5", "--seed", "7", "--json",
@@ -423,6 +431,39 @@ static void test_run(void) {
         CHECK(n_tg == n_rows, "%d decode rows, expected %d", n_tg, n_rows);
         CHECK(strcmp(hashes[n_rows - 2], hashes[n_rows - 1]) == 0, "cpu exact and cpu-ref: the same ids (%s, %s)",
               hashes[n_rows - 2], hashes[n_rows - 1]);
+        free(text);
+    }
+
+    /* aggregate decode: rows tgN xS whose stream 0 has tg N's ids (the hash above), the note
+     * saying so, for the CPU kernels' batched pass and for cpu-ref's context-by-context one */
+    out = fopen(out_path, "w");
+    if (!out) return;
+    char *sargs[] = {"-m", model, "-p", "0", "-n", "5", "--suffix", "none", "-r", "2", "--seed", "9", "--streams",
+                     "1,3", "--backend", "cpu,cpu-ref", "--json", NULL};
+    rc = bench_main(17, sargs, out);
+    fclose(out);
+    CHECK(rc == 0, "bench --streams exit status %d", rc);
+    text = slurp_text(out_path);
+    if (text) {
+        int n_batch = 0;
+        char tg_hash[17] = "";
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            CHECK(json_ok(line), "not well-formed JSON: %s", line);
+            const char *h = strstr(line, "\"hash\":\"");
+            if (strstr(line, "\"phase\":\"decode\"") && h) memcpy(tg_hash, h + 8, 16);
+            if (!strstr(line, "\"phase\":\"batch\"")) continue;
+            const int S = n_batch % 2 ? 3 : 1;
+            char test[32], tokens[32];
+            snprintf(test, sizeof test, "\"test\":\"tg5 x%d\"", S);
+            snprintf(tokens, sizeof tokens, "\"n_tokens\":%d,", 5 * S);
+            CHECK(strstr(line, test) && strstr(line, tokens), "batch row %d: %s", n_batch, line);
+            CHECK(h && !strncmp(h + 8, tg_hash, 16), "batch row %d: stream 0's hash is not tg5's %s: %s", n_batch,
+                  tg_hash, line);
+            CHECK(strstr(line, "\"same_ids_as_alone\":true") && strstr(line, "\"same_ids_every_rep\":true"),
+                  "batch row %d: %s", n_batch, line);
+            n_batch++;
+        }
+        CHECK(n_batch == 4, "%d batch rows, expected 4 (2 backends x 2 stream counts)", n_batch);
         free(text);
     }
 

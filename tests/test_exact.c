@@ -59,24 +59,10 @@ static lean_ctx *new_ctx(const lean_model *m, const char *be, bool exact, int32_
     return st == LEAN_OK ? c : NULL;
 }
 
-/* A model of every matrix in `type` (token_embd too), architecture by format index. */
+/* A model of every matrix in `type`, architecture by format index. */
 static lean_model *load_format(uint32_t type, int i, char *path, size_t cap) {
     static const char *arch[] = {"llama", "qwen2", "qwen3"};
-    tiny_spec sp = tiny_default(arch[i % 3]);
-    sp.matrix_type = type;
-    sp.embd_type = type;
-    sp.n_embd = 256; /* K-quant rows are multiples of 256 */
-    sp.n_ff = 512;
-    sp.head_dim = 64;
-    sp.n_vocab = 300;
-    /* untied: a tiny tied model echoes its last id with a logit no temperature moves */
-    sp.seed = 100 + (uint64_t)i;
-    tiny_path(path, cap);
-    lean_error err = {0};
-    lean_model *m = NULL;
-    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
-    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", lean_type_name((int)type), err.msg);
-    return m;
+    return tiny_load_all(arch[i % 3], type, 100 + (uint64_t)i, path, cap);
 }
 
 /* ---- same bits for any thread count and batch ---- */

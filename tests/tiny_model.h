@@ -233,4 +233,25 @@ static inline lean_status tiny_write(const tiny_spec *sp, const char *path, tiny
 /* A fresh temporary file name (the caller unlinks it). */
 static inline const char *tiny_path(char *buf, size_t cap) { return test_tmp_path(buf, cap, "tiny.gguf"); }
 
+/* A model of every matrix in `type` (token_embd too) at shapes every format's blocks fit (rows
+ * of 256: the K-quants), untied (a tiny tied model echoes its last id with a logit no
+ * temperature moves), written to a fresh path (the caller unlinks it) and loaded; NULL after a
+ * failed CHECK. */
+static inline lean_model *tiny_load_all(const char *arch, uint32_t type, uint64_t seed, char *path, size_t cap) {
+    tiny_spec sp = tiny_default(arch);
+    sp.matrix_type = type;
+    sp.embd_type = type;
+    sp.n_embd = 256;
+    sp.n_ff = 512;
+    sp.head_dim = 64;
+    sp.n_vocab = 300;
+    sp.seed = seed;
+    tiny_path(path, cap);
+    lean_error err = {0};
+    lean_model *m = NULL;
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", lean_type_name((int)type), err.msg);
+    return m;
+}
+
 #endif
