@@ -413,22 +413,36 @@ AVX2_INLINE __m256 bcast_f16(const uint8_t *p) { /* the f16 at p, exactly, in 8 
     return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
+/* lean_k4_scales' sc[8] and m[8] as the bytes of two u64 (ggml's masks), in registers: bytes
+ * stored one at a time and read back as 8 would stall store-to-load forwarding. */
+AVX2_INLINE void k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    *sc = (u[0] & lo6) | (uint64_t)((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)) << 32;
+    *m = (u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)) << 32;
+}
+
 /* One row's block (legacy) or super-block (K), ready for its vectors (x_vec). */
 typedef struct xblk {
-    const uint8_t *q;       /* Q4 formats: the packed nibbles; Q8_0: the int8 quants; else qv */
+    const uint8_t *q;       /* legacy, Q4_K: the packed nibbles (Q8_0: the int8 quants); else qv */
+    __m256i qh;             /* Q5_0 / Q5_1: the fifth bits, in every lane */
     __m256 d, z;            /* legacy: w = fma(q, d, z) */
     float kd[16], kz[16];   /* K, per sub-block: w = fma(q, kd, kz) */
-    __m256i qv[8];          /* Q5 formats, Q6_K: the quants, a byte each, in element order */
+    __m256i qv[8];          /* Q5_K, Q6_K: the quants, a byte each, in element order */
 } xblk;
 
 AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
     if (f < X_Q4_K) {
-        static const int lf[] = {L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0};
         const bool min = f == X_Q4_1 || f == X_Q5_1, five = f == X_Q5_0 || f == X_Q5_1;
         p->d = bcast_f16(b);
         p->z = min ? bcast_f16(b + 2) : _mm256_mul_ps(p->d, _mm256_set1_ps(five ? -16.0f : -8.0f));
-        p->q = b + (min ? 4 : 2);
-        if (five) p->qv[0] = legacy_unpack(lf[f], b).q, p->q = (const uint8_t *)p->qv;
+        p->q = b + (min ? 4 : 2) + (five ? 4 : 0);
+        if (five) {
+            uint32_t qh;
+            memcpy(&qh, b + (min ? 4 : 2), sizeof qh);
+            p->qh = _mm256_set1_epi32((int)qh);
+        }
         return;
     }
     if (f == X_Q6_K) {
@@ -439,10 +453,12 @@ AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
             _mm256_storeu_ps(p->kz + 8 * h, _mm256_mul_ps(ds, _mm256_set1_ps(-32.0f)));
         }
     } else {
-        uint8_t sc[8], m[8];
-        lean_k4_scales(b + 4, sc, m);
-        _mm256_storeu_ps(p->kd, _mm256_mul_ps(bcast_f16(b), cvt(u8x8(sc))));
-        _mm256_storeu_ps(p->kz, _mm256_mul_ps(_mm256_xor_ps(bcast_f16(b + 2), _mm256_set1_ps(-0.0f)), cvt(u8x8(m))));
+        uint64_t sc, m;
+        k4_scales64(b + 4, &sc, &m);
+        const __m256i scv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+        const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m));
+        _mm256_storeu_ps(p->kd, _mm256_mul_ps(bcast_f16(b), cvt(scv)));
+        _mm256_storeu_ps(p->kz, _mm256_mul_ps(_mm256_xor_ps(bcast_f16(b + 2), _mm256_set1_ps(-0.0f)), cvt(mv)));
     }
     p->q = b + 16;
     if (f != X_Q4_K) {
@@ -461,18 +477,33 @@ AVX2_INLINE int x_elem(int f, int v) {
 }
 AVX2_INLINE int x_group(int f, int e) { return f == X_Q6_K ? e / 16 : e / 32; }
 
-/* The quants of elements e .. e + 7 of a prepared block as floats. */
-AVX2_INLINE __m256 x_quants(int f, const xblk *p, int e) {
-    if (f == X_Q8_0) return cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->q + e))));
-    if (f != X_Q4_0 && f != X_Q4_1 && f != X_Q4_K) return cvt(u8x8(p->q + e));
-    /* legacy: byte e % 16, the high nibble from 16; K: byte 32 (j / 2) + l of sub-block j, high for odd j */
+/* Q5_0 / Q5_1: the fifth bits of elements e .. e + 7 (bit e + l of qh) in the lanes' sign bits. */
+AVX2_INLINE __m256 fifth_signs(const xblk *p, int e) {
+    const __m256i l = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_castsi256_ps(_mm256_sllv_epi32(p->qh, _mm256_sub_epi32(_mm256_set1_epi32(31 - e), l)));
+}
+
+/* The low 4 bits of elements e .. e + 7 of a legacy block (byte e % 16, the high nibble from
+ * 16) or a Q4_K super-block (byte 32 (j / 2) + l of sub-block j, the high nibble for odd j). */
+AVX2_INLINE __m256 nibbles_at(int f, const xblk *p, int e) {
     const bool hi = f == X_Q4_K ? (e / 32) % 2 : e / 16;
     const __m256i raw = u8x8(p->q + (f == X_Q4_K ? 32 * (e / 64) + e % 32 : e % 16));
     return cvt(hi ? _mm256_srli_epi32(raw, 4) : _mm256_and_si256(raw, _mm256_set1_epi32(15)));
 }
 
+/* The quants of elements e .. e + 7 of a prepared block as floats. */
+AVX2_INLINE __m256 x_quants(int f, const xblk *p, int e) {
+    if (f == X_Q8_0) return cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->q + e))));
+    if (f == X_Q5_K || f == X_Q6_K) return cvt(u8x8(p->q + e));
+    const __m256 lo = nibbles_at(f, p, e);
+    if (f != X_Q5_0 && f != X_Q5_1) return lo;
+    return _mm256_add_ps(lo, _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_set1_ps(16.0f), fifth_signs(p, e)));
+}
+
 /* Elements e .. e + 7 of a prepared block: the reference's floats while its scales are finite. */
 AVX2_INLINE __m256 x_vec(int f, const xblk *p, int e) {
+    if (f == X_Q5_0) /* (q - 16) d: with the fifth bit set, q - 16 is the low 4 bits */
+        return _mm256_fmadd_ps(nibbles_at(f, p, e), p->d, _mm256_blendv_ps(p->z, _mm256_setzero_ps(), fifth_signs(p, e)));
     const __m256 q = x_quants(f, p, e);
     if (f == X_Q8_0) return _mm256_mul_ps(q, p->d);
     if (f < X_Q4_K) return _mm256_fmadd_ps(q, p->d, p->z);
@@ -519,6 +550,17 @@ AVX2_INLINE void xfma(int RT, int TT, const __m256 *w, const float *const *xs, i
         UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm256_fmadd_ps(w[i], xv[t], acc[i][t]);
 }
 
+/* Decode: unit u (NK vectors) of RT prepared rows into their chains, one row at a time. */
+AVX2_INLINE void x_rows(int f, int RT, int NK, const xblk *p, const float *x, int u, __m256 acc[4][4]) {
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int k = 0; k < NK; k++) {
+            const int e = x_elem(f, 8 * u + k);
+            acc[i][0] = _mm256_fmadd_ps(x_vec(f, &p[i], e), _mm256_loadu_ps(x + e), acc[i][0]);
+        }
+}
+
 /* Rows r .. r + RT - 1 (at w, wrb apart) x TT tokens -> y[t * ldy + i]. cache: those rows'
  * vectors (x_unpack; row i at cache + i * cstride), each token's activations loaded once for
  * the RT rows; or NULL (TT = 1): each row's block made here, a row at a time (what is live
@@ -541,17 +583,12 @@ AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
                 }
             continue;
         }
+        xblk p[4];
         UNROLL
-        for (int i = 0; i < RT; i++) {
-            xblk p;
-            x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p);
-            for (int v0 = 0; v0 < nv; v0 += 4)
-                UNROLL
-                for (int k = 0; k < 4; k++) {
-                    const int e = x_elem(f, v0 + k);
-                    acc[i][0] = _mm256_fmadd_ps(x_vec(f, &p, e), _mm256_loadu_ps(xs[0] + e0 + e), acc[i][0]);
-                }
-        }
+        for (int i = 0; i < RT; i++) x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p[i]);
+        if (f < X_Q4_K) x_rows(f, RT, 4, p, xs[0] + e0, 0, acc);
+        else
+            for (int u = 0; u < 4; u++) x_rows(f, RT, 8, p, xs[0] + e0, u, acc);
     }
     bool finite = true;
     UNROLL
