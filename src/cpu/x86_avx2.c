@@ -126,6 +126,17 @@ AVX2_INLINE __m256 load_x8(const float *x, int64_t c, int n) {
     return _mm256_loadu_ps(tmp);
 }
 
+/* The first n (<= 8) lanes of v -> x[c .. c + n). */
+AVX2_INLINE void store_x8(float *x, int64_t c, __m256 v, int n) {
+    if (n == 8) {
+        _mm256_storeu_ps(x + c, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(x + c, tmp, sizeof(float) * (size_t)n);
+}
+
 AVX2_INLINE void float_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r,
                             const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy) {
     __m256 acc[4][4];
@@ -370,17 +381,9 @@ AVX2_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
     STORE_TILE(RT, TT, hsum);
 }
 
-AVX2_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                          const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    const int64_t nsb = cols / LEAN_QK_K;
-    kblock U[2 * (CACHE_COLS / LEAN_QK_K)];
-#define KT(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
-    /* a batch: each 2-row tile's super-blocks unpacked once, for all of its token tiles */
-#define UNPACK(r) UNPACK_TILE(2, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
-    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(2, UNPACK, U, KT);
-    else TILE_SCHEDULE(2, KT);
-#undef UNPACK
-#undef KT
+/* 2-row tiles (x86_tiles.h) */
+AVX2_INLINE void matmul_k(MATMUL_PARAMS) {
+    K_MATMUL(2);
 }
 
 QUANT_ENTRY_POINTS(AVX2)
@@ -612,35 +615,9 @@ AVX2_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m256 *cache
     }
 }
 
-/* Tiles: a batch (more than 4 tokens) unpacks 4 rows at a time onto the stack (1 when they do
- * not fit), then 4 x 4 tiles (4 x 1 for the tokens left); decode, and rows too long for the
- * stack, 4 x 1 tiles unpacking in registers; the rows left over one at a time. */
-AVX2_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                          const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    __m256 cache[XCACHE_VECS];
-    const int64_t cs = cols / 8; /* a cached row's vectors */
-    const bool cached = n_tok > 4 && cs <= XCACHE_VECS;
-    for (int64_t r = r0; r < r1;) {
-        const int RT = r1 - r >= 4 && (!cached || 4 * cs <= XCACHE_VECS) ? 4 : 1;
-        const uint8_t *wr = w + (size_t)r * w_row_bytes;
-        if (cached)
-            for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
-        const __m256 *c = cached ? cache : NULL;
-        if (!cached) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */
-            for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off);
-        for (int32_t t = 0; t < n_tok;) {
-            const int TT = cached && n_tok - t >= 4 ? 4 : 1;
-            const float *xs[4];
-            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes);
-            float *yt = y + (int64_t)t * y_row_elems + r;
-            if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            else if (RT == 4) x_tile(f, 4, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            else if (TT == 4) x_tile(f, 1, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            else x_tile(f, 1, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            t += TT;
-        }
-        r += RT;
-    }
+/* x86_tiles.h's schedule over x_unpack and x_tile */
+AVX2_INLINE void matmul_x(MATMUL_PARAMS) {
+    EXACT_MATMUL(__m256, 8);
 }
 
 EXACT_ENTRY_POINTS(AVX2)
@@ -675,13 +652,7 @@ static AVX2 void attn_scores(const float *q, const float *k, int64_t k_row_elems
         const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
         const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
         const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-        if (nk == 8) {
-            _mm256_storeu_ps(s + j, r);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, r);
-            memcpy(s + j, tmp, sizeof(float) * (size_t)nk);
-        }
+        store_x8(s, j, r, nk);
     }
 }
 
@@ -736,13 +707,7 @@ static AVX2 void swiglu(float *gate, const float *up, int64_t n) {
         const __m256 g = load_x8(gate, i, nv), u = load_x8(up, i, nv);
         const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
         const __m256 v = _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
-        if (nv == 8) {
-            _mm256_storeu_ps(gate + i, v);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, v);
-            memcpy(gate + i, tmp, sizeof(float) * (size_t)nv);
-        }
+        store_x8(gate, i, v, nv);
     }
 }
 
@@ -754,15 +719,11 @@ static AVX2 float exp_sum(float *s, int32_t n, float m) {
     for (int32_t i = 0; i < n; i += 8) {
         const int nv = n - i < 8 ? n - i : 8;
         __m256 e = exp8(_mm256_sub_ps(load_x8(s, i, nv), mv));
-        if (nv == 8) {
-            _mm256_storeu_ps(s + i, e);
-        } else {
-            float tmp[8];
+        if (nv < 8) {
             const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
             e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nv), lane)));
-            _mm256_storeu_ps(tmp, e);
-            memcpy(s + i, tmp, sizeof(float) * (size_t)nv);
         }
+        store_x8(s, i, e, nv);
         acc = _mm256_add_ps(acc, e);
     }
     return hsum(acc);
