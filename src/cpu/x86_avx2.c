@@ -397,9 +397,10 @@ QUANT_ENTRY_POINTS(AVX2)
  * fma(q, d sc, -32 d sc), Q8_0's q d one multiply. An infinite or NaN scale makes every one of
  * its block's fma weights NaN or infinite, hence the output it feeds; so an output that is not
  * finite is computed again the reference's way (x_dot_ref: its operations, the same chain),
- * and the fma shortcut never shows. Quants: Q4's widened from the block's nibbles (masked or
- * shifted), Q5's and Q6_K's unpacked a block at a time into bytes in element order (the 8-bit
- * path's legacy_unpack / k_unpack), then widened.
+ * and the fma shortcut never shows. Quants: 4 bits widened from the block's nibbles (masked or
+ * shifted); Q5_0 / Q5_1's fifth bit shifted to each lane's sign and chosen with vblendvps (Q5_0:
+ * (q - 16) d is lo d with it, (lo - 16) d without); Q5_K's and Q6_K's unpacked a super-block at
+ * a time into bytes in element order (the 8-bit path's k_unpack), then widened.
  * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
  * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
  * hsum: the same in every tile shape, row range and batch. Decode (4 tokens or fewer): 4 rows x 1
