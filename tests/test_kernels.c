@@ -27,7 +27,9 @@
  *                A table's own quantize_act must give quant_act.c's bytes exactly.
  *   exact        every table's matmul_exact (float activations for every format) the same way:
  *                xh = x, so the quantization bound is 0 and only float rounding remains,
- *                held to the same tol (its sums, in float, have at most as many roundings).
+ *                held to the same tol (its sums, in float, have at most as many roundings);
+ *                and with an infinite or NaN scale, outputs of the reference's class (NaN,
+ *                +inf, -inf, finite).
  *   invariance   the same outputs, bit for bit, computed one row and one token per call, and
  *                over random row ranges [r0, r1) (which must leave the other rows untouched):
  *                the contract that makes logits independent of threads and batches.
@@ -361,6 +363,59 @@ static void test_matmul(const lean_kernels *kt, bool exact) {
     }
 }
 
+/* ---- exact, with a scale that is not finite ----
+ * A block whose f16 scale (or minimum) is +inf, -inf or NaN: matmul_exact's outputs must be of
+ * the class the reference's weights give (NaN, +inf, -inf or finite). The reference makes (q - 8)
+ * * inf an infinity, where a kernel that folds dequantization into fma(q, d, -8 d) gets inf - inf
+ * = NaN (x86_avx2.c recomputes such outputs the reference's way: this holds it to that). Weights
+ * quantized from 1.0 (a block's quants alike, so its infinities are of one sign), activations
+ * positive; the batch path (6 tokens) and decode's (1 token a call). */
+static int value_class(double v) { return isnan(v) ? 0 : isinf(v) ? (v > 0 ? 1 : 2) : 3; }
+
+static void test_exact_nonfinite(const lean_kernels *kt) {
+    static const float bad[] = {INFINITY, -INFINITY, NAN};
+    const int64_t rows = 13; /* row 0 sane; then each bad value in each f16 field of block 1 */
+    const int32_t n_tok = 6;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t type = all_types[ti];
+        const lean_type_traits *tt = lean_type_traits_get(type);
+        const fmt_info fi = info_of(type);
+        const lean_matmul_fn mm = kt->matmul_exact[type];
+        if (fi.f16[0] < 0 || !mm) continue;
+        const int64_t cols = 3 * tt->block_elems;
+        uint64_t rb = 0;
+        lean_type_bytes(type, (uint64_t)cols, &rb);
+        uint8_t *w = malloc((size_t)rb * (size_t)rows);
+        float *f = malloc(sizeof(float) * (size_t)cols), *x = malloc(sizeof(float) * (size_t)(cols * n_tok));
+        float *y = malloc(sizeof(float) * (size_t)(rows * n_tok)), *y1 = malloc(sizeof(float) * (size_t)(rows * n_tok));
+        for (int64_t i = 0; i < cols; i++) f[i] = 1.0f;
+        for (int64_t i = 0; i < cols * n_tok; i++) x[i] = (float)(0.5 + unit());
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t *row = w + (size_t)r * rb;
+            lean_quantizer_of(type)(f, row, cols);
+            const int k = (int)((r - 1) / 3) % 2, field = fi.f16[k] >= 0 ? fi.f16[k] : fi.f16[0];
+            if (r > 0 && r < 7) put_f16(row + tt->block_bytes + field, bad[(r - 1) % 3]);
+            if (r >= 7) put_f16(row + (size_t)(r % 3) * tt->block_bytes + field, bad[(r - 7) % 3]); /* any block */
+        }
+        mm(cols, w, rb, 0, rows, x, sizeof(float) * (size_t)cols, n_tok, y, rows);
+        for (int32_t t = 0; t < n_tok; t++)
+            mm(cols, w, rb, 0, rows, x + t * cols, sizeof(float) * (size_t)cols, 1, y1 + t * rows, rows);
+        int wrong = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            tt->dequant(w + (size_t)r * rb, f, cols);
+            for (int32_t t = 0; t < n_tok; t++) {
+                double ref = 0;
+                for (int64_t i = 0; i < cols; i++) ref += (double)f[i] * x[t * cols + i];
+                wrong += value_class(y[t * rows + r]) != value_class(ref);
+                wrong += value_class(y1[t * rows + r]) != value_class(ref);
+            }
+        }
+        CHECK(wrong == 0, "%s exact %s: %d outputs of a block with a non-finite scale unlike the reference's", kt->name,
+              tt->name, wrong);
+        free(w), free(f), free(x), free(y), free(y1);
+    }
+}
+
 /* ---- attention ---- */
 
 static void test_attention(const lean_kernels *kt) {
@@ -506,6 +561,7 @@ int main(void) {
         test_quant_same(tables[i]);
         test_matmul(tables[i], false);
         test_matmul(tables[i], true);
+        test_exact_nonfinite(tables[i]);
         if (tables[i]->attn_scores) test_attention(tables[i]);
         if (tables[i]->exp_sum && tables[i]->swiglu) test_exp(tables[i]);
     }

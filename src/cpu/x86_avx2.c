@@ -40,6 +40,7 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -123,6 +124,17 @@ AVX2_INLINE __m256 load_x8(const float *x, int64_t c, int n) {
     float tmp[8] = {0};
     memcpy(tmp, x + c, sizeof(float) * (size_t)n);
     return _mm256_loadu_ps(tmp);
+}
+
+/* The first n (<= 8) lanes of v -> x[c .. c + n). */
+AVX2_INLINE void store_x8(float *x, int64_t c, __m256 v, int n) {
+    if (n == 8) {
+        _mm256_storeu_ps(x + c, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    memcpy(x + c, tmp, sizeof(float) * (size_t)n);
 }
 
 AVX2_INLINE void float_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r,
@@ -369,107 +381,167 @@ AVX2_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
     STORE_TILE(RT, TT, hsum);
 }
 
-AVX2_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                          const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    const int64_t nsb = cols / LEAN_QK_K;
-    kblock U[2 * (CACHE_COLS / LEAN_QK_K)];
-#define KT(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
-    /* a batch: each 2-row tile's super-blocks unpacked once, for all of its token tiles */
-#define UNPACK(r) UNPACK_TILE(2, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
-    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(2, UNPACK, U, KT);
-    else TILE_SCHEDULE(2, KT);
-#undef UNPACK
-#undef KT
+/* 2-row tiles (x86_tiles.h) */
+AVX2_INLINE void matmul_k(MATMUL_PARAMS) {
+    K_MATMUL(2);
 }
 
 QUANT_ENTRY_POINTS(AVX2)
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
- * Every weight is the reference dequantizer's float, made by its operations in its order
- * (formats.c): the quants widened to 8 int32 lanes, offset, converted and scaled (Q4_0
- * (float)(q - 8) * d, Q4_1 (float)q * d + m, K (d sc) q - dmin m, ...). A row's vectors come in
- * a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair, a Q6_K quarter), and
- * each (row, token) output is one FMA chain over them in that sequence, then hsum: the same in
- * every tile shape, row range and batch. With 16 registers the rows are unpacked onto the stack
- * (4 at a time, or 1 for rows of more than XCACHE_VECS * 2 weights) and then 4 x 4 tiles (a
- * batch) or 4 x 1 (decode) read them; a row too long for the stack is unpacked in registers,
- * 1 row x 1 token at a time. */
+ * Every weight is the reference dequantizer's float (formats.c), made in two instructions a
+ * vector (convert the quants, one fma): each format's weight is an exact product plus at most
+ * one rounded addition, so with finite scales Q4_0's (float)(q - 8) * d is fma(q, d, -8 d) (q d
+ * and 8 d exact: an f16's 11 bits times 5), Q4_1's q d + m is fma(q, d, m), Q4_K's (d sc) q -
+ * dmin m is fma(q, d sc, -(dmin m)) (d sc: 17 bits; times q: 22), Q6_K's (d sc)(q - 32) is
+ * fma(q, d sc, -32 d sc), Q8_0's q d one multiply. An infinite or NaN scale makes every one of
+ * its block's fma weights NaN or infinite, hence the output it feeds; so an output that is not
+ * finite is computed again the reference's way (x_dot_ref: its operations, the same chain),
+ * and the fma shortcut never shows. Quants: 4 bits widened from the block's nibbles (masked or
+ * shifted); Q5_0 / Q5_1's fifth bit shifted to each lane's sign and chosen with vblendvps (Q5_0:
+ * (q - 16) d is lo d with it, (lo - 16) d without); Q5_K's and Q6_K's unpacked a super-block at
+ * a time into bytes in element order (the 8-bit path's k_unpack), then widened.
+ * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
+ * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
+ * hsum: the same in every tile shape, row range and batch. Decode (4 tokens or fewer): 4 rows x 1
+ * token, a block of one row at a time made in registers straight into the FMAs; a batch unpacks 4
+ * rows at a time onto the stack (1 for rows of more than XCACHE_VECS * 2 weights) for 4 x 4 tiles. */
 
 #define XCACHE_VECS 2048 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
 
 AVX2_INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 AVX2_INLINE __m256 cvt(__m256i v) { return _mm256_cvtepi32_ps(v); }
-
-/* (v >> shift) & mask, shift from 0 to 31 */
-AVX2_INLINE __m256i bits_at(__m256i v, int shift, int mask) {
-    return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(mask));
+AVX2_INLINE __m256 bcast_f16(const uint8_t *p) { /* the f16 at p, exactly, in 8 lanes */
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
-/* A legacy block at b -> w[0..3] (elements 8k .. 8k + 7): Q8_0 qs * d; Q4_0 / Q5_0
- * (float)(q - 8 or 16) * d; Q4_1 / Q5_1 (float)q * d + m, the fifth bit of element j bit j of qh. */
-AVX2_INLINE void xq_legacy(int f, const uint8_t *b, __m256 w[4]) {
-    const __m256 d = _mm256_set1_ps(f16(b));
-    if (f == X_Q8_0) {
-        for (int k = 0; k < 4; k++)
-            w[k] = _mm256_mul_ps(cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k)))), d);
+/* lean_k4_scales' sc[8] and m[8] as the bytes of two u64 (ggml's masks), in registers: bytes
+ * stored one at a time and read back as 8 would stall store-to-load forwarding. */
+AVX2_INLINE void k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    *sc = (u[0] & lo6) | (uint64_t)((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)) << 32;
+    *m = (u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)) << 32;
+}
+
+/* One row's block (legacy) or super-block (K), ready for its vectors (x_vec). */
+typedef struct xblk {
+    const uint8_t *q;       /* legacy, Q4_K: the packed nibbles (Q8_0: the int8 quants); else qv */
+    __m256i qh;             /* Q5_0 / Q5_1: the fifth bits, in every lane */
+    __m256 d, z;            /* legacy: w = fma(q, d, z) */
+    float kd[16], kz[16];   /* K, per sub-block: w = fma(q, kd, kz) */
+    __m256i qv[8];          /* Q5_K, Q6_K: the quants, a byte each, in element order */
+} xblk;
+
+AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
+    if (f < X_Q4_K) {
+        const bool min = f == X_Q4_1 || f == X_Q5_1, five = f == X_Q5_0 || f == X_Q5_1;
+        p->d = bcast_f16(b);
+        p->z = min ? bcast_f16(b + 2) : _mm256_mul_ps(p->d, _mm256_set1_ps(five ? -16.0f : -8.0f));
+        p->q = b + (min ? 4 : 2) + (five ? 4 : 0);
+        if (five) {
+            uint32_t qh;
+            memcpy(&qh, b + (min ? 4 : 2), sizeof qh);
+            p->qh = _mm256_set1_epi32((int)qh);
+        }
         return;
     }
-    const bool five = f == X_Q5_0 || f == X_Q5_1, min = f == X_Q4_1 || f == X_Q5_1;
-    const int head = min ? 4 : 2; /* d (and m), then Q5's qh */
-    const uint8_t *qs = b + head + (five ? 4 : 0);
-    const __m256 m = min ? _mm256_set1_ps(f16(b + 2)) : _mm256_setzero_ps();
-    const __m256i zero = _mm256_set1_epi32(five ? 16 : 8);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    uint32_t qh = 0;
-    if (five) memcpy(&qh, b + head, sizeof qh);
-    for (int k = 0; k < 4; k++) {
-        const __m256i raw = u8x8(qs + 8 * (k % 2));
-        __m256i q = k < 2 ? _mm256_and_si256(raw, _mm256_set1_epi32(15)) : _mm256_srli_epi32(raw, 4);
-        if (five) /* bit 8k + l of qh, times 16 */
-            q = _mm256_or_si256(q, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> (8 * k))), lane),
-                                                                      _mm256_set1_epi32(1)), 4));
-        w[k] = min ? _mm256_add_ps(_mm256_mul_ps(cvt(q), d), m) : _mm256_mul_ps(cvt(_mm256_sub_epi32(q, zero)), d);
-    }
-}
-
-/* Unit u (0..3) of a K super-block -> w[0..7] at elements k_off(f, u, i).
- * Q4_K / Q5_K: sub-blocks 2u (the low nibbles of qs[32u ..]) and 2u + 1 (the high), each
- * (d sc) q - dmin m (Q5_K's fifth bit: bit j of qh[l]). Q6_K: half h = u / 2, l = 16 (u % 2) ..:
- * the four quants of ql[l], ql[l + 32], qh[l], each (d sc) (q - 32) at 128 h + 32 i + l. */
-AVX2_INLINE void xq_kunit(int f, const uint8_t *b, const kscale *ks, int u, __m256 w[8]) {
     if (f == X_Q6_K) {
-        const int h = u / 2, g = u % 2;
-        for (int p = 0; p < 2; p++) { /* l = 16 g + 8 p .. + 7 */
-            const uint8_t *ql = b + 64 * h + 16 * g + 8 * p, *qh = b + 128 + 32 * h + 16 * g + 8 * p;
-            const __m256i a = u8x8(ql), c = u8x8(ql + 32), hb = u8x8(qh), k15 = _mm256_set1_epi32(15);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(a, k15), _mm256_slli_epi32(bits_at(hb, 0, 3), 4)),
-                _mm256_or_si256(_mm256_and_si256(c, k15), _mm256_slli_epi32(bits_at(hb, 2, 3), 4)),
-                _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_slli_epi32(bits_at(hb, 4, 3), 4)),
-                _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_slli_epi32(bits_at(hb, 6, 3), 4))};
-            for (int i = 0; i < 4; i++)
-                w[2 * i + p] = _mm256_mul_ps(_mm256_set1_ps(ks->d[8 * h + g + 2 * i]),
-                                             cvt(_mm256_sub_epi32(q[i], _mm256_set1_epi32(32))));
+        const __m256 d = bcast_f16(b + 208);
+        for (int h = 0; h < 2; h++) {
+            const __m256 ds = _mm256_mul_ps(d, cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 192 + 8 * h)))));
+            _mm256_storeu_ps(p->kd + 8 * h, ds);
+            _mm256_storeu_ps(p->kz + 8 * h, _mm256_mul_ps(ds, _mm256_set1_ps(-32.0f)));
         }
-        return;
+    } else {
+        uint64_t sc, m;
+        k4_scales64(b + 4, &sc, &m);
+        const __m256i scv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+        const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m));
+        _mm256_storeu_ps(p->kd, _mm256_mul_ps(bcast_f16(b), cvt(scv)));
+        _mm256_storeu_ps(p->kz, _mm256_mul_ps(_mm256_xor_ps(bcast_f16(b + 2), _mm256_set1_ps(-0.0f)), cvt(mv)));
     }
-    const bool five = f == X_Q5_K;
-    const uint8_t *qs = b + (five ? 48 : 16) + 32 * u, *qh = b + 16;
-    for (int s = 0; s < 2; s++) { /* sub-block 2u + s: the low (s = 0) or high nibbles */
-        const int j = 2 * u + s;
-        const __m256 dj = _mm256_set1_ps(ks->d[j]), mj = _mm256_set1_ps(ks->m[j]);
-        for (int p = 0; p < 4; p++) { /* l = 8 p .. 8 p + 7 */
-            __m256i q = u8x8(qs + 8 * p);
-            q = s ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
-            if (five) q = _mm256_or_si256(q, _mm256_slli_epi32(bits_at(u8x8(qh + 8 * p), j, 1), 4));
-            w[4 * s + p] = _mm256_sub_ps(_mm256_mul_ps(dj, cvt(q)), mj);
-        }
+    p->q = b + 16;
+    if (f != X_Q4_K) {
+        kblock kb;
+        k_unpack(f == X_Q6_K ? K_Q6 : K_Q5, b, &kb);
+        for (int k = 0; k < 8; k++) p->qv[k] = kb.q[k];
+        p->q = (const uint8_t *)p->qv;
     }
 }
 
-/* The element of K unit u's vector i, within its super-block. */
-AVX2_INLINE int k_off(int f, int u, int i) {
+/* Vector v of a block (x_prep's order): its first element, and its scale group. */
+AVX2_INLINE int x_elem(int f, int v) {
+    if (f < X_Q4_K) return 8 * v;
+    const int u = v / 8, i = v % 8;
     return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * (i / 2) + 8 * (i % 2) : 64 * u + 8 * i;
+}
+AVX2_INLINE int x_group(int f, int e) { return f == X_Q6_K ? e / 16 : e / 32; }
+
+/* Q5_0 / Q5_1: the fifth bits of elements e .. e + 7 (bit e + l of qh) in the lanes' sign bits. */
+AVX2_INLINE __m256 fifth_signs(const xblk *p, int e) {
+    const __m256i l = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_castsi256_ps(_mm256_sllv_epi32(p->qh, _mm256_sub_epi32(_mm256_set1_epi32(31 - e), l)));
+}
+
+/* The low 4 bits of elements e .. e + 7 of a legacy block (byte e % 16, the high nibble from
+ * 16) or a Q4_K super-block (byte 32 (j / 2) + l of sub-block j, the high nibble for odd j). */
+AVX2_INLINE __m256 nibbles_at(int f, const xblk *p, int e) {
+    const bool hi = f == X_Q4_K ? (e / 32) % 2 : e / 16;
+    const __m256i raw = u8x8(p->q + (f == X_Q4_K ? 32 * (e / 64) + e % 32 : e % 16));
+    return cvt(hi ? _mm256_srli_epi32(raw, 4) : _mm256_and_si256(raw, _mm256_set1_epi32(15)));
+}
+
+/* The quants of elements e .. e + 7 of a prepared block as floats. */
+AVX2_INLINE __m256 x_quants(int f, const xblk *p, int e) {
+    if (f == X_Q8_0) return cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->q + e))));
+    if (f == X_Q5_K || f == X_Q6_K) return cvt(u8x8(p->q + e));
+    const __m256 lo = nibbles_at(f, p, e);
+    if (f != X_Q5_0 && f != X_Q5_1) return lo;
+    return _mm256_add_ps(lo, _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_set1_ps(16.0f), fifth_signs(p, e)));
+}
+
+/* Elements e .. e + 7 of a prepared block: the reference's floats while its scales are finite. */
+AVX2_INLINE __m256 x_vec(int f, const xblk *p, int e) {
+    if (f == X_Q5_0) /* (q - 16) d: with the fifth bit set, q - 16 is the low 4 bits */
+        return _mm256_fmadd_ps(nibbles_at(f, p, e), p->d, _mm256_blendv_ps(p->z, _mm256_setzero_ps(), fifth_signs(p, e)));
+    const __m256 q = x_quants(f, p, e);
+    if (f == X_Q8_0) return _mm256_mul_ps(q, p->d);
+    if (f < X_Q4_K) return _mm256_fmadd_ps(q, p->d, p->z);
+    const int g = x_group(f, e);
+    return _mm256_fmadd_ps(q, _mm256_set1_ps(p->kd[g]), _mm256_set1_ps(p->kz[g]));
+}
+
+/* The output of a row and a token's activations x by the reference's operations, in x_vec's
+ * chain (rare, so out of line, where it cannot crowd the fast path's registers). */
+static AVX2 __attribute__((noinline)) float x_dot_ref(int f, int64_t cols, const uint8_t *row, const float *x) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < cols / xblock_elems[f]; b++) {
+        const uint8_t *blk = row + (size_t)b * xblock_bytes[f];
+        xblk p;
+        kscale ks;
+        x_prep(f, blk, &p);
+        if (f >= X_Q4_K) k_prep(f, blk, &ks);
+        for (int v = 0; v < xblock_elems[f] / 8; v++) {
+            const int e = x_elem(f, v), g = x_group(f, e);
+            const __m256 q = x_quants(f, &p, e);
+            __m256 w;
+            switch (f) { /* formats.c's operations, in its order */
+            case X_Q4_0: w = _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(8.0f)), p.d); break;
+            case X_Q5_0: w = _mm256_mul_ps(_mm256_sub_ps(q, _mm256_set1_ps(16.0f)), p.d); break;
+            case X_Q4_1:
+            case X_Q5_1: w = _mm256_add_ps(_mm256_mul_ps(q, p.d), p.z); break;
+            case X_Q8_0: w = _mm256_mul_ps(q, p.d); break;
+            case X_Q6_K: w = _mm256_mul_ps(_mm256_set1_ps(ks.d[g]), _mm256_sub_ps(q, _mm256_set1_ps(32.0f))); break;
+            default: w = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(ks.d[g]), q), _mm256_set1_ps(ks.m[g])); break;
+            }
+            acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + b * xblock_elems[f] + e), acc);
+        }
+    }
+    return hsum(acc);
 }
 
 /* One vector position of RT rows x TT tokens: acc[i][t] += w[i] * x_t[e .. e + 7]. */
@@ -482,90 +554,71 @@ AVX2_INLINE void xfma(int RT, int TT, const __m256 *w, const float *const *xs, i
         UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm256_fmadd_ps(w[i], xv[t], acc[i][t]);
 }
 
-/* Rows r .. r + RT - 1 x TT tokens -> y[t * ldy + i], from cache (those rows' vectors in unit
- * order, row i at cache + i * cstride: x_unpack), or (RT = 1, cache NULL) unpacking the row
- * here. The same FMAs in the same order either way. */
-AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *row, const __m256 *cache, int64_t cstride,
-                        const float *const *xs, float *y, int64_t ldy) {
-    __m256 acc[4][4], col[4], wv[8];
+/* Decode: unit u (NK vectors) of RT prepared rows into their chains, one row at a time. */
+AVX2_INLINE void x_rows(int f, int RT, int NK, const xblk *p, const float *x, int u, __m256 acc[4][4]) {
+    UNROLL
+    for (int i = 0; i < RT; i++)
+        UNROLL
+        for (int k = 0; k < NK; k++) {
+            const int e = x_elem(f, 8 * u + k);
+            acc[i][0] = _mm256_fmadd_ps(x_vec(f, &p[i], e), _mm256_loadu_ps(x + e), acc[i][0]);
+        }
+}
+
+/* Rows r .. r + RT - 1 (at w, wrb apart) x TT tokens -> y[t * ldy + i]. cache: those rows'
+ * vectors (x_unpack; row i at cache + i * cstride), each token's activations loaded once for
+ * the RT rows; or NULL (TT = 1): each row's block made here, a row at a time (what is live
+ * stays in registers). The same FMAs in the same order either way. */
+AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, const __m256 *cache,
+                        int64_t cstride, const float *const *xs, float *y, int64_t ldy) {
+    const int nv = xblock_elems[f] / 8;
+    __m256 acc[4][4], col[4];
     UNROLL
     for (int i = 0; i < RT; i++)
         UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm256_setzero_ps();
-    if (f < X_Q4_K) {
-        for (int64_t b = 0; b < cols / 32; b++) {
-            if (!cache) xq_legacy(f, row + (size_t)b * xblock_bytes[f], wv);
-            UNROLL
-            for (int k = 0; k < 4; k++) {
-                UNROLL for (int i = 0; i < RT; i++) col[i] = cache ? cache[i * cstride + 4 * b + k] : wv[k];
-                xfma(RT, TT, col, xs, 32 * b + 8 * k, acc);
-            }
-        }
-    } else {
-        for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
-            const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
-            kscale ks;
-            if (!cache) k_prep(f, b, &ks);
-            UNROLL
-            for (int u = 0; u < 4; u++) {
-                if (!cache) xq_kunit(f, b, &ks, u, wv);
+    for (int64_t b = 0; b < cols / xblock_elems[f]; b++) {
+        const int64_t e0 = b * xblock_elems[f];
+        if (cache) {
+            for (int v0 = 0; v0 < nv; v0 += 4)
                 UNROLL
-                for (int k = 0; k < 8; k++) {
-                    UNROLL for (int i = 0; i < RT; i++) col[i] = cache ? cache[i * cstride + 32 * sb + 8 * u + k] : wv[k];
-                    xfma(RT, TT, col, xs, sb * LEAN_QK_K + k_off(f, u, k), acc);
+                for (int k = 0; k < 4; k++) {
+                    UNROLL for (int i = 0; i < RT; i++) col[i] = cache[i * cstride + b * nv + v0 + k];
+                    xfma(RT, TT, col, xs, e0 + x_elem(f, v0 + k), acc);
                 }
-            }
+            continue;
         }
+        xblk p[4];
+        UNROLL
+        for (int i = 0; i < RT; i++) x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p[i]);
+        if (f < X_Q4_K) x_rows(f, RT, 4, p, xs[0] + e0, 0, acc);
+        else
+            for (int u = 0; u < 4; u++) x_rows(f, RT, 8, p, xs[0] + e0, u, acc);
     }
+    bool finite = true;
     UNROLL
     for (int i = 0; i < RT; i++)
-        UNROLL for (int t = 0; t < TT; t++) y[t * ldy + i] = hsum(acc[i][t]);
+        UNROLL for (int t = 0; t < TT; t++) {
+            y[t * ldy + i] = hsum(acc[i][t]);
+            finite &= isfinite(y[t * ldy + i]);
+        }
+    if (!finite)
+        for (int i = 0; i < RT; i++)
+            for (int t = 0; t < TT; t++) y[t * ldy + i] = x_dot_ref(f, cols, w + (size_t)i * wrb, xs[t]);
 }
 
-/* A row's vectors in x_tile's unit order -> cache (cols / 8 vectors). */
+/* A row's vectors in x_prep's order -> cache (cols / 8 vectors). */
 AVX2_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m256 *cache) {
-    if (f < X_Q4_K) {
-        for (int64_t b = 0; b < cols / 32; b++, cache += 4) {
-            prefetch_ahead(row + (size_t)b * xblock_bytes[f]);
-            xq_legacy(f, row + (size_t)b * xblock_bytes[f], cache);
-        }
-        return;
-    }
-    for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
-        const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
-        prefetch_ahead(b);
-        kscale ks;
-        k_prep(f, b, &ks);
-        for (int u = 0; u < 4; u++, cache += 8) xq_kunit(f, b, &ks, u, cache);
+    const int nv = xblock_elems[f] / 8;
+    for (int64_t b = 0; b < cols / xblock_elems[f]; b++, cache += nv) {
+        xblk p;
+        x_prep(f, row + (size_t)b * xblock_bytes[f], &p);
+        for (int v = 0; v < nv; v++) cache[v] = x_vec(f, &p, x_elem(f, v));
     }
 }
 
-/* 4 rows at a time unpacked onto the stack (1 when they do not fit), then 4 x 4 tiles (4 x 1
- * for the tokens left, all of decode's); the rows left over one at a time; rows too long for
- * the stack 1 x 1 in registers. */
-AVX2_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                          const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    __m256 cache[XCACHE_VECS];
-    const int64_t cs = cols / 8; /* a cached row's vectors */
-    const bool cached = cs <= XCACHE_VECS;
-    for (int64_t r = r0; r < r1;) {
-        const int RT = cached && r1 - r >= 4 && 4 * cs <= XCACHE_VECS ? 4 : 1;
-        const uint8_t *wr = w + (size_t)r * w_row_bytes;
-        if (cached)
-            for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
-        const __m256 *c = cached ? cache : NULL;
-        for (int32_t t = 0; t < n_tok;) {
-            const int TT = cached && n_tok - t >= 4 ? 4 : 1;
-            const float *xs[4];
-            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes);
-            float *yt = y + (int64_t)t * y_row_elems + r;
-            if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, c, cs, xs, yt, y_row_elems);
-            else if (RT == 4) x_tile(f, 4, 1, cols, wr, c, cs, xs, yt, y_row_elems);
-            else if (TT == 4) x_tile(f, 1, 4, cols, wr, c, cs, xs, yt, y_row_elems);
-            else x_tile(f, 1, 1, cols, wr, c, cs, xs, yt, y_row_elems);
-            t += TT;
-        }
-        r += RT;
-    }
+/* x86_tiles.h's schedule over x_unpack and x_tile */
+AVX2_INLINE void matmul_x(MATMUL_PARAMS) {
+    EXACT_MATMUL(__m256, 8);
 }
 
 EXACT_ENTRY_POINTS(AVX2)
@@ -600,13 +653,7 @@ static AVX2 void attn_scores(const float *q, const float *k, int64_t k_row_elems
         const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
         const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
         const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-        if (nk == 8) {
-            _mm256_storeu_ps(s + j, r);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, r);
-            memcpy(s + j, tmp, sizeof(float) * (size_t)nk);
-        }
+        store_x8(s, j, r, nk);
     }
 }
 
@@ -661,13 +708,7 @@ static AVX2 void swiglu(float *gate, const float *up, int64_t n) {
         const __m256 g = load_x8(gate, i, nv), u = load_x8(up, i, nv);
         const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
         const __m256 v = _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
-        if (nv == 8) {
-            _mm256_storeu_ps(gate + i, v);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, v);
-            memcpy(gate + i, tmp, sizeof(float) * (size_t)nv);
-        }
+        store_x8(gate, i, v, nv);
     }
 }
 
@@ -679,15 +720,11 @@ static AVX2 float exp_sum(float *s, int32_t n, float m) {
     for (int32_t i = 0; i < n; i += 8) {
         const int nv = n - i < 8 ? n - i : 8;
         __m256 e = exp8(_mm256_sub_ps(load_x8(s, i, nv), mv));
-        if (nv == 8) {
-            _mm256_storeu_ps(s + i, e);
-        } else {
-            float tmp[8];
+        if (nv < 8) {
             const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
             e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nv), lane)));
-            _mm256_storeu_ps(tmp, e);
-            memcpy(s + i, tmp, sizeof(float) * (size_t)nv);
         }
+        store_x8(s, i, e, nv);
         acc = _mm256_add_ps(acc, e);
     }
     return hsum(acc);

@@ -382,17 +382,9 @@ AVX512_INLINE void k_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
     STORE_TILE(RT, TT, hsum);
 }
 
-AVX512_INLINE void matmul_k(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                            const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    const int64_t nsb = cols / LEAN_QK_K;
-    kblock U[4 * (CACHE_COLS / LEAN_QK_K)];
-#define KT(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
-    /* a batch: each 4-row tile's super-blocks unpacked once, for all of its token tiles */
-#define UNPACK(r) UNPACK_TILE(4, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
-    if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(4, UNPACK, U, KT);
-    else TILE_SCHEDULE(4, KT);
-#undef UNPACK
-#undef KT
+/* 4-row tiles (x86_tiles.h) */
+AVX512_INLINE void matmul_k(MATMUL_PARAMS) {
+    K_MATMUL(4);
 }
 
 QUANT_ENTRY_POINTS(AVX512)
@@ -575,35 +567,9 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
     }
 }
 
-/* Tiles: a batch (more than 4 tokens) unpacks 4 rows at a time onto the stack (1 when they do
- * not fit), then 4 x 4 tiles (4 x 1 for the tokens left); decode, and rows too long for the
- * stack, 4 x 1 tiles unpacking in registers; the rows left over one at a time. */
-AVX512_INLINE void matmul_x(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                            const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
-    __m512 cache[XCACHE_VECS];
-    const int64_t cs = cols / 16; /* a cached row's vectors */
-    const bool cached = n_tok > 4 && cs <= XCACHE_VECS;
-    for (int64_t r = r0; r < r1;) {
-        const int RT = r1 - r >= 4 && (!cached || 4 * cs <= XCACHE_VECS) ? 4 : 1;
-        const uint8_t *wr = w + (size_t)r * w_row_bytes;
-        if (cached)
-            for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs);
-        const __m512 *c = cached ? cache : NULL;
-        if (!cached) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */
-            for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off);
-        for (int32_t t = 0; t < n_tok;) {
-            const int TT = cached && n_tok - t >= 4 ? 4 : 1;
-            const float *xs[4];
-            for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes);
-            float *yt = y + (int64_t)t * y_row_elems + r;
-            if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            else if (RT == 4) x_tile(f, 4, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            else if (TT == 4) x_tile(f, 1, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            else x_tile(f, 1, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);
-            t += TT;
-        }
-        r += RT;
-    }
+/* x86_tiles.h's schedule over x_unpack and x_tile */
+AVX512_INLINE void matmul_x(MATMUL_PARAMS) {
+    EXACT_MATMUL(__m512, 16);
 }
 
 EXACT_ENTRY_POINTS(AVX512)

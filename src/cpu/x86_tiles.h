@@ -13,6 +13,8 @@
  *                                    then the rows left over one at a time (1 x 4, 1 x 1)
  * TILE_SCHEDULE(RB, TILE)            with 4 tokens or more: BATCH_SCHEDULE without unpacking
  *                                    ahead; fewer (decode): 4 x 1 tiles, then the rows left
+ * K_MATMUL(RB)                       a K-quant matmul's body over the file's k_tile
+ * EXACT_MATMUL(VEC, LANES)           an exact matmul's body over the file's x_unpack and x_tile
  * Every (row, token) output is computed the same way in every tile shape (each file's
  * contract), so the schedule decides speed only, never bits.
  */
@@ -149,6 +151,58 @@ static inline void k_prep(int f, const uint8_t *b, kscale *ks) {
             for (; r + 4 <= r1; r += 4)                                                             \
                 for (int32_t t = 0; t < n_tok; t++) TILE(4, 1, r, t, NULL);                         \
             EDGE_ROWS(TILE)                                                                         \
+        }                                                                                           \
+    } while (0)
+
+/* The parameters of a file's matmul_legacy / matmul_k / matmul_x (f: its format index), which
+ * MATMUL_PASS passes. */
+#define MATMUL_PARAMS                                                                               \
+    int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1, const uint8_t *x, \
+        size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems
+
+/* The K-quants' matmul (each file's matmul_k body, over its kblock, k_unpack and k_tile), RB rows
+ * a tile: a batch unpacks each tile's super-blocks once, for all of its token tiles. */
+#define K_TILE_CALL(RT, TT, r, t, U) k_tile(f, RT, TT, cols, w, w_row_bytes, r, x, x_row_bytes, t, y, y_row_elems, U)
+#define K_PREP(r) UNPACK_TILE(k_rows, r, nsb, kblock_bytes[f], K_UNPACK_ONE)
+#define K_MATMUL(RB)                                                                                \
+    do {                                                                                            \
+        const int64_t nsb = cols / LEAN_QK_K;                                                       \
+        const int k_rows = (RB);                                                                    \
+        kblock U[(RB) * (CACHE_COLS / LEAN_QK_K)];                                                  \
+        if (n_tok >= 4 && nsb <= CACHE_COLS / LEAN_QK_K) BATCH_SCHEDULE(RB, K_PREP, U, K_TILE_CALL); \
+        else TILE_SCHEDULE(RB, K_TILE_CALL);                                                        \
+    } while (0)
+
+/* The exact kernels' matmul (each file's matmul_x body, over its x_unpack and x_tile; VEC its
+ * vector of LANES floats, XCACHE_VECS its stack's worth): a batch (more than 4 tokens) unpacks
+ * 4 rows at a time onto the stack (1 when they do not fit), then 4 x 4 tiles (4 x 1 for the
+ * tokens left); decode, and rows too long for the stack, 4 x 1 tiles made in registers; the
+ * rows left over one at a time. */
+#define EXACT_MATMUL(VEC, LANES)                                                                    \
+    do {                                                                                            \
+        VEC cache[XCACHE_VECS];                                                                     \
+        const int64_t cs = cols / (LANES); /* a cached row's vectors */                             \
+        const bool cached = n_tok > 4 && cs <= XCACHE_VECS;                                         \
+        for (int64_t r = r0; r < r1;) {                                                             \
+            const int RT = r1 - r >= 4 && (!cached || 4 * cs <= XCACHE_VECS) ? 4 : 1;               \
+            const uint8_t *wr = w + (size_t)r * w_row_bytes;                                        \
+            if (cached)                                                                             \
+                for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs); \
+            const VEC *c = cached ? cache : NULL;                                                   \
+            if (!cached) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */ \
+                for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off); \
+            for (int32_t t = 0; t < n_tok;) {                                                       \
+                const int TT = cached && n_tok - t >= 4 ? 4 : 1;                                    \
+                const float *xs[4];                                                                 \
+                for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes); \
+                float *yt = y + (int64_t)t * y_row_elems + r;                                       \
+                if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); \
+                else if (RT == 4) x_tile(f, 4, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); \
+                else if (TT == 4) x_tile(f, 1, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); \
+                else x_tile(f, 1, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);           \
+                t += TT;                                                                            \
+            }                                                                                       \
+            r += RT;                                                                                \
         }                                                                                           \
     } while (0)
 
