@@ -609,6 +609,8 @@ if [ ${#lane_b[@]} -gt 0 ]; then
         lane_state "$lane_dir/state"
     ) >"$lane_dir/log" 2>&1 </dev/null &
     lane_pid=$!
+    # a background job ignores the terminal's Ctrl-C: stop the lane with this shell
+    trap 'kill "$lane_pid" 2>/dev/null; exit 130' INT TERM
     for s in "${lane_a[@]}"; do "stage_$s"; done
     wait "$lane_pid"
     echo
