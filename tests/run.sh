@@ -519,7 +519,8 @@ stage_ledger() {
 # build-fuzz). On CI's two CPUs a stage rarely keeps both busy (one thread most of the time:
 # Node, Deno, qemu, the sanitizers), so the lanes overlap where one stage would leave a CPU
 # idle. Lane B's output is held and printed after lane A's, whole; the sums and the ledger add
-# up as if the stages had run in turn. LANES=1: one after another, in the order given.
+# up as if the stages had run in turn. LANES=1: one after another, in the order given (data
+# first, as always).
 LANES=${LANES:-2}
 LANE_B=(webgpu browser)
 declare -A PREBUILD=([native]="all" [wasm]="wasm" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
@@ -609,6 +610,8 @@ if [ ${#lane_b[@]} -gt 0 ]; then
         lane_state "$lane_dir/state"
     ) >"$lane_dir/log" 2>&1 </dev/null &
     lane_pid=$!
+    # a background job ignores the terminal's Ctrl-C: stop the lane with this shell
+    trap 'kill "$lane_pid" 2>/dev/null; exit 130' INT TERM
     for s in "${lane_a[@]}"; do "stage_$s"; done
     wait "$lane_pid"
     echo
