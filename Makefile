@@ -231,10 +231,14 @@ FIXTURE_DEPS = scripts/make_fixtures.py scripts/quants.py scripts/gguf.py $(wild
 # `make webgpu` puts it next to $(BUILD)/lean.
 WEBGPU_LIBS = build/webgpu/libwebgpu_wrapper.so build-asan/webgpu/libwebgpu_wrapper.so
 .PHONY: test-data webgpu
-test-data: build/fixtures/.made build/vocab/.made $(WEBGPU_LIBS)
+test-data: build/fixtures/.made build/vocab/.made build/lora/.made $(WEBGPU_LIBS)
 webgpu: $(BUILD)/webgpu/libwebgpu_wrapper.so
 %/webgpu/libwebgpu_wrapper.so: scripts/setup_webgpu.sh
 	bash scripts/setup_webgpu.sh $*
+# LoRA adapters of the parity models (numpy; SHA-256 checked against tests/data/lora/)
+build/lora/.made: build/fixtures/.made scripts/make_lora.py scripts/gguf.py $(wildcard tests/data/lora/*.txt)
+	$(PYTHON) scripts/make_lora.py adapters build/lora
+	touch $@
 build/vocab/.made: scripts/make_vocabs.sh scripts/tokenizer_to_gguf.py scripts/gguf.py
 	bash scripts/make_vocabs.sh
 	touch $@

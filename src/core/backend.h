@@ -12,6 +12,7 @@
 #ifndef LEAN_BACKEND_H
 #define LEAN_BACKEND_H
 
+#include "core/lora.h"
 #include "core/model.h"
 #include "core/sampler.h"
 
@@ -103,6 +104,11 @@ typedef struct lean_backend {
 
     /* Optional (lean_ctx_profile): the profile since the last call, per step. */
     lean_status (*profile)(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err);
+
+    /* Optional (NULL: the backend runs no LoRA, lean_ctx_set_loras fails LEAN_ERR_UNSUPPORTED):
+     * the adapters the next forward calls apply (lora.h), NULL for none. set stays the context's,
+     * unchanged until the next call here or destroy; on failure the previous set stays in force. */
+    lean_status (*set_lora)(lean_backend_state *s, const lora_set *set, lean_error *err);
 } lean_backend;
 
 extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */

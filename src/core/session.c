@@ -12,7 +12,7 @@
  * it resident (the GPU), else runs it here against the context's copy of the last logits.
  * What it does not: conversations, KV-prefix reuse, text (chat.c, tokenizer.c).
  *
- * Sections: params · create / free · backend · position · prefill / decode · generation
+ * Sections: params · create / free · backend · position · adapters · prefill / decode · generation
  */
 #include "core/backend.h"
 #include "core/test_hooks.h"
@@ -94,6 +94,7 @@ struct lean_ctx {
         bool on;
         int32_t n, done;
     } pending;
+    lora_set *lora; /* the adapters in force (lean_ctx_set_loras), read by the backend; NULL: none */
 };
 
 /* ---- params ---- */
@@ -181,6 +182,7 @@ void lean_ctx_free(lean_ctx *c) {
     if (!c) return;
     lean_gen_end(c);
     c->be->destroy(c->state);
+    lora_set_free(c->lora);
     lean_free(c->logits);
     lean_free(c);
 }
@@ -219,6 +221,30 @@ lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err) {
                          n_pos, c->pos);
     if (n_pos < c->pos) c->has_logits = false;
     c->pos = n_pos;
+    return LEAN_OK;
+}
+
+/* ---- adapters ---- */
+
+lean_status lean_ctx_set_loras(lean_ctx *c, lean_lora *const *loras, const float *scales, int32_t n,
+                               lean_error *err) {
+    if (!c) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_set_loras: NULL context");
+    if (n < 0 || (n > 0 && (!loras || !scales)))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_set_loras: %d adapters%s", n, n < 0 ? "" : " with NULL arrays");
+    lean_status st = check_no_gen(c, "lean_ctx_set_loras", err);
+    if (st != LEAN_OK) return st;
+    if (!c->be->set_lora)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the %s backend does not apply LoRA adapters (docs/lora.md)",
+                         c->be->name);
+    lora_set *set = NULL;
+    if (n > 0 && (st = lora_set_make(c->m, loras, scales, n, &set, err)) != LEAN_OK) return st;
+    if ((st = c->be->set_lora(c->state, set, err)) != LEAN_OK) {
+        lora_set_free(set);
+        return st;
+    }
+    lora_set_free(c->lora);
+    c->lora = set;
+    c->has_logits = false; /* computed without these adapters */
     return LEAN_OK;
 }
 

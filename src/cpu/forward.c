@@ -16,7 +16,10 @@
  *   Wgate Wup, silu(g) * u      the same rows of both      gate
  *   quantize                    a token                    the activations of Wdown
  *   Wdown, x += .               rows                       x
- * then the logits of the last token (norm, quantize, Wout by rows). Row chunks are 64 rows
+ * then the logits of the last token (norm, quantize, Wout by rows). LoRA adapters (core/lora.h) add
+ * to a matmul: A x of its terms on the calling thread before the rows are shared out (a small
+ * matmul: rank rows), then each chunk adds scale * B (A x) to its own rows before the epilogue,
+ * with forward_ref.c's two functions, so a row's bits depend on no thread count either. Row chunks are 64 rows
  * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
@@ -40,7 +43,7 @@
  * tile it was computed in.
  *
  * Sections: state · create / destroy · regions (token work, matmul groups, attention) ·
- *           forward · table
+ *           forward · LoRA · table
  */
 #include "core/backend.h"
 #include "core/rope.h"
@@ -81,6 +84,10 @@ struct lean_backend_state {
     float *rope_sin;  /* (n_batch, head_dim / 2) */
     float *attn_tmp;  /* (n_threads, 2 * ATTN_TQ + ATTN_KB): per-thread m, l, scores */
     void *act[LEAN_N_ACT_TYPES]; /* (n_batch, act row of max_cols) quantized activations; F32 unused */
+    const lora_set *lora; /* the context's adapters (NULL: none) */
+    float *lora_tmp;  /* (3, n_batch, lora->max_site_rank): A x of each matmul of a group */
+    float *lora_row;  /* (n_threads, lora_row_cap) a dequantized row of A or B per thread */
+    int64_t lora_row_cap; /* max(max_cols, lora->max_rank) */
 };
 
 static const float *f32(const lean_tensor *t) { return (const float *)t->data; }
@@ -115,7 +122,8 @@ static void cpu_destroy(lean_backend_state *s) {
     if (!s) return;
     lean_pool_free(s->pool);
     float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xn,       s->proj,    s->q,
-                     s->att,     s->gate,    s->up,       s->rope_cos, s->rope_sin, s->attn_tmp};
+                     s->att,     s->gate,    s->up,       s->rope_cos, s->rope_sin, s->attn_tmp,
+                     s->lora_tmp, s->lora_row};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_free(bufs[i]);
     for (int i = 0; i < LEAN_N_ACT_TYPES; i++) lean_free(s->act[i]);
     lean_free(s);
@@ -279,6 +287,8 @@ typedef struct mm_item {
     const lean_tensor *w;
     float *y;            /* (n, y_row_elems) */
     int64_t y_row_elems;
+    int32_t site;        /* w's LoRA site (lora.h) */
+    const float *lora_tmp; /* run_group: A x of the site's terms, when it has some */
 } mm_item;
 
 typedef struct mm_group {
@@ -293,7 +303,7 @@ typedef struct mm_group {
     int64_t first_chunk[4];    /* unpaired: item i's chunks are [first_chunk[i], first_chunk[i + 1]) */
 } mm_group;
 
-static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_t r1) {
+static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_t r1, int32_t ith) {
     if (r0 >= r1) return;
     lean_backend_state *s = g->s;
     const int act = act_of(s, it->w->type);
@@ -301,24 +311,28 @@ static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_
     const size_t x_row_bytes = lean_act_row_bytes((lean_act_type)act, g->in->cols);
     matmul_of(s, it->w->type)(it->w->ne[0], it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok,
                              it->y, it->y_row_elems);
+    int32_t n_terms;
+    const lora_term *terms = lora_terms(s->lora, it->site, &n_terms);
+    if (n_terms)
+        ref_lora_up(it->y, it->y_row_elems, g->n_tok, it->lora_tmp, terms, n_terms, r0, r1,
+                    s->lora_row + (int64_t)ith * s->lora_row_cap);
 }
 
 /* Chunk c: rows [lo, hi) of every item (paired), or of the one item whose chunks hold c. */
 static void mm_chunk(void *vg, int64_t c, int32_t ith) {
-    (void)ith;
     const mm_group *g = vg;
     int64_t lo, hi;
     if (g->paired) {
         lo = c * g->chunk_rows;
         hi = lo + g->chunk_rows < g->items[0].w->ne[1] ? lo + g->chunk_rows : g->items[0].w->ne[1];
-        for (int i = 0; i < g->n_items; i++) mm_run_item(g, &g->items[i], lo, hi);
+        for (int i = 0; i < g->n_items; i++) mm_run_item(g, &g->items[i], lo, hi, ith);
     } else {
         int i = 0;
         while (c >= g->first_chunk[i + 1]) i++;
         const int64_t rows = g->items[i].w->ne[1];
         lo = (c - g->first_chunk[i]) * g->chunk_rows;
         hi = lo + g->chunk_rows < rows ? lo + g->chunk_rows : rows;
-        mm_run_item(g, &g->items[i], lo, hi);
+        mm_run_item(g, &g->items[i], lo, hi, ith);
     }
     if (g->epilogue == EPI_NONE) return;
     lean_backend_state *s = g->s;
@@ -343,6 +357,14 @@ static void run_group(mm_group *g, act_src *in) {
     for (int ty = 1; ty < LEAN_N_ACT_TYPES; ty++) any |= in->need[ty];
     if (any) for_tokens(s, g->n_tok, quantize_token, in);
     g->in = in;
+    for (int i = 0; i < g->n_items; i++) { /* LoRA: A x, before the rows are shared out */
+        int32_t n_terms;
+        const lora_term *terms = lora_terms(s->lora, g->items[i].site, &n_terms);
+        if (!n_terms) continue;
+        float *tmp = s->lora_tmp + (int64_t)i * s->n_batch * s->lora->max_site_rank;
+        ref_lora_down(tmp, in->src, g->n_tok, terms, n_terms, s->lora_row);
+        g->items[i].lora_tmp = tmp;
+    }
     /* Decode: 64-row chunks (a few microseconds each); a batch: 16 rows x its tokens. */
     g->chunk_rows = g->n_tok < 4 ? 4 * ROW_ALIGN : ROW_ALIGN;
     int64_t n_chunks = 0;
@@ -476,7 +498,9 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos)
 
     act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->attn_norm)};
     mm_group g = {.s = s, .n_tok = n, .n_items = 3,
-                  .items = {{&L->wq, s->q, q_dim}, {&L->wk, k, kv_dim}, {&L->wv, v, kv_dim}}};
+                  .items = {{&L->wq, s->q, q_dim, lora_site(il, LORA_WQ), NULL},
+                            {&L->wk, k, kv_dim, lora_site(il, LORA_WK), NULL},
+                            {&L->wv, v, kv_dim, lora_site(il, LORA_WV), NULL}}};
     run_group(&g, &in);
     qk_arg qa = {.il = il, .k = k, .v = v};
     for_tokens(s, n, qk_token, &qa);
@@ -485,7 +509,7 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos)
     lean_pool_run(s->pool, (int64_t)hp->n_head * ((n + ATTN_TQ - 1) / ATTN_TQ), attn_chunk, &aj);
 
     act_src ain = {.src = s->att, .cols = q_dim};
-    mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d}}};
+    mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d, lora_site(il, LORA_WO), NULL}}};
     run_group(&o, &ain);
 }
 
@@ -495,10 +519,11 @@ static void ffn(lean_backend_state *s, int32_t il, int32_t n) {
     const int32_t d = hp->n_embd, ff = hp->n_ff;
     act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->ffn_norm)};
     mm_group gu = {.s = s, .n_tok = n, .n_items = 2, .epilogue = EPI_SWIGLU, .paired = true,
-                   .items = {{&L->w_gate, s->gate, ff}, {&L->w_up, s->up, ff}}};
+                   .items = {{&L->w_gate, s->gate, ff, lora_site(il, LORA_GATE), NULL},
+                             {&L->w_up, s->up, ff, lora_site(il, LORA_UP), NULL}}};
     run_group(&gu, &in);
     act_src hin = {.src = s->gate, .cols = ff};
-    mm_group dn = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->w_down, s->proj, d}}};
+    mm_group dn = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->w_down, s->proj, d, lora_site(il, LORA_DOWN), NULL}}};
     run_group(&dn, &hin);
 }
 
@@ -519,7 +544,7 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
         const int32_t d = hp->n_embd;
         ref_rmsnorm(s->xn, s->x + (int64_t)(n - 1) * d, f32(&m->output_norm), d, hp->rms_eps);
         act_src in = {.src = s->xn, .cols = d};
-        mm_group g = {.s = s, .n_tok = 1, .n_items = 1, .items = {{&m->output, logits, hp->n_vocab}}};
+        mm_group g = {.s = s, .n_tok = 1, .n_items = 1, .items = {{&m->output, logits, hp->n_vocab, lora_site_output(hp), NULL}}};
         run_group(&g, &in);
     }
     return LEAN_OK;
@@ -528,6 +553,31 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
 static void cpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const int32_t n = lean_pool_size(s->pool);
     snprintf(text, cap, "cpu (%s%s, %d thread%s)", s->k.name, s->exact ? ", exact" : "", n, n == 1 ? "" : "s");
+}
+
+/* ---- LoRA ---- */
+
+/* The scratch of set's terms, then set in force. */
+static lean_status cpu_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
+    float *tmp = NULL, *row = NULL;
+    int64_t cap = 0;
+    if (set) {
+        const lean_hparams *hp = &s->m->hp;
+        cap = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+        if (lean_q_dim(hp) > cap) cap = lean_q_dim(hp);
+        if (set->max_rank > cap) cap = set->max_rank;
+        lean_status st = alloc_f32(&tmp, 3 * (uint64_t)s->n_batch, (uint64_t)set->max_site_rank, "LoRA scratch", err);
+        if (st == LEAN_OK)
+            st = alloc_f32(&row, (uint64_t)lean_pool_size(s->pool), (uint64_t)cap, "LoRA scratch", err);
+        if (st != LEAN_OK) {
+            lean_free(tmp);
+            return st;
+        }
+    }
+    lean_free(s->lora_tmp);
+    lean_free(s->lora_row);
+    s->lora = set, s->lora_tmp = tmp, s->lora_row = row, s->lora_row_cap = cap;
+    return LEAN_OK;
 }
 
 /* ---- table ---- */
@@ -540,4 +590,5 @@ const lean_backend lean_backend_cpu = {
     .forward = cpu_forward,
     .destroy = cpu_destroy,
     .describe = cpu_describe,
+    .set_lora = cpu_set_lora,
 };
