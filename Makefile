@@ -257,6 +257,7 @@ clean:
 #              (tests/data/fuzz_template.dict: Jinja's words, passed as -dict)
 #   tokenizer  tokenize / detokenize / text stream / lean_chat_tokenize on build/vocab/ (test-data)
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
+#   lora       the LoRA adapter reader against a fixed model (seeds: the -DFUZZ_LORA_SEEDS main)
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
 # make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min) on a
@@ -267,11 +268,12 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json
+FUZZ_TARGETS ?= gguf template tokenizer json lora
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
 FUZZ_MAX_LEN_tokenizer = 2048
 FUZZ_MAX_LEN_json      = 4096
+FUZZ_MAX_LEN_lora      = 4096
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -293,7 +295,7 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	  rm -rf $(FUZZ_DIR)/corpus_$$t && mkdir -p $(FUZZ_DIR)/corpus_$$t; \
 	  cp tests/data/fuzz_$$t/* $(FUZZ_DIR)/corpus_$$t/; \
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
-	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
+	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; lora) len=$(FUZZ_MAX_LEN_lora);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
 	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / 4 )) s, inputs <= $$len bytes"; \
 	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
 	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \
