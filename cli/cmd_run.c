@@ -50,7 +50,7 @@ static const char *const usage_run =
     "  --lora FILE  apply the LoRA adapter FILE (llama.cpp's GGUF adapter) with scale 1; the\n"
     "               flags may be repeated, every adapter is added (docs/lora.md). The CPU\n"
     "               backends apply adapters, the GPU not yet: with one, auto means cpu\n"
-    "  --lora-scaled FILE SCALE  the same with that scale\n"
+    "  --lora-scaled FILE SCALE  the same with that scale (llama.cpp's FILE:SCALE works too)\n"
     VERBOSITY_USAGE
     SAMPLING_USAGE;
 
@@ -74,6 +74,16 @@ static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     }
     *ids = v;
     *n = k;
+    return 0;
+}
+
+/* A LoRA scale: a finite number of at most 1e6 in size; 0 on success. */
+static int parse_scale(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    const double x = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(x) || fabs(x) > 1e6) return -1;
+    *out = (float)x;
     return 0;
 }
 
@@ -115,19 +125,20 @@ static int parse_run(int argc, char **argv, run_args *a) {
         }
         if (strcmp(o, "--lora") == 0 || strcmp(o, "--lora-scaled") == 0) {
             const int scaled = o[6] == '-';
-            if (i + 1 + scaled >= argc) return usage_error(usage_run, "'%s' needs %s", o, scaled ? "FILE SCALE" : "FILE");
+            if (i + 1 >= argc) return usage_error(usage_run, "'%s' needs %s", o, scaled ? "FILE SCALE" : "FILE");
             if (a->n_lora == MAX_LORAS) return usage_error(usage_run, "more than %d adapters", MAX_LORAS);
-            a->lora[a->n_lora] = argv[++i];
-            a->lora_scale[a->n_lora] = 1.0f;
-            if (scaled) {
-                char *end;
-                errno = 0;
-                const double x = strtod(argv[++i], &end);
-                if (errno || end == argv[i] || *end || !isfinite(x) || fabs(x) > 1e6)
-                    return usage_error(usage_run, "--lora-scaled expects a number as SCALE, got '%s'", argv[i]);
-                a->lora_scale[a->n_lora] = (float)x;
+            char *file = argv[++i], *colon = strrchr(file, ':');
+            if (scaled && i + 1 < argc && parse_scale(argv[i + 1], &a->lora_scale[a->n_lora]) == 0) {
+                i++; /* FILE SCALE (older llama.cpp) */
+            } else if (scaled) { /* FILE:SCALE (llama.cpp today) */
+                if (!colon || parse_scale(colon + 1, &a->lora_scale[a->n_lora]) != 0)
+                    return usage_error(usage_run, "--lora-scaled expects FILE SCALE or FILE:SCALE, got '%s%s%s'", file,
+                                       i + 1 < argc ? " " : "", i + 1 < argc ? argv[i + 1] : "");
+                *colon = 0;
+            } else {
+                a->lora_scale[a->n_lora] = 1.0f;
             }
-            a->n_lora++;
+            a->lora[a->n_lora++] = file;
             continue;
         }
         /* flags with a value */

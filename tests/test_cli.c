@@ -229,7 +229,8 @@ static void test_stderr(void) {
 
 /* --lora / --lora-scaled (docs/lora.md; the adapters of `make test-data`): an adapter changes
  * the greedy ids, scale 0 gives the model's, several add up the same on cpu-ref and the CPU's
- * exact kernels, a misfit is named, a bad SCALE is a usage error. */
+ * exact kernels, a misfit is named, a bad SCALE is a usage error, FILE:SCALE is llama.cpp's
+ * spelling of FILE SCALE. */
 static void test_lora_flags(void) {
     const char *run = "run -q -m build/fixtures/llama-f32.gguf --ids 1,2,3,4,5,6,7,8 -n 12";
     result base = lean("%s --backend cpu-ref", run);
@@ -248,8 +249,10 @@ static void test_lora_flags(void) {
     CHECK(tied.rc == 1 && strstr(tied.err, "'output.weight.lora_") && strstr(tied.err, "llama-a.gguf"),
           "a misfit: rc %d, '%s'", tied.rc, tied.err);
     result scale = lean("%s --lora-scaled build/lora/llama-a.gguf half", run);
-    CHECK(scale.rc == 2 && strstr(scale.err, "'half'"), "bad SCALE: rc %d, '%s'", scale.rc, scale.err);
-    result r[] = {base, with, zero, two, two_cpu, tied, scale};
+    CHECK(scale.rc == 2 && strstr(scale.err, "half'"), "bad SCALE: rc %d, '%s'", scale.rc, scale.err);
+    result colon = lean("%s --backend cpu-ref --lora-scaled build/lora/llama-a.gguf:0", run); /* llama.cpp's today */
+    CHECK(colon.rc == 0 && strcmp(colon.out, base.out) == 0, "FILE:0: rc %d, '%s'", colon.rc, colon.out);
+    result r[] = {base, with, zero, two, two_cpu, tied, scale, colon};
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) result_free(&r[i]);
 }
 
