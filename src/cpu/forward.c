@@ -18,8 +18,8 @@
  *   Wdown, x += .               rows                       x
  * then the logits of the last token (norm, quantize, Wout by rows). LoRA adapters (core/lora.h) add
  * to a matmul: A x of its terms on the calling thread before the rows are shared out (a small
- * matmul: rank rows), then each chunk adds scale * B (A x) to its own rows before the epilogue,
- * with forward_ref.c's two functions, so a row's bits depend on no thread count either. Row chunks are 64 rows
+ * matmul: rank rows, by matmul_exact), then each chunk adds scale * B (A x) to its own rows
+ * before the epilogue (ops_ref.h's ref_lora_up), so a row's bits depend on no thread count either. Row chunks are 64 rows
  * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
@@ -362,8 +362,13 @@ static void run_group(mm_group *g, act_src *in) {
         const lora_term *terms = lora_terms(s->lora, g->items[i].site, &n_terms);
         if (!n_terms) continue;
         float *tmp = s->lora_tmp + (int64_t)i * s->n_batch * s->lora->max_site_rank;
-        ref_lora_down(tmp, in->src, g->n_tok, terms, n_terms, s->lora_row);
         g->items[i].lora_tmp = tmp;
+        for (int32_t j = 0; j < n_terms; j++) { /* tmp_j (n_tok, rank) = x A_j^T, as ref_lora_down lays them */
+            const lean_tensor *a = terms[j].a;
+            s->k.matmul_exact[a->type](a->ne[0], a->data, row_bytes(a), 0, terms[j].rank, in->src,
+                                       (size_t)in->cols * sizeof(float), g->n_tok, tmp, terms[j].rank);
+            tmp += (int64_t)g->n_tok * terms[j].rank;
+        }
     }
     /* Decode: 64-row chunks (a few microseconds each); a batch: 16 rows x its tokens. */
     g->chunk_rows = g->n_tok < 4 ? 4 * ROW_ALIGN : ROW_ALIGN;
@@ -561,6 +566,10 @@ static void cpu_describe(const lean_backend_state *s, char *text, size_t cap) {
 static lean_status cpu_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
     float *tmp = NULL, *row = NULL;
     int64_t cap = 0;
+    for (int32_t t = 0; set && t < set->first[set->n_sites]; t++)
+        if (!s->k.matmul_exact[set->terms[t].a->type])
+            return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s exact kernel for LoRA tensor '%s' of type %s",
+                             s->k.name, set->terms[t].a->name, lean_type_name((int)set->terms[t].a->type));
     if (set) {
         const lean_hparams *hp = &s->m->hp;
         cap = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
