@@ -231,10 +231,14 @@ FIXTURE_DEPS = scripts/make_fixtures.py scripts/quants.py scripts/gguf.py $(wild
 # `make webgpu` puts it next to $(BUILD)/lean.
 WEBGPU_LIBS = build/webgpu/libwebgpu_wrapper.so build-asan/webgpu/libwebgpu_wrapper.so
 .PHONY: test-data webgpu
-test-data: build/fixtures/.made build/vocab/.made $(WEBGPU_LIBS)
+test-data: build/fixtures/.made build/vocab/.made build/lora/.made $(WEBGPU_LIBS)
 webgpu: $(BUILD)/webgpu/libwebgpu_wrapper.so
 %/webgpu/libwebgpu_wrapper.so: scripts/setup_webgpu.sh
 	bash scripts/setup_webgpu.sh $*
+# LoRA adapters of the parity models (numpy; SHA-256 checked against tests/data/lora/)
+build/lora/.made: build/fixtures/.made scripts/make_lora.py scripts/gguf.py $(wildcard tests/data/lora/*.txt)
+	$(PYTHON) scripts/make_lora.py adapters build/lora
+	touch $@
 build/vocab/.made: scripts/make_vocabs.sh scripts/tokenizer_to_gguf.py scripts/gguf.py
 	bash scripts/make_vocabs.sh
 	touch $@
@@ -254,6 +258,7 @@ clean:
 #   tokenizer  tokenize / detokenize / text stream / lean_chat_tokenize on build/vocab/ (test-data)
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
 #   kvsnap     the KV snapshot reader (kv_snapshot_parse); a small format: FUZZ_SECONDS_kvsnap
+#   lora       the LoRA adapter reader against a fixed model (seeds: the -DFUZZ_LORA_SEEDS main)
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
 # make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min; kvsnap
@@ -266,13 +271,14 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json kvsnap
+FUZZ_TARGETS ?= gguf template tokenizer json kvsnap lora
 FUZZ_SECONDS_kvsnap ?= 5
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
 FUZZ_MAX_LEN_tokenizer = 2048
 FUZZ_MAX_LEN_json      = 4096
 FUZZ_MAX_LEN_kvsnap    = 4096
+FUZZ_MAX_LEN_lora      = 4096
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -296,7 +302,7 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	  secs=$$(( $(FUZZ_SECONDS) / 4 )); \
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
 	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; kvsnap) len=$(FUZZ_MAX_LEN_kvsnap) secs=$(FUZZ_SECONDS_kvsnap);; \
-	    *) len=$(FUZZ_MAX_LEN_json);; esac; \
+	    lora) len=$(FUZZ_MAX_LEN_lora);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
 	  echo "fuzz_$$t: $$secs s, inputs <= $$len bytes"; \
 	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
 	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$secs -max_len=$$len \

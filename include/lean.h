@@ -280,9 +280,9 @@ LEAN_API int32_t lean_ctx_n_batch(const lean_ctx *c);
  * "cpu_ref", "gpu (NVIDIA H200, Vulkan)". Writes at most cap bytes, NUL-terminated (cut
  * short if need be), and returns text. */
 LEAN_API const char *lean_ctx_backend_str(const lean_ctx *c, char *text, size_t cap);
-/* Why the "auto" backend passed over the GPU for c (the GPU rung's error: no library, a
- * software adapter, a kernel the device rejected, out of its memory), or NULL when c runs on
- * the rung it asked for first. */
+/* Why the "auto" backend passed over the GPU for c: the GPU rung's error and its status
+ * ("... (unsupported)" for no library or a software adapter, "... (out of memory)"), or NULL
+ * when c runs on the rung it asked for first. */
 LEAN_API const char *lean_ctx_fallback(const lean_ctx *c);
 /* Forget every position >= n_pos (0 <= n_pos <= lean_ctx_pos). */
 LEAN_API lean_status lean_ctx_truncate(lean_ctx *c, int32_t n_pos, lean_error *err);
@@ -327,6 +327,48 @@ LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_er
  * LEAN_PENDING: in a host without JSPI a GPU context fails with LEAN_ERR_UNSUPPORTED. */
 LEAN_API lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits,
                                        lean_error *err);
+/* ---- LoRA adapters (src/core/lora.c; docs/lora.md) ----
+ * Low-rank adapters in llama.cpp's GGUF format (convert_lora_to_gguf.py writes them):
+ * general.type = "adapter", adapter.type = "lora", general.architecture the model's,
+ * adapter.lora.alpha (absent: 0), and for each adapted weight W (rows, cols) of the model two
+ * tensors W.lora_a (rank, cols) and W.lora_b (rows, rank), of any type lean reads. Adapted
+ * weights: every layer's attn_q/k/v/output and ffn_gate/up/down, and output.weight (an untied
+ * output); *_norm.weight tensors are ignored as llama.cpp ignores them. A context with adapters
+ * computes, for each adapted W and input x,
+ *     y = W x + sum over adapters: s * B (A x),   s = scale * alpha / rank (scale when alpha = 0)
+ * as llama.cpp and PEFT do: nothing is merged into W, so adapters are switched between calls at
+ * no cost, on several contexts of one model each with its own set.
+ *
+ *   lean_lora *a;
+ *   lean_lora_load_file(m, "adapter.gguf", &a, &err);   // checked against m
+ *   float scale = 1.0f;
+ *   lean_ctx_set_loras(c, &a, &scale, 1, &err);           // the calls that follow use it
+ *   lean_ctx_set_loras(c, NULL, NULL, 0, &err);           // and none again
+ *   lean_lora_free(a);                                    // once no context uses it
+ *
+ * A file that does not fit the model is refused with LEAN_ERR_MODEL (or LEAN_ERR_UNSUPPORTED
+ * for a LoRA lean does not run, e.g. one on token_embd.weight), the message naming the tensor:
+ * a weight the model lacks, shapes that do not match it, a lora_a without its lora_b, another
+ * architecture. The adapter keeps its own copy of the file's bytes, and m must outlive it. */
+typedef struct lean_lora lean_lora;
+LEAN_API lean_status lean_lora_load_file(const lean_model *m, const char *path, lean_lora **out, lean_error *err);
+/* The same from size bytes at data (copied: data may go once it returns). */
+LEAN_API lean_status lean_lora_load_memory(const lean_model *m, const void *data, size_t size, lean_lora **out,
+                                           lean_error *err);
+LEAN_API void lean_lora_free(lean_lora *a);
+/* Adapted weights (pairs of tensors) in a; the largest rank among them. */
+LEAN_API int32_t lean_lora_n_weights(const lean_lora *a);
+LEAN_API int32_t lean_lora_max_rank(const lean_lora *a);
+/* The adapters the calls on c apply from now on, loras[i] with scales[i] (finite; 0 is
+ * allowed and adds nothing); n = 0 (loras, scales NULL) removes them all. Each adapter must
+ * have been loaded for c's model and outlive its use by c (until the next call here or
+ * lean_ctx_free). The KV cache keeps what was computed before: truncate it to recompute a
+ * prefix under the new adapters. The logits of the last call are dropped (lean_gen_begin
+ * needs a prefill or decode first). LEAN_ERR_ARG during a generation or for a bad argument,
+ * LEAN_ERR_UNSUPPORTED on a backend without LoRA (the GPU today: docs/lora.md); on failure
+ * the adapters in force stay. */
+LEAN_API lean_status lean_ctx_set_loras(lean_ctx *c, lean_lora *const *loras, const float *scales, int32_t n,
+                                        lean_error *err);
 
 /* ---- tokenizers (src/text/tokenizer.c) ----
  * Text <-> token ids with the vocabulary a GGUF file carries (its tokenizer.ggml.* keys),

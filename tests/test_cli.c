@@ -234,6 +234,35 @@ static void test_stderr(void) {
     result_free(&r);
 }
 
+/* --lora / --lora-scaled (docs/lora.md; the adapters of `make test-data`): an adapter changes
+ * the greedy ids, scale 0 gives the model's, several add up the same on cpu-ref and the CPU's
+ * exact kernels, a misfit is named, a bad SCALE is a usage error, FILE:SCALE is llama.cpp's
+ * spelling of FILE SCALE. */
+static void test_lora_flags(void) {
+    const char *run = "run -q -m build/fixtures/llama-f32.gguf --ids 1,2,3,4,5,6,7,8 -n 12";
+    result base = lean("%s --backend cpu-ref", run);
+    result with = lean("%s --backend cpu-ref --lora build/lora/llama-a.gguf", run);
+    result zero = lean("%s --backend cpu-ref --lora-scaled build/lora/llama-a.gguf 0", run);
+    result two = lean("%s --backend cpu-ref --lora build/lora/llama-a.gguf --lora-scaled build/lora/llama-b.gguf -0.5",
+                      run);
+    result two_cpu = lean("%s --exact --lora build/lora/llama-a.gguf --lora-scaled build/lora/llama-b.gguf -0.5", run);
+    CHECK(base.rc == 0 && with.rc == 0 && zero.rc == 0 && two.rc == 0 && two_cpu.rc == 0, "--lora runs: %s%s%s%s%s",
+          base.err, with.err, zero.err, two.err, two_cpu.err);
+    CHECK(strcmp(base.out, with.out) != 0, "an adapter leaves the greedy ids as they were: %s", with.out);
+    CHECK(strcmp(base.out, zero.out) == 0, "scale 0: '%s', without: '%s'", zero.out, base.out);
+    CHECK(strcmp(two.out, two_cpu.out) == 0 && strcmp(two.out, with.out) != 0, "two adapters: cpu-ref '%s', cpu '%s'",
+          two.out, two_cpu.out);
+    result tied = lean("run -q -m build/fixtures/llama-tied-f32.gguf --ids 1,2 -n 2 --lora build/lora/llama-a.gguf");
+    CHECK(tied.rc == 1 && strstr(tied.err, "'output.weight.lora_") && strstr(tied.err, "llama-a.gguf"),
+          "a misfit: rc %d, '%s'", tied.rc, tied.err);
+    result scale = lean("%s --lora-scaled build/lora/llama-a.gguf half", run);
+    CHECK(scale.rc == 2 && strstr(scale.err, "half'"), "bad SCALE: rc %d, '%s'", scale.rc, scale.err);
+    result colon = lean("%s --backend cpu-ref --lora-scaled build/lora/llama-a.gguf:0", run); /* llama.cpp's today */
+    CHECK(colon.rc == 0 && strcmp(colon.out, base.out) == 0, "FILE:0: rc %d, '%s'", colon.rc, colon.out);
+    result r[] = {base, with, zero, two, two_cpu, tied, scale, colon};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) result_free(&r[i]);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* DIR/tests/test_cli -> DIR/lean */
@@ -264,6 +293,7 @@ int main(int argc, char **argv) {
     test_version();
     test_aliases(text_model, vocab);
     test_stderr();
+    test_lora_flags();
     if (text_model) unlink(text_model);
     return test_finish("test_cli");
 }

@@ -410,7 +410,8 @@ static void test_ctx_params(void) {
 }
 
 /* Fails the n-th allocation of load -> ctx -> prefill for every n (once, and from then on):
- * each must end in LEAN_ERR_NOMEM with nothing leaked (ASan's leak check at exit). */
+ * each must end in LEAN_ERR_NOMEM, or on the CPU where auto's GPU rung ran out, with nothing
+ * leaked (ASan's leak check at exit). */
 static void test_alloc_failures(void) {
     tiny_spec sp = tiny_default("qwen3");
     char path[256];
@@ -427,16 +428,18 @@ static void test_alloc_failures(void) {
             lean_status st = lean_model_load_file(path, &m, &err);
             if (st == LEAN_OK) st = lean_ctx_create(m, NULL, &c, &err);
             if (st == LEAN_OK) st = lean_prefill(c, ids, 3, logits, &err);
-            lean_alloc_fail_at(0, false);
+            const uint64_t used = lean_alloc_fail_at(0, false);
+            /* auto's GPU rung out of memory: the CPU took over (session.c) */
+            const bool fell = st == LEAN_OK && lean_ctx_fallback(c) && strstr(lean_ctx_fallback(c), "(out of memory)");
             lean_ctx_free(c);
             lean_model_free(m);
-            if (st == LEAN_OK) {
-                CHECK(n > 10, "only %llu allocations?", (unsigned long long)n);
+            if (used < n) { /* no allocation failed: the sweep is over */
+                CHECK(st == LEAN_OK && n > 10, "only %llu allocations? status %d", (unsigned long long)n, st);
                 break;
             }
-            CHECK(st == LEAN_ERR_NOMEM, "failing allocation %llu (sticky %d): status %d: %s",
-                  (unsigned long long)n, sticky, st, err.msg);
-            if (st != LEAN_ERR_NOMEM) break;
+            CHECK(st == LEAN_ERR_NOMEM || fell, "failing allocation %llu (sticky %d): status %d: %s",
+                  (unsigned long long)n, sticky, st, st ? err.msg : "ok without falling back");
+            if (st != LEAN_ERR_NOMEM && !fell) break;
         }
     }
     unlink(path);

@@ -382,7 +382,7 @@ static void test_auto_out_of_memory(const char *path) {
         const uint64_t used = lean_alloc_fail_at(0, false);
         const char *why = st == LEAN_OK ? lean_ctx_fallback(c) : NULL;
         char text[128];
-        if (st == LEAN_OK && why && strstr(why, "memory")) {
+        if (st == LEAN_OK && why && strstr(why, "(out of memory)")) {
             fell++;
             CHECK(!strncmp(lean_ctx_backend_str(c, text, sizeof text), "cpu", 3), "fell back to %s", text);
         } else if (st == LEAN_ERR_NOMEM) {

@@ -12,6 +12,7 @@
 #ifndef LEAN_BACKEND_H
 #define LEAN_BACKEND_H
 
+#include "core/lora.h"
 #include "core/model.h"
 #include "core/sampler.h"
 
@@ -130,6 +131,10 @@ typedef struct lean_backend {
     lean_status (*kv_read)(lean_backend_state *s, int32_t il, int kind, int32_t n, void *dst, lean_error *err);
     lean_status (*kv_write)(lean_backend_state *s, int32_t il, int kind, int32_t n, const void *src, lean_error *err);
     lean_status (*kv_copy)(lean_backend_state *dst, lean_backend_state *src, int32_t n, lean_error *err);
+    /* Optional (NULL: the backend runs no LoRA, lean_ctx_set_loras fails LEAN_ERR_UNSUPPORTED):
+     * the adapters the next forward calls apply (lora.h), NULL for none. set stays the context's,
+     * unchanged until the next call here or destroy; on failure the previous set stays in force. */
+    lean_status (*set_lora)(lean_backend_state *s, const lora_set *set, lean_error *err);
 } lean_backend;
 
 extern const lean_backend lean_backend_cpu_ref; /* src/cpu/forward_ref.c: the reference */

@@ -15,7 +15,8 @@
  * lean_decode_batch hands the backend's forward_batch up to BATCH_PASS contexts a pass (their
  * states, ids and positions), or, for a backend without one, runs forward on each in turn.
  *
- * Sections: params · create / free · backend · position · KV access · prefill / decode · batch · generation
+ * Sections: params · create / free · backend · position · KV access · adapters · prefill / decode · batch ·
+ * generation
  */
 #include "core/backend.h"
 #include "core/kv_snapshot.h"
@@ -100,6 +101,7 @@ struct lean_ctx {
         bool on;
         int32_t n, done;
     } pending;
+    lora_set *lora; /* the adapters in force (lean_ctx_set_loras), read by the backend; NULL: none */
 };
 
 /* ---- params ---- */
@@ -171,7 +173,8 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
     /* a GPU out of memory (its own, or the host's while uploading) leaves the CPU to try; a
      * pending device request is asked again (lean.h) */
     if (st != LEAN_OK && st != LEAN_PENDING && bc.fallback && c->be != bc.fallback) {
-        snprintf(c->fallback, sizeof c->fallback, "%s", err ? err->msg : lean_status_str(st));
+        snprintf(c->fallback, sizeof c->fallback, "%.440s (%s)", err ? err->msg : "the GPU backend",
+                 lean_status_str(st));
         c->be = bc.fallback;
         cfg.n_batch = c->n_batch = batch_of(c->be, params.n_batch, n_ctx);
         st = create_state(c->be, m, &cfg, &c->state, err);
@@ -189,6 +192,7 @@ void lean_ctx_free(lean_ctx *c) {
     if (!c) return;
     lean_gen_end(c);
     c->be->destroy(c->state);
+    lora_set_free(c->lora);
     lean_free(c->logits);
     lean_free(c);
 }
@@ -243,6 +247,30 @@ lean_status lean_ctx_kv(lean_ctx *c, const char *what, ctx_kv *out, lean_error *
 void lean_ctx_kv_set_pos(lean_ctx *c, int32_t n_pos) {
     c->pos = n_pos;
     c->has_logits = false;
+}
+
+/* ---- adapters ---- */
+
+lean_status lean_ctx_set_loras(lean_ctx *c, lean_lora *const *loras, const float *scales, int32_t n,
+                               lean_error *err) {
+    if (!c) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_set_loras: NULL context");
+    if (n < 0 || (n > 0 && (!loras || !scales)))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_set_loras: %d adapters%s", n, n < 0 ? "" : " with NULL arrays");
+    lean_status st = check_no_gen(c, "lean_ctx_set_loras", err);
+    if (st != LEAN_OK) return st;
+    if (!c->be->set_lora)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the %s backend does not apply LoRA adapters (docs/lora.md)",
+                         c->be->name);
+    lora_set *set = NULL;
+    if (n > 0 && (st = lora_set_make(c->m, loras, scales, n, &set, err)) != LEAN_OK) return st;
+    if ((st = c->be->set_lora(c->state, set, err)) != LEAN_OK) {
+        lora_set_free(set);
+        return st;
+    }
+    lora_set_free(c->lora);
+    c->lora = set;
+    c->has_logits = false; /* computed without these adapters */
+    return LEAN_OK;
 }
 
 /* ---- prefill / decode ---- */

@@ -16,7 +16,10 @@
  *   Wgate Wup, silu(g) * u      the same rows of both      gate
  *   quantize                    a token                    the activations of Wdown
  *   Wdown, x += .               rows                       x
- * then the logits of the last token (norm, quantize, Wout by rows). Row chunks are 64 rows
+ * then the logits of the last token (norm, quantize, Wout by rows). LoRA adapters (core/lora.h) add
+ * to a matmul: A x of its terms on the calling thread before the rows are shared out (a small
+ * matmul: rank rows, by matmul_exact), then each chunk adds scale * B (A x) to its own rows
+ * before the epilogue (ops_ref.h's ref_lora_up), so a row's bits depend on no thread count either. Row chunks are 64 rows
  * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
@@ -48,7 +51,7 @@
  * tile it was computed in.
  *
  * Sections: state · create / destroy · regions (token work, matmul groups, attention) ·
- *           forward · table
+ *           forward · LoRA · table
  */
 #include "core/backend.h"
 #include "core/rope.h"
@@ -90,6 +93,10 @@ struct lean_backend_state {
     float *attn_tmp;  /* (n_threads, 2 * ATTN_TQ + ATTN_KB): per-thread m, l, scores */
     float *kb, *vb;   /* (n_batch, kv_dim) a batched pass's new keys and values, before their caches */
     void *act[LEAN_N_ACT_TYPES]; /* (n_batch, act row of max_cols) quantized activations; F32 unused */
+    const lora_set *lora; /* the context's adapters (NULL: none) */
+    float *lora_tmp;  /* (3, n_batch, lora->max_site_rank): A x of each matmul of a group */
+    float *lora_row;  /* (n_threads, lora_row_cap) a dequantized row of A or B per thread */
+    int64_t lora_row_cap; /* max(max_cols, lora->max_rank) */
 };
 
 static const float *f32(const lean_tensor *t) { return (const float *)t->data; }
@@ -125,7 +132,7 @@ static void cpu_destroy(lean_backend_state *s) {
     lean_pool_free(s->pool);
     float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xn,       s->proj,    s->q,
                      s->att,     s->gate,    s->up,       s->rope_cos, s->rope_sin, s->attn_tmp,
-                     s->kb,      s->vb};
+                     s->kb,      s->vb,      s->lora_tmp, s->lora_row};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_free(bufs[i]);
     for (int i = 0; i < LEAN_N_ACT_TYPES; i++) lean_free(s->act[i]);
     lean_free(s);
@@ -297,6 +304,8 @@ typedef struct mm_item {
     const lean_tensor *w;
     float *y;            /* (n, y_row_elems) */
     int64_t y_row_elems;
+    int32_t site;        /* w's LoRA site (lora.h) */
+    const float *lora_tmp; /* run_group: A x of the site's terms, when it has some */
 } mm_item;
 
 typedef struct mm_group {
@@ -311,7 +320,7 @@ typedef struct mm_group {
     int64_t first_chunk[4];    /* unpaired: item i's chunks are [first_chunk[i], first_chunk[i + 1]) */
 } mm_group;
 
-static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_t r1) {
+static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_t r1, int32_t ith) {
     if (r0 >= r1) return;
     lean_backend_state *s = g->s;
     const int act = act_of(s, it->w->type);
@@ -319,24 +328,28 @@ static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_
     const size_t x_row_bytes = lean_act_row_bytes((lean_act_type)act, g->in->cols);
     matmul_of(s, it->w->type)(it->w->ne[0], it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok,
                              it->y, it->y_row_elems);
+    int32_t n_terms;
+    const lora_term *terms = lora_terms(s->lora, it->site, &n_terms);
+    if (n_terms)
+        ref_lora_up(it->y, it->y_row_elems, g->n_tok, it->lora_tmp, terms, n_terms, r0, r1,
+                    s->lora_row + (int64_t)ith * s->lora_row_cap);
 }
 
 /* Chunk c: rows [lo, hi) of every item (paired), or of the one item whose chunks hold c. */
 static void mm_chunk(void *vg, int64_t c, int32_t ith) {
-    (void)ith;
     const mm_group *g = vg;
     int64_t lo, hi;
     if (g->paired) {
         lo = c * g->chunk_rows;
         hi = lo + g->chunk_rows < g->items[0].w->ne[1] ? lo + g->chunk_rows : g->items[0].w->ne[1];
-        for (int i = 0; i < g->n_items; i++) mm_run_item(g, &g->items[i], lo, hi);
+        for (int i = 0; i < g->n_items; i++) mm_run_item(g, &g->items[i], lo, hi, ith);
     } else {
         int i = 0;
         while (c >= g->first_chunk[i + 1]) i++;
         const int64_t rows = g->items[i].w->ne[1];
         lo = (c - g->first_chunk[i]) * g->chunk_rows;
         hi = lo + g->chunk_rows < rows ? lo + g->chunk_rows : rows;
-        mm_run_item(g, &g->items[i], lo, hi);
+        mm_run_item(g, &g->items[i], lo, hi, ith);
     }
     if (g->epilogue == EPI_NONE) return;
     lean_backend_state *s = g->s;
@@ -361,6 +374,19 @@ static void run_group(mm_group *g, act_src *in) {
     for (int ty = 1; ty < LEAN_N_ACT_TYPES; ty++) any |= in->need[ty];
     if (any) for_tokens(s, g->n_tok, quantize_token, in);
     g->in = in;
+    for (int i = 0; i < g->n_items; i++) { /* LoRA: A x, before the rows are shared out */
+        int32_t n_terms;
+        const lora_term *terms = lora_terms(s->lora, g->items[i].site, &n_terms);
+        if (!n_terms) continue;
+        float *tmp = s->lora_tmp + (int64_t)i * s->n_batch * s->lora->max_site_rank;
+        g->items[i].lora_tmp = tmp;
+        for (int32_t j = 0; j < n_terms; j++) { /* tmp_j (n_tok, rank) = x A_j^T, as ref_lora_down lays them */
+            const lean_tensor *a = terms[j].a;
+            s->k.matmul_exact[a->type](a->ne[0], a->data, row_bytes(a), 0, terms[j].rank, in->src,
+                                       (size_t)in->cols * sizeof(float), g->n_tok, tmp, terms[j].rank);
+            tmp += (int64_t)g->n_tok * terms[j].rank;
+        }
+    }
     /* Decode: 64-row chunks (a few microseconds each); a batch: 16 rows x its tokens. */
     g->chunk_rows = g->n_tok < 4 ? 4 * ROW_ALIGN : ROW_ALIGN;
     int64_t n_chunks = 0;
@@ -514,7 +540,9 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos,
 
     act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->attn_norm)};
     mm_group g = {.s = s, .n_tok = n, .n_items = 3,
-                  .items = {{&L->wq, s->q, q_dim}, {&L->wk, k, kv_dim}, {&L->wv, v, kv_dim}}};
+                  .items = {{&L->wq, s->q, q_dim, lora_site(il, LORA_WQ), NULL},
+                            {&L->wk, k, kv_dim, lora_site(il, LORA_WK), NULL},
+                            {&L->wv, v, kv_dim, lora_site(il, LORA_WV), NULL}}};
     run_group(&g, &in);
     qk_arg qa = {.il = il, .k = k, .v = v, .rows = rows};
     for_tokens(s, n, qk_token, &qa);
@@ -523,7 +551,7 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos,
     lean_pool_run(s->pool, (int64_t)hp->n_head * (rows ? n : (n + ATTN_TQ - 1) / ATTN_TQ), attn_chunk, &aj);
 
     act_src ain = {.src = s->att, .cols = q_dim};
-    mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d}}};
+    mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d, lora_site(il, LORA_WO), NULL}}};
     run_group(&o, &ain);
 }
 
@@ -533,10 +561,11 @@ static void ffn(lean_backend_state *s, int32_t il, int32_t n) {
     const int32_t d = hp->n_embd, ff = hp->n_ff;
     act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->ffn_norm)};
     mm_group gu = {.s = s, .n_tok = n, .n_items = 2, .epilogue = EPI_SWIGLU, .paired = true,
-                   .items = {{&L->w_gate, s->gate, ff}, {&L->w_up, s->up, ff}}};
+                   .items = {{&L->w_gate, s->gate, ff, lora_site(il, LORA_GATE), NULL},
+                             {&L->w_up, s->up, ff, lora_site(il, LORA_UP), NULL}}};
     run_group(&gu, &in);
     act_src hin = {.src = s->gate, .cols = ff};
-    mm_group dn = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->w_down, s->proj, d}}};
+    mm_group dn = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->w_down, s->proj, d, lora_site(il, LORA_DOWN), NULL}}};
     run_group(&dn, &hin);
 }
 
@@ -558,7 +587,8 @@ static void forward_rows(lean_backend_state *s, const int32_t *ids, int32_t n, i
     for (int32_t t = 0; t < n_out; t++)
         ref_rmsnorm(s->xn + (int64_t)t * d, s->x + (int64_t)(first + t) * d, f32(&m->output_norm), d, hp->rms_eps);
     act_src in = {.src = s->xn, .cols = d};
-    mm_group g = {.s = s, .n_tok = n_out, .n_items = 1, .items = {{&m->output, logits, hp->n_vocab}}};
+    mm_group g = {.s = s, .n_tok = n_out, .n_items = 1,
+                  .items = {{&m->output, logits, hp->n_vocab, lora_site_output(hp), NULL}}};
     run_group(&g, &in);
 }
 
@@ -577,6 +607,8 @@ static lean_status cpu_batch_check(const lean_backend_state *first, const lean_b
     if (s->m != first->m || strcmp(s->k.name, first->k.name) || s->exact != first->exact)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: ctx[%d] computes with %s%s, ctx[0] with %s%s: one batch, one setting",
                          i, s->k.name, s->exact ? " exact" : "", first->k.name, first->exact ? " exact" : "");
+    if (s->lora != first->lora) /* a pass runs first's matmuls, adapters included, for every row */
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: ctx[%d] has other LoRA adapters than ctx[0]: one batch, one set", i);
     return LEAN_OK;
 }
 
@@ -605,6 +637,35 @@ static float *cpu_kv_host(lean_backend_state *s, int32_t il, int kind) {
     return (kind ? s->v_cache : s->k_cache) + (int64_t)il * s->n_ctx * lean_kv_dim(&s->m->hp);
 }
 
+/* ---- LoRA ---- */
+
+/* The scratch of set's terms, then set in force. */
+static lean_status cpu_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
+    float *tmp = NULL, *row = NULL;
+    int64_t cap = 0;
+    for (int32_t t = 0; set && t < set->first[set->n_sites]; t++)
+        if (!s->k.matmul_exact[set->terms[t].a->type])
+            return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s exact kernel for LoRA tensor '%s' of type %s",
+                             s->k.name, set->terms[t].a->name, lean_type_name((int)set->terms[t].a->type));
+    if (set) {
+        const lean_hparams *hp = &s->m->hp;
+        cap = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+        if (lean_q_dim(hp) > cap) cap = lean_q_dim(hp);
+        if (set->max_rank > cap) cap = set->max_rank;
+        lean_status st = alloc_f32(&tmp, 3 * (uint64_t)s->n_batch, (uint64_t)set->max_site_rank, "LoRA scratch", err);
+        if (st == LEAN_OK)
+            st = alloc_f32(&row, (uint64_t)lean_pool_size(s->pool), (uint64_t)cap, "LoRA scratch", err);
+        if (st != LEAN_OK) {
+            lean_free(tmp);
+            return st;
+        }
+    }
+    lean_free(s->lora_tmp);
+    lean_free(s->lora_row);
+    s->lora = set, s->lora_tmp = tmp, s->lora_row = row, s->lora_row_cap = cap;
+    return LEAN_OK;
+}
+
 /* ---- table ---- */
 
 const lean_backend lean_backend_cpu = {
@@ -618,4 +679,5 @@ const lean_backend lean_backend_cpu = {
     .batch_check = cpu_batch_check,
     .forward_batch = cpu_forward_batch,
     .describe = cpu_describe,
+    .set_lora = cpu_set_lora,
 };

@@ -16,8 +16,11 @@
  *   xn = rmsnorm(x) * ffn_norm
  *   x += (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T
  * then logits = (rmsnorm(x_last) * output_norm) Wout^T.
+ * With LoRA adapters (core/lora.h), each product y = xn W^T above becomes
+ *   y = xn W^T + sum over the weight's terms: scale * (xn A^T) B^T
+ * added to y before anything else touches it (qwen2's bias, SwiGLU, the residual add).
  *
- * Sections: state · create / destroy · blocks (embed, attention, ffn) · forward · table
+ * Sections: state · create / destroy · blocks (embed, attention, ffn) · forward · LoRA · table
  */
 #include "core/backend.h"
 #include "core/rope.h"
@@ -54,6 +57,9 @@ struct lean_backend_state {
     float *rope_cos;  /* (n_batch, head_dim / 2) angles of each token's position */
     float *rope_sin;  /* (n_batch, head_dim / 2) */
     float *row;       /* (max_cols) one dequantized weight row, see ref_matmul */
+    const lora_set *lora; /* the context's adapters (NULL: none) */
+    float *lora_tmp;  /* (n_batch, lora->max_site_rank) A x of one weight's terms */
+    float *lora_row;  /* (max(max_cols, lora->max_rank)) a dequantized row of A or B */
 };
 
 static const float *f32(const lean_tensor *t) { return (const float *)t->data; }
@@ -78,7 +84,8 @@ static lean_status alloc_f32(float **out, uint64_t a, uint64_t b, uint64_t c, co
 static void cpu_destroy(lean_backend_state *s) {
     if (!s) return;
     float *bufs[] = {s->k_cache, s->v_cache, s->x,      s->xn,       s->proj,     s->q,  s->att,
-                     s->gate,    s->up,      s->scores, s->rope_cos, s->rope_sin, s->row};
+                     s->gate,    s->up,      s->scores, s->rope_cos, s->rope_sin, s->row,
+                     s->lora_tmp, s->lora_row};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_free(bufs[i]);
     lean_free(s);
 }
@@ -123,6 +130,16 @@ static lean_status cpu_create(const lean_model *m, int32_t n_ctx, int32_t n_batc
 }
 
 /* ---- blocks ---- */
+
+/* out (n, rows) = x (n, cols) W^T, plus the LoRA terms of W (site; lora.h). */
+static void matmul(lean_backend_state *s, float *out, const float *x, int32_t n, const lean_tensor *w, int32_t site) {
+    ref_matmul(out, x, n, w, s->row);
+    int32_t n_terms;
+    const lora_term *terms = lora_terms(s->lora, site, &n_terms);
+    if (n_terms == 0) return;
+    ref_lora_down(s->lora_tmp, x, n, terms, n_terms, s->lora_row);
+    ref_lora_up(out, w->ne[1], n, s->lora_tmp, terms, n_terms, 0, w->ne[1], s->lora_row);
+}
 
 /* x (n, n_embd) = the embedding rows of ids. */
 static void embed(lean_backend_state *s, const int32_t *ids, int32_t n) {
@@ -195,9 +212,9 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos)
     float *v = vc + (int64_t)pos * kv_dim;                    /* (n, kv_dim) new values */
 
     norm_tokens(s, &L->attn_norm, n);
-    ref_matmul(s->q, s->xn, n, &L->wq, s->row);
-    ref_matmul(k, s->xn, n, &L->wk, s->row);
-    ref_matmul(v, s->xn, n, &L->wv, s->row);
+    matmul(s, s->q, s->xn, n, &L->wq, lora_site(il, LORA_WQ));
+    matmul(s, k, s->xn, n, &L->wk, lora_site(il, LORA_WK));
+    matmul(s, v, s->xn, n, &L->wv, lora_site(il, LORA_WV));
     if (L->bq.data) { /* qwen2 */
         ref_add_bias(s->q, f32(&L->bq), n, q_dim);
         ref_add_bias(k, f32(&L->bk), n, kv_dim);
@@ -216,7 +233,7 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos)
     /* All n keys are in the cache now; token t sees positions 0..pos+t (causal). */
     for (int32_t t = 0; t < n; t++)
         attend_token(s, s->q + (int64_t)t * q_dim, kc, vc, pos + t, s->att + (int64_t)t * q_dim);
-    ref_matmul(s->proj, s->att, n, &L->wo, s->row);
+    matmul(s, s->proj, s->att, n, &L->wo, lora_site(il, LORA_WO));
     add_residual(s, n);
 }
 
@@ -224,10 +241,10 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos)
 static void ffn(lean_backend_state *s, int32_t il, int32_t n) {
     const lean_layer *L = &s->m->layers[il];
     norm_tokens(s, &L->ffn_norm, n);
-    ref_matmul(s->gate, s->xn, n, &L->w_gate, s->row);
-    ref_matmul(s->up, s->xn, n, &L->w_up, s->row);
+    matmul(s, s->gate, s->xn, n, &L->w_gate, lora_site(il, LORA_GATE));
+    matmul(s, s->up, s->xn, n, &L->w_up, lora_site(il, LORA_UP));
     ref_swiglu(s->gate, s->up, (int64_t)n * s->m->hp.n_ff);
-    ref_matmul(s->proj, s->gate, n, &L->w_down, s->row);
+    matmul(s, s->proj, s->gate, n, &L->w_down, lora_site(il, LORA_DOWN));
     add_residual(s, n);
 }
 
@@ -248,7 +265,7 @@ static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_
     if (logits) { /* the last token only: logits (n_vocab) = Wout (rmsnorm(x) * output_norm) */
         const int32_t d = m->hp.n_embd;
         ref_rmsnorm(s->xn, s->x + (int64_t)(n - 1) * d, f32(&m->output_norm), d, m->hp.rms_eps);
-        ref_matmul(logits, s->xn, 1, &m->output, s->row);
+        matmul(s, logits, s->xn, 1, &m->output, lora_site_output(&m->hp));
     }
     return LEAN_OK;
 }
@@ -260,6 +277,29 @@ static float *cpu_kv_host(lean_backend_state *s, int32_t il, int kind) {
     return (kind ? s->v_cache : s->k_cache) + (int64_t)il * s->n_ctx * lean_kv_dim(&s->m->hp);
 }
 
+/* ---- LoRA ---- */
+
+/* The scratch of set's terms, then set in force. */
+static lean_status cpu_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
+    float *tmp = NULL, *row = NULL;
+    if (set) {
+        const lean_hparams *hp = &s->m->hp;
+        int64_t cols = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+        if (lean_q_dim(hp) > cols) cols = lean_q_dim(hp);
+        if (set->max_rank > cols) cols = set->max_rank;
+        lean_status st = alloc_f32(&tmp, (uint64_t)s->n_batch, (uint64_t)set->max_site_rank, 1, "LoRA scratch", err);
+        if (st == LEAN_OK) st = alloc_f32(&row, (uint64_t)cols, 1, 1, "LoRA scratch", err);
+        if (st != LEAN_OK) {
+            lean_free(tmp);
+            return st;
+        }
+    }
+    lean_free(s->lora_tmp);
+    lean_free(s->lora_row);
+    s->lora = set, s->lora_tmp = tmp, s->lora_row = row;
+    return LEAN_OK;
+}
+
 /* ---- table ---- */
 
 const lean_backend lean_backend_cpu_ref = {
@@ -269,4 +309,5 @@ const lean_backend lean_backend_cpu_ref = {
     .forward = cpu_forward,
     .destroy = cpu_destroy,
     .kv_host = cpu_kv_host,
+    .set_lora = cpu_set_lora,
 };

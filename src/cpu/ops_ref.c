@@ -1,12 +1,12 @@
 /* ops_ref.c — the reference kernels (see ops_ref.h for the contract of each).
  *
- * What it does: dot products, RMSNorm, format-generic matmul and embedding lookup
+ * What it does: dot products, RMSNorm, format-generic matmul (and LoRA's two halves), embedding lookup
  * (through formats.c's reference dequantizers), RoPE, softmax, SwiGLU — one plain
  * loop each, float32, sums in index order.
  * What it does not: threads, SIMD, or anything clever; faster kernels live in their own
  * files and are tested against these.
  *
- * Sections: reductions · weights (matmul, embedding) · position (RoPE) · activations
+ * Sections: reductions · weights (matmul, LoRA, embedding) · position (RoPE) · activations
  */
 #include "cpu/ops_ref.h"
 
@@ -52,6 +52,28 @@ void ref_matmul(float *out, const float *x, int32_t n_tok, const lean_tensor *w,
     for (int64_t r = 0; r < rows; r++) {
         tt->dequant(src + (size_t)r * rb, row, cols); /* row (cols) = W[r, :] */
         for (int32_t t = 0; t < n_tok; t++) out[(int64_t)t * rows + r] = ref_dot(row, x + (int64_t)t * cols, cols);
+    }
+}
+
+void ref_lora_down(float *tmp, const float *x, int32_t n_tok, const lora_term *terms, int32_t n_terms, float *row) {
+    for (int32_t j = 0; j < n_terms; j++) {
+        ref_matmul(tmp, x, n_tok, terms[j].a, row); /* (n_tok, rank) */
+        tmp += (int64_t)n_tok * terms[j].rank;
+    }
+}
+
+void ref_lora_up(float *y, int64_t y_row_elems, int32_t n_tok, const float *tmp, const lora_term *terms,
+                 int32_t n_terms, int64_t r0, int64_t r1, float *row) {
+    for (int32_t j = 0; j < n_terms; j++) {
+        const lora_term *tm = &terms[j];
+        const lean_type_traits *tt = lean_type_traits_get(tm->b->type);
+        const size_t rb = row_bytes(tm->b);
+        for (int64_t r = r0; r < r1; r++) {
+            tt->dequant((const uint8_t *)tm->b->data + (size_t)r * rb, row, tm->rank); /* row (rank) = B[r, :] */
+            for (int32_t t = 0; t < n_tok; t++)
+                y[(int64_t)t * y_row_elems + r] += tm->scale * ref_dot(tmp + (int64_t)t * tm->rank, row, tm->rank);
+        }
+        tmp += (int64_t)n_tok * tm->rank;
     }
 }
 

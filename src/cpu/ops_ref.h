@@ -10,6 +10,7 @@
 #ifndef LEAN_OPS_REF_H
 #define LEAN_OPS_REF_H
 
+#include "core/lora.h"
 #include "core/model.h"
 
 /* sum_i a[i] * b[i], accumulated in float in index order. */
@@ -23,6 +24,16 @@ void ref_rmsnorm(float *out, const float *x, const float *w, int64_t n, float ep
  * with every token, so each row is decoded once per batch and no more than one row is
  * ever widened to float. */
 void ref_matmul(float *out, const float *x, int32_t n_tok, const lean_tensor *w, float *row);
+
+/* LoRA (core/lora.h): y += scale * B (A x) for each of n_terms terms of one weight, in two
+ * halves so that a threaded caller can split the second by rows of y:
+ * ref_lora_down: tmp = for each term j, (n_tok, rank_j) = x (n_tok, cols) A_j^T, the terms'
+ *   blocks one after the other (n_tok * the sum of the ranks floats). row: scratch of cols floats.
+ * ref_lora_up: rows [r0, r1) of y (n_tok, y_row_elems) += scale_j * tmp_j B_j^T, term after
+ *   term; a row of y depends only on its own row of each B. row: scratch of max rank floats. */
+void ref_lora_down(float *tmp, const float *x, int32_t n_tok, const lora_term *terms, int32_t n_terms, float *row);
+void ref_lora_up(float *y, int64_t y_row_elems, int32_t n_tok, const float *tmp, const lora_term *terms,
+                 int32_t n_terms, int64_t r0, int64_t r1, float *row);
 
 /* x (n_tok, n) += b (n), b F32. */
 void ref_add_bias(float *x, const float *b, int32_t n_tok, int64_t n);

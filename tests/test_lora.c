@@ -1,0 +1,426 @@
+/* test_lora.c — LoRA adapters (src/core/lora.c; the forward hooks of cpu/forward_ref.c and
+ * cpu/forward.c).
+ *
+ * Reference: for the six parity models (build/fixtures/NAME-f32.gguf) and two adapters each
+ * (build/lora/NAME-{a,b}.gguf, made by scripts/make_lora.py: a of rank 8 with alpha 16 on every
+ * 2-D weight in F32, b of rank 4 without alpha on q, v, down and output in F16; each file's
+ * SHA-256 checked against tests/data/lora/NAME.txt), what numpy computes in float64 from the
+ * math (tests/data/lora/NAME.txt: a alone, and a * 0.75 + b * -0.5) at prompt positions 4, 8
+ * and 16: cpu-ref within 1e-3 on the recorded top-21 and the same argmax, and the same logits
+ * far (> 0.1) from the model's without adapters, so the test sees the adapter. The CPU kernels,
+ * exact, within 1e-3 of numpy too, the same bits for 1 thread and prefill chunks of 16 as for 3
+ * threads and chunks of 5; not exact, cpu-ref's argmax. A quantized base (q8_0, q4_k, q6_k)
+ * takes the adapters as F32 does: the exact kernels within 1e-3 of cpu-ref.
+ * Switching: removing the adapters gives the model's bits again, scale 0 its values; two
+ * contexts of one model with different adapters do not disturb each other.
+ * Refusals (adapters written here with gguf_writer for a tiny model): each misfit named.
+ * Out of memory: every allocation of a load failing in turn ends in a clean error. */
+#include "fixture.h"
+#include "test.h"
+#include "tiny_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_V 4096
+#define TOL 1e-3f
+
+static const char *const NAMES[] = {"llama", "llama-tied", "qwen2", "qwen2-untied", "qwen3", "qwen3-tied"};
+
+/* ---- the numpy reference file ---- */
+
+typedef struct ref_case {
+    char name[16];
+    int n_terms;
+    char label[2];
+    float scale[2];
+    int pos[3];
+    int ids[3][21];
+    float logit[3][21];
+} ref_case;
+
+typedef struct ref_file {
+    char sha[2][65]; /* adapters a, b */
+    int prompt[16], n_prompt;
+    ref_case cases[2];
+    int n_cases;
+} ref_file;
+
+static bool read_ref(const char *name, ref_file *r) {
+    char path[128], line[4096];
+    snprintf(path, sizeof path, "tests/data/lora/%s.txt", name);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    memset(r, 0, sizeof *r);
+    int n_pos = 0;
+    while (fgets(line, sizeof line, f)) {
+        char lb[8], hex[65];
+        if (sscanf(line, "adapter %7s %64s", lb, hex) == 2) {
+            snprintf(r->sha[lb[0] == 'b'], 65, "%s", hex);
+        } else if (!strncmp(line, "prompt ", 7)) {
+            char *p = line + 7, *end;
+            r->n_prompt = (int)strtol(p, &end, 10);
+            for (int i = 0; i < r->n_prompt && i < 16; i++) r->prompt[i] = (int)strtol(end, &end, 10);
+        } else if (!strncmp(line, "case ", 5) && r->n_cases < 2) {
+            ref_case *c = &r->cases[r->n_cases++];
+            char t[2][32] = {{0}};
+            sscanf(line, "case %15s %d %31s %31s", c->name, &c->n_terms, t[0], t[1]);
+            for (int i = 0; i < c->n_terms && i < 2; i++) c->label[i] = t[i][0], c->scale[i] = strtof(t[i] + 2, NULL);
+            n_pos = 0;
+        } else if (!strncmp(line, "logits ", 7) && r->n_cases && n_pos < 3) {
+            ref_case *c = &r->cases[r->n_cases - 1];
+            char *p = line + 7, *end;
+            c->pos[n_pos] = (int)strtol(p, &end, 10);
+            const int k = (int)strtol(end, &end, 10);
+            for (int i = 0; i < k && i < 21; i++) {
+                c->ids[n_pos][i] = (int)strtol(end, &end, 10);
+                c->logit[n_pos][i] = strtof(end + 1, &end); /* past the ':' */
+            }
+            n_pos++;
+        }
+    }
+    fclose(f);
+    return r->n_prompt == 16 && r->n_cases == 2;
+}
+
+/* ---- helpers ---- */
+
+static lean_ctx *new_ctx(const lean_model *m, const char *backend, int exact, int n_threads, int n_batch) {
+    lean_ctx_params p = lean_ctx_default_params();
+    p.backend = backend, p.exact = exact, p.n_threads = n_threads, p.n_batch = n_batch, p.n_ctx = 64;
+    lean_ctx *c = NULL;
+    lean_error err;
+    lean_status st = lean_ctx_create(m, &p, &c, &err);
+    CHECK(st == LEAN_OK, "ctx %s: %s", backend, err.msg);
+    return c;
+}
+
+/* logits after the first n ids of ids, from an empty cache */
+static bool logits_at(lean_ctx *c, const int32_t *ids, int n, float *out) {
+    lean_error err;
+    lean_status st = lean_ctx_truncate(c, 0, &err);
+    if (st == LEAN_OK) st = lean_prefill(c, ids, n, out, &err);
+    CHECK(st == LEAN_OK, "prefill %d: %s", n, err.msg);
+    return st == LEAN_OK;
+}
+
+static bool set(lean_ctx *c, lean_lora *const *a, const float *s, int n) {
+    lean_error err;
+    lean_status st = lean_ctx_set_loras(c, a, s, n, &err);
+    CHECK(st == LEAN_OK, "set_loras: %s", err.msg);
+    return st == LEAN_OK;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static bool same_bits(const float *a, const float *b, int n) { return memcmp(a, b, sizeof *a * (size_t)n) == 0; }
+
+/* ---- against numpy ---- */
+
+static void test_reference(const char *name) {
+    ref_file r;
+    CHECK(read_ref(name, &r), "%s: tests/data/lora/%s.txt unreadable", name, name);
+    char path[128];
+    lean_error err;
+    lean_model *m = NULL;
+    snprintf(path, sizeof path, "build/fixtures/%s-f32.gguf", name);
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s (make test-data)", path, err.msg);
+    if (!m) return;
+    lean_lora *ad[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "build/lora/%s-%c.gguf", name, 'a' + i);
+        CHECK(fixture_file_matches(path, r.sha[i]), "%s: not the adapter numpy saw (make test-data)", path);
+        CHECK(lean_lora_load_file(m, path, &ad[i], &err) == LEAN_OK, "%s: %s", path, err.msg);
+    }
+    const int n_vocab = lean_model_n_vocab(m);
+    float *ref = malloc(sizeof(float) * MAX_V), *base = malloc(sizeof(float) * MAX_V),
+          *got = malloc(sizeof(float) * MAX_V);
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++) ids[i] = r.prompt[i];
+    lean_ctx *cr = new_ctx(m, "cpu-ref", 0, 0, 0);
+    lean_ctx *cx1 = new_ctx(m, "cpu", 1, 1, 16), *cx3 = new_ctx(m, "cpu", 1, 3, 5), *cf = new_ctx(m, "cpu", 0, 2, 0);
+    for (int k = 0; k < r.n_cases && ad[0] && ad[1] && cr && cx1 && cx3 && cf; k++) {
+        const ref_case *c = &r.cases[k];
+        lean_lora *use[2];
+        for (int i = 0; i < c->n_terms; i++) use[i] = ad[c->label[i] - 'a'];
+        lean_ctx *all[4] = {cr, cx1, cx3, cf};
+        for (int i = 0; i < 4; i++) set(all[i], NULL, NULL, 0);
+        for (int p = 0; p < 3; p++) {
+            const int pos = c->pos[p];
+            logits_at(cr, ids, pos, base); /* without adapters */
+            set(cr, use, c->scale, c->n_terms);
+            logits_at(cr, ids, pos, ref);
+            set(cr, NULL, NULL, 0);
+            float worst = 0, moved = 0;
+            for (int i = 0; i < 21; i++) {
+                const int id = c->ids[p][i];
+                const float d = fabsf(ref[id] - c->logit[p][i]), dm = fabsf(base[id] - c->logit[p][i]);
+                worst = d > worst ? d : worst;
+                moved = dm > moved ? dm : moved;
+            }
+            CHECK(worst <= TOL, "%s case %s pos %d: cpu-ref differs from numpy by %g", name, c->name, pos, worst);
+            CHECK(argmax(ref, n_vocab) == c->ids[p][0], "%s case %s pos %d: argmax %d, numpy's %d", name, c->name,
+                  pos, argmax(ref, n_vocab), c->ids[p][0]);
+            CHECK(moved > 0.1f, "%s case %s pos %d: the adapters move the logits by only %g", name, c->name, pos,
+                  moved);
+            for (int i = 1; i < 4; i++) {
+                set(all[i], use, c->scale, c->n_terms);
+                logits_at(all[i], ids, pos, i == 2 ? base : got); /* base: no longer needed */
+                set(all[i], NULL, NULL, 0);
+                if (i == 1) {
+                    worst = 0;
+                    for (int j = 0; j < 21; j++) worst = fmaxf(worst, fabsf(got[c->ids[p][j]] - c->logit[p][j]));
+                    CHECK(worst <= TOL, "%s case %s pos %d: cpu exact differs from numpy by %g", name, c->name, pos,
+                          worst);
+                } else if (i == 2) {
+                    CHECK(same_bits(got, base, n_vocab), "%s case %s pos %d: cpu exact, 3 threads and batch 5, not "
+                          "the bits of 1 thread and batch 16", name, c->name, pos);
+                } else {
+                    CHECK(argmax(got, n_vocab) == argmax(ref, n_vocab), "%s case %s pos %d: cpu argmax %d, cpu-ref %d",
+                          name, c->name, pos, argmax(got, n_vocab), argmax(ref, n_vocab));
+                }
+            }
+        }
+    }
+    /* removing the adapters gives the model's bits again; scale 0 its values */
+    if (cr && ad[0]) {
+        logits_at(cr, ids, 16, base);
+        const float one = 1.0f, zero = 0.0f;
+        set(cr, ad, &one, 1);
+        logits_at(cr, ids, 16, got);
+        set(cr, NULL, NULL, 0);
+        logits_at(cr, ids, 16, ref);
+        CHECK(same_bits(ref, base, n_vocab), "%s: removed adapters leave other logits", name);
+        set(cr, ad, &zero, 1);
+        logits_at(cr, ids, 16, ref);
+        bool eq = true;
+        for (int i = 0; i < n_vocab; i++) eq &= ref[i] == base[i];
+        CHECK(eq, "%s: an adapter of scale 0 changes the logits", name);
+        set(cr, NULL, NULL, 0);
+    }
+    lean_ctx_free(cr), lean_ctx_free(cx1), lean_ctx_free(cx3), lean_ctx_free(cf);
+    for (int i = 0; i < 2; i++) lean_lora_free(ad[i]);
+    free(ref), free(base), free(got);
+    lean_model_free(m);
+}
+
+/* A quantized base: the adapter adds to it as to F32 (exact kernels near cpu-ref), and
+ * two contexts with different adapters interleave without touching each other. */
+static void test_quantized_base(const char *fmt) {
+    char path[128];
+    lean_error err;
+    lean_model *m = NULL;
+    snprintf(path, sizeof path, "build/fixtures/qwen2-%s.gguf", fmt);
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    if (!m) return;
+    lean_lora *ad[2] = {NULL, NULL};
+    CHECK(lean_lora_load_file(m, "build/lora/qwen2-a.gguf", &ad[0], &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_lora_load_file(m, "build/lora/qwen2-b.gguf", &ad[1], &err) == LEAN_OK, "%s", err.msg);
+    const int n_vocab = lean_model_n_vocab(m);
+    float *a = malloc(sizeof(float) * MAX_V), *b = malloc(sizeof(float) * MAX_V), *base = malloc(sizeof(float) * MAX_V);
+    int32_t ids[12];
+    tiny_ids(ids, 12, n_vocab, 5);
+    lean_ctx *cr = new_ctx(m, "cpu-ref", 0, 0, 0), *cx = new_ctx(m, "cpu", 1, 2, 0), *other = new_ctx(m, "cpu", 1, 2, 0);
+    const float s[2] = {1.0f, 2.0f};
+    if (cr && cx && other && ad[0] && ad[1]) {
+        logits_at(cr, ids, 12, base);
+        set(cr, ad, s, 2);
+        logits_at(cr, ids, 12, a);
+        set(cx, ad, s, 2);
+        set(other, &ad[1], s, 1);
+        lean_error e2;
+        /* interleaved: other runs between cx's prefill and decode */
+        CHECK(lean_ctx_truncate(cx, 0, &e2) == LEAN_OK && lean_prefill(cx, ids, 11, NULL, &e2) == LEAN_OK,
+              "%s", e2.msg);
+        logits_at(other, ids, 12, b);
+        CHECK(lean_decode(cx, ids[11], b, &e2) == LEAN_OK, "%s", e2.msg);
+        float moved = 0, worst = 0;
+        for (int i = 0; i < n_vocab; i++) moved = fmaxf(moved, fabsf(a[i] - base[i])), worst = fmaxf(worst, fabsf(a[i] - b[i]));
+        CHECK(worst <= TOL, "%s: cpu exact with adapters differs from cpu-ref by %g", fmt, worst);
+        CHECK(moved > 0.1f, "%s: the adapters move the logits by only %g", fmt, moved);
+    }
+    lean_ctx_free(cr), lean_ctx_free(cx), lean_ctx_free(other);
+    lean_lora_free(ad[0]), lean_lora_free(ad[1]);
+    free(a), free(b), free(base);
+    lean_model_free(m);
+}
+
+/* ---- refusals ---- */
+
+typedef struct bad {
+    const char *what;
+    const char *general_type, *adapter_type, *arch;
+    const char *name_a, *name_b; /* NULL name_b: no lora_b */
+    int64_t a_cols, a_rank, b_rank, b_rows;
+    uint32_t type;
+    lean_status want;
+    const char *needle; /* in the message */
+} bad;
+
+static void *adapter_bytes(const bad *b, uint64_t *n) {
+    gguf_writer *w = gguf_writer_new();
+    if (b->arch) gguf_w_str(w, "general.architecture", b->arch);
+    if (b->general_type) gguf_w_str(w, "general.type", b->general_type);
+    if (b->adapter_type) gguf_w_str(w, "adapter.type", b->adapter_type);
+    gguf_w_f32(w, "adapter.lora.alpha", 8.0f);
+    const char *names[2] = {b->name_a, b->name_b};
+    const int64_t shapes[2][2] = {{b->a_cols, b->a_rank}, {b->b_rank, b->b_rows}};
+    for (int i = 0; i < 2; i++) {
+        if (!names[i]) continue;
+        uint64_t bytes = 0;
+        lean_type_bytes(b->type, (uint64_t)(shapes[i][0] * shapes[i][1]), &bytes);
+        void *data = calloc(1, (size_t)bytes);
+        gguf_w_tensor(w, names[i], b->type, 2, shapes[i], data, bytes);
+        free(data);
+    }
+    void *out = NULL;
+    lean_error err;
+    CHECK(gguf_writer_write_mem(w, &out, n, &err) == LEAN_OK, "%s: writing: %s", b->what, err.msg);
+    gguf_writer_free(w);
+    return out;
+}
+
+static void test_refusals(void) {
+    char path[64];
+    tiny_spec sp = tiny_default("llama");
+    sp.tied = 1;
+    lean_error err;
+    lean_model *m = NULL;
+    CHECK(tiny_write(&sp, tiny_path(path, sizeof path), NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s", err.msg);
+    unlink(path);
+    if (!m) return;
+    /* tiny llama: n_embd 64, q_dim 64, kv_dim 32, n_ff 96, 2 layers */
+#define Q "blk.1.attn_q.weight"
+    const bad cases[] = {
+        {"good", "adapter", "lora", "llama", Q ".lora_a", Q ".lora_b", 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_OK, ""},
+        {"good q8_0", "adapter", "lora", "llama", "blk.0.ffn_down.weight.lora_a", "blk.0.ffn_down.weight.lora_b", 96,
+         32, 32, 64, LEAN_TYPE_Q8_0, LEAN_OK, ""},
+        {"not an adapter", NULL, "lora", "llama", Q ".lora_a", Q ".lora_b", 64, 4, 4, 64, LEAN_TYPE_F32,
+         LEAN_ERR_MODEL, "general.type is missing"},
+        {"a model", "model", "lora", "llama", Q ".lora_a", Q ".lora_b", 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,
+         "\"model\""},
+        {"not lora", "adapter", "control_vector", "llama", Q ".lora_a", Q ".lora_b", 64, 4, 4, 64, LEAN_TYPE_F32,
+         LEAN_ERR_UNSUPPORTED, "control_vector"},
+        {"other arch", "adapter", "lora", "qwen2", Q ".lora_a", Q ".lora_b", 64, 4, 4, 64, LEAN_TYPE_F32,
+         LEAN_ERR_MODEL, "'qwen2'"},
+        {"no arch", "adapter", "lora", NULL, Q ".lora_a", Q ".lora_b", 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,
+         "general.architecture"},
+        {"unknown layer", "adapter", "lora", "llama", "blk.2.attn_q.weight.lora_a", "blk.2.attn_q.weight.lora_b", 64,
+         4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL, "'blk.2.attn_q.weight.lora_a'"},
+        {"unknown weight", "adapter", "lora", "llama", "blk.0.attn_qkv.weight.lora_a", "blk.0.attn_qkv.weight.lora_b",
+         64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL, "no weight 'blk.0.attn_qkv.weight'"},
+        {"bad suffix", "adapter", "lora", "llama", Q ".lora_x", NULL, 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,
+         "'" Q ".lora_x'"},
+        {"wrong cols", "adapter", "lora", "llama", Q ".lora_a", Q ".lora_b", 96, 4, 4, 64, LEAN_TYPE_F32,
+         LEAN_ERR_MODEL, "'" Q "'"},
+        {"wrong rows", "adapter", "lora", "llama", "blk.0.attn_k.weight.lora_a", "blk.0.attn_k.weight.lora_b", 64, 4,
+         4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL, "'blk.0.attn_k.weight' (32 rows"},
+        {"ranks differ", "adapter", "lora", "llama", Q ".lora_a", Q ".lora_b", 64, 4, 5, 64, LEAN_TYPE_F32,
+         LEAN_ERR_MODEL, "expected [64, rank]"},
+        {"no lora_b", "adapter", "lora", "llama", Q ".lora_a", NULL, 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,
+         "no " Q ".lora_b"},
+        {"embedding", "adapter", "lora", "llama", "token_embd.weight.lora_a", "token_embd.weight.lora_b", 4, 97, 64, 4,
+         LEAN_TYPE_F32, LEAN_ERR_UNSUPPORTED, "'token_embd.weight.lora_a'"},
+        {"tied output", "adapter", "lora", "llama", "output.weight.lora_a", "output.weight.lora_b", 64, 4, 4, 97,
+         LEAN_TYPE_F32, LEAN_ERR_MODEL, "tied"},
+        {"no tensors", "adapter", "lora", "llama", NULL, NULL, 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,
+         "no NAME.lora_a"},
+    };
+#undef Q
+    lean_lora *good = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad *b = &cases[i];
+        uint64_t n = 0;
+        void *bytes = adapter_bytes(b, &n);
+        if (!bytes) continue;
+        lean_lora *a = NULL;
+        memset(&err, 0, sizeof err);
+        const lean_status st = lean_lora_load_memory(m, bytes, (size_t)n, &a, &err);
+        CHECK(st == b->want, "%s: status %s, expected %s (%s)", b->what, lean_status_str(st), lean_status_str(b->want),
+              err.msg);
+        CHECK(st == LEAN_OK || (a == NULL && strstr(err.msg, b->needle)), "%s: message '%s' lacks '%s'", b->what,
+              err.msg, b->needle);
+        if (st == LEAN_OK && i == 0) {
+            CHECK(lean_lora_n_weights(a) == 1 && lean_lora_max_rank(a) == 4, "good: %d weights, rank %d",
+                  lean_lora_n_weights(a), lean_lora_max_rank(a));
+            good = a;
+            /* every allocation of the load failing in turn: a clean error, nothing leaked */
+            int fails = 0, runs = 0;
+            for (uint64_t k = 1; k < 200; k++) {
+                lean_alloc_fail_at(k, false);
+                lean_lora *x = NULL;
+                const lean_status s2 = lean_lora_load_memory(m, bytes, (size_t)n, &x, &err);
+                lean_alloc_fail_at(0, false);
+                runs++;
+                if (s2 == LEAN_OK) {
+                    lean_lora_free(x);
+                    break;
+                }
+                fails += s2 == LEAN_ERR_NOMEM && x == NULL;
+            }
+            CHECK(fails == runs - 1 && runs > 3, "out of memory: %d clean failures of %d runs", fails, runs);
+        } else {
+            lean_lora_free(a);
+        }
+        /* a truncated file: the reader's error */
+        if (i == 0) {
+            lean_lora *x = NULL;
+            CHECK(lean_lora_load_memory(m, bytes, (size_t)n - 9, &x, &err) == LEAN_ERR_FORMAT && !x,
+                  "truncated: %s", err.msg);
+        }
+        free(bytes);
+    }
+    /* lean_ctx_set_loras' own checks */
+    lean_ctx *c = new_ctx(m, "cpu-ref", 0, 0, 0);
+    lean_model *m2 = NULL;
+    CHECK(tiny_write(&sp, tiny_path(path, sizeof path), NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_model_load_file(path, &m2, &err) == LEAN_OK, "%s", err.msg);
+    unlink(path);
+    lean_ctx *c2 = m2 ? new_ctx(m2, "cpu", 0, 1, 0) : NULL;
+    if (c && good && c2) {
+        const float one = 1.0f, nan = NAN;
+        CHECK(lean_ctx_set_loras(c, &good, &nan, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "scale"), "nan: %s",
+              err.msg);
+        CHECK(lean_ctx_set_loras(c2, &good, &one, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "another model"),
+              "other model: %s", err.msg);
+        CHECK(lean_ctx_set_loras(c, NULL, &one, 1, &err) == LEAN_ERR_ARG, "NULL loras: %s", err.msg);
+        CHECK(lean_ctx_set_loras(c, &good, &one, -1, &err) == LEAN_ERR_ARG, "n -1: %s", err.msg);
+        /* not during a generation; and set_loras drops the last logits */
+        int32_t id = 3;
+        float *lg = malloc(sizeof(float) * 97);
+        lean_sampler *smp = NULL;
+        lean_sampler_params sp2 = lean_sampler_default_params();
+        sp2.temperature = 0;
+        CHECK(lean_sampler_create(&sp2, 97, &smp, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_prefill(c, &id, 1, lg, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_gen_begin(c, smp, 2, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_ctx_set_loras(c, &good, &one, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "generation"),
+              "during a generation: %s", err.msg);
+        lean_gen_end(c);
+        CHECK(lean_ctx_set_loras(c, &good, &one, 1, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_gen_begin(c, smp, 2, &err) == LEAN_ERR_ARG, "gen_begin after set_loras: %s", err.msg);
+        lean_sampler_free(smp);
+        free(lg);
+    }
+    lean_ctx_free(c);
+    lean_ctx_free(c2);
+    lean_lora_free(good);
+    lean_model_free(m2);
+    lean_model_free(m);
+}
+
+int main(void) {
+    test_refusals();
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) test_reference(NAMES[i]);
+    test_quantized_base("q8_0");
+    test_quantized_base("q4_k");
+    test_quantized_base("q6_k");
+    return test_finish("test_lora");
+}
