@@ -617,6 +617,65 @@ LEAN_API lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, in
 LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t pos,
                                          const lean_mask *mask, int32_t *out_id, lean_error *err);
 
+/* ---- grammars (src/core/grammar*.c) ----
+ * Output held to a grammar: GBNF as llama.cpp defines it (its grammars/README.md: rules
+ * `name ::= ...`, "literals", [classes], ., ( ), * + ? {m,n}, <[id]> tokens, # comments),
+ * or a JSON Schema turned into GBNF (lean_json_schema_to_gbnf). Each step the grammar writes
+ * a lean_mask of the tokens that keep the output inside it (a token may span several grammar
+ * symbols, or end inside a UTF-8 character); the sampler draws under that mask; the drawn
+ * token moves the grammar on. docs/grammar.md has the whole story.
+ *
+ *   lean_grammar *g;
+ *   lean_grammar_create(gbnf, strlen(gbnf), "root", lean_model_tokenizer(m), &g, &err);
+ *   uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * 4);
+ *   lean_mask mask = {bits, n_vocab};
+ *   for (...) {                                   // after lean_prefill(c, ..., logits, &err)
+ *       if (lean_grammar_done(g)) break;          // nothing can follow: the reply is over
+ *       if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK) break; // dead end
+ *       lean_sampler_sample(s, logits, lean_ctx_pos(c), &mask, &id, &err);
+ *       if (lean_token_is_eog(tok, id)) break;    // allowed only once the grammar is complete
+ *       lean_grammar_accept_token(g, id, &err);
+ *       lean_sampler_accept(s, &id, 1, &err);
+ *       lean_decode(c, id, logits, &err);
+ *   }
+ *   lean_grammar_free(g);
+ *
+ * Tokens: NORMAL, USER_DEFINED and BYTE tokens match by their bytes (lean_token_piece);
+ * end-of-generation tokens are allowed when the output so far completes the grammar; other
+ * control tokens only through <[id]>. A grammar is used by one thread at a time. */
+typedef struct lean_grammar lean_grammar;
+/* Parses gbnf (len bytes) with start rule root (NULL: "root"). t (nullable: then the grammar
+ * takes text only, lean_grammar_accept_text) is the vocabulary the masks are over; it must
+ * outlive the grammar. LEAN_ERR_FORMAT names the line and column of what is wrong: syntax,
+ * an undefined rule, no root, left recursion, a repetition over 2000. */
+LEAN_API lean_status lean_grammar_create(const char *gbnf, size_t len, const char *root, const lean_tokenizer *t,
+                                         lean_grammar **out, lean_error *err);
+LEAN_API void lean_grammar_free(lean_grammar *g);
+/* Back to the start (no output yet). */
+LEAN_API lean_status lean_grammar_reset(lean_grammar *g, lean_error *err);
+/* Writes the tokens that may come next into bits (LEAN_MASK_WORDS(n_vocab) words; n_vocab >=
+ * the vocabulary's size, ids past it never allowed); *n_allowed (nullable) counts them.
+ * LEAN_ERR_ARG when no token can continue the output (a dead end: stop there). */
+LEAN_API lean_status lean_grammar_mask(lean_grammar *g, uint32_t *bits, int32_t n_vocab, int32_t *n_allowed,
+                                       lean_error *err);
+/* Moves the grammar on by a token / by UTF-8 text; LEAN_ERR_ARG (nothing changes) when it
+ * does not fit. */
+LEAN_API lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *err);
+LEAN_API lean_status lean_grammar_accept_text(lean_grammar *g, const char *text, size_t n, lean_error *err);
+/* Nonzero when the output so far is a whole sentence of the grammar (it may go on). */
+LEAN_API int lean_grammar_complete(const lean_grammar *g);
+/* Nonzero when the output is complete and nothing may follow: the reply ends here. */
+LEAN_API int lean_grammar_done(const lean_grammar *g);
+/* A JSON Schema (the subset docs/grammar.md lists: object properties/required/
+ * additionalProperties false, array items/minItems/maxItems, enum, const, string, number,
+ * integer, boolean, null, anyOf/oneOf, $ref to #/$defs or #/definitions) as GBNF text with
+ * rule root, written to *gbnf (NUL-terminated, freed with lean_grammar_text_free). The JSON
+ * it allows is compact (no whitespace between tokens but one optional space, as llama.cpp's
+ * converter). LEAN_ERR_FORMAT names the schema path (e.g. #/properties/age) of what is
+ * malformed; LEAN_ERR_UNSUPPORTED of what lies outside the subset. */
+LEAN_API lean_status lean_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, lean_error *err);
+LEAN_API void lean_grammar_text_free(char *gbnf);
+
 /* ---- generation (src/core/session.c) ----
  * The decode loop with the drawn id kept on the backend. lean_gen_next hands out, bit for bit,
  * the ids of the step-by-step loop
