@@ -66,6 +66,7 @@ struct lean_grammar {
     size_t n_nodes, cap_nodes;
     u32vec sets;        /* stack sets, one after another: a set is a run of node indices */
     u32vec todo;        /* advance's work list */
+    u32vec seen;        /* the stacks advance has expanded in this call */
     size_t cur_n;       /* the current set: sets.v[0 .. cur_n) */
     utf8_state cur_utf8;
     int failed;         /* an allocation failed or MAX_STACKS was passed in this call */
@@ -126,10 +127,15 @@ static void advance(lean_grammar *g, uint32_t s, size_t from) {
         g->failed = 1;
         return;
     }
-    size_t steps = 0;
+    g->seen.n = 0;
     while (g->todo.n > todo0 && !g->failed) {
         uint32_t cur = g->todo.v[--g->todo.n];
-        if (++steps > 64 * MAX_STACKS) {
+        /* a stack met before in this call is not expanded again: this is what ends the loop
+         * of a repetition whose body may be empty, ( [x]* )* (llama.cpp's `seen` set) */
+        size_t k = 0;
+        while (k < g->seen.n && !stack_equal(g, g->seen.v[k], cur)) k++;
+        if (k < g->seen.n) continue;
+        if (g->seen.n >= 64 * MAX_STACKS || u32_push(&g->seen, cur)) {
             g->failed = 1;
             break;
         }
@@ -233,8 +239,8 @@ static size_t accept_byte(lean_grammar *g, size_t from, size_t n, utf8_state *u,
             *u = (utf8_state){0, 0};
             return g->sets.n - out;
         }
-        if (b >= 0xc0 && b < 0xf8) next = (utf8_state){b & (b < 0xe0 ? 0x1fu : b < 0xf0 ? 0x0fu : 0x07u), b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3};
-        else return 0; /* a continuation byte without a lead, or not UTF-8 */
+        if (b >= 0xc2 && b <= 0xf4) next = (utf8_state){b & (b < 0xe0 ? 0x1fu : b < 0xf0 ? 0x0fu : 0x07u), b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3};
+        else return 0; /* a continuation byte without a lead, an overlong lead, or past U+10FFFF */
     } else {
         if ((b & 0xc0) != 0x80) return 0;
         next = (utf8_state){(u->value << 6) | (b & 0x3fu), u->n_remain - 1};
@@ -402,6 +408,7 @@ void lean_grammar_free(lean_grammar *g) {
     lean_free(g->nodes);
     lean_free(g->sets.v);
     lean_free(g->todo.v);
+    lean_free(g->seen.v);
     lean_free(g->order);
     lean_free(g->lcp);
     lean_free(g->eog);
@@ -544,8 +551,7 @@ lean_status lean_grammar_accept_text(lean_grammar *g, const char *text, size_t n
 
 lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *err) {
     if (!g) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar is NULL");
-    if (!g->tok) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: made without a vocabulary, it takes text, not tokens");
-    if (id < 0 || id >= g->n_tokens)
+    if (id < 0 || (g->tok && id >= g->n_tokens))
         return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: token %d outside the vocabulary (%d tokens)", id, g->n_tokens);
     for (int32_t i = 0; i < g->n_eog; i++)
         if (g->eog[i] == id) {
@@ -572,9 +578,9 @@ lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *e
         }
     }
     const size_t extra_n = g->sets.n - extra_from;
-    size_t n = 0;
-    const char *piece = lean_token_piece(g->tok, id, &n);
-    const int32_t type = lean_token_get_type(g->tok, id);
+    size_t n = 0; /* without a vocabulary, a token moves only token elements */
+    const char *piece = g->tok ? lean_token_piece(g->tok, id, &n) : "";
+    const int32_t type = g->tok ? lean_token_get_type(g->tok, id) : 0;
     if (!(type == LEAN_TOKEN_NORMAL || type == LEAN_TOKEN_USER_DEFINED || type == LEAN_TOKEN_BYTE)) n = 0;
     if (n == 0 && extra_n == 0) {
         g->sets.n = g->cur_n;

@@ -411,7 +411,7 @@ static int array_rule(conv *c, const json_value *s, const char *name, sbuf *body
     const char *item;
     if (items) {
         if (items->type != JSON_OBJECT && items->type != JSON_TRUE)
-            return conv_fail(c, LEAN_ERR_UNSUPPORTED, "items must be one schema (tuples are not supported):", "items");
+            return conv_fail(c, LEAN_ERR_UNSUPPORTED, "items as a list (tuples) is not supported:", "items");
         char iname[NAME_CAP];
         sub_name(c, iname, sizeof iname, name, "item");
         size_t mark = path_push(c, "items");
@@ -477,8 +477,10 @@ static const char *visit(conv *c, const json_value *s, const char *name, sbuf *r
     sbuf body = {0};
     int rc = 0;
     const char *rule_name = name[0] ? name : "root";
-    if (s->type == JSON_TRUE || (s->type == JSON_OBJECT && s->n == 0)) {
+    if (s->type == JSON_TRUE) {
         rc = primitive(c, "value") ? (sb_str(&body, "value"), 0) : -1;
+    } else if (s->type == JSON_OBJECT && s->n == 0) { /* {}: any object, as llama.cpp has it (a subset of what {} allows) */
+        rc = primitive(c, "object") ? (sb_str(&body, "object"), 0) : -1;
     } else if (s->type != JSON_OBJECT) {
         rc = conv_fail(c, LEAN_ERR_FORMAT, "expecting a schema (an object or true)", NULL);
     } else {
@@ -605,7 +607,7 @@ lean_status lean_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf
     json_value *doc = NULL;
     lean_status st = json_parse(schema, len, &doc, err);
     if (st != LEAN_OK) return st;
-    conv c = {.doc = doc, .err = err, .st = LEAN_OK};
+    conv c = {.doc = doc, .err = err, .st = LEAN_OK, .path = "#"};
     const char *refs[MAX_REFS];
     c.refs = refs;
     c.ref_names = lean_malloc(MAX_REFS * sizeof *c.ref_names);
