@@ -46,6 +46,11 @@ static const char *const usage_run =
     "               table), cpu-ref (the reference)\n"
     "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
     "               float activations, not 8-bit ones (default: the faster paths)\n"
+    "  --grammar G  hold the output to GBNF grammar G (llama.cpp's; rule root): only tokens\n"
+    "               that keep it inside are drawn, and it ends when the grammar is complete\n"
+    "  --grammar-file FILE       the same, read from FILE\n"
+    "  --json-schema SCHEMA      output JSON valid under SCHEMA (docs/grammar.md: the subset)\n"
+    "  --json-schema-file FILE   the same, read from FILE\n"
     VERBOSITY_USAGE
     SAMPLING_USAGE;
 
@@ -86,6 +91,7 @@ typedef struct run_args {
     const char *backend;
     int verbosity; /* -1 quiet, 0, 1 verbose */
     int exact;
+    const char *grammar, *grammar_file, *schema, *schema_file;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -115,6 +121,10 @@ static int parse_run(int argc, char **argv, run_args *a) {
         else if (strcmp(o, "-p") == 0) a->prompt = v;
         else if (strcmp(o, "-f") == 0) a->prompt_file = v;
         else if (strcmp(o, "--backend") == 0) a->backend = v;
+        else if (strcmp(o, "--grammar") == 0) a->grammar = v;
+        else if (strcmp(o, "--grammar-file") == 0) a->grammar_file = v;
+        else if (strcmp(o, "--json-schema") == 0) a->schema = v;
+        else if (strcmp(o, "--json-schema-file") == 0) a->schema_file = v;
         else if (!num) return usage_error(usage_run, "unknown option '%s'", o);
         else if (parse_long(v, 0, INT32_MAX, num) != 0)
             return usage_error(usage_run, "expected a count >= 0, got '%s'", v);
@@ -122,6 +132,8 @@ static int parse_run(int argc, char **argv, run_args *a) {
     if (!a->model) return usage_error(usage_run, "-m FILE is required");
     if (!!a->ids + !!a->prompt + !!a->prompt_file > 1)
         return usage_error(usage_run, "give one prompt: -p TEXT, -f FILE or --ids");
+    if (!!a->grammar + !!a->grammar_file + !!a->schema + !!a->schema_file > 1)
+        return usage_error(usage_run, "give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
     return 0;
 }
 
@@ -167,6 +179,84 @@ static int text_prompt(const run_args *a, const lean_tokenizer *tok, int32_t **i
     return rc;
 }
 
+/* The grammar of --grammar(-file) / --json-schema(-file) over tok, or NULL when none was
+ * asked for. 0 on success; 1 after printing the error. */
+static int make_grammar(const run_args *a, const lean_tokenizer *tok, lean_grammar **g) {
+    lean_error err;
+    *g = NULL;
+    const char *path = a->grammar_file ? a->grammar_file : a->schema_file;
+    const int is_schema = a->schema || a->schema_file;
+    char *text = NULL;
+    size_t len = 0;
+    if (path) {
+        if (!(text = read_path(path, &len))) return input_error(is_schema ? "the JSON schema" : "the grammar", path);
+    } else if (a->grammar || a->schema) {
+        const char *v = a->grammar ? a->grammar : a->schema;
+        len = strlen(v);
+        if (!(text = malloc(len + 1))) return fprintf(stderr, "lean: out of memory\n"), 1;
+        memcpy(text, v, len + 1);
+    } else {
+        return 0;
+    }
+    if (!tok) {
+        free(text);
+        return fprintf(stderr, "lean: a grammar needs the model's tokenizer, and the model has none\n"), 1;
+    }
+    char *gbnf = NULL;
+    lean_status st = LEAN_OK;
+    if (is_schema) st = lean_json_schema_to_gbnf(text, len, &gbnf, &err);
+    if (st == LEAN_OK) st = lean_grammar_create(gbnf ? gbnf : text, gbnf ? strlen(gbnf) : len, NULL, tok, g, &err);
+    lean_grammar_text_free(gbnf);
+    free(text);
+    return st == LEAN_OK ? 0 : lib_error(&err);
+}
+
+/* The step-by-step loop under a grammar (masks need the logits on the host each step): draw
+ * under the mask, stop at an end-of-generation token or when nothing may follow. Prints as
+ * cmd_run's loop does. *n_drawn counts the ids drawn; 0 or an error status (printed). */
+static int generate_with_grammar(lean_ctx *c, lean_sampler *smp, lean_grammar *g, const lean_tokenizer *tok,
+                                 lean_text_stream *ts, float *logits, int32_t n_vocab, long long n_gen, int as_text,
+                                 long long *n_drawn, const char **stopped) {
+    lean_error err;
+    uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
+    if (!bits) return fprintf(stderr, "lean: out of memory\n"), 1;
+    const lean_mask mask = {bits, n_vocab};
+    int32_t id = -1;
+    for (long long i = 0; i < n_gen; i++) {
+        const char *piece;
+        size_t n_piece;
+        if (lean_grammar_done(g)) {
+            *stopped = "; stopped: the grammar is complete";
+            break;
+        }
+        /* the logits of the step before: the prefill's, then each drawn id's */
+        if (i > 0 && lean_decode(c, id, logits, &err) != LEAN_OK) goto fail;
+        if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK ||
+            lean_sampler_sample(smp, logits, lean_ctx_pos(c), &mask, &id, &err) != LEAN_OK ||
+            lean_sampler_accept(smp, &id, 1, &err) != LEAN_OK)
+            goto fail;
+        ++*n_drawn;
+        if (lean_token_is_eog(tok, id)) {
+            *stopped = "; stopped at an end-of-generation token (the grammar is complete)";
+            break;
+        }
+        if (lean_grammar_accept_token(g, id, &err) != LEAN_OK) goto fail;
+        if (!as_text) {
+            printf("%s%d", i ? " " : "", id);
+        } else {
+            if (lean_text_stream_push(ts, id, &piece, &n_piece, &err) != LEAN_OK) goto fail;
+            fwrite(piece, 1, n_piece, stdout);
+        }
+        fflush(stdout);
+    }
+    free(bits);
+    return 0;
+fail:
+    free(bits);
+    printf("\n");
+    return lib_error(&err);
+}
+
 int cmd_run(int argc, char **argv) {
     run_args a;
     int rc = parse_run(argc, argv, &a);
@@ -181,6 +271,7 @@ int cmd_run(int argc, char **argv) {
     lean_ctx *c = NULL;
     lean_sampler *smp = NULL;
     lean_text_stream *ts = NULL;
+    lean_grammar *grammar = NULL;
     float *logits = NULL;
     const lean_tokenizer *tok = NULL;
     const char *stopped = "";
@@ -196,6 +287,7 @@ int cmd_run(int argc, char **argv) {
         if (text_prompt(&a, tok, &ids, &n_ids) != 0) goto done;
         if (lean_text_stream_create(tok, LEAN_DETOKENIZE_SKIP_SPECIAL, &ts, &err) != LEAN_OK) goto fail;
     }
+    if (make_grammar(&a, tok ? tok : lean_model_tokenizer(m), &grammar) != 0) goto done;
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = (int32_t)a.n_ctx;
     cp.n_batch = (int32_t)a.n_batch;
@@ -221,8 +313,12 @@ int cmd_run(int argc, char **argv) {
     /* lean_gen_*: the draw keyed by the position each token will occupy, on the backend (the
      * GPU keeps ids and logits there): the same ids as sampling and decoding here, step by step */
     long long n_drawn = 0;
-    if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
-    for (long long i = 0; i < a.n_gen; i++) {
+    if (grammar) {
+        if (generate_with_grammar(c, smp, grammar, lean_model_tokenizer(m), ts, logits, n_vocab, a.n_gen, as_text, &n_drawn,
+                                  &stopped) != 0)
+            goto done;
+    } else if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
+    for (long long i = 0; !grammar && i < a.n_gen; i++) {
         int32_t next;
         const char *piece;
         size_t n_piece;
@@ -239,7 +335,7 @@ int cmd_run(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    lean_gen_end(c);
+    if (!grammar) lean_gen_end(c);
     if (as_text) {
         const char *rest;
         size_t n_rest;
@@ -264,6 +360,7 @@ done:
     free(logits);
     free(ids);
     lean_text_stream_free(ts);
+    lean_grammar_free(grammar);
     lean_sampler_free(smp);
     lean_ctx_free(c);
     lean_model_free(m);

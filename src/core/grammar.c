@@ -244,6 +244,15 @@ static size_t accept_byte(lean_grammar *g, size_t from, size_t n, utf8_state *u,
     } else {
         if ((b & 0xc0) != 0x80) return 0;
         next = (utf8_state){(u->value << 6) | (b & 0x3fu), u->n_remain - 1};
+        /* the second byte decides overlong forms, surrogates and code points past U+10FFFF
+         * (RFC 3629's table): E0 A0.., ED ..9F, F0 90.., F4 ..8F */
+        if (u->n_remain == 2 && u->value < 0x10 && u->value != 0) { /* a 3-byte lead E1..EF */
+            if (u->value == 0xd && b >= 0xa0) return 0;
+        } else if (u->n_remain == 2 && u->value == 0 && b < 0xa0) { /* E0 */
+            return 0;
+        } else if (u->n_remain == 3 && ((u->value == 0 && b < 0x90) || (u->value == 4 && b >= 0x90))) {
+            return 0;
+        }
         if (next.n_remain == 0) {
             accept_cp(g, from, n, next.value);
             *u = next;

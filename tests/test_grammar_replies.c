@@ -1,0 +1,164 @@
+/* test_grammar_replies.c — sampled replies under JSON schemas parse and validate.
+ *
+ * A tiny generated model (tiny-llama, one layer, SmolLM2's vocabulary: tokens of many bytes)
+ * draws 100 seeded replies under each schema of tests/data/grammar/reply_schemas.jsonl
+ * (temperature 1, the whole vocabulary: a random model, so the grammar does all the work),
+ * step by step as docs/grammar.md shows: mask, draw, accept, decode. Every reply must end
+ * because the grammar is complete (an end-of-generation token or nothing may follow), never
+ * at the length limit; then Debian's python3-jsonschema (scripts/validate_json_replies.py)
+ * parses and validates all of them. Also: the same seed gives the same reply.
+ * lean-test: native-only (runs python3 through popen; WASI has no popen)
+ */
+#include "test.h"
+
+#include "dev/lean_dev.h"
+#include "lean.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N_REPLIES 100
+#define MAX_IDS 400
+
+/* One reply under g with seed; its text into out (NUL-terminated). 0 on success. */
+static int reply(lean_model *m, lean_ctx *c, lean_grammar *g, uint64_t seed, char *out, size_t cap, int *ended) {
+    const lean_tokenizer *tok = lean_model_tokenizer(m);
+    const int32_t n_vocab = lean_model_n_vocab(m);
+    lean_error err;
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.seed = seed;
+    sp.temperature = 1.0;
+    sp.top_k = 0;
+    sp.top_p = 1.0;
+    lean_sampler *s = NULL;
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+    uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
+    int32_t ids[MAX_IDS], n_ids = 0, prompt[1] = {lean_token_bos(tok) >= 0 ? lean_token_bos(tok) : 0};
+    int rc = -1;
+    *ended = 0;
+    lean_ctx_truncate(c, 0, &err);
+    if (!logits || !bits || lean_grammar_reset(g, &err) != LEAN_OK || lean_sampler_create(&sp, n_vocab, &s, &err) != LEAN_OK ||
+        lean_prefill(c, prompt, 1, logits, &err) != LEAN_OK)
+        goto done;
+    const lean_mask mask = {bits, n_vocab};
+    while (n_ids < MAX_IDS) {
+        if (lean_grammar_done(g)) {
+            *ended = 1;
+            break;
+        }
+        int32_t id;
+        if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK ||
+            lean_sampler_sample(s, logits, lean_ctx_pos(c), &mask, &id, &err) != LEAN_OK)
+            goto done;
+        if (lean_token_is_eog(tok, id)) {
+            *ended = 1;
+            break;
+        }
+        if (lean_grammar_accept_token(g, id, &err) != LEAN_OK || lean_sampler_accept(s, &id, 1, &err) != LEAN_OK ||
+            lean_decode(c, id, logits, &err) != LEAN_OK)
+            goto done;
+        ids[n_ids++] = id;
+    }
+    size_t n;
+    rc = lean_detokenize(tok, ids, n_ids, 0, out, cap, &n, &err) == LEAN_OK && n < cap ? 0 : -1;
+done:
+    if (rc) CHECK(0, "seed %llu: %s", (unsigned long long)seed, err.msg);
+    lean_sampler_free(s);
+    free(logits);
+    free(bits);
+    return rc;
+}
+
+/* reply as a JSON string literal */
+static void write_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+int main(void) {
+    char model_path[256], replies_path[256];
+    test_tmp_path(model_path, sizeof model_path, "grammar.gguf");
+    test_tmp_path(replies_path, sizeof replies_path, "replies.jsonl");
+    lean_error err;
+    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "q8_0", .vocab_path = "build/vocab/smollm2.gguf", .seed = 7, .n_layer = 1};
+    lean_status st = lean_generate_model(&gp, model_path, &err);
+    CHECK(st == LEAN_OK, "generating the model: %s (make test-data makes build/vocab/)", err.msg);
+    if (st != LEAN_OK) return test_finish("test_grammar_replies");
+    lean_model *m = NULL;
+    lean_ctx *c = NULL;
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = "cpu";
+    cp.n_ctx = MAX_IDS + 8;
+    CHECK(lean_model_load_file(model_path, &m, &err) == LEAN_OK && lean_ctx_create(m, &cp, &c, &err) == LEAN_OK, "%s", err.msg);
+    size_t len;
+    uint8_t *text = test_read_file("tests/data/grammar/reply_schemas.jsonl", &len);
+    char *lines[8];
+    size_t n_schemas = 0;
+    CHECK(text != NULL, "cannot read tests/data/grammar/reply_schemas.jsonl");
+    for (char *l = (char *)text; text && *l && n_schemas < 8;) { /* one schema a line */
+        char *nl = strchr(l, '\n');
+        if (nl) *nl = 0;
+        lines[n_schemas++] = l;
+        l = nl ? nl + 1 : l + strlen(l);
+    }
+    FILE *out = fopen(replies_path, "w");
+    CHECK(out != NULL, "cannot write %s", replies_path);
+    static char buf[1 << 16], again[1 << 16];
+    int n_written = 0;
+    for (size_t i = 0; c && out && i < n_schemas; i++) {
+        char *gbnf = NULL, *one = lines[i];
+        CHECK(one != NULL, "schema %zu not found", i);
+        if (!one) continue;
+        st = lean_json_schema_to_gbnf(one, strlen(one), &gbnf, &err);
+        CHECK(st == LEAN_OK, "schema %zu: %s", i, err.msg);
+        lean_grammar *g = NULL;
+        if (st == LEAN_OK) st = lean_grammar_create(gbnf, strlen(gbnf), NULL, lean_model_tokenizer(m), &g, &err);
+        CHECK(st == LEAN_OK, "schema %zu grammar: %s", i, err.msg);
+        int n_ended = 0, n_ok = 0;
+        for (int k = 0; st == LEAN_OK && k < N_REPLIES; k++) {
+            int ended;
+            if (reply(m, c, g, 1000 * (i + 1) + (uint64_t)k, buf, sizeof buf, &ended) != 0) break;
+            n_ok++;
+            n_ended += ended;
+            fprintf(out, "{\"schema\": %zu, \"reply\": ", i);
+            write_json_string(out, buf);
+            fprintf(out, "}\n");
+            n_written++;
+            if (k == 0) {
+                printf("schema %zu, seed %d: %s\n", i, 1000 * ((int)i + 1), buf);
+                CHECK(reply(m, c, g, 1000 * (i + 1), again, sizeof again, &ended) == 0 && strcmp(buf, again) == 0,
+                      "the same seed gave another reply");
+            }
+        }
+        CHECK(n_ok == N_REPLIES && n_ended == N_REPLIES, "schema %zu: %d replies, %d ended by the grammar", i, n_ok, n_ended);
+        lean_grammar_free(g);
+        lean_grammar_text_free(gbnf);
+    }
+    if (out) fclose(out);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "python3 scripts/validate_json_replies.py tests/data/grammar/reply_schemas.jsonl %s 2>&1", replies_path);
+    FILE *p = popen(cmd, "r");
+    char line[1024], last[1024] = "";
+    while (p && fgets(line, sizeof line, p)) {
+        fputs(line, stdout);
+        snprintf(last, sizeof last, "%s", line);
+    }
+    int status = p ? pclose(p) : -1;
+    char want[64];
+    snprintf(want, sizeof want, "valid %d of %d", n_written, n_written);
+    CHECK(status == 0 && strncmp(last, want, strlen(want)) == 0 && n_written == N_REPLIES * 3,
+          "the validator says '%s' (status %d), expected '%s' for %d", last, status, want, N_REPLIES * 3);
+    free(text);
+    lean_ctx_free(c);
+    lean_model_free(m);
+    unlink(model_path);
+    unlink(replies_path);
+    return test_finish("test_grammar_replies");
+}
