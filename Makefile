@@ -263,11 +263,12 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json
+FUZZ_TARGETS ?= gguf template tokenizer json grammar
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
 FUZZ_MAX_LEN_tokenizer = 2048
 FUZZ_MAX_LEN_json      = 4096
+FUZZ_MAX_LEN_grammar   = 4096
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -289,7 +290,7 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	  rm -rf $(FUZZ_DIR)/corpus_$$t && mkdir -p $(FUZZ_DIR)/corpus_$$t; \
 	  cp tests/data/fuzz_$$t/* $(FUZZ_DIR)/corpus_$$t/; \
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
-	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
+	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; grammar) len=$(FUZZ_MAX_LEN_grammar);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
 	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / 4 )) s, inputs <= $$len bytes"; \
 	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
 	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \

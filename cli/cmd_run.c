@@ -216,7 +216,7 @@ static int make_grammar(const run_args *a, const lean_tokenizer *tok, lean_gramm
  * cmd_run's loop does. *n_drawn counts the ids drawn; 0 or an error status (printed). */
 static int generate_with_grammar(lean_ctx *c, lean_sampler *smp, lean_grammar *g, const lean_tokenizer *tok,
                                  lean_text_stream *ts, float *logits, int32_t n_vocab, long long n_gen, int as_text,
-                                 long long *n_drawn, const char **stopped) {
+                                 long long *n_drawn, const char **stopped, double *grammar_ms) {
     lean_error err;
     uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
     if (!bits) return fprintf(stderr, "lean: out of memory\n"), 1;
@@ -231,8 +231,10 @@ static int generate_with_grammar(lean_ctx *c, lean_sampler *smp, lean_grammar *g
         }
         /* the logits of the step before: the prefill's, then each drawn id's */
         if (i > 0 && lean_decode(c, id, logits, &err) != LEAN_OK) goto fail;
-        if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK ||
-            lean_sampler_sample(smp, logits, lean_ctx_pos(c), &mask, &id, &err) != LEAN_OK ||
+        double t0 = now_ms();
+        if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK) goto fail;
+        *grammar_ms += now_ms() - t0;
+        if (lean_sampler_sample(smp, logits, lean_ctx_pos(c), &mask, &id, &err) != LEAN_OK ||
             lean_sampler_accept(smp, &id, 1, &err) != LEAN_OK)
             goto fail;
         ++*n_drawn;
@@ -240,7 +242,9 @@ static int generate_with_grammar(lean_ctx *c, lean_sampler *smp, lean_grammar *g
             *stopped = "; stopped at an end-of-generation token (the grammar is complete)";
             break;
         }
+        t0 = now_ms();
         if (lean_grammar_accept_token(g, id, &err) != LEAN_OK) goto fail;
+        *grammar_ms += now_ms() - t0;
         if (!as_text) {
             printf("%s%d", i ? " " : "", id);
         } else {
@@ -313,9 +317,10 @@ int cmd_run(int argc, char **argv) {
     /* lean_gen_*: the draw keyed by the position each token will occupy, on the backend (the
      * GPU keeps ids and logits there): the same ids as sampling and decoding here, step by step */
     long long n_drawn = 0;
+    double grammar_ms = 0;
     if (grammar) {
         if (generate_with_grammar(c, smp, grammar, lean_model_tokenizer(m), ts, logits, n_vocab, a.n_gen, as_text, &n_drawn,
-                                  &stopped) != 0)
+                                  &stopped, &grammar_ms) != 0)
             goto done;
     } else if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
     for (long long i = 0; !grammar && i < a.n_gen; i++) {
@@ -350,6 +355,9 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
             n_ids, t1 - t0, n_ids / ((t1 - t0) / 1e3), n_dec, t2 - t1, n_dec ? n_dec / ((t2 - t1) / 1e3) : 0.0,
             stopped);
+    /* the grammar's share: masks and accepts, per drawn id (docs/runs/2026-12-05-grammar-cost.md) */
+    if (grammar && n_drawn)
+        fprintf(stderr, "grammar: %.1f ms in masks and accepts, %.2f ms per token\n", grammar_ms, grammar_ms / (double)n_drawn);
     rc = 0;
     goto done;
 fail_line:

@@ -135,7 +135,7 @@ static void advance(lean_grammar *g, uint32_t s, size_t from) {
         size_t k = 0;
         while (k < g->seen.n && !stack_equal(g, g->seen.v[k], cur)) k++;
         if (k < g->seen.n) continue;
-        if (g->seen.n >= 64 * MAX_STACKS || u32_push(&g->seen, cur)) {
+        if (g->seen.n >= MAX_STACKS || u32_push(&g->seen, cur)) {
             g->failed = 1;
             break;
         }
