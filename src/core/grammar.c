@@ -5,21 +5,26 @@
  * expanded again (advance). Partial UTF-8 across token boundaries is kept as llama.cpp does.
  *
  * What differs, for speed (a mask asks about every token of a 150k vocabulary every step):
- *   - stacks are persistent lists in an arena (a node: element + parent), so a push or a pop
- *     copies nothing and stacks share their bottoms;
+ *   - stacks are persistent lists of hash-consed nodes (element + parent): equal stacks are
+ *     the same node, a push or a pop copies nothing;
+ *   - a set of stacks with its partial UTF-8 is interned as a state, and the state a byte
+ *     leads to is remembered: the grammar becomes a DFA over bytes, built lazily (inside a
+ *     JSON string every ordinary character leads back to the same state);
  *   - the vocabulary's pieces are sorted once, with each one's common prefix with the one
- *     before, and a mask walks them in that order: the stacks after a prefix are computed
- *     once for every token that starts with it (a trie walked without building one), and a
- *     prefix no stack takes rejects every token under it at once.
- * Cost: one step per distinct byte prefix the grammar still allows (docs/runs/ has the
- * numbers), never per token, plus one comparison per token.
+ *     before, and a mask walks them in that order (a trie walked without building one): one
+ *     transition per distinct byte prefix, and a prefix no stack takes rejects every token
+ *     under it at once;
+ *   - the mask of a state is kept (the last MASK_CACHE ones): a reply that stays inside a
+ *     string asks for the same state's mask again and again.
+ * Memory is bounded: past MAX_NODES nodes or MAX_STATES states everything is dropped and the
+ * current state rebuilt (flush). docs/runs/2026-12-05-grammar-cost.md has the costs.
  *
  * Tokens: NORMAL, USER_DEFINED and BYTE tokens match by their bytes (lean_token_piece);
  * end-of-generation tokens are allowed when the text so far completes the grammar (some stack
  * is empty); other control, unknown and unused tokens only through <[id]> elements.
  *
- * Sections: 1. stacks (arena, advance, accept a code point / a byte)  2. the handle
- * 3. the vocabulary's sorted pieces and the mask  4. accepting tokens and text */
+ * Sections: 1. hash tables  2. nodes and states  3. advance, a code point, a byte
+ * 4. the handle  5. the vocabulary's sorted pieces and the mask  6. accepting tokens and text */
 #include "core/grammar.h"
 
 #include <stdio.h>
@@ -29,13 +34,78 @@
 /* A set this large means a grammar so ambiguous that matching it would not end in useful
  * time (e.g. nested optional repetitions): refused rather than hang. */
 #define MAX_STACKS 4096
+#define MAX_NODES (1u << 22)
+#define MAX_STATES (1u << 18)
+#define MASK_CACHE 32
+#define NONE UINT32_MAX     /* no node / no state */
+#define DEAD (UINT32_MAX - 1) /* the state after a byte no stack takes */
 
-/* ================================================================ 1. stacks */
+/* ================================================================ 1. hash tables */
 
-typedef struct snode {
-    uint32_t elem;   /* index into rules.elems: the element to match next */
-    uint32_t parent; /* the node under it; 0 = bottom (node 0 is the empty stack) */
-} snode;
+/* u64 key -> u32 value, open addressing; keys are never 0 (callers add 1 where needed) */
+typedef struct u64map {
+    uint64_t *keys;
+    uint32_t *vals;
+    size_t cap, n;
+} u64map;
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint32_t map_get(const u64map *m, uint64_t key) {
+    if (!m->cap) return NONE;
+    for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == key) return m->vals[i];
+        if (m->keys[i] == 0) return NONE;
+    }
+}
+
+static int map_put(u64map *m, uint64_t key, uint32_t val) {
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        uint64_t *keys = lean_calloc(cap, sizeof *keys);
+        uint32_t *vals = lean_malloc(cap * sizeof *vals);
+        if (!keys || !vals) {
+            lean_free(keys);
+            lean_free(vals);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = mix(m->keys[i]) & (cap - 1);
+            while (keys[j]) j = (j + 1) & (cap - 1);
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        lean_free(m->keys);
+        lean_free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t i = mix(key) & (m->cap - 1);
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+    if (!m->keys[i]) m->n++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return 0;
+}
+
+static void map_clear(u64map *m) {
+    if (m->cap) memset(m->keys, 0, m->cap * sizeof *m->keys);
+    m->n = 0;
+}
+
+static void map_free(u64map *m) {
+    lean_free(m->keys);
+    lean_free(m->vals);
+    *m = (u64map){0};
+}
 
 typedef struct u32vec {
     uint32_t *v;
@@ -54,24 +124,41 @@ static int u32_push(u32vec *a, uint32_t x) {
     return 0;
 }
 
-/* partial UTF-8: the bits so far and the continuation bytes still to come (-1: invalid) */
+/* ================================================================ 2. nodes and states */
+
+typedef struct snode {
+    uint32_t elem;   /* index into rules.elems: the element to match next */
+    uint32_t parent; /* the node under it; 0 = bottom (node 0 is the empty stack) */
+} snode;
+
+/* partial UTF-8: the bits so far and the continuation bytes still to come */
 typedef struct utf8_state {
     uint32_t value;
     int32_t n_remain;
 } utf8_state;
 
+typedef struct gstate {
+    uint32_t off, n;  /* its stacks: pool.v[off .. off + n), node ids, sorted */
+    utf8_state utf8;
+    uint32_t mask;    /* its slot in the mask cache, or NONE */
+} gstate;
+
 struct lean_grammar {
     grammar_rules rules;
-    snode *nodes;       /* the arena; nodes[0] is the empty stack's sentinel */
+    snode *nodes;       /* hash-consed: node_map finds (elem, parent) */
     size_t n_nodes, cap_nodes;
-    u32vec sets;        /* stack sets, one after another: a set is a run of node indices */
-    u32vec todo;        /* advance's work list */
-    u32vec seen;        /* the stacks advance has expanded in this call */
-    size_t cur_n;       /* the current set: sets.v[0 .. cur_n) */
-    utf8_state cur_utf8;
+    u64map node_map;
+    gstate *states;     /* interned sets; state_map: content hash -> first state of that hash */
+    size_t n_states, cap_states;
+    u64map state_map;
+    u32vec pool;        /* the states' stacks */
+    u64map trans;       /* (state, byte) + 1 -> the next state (or DEAD) */
+    u32vec scratch;     /* a set being built */
+    u32vec todo, seen;  /* advance's work list and the stacks it expanded in this call */
+    uint32_t cur;       /* the current state */
     int failed;         /* an allocation failed or MAX_STACKS was passed in this call */
     uint64_t n_bytes;   /* bytes accepted since the start (for messages) */
-    /* the vocabulary (NULL tok: text only) */
+    /* the vocabulary (NULL tok: text and token ids only) */
     const lean_tokenizer *tok;
     int32_t n_tokens;
     int32_t *order;     /* byte-matched tokens sorted by piece */
@@ -80,15 +167,19 @@ struct lean_grammar {
     int32_t *eog;       /* end-of-generation ids */
     int32_t n_eog;
     size_t max_piece;
-    /* per-depth state of the mask's walk (max_piece + 1 entries) */
-    size_t *d_off, *d_n, *d_nodes;
-    utf8_state *d_utf8;
+    uint32_t *d_state;  /* the mask's walk: the state after each depth (max_piece + 1) */
+    /* masks of recent states: MASK_CACHE slots of LEAN_MASK_WORDS(n_tokens) words */
+    uint32_t *masks;
+    uint32_t mask_owner[MASK_CACHE], mask_count[MASK_CACHE], mask_next;
 };
 
-static uint32_t push_node(lean_grammar *g, uint32_t parent, uint32_t elem) {
+static uint32_t node(lean_grammar *g, uint32_t parent, uint32_t elem) {
+    const uint64_t key = ((uint64_t)elem << 32 | parent) + 1;
+    uint32_t id = map_get(&g->node_map, key);
+    if (id != NONE) return id;
     if (g->n_nodes == g->cap_nodes) {
         size_t cap = g->cap_nodes * 2;
-        snode *v = cap > UINT32_MAX ? NULL : lean_realloc(g->nodes, cap * sizeof *v);
+        snode *v = lean_realloc(g->nodes, cap * sizeof *v);
         if (!v) {
             g->failed = 1;
             return 0;
@@ -96,44 +187,83 @@ static uint32_t push_node(lean_grammar *g, uint32_t parent, uint32_t elem) {
         g->nodes = v;
         g->cap_nodes = cap;
     }
-    g->nodes[g->n_nodes] = (snode){elem, parent};
-    return (uint32_t)g->n_nodes++;
+    id = (uint32_t)g->n_nodes;
+    if (map_put(&g->node_map, key, id)) {
+        g->failed = 1;
+        return 0;
+    }
+    g->nodes[g->n_nodes++] = (snode){elem, parent};
+    return id;
 }
 
-static int stack_equal(const lean_grammar *g, uint32_t a, uint32_t b) {
-    while (a != b) {
-        if (a == 0 || b == 0 || g->nodes[a].elem != g->nodes[b].elem) return 0;
-        a = g->nodes[a].parent;
-        b = g->nodes[b].parent;
-    }
-    return 1;
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
 }
+
+/* The state of the set scratch.v[from ..) with u (sorted in place, interned); NONE on failure */
+static uint32_t intern(lean_grammar *g, size_t from, utf8_state u) {
+    uint32_t *s = g->scratch.v + from;
+    const size_t n = g->scratch.n - from;
+    qsort(s, n, sizeof *s, cmp_u32);
+    uint64_t h = mix((uint64_t)u.value << 8 | (uint32_t)u.n_remain);
+    for (size_t i = 0; i < n; i++) h = mix(h ^ s[i]);
+    h |= 1;
+    /* states of one hash chain through state_map's probe sequence: key h + k for k = 0.. */
+    for (uint64_t k = 0;; k++) {
+        uint32_t id = map_get(&g->state_map, h + 2 * k);
+        if (id == NONE) break;
+        const gstate *t = &g->states[id];
+        if (t->n == n && t->utf8.value == u.value && t->utf8.n_remain == u.n_remain &&
+            memcmp(g->pool.v + t->off, s, n * sizeof *s) == 0)
+            return id;
+        if (k > 1000) return NONE;
+    }
+    if (g->n_states == g->cap_states) {
+        size_t cap = g->cap_states ? g->cap_states * 2 : 256;
+        gstate *v = lean_realloc(g->states, cap * sizeof *v);
+        if (!v) return NONE;
+        g->states = v;
+        g->cap_states = cap;
+    }
+    const uint32_t id = (uint32_t)g->n_states;
+    uint64_t k = 0;
+    while (map_get(&g->state_map, h + 2 * k) != NONE) k++;
+    const size_t off = g->pool.n;
+    for (size_t i = 0; i < n; i++)
+        if (u32_push(&g->pool, g->scratch.v[from + i])) return NONE;
+    if (map_put(&g->state_map, h + 2 * k, id)) return NONE;
+    g->states[g->n_states++] = (gstate){(uint32_t)off, (uint32_t)n, u, NONE};
+    return id;
+}
+
+/* ================================================================ 3. advance, a code point, a byte */
 
 static int is_end(const grammar_elem *e) { return e->type == GE_END || e->type == GE_ALT; }
 
-/* Adds stack s to the set sets.v[from ..) unless an equal one is there. */
+/* Adds stack s to the set scratch.v[from ..) unless it is there (nodes are canonical). */
 static void add_unique(lean_grammar *g, size_t from, uint32_t s) {
-    for (size_t i = from; i < g->sets.n; i++)
-        if (stack_equal(g, g->sets.v[i], s)) return;
-    if (g->sets.n - from >= MAX_STACKS || u32_push(&g->sets, s)) g->failed = 1;
+    for (size_t i = from; i < g->scratch.n; i++)
+        if (g->scratch.v[i] == s) return;
+    if (g->scratch.n - from >= MAX_STACKS || u32_push(&g->scratch, s)) g->failed = 1;
 }
 
 /* Expands stack s until every top is a character class or token (or the stack is empty) and
- * adds the results to the set that starts at sets.v[from] (llama_grammar_advance_stack). */
+ * adds the results to the set that starts at scratch.v[from] (llama_grammar_advance_stack). */
 static void advance(lean_grammar *g, uint32_t s, size_t from) {
     const grammar_elem *el = g->rules.elems;
-    size_t todo0 = g->todo.n;
+    g->todo.n = 0;
+    g->seen.n = 0;
     if (u32_push(&g->todo, s)) {
         g->failed = 1;
         return;
     }
-    g->seen.n = 0;
-    while (g->todo.n > todo0 && !g->failed) {
+    while (g->todo.n > 0 && !g->failed) {
         uint32_t cur = g->todo.v[--g->todo.n];
         /* a stack met before in this call is not expanded again: this is what ends the loop
          * of a repetition whose body may be empty, ( [x]* )* (llama.cpp's `seen` set) */
         size_t k = 0;
-        while (k < g->seen.n && !stack_equal(g, g->seen.v[k], cur)) k++;
+        while (k < g->seen.n && g->seen.v[k] != cur) k++;
         if (k < g->seen.n) continue;
         if (g->seen.n >= MAX_STACKS || u32_push(&g->seen, cur)) {
             g->failed = 1;
@@ -152,8 +282,8 @@ static void advance(lean_grammar *g, uint32_t s, size_t from) {
         const uint32_t under = g->nodes[cur].parent;
         for (;;) {
             uint32_t next = under;
-            if (!is_end(&el[pos + 1])) next = push_node(g, next, pos + 1);
-            if (!is_end(&el[sub])) next = push_node(g, next, sub);
+            if (!is_end(&el[pos + 1])) next = node(g, next, pos + 1);
+            if (!is_end(&el[sub])) next = node(g, next, sub);
             if (g->failed || u32_push(&g->todo, next)) {
                 g->failed = 1;
                 break;
@@ -163,7 +293,6 @@ static void advance(lean_grammar *g, uint32_t s, size_t from) {
             sub++;
         }
     }
-    g->todo.n = todo0;
 }
 
 /* Does code point c match the class at pos? *after: the element after the class. */
@@ -189,7 +318,6 @@ static int match_char(const grammar_elem *pos, uint32_t c, uint32_t *after, cons
 /* Could some completion of the partial character u match the class at pos? */
 static int match_partial(const grammar_elem *pos, utf8_state u) {
     const int positive = pos->type == GE_CHAR || pos->type == GE_CHAR_ANY;
-    if (u.n_remain < 0 || (u.n_remain == 1 && u.value < 2)) return 0;
     uint32_t low = u.value << (u.n_remain * 6);
     uint32_t high = low | ((1u << (u.n_remain * 6)) - 1);
     if (low == 0) {
@@ -212,122 +340,136 @@ static int match_partial(const grammar_elem *pos, utf8_state u) {
 
 static int is_char_elem(uint32_t t) { return t == GE_CHAR || t == GE_CHAR_NOT || t == GE_CHAR_ANY; }
 
-/* The set sets.v[from .. from + n) after code point c, appended at the end of sets. */
-static void accept_cp(lean_grammar *g, size_t from, size_t n, uint32_t c) {
-    const size_t out = g->sets.n;
-    const grammar_elem *el = g->rules.elems;
-    for (size_t i = 0; i < n && !g->failed; i++) {
-        uint32_t s = g->sets.v[from + i];
-        if (s == 0) continue;
-        uint32_t pos = g->nodes[s].elem, after;
-        if (!is_char_elem(el[pos].type) || !match_char(&el[pos], c, &after, el)) continue;
-        uint32_t next = g->nodes[s].parent;
-        if (!is_end(&el[after])) next = push_node(g, next, after);
-        advance(g, next, out);
+/* The next UTF-8 state after byte b, or -1 when b cannot come here (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF). */
+static int utf8_next(utf8_state u, uint8_t b, utf8_state *out) {
+    if (u.n_remain == 0) {
+        if (b < 0x80) *out = (utf8_state){b, 0};
+        else if (b >= 0xc2 && b <= 0xdf) *out = (utf8_state){b & 0x1fu, 1};
+        else if (b >= 0xe0 && b <= 0xef) *out = (utf8_state){b & 0x0fu, 2};
+        else if (b >= 0xf0 && b <= 0xf4) *out = (utf8_state){b & 0x07u, 3};
+        else return -1;
+        return 0;
     }
+    if ((b & 0xc0) != 0x80) return -1;
+    /* the first continuation byte decides: E0 A0.., ED ..9F, F0 90.., F4 ..8F */
+    if (u.n_remain == 2 && u.value < 0x10) {
+        if ((u.value == 0 && b < 0xa0) || (u.value == 0xd && b >= 0xa0)) return -1;
+    } else if (u.n_remain == 3 && ((u.value == 0 && b < 0x90) || (u.value == 4 && b >= 0x90))) {
+        return -1;
+    }
+    *out = (utf8_state){(u.value << 6) | (b & 0x3fu), u.n_remain - 1};
+    return 0;
 }
 
-/* One byte on the set sets.v[from .. from + n) in UTF-8 state *u: the next set is appended at
- * the end of sets (the same stacks, filtered, while a character is incomplete); *u updated.
- * Returns the next set's size (0: the byte is not allowed). */
-static size_t accept_byte(lean_grammar *g, size_t from, size_t n, utf8_state *u, uint8_t b) {
-    const size_t out = g->sets.n;
-    utf8_state next = *u;
-    if (u->n_remain <= 0) {
-        if (b < 0x80) {
-            accept_cp(g, from, n, b);
-            *u = (utf8_state){0, 0};
-            return g->sets.n - out;
-        }
-        if (b >= 0xc2 && b <= 0xf4) next = (utf8_state){b & (b < 0xe0 ? 0x1fu : b < 0xf0 ? 0x0fu : 0x07u), b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3};
-        else return 0; /* a continuation byte without a lead, an overlong lead, or past U+10FFFF */
-    } else {
-        if ((b & 0xc0) != 0x80) return 0;
-        next = (utf8_state){(u->value << 6) | (b & 0x3fu), u->n_remain - 1};
-        /* the second byte decides overlong forms, surrogates and code points past U+10FFFF
-         * (RFC 3629's table): E0 A0.., ED ..9F, F0 90.., F4 ..8F */
-        if (u->n_remain == 2 && u->value < 0x10 && u->value != 0) { /* a 3-byte lead E1..EF */
-            if (u->value == 0xd && b >= 0xa0) return 0;
-        } else if (u->n_remain == 2 && u->value == 0 && b < 0xa0) { /* E0 */
-            return 0;
-        } else if (u->n_remain == 3 && ((u->value == 0 && b < 0x90) || (u->value == 4 && b >= 0x90))) {
-            return 0;
-        }
-        if (next.n_remain == 0) {
-            accept_cp(g, from, n, next.value);
-            *u = next;
-            return g->sets.n - out;
-        }
-    }
+/* The state after byte b in state st (remembered); DEAD when no stack takes it, NONE on failure. */
+static uint32_t step(lean_grammar *g, uint32_t st, uint8_t b) {
+    const uint64_t key = ((uint64_t)st << 8 | b) + 1;
+    uint32_t to = map_get(&g->trans, key);
+    if (to != NONE) return to;
+    const gstate s = g->states[st];
     const grammar_elem *el = g->rules.elems;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t s = g->sets.v[from + i];
-        if (s != 0 && is_char_elem(el[g->nodes[s].elem].type) && match_partial(&el[g->nodes[s].elem], next))
-            if (u32_push(&g->sets, s)) g->failed = 1;
-    }
-    *u = next;
-    return g->sets.n - out;
-}
-
-/* Makes sets.v[from .. from + n) the current set, alone in the arena (copies the stacks'
- * nodes, shared bottoms once). */
-static lean_status compact(lean_grammar *g, size_t from, size_t n, lean_error *err) {
-    uint32_t *map = lean_calloc(g->n_nodes, sizeof *map);
-    snode *nodes = lean_malloc(g->cap_nodes * sizeof *nodes);
-    if (!map || !nodes) {
-        lean_free(map);
-        lean_free(nodes);
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
-    }
-    size_t k = 1;
-    nodes[0] = (snode){0, 0};
-    for (size_t i = 0; i < n; i++) {
-        /* copy the chain bottom-first: collect it on todo, then map from the bottom up */
-        uint32_t s = g->sets.v[from + i];
-        size_t t0 = g->todo.n;
-        for (uint32_t x = s; x != 0 && map[x] == 0; x = g->nodes[x].parent)
-            if (u32_push(&g->todo, x)) {
-                g->todo.n = t0;
-                lean_free(map);
-                lean_free(nodes);
-                return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+    utf8_state u = {0, 0};
+    const size_t from = g->scratch.n;
+    if (utf8_next(s.utf8, b, &u) == 0) {
+        for (uint32_t i = 0; i < s.n && !g->failed; i++) {
+            const uint32_t x = g->pool.v[s.off + i];
+            if (x == 0) continue;
+            const uint32_t pos = g->nodes[x].elem;
+            if (!is_char_elem(el[pos].type)) continue;
+            if (u.n_remain > 0) { /* a character begun: keep the stacks it may still match */
+                if (match_partial(&el[pos], u)) add_unique(g, from, x);
+                continue;
             }
-        while (g->todo.n > t0) {
-            uint32_t x = g->todo.v[--g->todo.n];
-            nodes[k] = (snode){g->nodes[x].elem, map[g->nodes[x].parent]};
-            map[x] = (uint32_t)k++;
+            uint32_t after;
+            if (!match_char(&el[pos], u.value, &after, el)) continue;
+            uint32_t next = g->nodes[x].parent;
+            if (!is_end(&el[after])) next = node(g, next, after);
+            advance(g, next, from);
         }
-        g->sets.v[i] = map[s];
     }
-    lean_free(map);
-    lean_free(g->nodes);
-    g->nodes = nodes;
-    g->n_nodes = k;
-    g->sets.n = n;
-    g->cur_n = n;
+    if (u.n_remain == 0) u.value = 0; /* whole characters leave no bits behind */
+    to = g->failed ? NONE : g->scratch.n == from ? DEAD : intern(g, from, u);
+    g->scratch.n = from;
+    if (to != NONE && map_put(&g->trans, key, to)) to = NONE;
+    if (to == NONE) g->failed = 1;
+    return to;
+}
+
+/* ================================================================ 4. the handle */
+
+/* Drops every node, state and cached mask, keeping the current state's stacks (memory
+ * bound). 0 on success. */
+static int flush(lean_grammar *g) {
+    const gstate cur = g->states[g->cur];
+    /* the current stacks as element lists, bottom first, separated by NONE */
+    u32vec save = {0};
+    for (uint32_t i = 0; i < cur.n; i++) {
+        const size_t mark = save.n;
+        for (uint32_t x = g->pool.v[cur.off + i]; x != 0; x = g->nodes[x].parent)
+            if (u32_push(&save, g->nodes[x].elem)) goto oom;
+        for (size_t a = mark, b = save.n - 1; a < b && b != (size_t)-1; a++, b--) {
+            uint32_t t = save.v[a];
+            save.v[a] = save.v[b];
+            save.v[b] = t;
+        }
+        if (u32_push(&save, NONE)) goto oom;
+    }
+    map_clear(&g->node_map);
+    map_clear(&g->state_map);
+    map_clear(&g->trans);
+    g->n_nodes = 1;
+    g->n_states = 0;
+    g->pool.n = 0;
+    g->scratch.n = 0;
+    for (int i = 0; i < MASK_CACHE; i++) g->mask_owner[i] = NONE;
+    uint32_t top = 0;
+    for (size_t i = 0; i < save.n; i++) {
+        if (save.v[i] == NONE) {
+            add_unique(g, 0, top);
+            top = 0;
+        } else {
+            top = node(g, top, save.v[i]);
+        }
+    }
+    lean_free(save.v);
+    if (g->failed) return -1;
+    g->cur = intern(g, 0, cur.utf8);
+    g->scratch.n = 0;
+    return g->cur == NONE ? -1 : 0;
+oom:
+    lean_free(save.v);
+    return -1;
+}
+
+/* Called at the start of each public call that builds states. */
+static lean_status begin_call(lean_grammar *g, lean_error *err) {
+    g->failed = 0;
+    g->scratch.n = 0;
+    if ((g->n_nodes > MAX_NODES || g->n_states > MAX_STATES) && flush(g) != 0)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory");
     return LEAN_OK;
 }
 
-/* ================================================================ 2. the handle */
-
 lean_status lean_grammar_reset(lean_grammar *g, lean_error *err) {
     if (!g) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar is NULL");
-    g->n_nodes = 1;
-    g->sets.n = 0;
     g->failed = 0;
+    g->scratch.n = 0;
     g->n_bytes = 0;
-    g->cur_utf8 = (utf8_state){0, 0};
     const grammar_elem *el = g->rules.elems;
     uint32_t pos = g->rules.rule_start[g->rules.root];
     for (;;) { /* one stack per alternative of the root, as llama_grammar_init_impl */
-        uint32_t s = is_end(&el[pos]) ? 0 : push_node(g, 0, pos);
+        uint32_t s = is_end(&el[pos]) ? 0 : node(g, 0, pos);
         advance(g, s, 0);
         while (!is_end(&el[pos])) pos++;
         if (el[pos].type != GE_ALT) break;
         pos++;
     }
-    if (g->failed) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match at the start", MAX_STACKS);
-    g->cur_n = g->sets.n;
+    uint32_t st = g->failed ? NONE : intern(g, 0, (utf8_state){0, 0});
+    g->scratch.n = 0;
+    if (st == NONE)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match at the start", MAX_STACKS);
+    g->cur = st;
     return LEAN_OK;
 }
 
@@ -351,7 +493,8 @@ static lean_status index_vocab(lean_grammar *g, const lean_tokenizer *t, lean_er
     g->order = lean_malloc((size_t)g->n_tokens * sizeof *g->order);
     g->lcp = lean_malloc((size_t)g->n_tokens * sizeof *g->lcp);
     g->eog = lean_malloc((size_t)g->n_tokens * sizeof *g->eog);
-    if (!g->order || !g->lcp || !g->eog) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+    g->masks = lean_malloc(MASK_CACHE * LEAN_MASK_WORDS(g->n_tokens) * sizeof *g->masks);
+    if (!g->order || !g->lcp || !g->eog || !g->masks) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
     for (int32_t id = 0; id < g->n_tokens; id++) {
         const int32_t type = lean_token_get_type(t, id);
         size_t n;
@@ -369,21 +512,16 @@ static lean_status index_vocab(lean_grammar *g, const lean_tokenizer *t, lean_er
         refs[i].bytes = lean_token_piece(t, refs[i].id, &refs[i].n);
     }
     qsort(refs, (size_t)g->n_order, sizeof *refs, cmp_piece);
-    for (int32_t i = 0; i < g->n_order; i++) g->order[i] = refs[i].id;
-    lean_free(refs);
     for (int32_t i = 0; i < g->n_order; i++) {
-        size_t na = 0, nb;
-        const char *pa = i ? lean_token_piece(t, g->order[i - 1], &na) : "", *pb = lean_token_piece(t, g->order[i], &nb);
+        g->order[i] = refs[i].id;
         size_t k = 0;
-        while (k < na && k < nb && pa[k] == pb[k]) k++;
+        if (i) /* the common prefix with the piece before */
+            while (k < refs[i - 1].n && k < refs[i].n && refs[i - 1].bytes[k] == refs[i].bytes[k]) k++;
         g->lcp[i] = (uint32_t)k;
     }
-    const size_t d = g->max_piece + 1;
-    g->d_off = lean_calloc(d, sizeof *g->d_off);
-    g->d_n = lean_calloc(d, sizeof *g->d_n);
-    g->d_nodes = lean_calloc(d + 1, sizeof *g->d_nodes);
-    g->d_utf8 = lean_calloc(d, sizeof *g->d_utf8);
-    if (!g->d_off || !g->d_n || !g->d_nodes || !g->d_utf8) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+    lean_free(refs);
+    g->d_state = lean_calloc(g->max_piece + 1, sizeof *g->d_state);
+    if (!g->d_state) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
     return LEAN_OK;
 }
 
@@ -393,6 +531,7 @@ lean_status lean_grammar_create(const char *gbnf, size_t len, const char *root, 
     *out = NULL;
     lean_grammar *g = lean_calloc(1, sizeof *g);
     if (!g) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < MASK_CACHE; i++) g->mask_owner[i] = NONE;
     lean_status st = grammar_parse(gbnf, len, root, t, &g->rules, err);
     if (st != LEAN_OK) goto fail;
     g->cap_nodes = 1024;
@@ -402,6 +541,7 @@ lean_status lean_grammar_create(const char *gbnf, size_t len, const char *root, 
         goto fail;
     }
     g->nodes[0] = (snode){0, 0};
+    g->n_nodes = 1;
     if (t && (st = index_vocab(g, t, err)) != LEAN_OK) goto fail;
     if ((st = lean_grammar_reset(g, err)) != LEAN_OK) goto fail;
     *out = g;
@@ -415,83 +555,70 @@ void lean_grammar_free(lean_grammar *g) {
     if (!g) return;
     grammar_rules_free(&g->rules);
     lean_free(g->nodes);
-    lean_free(g->sets.v);
+    map_free(&g->node_map);
+    lean_free(g->states);
+    map_free(&g->state_map);
+    lean_free(g->pool.v);
+    map_free(&g->trans);
+    lean_free(g->scratch.v);
     lean_free(g->todo.v);
     lean_free(g->seen.v);
     lean_free(g->order);
     lean_free(g->lcp);
     lean_free(g->eog);
-    lean_free(g->d_off);
-    lean_free(g->d_n);
-    lean_free(g->d_nodes);
-    lean_free(g->d_utf8);
+    lean_free(g->d_state);
+    lean_free(g->masks);
     lean_free(g);
 }
 
-int lean_grammar_complete(const lean_grammar *g) {
-    if (!g || g->cur_utf8.n_remain != 0) return 0;
-    for (size_t i = 0; i < g->cur_n; i++)
-        if (g->sets.v[i] == 0) return 1;
-    return 0;
+static int state_complete(const lean_grammar *g, uint32_t st) {
+    const gstate *s = &g->states[st];
+    return s->utf8.n_remain == 0 && s->n > 0 && g->pool.v[s->off] == 0; /* sorted: the empty stack first */
 }
+
+int lean_grammar_complete(const lean_grammar *g) { return g && state_complete(g, g->cur); }
 
 int lean_grammar_done(const lean_grammar *g) {
     if (!g) return 0;
-    for (size_t i = 0; i < g->cur_n; i++)
-        if (g->sets.v[i] != 0) return 0;
-    return g->cur_utf8.n_remain == 0;
+    const gstate *s = &g->states[g->cur];
+    return s->utf8.n_remain == 0 && s->n == 1 && g->pool.v[s->off] == 0;
 }
 
-/* ================================================================ 3. the mask */
+/* ================================================================ 5. the mask */
 
-lean_status lean_grammar_mask(lean_grammar *g, uint32_t *bits, int32_t n_vocab, int32_t *n_allowed, lean_error *err) {
-    if (!g || !bits || n_vocab <= 0)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar mask: %s", !g ? "grammar is NULL" : !bits ? "bits is NULL" : "n_vocab <= 0");
-    if (!g->tok) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar mask: the grammar was made without a vocabulary");
-    if (n_vocab < g->n_tokens)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar mask: n_vocab %d below the vocabulary's %d tokens", n_vocab, g->n_tokens);
-    memset(bits, 0, LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
-    int32_t allowed = 0;
+/* Writes the mask of state st into bits (words of the vocabulary) */
+static void compute_mask(lean_grammar *g, uint32_t st, uint32_t *bits) {
+    memset(bits, 0, LEAN_MASK_WORDS(g->n_tokens) * sizeof *bits);
     const grammar_elem *el = g->rules.elems;
-    /* token elements on the current stacks */
-    for (size_t i = 0; i < g->cur_n; i++) {
-        uint32_t s = g->sets.v[i];
-        if (s == 0) continue;
-        const grammar_elem *e = &el[g->nodes[s].elem];
+    const gstate s = g->states[st];
+    for (uint32_t i = 0; i < s.n; i++) { /* token elements on the stacks */
+        const uint32_t x = g->pool.v[s.off + i];
+        if (x == 0) continue;
+        const grammar_elem *e = &el[g->nodes[x].elem];
         if (e->type == GE_TOKEN && (int32_t)e->value < g->n_tokens) lean_mask_allow(bits, (int32_t)e->value);
         if (e->type == GE_TOKEN_NOT)
             for (int32_t id = 0; id < g->n_tokens; id++)
                 if ((uint32_t)id != e->value) lean_mask_allow(bits, id);
     }
-    if (lean_grammar_complete(g))
+    if (state_complete(g, st))
         for (int32_t i = 0; i < g->n_eog; i++) lean_mask_allow(bits, g->eog[i]);
-    /* the sorted pieces: depth k's set is the one after the first k bytes of the piece */
-    g->failed = 0;
-    g->d_off[0] = 0;
-    g->d_n[0] = g->cur_n;
-    g->d_utf8[0] = g->cur_utf8;
-    g->d_nodes[1] = g->n_nodes;
-    size_t depth = 0;          /* the deepest depth computed for the previous piece */
-    size_t dead = SIZE_MAX;    /* a depth (<= depth) whose set was empty */
+    /* the sorted pieces: d_state[k] is the state after the first k bytes of the piece */
+    g->d_state[0] = st;
+    size_t depth = 0;       /* the deepest depth computed for the previous piece */
+    size_t dead = SIZE_MAX; /* a depth (<= depth) whose state is DEAD */
     for (int32_t i = 0; i < g->n_order && !g->failed; i++) {
+        const size_t l = g->lcp[i];
+        if (dead <= l) continue; /* shares a prefix no stack takes */
         const int32_t id = g->order[i];
         size_t len;
         const uint8_t *piece = (const uint8_t *)lean_token_piece(g->tok, id, &len);
-        const size_t l = g->lcp[i];
-        if (dead <= l) continue; /* shares a prefix no stack takes */
         size_t k = l < depth ? l : depth;
-        g->n_nodes = g->d_nodes[k + 1];
-        g->sets.n = g->d_off[k] + g->d_n[k];
         dead = SIZE_MAX;
         for (; k < len; k++) {
-            utf8_state u = g->d_utf8[k];
-            const size_t off = g->sets.n;
-            size_t n = accept_byte(g, g->d_off[k], g->d_n[k], &u, piece[k]);
-            g->d_off[k + 1] = off;
-            g->d_n[k + 1] = n;
-            g->d_utf8[k + 1] = u;
-            g->d_nodes[k + 2] = g->n_nodes;
-            if (n == 0) {
+            const uint32_t next = step(g, g->d_state[k], piece[k]);
+            if (next == NONE) return;
+            g->d_state[k + 1] = next;
+            if (next == DEAD) {
                 dead = k + 1;
                 break;
             }
@@ -499,11 +626,35 @@ lean_status lean_grammar_mask(lean_grammar *g, uint32_t *bits, int32_t n_vocab, 
         depth = k < len ? k + 1 : len;
         if (k == len) lean_mask_allow(bits, id);
     }
-    g->n_nodes = g->d_nodes[1];
-    g->sets.n = g->cur_n;
-    if (g->failed)
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match one prefix", MAX_STACKS);
-    for (size_t w = 0; w < LEAN_MASK_WORDS(n_vocab); w++) allowed += __builtin_popcount(bits[w]);
+}
+
+lean_status lean_grammar_mask(lean_grammar *g, uint32_t *bits, int32_t n_vocab, int32_t *n_allowed, lean_error *err) {
+    if (!g || !bits || n_vocab <= 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar mask: %s", !g ? "grammar is NULL" : !bits ? "bits is NULL" : "n_vocab <= 0");
+    if (!g->tok) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar mask: the grammar was made without a vocabulary");
+    if (n_vocab < g->n_tokens)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar mask: n_vocab %d below the vocabulary's %d tokens", n_vocab, g->n_tokens);
+    lean_status st = begin_call(g, err);
+    if (st != LEAN_OK) return st;
+    const size_t words = LEAN_MASK_WORDS(g->n_tokens);
+    gstate *cur = &g->states[g->cur];
+    uint32_t slot = cur->mask;
+    if (slot == NONE || g->mask_owner[slot] != g->cur) {
+        slot = g->mask_next;
+        g->mask_next = (g->mask_next + 1) % MASK_CACHE;
+        g->mask_owner[slot] = NONE;
+        compute_mask(g, g->cur, g->masks + slot * words);
+        if (g->failed)
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match one prefix", MAX_STACKS);
+        int32_t count = 0;
+        for (size_t w = 0; w < words; w++) count += __builtin_popcount(g->masks[slot * words + w]);
+        g->mask_owner[slot] = g->cur;
+        g->mask_count[slot] = (uint32_t)count;
+        g->states[g->cur].mask = slot; /* states may have moved (realloc) */
+    }
+    memcpy(bits, g->masks + slot * words, words * sizeof *bits);
+    memset(bits + words, 0, (LEAN_MASK_WORDS(n_vocab) - words) * sizeof *bits);
+    const int32_t allowed = (int32_t)g->mask_count[slot];
     if (n_allowed) *n_allowed = allowed;
     if (allowed == 0)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: no token of the vocabulary continues the output here (after %llu bytes)",
@@ -511,100 +662,88 @@ lean_status lean_grammar_mask(lean_grammar *g, uint32_t *bits, int32_t n_vocab, 
     return LEAN_OK;
 }
 
-/* ================================================================ 4. accepting */
+/* ================================================================ 6. accepting */
 
-/* Moves the current set by bytes; on failure the state is unchanged. */
-static lean_status accept_bytes(lean_grammar *g, const uint8_t *b, size_t n, size_t extra_from, size_t extra_n,
-                                lean_error *err) {
-    g->failed = 0;
-    size_t from = 0, cnt = g->cur_n;
-    utf8_state u = g->cur_utf8;
-    for (size_t k = 0; k < n; k++) {
-        const size_t off = g->sets.n;
-        cnt = accept_byte(g, from, cnt, &u, b[k]);
-        from = off;
-        if (g->failed) break;
-        if (cnt == 0) {
-            g->sets.n = g->cur_n;
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: byte %zu (0x%02x) of the text does not fit the grammar after %llu bytes", k,
-                             b[k], (unsigned long long)g->n_bytes);
-        }
-    }
-    /* stacks from a token element (extra_*) join the set */
-    for (size_t i = 0; i < extra_n && !g->failed; i++) {
-        size_t before = g->sets.n;
-        add_unique(g, from, g->sets.v[extra_from + i]);
-        cnt += g->sets.n - before;
-    }
-    if (g->failed) {
-        g->sets.n = g->cur_n;
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match", MAX_STACKS);
-    }
-    if (cnt == 0) {
-        g->sets.n = g->cur_n;
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: the token does not fit the grammar after %llu bytes",
-                         (unsigned long long)g->n_bytes);
-    }
-    lean_status st = compact(g, from, cnt, err);
-    if (st != LEAN_OK) return st;
-    g->cur_utf8 = u;
-    g->n_bytes += n;
-    return LEAN_OK;
+/* The state after bytes b[0..n) from st (DEAD, or NONE on failure). */
+static uint32_t walk(lean_grammar *g, uint32_t st, const uint8_t *b, size_t n) {
+    for (size_t k = 0; k < n && st != DEAD && st != NONE; k++) st = step(g, st, b[k]);
+    return st;
 }
 
 lean_status lean_grammar_accept_text(lean_grammar *g, const char *text, size_t n, lean_error *err) {
     if (!g || (!text && n)) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar or text is NULL");
-    if (n == 0) return LEAN_OK;
-    return accept_bytes(g, (const uint8_t *)text, n, 0, 0, err);
+    lean_status st = begin_call(g, err);
+    if (st != LEAN_OK) return st;
+    uint32_t s = g->cur;
+    for (size_t k = 0; k < n; k++) {
+        s = step(g, s, (uint8_t)text[k]);
+        if (s == NONE) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match", MAX_STACKS);
+        if (s == DEAD)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: byte %zu (0x%02x) of the text does not fit the grammar after %llu bytes", k,
+                             (uint8_t)text[k], (unsigned long long)g->n_bytes);
+    }
+    g->cur = s;
+    g->n_bytes += n;
+    return LEAN_OK;
 }
 
 lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *err) {
     if (!g) return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar is NULL");
     if (id < 0 || (g->tok && id >= g->n_tokens))
         return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: token %d outside the vocabulary (%d tokens)", id, g->n_tokens);
+    lean_status st = begin_call(g, err);
+    if (st != LEAN_OK) return st;
     for (int32_t i = 0; i < g->n_eog; i++)
         if (g->eog[i] == id) {
             if (!lean_grammar_complete(g))
                 return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: end of generation (token %d) before the grammar is complete", id);
             /* the end: only the empty stack remains */
-            g->sets.v[0] = 0;
-            g->cur_n = g->sets.n = 1;
+            if (u32_push(&g->scratch, 0)) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+            uint32_t s = intern(g, 0, (utf8_state){0, 0});
+            g->scratch.n = 0;
+            if (s == NONE) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+            g->cur = s;
             return LEAN_OK;
         }
-    /* stacks whose top is a token element matching id, popped and advanced */
-    g->failed = 0;
-    const size_t extra_from = g->sets.n;
-    const grammar_elem *el = g->rules.elems;
-    for (size_t i = 0; i < g->cur_n && !g->failed; i++) {
-        uint32_t s = g->sets.v[i];
-        if (s == 0) continue;
-        uint32_t pos = g->nodes[s].elem;
-        const grammar_elem *e = &el[pos];
-        if ((e->type == GE_TOKEN && e->value == (uint32_t)id) || (e->type == GE_TOKEN_NOT && e->value != (uint32_t)id)) {
-            uint32_t next = g->nodes[s].parent;
-            if (!is_end(&el[pos + 1])) next = push_node(g, next, pos + 1);
-            advance(g, next, extra_from);
-        }
-    }
-    const size_t extra_n = g->sets.n - extra_from;
     size_t n = 0; /* without a vocabulary, a token moves only token elements */
     const char *piece = g->tok ? lean_token_piece(g->tok, id, &n) : "";
     const int32_t type = g->tok ? lean_token_get_type(g->tok, id) : 0;
     if (!(type == LEAN_TOKEN_NORMAL || type == LEAN_TOKEN_USER_DEFINED || type == LEAN_TOKEN_BYTE)) n = 0;
-    if (n == 0 && extra_n == 0) {
-        g->sets.n = g->cur_n;
+    /* by its bytes (llama_grammar_accept_token: the stacks whose top is a class) */
+    const uint32_t by_bytes = n ? walk(g, g->cur, (const uint8_t *)piece, n) : DEAD;
+    if (by_bytes == NONE) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match", MAX_STACKS);
+    /* by its id: stacks whose top is a token element matching id, popped and advanced */
+    const grammar_elem *el = g->rules.elems;
+    const gstate cur = g->states[g->cur];
+    g->scratch.n = 0;
+    for (uint32_t i = 0; i < cur.n && !g->failed; i++) {
+        const uint32_t x = g->pool.v[cur.off + i];
+        if (x == 0) continue;
+        const uint32_t pos = g->nodes[x].elem;
+        const grammar_elem *e = &el[pos];
+        if ((e->type == GE_TOKEN && e->value == (uint32_t)id) || (e->type == GE_TOKEN_NOT && e->value != (uint32_t)id)) {
+            uint32_t next = g->nodes[x].parent;
+            if (!is_end(&el[pos + 1])) next = node(g, next, pos + 1);
+            advance(g, next, 0);
+        }
+    }
+    if (g->scratch.n == 0 && by_bytes == DEAD) {
         return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: token %d does not fit the grammar after %llu bytes", id,
                          (unsigned long long)g->n_bytes);
     }
-    if (n == 0) { /* only the token element moved */
-        lean_status st = compact(g, extra_from, extra_n, err);
-        return st;
+    uint32_t s = by_bytes;
+    if (g->scratch.n) { /* the union of both ways */
+        utf8_state u = {0, 0};
+        if (by_bytes != DEAD) {
+            const gstate b = g->states[by_bytes];
+            u = b.utf8;
+            for (uint32_t i = 0; i < b.n; i++) add_unique(g, 0, g->pool.v[b.off + i]);
+        }
+        s = g->failed ? NONE : intern(g, 0, u);
+        g->scratch.n = 0;
+        if (s == NONE) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory, or more than %d ways to match", MAX_STACKS);
     }
-    if (extra_n == 0) return accept_bytes(g, (const uint8_t *)piece, n, 0, 0, err);
-    /* both: the byte path may fail while the token path fits */
-    lean_status st = accept_bytes(g, (const uint8_t *)piece, n, extra_from, extra_n, err);
-    if (st == LEAN_ERR_ARG) {
-        st = compact(g, extra_from, extra_n, err);
-    }
-    return st;
+    g->cur = s;
+    g->n_bytes += n;
+    return LEAN_OK;
 }
