@@ -598,6 +598,8 @@ typedef struct lean_mask {
 static inline void lean_mask_allow(uint32_t *bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 static inline int lean_mask_allows(const uint32_t *bits, int32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
 
+typedef struct lean_grammar lean_grammar; /* "grammars" below */
+
 /* One sequence's sampler: its parameters, its seed and the history the penalty sees. */
 typedef struct lean_sampler lean_sampler;
 LEAN_API lean_status lean_sampler_create(const lean_sampler_params *p, int32_t n_vocab,
@@ -616,6 +618,12 @@ LEAN_API lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, in
  * LEAN_ERR_ARG if the mask does not match n_vocab or allows no id with a finite logit. */
 LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t pos,
                                          const lean_mask *mask, int32_t *out_id, lean_error *err);
+/* Holds every draw of s to grammar g (nullable: none; not owned, must outlive its use; see
+ * "grammars" below): lean_sampler_sample then draws under g's mask (and the mask given, both)
+ * and moves g on by the id drawn; it fails with g's error at a dead end. lean_gen_* with such
+ * a sampler draws on the host, step by step, on every backend (a grammar's next mask depends
+ * on the id just drawn, so the GPU cannot run ahead). */
+LEAN_API lean_status lean_sampler_set_grammar(lean_sampler *s, struct lean_grammar *g, lean_error *err);
 
 /* ---- grammars (src/core/grammar*.c) ----
  * Output held to a grammar: GBNF as llama.cpp defines it (its grammars/README.md: rules
@@ -643,7 +651,6 @@ LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, i
  * Tokens: NORMAL, USER_DEFINED and BYTE tokens match by their bytes (lean_token_piece);
  * end-of-generation tokens are allowed when the output so far completes the grammar; other
  * control tokens only through <[id]>. A grammar is used by one thread at a time. */
-typedef struct lean_grammar lean_grammar;
 /* Parses gbnf (len bytes) with start rule root (NULL: "root"). t (nullable: then the grammar
  * takes text only, lean_grammar_accept_text) is the vocabulary the masks are over; it must
  * outlive the grammar. LEAN_ERR_FORMAT names the line and column of what is wrong: syntax,
@@ -705,7 +712,7 @@ LEAN_API void lean_grammar_text_free(char *gbnf);
  * lean_gen_next fails with LEAN_ERR_CONTEXT_FULL when the next draw would be past n_ctx,
  * LEAN_ERR_ARG past max_ids, and with the backend's error (LEAN_ERR_DEVICE for a lost GPU);
  * after a failure only lean_gen_end is useful. Grammar masks need the logits on the host each
- * step: use lean_decode and lean_sampler_sample for them. */
+ * step: with a grammar on the sampler (lean_sampler_set_grammar) the loop runs on the host. */
 LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
 LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
 /* A no-op when no generation is in progress; it also ends a prefill left LEAN_PENDING (the

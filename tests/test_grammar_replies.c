@@ -6,7 +6,10 @@
  * step by step as docs/grammar.md shows: mask, draw, accept, decode. Every reply must end
  * because the grammar is complete (an end-of-generation token or nothing may follow), never
  * at the length limit; then Debian's python3-jsonschema (scripts/validate_json_replies.py)
- * parses and validates all of them. Also: the same seed gives the same reply.
+ * parses and validates all of them. Also: the same seed gives the same reply; and on every
+ * call path the same: lean_gen_* with the grammar on the sampler (lean_sampler_set_grammar)
+ * gives the loop's reply, on the CPU and on the GPU (the exact path, where seeded draws agree
+ * across backends; LEAN_TEST_GPU=0 skips the GPU, saying so).
  * lean-test: native-only (runs python3 through popen; WASI has no popen)
  */
 #include "test.h"
@@ -82,6 +85,45 @@ static void write_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* The same reply through lean_gen_* with the grammar on the sampler, on backend (exact path). */
+static int reply_gen(lean_model *m, const char *backend, lean_grammar *g, uint64_t seed, char *out, size_t cap) {
+    const lean_tokenizer *tok = lean_model_tokenizer(m);
+    const int32_t n_vocab = lean_model_n_vocab(m);
+    lean_error err;
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = backend;
+    cp.exact = 1;
+    cp.n_ctx = MAX_IDS + 8;
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.seed = seed;
+    sp.temperature = 1.0;
+    sp.top_k = 0;
+    sp.top_p = 1.0;
+    lean_ctx *c = NULL;
+    lean_sampler *s = NULL;
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+    int32_t ids[MAX_IDS], n_ids = 0, prompt[1] = {lean_token_bos(tok) >= 0 ? lean_token_bos(tok) : 0}, id;
+    int rc = -1;
+    if (!logits || lean_ctx_create(m, &cp, &c, &err) != LEAN_OK || lean_grammar_reset(g, &err) != LEAN_OK ||
+        lean_sampler_create(&sp, n_vocab, &s, &err) != LEAN_OK || lean_sampler_set_grammar(s, g, &err) != LEAN_OK ||
+        lean_prefill(c, prompt, 1, logits, &err) != LEAN_OK || lean_gen_begin(c, s, MAX_IDS, &err) != LEAN_OK)
+        goto done;
+    while (n_ids < MAX_IDS) {
+        if (lean_gen_next(c, &id, &err) != LEAN_OK) goto done;
+        if (lean_token_is_eog(tok, id)) break;
+        ids[n_ids++] = id;
+    }
+    size_t n;
+    rc = lean_detokenize(tok, ids, n_ids, 0, out, cap, &n, &err) == LEAN_OK && n < cap && lean_grammar_done(g) ? 0 : -1;
+done:
+    if (rc) CHECK(0, "%s, seed %llu: %s", backend, (unsigned long long)seed, err.msg);
+    lean_gen_end(c);
+    lean_sampler_free(s);
+    lean_ctx_free(c);
+    free(logits);
+    return rc;
+}
+
 int main(void) {
     char model_path[256], replies_path[256];
     test_tmp_path(model_path, sizeof model_path, "grammar.gguf");
@@ -138,6 +180,27 @@ int main(void) {
             }
         }
         CHECK(n_ok == N_REPLIES && n_ended == N_REPLIES, "schema %zu: %d replies, %d ended by the grammar", i, n_ok, n_ended);
+        /* every call path: the loop on the exact CPU path, then lean_gen_* on the CPU and the GPU */
+        if (st == LEAN_OK && i == 0) {
+            static char gen_cpu[1 << 16], gen_gpu[1 << 16];
+            lean_ctx *ce = NULL;
+            lean_ctx_params ep = cp;
+            ep.exact = 1;
+            CHECK(lean_ctx_create(m, &ep, &ce, &err) == LEAN_OK, "%s", err.msg);
+            for (uint64_t seed = 7; ce && seed < 9; seed++) { /* two seeds; the GPU (llvmpipe: slow) one */
+                int ended;
+                if (reply(m, ce, g, seed, buf, sizeof buf, &ended) != 0 || reply_gen(m, "cpu", g, seed, gen_cpu, sizeof gen_cpu) != 0)
+                    break;
+                CHECK(strcmp(buf, gen_cpu) == 0, "seed %llu: lean_gen_* gave '%s', the loop '%s'", (unsigned long long)seed,
+                      gen_cpu, buf);
+                if (seed > 7 || test_gpu_skipped("test_grammar_replies")) continue;
+                if (reply_gen(m, "gpu", g, seed, gen_gpu, sizeof gen_gpu) != 0) break;
+                CHECK(strcmp(buf, gen_gpu) == 0, "seed %llu: the GPU gave '%s', the CPU '%s'", (unsigned long long)seed, gen_gpu,
+                      buf);
+                if (seed == 7) printf("GPU, seed 7, lean_gen_*: %s\n", gen_gpu);
+            }
+            lean_ctx_free(ce);
+        }
         lean_grammar_free(g);
         lean_grammar_text_free(gbnf);
     }
