@@ -36,6 +36,7 @@
 #define MAX_STACKS 4096
 #define MAX_NODES (1u << 22)
 #define MAX_STATES (1u << 18)
+#define MAX_TABLES (1u << 15) /* 32 MiB of transition tables before a flush */
 #define MASK_CACHE 32
 #define NONE UINT32_MAX     /* no node / no state */
 #define DEAD (UINT32_MAX - 1) /* the state after a byte no stack takes */
@@ -141,6 +142,7 @@ typedef struct gstate {
     uint32_t off, n;  /* its stacks: pool.v[off .. off + n), node ids, sorted */
     utf8_state utf8;
     uint32_t mask;    /* its slot in the mask cache, or NONE */
+    uint32_t table;   /* its row of 256 next states in tables (NONE: none yet) */
 } gstate;
 
 struct lean_grammar {
@@ -152,9 +154,14 @@ struct lean_grammar {
     size_t n_states, cap_states;
     u64map state_map;
     u32vec pool;        /* the states' stacks */
-    u64map trans;       /* (state, byte) + 1 -> the next state (or DEAD) */
+    uint32_t *tables;   /* rows of 256: the state each byte leads to (NONE: not computed yet) */
+    size_t n_tables, cap_tables;
     u32vec scratch;     /* a set being built */
-    u32vec todo, seen;  /* advance's work list and the stacks it expanded in this call */
+    u32vec todo;        /* advance's work list */
+    uint32_t *in_set;   /* per node: set_gen when the stack is in the set being built */
+    uint32_t *seen;     /* per node: seen_gen when advance expanded it in this call */
+    uint32_t set_gen, seen_gen;
+    size_t set_n, seen_n; /* the set being built's size; stacks advance expanded */
     uint32_t cur;       /* the current state */
     int failed;         /* an allocation failed or MAX_STACKS was passed in this call */
     uint64_t n_bytes;   /* bytes accepted since the start (for messages) */
@@ -162,6 +169,8 @@ struct lean_grammar {
     const lean_tokenizer *tok;
     int32_t n_tokens;
     int32_t *order;     /* byte-matched tokens sorted by piece */
+    const uint8_t **piece; /* piece[i], piece_len[i]: order[i]'s bytes */
+    uint32_t *piece_len;
     uint32_t *lcp;      /* lcp[i]: bytes piece(order[i]) shares with piece(order[i - 1]) */
     int32_t n_order;
     int32_t *eog;       /* end-of-generation ids */
@@ -180,11 +189,17 @@ static uint32_t node(lean_grammar *g, uint32_t parent, uint32_t elem) {
     if (g->n_nodes == g->cap_nodes) {
         size_t cap = g->cap_nodes * 2;
         snode *v = lean_realloc(g->nodes, cap * sizeof *v);
-        if (!v) {
+        if (v) g->nodes = v;
+        uint32_t *a = lean_realloc(g->in_set, cap * sizeof *a);
+        if (a) g->in_set = a;
+        uint32_t *b = lean_realloc(g->seen, cap * sizeof *b);
+        if (b) g->seen = b;
+        if (!v || !a || !b) {
             g->failed = 1;
             return 0;
         }
-        g->nodes = v;
+        memset(g->in_set + g->cap_nodes, 0, (cap - g->cap_nodes) * sizeof *a);
+        memset(g->seen + g->cap_nodes, 0, (cap - g->cap_nodes) * sizeof *b);
         g->cap_nodes = cap;
     }
     id = (uint32_t)g->n_nodes;
@@ -233,7 +248,7 @@ static uint32_t intern(lean_grammar *g, size_t from, utf8_state u) {
     for (size_t i = 0; i < n; i++)
         if (u32_push(&g->pool, g->scratch.v[from + i])) return NONE;
     if (map_put(&g->state_map, h + 2 * k, id)) return NONE;
-    g->states[g->n_states++] = (gstate){(uint32_t)off, (uint32_t)n, u, NONE};
+    g->states[g->n_states++] = (gstate){(uint32_t)off, (uint32_t)n, u, NONE, NONE};
     return id;
 }
 
@@ -241,19 +256,39 @@ static uint32_t intern(lean_grammar *g, size_t from, utf8_state u) {
 
 static int is_end(const grammar_elem *e) { return e->type == GE_END || e->type == GE_ALT; }
 
-/* Adds stack s to the set scratch.v[from ..) unless it is there (nodes are canonical). */
-static void add_unique(lean_grammar *g, size_t from, uint32_t s) {
-    for (size_t i = from; i < g->scratch.n; i++)
-        if (g->scratch.v[i] == s) return;
-    if (g->scratch.n - from >= MAX_STACKS || u32_push(&g->scratch, s)) g->failed = 1;
+/* A new generation of per-node marks (0 never marks) */
+static uint32_t next_gen(uint32_t *gen, uint32_t *marks, size_t n) {
+    if (++*gen == 0) {
+        memset(marks, 0, n * sizeof *marks);
+        *gen = 1;
+    }
+    return *gen;
+}
+
+/* Starts building a set (one at a time) at the end of scratch. */
+static void set_begin(lean_grammar *g) {
+    next_gen(&g->set_gen, g->in_set, g->cap_nodes);
+    g->set_n = 0;
+}
+
+/* Adds stack s to the set being built unless it is there (nodes are canonical: O(1)). */
+static void add_unique(lean_grammar *g, uint32_t s) {
+    if (g->in_set[s] == g->set_gen) return;
+    if (g->set_n >= MAX_STACKS || u32_push(&g->scratch, s)) {
+        g->failed = 1;
+        return;
+    }
+    g->in_set[s] = g->set_gen;
+    g->set_n++;
 }
 
 /* Expands stack s until every top is a character class or token (or the stack is empty) and
- * adds the results to the set that starts at scratch.v[from] (llama_grammar_advance_stack). */
-static void advance(lean_grammar *g, uint32_t s, size_t from) {
+ * adds the results to the set being built (llama_grammar_advance_stack). */
+static void advance(lean_grammar *g, uint32_t s) {
     const grammar_elem *el = g->rules.elems;
     g->todo.n = 0;
-    g->seen.n = 0;
+    next_gen(&g->seen_gen, g->seen, g->cap_nodes);
+    g->seen_n = 0;
     if (u32_push(&g->todo, s)) {
         g->failed = 1;
         return;
@@ -262,20 +297,19 @@ static void advance(lean_grammar *g, uint32_t s, size_t from) {
         uint32_t cur = g->todo.v[--g->todo.n];
         /* a stack met before in this call is not expanded again: this is what ends the loop
          * of a repetition whose body may be empty, ( [x]* )* (llama.cpp's `seen` set) */
-        size_t k = 0;
-        while (k < g->seen.n && g->seen.v[k] != cur) k++;
-        if (k < g->seen.n) continue;
-        if (g->seen.n >= MAX_STACKS || u32_push(&g->seen, cur)) {
+        if (g->seen[cur] == g->seen_gen) continue;
+        if (++g->seen_n > 16 * MAX_STACKS) {
             g->failed = 1;
             break;
         }
+        g->seen[cur] = g->seen_gen;
         if (cur == 0) {
-            add_unique(g, from, 0);
+            add_unique(g, 0);
             continue;
         }
         const uint32_t pos = g->nodes[cur].elem;
         if (el[pos].type != GE_RULE_REF) {
-            add_unique(g, from, cur);
+            add_unique(g, cur);
             continue;
         }
         uint32_t sub = g->rules.rule_start[el[pos].value];
@@ -362,15 +396,32 @@ static int utf8_next(utf8_state u, uint8_t b, utf8_state *out) {
     return 0;
 }
 
-/* The state after byte b in state st (remembered); DEAD when no stack takes it, NONE on failure. */
+/* The state after byte b in state st (remembered in st's table); DEAD when no stack takes it,
+ * NONE on failure. */
 static uint32_t step(lean_grammar *g, uint32_t st, uint8_t b) {
-    const uint64_t key = ((uint64_t)st << 8 | b) + 1;
-    uint32_t to = map_get(&g->trans, key);
-    if (to != NONE) return to;
+    uint32_t row = g->states[st].table;
+    if (row != NONE && g->tables[(size_t)row * 256 + b] != NONE) return g->tables[(size_t)row * 256 + b];
+    if (row == NONE) {
+        if (g->n_tables == g->cap_tables) {
+            size_t cap = g->cap_tables ? g->cap_tables * 2 : 64;
+            uint32_t *t = lean_realloc(g->tables, cap * 256 * sizeof *t);
+            if (!t) {
+                g->failed = 1;
+                return NONE;
+            }
+            g->tables = t;
+            g->cap_tables = cap;
+        }
+        row = (uint32_t)g->n_tables++;
+        memset(g->tables + (size_t)row * 256, 0xff, 256 * sizeof *g->tables); /* all NONE */
+        g->states[st].table = row;
+    }
+    uint32_t to;
     const gstate s = g->states[st];
     const grammar_elem *el = g->rules.elems;
     utf8_state u = {0, 0};
     const size_t from = g->scratch.n;
+    set_begin(g);
     if (utf8_next(s.utf8, b, &u) == 0) {
         for (uint32_t i = 0; i < s.n && !g->failed; i++) {
             const uint32_t x = g->pool.v[s.off + i];
@@ -378,21 +429,21 @@ static uint32_t step(lean_grammar *g, uint32_t st, uint8_t b) {
             const uint32_t pos = g->nodes[x].elem;
             if (!is_char_elem(el[pos].type)) continue;
             if (u.n_remain > 0) { /* a character begun: keep the stacks it may still match */
-                if (match_partial(&el[pos], u)) add_unique(g, from, x);
+                if (match_partial(&el[pos], u)) add_unique(g, x);
                 continue;
             }
             uint32_t after;
             if (!match_char(&el[pos], u.value, &after, el)) continue;
             uint32_t next = g->nodes[x].parent;
             if (!is_end(&el[after])) next = node(g, next, after);
-            advance(g, next, from);
+            advance(g, next);
         }
     }
     if (u.n_remain == 0) u.value = 0; /* whole characters leave no bits behind */
     to = g->failed ? NONE : g->scratch.n == from ? DEAD : intern(g, from, u);
     g->scratch.n = from;
-    if (to != NONE && map_put(&g->trans, key, to)) to = NONE;
     if (to == NONE) g->failed = 1;
+    else g->tables[(size_t)row * 256 + b] = to;
     return to;
 }
 
@@ -417,16 +468,17 @@ static int flush(lean_grammar *g) {
     }
     map_clear(&g->node_map);
     map_clear(&g->state_map);
-    map_clear(&g->trans);
+    g->n_tables = 0;
     g->n_nodes = 1;
     g->n_states = 0;
     g->pool.n = 0;
     g->scratch.n = 0;
     for (int i = 0; i < MASK_CACHE; i++) g->mask_owner[i] = NONE;
+    set_begin(g);
     uint32_t top = 0;
     for (size_t i = 0; i < save.n; i++) {
         if (save.v[i] == NONE) {
-            add_unique(g, 0, top);
+            add_unique(g, top);
             top = 0;
         } else {
             top = node(g, top, save.v[i]);
@@ -446,7 +498,7 @@ oom:
 static lean_status begin_call(lean_grammar *g, lean_error *err) {
     g->failed = 0;
     g->scratch.n = 0;
-    if ((g->n_nodes > MAX_NODES || g->n_states > MAX_STATES) && flush(g) != 0)
+    if ((g->n_nodes > MAX_NODES || g->n_states > MAX_STATES || g->n_tables > MAX_TABLES) && flush(g) != 0)
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "grammar: out of memory");
     return LEAN_OK;
 }
@@ -458,9 +510,10 @@ lean_status lean_grammar_reset(lean_grammar *g, lean_error *err) {
     g->n_bytes = 0;
     const grammar_elem *el = g->rules.elems;
     uint32_t pos = g->rules.rule_start[g->rules.root];
+    set_begin(g);
     for (;;) { /* one stack per alternative of the root, as llama_grammar_init_impl */
         uint32_t s = is_end(&el[pos]) ? 0 : node(g, 0, pos);
-        advance(g, s, 0);
+        advance(g, s);
         while (!is_end(&el[pos])) pos++;
         if (el[pos].type != GE_ALT) break;
         pos++;
@@ -512,8 +565,16 @@ static lean_status index_vocab(lean_grammar *g, const lean_tokenizer *t, lean_er
         refs[i].bytes = lean_token_piece(t, refs[i].id, &refs[i].n);
     }
     qsort(refs, (size_t)g->n_order, sizeof *refs, cmp_piece);
+    g->piece = lean_malloc((size_t)g->n_order * sizeof *g->piece + 1);
+    g->piece_len = lean_malloc((size_t)g->n_order * sizeof *g->piece_len + 1);
+    if (!g->piece || !g->piece_len) {
+        lean_free(refs);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+    }
     for (int32_t i = 0; i < g->n_order; i++) {
         g->order[i] = refs[i].id;
+        g->piece[i] = (const uint8_t *)refs[i].bytes;
+        g->piece_len[i] = (uint32_t)refs[i].n;
         size_t k = 0;
         if (i) /* the common prefix with the piece before */
             while (k < refs[i - 1].n && k < refs[i].n && refs[i - 1].bytes[k] == refs[i].bytes[k]) k++;
@@ -536,7 +597,9 @@ lean_status lean_grammar_create(const char *gbnf, size_t len, const char *root, 
     if (st != LEAN_OK) goto fail;
     g->cap_nodes = 1024;
     g->nodes = lean_malloc(g->cap_nodes * sizeof *g->nodes);
-    if (!g->nodes) {
+    g->in_set = lean_calloc(g->cap_nodes, sizeof *g->in_set);
+    g->seen = lean_calloc(g->cap_nodes, sizeof *g->seen);
+    if (!g->nodes || !g->in_set || !g->seen) {
         st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -559,11 +622,14 @@ void lean_grammar_free(lean_grammar *g) {
     lean_free(g->states);
     map_free(&g->state_map);
     lean_free(g->pool.v);
-    map_free(&g->trans);
+    lean_free(g->tables);
     lean_free(g->scratch.v);
     lean_free(g->todo.v);
-    lean_free(g->seen.v);
+    lean_free(g->in_set);
+    lean_free(g->seen);
     lean_free(g->order);
+    lean_free(g->piece);
+    lean_free(g->piece_len);
     lean_free(g->lcp);
     lean_free(g->eog);
     lean_free(g->d_state);
@@ -609,9 +675,8 @@ static void compute_mask(lean_grammar *g, uint32_t st, uint32_t *bits) {
     for (int32_t i = 0; i < g->n_order && !g->failed; i++) {
         const size_t l = g->lcp[i];
         if (dead <= l) continue; /* shares a prefix no stack takes */
-        const int32_t id = g->order[i];
-        size_t len;
-        const uint8_t *piece = (const uint8_t *)lean_token_piece(g->tok, id, &len);
+        const size_t len = g->piece_len[i];
+        const uint8_t *piece = g->piece[i];
         size_t k = l < depth ? l : depth;
         dead = SIZE_MAX;
         for (; k < len; k++) {
@@ -624,7 +689,7 @@ static void compute_mask(lean_grammar *g, uint32_t st, uint32_t *bits) {
             }
         }
         depth = k < len ? k + 1 : len;
-        if (k == len) lean_mask_allow(bits, id);
+        if (k == len) lean_mask_allow(bits, g->order[i]);
     }
 }
 
@@ -698,7 +763,9 @@ lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *e
             if (!lean_grammar_complete(g))
                 return LEAN_FAIL(err, LEAN_ERR_ARG, "grammar: end of generation (token %d) before the grammar is complete", id);
             /* the end: only the empty stack remains */
-            if (u32_push(&g->scratch, 0)) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+            set_begin(g);
+            add_unique(g, 0);
+            if (g->failed) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
             uint32_t s = intern(g, 0, (utf8_state){0, 0});
             g->scratch.n = 0;
             if (s == NONE) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
@@ -716,6 +783,7 @@ lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *e
     const grammar_elem *el = g->rules.elems;
     const gstate cur = g->states[g->cur];
     g->scratch.n = 0;
+    set_begin(g);
     for (uint32_t i = 0; i < cur.n && !g->failed; i++) {
         const uint32_t x = g->pool.v[cur.off + i];
         if (x == 0) continue;
@@ -724,7 +792,7 @@ lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *e
         if ((e->type == GE_TOKEN && e->value == (uint32_t)id) || (e->type == GE_TOKEN_NOT && e->value != (uint32_t)id)) {
             uint32_t next = g->nodes[x].parent;
             if (!is_end(&el[pos + 1])) next = node(g, next, pos + 1);
-            advance(g, next, 0);
+            advance(g, next);
         }
     }
     if (g->scratch.n == 0 && by_bytes == DEAD) {
@@ -737,7 +805,7 @@ lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *e
         if (by_bytes != DEAD) {
             const gstate b = g->states[by_bytes];
             u = b.utf8;
-            for (uint32_t i = 0; i < b.n; i++) add_unique(g, 0, g->pool.v[b.off + i]);
+            for (uint32_t i = 0; i < b.n; i++) add_unique(g, g->pool.v[b.off + i]);
         }
         s = g->failed ? NONE : intern(g, 0, u);
         g->scratch.n = 0;
