@@ -20,7 +20,7 @@
 
 static const char *const usage_run =
     "usage: lean run -m FILE (-p TEXT | -f FILE | --ids ID,ID,... | < FILE) [-n N] [--ctx N]\n"
-    "                [--batch N] [sampling flags]\n"
+    "                [--batch N] [sampling flags] [grammar flags]\n"
     "Prefills the prompt, then generates N more tokens (default 16): greedily (the argmax, the\n"
     "lowest id on ties) unless --temp T > 0 is given, then drawn by the sampler with the flags\n"
     "below (their defaults are llama.cpp's). A text prompt is tokenized with the model's\n"
@@ -46,13 +46,9 @@ static const char *const usage_run =
     "               table), cpu-ref (the reference)\n"
     "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
     "               float activations, not 8-bit ones (default: the faster paths)\n"
-    "  --grammar G  hold the output to GBNF grammar G (llama.cpp's; rule root): only tokens\n"
-    "               that keep it inside are drawn, and it ends when the grammar is complete\n"
-    "  --grammar-file FILE       the same, read from FILE\n"
-    "  --json-schema SCHEMA      output JSON valid under SCHEMA (docs/grammar.md: the subset)\n"
-    "  --json-schema-file FILE   the same, read from FILE\n"
     VERBOSITY_USAGE
-    SAMPLING_USAGE;
+    SAMPLING_USAGE
+    GRAMMAR_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     int32_t cap = 1;
@@ -91,7 +87,7 @@ typedef struct run_args {
     const char *backend;
     int verbosity; /* -1 quiet, 0, 1 verbose */
     int exact;
-    const char *grammar, *grammar_file, *schema, *schema_file;
+    grammar_flags grammar;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -105,6 +101,10 @@ static int parse_run(int argc, char **argv, run_args *a) {
         int rc = parse_sampling_flag(usage_run, argc, argv, &i, &a->sampling);
         if (rc == 0) continue;
         if (rc > 0) return rc;
+        if ((rc = parse_grammar_flag(usage_run, argc, argv, &i, &a->grammar)) >= 0) {
+            if (rc > 0) return rc;
+            continue;
+        }
         if (strcmp(o, "--exact") == 0) {
             a->exact = 1;
             continue;
@@ -121,10 +121,6 @@ static int parse_run(int argc, char **argv, run_args *a) {
         else if (strcmp(o, "-p") == 0) a->prompt = v;
         else if (strcmp(o, "-f") == 0) a->prompt_file = v;
         else if (strcmp(o, "--backend") == 0) a->backend = v;
-        else if (strcmp(o, "--grammar") == 0) a->grammar = v;
-        else if (strcmp(o, "--grammar-file") == 0) a->grammar_file = v;
-        else if (strcmp(o, "--json-schema") == 0) a->schema = v;
-        else if (strcmp(o, "--json-schema-file") == 0) a->schema_file = v;
         else if (!num) return usage_error(usage_run, "unknown option '%s'", o);
         else if (parse_long(v, 0, INT32_MAX, num) != 0)
             return usage_error(usage_run, "expected a count >= 0, got '%s'", v);
@@ -132,8 +128,6 @@ static int parse_run(int argc, char **argv, run_args *a) {
     if (!a->model) return usage_error(usage_run, "-m FILE is required");
     if (!!a->ids + !!a->prompt + !!a->prompt_file > 1)
         return usage_error(usage_run, "give one prompt: -p TEXT, -f FILE or --ids");
-    if (!!a->grammar + !!a->grammar_file + !!a->schema + !!a->schema_file > 1)
-        return usage_error(usage_run, "give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
     return 0;
 }
 
@@ -177,38 +171,6 @@ static int text_prompt(const run_args *a, const lean_tokenizer *tok, int32_t **i
     }
     free(text);
     return rc;
-}
-
-/* The grammar of --grammar(-file) / --json-schema(-file) over tok, or NULL when none was
- * asked for. 0 on success; 1 after printing the error. */
-static int make_grammar(const run_args *a, const lean_tokenizer *tok, lean_grammar **g) {
-    lean_error err;
-    *g = NULL;
-    const char *path = a->grammar_file ? a->grammar_file : a->schema_file;
-    const int is_schema = a->schema || a->schema_file;
-    char *text = NULL;
-    size_t len = 0;
-    if (path) {
-        if (!(text = read_path(path, &len))) return input_error(is_schema ? "the JSON schema" : "the grammar", path);
-    } else if (a->grammar || a->schema) {
-        const char *v = a->grammar ? a->grammar : a->schema;
-        len = strlen(v);
-        if (!(text = malloc(len + 1))) return fprintf(stderr, "lean: out of memory\n"), 1;
-        memcpy(text, v, len + 1);
-    } else {
-        return 0;
-    }
-    if (!tok) {
-        free(text);
-        return fprintf(stderr, "lean: a grammar needs the model's tokenizer, and the model has none\n"), 1;
-    }
-    char *gbnf = NULL;
-    lean_status st = LEAN_OK;
-    if (is_schema) st = lean_json_schema_to_gbnf(text, len, &gbnf, &err);
-    if (st == LEAN_OK) st = lean_grammar_create(gbnf ? gbnf : text, gbnf ? strlen(gbnf) : len, NULL, tok, g, &err);
-    lean_grammar_text_free(gbnf);
-    free(text);
-    return st == LEAN_OK ? 0 : lib_error(&err);
 }
 
 /* The step-by-step loop under a grammar (masks need the logits on the host each step): draw
@@ -291,7 +253,7 @@ int cmd_run(int argc, char **argv) {
         if (text_prompt(&a, tok, &ids, &n_ids) != 0) goto done;
         if (lean_text_stream_create(tok, LEAN_DETOKENIZE_SKIP_SPECIAL, &ts, &err) != LEAN_OK) goto fail;
     }
-    if (make_grammar(&a, tok ? tok : lean_model_tokenizer(m), &grammar) != 0) goto done;
+    if (grammar_from_flags(&a.grammar, lean_model_tokenizer(m), &grammar) != 0) goto done;
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = (int32_t)a.n_ctx;
     cp.n_batch = (int32_t)a.n_batch;

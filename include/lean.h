@@ -865,6 +865,11 @@ LEAN_API lean_status lean_chat_session_set_messages(lean_chat_session *s, const 
  * nothing changes. */
 LEAN_API lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_sampler_params *sampling,
                                                     int32_t n_predict, lean_error *err);
+/* Holds every reply from the next turn on to grammar g (nullable: none; not owned, must outlive
+ * its use; "grammars" above), reset at the start of each turn: a reply ends when the model
+ * draws an end-of-generation token, which the grammar allows only once it is complete (or at
+ * the usual limits). Not during a turn (LEAN_ERR_ARG). A dead end fails the step with g's error. */
+LEAN_API lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g, lean_error *err);
 
 /* The conversation: the system prompt (if any), then user and assistant messages in turn
  * order; the last is the latest reply. Owned by the session, valid until it changes. */

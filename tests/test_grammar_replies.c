@@ -9,7 +9,8 @@
  * parses and validates all of them. Also: the same seed gives the same reply; and on every
  * call path the same: lean_gen_* with the grammar on the sampler (lean_sampler_set_grammar)
  * gives the loop's reply, on the CPU and on the GPU (the exact path, where seeded draws agree
- * across backends; LEAN_TEST_GPU=0 skips the GPU, saying so).
+ * across backends; LEAN_TEST_GPU=0 skips the GPU, saying so); and a chat session's replies
+ * (lean_chat_session_set_grammar), validated with the rest.
  * lean-test: native-only (runs python3 through popen; WASI has no popen)
  */
 #include "test.h"
@@ -124,6 +125,16 @@ done:
     return rc;
 }
 
+static char chat_buf[1 << 16];
+static size_t chat_len;
+static int chat_text(void *user, const char *text, size_t n) {
+    (void)user;
+    if (chat_len + n >= sizeof chat_buf) return 1;
+    memcpy(chat_buf + chat_len, text, n);
+    chat_len += n;
+    return 0;
+}
+
 int main(void) {
     char model_path[256], replies_path[256];
     test_tmp_path(model_path, sizeof model_path, "grammar.gguf");
@@ -153,7 +164,7 @@ int main(void) {
     FILE *out = fopen(replies_path, "w");
     CHECK(out != NULL, "cannot write %s", replies_path);
     static char buf[1 << 16], again[1 << 16];
-    int n_written = 0;
+    int n_written = 0, n_chat = 0;
     for (size_t i = 0; c && out && i < n_schemas; i++) {
         char *gbnf = NULL, *one = lines[i];
         CHECK(one != NULL, "schema %zu not found", i);
@@ -200,6 +211,32 @@ int main(void) {
                 if (seed == 7) printf("GPU, seed 7, lean_gen_*: %s\n", gen_gpu);
             }
             lean_ctx_free(ce);
+            /* a chat session: five turns, each reply held to the schema from its start */
+            lean_chat_session_params chp = lean_chat_session_default_params();
+            chp.backend = "cpu";
+            chp.n_ctx = 2048;
+            chp.n_predict = MAX_IDS;
+            chp.sampling.seed = 5;
+            chp.sampling.temperature = 1.0;
+            lean_chat_session *chat = NULL;
+            CHECK(lean_chat_session_create(m, &chp, &chat, &err) == LEAN_OK &&
+                      lean_chat_session_set_grammar(chat, g, &err) == LEAN_OK, "chat: %s", err.msg);
+            for (int turn = 0; chat && turn < 5; turn++) {
+                if (turn % 2 == 0) lean_chat_session_reset(chat); /* keep the context short */
+                lean_chat_turn_stats cs;
+                chat_len = 0;
+                st = lean_chat_turn(chat, "Some JSON, please.", chat_text, NULL, &cs, &err);
+                CHECK(st == LEAN_OK && cs.stop == LEAN_CHAT_STOP_EOG, "chat turn %d: %s (stop %d)", turn, err.msg, cs.stop);
+                if (st != LEAN_OK) break;
+                chat_buf[chat_len] = 0;
+                fprintf(out, "{\"schema\": 0, \"reply\": ");
+                write_json_string(out, chat_buf);
+                fprintf(out, "}\n");
+                n_written++;
+                n_chat++;
+            }
+            lean_chat_session_free(chat);
+            st = LEAN_OK;
         }
         lean_grammar_free(g);
         lean_grammar_text_free(gbnf);
@@ -216,8 +253,8 @@ int main(void) {
     int status = p ? pclose(p) : -1;
     char want[64];
     snprintf(want, sizeof want, "valid %d of %d", n_written, n_written);
-    CHECK(status == 0 && strncmp(last, want, strlen(want)) == 0 && n_written == N_REPLIES * 3,
-          "the validator says '%s' (status %d), expected '%s' for %d", last, status, want, N_REPLIES * 3);
+    CHECK(status == 0 && strncmp(last, want, strlen(want)) == 0 && n_written == N_REPLIES * 3 + 5 && n_chat == 5,
+          "the validator says '%s' (status %d), expected '%s' for %d", last, status, want, N_REPLIES * 3 + 5);
     free(text);
     lean_ctx_free(c);
     lean_model_free(m);
