@@ -255,7 +255,7 @@ clean:
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
-# make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min) on a
+# make fuzz-run    each target FUZZ_SECONDS / (the number of targets) (FUZZ_SECONDS 80: the stage stays ~1.5 min) on a
 #                  fresh copy of its seeds, inputs <= FUZZ_MAX_LEN_<target> bytes; a crash, leak,
 #                  timeout or trap fails it and leaves the input in build-fuzz/<target>-crash-...
 #                  One target longer: make fuzz-run FUZZ_TARGETS=template FUZZ_SECONDS=1200
@@ -291,9 +291,9 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	  cp tests/data/fuzz_$$t/* $(FUZZ_DIR)/corpus_$$t/; \
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
 	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; grammar) len=$(FUZZ_MAX_LEN_grammar);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
-	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / 4 )) s, inputs <= $$len bytes"; \
+	  echo "fuzz_$$t: $$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )) s, inputs <= $$len bytes"; \
 	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
-	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / 4 )) -max_len=$$len \
+	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )) -max_len=$$len \
 	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/$$t-; \
 	done
 
