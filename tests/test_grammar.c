@@ -14,9 +14,12 @@
  *             succeeds (every token of the vocabulary checked); tokens spanning several
  *             symbols and ending inside a UTF-8 character; end-of-generation only when
  *             complete; a dead end is an error, not a crash.
+ *   oom       every allocation of schema -> GBNF -> grammar -> mask -> accept failing in
+ *             turn: LEAN_ERR_NOMEM, no crash, no leak (ASan), then success.
  */
 #include "test.h"
 
+#include "core/common.h"
 #include "lean.h"
 #include "template/json.h"
 
@@ -345,11 +348,53 @@ static void test_mask(void) {
     lean_tokenizer_free(t);
 }
 
+static void test_alloc_failures(void) {
+    lean_tokenizer *t;
+    lean_error err;
+    if (lean_tokenizer_load_file("build/vocab/smollm2.gguf", &t, &err) != LEAN_OK) {
+        CHECK(0, "build/vocab/smollm2.gguf: %s", err.msg);
+        return;
+    }
+    const int32_t n_vocab = lean_tokenizer_n_tokens(t);
+    uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [\"x\", 1]}, \"b\": {\"type\": "
+                         "\"array\", \"items\": {\"$ref\": \"#/$defs/s\"}, \"maxItems\": 2}}, \"required\": [\"a\"], "
+                         "\"$defs\": {\"s\": {\"type\": \"string\", \"maxLength\": 2}}}";
+    const char *text = "{\"a\": \"x\", \"b\": [\"q";
+    uint64_t k, total = 0;
+    for (k = 1; k < 100000; k++) {
+        char *gbnf = NULL;
+        lean_grammar *g = NULL;
+        lean_alloc_fail_at(k, false);
+        lean_status st = lean_json_schema_to_gbnf(schema, strlen(schema), &gbnf, &err);
+        if (st == LEAN_OK) st = lean_grammar_create(gbnf, strlen(gbnf), NULL, t, &g, &err);
+        if (st == LEAN_OK) st = lean_grammar_accept_text(g, text, strlen(text), &err);
+        if (st == LEAN_OK) st = lean_grammar_mask(g, bits, n_vocab, NULL, &err);
+        if (st == LEAN_OK) st = lean_grammar_accept_token(g, lean_tokenizer_n_tokens(t) > 66 ? 66 : 0, &err) == LEAN_ERR_NOMEM
+                                    ? LEAN_ERR_NOMEM : LEAN_OK; /* fits or not: only running out matters */
+        const uint64_t used = lean_alloc_fail_at(0, false);
+        lean_grammar_free(g);
+        lean_grammar_text_free(gbnf);
+        if (st == LEAN_OK) {
+            total = k;
+            CHECK(used < k, "no failure injected at %llu", (unsigned long long)k);
+            break;
+        }
+        CHECK(st == LEAN_ERR_NOMEM, "allocation %llu: status %d (%s)", (unsigned long long)k, st, err.msg);
+        if (st != LEAN_ERR_NOMEM) break;
+    }
+    CHECK(total > 50, "the OOM loop ran %llu steps", (unsigned long long)total);
+    printf("out of memory at each of %llu allocations: clean\n", (unsigned long long)total);
+    free(bits);
+    lean_tokenizer_free(t);
+}
+
 int main(void) {
     test_llama();
     test_examples();
     test_errors();
     test_schema_subset();
     test_mask();
+    test_alloc_failures();
     return test_finish("test_grammar");
 }

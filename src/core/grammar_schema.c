@@ -341,7 +341,8 @@ static int object_rule(conv *c, const json_value *s, const char *name, sbuf *bod
         json_value k = {.type = JSON_STRING, .str = props->keys[i], .len = props->key_lens[i]};
         sbuf kt = {0};
         json_dump(&kt, &k);
-        if (kt.s) gbnf_literal(&kvb, kt.s, kt.n);
+        if (kt.oom) kvb.oom = 1;
+        else gbnf_literal(&kvb, kt.s, kt.n);
         lean_free(kt.s);
         sb_fmt(&kvb, " space \":\" space ");
         sb_str(&kvb, ref.s ? ref.s : "");
@@ -534,7 +535,8 @@ static const char *visit(conv *c, const json_value *s, const char *name, sbuf *r
                     sb_str(&body, i ? " | " : " ");
                     sbuf t = {0};
                     json_dump(&t, &v->items[i]);
-                    if (t.s) gbnf_literal(&body, t.s, t.n);
+                    if (t.oom) body.oom = 1;
+                    else gbnf_literal(&body, t.s, t.n);
                     lean_free(t.s);
                 }
                 sb_str(&body, " ) space");
