@@ -10,7 +10,9 @@
  * call path the same: lean_gen_* with the grammar on the sampler (lean_sampler_set_grammar)
  * gives the loop's reply, on the CPU and on the GPU (the exact path, where seeded draws agree
  * across backends; LEAN_TEST_GPU=0 skips the GPU, saying so); and a chat session's replies
- * (lean_chat_session_set_grammar), validated with the rest.
+ * (lean_chat_session_set_grammar), validated with the rest. And the command line (build/lean):
+ * `lean run --json-schema` replies validate too, a dead-end grammar stops with status 1 and a
+ * message saying so, a malformed grammar or schema names its place.
  * lean-test: native-only (runs python3 through popen; WASI has no popen)
  */
 #include "test.h"
@@ -20,6 +22,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define N_REPLIES 100
@@ -135,6 +138,49 @@ static int chat_text(void *user, const char *text, size_t n) {
     return 0;
 }
 
+/* Runs `build/lean ARGS`, stderr with stdout when merge (else dropped): the output into out,
+ * its exit status returned (-1: did not run). */
+static int run_lean(const char *args, int merge, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "build/lean %s </dev/null %s", args, merge ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(const char *model, FILE *replies, int *n_written) {
+    static char out[1 << 16], args[1024];
+    /* replies of `lean run --json-schema-file`, validated with the rest (schema 1) */
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(args, sizeof args, "run -m %s -p x -n 300 --temp 1 --top-k 0 --seed %d -q --json-schema-file "
+                 "tests/data/grammar/reply_schema1.json", model, seed);
+        int rc = run_lean(args, 0, out, sizeof out);
+        CHECK(rc == 0, "lean run --json-schema-file: status %d: %s", rc, out);
+        if (rc) continue;
+        fprintf(replies, "{\"schema\": 1, \"reply\": ");
+        write_json_string(replies, out);
+        fprintf(replies, "}\n");
+        ++*n_written;
+    }
+    snprintf(args, sizeof args, "run -m %s -p x -n 20 -q --grammar 'root ::= \"a\" [^\\x00-\\U0010FFFF]'", model);
+    int rc = run_lean(args, 1, out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "no token of the vocabulary continues the output here (after 1 bytes)"),
+          "a dead end: status %d, '%s'", rc, out);
+    snprintf(args, sizeof args, "run -m %s -p x -q --grammar 'root ::= (\"a\" | b'", model);
+    rc = run_lean(args, 1, out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "grammar line 1 column 18: expecting ')' at the end"), "a malformed grammar: status %d, '%s'", rc, out);
+    snprintf(args, sizeof args, "chat -m %s -q --json-schema '{\"type\": \"object\", \"pattern\": \"x\"}'", model);
+    rc = run_lean(args, 1, out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "JSON schema at #: unsupported keyword 'pattern'"), "an unsupported schema: status %d, '%s'",
+          rc, out);
+    snprintf(args, sizeof args, "run -m %s -p x --grammar a --json-schema '{}'", model);
+    rc = run_lean(args, 1, out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "give one of --grammar"), "two grammars: status %d", rc);
+}
+
 int main(void) {
     char model_path[256], replies_path[256];
     test_tmp_path(model_path, sizeof model_path, "grammar.gguf");
@@ -241,6 +287,7 @@ int main(void) {
         lean_grammar_free(g);
         lean_grammar_text_free(gbnf);
     }
+    if (out) test_cli(model_path, out, &n_written);
     if (out) fclose(out);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "python3 scripts/validate_json_replies.py tests/data/grammar/reply_schemas.jsonl %s 2>&1", replies_path);
@@ -253,8 +300,8 @@ int main(void) {
     int status = p ? pclose(p) : -1;
     char want[64];
     snprintf(want, sizeof want, "valid %d of %d", n_written, n_written);
-    CHECK(status == 0 && strncmp(last, want, strlen(want)) == 0 && n_written == N_REPLIES * 3 + 5 && n_chat == 5,
-          "the validator says '%s' (status %d), expected '%s' for %d", last, status, want, N_REPLIES * 3 + 5);
+    CHECK(status == 0 && strncmp(last, want, strlen(want)) == 0 && n_written == N_REPLIES * 3 + 5 + 3 && n_chat == 5,
+          "the validator says '%s' (status %d), expected '%s' for %d", last, status, want, N_REPLIES * 3 + 8);
     free(text);
     lean_ctx_free(c);
     lean_model_free(m);
