@@ -651,6 +651,9 @@ LEAN_API lean_status lean_sampler_set_grammar(lean_sampler *s, struct lean_gramm
  * Tokens: NORMAL, USER_DEFINED and BYTE tokens match by their bytes (lean_token_piece);
  * end-of-generation tokens are allowed when the output so far completes the grammar; other
  * control tokens only through <[id]>. A grammar is used by one thread at a time. */
+/* llama.cpp's MAX_REPETITION_THRESHOLD: x{m,n} with m above it is refused (n above it means no
+ * bound), and so are repetitions nested past that many copies. */
+#define LEAN_GRAMMAR_MAX_REPEAT 2000
 /* Parses gbnf (len bytes) with start rule root (NULL: "root"). t (nullable: then the grammar
  * takes text only, lean_grammar_accept_text) is the vocabulary the masks are over; it must
  * outlive the grammar. LEAN_ERR_FORMAT names the line and column of what is wrong: syntax,

@@ -1,5 +1,5 @@
 /* grammar.h — what the grammar files share: a GBNF grammar as flat rules (grammar_parse.c),
- * matched by grammar.c, written from a JSON Schema by grammar_schema.c.
+ * matched by grammar.c; template/grammar_schema.c writes GBNF from a JSON Schema.
  *
  * The rules are llama.cpp's (src/llama-grammar.h) in layout and meaning, so its grammars and
  * its tests carry over: every rule is a run of elements, alternatives separated by GE_ALT,
@@ -51,7 +51,5 @@ void grammar_rules_free(grammar_rules *r);
 /* The most rules and elements a grammar may grow to (with its repetitions written out): far
  * above any schema's, far below a memory problem. */
 #define GRAMMAR_MAX_ELEMS (1u << 20)
-/* llama.cpp's MAX_REPETITION_THRESHOLD: a{n,m} with n or m above it is refused */
-#define GRAMMAR_MAX_REPEAT 2000
 
 #endif

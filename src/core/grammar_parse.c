@@ -10,7 +10,7 @@
  * numbering, and so what a grammar accepts, is the same.
  * What it refuses (LEAN_ERR_FORMAT, naming line and column): any syntax error, an undefined
  * rule, no root rule, left recursion (the matcher would loop), a repetition count above
- * GRAMMAR_MAX_REPEAT, more than GRAMMAR_MAX_ELEMS elements, groups nested deeper than 200.
+ * LEAN_GRAMMAR_MAX_REPEAT, more than GRAMMAR_MAX_ELEMS elements, groups nested deeper than 200.
  *
  * Sections: 1. growable arrays and symbols   2. lexing helpers   3. sequences, alternatives,
  * rules   4. checks (undefined rules, root, left recursion) and flattening */
@@ -225,7 +225,7 @@ static int repeat(parser *p, evec *rule, size_t last_start, uint64_t min, uint64
     uint64_t total = 1;
     if (!no_max && max > 0) total = max;
     else if (min > 0) total = min;
-    if (*n_prev_rules * total >= GRAMMAR_MAX_REPEAT)
+    if (*n_prev_rules * total >= LEAN_GRAMMAR_MAX_REPEAT)
         return fail_at(p, at, LEAN_ERR_FORMAT, "repetitions nested past 2000 copies"), -1;
     const size_t n_prev = rule->n - last_start;
     evec prev = {0};
@@ -365,8 +365,8 @@ static const char *parse_sequence(parser *p, const char *s, const char *rule_nam
             } else {
                 return fail_at(p, s, LEAN_ERR_FORMAT, "expecting ',' or '}'");
             }
-            if (min > GRAMMAR_MAX_REPEAT) return fail_at(p, at, LEAN_ERR_FORMAT, "a repetition count above 2000");
-            if (max != UINT64_MAX && max > GRAMMAR_MAX_REPEAT) max = UINT64_MAX; /* llama.cpp: no upper bound then */
+            if (min > LEAN_GRAMMAR_MAX_REPEAT) return fail_at(p, at, LEAN_ERR_FORMAT, "a repetition count above 2000");
+            if (max != UINT64_MAX && max > LEAN_GRAMMAR_MAX_REPEAT) max = UINT64_MAX; /* llama.cpp: no upper bound then */
             if (max < min) return fail_at(p, at, LEAN_ERR_FORMAT, "a repetition's maximum below its minimum");
             if (repeat(p, rule, last_start, min, max, &n_prev_rules, rule_name, at)) return NULL;
         } else {

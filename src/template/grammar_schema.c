@@ -12,8 +12,10 @@
  * grammar validates against the schema. The JSON allowed is llama.cpp's: its `space` rule
  * between tokens, keys in the order the schema lists them.
  *
+ * It lives beside the JSON reader it reads schemas with (template/json.h); the grammar itself is
+ * core's (src/core/grammar*.c), which takes the text this writes.
+ *
  * Sections: 1. text buffer and rules  2. literals  3. visiting a schema  4. the entry point */
-#include "core/grammar.h"
 #include "template/json.h"
 
 #include <math.h>
@@ -275,7 +277,7 @@ static long long count_word(conv *c, const json_value *s, const char *word) {
 
 /* x{min,max} in GBNF (max < 0: no bound); refuses counts past the grammar's limit */
 static int repetition(conv *c, sbuf *b, const char *item, long long min, long long max) {
-    if (min > GRAMMAR_MAX_REPEAT || max > GRAMMAR_MAX_REPEAT) return conv_fail(c, LEAN_ERR_UNSUPPORTED, "a count above 2000 in", "minItems/maxItems/minLength/maxLength");
+    if (min > LEAN_GRAMMAR_MAX_REPEAT || max > LEAN_GRAMMAR_MAX_REPEAT) return conv_fail(c, LEAN_ERR_UNSUPPORTED, "a count above 2000 in", "minItems/maxItems/minLength/maxLength");
     if (max >= 0 && max < min) return conv_fail(c, LEAN_ERR_FORMAT, "a maximum below the minimum", NULL);
     if (max < 0) sb_fmt(b, "%s{%lld,}", item, min);
     else sb_fmt(b, "%s{%lld,%lld}", item, min, max);
