@@ -28,16 +28,22 @@
 #define N_REPLIES 100
 #define MAX_IDS 400
 
-/* One reply under g with seed; its text into out (NUL-terminated). 0 on success. */
-static int reply(lean_model *m, lean_ctx *c, lean_grammar *g, uint64_t seed, char *out, size_t cap, int *ended) {
-    const lean_tokenizer *tok = lean_model_tokenizer(m);
-    const int32_t n_vocab = lean_model_n_vocab(m);
-    lean_error err;
+/* temperature 1 over the whole vocabulary: the grammar does all the work */
+static lean_sampler_params reply_sampling(uint64_t seed) {
     lean_sampler_params sp = lean_sampler_default_params();
     sp.seed = seed;
     sp.temperature = 1.0;
     sp.top_k = 0;
     sp.top_p = 1.0;
+    return sp;
+}
+
+/* One reply under g with seed; its text into out (NUL-terminated). 0 on success. */
+static int reply(lean_model *m, lean_ctx *c, lean_grammar *g, uint64_t seed, char *out, size_t cap, int *ended) {
+    const lean_tokenizer *tok = lean_model_tokenizer(m);
+    const int32_t n_vocab = lean_model_n_vocab(m);
+    lean_error err;
+    const lean_sampler_params sp = reply_sampling(seed);
     lean_sampler *s = NULL;
     float *logits = malloc(sizeof *logits * (size_t)n_vocab);
     uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
@@ -98,11 +104,7 @@ static int reply_gen(lean_model *m, const char *backend, lean_grammar *g, uint64
     cp.backend = backend;
     cp.exact = 1;
     cp.n_ctx = MAX_IDS + 8;
-    lean_sampler_params sp = lean_sampler_default_params();
-    sp.seed = seed;
-    sp.temperature = 1.0;
-    sp.top_k = 0;
-    sp.top_p = 1.0;
+    const lean_sampler_params sp = reply_sampling(seed);
     lean_ctx *c = NULL;
     lean_sampler *s = NULL;
     float *logits = malloc(sizeof *logits * (size_t)n_vocab);
