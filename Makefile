@@ -259,10 +259,12 @@ clean:
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
 #   kvsnap     the KV snapshot reader (kv_snapshot_parse); a small format: FUZZ_SECONDS_kvsnap
 #   lora       the LoRA adapter reader against a fixed model (seeds: the -DFUZZ_LORA_SEEDS main)
+#   grammar    GBNF and JSON Schema parsing, then matching text
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
-# make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min; kvsnap
-#                  FUZZ_SECONDS_kvsnap, 5 s: bugs planted in its checks were found in under 5 s) on a
+# make fuzz-run    each target but kvsnap FUZZ_SECONDS / (their number) (FUZZ_SECONDS 80: the stage
+#                  stays ~1.5 min), kvsnap FUZZ_SECONDS_kvsnap (5 s: bugs planted in its checks were
+#                  found in under 5 s), on a
 #                  fresh copy of its seeds, inputs <= FUZZ_MAX_LEN_<target> bytes; a crash, leak,
 #                  timeout or trap fails it and leaves the input in build-fuzz/<target>-crash-...
 #                  One target longer: make fuzz-run FUZZ_TARGETS=template FUZZ_SECONDS=1200
@@ -271,7 +273,7 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json kvsnap lora
+FUZZ_TARGETS ?= gguf template tokenizer json kvsnap lora grammar
 FUZZ_SECONDS_kvsnap ?= 5
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
@@ -279,6 +281,7 @@ FUZZ_MAX_LEN_tokenizer = 2048
 FUZZ_MAX_LEN_json      = 4096
 FUZZ_MAX_LEN_kvsnap    = 4096
 FUZZ_MAX_LEN_lora      = 4096
+FUZZ_MAX_LEN_grammar   = 4096
 FUZZ_CFLAGS   = -std=c11 -O1 -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc -fno-omit-frame-pointer \
                 -fno-sanitize-recover=all
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(DEV_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -299,10 +302,10 @@ fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.mad
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  rm -rf $(FUZZ_DIR)/corpus_$$t && mkdir -p $(FUZZ_DIR)/corpus_$$t; \
 	  cp tests/data/fuzz_$$t/* $(FUZZ_DIR)/corpus_$$t/; \
-	  secs=$$(( $(FUZZ_SECONDS) / 4 )); \
+	  secs=$$(( $(FUZZ_SECONDS) / $(words $(filter-out kvsnap,$(FUZZ_TARGETS))) )); \
 	  case $$t in gguf) len=$(FUZZ_MAX_LEN_gguf);; template) len=$(FUZZ_MAX_LEN_template);; \
 	    tokenizer) len=$(FUZZ_MAX_LEN_tokenizer);; kvsnap) len=$(FUZZ_MAX_LEN_kvsnap) secs=$(FUZZ_SECONDS_kvsnap);; \
-	    lora) len=$(FUZZ_MAX_LEN_lora);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
+	    lora) len=$(FUZZ_MAX_LEN_lora);; grammar) len=$(FUZZ_MAX_LEN_grammar);; *) len=$(FUZZ_MAX_LEN_json);; esac; \
 	  echo "fuzz_$$t: $$secs s, inputs <= $$len bytes"; \
 	  dict=; [ ! -f tests/data/fuzz_$$t.dict ] || dict=-dict=tests/data/fuzz_$$t.dict; \
 	  $(FUZZ_DIR)/fuzz_$$t $(FUZZ_DIR)/corpus_$$t $$dict -max_total_time=$$secs -max_len=$$len \

@@ -282,3 +282,47 @@ int input_error(const char *what, const char *path) {
     fprintf(stderr, "%s\n", msg);
     return 1;
 }
+
+int parse_grammar_flag(const char *usage, int argc, char **argv, int *i, grammar_flags *f) {
+    const char *o = argv[*i];
+    const char **slot = strcmp(o, "--grammar") == 0            ? &f->grammar
+                        : strcmp(o, "--grammar-file") == 0     ? &f->grammar_file
+                        : strcmp(o, "--json-schema") == 0      ? &f->schema
+                        : strcmp(o, "--json-schema-file") == 0 ? &f->schema_file : NULL;
+    if (!slot) return -1;
+    if (*i + 1 >= argc) return usage_error(usage, "'%s' needs a value", o);
+    if (f->grammar || f->grammar_file || f->schema || f->schema_file)
+        return usage_error(usage, "give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
+    *slot = argv[++*i];
+    return 0;
+}
+
+int grammar_from_flags(const grammar_flags *f, const lean_tokenizer *tok, lean_grammar **g) {
+    lean_error err;
+    *g = NULL;
+    const char *path = f->grammar_file ? f->grammar_file : f->schema_file;
+    const int is_schema = f->schema || f->schema_file;
+    char *text = NULL;
+    size_t len = 0;
+    if (path) {
+        if (!(text = read_path(path, &len))) return input_error(is_schema ? "the JSON schema" : "the grammar", path);
+    } else if (f->grammar || f->schema) {
+        const char *v = f->grammar ? f->grammar : f->schema;
+        len = strlen(v);
+        if (!(text = malloc(len + 1))) return fprintf(stderr, "lean: out of memory\n"), 1;
+        memcpy(text, v, len + 1);
+    } else {
+        return 0;
+    }
+    if (!tok) {
+        free(text);
+        return fprintf(stderr, "lean: a grammar needs the model's tokenizer, and the model has none\n"), 1;
+    }
+    char *gbnf = NULL;
+    lean_status st = LEAN_OK;
+    if (is_schema) st = lean_json_schema_to_gbnf(text, len, &gbnf, &err);
+    if (st == LEAN_OK) st = lean_grammar_create(gbnf ? gbnf : text, gbnf ? strlen(gbnf) : len, NULL, tok, g, &err);
+    lean_grammar_text_free(gbnf);
+    free(text);
+    return st == LEAN_OK ? 0 : lib_error(&err);
+}

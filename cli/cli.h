@@ -101,6 +101,24 @@ int parse_sampling_flag(const char *usage, int argc, char **argv, int *i, lean_s
 /* One stderr line saying how ids are chosen (the seed included, so a run can be replayed). */
 void print_sampling(const lean_sampler_params *p, uint64_t seed);
 
+/* ---- grammar flags, shared by `lean run` and `lean chat` (llama.cpp's names; docs/grammar.md) ---- */
+#define GRAMMAR_USAGE                                                                        \
+    "output held to a grammar (docs/grammar.md; one of):\n"                                 \
+    "  --grammar G          GBNF grammar G (llama.cpp's; start rule root): only tokens that\n" \
+    "                       keep the output inside it are drawn; it ends when complete\n"   \
+    "  --grammar-file FILE  the same, read from FILE\n"                                     \
+    "  --json-schema S      JSON valid under schema S (the subset docs/grammar.md lists)\n" \
+    "  --json-schema-file FILE  the same, read from FILE\n"
+typedef struct grammar_flags {
+    const char *grammar, *grammar_file, *schema, *schema_file;
+} grammar_flags;
+/* If argv[*i] is a grammar flag, stores its value (advancing *i) and returns 0; -1 when it is
+ * not one; a missing value or a second grammar flag prints a usage error and returns 2. */
+int parse_grammar_flag(const char *usage, int argc, char **argv, int *i, grammar_flags *f);
+/* The grammar the flags ask for over tok (*g NULL when none). 0 on success; 1 after printing
+ * why not (a file that cannot be read, a malformed grammar or schema naming the place). */
+int grammar_from_flags(const grammar_flags *f, const lean_tokenizer *tok, lean_grammar **g);
+
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);

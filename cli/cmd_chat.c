@@ -28,6 +28,7 @@ typedef int sig_atomic_t; /* wasm32-wasi has no signals (its signal.h refuses): 
 static const char *const usage_chat =
     "usage: lean chat -m FILE [--ctx N] [--batch N] [--backend B] [--exact] [-n N] [--system TEXT]\n"
     "                 [--stop S]... [--template JINJAFILE | --chatml] [--drop-oldest] [sampling flags]\n"
+    "                 [--grammar G | --grammar-file F | --json-schema S | --json-schema-file F]\n"
     "A conversation with the model through its chat template. Each line on stdin is a message\n"
     "(a line ending in '\\' goes on with the next); the reply streams to stdout, and a line on\n"
     "stderr tells how many prompt tokens were reused from the cache and how many computed.\n"
@@ -51,7 +52,8 @@ static const char *const usage_chat =
     "  --drop-oldest        when the conversation outgrows the context, leave out its oldest\n"
     "                       turns (default: say so, and keep the conversation as it is)\n"
     VERBOSITY_USAGE
-    SAMPLING_USAGE;
+    SAMPLING_USAGE
+    GRAMMAR_USAGE;
 
 /* ---- arguments ---- */
 
@@ -64,6 +66,7 @@ typedef struct chat_args {
     int verbosity; /* -1 quiet, 0, 1 verbose */
     long long n_predict, n_ctx, n_batch;
     lean_sampler_params sampling;
+    grammar_flags grammar;
 } chat_args;
 
 /* llama-cli's spellings of the flags chat has */
@@ -80,6 +83,7 @@ static int parse_chat(int argc, char **argv, chat_args *a) {
         if (is_help(o)) return printf("%s", usage_chat), -1;
         if (parse_verbosity_flag(o, &a->verbosity)) continue;
         int rc = parse_sampling_flag(usage_chat, argc, argv, &i, &a->sampling);
+        if (rc < 0) rc = parse_grammar_flag(usage_chat, argc, argv, &i, &a->grammar);
         if (rc == 0) continue;
         if (rc > 0) return rc;
         if (strcmp(o, "--chatml") == 0) {
@@ -227,6 +231,7 @@ int cmd_chat(int argc, char **argv) {
     lean_error err;
     lean_model *m = NULL;
     lean_chat_session *s = NULL;
+    lean_grammar *grammar = NULL;
     char *tpl = NULL;
     rc = 1;
     if (a.template_path && !(tpl = read_path(a.template_path, NULL))) return input_error("the template", a.template_path);
@@ -246,7 +251,9 @@ int cmd_chat(int argc, char **argv) {
     p.chatml_fallback = 1;
     if (!p.template_source && !lean_model_chat_template(m))
         fprintf(stderr, "lean: the model has no chat template; using ChatML\n");
+    if (grammar_from_flags(&a.grammar, lean_model_tokenizer(m), &grammar) != 0) goto done;
     if (chat_session_create_quietly(m, &p, a.verbosity, &s, &err) != LEAN_OK) goto fail;
+    if (grammar && lean_chat_session_set_grammar(s, grammar, &err) != LEAN_OK) goto fail;
     print_backend(lean_chat_session_ctx(s), a.verbosity);
     print_sampling(&a.sampling, lean_sampler_seed(lean_chat_session_sampler(s)));
 
@@ -309,6 +316,7 @@ fail:
 done:
     release_sigint();
     lean_chat_session_free(s);
+    lean_grammar_free(grammar);
     lean_model_free(m);
     free(tpl);
     return rc;

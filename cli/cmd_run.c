@@ -21,7 +21,7 @@
 
 static const char *const usage_run =
     "usage: lean run -m FILE (-p TEXT | -f FILE | --ids ID,ID,... | < FILE) [-n N] [--ctx N]\n"
-    "                [--batch N] [sampling flags]\n"
+    "                [--batch N] [sampling flags] [grammar flags]\n"
     "Prefills the prompt, then generates N more tokens (default 16): greedily (the argmax, the\n"
     "lowest id on ties) unless --temp T > 0 is given, then drawn by the sampler with the flags\n"
     "below (their defaults are llama.cpp's). A text prompt is tokenized with the model's\n"
@@ -52,7 +52,8 @@ static const char *const usage_run =
     "               backends apply adapters, the GPU not yet: with one, auto means cpu\n"
     "  --lora-scaled FILE SCALE  the same with that scale (llama.cpp's FILE:SCALE works too)\n"
     VERBOSITY_USAGE
-    SAMPLING_USAGE;
+    SAMPLING_USAGE
+    GRAMMAR_USAGE;
 
 static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     int32_t cap = 1;
@@ -106,6 +107,7 @@ typedef struct run_args {
     const char *lora[MAX_LORAS];
     float lora_scale[MAX_LORAS];
     int n_lora;
+    grammar_flags grammar;
 } run_args;
 
 /* 0: parsed; -1: help was printed (exit 0); otherwise the exit status of a usage error. */
@@ -119,6 +121,10 @@ static int parse_run(int argc, char **argv, run_args *a) {
         int rc = parse_sampling_flag(usage_run, argc, argv, &i, &a->sampling);
         if (rc == 0) continue;
         if (rc > 0) return rc;
+        if ((rc = parse_grammar_flag(usage_run, argc, argv, &i, &a->grammar)) >= 0) {
+            if (rc > 0) return rc;
+            continue;
+        }
         if (strcmp(o, "--exact") == 0) {
             a->exact = 1;
             continue;
@@ -205,6 +211,56 @@ static int text_prompt(const run_args *a, const lean_tokenizer *tok, int32_t **i
     return rc;
 }
 
+/* The step-by-step loop under a grammar (masks need the logits on the host each step): draw
+ * under the mask, stop at an end-of-generation token or when nothing may follow. Prints as
+ * cmd_run's loop does. *n_drawn counts the ids drawn; 0 or an error status (printed). */
+static int generate_with_grammar(lean_ctx *c, lean_sampler *smp, lean_grammar *g, const lean_tokenizer *tok,
+                                 lean_text_stream *ts, float *logits, int32_t n_vocab, long long n_gen, int as_text,
+                                 long long *n_drawn, const char **stopped, double *grammar_ms) {
+    lean_error err;
+    uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
+    if (!bits) return fprintf(stderr, "lean: out of memory\n"), 1;
+    const lean_mask mask = {bits, n_vocab};
+    int32_t id = -1;
+    for (long long i = 0; i < n_gen; i++) {
+        const char *piece;
+        size_t n_piece;
+        if (lean_grammar_done(g)) {
+            *stopped = "; stopped: the grammar is complete";
+            break;
+        }
+        /* the logits of the step before: the prefill's, then each drawn id's */
+        if (i > 0 && lean_decode(c, id, logits, &err) != LEAN_OK) goto fail;
+        double t0 = now_ms();
+        if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK) goto fail;
+        *grammar_ms += now_ms() - t0;
+        if (lean_sampler_sample(smp, logits, lean_ctx_pos(c), &mask, &id, &err) != LEAN_OK ||
+            lean_sampler_accept(smp, &id, 1, &err) != LEAN_OK)
+            goto fail;
+        ++*n_drawn;
+        if (lean_token_is_eog(tok, id)) {
+            *stopped = "; stopped at an end-of-generation token (the grammar is complete)";
+            break;
+        }
+        t0 = now_ms();
+        if (lean_grammar_accept_token(g, id, &err) != LEAN_OK) goto fail;
+        *grammar_ms += now_ms() - t0;
+        if (!as_text) {
+            printf("%s%d", i ? " " : "", id);
+        } else {
+            if (lean_text_stream_push(ts, id, &piece, &n_piece, &err) != LEAN_OK) goto fail;
+            fwrite(piece, 1, n_piece, stdout);
+        }
+        fflush(stdout);
+    }
+    free(bits);
+    return 0;
+fail:
+    free(bits);
+    printf("\n");
+    return lib_error(&err);
+}
+
 int cmd_run(int argc, char **argv) {
     run_args a;
     int rc = parse_run(argc, argv, &a);
@@ -219,6 +275,7 @@ int cmd_run(int argc, char **argv) {
     lean_ctx *c = NULL;
     lean_sampler *smp = NULL;
     lean_text_stream *ts = NULL;
+    lean_grammar *grammar = NULL;
     float *logits = NULL;
     lean_lora *loras[MAX_LORAS] = {NULL};
     const lean_tokenizer *tok = NULL;
@@ -235,6 +292,7 @@ int cmd_run(int argc, char **argv) {
         if (text_prompt(&a, tok, &ids, &n_ids) != 0) goto done;
         if (lean_text_stream_create(tok, LEAN_DETOKENIZE_SKIP_SPECIAL, &ts, &err) != LEAN_OK) goto fail;
     }
+    if (grammar_from_flags(&a.grammar, lean_model_tokenizer(m), &grammar) != 0) goto done;
     lean_ctx_params cp = lean_ctx_default_params();
     cp.n_ctx = (int32_t)a.n_ctx;
     cp.n_batch = (int32_t)a.n_batch;
@@ -267,8 +325,13 @@ int cmd_run(int argc, char **argv) {
     /* lean_gen_*: the draw keyed by the position each token will occupy, on the backend (the
      * GPU keeps ids and logits there): the same ids as sampling and decoding here, step by step */
     long long n_drawn = 0;
-    if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
-    for (long long i = 0; i < a.n_gen; i++) {
+    double grammar_ms = 0;
+    if (grammar) {
+        if (generate_with_grammar(c, smp, grammar, lean_model_tokenizer(m), ts, logits, n_vocab, a.n_gen, as_text, &n_drawn,
+                                  &stopped, &grammar_ms) != 0)
+            goto done;
+    } else if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
+    for (long long i = 0; !grammar && i < a.n_gen; i++) {
         int32_t next;
         const char *piece;
         size_t n_piece;
@@ -285,7 +348,7 @@ int cmd_run(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    lean_gen_end(c);
+    if (!grammar) lean_gen_end(c);
     if (as_text) {
         const char *rest;
         size_t n_rest;
@@ -300,6 +363,9 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
             n_ids, t1 - t0, n_ids / ((t1 - t0) / 1e3), n_dec, t2 - t1, n_dec ? n_dec / ((t2 - t1) / 1e3) : 0.0,
             stopped);
+    /* the grammar's share: masks and accepts, per drawn id (docs/runs/2026-12-05-grammar-cost.md) */
+    if (grammar && n_drawn)
+        fprintf(stderr, "grammar: %.1f ms in masks and accepts, %.2f ms per token\n", grammar_ms, grammar_ms / (double)n_drawn);
     rc = 0;
     goto done;
 fail_line:
@@ -310,6 +376,7 @@ done:
     free(logits);
     free(ids);
     lean_text_stream_free(ts);
+    lean_grammar_free(grammar);
     lean_sampler_free(smp);
     lean_ctx_free(c);
     for (int i = 0; i < a.n_lora; i++) lean_lora_free(loras[i]);

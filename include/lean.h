@@ -677,6 +677,8 @@ typedef struct lean_mask {
 static inline void lean_mask_allow(uint32_t *bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 static inline int lean_mask_allows(const uint32_t *bits, int32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
 
+typedef struct lean_grammar lean_grammar; /* "grammars" below */
+
 /* One sequence's sampler: its parameters, its seed and the history the penalty sees. */
 typedef struct lean_sampler lean_sampler;
 LEAN_API lean_status lean_sampler_create(const lean_sampler_params *p, int32_t n_vocab,
@@ -695,6 +697,73 @@ LEAN_API lean_status lean_sampler_accept(lean_sampler *s, const int32_t *ids, in
  * LEAN_ERR_ARG if the mask does not match n_vocab or allows no id with a finite logit. */
 LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t pos,
                                          const lean_mask *mask, int32_t *out_id, lean_error *err);
+/* Holds every draw of s to grammar g (nullable: none; not owned, must outlive its use; see
+ * "grammars" below): lean_sampler_sample then draws under g's mask (and the mask given, both)
+ * and moves g on by the id drawn; it fails with g's error at a dead end. lean_gen_* with such
+ * a sampler draws on the host, step by step, on every backend (a grammar's next mask depends
+ * on the id just drawn, so the GPU cannot run ahead). */
+LEAN_API lean_status lean_sampler_set_grammar(lean_sampler *s, struct lean_grammar *g, lean_error *err);
+
+/* ---- grammars (src/core/grammar*.c) ----
+ * Output held to a grammar: GBNF as llama.cpp defines it (its grammars/README.md: rules
+ * `name ::= ...`, "literals", [classes], ., ( ), * + ? {m,n}, <[id]> tokens, # comments),
+ * or a JSON Schema turned into GBNF (lean_json_schema_to_gbnf). Each step the grammar writes
+ * a lean_mask of the tokens that keep the output inside it (a token may span several grammar
+ * symbols, or end inside a UTF-8 character); the sampler draws under that mask; the drawn
+ * token moves the grammar on. docs/grammar.md has the whole story.
+ *
+ *   lean_grammar *g;
+ *   lean_grammar_create(gbnf, strlen(gbnf), "root", lean_model_tokenizer(m), &g, &err);
+ *   uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * 4);
+ *   lean_mask mask = {bits, n_vocab};
+ *   for (...) {                                   // after lean_prefill(c, ..., logits, &err)
+ *       if (lean_grammar_done(g)) break;          // nothing can follow: the reply is over
+ *       if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK) break; // dead end
+ *       lean_sampler_sample(s, logits, lean_ctx_pos(c), &mask, &id, &err);
+ *       if (lean_token_is_eog(tok, id)) break;    // allowed only once the grammar is complete
+ *       lean_grammar_accept_token(g, id, &err);
+ *       lean_sampler_accept(s, &id, 1, &err);
+ *       lean_decode(c, id, logits, &err);
+ *   }
+ *   lean_grammar_free(g);
+ *
+ * Tokens: NORMAL, USER_DEFINED and BYTE tokens match by their bytes (lean_token_piece);
+ * end-of-generation tokens are allowed when the output so far completes the grammar; other
+ * control tokens only through <[id]>. A grammar is used by one thread at a time. */
+/* llama.cpp's MAX_REPETITION_THRESHOLD: x{m,n} with m above it is refused (n above it means no
+ * bound), and so are repetitions nested past that many copies. */
+#define LEAN_GRAMMAR_MAX_REPEAT 2000
+/* Parses gbnf (len bytes) with start rule root (NULL: "root"). t (nullable: then the grammar
+ * takes text only, lean_grammar_accept_text) is the vocabulary the masks are over; it must
+ * outlive the grammar. LEAN_ERR_FORMAT names the line and column of what is wrong: syntax,
+ * an undefined rule, no root, left recursion, a repetition over 2000. */
+LEAN_API lean_status lean_grammar_create(const char *gbnf, size_t len, const char *root, const lean_tokenizer *t,
+                                         lean_grammar **out, lean_error *err);
+LEAN_API void lean_grammar_free(lean_grammar *g);
+/* Back to the start (no output yet). */
+LEAN_API lean_status lean_grammar_reset(lean_grammar *g, lean_error *err);
+/* Writes the tokens that may come next into bits (LEAN_MASK_WORDS(n_vocab) words; n_vocab >=
+ * the vocabulary's size, ids past it never allowed); *n_allowed (nullable) counts them.
+ * LEAN_ERR_ARG when no token can continue the output (a dead end: stop there). */
+LEAN_API lean_status lean_grammar_mask(lean_grammar *g, uint32_t *bits, int32_t n_vocab, int32_t *n_allowed,
+                                       lean_error *err);
+/* Moves the grammar on by a token / by UTF-8 text; LEAN_ERR_ARG (nothing changes) when it
+ * does not fit. */
+LEAN_API lean_status lean_grammar_accept_token(lean_grammar *g, int32_t id, lean_error *err);
+LEAN_API lean_status lean_grammar_accept_text(lean_grammar *g, const char *text, size_t n, lean_error *err);
+/* Nonzero when the output so far is a whole sentence of the grammar (it may go on). */
+LEAN_API int lean_grammar_complete(const lean_grammar *g);
+/* Nonzero when the output is complete and nothing may follow: the reply ends here. */
+LEAN_API int lean_grammar_done(const lean_grammar *g);
+/* A JSON Schema (the subset docs/grammar.md lists: object properties/required/
+ * additionalProperties false, array items/minItems/maxItems, enum, const, string, number,
+ * integer, boolean, null, anyOf/oneOf, $ref to #/$defs or #/definitions) as GBNF text with
+ * rule root, written to *gbnf (NUL-terminated, freed with lean_grammar_text_free). The JSON
+ * it allows is compact (no whitespace between tokens but one optional space, as llama.cpp's
+ * converter). LEAN_ERR_FORMAT names the schema path (e.g. #/properties/age) of what is
+ * malformed; LEAN_ERR_UNSUPPORTED of what lies outside the subset. */
+LEAN_API lean_status lean_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, lean_error *err);
+LEAN_API void lean_grammar_text_free(char *gbnf);
 
 /* ---- generation (src/core/session.c) ----
  * The decode loop with the drawn id kept on the backend. lean_gen_next hands out, bit for bit,
@@ -725,7 +794,7 @@ LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, i
  * lean_gen_next fails with LEAN_ERR_CONTEXT_FULL when the next draw would be past n_ctx,
  * LEAN_ERR_ARG past max_ids, and with the backend's error (LEAN_ERR_DEVICE for a lost GPU);
  * after a failure only lean_gen_end is useful. Grammar masks need the logits on the host each
- * step: use lean_decode and lean_sampler_sample for them. */
+ * step: with a grammar on the sampler (lean_sampler_set_grammar) the loop runs on the host. */
 LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
 LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
 /* A no-op when no generation is in progress; it also ends a prefill left LEAN_PENDING (the
@@ -928,6 +997,11 @@ LEAN_API lean_status lean_chat_session_set_messages(lean_chat_session *s, const 
  * nothing changes. */
 LEAN_API lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_sampler_params *sampling,
                                                     int32_t n_predict, lean_error *err);
+/* Holds every reply from the next turn on to grammar g (nullable: none; not owned, must outlive
+ * its use; "grammars" above), reset at the start of each turn: a reply ends when the model
+ * draws an end-of-generation token, which the grammar allows only once it is complete (or at
+ * the usual limits). Not during a turn (LEAN_ERR_ARG). A dead end fails the step with g's error. */
+LEAN_API lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g, lean_error *err);
 
 /* The conversation: the system prompt (if any), then user and assistant messages in turn
  * order; the last is the latest reply. Owned by the session, valid until it changes. */

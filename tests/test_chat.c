@@ -820,8 +820,8 @@ static void test_alloc_failures(void) {
     const char *stops[] = {"zz"};
     p.stop = stops;
     p.n_stop = 1;
-    /* create + two turns */
-    uint64_t k, total = 0;
+    /* create + two turns (auto: a failure in its GPU rung leaves the CPU to run the session) */
+    uint64_t k, total = 0, absorbed = 0;
     for (k = 1; k < 20000; k++) {
         lean_chat_session *s = NULL;
         lean_alloc_fail_at(k, false);
@@ -830,15 +830,19 @@ static void test_alloc_failures(void) {
         if (st == LEAN_OK) st = lean_chat_turn(s, "Bye", NULL, NULL, NULL, &err);
         const uint64_t used = lean_alloc_fail_at(0, false);
         lean_chat_session_free(s);
+        if (st == LEAN_OK && used >= k) { /* the ladder took the failure */
+            absorbed++;
+            continue;
+        }
         if (st == LEAN_OK) {
             total = k;
-            CHECK(used < k, "no failure injected at %llu", (unsigned long long)k);
             break;
         }
         CHECK(st == LEAN_ERR_NOMEM, "allocation %llu: status %d (%s)", (unsigned long long)k, st, err.msg);
         if (st != LEAN_ERR_NOMEM) break;
     }
-    CHECK(total > 20, "the create/turn OOM loop ran %llu steps", (unsigned long long)total);
+    CHECK(total > 20 && absorbed < 8, "the create/turn OOM loop ran %llu steps, %llu failures absorbed by auto",
+          (unsigned long long)total, (unsigned long long)absorbed);
     if (getenv("LEAN_CHAT_VERBOSE")) fprintf(stderr, "create + 2 turns: %llu allocations\n", (unsigned long long)total);
 
     /* a failing turn leaves the conversation as it was, and the next turn is exact */

@@ -49,6 +49,7 @@ struct lean_chat_session {
     /* ---- the sequence */
     lean_ctx *ctx;
     lean_sampler *smp;
+    lean_grammar *grammar;      /* nullable, not owned: every reply is held to it */
     lean_text_stream *ts;
     bool ts_dirty;              /* ids were pushed since the last flush */
     float *logits;              /* (n_vocab) after ids[n_ids - 1] */
@@ -508,7 +509,8 @@ static lean_status step(lean_chat_session *s, lean_error *err) {
     if (s->phase == PHASE_BEGIN) {
         /* the penalty's history is what the cache holds, then every drawn id */
         lean_sampler_reset(s->smp);
-        if ((st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK ||
+        if ((s->grammar && (st = lean_grammar_reset(s->grammar, err)) != LEAN_OK) ||
+            (st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK ||
             (st = lean_gen_begin(s->ctx, s->smp, s->n_predict, err)) != LEAN_OK)
             return st;
         s->phase = PHASE_GEN;
@@ -606,11 +608,23 @@ lean_status lean_chat_session_set_sampling(lean_chat_session *s, const lean_samp
                          s->n_ctx - 1, s->n_ctx);
     lean_sampler *smp;
     lean_status st = lean_sampler_create(sampling, s->n_vocab, &smp, err);
-    if (st != LEAN_OK) return st;
+    if (st == LEAN_OK) st = lean_sampler_set_grammar(smp, s->grammar, err);
+    if (st != LEAN_OK) {
+        lean_sampler_free(smp);
+        return st;
+    }
     lean_sampler_free(s->smp); /* a turn resets and refills the history: nothing else to carry */
     s->smp = smp;
     s->n_predict = n_predict;
     return LEAN_OK;
+}
+
+lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g, lean_error *err) {
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_grammar: NULL session");
+    if (s->phase != PHASE_IDLE) return LEAN_FAIL(err, LEAN_ERR_ARG, "a turn is in progress: step it to its end first");
+    lean_status st = lean_sampler_set_grammar(s->smp, g, err);
+    if (st == LEAN_OK) s->grammar = g;
+    return st;
 }
 
 void lean_chat_abort(lean_chat_session *s) {

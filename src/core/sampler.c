@@ -731,6 +731,8 @@ struct lean_sampler {
     uint32_t gen;
     int32_t *distinct;  /* (n_vocab) the window's distinct ids */
     float *work;        /* (SAMPLER_WORK_FLOATS) penalized logits, the wide draw's weights */
+    lean_grammar *grammar; /* nullable, not owned: every draw is masked by it and moves it on */
+    uint32_t *gbits;    /* (LEAN_MASK_WORDS(n_vocab)) the grammar's mask, and the caller's */
 };
 
 /* A seed for LEAN_SEED_RANDOM from the clock, an address and a counter (splitmix64). */
@@ -775,8 +777,19 @@ void lean_sampler_free(lean_sampler *s) {
     lean_free(s->stamp);
     lean_free(s->distinct);
     lean_free(s->work);
+    lean_free(s->gbits);
     lean_free(s);
 }
+
+lean_status lean_sampler_set_grammar(lean_sampler *s, lean_grammar *g, lean_error *err) {
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_sampler_set_grammar: NULL sampler");
+    if (g && !s->gbits && !(s->gbits = lean_malloc(LEAN_MASK_WORDS(s->n_vocab) * sizeof *s->gbits)))
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory");
+    s->grammar = g;
+    return LEAN_OK;
+}
+
+const lean_grammar *sampler_grammar(const lean_sampler *s) { return s->grammar; }
 
 void lean_sampler_reset(lean_sampler *s) {
     if (s) s->n_hist = 0;
@@ -849,6 +862,16 @@ lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t po
             }
         }
     }
-    return sample_reference(&s->cfg, logits, s->n_vocab, mask ? mask->bits : NULL, s->distinct, n_distinct,
-                            (uint32_t)pos, s->work, out_id, NULL, err);
+    const uint32_t *bits = mask ? mask->bits : NULL;
+    if (s->grammar) { /* the grammar's mask, and the caller's too */
+        lean_status st = lean_grammar_mask(s->grammar, s->gbits, s->n_vocab, NULL, err);
+        if (st != LEAN_OK) return st;
+        if (mask)
+            for (size_t w = 0; w < LEAN_MASK_WORDS(s->n_vocab); w++) s->gbits[w] &= mask->bits[w];
+        bits = s->gbits;
+    }
+    lean_status st = sample_reference(&s->cfg, logits, s->n_vocab, bits, s->distinct, n_distinct, (uint32_t)pos,
+                                      s->work, out_id, NULL, err);
+    if (st == LEAN_OK && s->grammar) st = lean_grammar_accept_token(s->grammar, *out_id, err);
+    return st;
 }

@@ -53,6 +53,8 @@ lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_
 const sampler_cfg *sampler_get_cfg(const lean_sampler *s);
 const int32_t *sampler_history(const lean_sampler *s, int32_t *n);
 int32_t sampler_n_vocab(const lean_sampler *s);
+/* The grammar set with lean_sampler_set_grammar, or NULL (a resident generation cannot take one). */
+const lean_grammar *sampler_grammar(const lean_sampler *s);
 
 /* ---- transformers' processors, in place on x[n_vocab] (float32, torch CPU semantics) ---- */
 

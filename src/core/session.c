@@ -428,7 +428,7 @@ lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean
     c->gen = (struct ctx_gen){.on = true, .smp = smp, .start = c->pos, .last = -1,
                               .limit = max_ids && max_ids < room ? max_ids : room,
                               .by_context = !max_ids || max_ids >= room};
-    if (c->be->gen_begin) {
+    if (c->be->gen_begin && !sampler_grammar(smp)) { /* a grammar's mask follows each id: the host draws */
         st = c->be->gen_begin(c->state, cfg, hist, n_hist, c->pos, c->gen.limit, err);
         if (st == LEAN_OK) c->gen.resident = true;
         else if (st != LEAN_ERR_UNSUPPORTED) c->gen.on = false;
