@@ -244,6 +244,26 @@ static void test_quantized_base(const char *fmt) {
         for (int i = 0; i < n_vocab; i++) moved = fmaxf(moved, fabsf(a[i] - base[i])), worst = fmaxf(worst, fabsf(a[i] - b[i]));
         CHECK(worst <= TOL, "%s: cpu exact with adapters differs from cpu-ref by %g", fmt, worst);
         CHECK(moved > 0.1f, "%s: the adapters move the logits by only %g", fmt, moved);
+        /* a batch: contexts with the same adapters and scales share a pass and give their alone
+         * bits; other adapters are refused (the pass would run ctx[0]'s for every row) */
+        lean_ctx *twin = new_ctx(m, "cpu", 1, 2, 0);
+        if (twin) {
+            set(twin, ad, s, 2);
+            float *rows = malloc(sizeof(float) * 2 * (size_t)n_vocab);
+            CHECK(lean_ctx_truncate(cx, 0, &e2) == LEAN_OK && lean_prefill(cx, ids, 11, NULL, &e2) == LEAN_OK &&
+                      lean_prefill(twin, ids, 11, NULL, &e2) == LEAN_OK,
+                  "%s", e2.msg);
+            lean_ctx *pair[2] = {cx, twin}, *mixed[2] = {cx, other};
+            const int32_t two[2] = {ids[11], ids[11]};
+            CHECK(lean_decode_batch(pair, two, 2, rows, &e2) == LEAN_OK, "%s: batch: %s", fmt, e2.msg);
+            CHECK(!memcmp(rows, b, sizeof(float) * (size_t)n_vocab) &&
+                      !memcmp(rows + n_vocab, b, sizeof(float) * (size_t)n_vocab),
+                  "%s: a batch with adapters differs from decoding alone", fmt);
+            CHECK(lean_decode_batch(mixed, two, 2, rows, &e2) == LEAN_ERR_ARG && strstr(e2.msg, "LoRA"),
+                  "%s: a batch mixing adapters: %s", fmt, e2.msg);
+            free(rows);
+        }
+        lean_ctx_free(twin);
     }
     lean_ctx_free(cr), lean_ctx_free(cx), lean_ctx_free(other);
     lean_lora_free(ad[0]), lean_lora_free(ad[1]);

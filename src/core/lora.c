@@ -253,6 +253,18 @@ void lora_set_free(lora_set *set) {
     lean_free(set);
 }
 
+bool lora_set_same(const lora_set *a, const lora_set *b) {
+    if (!a || !b) return a == b;
+    if (a->n_sites != b->n_sites || memcmp(a->first, b->first, sizeof *a->first * (size_t)(a->n_sites + 1)))
+        return false;
+    for (int32_t t = 0; t < a->first[a->n_sites]; t++) {
+        const lora_term *x = &a->terms[t], *y = &b->terms[t];
+        if (x->a != y->a || x->b != y->b || x->rank != y->rank || memcmp(&x->scale, &y->scale, sizeof x->scale))
+            return false;
+    }
+    return true;
+}
+
 lean_status lora_set_make(const lean_model *m, lean_lora *const *loras, const float *scales, int32_t n,
                           lora_set **out, lean_error *err) {
     *out = NULL;

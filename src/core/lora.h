@@ -44,5 +44,7 @@ static inline const lora_term *lora_terms(const lora_set *set, int32_t site, int
 lean_status lora_set_make(const lean_model *m, lean_lora *const *loras, const float *scales, int32_t n,
                           lora_set **out, lean_error *err);
 void lora_set_free(lora_set *set);
+/* Whether a and b (nullable: none) add the same terms, so one pass may run both (a batch). */
+bool lora_set_same(const lora_set *a, const lora_set *b);
 
 #endif

@@ -607,7 +607,7 @@ static lean_status cpu_batch_check(const lean_backend_state *first, const lean_b
     if (s->m != first->m || strcmp(s->k.name, first->k.name) || s->exact != first->exact)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: ctx[%d] computes with %s%s, ctx[0] with %s%s: one batch, one setting",
                          i, s->k.name, s->exact ? " exact" : "", first->k.name, first->exact ? " exact" : "");
-    if (s->lora != first->lora) /* a pass runs first's matmuls, adapters included, for every row */
+    if (!lora_set_same(s->lora, first->lora)) /* a pass runs first's matmuls, adapters included, for every row */
         return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: ctx[%d] has other LoRA adapters than ctx[0]: one batch, one set", i);
     return LEAN_OK;
 }
