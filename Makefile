@@ -6,6 +6,7 @@
 #   src/dev/*.c              -> liblean_dev.a: the developer tools (model generator, GGUF writer,
 #                               quantizer), linked by the CLI and the tests, not in the runtime
 #   cli/*.c                  -> build/lean
+#   serve/*.c                -> `lean serve`, in build/lean only (native: libmicrohttpd, jansson)
 #   tests/test_*.c           -> build/tests/test_* (each its own program, + tests/testlib.c)
 # Sources include by path from src/ ("gpu/weights.h"), so a crossed wall shows in the line.
 
@@ -24,12 +25,15 @@ LIB_SRC  = $(CORE_SRC) $(CPU_SRC) $(GPU_SRC)
 DEV_SRC  = $(wildcard src/dev/*.c)
 SHADERS  = $(sort $(wildcard src/gpu/shaders/*.wgsl))
 CLI_SRC  = $(wildcard cli/*.c)
+# `lean serve` (serve/): Debian's libmicrohttpd-dev and libjansson-dev; not in lean.wasm.
+SERVE_SRC  = $(wildcard serve/*.c)
+SERVE_LIBS = -lmicrohttpd -ljansson
 TEST_SRC = $(wildcard tests/test_*.c)
 
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/shaders.o
 PIC_OBJ  = $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/shaders.o
 DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
-CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all lib cli tests test asan wasm wasm-mt wasm-webgpu test-wasm fuzz clean
@@ -61,7 +65,7 @@ $(BUILD)/liblean_dev.a: $(DEV_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(BUILD)/lean: $(CLI_OBJ) $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 $(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
