@@ -410,12 +410,18 @@ api_reply api_models(const serve_server *srv) {
     return (api_reply){200, dump(r)};
 }
 
+/* {"status": "ok", "slots_idle", "slots_processing", "queued", "requests_done", "requests_cancelled"}:
+ * llama-server's health fields, and counts a test can wait on. */
 api_reply api_health(const serve_server *srv) {
     pthread_mutex_t *mu = (pthread_mutex_t *)&srv->mu; /* const server, a lock all the same */
     pthread_mutex_lock(mu);
-    int queued = srv->n_queued;
+    int busy = engine_busy_locked(srv), queued = srv->n_queued;
+    uint64_t done = srv->n_done, cancelled = srv->n_cancelled;
     pthread_mutex_unlock(mu);
-    return (api_reply){200, dump(json_pack("{s:s,s:i,s:i}", "status", "ok", "slots", srv->n_slots, "queued", queued))};
+    json_t *r = json_pack("{s:s,s:i,s:i,s:i,s:I,s:I}", "status", "ok", "slots_idle", srv->n_slots - busy,
+                          "slots_processing", busy, "queued", queued, "requests_done", (json_int_t)done,
+                          "requests_cancelled", (json_int_t)cancelled);
+    return (api_reply){200, dump(r)};
 }
 
 /* POST /tokenize {"content", "add_special" (false), "parse_special" (true), "with_pieces" (false)}

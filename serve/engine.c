@@ -109,6 +109,12 @@ lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_error *e
     return LEAN_OK;
 }
 
+int engine_busy_locked(const serve_server *srv) {
+    int n = 0;
+    for (int i = 0; i < srv->n_slots; i++) n += srv->slots[i].job != NULL;
+    return n;
+}
+
 const char *engine_backend_str(const serve_server *srv, char *text, size_t cap) {
     return lean_ctx_backend_str(srv->slots[0].ctx, text, cap);
 }
@@ -230,6 +236,8 @@ static void slot_finish(serve_server *srv, serve_slot *s, const char *finish, in
     pthread_mutex_lock(&srv->mu);
     j->done = 1;
     j->finish = finish;
+    srv->n_done++;
+    srv->n_cancelled += j->cancelled != 0;
     j->t_done_ms = clock_ms();
     if (!finish && !j->cancelled) {
         j->http_status = status;

@@ -79,7 +79,8 @@ typedef struct serve_server {
     serve_job *queue_head, *queue_tail;
     int n_queued, max_queued;
     int stopping;
-    uint64_t n_jobs;              /* jobs ever queued: ids and the slots' LRU clock */
+    uint64_t n_jobs;              /* jobs ever given a slot: the slots' LRU clock */
+    uint64_t n_done, n_cancelled; /* jobs finished, and of them cancelled (/health) */
     pthread_t engine;
 } serve_server;
 
@@ -93,6 +94,8 @@ void engine_stop(serve_server *srv);
 void engine_free(serve_server *srv);
 /* Queues j (the engine takes a reference); 0, or -1 when the queue is full. Under no lock. */
 int engine_submit(serve_server *srv, serve_job *j);
+/* Slots with a job, under srv->mu. */
+int engine_busy_locked(const serve_server *srv);
 /* The backend's description, for the start-up line. */
 const char *engine_backend_str(const serve_server *srv, char *text, size_t cap);
 
