@@ -14,6 +14,11 @@
  *            BENCH_PROMPT ids; the N + 1 ids (the first from the prompt's logits) are hashed with FNV-1a 64 ("exactness hash"); every repetition must give
  *            the same ids (exit status 1 otherwise), and the hashes of one model are compared
  *            across backends and thread counts (a warning when they differ).
+ *   tg N x S aggregate decode (--streams): S sequences, each prefilled alone with its own
+ *            prompt (untimed; stream 0's is tg's), then N + 1 greedy draws each, the N decodes
+ *            of every step made together by lean_decode_batch; tokens/s counts all S x N
+ *            decoded ids. Stream 0's ids must be tg N's (a sequence's reply does not depend
+ *            on the batch) and every repetition's the same (exit status 1 otherwise).
  * The ids are pseudo-random, valid for the model's vocabulary, fixed by --seed (splitmix64;
  * bench_ids below), so runs, backends and machines see the same input.
  *
@@ -42,7 +47,7 @@
 static const char *const usage_bench =
     "usage: lean bench -m FILE [-m FILE ...] [-p LIST] [-n LIST] [--suffix LIST] [-r R]\n"
     "                  [-t LIST] [--backend LIST] [--batch N] [--seed S] [--bandwidth GBPS] [--json]\n"
-    "                  [--exact] [--profile]\n"
+    "                  [--exact] [--profile] [--streams LIST]\n"
     "Times model load, cold prefill, suffix prefill and greedy decode, R times each, for every\n"
     "model x backend x thread count; prints a Markdown table (min and median ms and tokens/s),\n"
     "the exactness hash of the greedy ids and the bytes read per decoded token. LISTs are\n"
@@ -66,10 +71,12 @@ static const char *const usage_bench =
     "                   in its rows alone. Exact rows say 'B (exact)'\n"
     "  --profile        GPU: dispatches and each kernel's GPU time per step, for the last\n"
     "                   repetition of every measurement (profiled runs are slower)\n"
+    "  --streams LIST   aggregate decode: S sequences decoded together (lean_decode_batch), -n ids\n"
+    "                   each, for each S (e.g. 1,2,4,8,16,32); rows 'tgN xS', tokens/s of them all\n"
     VERBOSITY_USAGE
     "Exit status: 0; 1 for a library error or when repetitions chose different ids; 2 usage.\n";
 
-enum { BENCH_MAX_LIST = 16, BENCH_MAX_MODELS = 16, BENCH_PROMPT = 8 };
+enum { BENCH_MAX_LIST = 16, BENCH_MAX_MODELS = 16, BENCH_PROMPT = 8, BENCH_MAX_STREAMS = 256 };
 
 /* ---- argument lists ---- */
 
@@ -80,8 +87,9 @@ typedef struct bench_suffix {
 typedef struct bench_args {
     const char *models[BENCH_MAX_MODELS];
     int n_models;
-    int32_t pp[BENCH_MAX_LIST], tg[BENCH_MAX_LIST], threads[BENCH_MAX_LIST];
+    int32_t pp[BENCH_MAX_LIST], tg[BENCH_MAX_LIST], threads[BENCH_MAX_LIST], streams[BENCH_MAX_LIST];
     int n_pp, n_tg, n_threads; /* n_threads 0: the library's default only */
+    int n_streams;             /* 0: no aggregate decode rows */
     bench_suffix suffix[BENCH_MAX_LIST];
     int n_suffix;
     const char *backends[BENCH_MAX_LIST];
@@ -178,7 +186,7 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
         const bool known = strcmp(o, "-m") == 0 || strcmp(o, "-p") == 0 || strcmp(o, "-n") == 0 ||
                            strcmp(o, "--suffix") == 0 || strcmp(o, "-r") == 0 || strcmp(o, "-t") == 0 ||
                            strcmp(o, "--backend") == 0 || strcmp(o, "--batch") == 0 ||
-                           strcmp(o, "--seed") == 0 || strcmp(o, "--bandwidth") == 0;
+                           strcmp(o, "--seed") == 0 || strcmp(o, "--bandwidth") == 0 || strcmp(o, "--streams") == 0;
         if (!known) return arg_error(msg, cap, "unknown option '%s'", o);
         if (i + 1 >= argc) return arg_error(msg, cap, "'%s' needs a value", o);
         const char *v = argv[++i];
@@ -200,6 +208,10 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
             if (parse_suffix_list(v, a->suffix, &a->n_suffix) != 0)
                 return arg_error(msg, cap, "--suffix expects D+N (N new tokens after a prefix of D; N >= 1), "
                                  "comma-separated, or 'none', got '%s'", v);
+        } else if (strcmp(o, "--streams") == 0) {
+            if (parse_count_list(v, 1, BENCH_MAX_STREAMS, a->streams, &a->n_streams) != 0)
+                return arg_error(msg, cap, "--streams expects stream counts in [1, %d], comma-separated, got '%s'",
+                                 BENCH_MAX_STREAMS, v);
         } else if (strcmp(o, "-t") == 0) {
             if (parse_count_list(v, 1, 1024, a->threads, &a->n_threads) != 0)
                 return arg_error(msg, cap, "-t expects thread counts in [1, 1024], comma-separated, got '%s'", v);
@@ -252,7 +264,7 @@ static uint64_t splitmix64(uint64_t *x) {
 
 /* The bench's input ids: n ids in [0, n_vocab), the stream'th sequence of seed.
  * Streams: 1 cold prefill, 2 suffix prefill (prefix then suffix), 3 the decode prompt. */
-enum { STREAM_PP = 1, STREAM_SUFFIX = 2, STREAM_PROMPT = 3 };
+enum { STREAM_PP = 1, STREAM_SUFFIX = 2, STREAM_PROMPT = 3, STREAM_BATCH = 4 /* + s - 1: stream s's prompt */ };
 static void bench_ids(uint64_t seed, uint64_t stream, int32_t n_vocab, int32_t *out, int32_t n) {
     uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull);
     for (int32_t i = 0; i < n; i++) out[i] = (int32_t)(splitmix64(&x) % (uint64_t)n_vocab);
@@ -302,8 +314,8 @@ typedef struct bench_row {
     char backend[80];     /* what ran (backend_label): the name asked for, "default" when none was,
                              with " (exact)" for an exact row */
     int32_t threads;      /* 0: the library's default */
-    const char *phase;    /* "load", "prefill", "suffix", "decode" */
-    char test[48];        /* "load", "pp128", "pp32 @ d128", "tg64" */
+    const char *phase;    /* "load", "prefill", "suffix", "decode", "batch" */
+    char test[48];        /* "load", "pp128", "pp32 @ d128", "tg64", "tg64 x8" */
     int32_t n_tokens;     /* tokens the phase processes (0 for load) */
     int32_t depth;        /* tokens resident before it */
     const double *ms;     /* the repetitions' times, in run order */
@@ -314,6 +326,8 @@ typedef struct bench_row {
     int32_t n_prompt, n_ids;
     uint64_t hash;
     int same_ids;                            /* every repetition chose the same ids */
+    int streams;                             /* batch rows: S (ids and hash are stream 0's) */
+    int alone_ids;                           /* batch rows: 1 stream 0's ids are tg's, 0 not, -1 unknown */
     double weight_read_bytes, kv_read_bytes; /* per decoded token (see bench_decode) */
 } bench_row;
 
@@ -368,7 +382,8 @@ static double roofline_tok_s(const bench_row *r, double gbps) {
 /* One JSON object on one line. Keys: model, model_name, arch, weight_bytes, n_params,
  * backend, threads (0 = default), phase, test, n_tokens, depth, reps, ms (run order),
  * min_ms, median_ms, and when n_tokens > 0 tok_s_median, tok_s_best; decode rows add
- * prompt, ids, hash (FNV-1a 64 of ids, 16 hex digits), same_ids_every_rep,
+ * prompt, ids, hash (FNV-1a 64 of ids, 16 hex digits), same_ids_every_rep, (batch rows: ids and
+ * hash of stream 0, streams, same_ids_as_alone: stream 0's ids are tg's, null when no tg row ran),
  * weight_bytes_per_token, kv_bytes_per_token and, with --bandwidth, bandwidth_gbps,
  * roofline_tok_s, roofline_fraction_median. */
 static void print_json_row(FILE *out, const bench_row *r, double gbps) {
@@ -393,6 +408,9 @@ static void print_json_row(FILE *out, const bench_row *r, double gbps) {
         json_ids(out, "ids", r->ids, r->n_ids);
         fprintf(out, ",\"hash\":\"%016llx\",\"same_ids_every_rep\":%s", (unsigned long long)r->hash,
                 r->same_ids ? "true" : "false");
+        if (r->streams)
+            fprintf(out, ",\"streams\":%d,\"same_ids_as_alone\":%s", r->streams,
+                    r->alone_ids == 1 ? "true" : r->alone_ids == 0 ? "false" : "null");
         fprintf(out, ",\"weight_bytes_per_token\":%.0f,\"kv_bytes_per_token\":%.0f", r->weight_read_bytes,
                 r->kv_read_bytes);
         if (gbps > 0) {
@@ -409,10 +427,11 @@ static void print_decode_note(FILE *out, const bench_row *r, double gbps) {
     const double mib = 1024.0 * 1024.0;
     char threads[16];
     threads_str(r->threads, threads, sizeof threads);
-    fprintf(out, "- %s, %s, threads %s, %s: greedy ids fnv1a64 %016llx (%d ids, %s); reads %.1f MiB a token "
+    fprintf(out, "- %s, %s, threads %s, %s: greedy ids fnv1a64 %016llx (%d ids%s, %s%s); reads %.1f MiB a token "
             "(weights %.1f + KV %.2f)",
             r->model_name, r->backend, threads, r->test, (unsigned long long)r->hash, r->n_ids,
-            r->same_ids ? "the same in every repetition" : "DIFFERENT between repetitions",
+            r->streams ? " of stream 0" : "", r->same_ids ? "the same in every repetition" : "DIFFERENT between repetitions",
+            !r->streams || r->alone_ids < 0 ? "" : r->alone_ids ? ", those of tg alone" : ", NOT those of tg alone",
             (r->weight_read_bytes + r->kv_read_bytes) / mib, r->weight_read_bytes / mib, r->kv_read_bytes / mib);
     if (gbps > 0) {
         double roof = roofline_tok_s(r, gbps), got = tok_s(r->n_tokens, r->st.median_ms);
@@ -558,6 +577,75 @@ static lean_status decode_once(lean_ctx *c, lean_sampler *smp, const int32_t *pr
     return st;
 }
 
+/* Aggregate decode (tg N x S): S sequences, c (the measured context) as stream 0 and S - 1
+ * more made like it, each prefilled alone (untimed), then R times N + 1 greedy draws a stream,
+ * the N decodes of each step made together by lean_decode_batch. row: the decode rows' fields;
+ * alone: tg N's ids (NULL when that row did not run). */
+static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c, const lean_ctx_params *cp,
+                                 lean_sampler *smp, bench_row *row, const int32_t *prompt, int32_t n, int S,
+                                 const int32_t *alone, double *ms, double *scratch, lean_error *err) {
+    const bench_args *a = b->a;
+    const int32_t V = lean_model_n_vocab(m);
+    const size_t n_ids = (size_t)n + 1;
+    lean_ctx **ctx = calloc((size_t)S, sizeof *ctx);
+    int32_t *prompts = malloc(sizeof *prompts * (size_t)S * BENCH_PROMPT), *next = malloc(sizeof *next * (size_t)S);
+    int32_t *ids = malloc(sizeof *ids * (size_t)S * n_ids), *first = malloc(sizeof *first * (size_t)S * n_ids);
+    float *logits = malloc(sizeof *logits * (size_t)S * (size_t)V);
+    lean_status st = LEAN_OK;
+    if (!ctx || !prompts || !next || !ids || !first || !logits) {
+        err->status = st = LEAN_ERR_NOMEM;
+        snprintf(err->msg, sizeof err->msg, "out of memory for %d streams", S);
+        goto done;
+    }
+    row->phase = "batch", row->n_tokens = S * n, row->depth = BENCH_PROMPT, row->streams = S;
+    snprintf(row->test, sizeof row->test, "tg%d x%d", n, S);
+    progress(b, row->model_name, row->backend, row->threads, row->test, 0);
+    ctx[0] = c;
+    memcpy(prompts, prompt, sizeof *prompts * BENCH_PROMPT);
+    for (int s = 1; s < S && st == LEAN_OK; s++) {
+        bench_ids(a->seed, STREAM_BATCH + (uint64_t)s - 1, V, prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT);
+        st = lean_ctx_create(m, cp, &ctx[s], err);
+    }
+    row->same_ids = 1;
+    for (int r = 0; r < a->reps && st == LEAN_OK; r++) {
+        progress(b, row->model_name, row->backend, row->threads, row->test, r);
+        for (int s = 0; s < S && st == LEAN_OK; s++) {
+            st = lean_ctx_truncate(ctx[s], 0, err);
+            if (st == LEAN_OK)
+                st = lean_prefill(ctx[s], prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT, logits + (size_t)s * V, err);
+        }
+        int32_t *out = r ? ids : first;
+        const double t0 = now_ms();
+        for (int32_t k = 0; k <= n && st == LEAN_OK; k++) {
+            for (int s = 0; s < S && st == LEAN_OK; s++)
+                st = lean_sampler_sample(smp, logits + (size_t)s * V, lean_ctx_pos(ctx[s]), NULL, &next[s], err);
+            for (int s = 0; s < S; s++) out[(size_t)s * n_ids + (size_t)k] = next[s];
+            if (st == LEAN_OK && k < n) st = lean_decode_batch(ctx, next, S, logits, err);
+        }
+        ms[r] = now_ms() - t0;
+        if (r && memcmp(first, ids, sizeof *ids * (size_t)S * n_ids) != 0) row->same_ids = 0;
+    }
+    if (st != LEAN_OK) goto done;
+    row->st = stat_of(ms, a->reps, scratch);
+    row->prompt = prompt, row->n_prompt = BENCH_PROMPT;
+    row->ids = first, row->n_ids = (int32_t)n_ids;
+    row->hash = fnv1a64_ids(first, (int32_t)n_ids);
+    row->alone_ids = alone ? memcmp(alone, first, sizeof *first * n_ids) == 0 : -1;
+    /* per decoded token: the weights once a step, shared by the S streams; each its own KV */
+    row->weight_read_bytes /= S;
+    emit(b, row);
+    int32_t *kept = malloc(sizeof *kept * n_ids);
+    if (kept) memcpy(kept, first, sizeof *kept * n_ids);
+    st = kept ? keep_decode(b, row, kept, err) : LEAN_ERR_NOMEM;
+    if (!kept) snprintf(err->msg, sizeof err->msg, "out of memory keeping the decode results"), err->status = st;
+    row->weight_read_bytes *= S;
+done:
+    for (int s = 1; ctx && s < S; s++) lean_ctx_free(ctx[s]);
+    row->ids = row->prompt = NULL, row->streams = 0, row->alone_ids = -1;
+    free(ctx), free(prompts), free(next), free(ids), free(first), free(logits);
+    return st;
+}
+
 /* Every phase for one model x backend x thread count. */
 static lean_status bench_one(bench_run *b, const char *path, const char *backend, int32_t threads, lean_error *err) {
     const bench_args *a = b->a;
@@ -569,7 +657,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     int32_t *ids = NULL, *gen = NULL, *first = NULL;
     double *ms = malloc(sizeof *ms * (size_t)R), *scratch = malloc(sizeof *scratch * (size_t)R);
     lean_status st = LEAN_OK;
-    bench_row row = {.model = path, .threads = threads, .reps = R};
+    bench_row row = {.model = path, .threads = threads, .reps = R, .alone_ids = -1};
     snprintf(row.backend, sizeof row.backend, "%s", backend);
     model_name_of(path, row.model_name, sizeof row.model_name);
     const char *name = row.model_name;
@@ -703,6 +791,18 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         row.ids = row.prompt = NULL;
         if (st != LEAN_OK) goto done;
     }
+
+    /* aggregate decode: S sequences together, stream 0 held to the tg row's ids */
+    const int tg0 = b->n_decode - a->n_tg; /* this combination's tg rows, kept */
+    for (int i = 0; i < a->n_tg; i++) {
+        const int32_t *alone = NULL;
+        for (int j = tg0; j < tg0 + a->n_tg; j++)
+            if (b->decode[j].n_tokens == a->tg[i]) alone = b->decode[j].ids;
+        for (int k = 0; k < a->n_streams; k++)
+            if ((st = bench_streams(b, m, c, &cp, smp, &row, prompt, a->tg[i], a->streams[k], alone, ms, scratch,
+                                    err)) != LEAN_OK)
+                goto done;
+    }
     goto done;
 nomem:
     err->status = st = LEAN_ERR_NOMEM;
@@ -741,12 +841,19 @@ static int bench_notes(bench_run *b) {
                     r->model_name, r->backend, t, r->test);
             rc = 1;
         }
+        if (r->streams && r->alone_ids == 0) {
+            fprintf(stderr, "lean: %s, %s, threads %s, %s: stream 0's greedy ids are not those decoded alone\n",
+                    r->model_name, r->backend, t, r->test);
+            rc = 1;
+        }
         /* The first earlier row of the same model, backend and length that disagrees: one
          * backend gives the same bits at every thread count (lean.h). Backends may differ
          * (the CPU kernels' 8-bit activations against the reference's F32): a note only. */
         for (int j = 0; j < i; j++) {
             const bench_row *q = &b->decode[j];
-            if (strcmp(q->model, r->model) != 0 || q->n_tokens != r->n_tokens || q->hash == r->hash) continue;
+            if (strcmp(q->model, r->model) != 0 || q->n_tokens != r->n_tokens || q->streams != r->streams ||
+                q->hash == r->hash)
+                continue;
             const bool same_backend = strcmp(q->backend, r->backend) == 0;
             char tq[16];
             threads_str(q->threads, tq, sizeof tq);
@@ -777,7 +884,7 @@ static int bench_main(int argc, char **argv, FILE *out) {
     const int n_backends = a.n_backends ? a.n_backends : 1, n_threads = a.n_threads ? a.n_threads : 1;
 
     bench_run b = {.a = &a, .out = out, .progress = isatty(2) != 0};
-    b.n_steps = a.n_models * n_backends * n_threads * (1 + a.n_pp + a.n_suffix + a.n_tg);
+    b.n_steps = a.n_models * n_backends * n_threads * (1 + a.n_pp + a.n_suffix + a.n_tg * (1 + a.n_streams));
     lean_error err = {0};
     rc = 0;
     for (int im = 0; im < a.n_models && !rc; im++)

@@ -291,6 +291,39 @@ LEAN_API lean_status lean_prefill(lean_ctx *c, const int32_t *ids, int32_t n, fl
 /* One token: the same as lean_prefill of one id. */
 LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err);
 
+/* ---- batches: several sequences of one model in one forward pass (src/core/session.c) ----
+ * A server decodes its active sequences together. Each sequence is a lean_ctx (its own KV
+ * cache and position); lean_decode_batch advances n of them by one token each in one forward
+ * pass: the matmuls run over the n rows at once (the weights are read once for all of them),
+ * each row attends to its own cache at its own position. A new request joins between steps:
+ * lean_prefill its context (alone), then put it in the next batch (continuous batching).
+ *
+ *   lean_ctx *seq[3] = {a, b, c};            // contexts of one model, prefilled
+ *   int32_t next[3] = {id_a, id_b, id_c};    // each one's next token
+ *   float *logits = malloc(sizeof(float) * 3 * lean_model_n_vocab(m));
+ *   lean_decode_batch(seq, next, 3, logits, &err);   // row i: seq[i]'s next-token logits
+ *
+ * Each ctx[i] ends as lean_decode(ctx[i], ids[i], row i of logits) would leave it, and what a
+ * sequence computes does not depend on the others in the batch: on the CPU kernels (exact or
+ * not) its logits are the same bits as decoded alone, so the same ids follow; the reference
+ * ("cpu-ref") and the GPU decode the contexts one after another (the GPU's batched pass is not
+ * written yet), with the same bits too.
+ * Rules: ctx[0..n) are n distinct contexts of one model on one backend; where they share a
+ * pass (the CPU kernels) also with the same settings (kernel table, exact). The CPU computes
+ * with ctx[0]'s threads, at most min(64, ctx[0]'s n_batch) rows a pass (more are split into
+ * passes of that many).
+ * logits (nullable): n * n_vocab floats, row i the next-token logits of ctx[i], which are also
+ * what a following lean_gen_begin on ctx[i] draws from. The contexts are used by the calling
+ * thread for the call's duration (lean_ctx's one-thread rule holds for each).
+ * Errors, found before anything runs (nothing changes), naming the index: LEAN_ERR_ARG for a
+ * NULL pointer, n < 1, a context given twice, contexts of other models, backends or settings, a
+ * context with a generation in progress or a prefill pending, an id outside the vocabulary;
+ * LEAN_ERR_CONTEXT_FULL for a context whose cache is full. A backend failure midway (a lost
+ * GPU) leaves each context either advanced or as it was (lean_ctx_pos tells). Never returns
+ * LEAN_PENDING: in a host without JSPI a GPU context fails with LEAN_ERR_UNSUPPORTED. */
+LEAN_API lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits,
+                                       lean_error *err);
+
 /* ---- tokenizers (src/text/tokenizer.c) ----
  * Text <-> token ids with the vocabulary a GGUF file carries (its tokenizer.ggml.* keys),
  * giving the ids Hugging Face `tokenizers` gives for the same tokenizer.json. Works on any

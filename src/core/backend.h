@@ -76,6 +76,19 @@ typedef struct lean_backend {
     lean_status (*forward)(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos,
                            float *logits, lean_error *err);
     void (*destroy)(lean_backend_state *s);
+    /* Optional, both or neither (NULL: session.c runs forward on each state in turn): one forward
+     * pass over n sequences, one token each (lean_decode_batch). batch_check: LEAN_OK when s may
+     * share first's pass (as row i: the message names it), else LEAN_ERR_ARG saying what
+     * differs; session.c asks it for every row before any pass runs. forward_batch: row i is
+     * ids[i] at position pos[i] of s[i] (its KV cache; pos[i] < its n_ctx); s[0..n) are distinct
+     * states that passed batch_check with s[0], whose scratch and threads do the work, so
+     * n <= s[0]'s n_batch. logits (nullable): (n, n_vocab), row i s[i]'s. A row's arithmetic
+     * must not depend on the other rows (the same bits as forward of it alone). After a failure
+     * no position counts as written. */
+    lean_status (*batch_check)(const lean_backend_state *first, const lean_backend_state *s, int32_t i,
+                               lean_error *err);
+    lean_status (*forward_batch)(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
+                                 float *logits, lean_error *err);
 
     /* Optional, resident generation (lean.h, "generation"); NULL: session.c draws on the host.
      * gen_begin: from the logits of the last forward call (which asked for logits; the next

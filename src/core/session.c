@@ -12,7 +12,10 @@
  * it resident (the GPU), else runs it here against the context's copy of the last logits.
  * What it does not: conversations, KV-prefix reuse, text (chat.c, tokenizer.c).
  *
- * Sections: params · create / free · backend · position · prefill / decode · generation
+ * lean_decode_batch hands the backend's forward_batch up to BATCH_PASS contexts a pass (their
+ * states, ids and positions), or, for a backend without one, runs forward on each in turn.
+ *
+ * Sections: params · create / free · backend · position · prefill / decode · batch · generation
  */
 #include "core/backend.h"
 #include "core/test_hooks.h"
@@ -81,6 +84,7 @@ struct lean_ctx {
     int32_t pos;     /* tokens resident in the cache */
     float *logits;   /* (n_vocab) the last call's logits, when has_logits: a host generation's */
     bool has_logits; /* the last call computed logits for position pos, and nothing since */
+    bool in_batch;   /* marks it during lean_decode_batch's checks (a context given twice) */
     struct ctx_gen { /* the generation in progress (lean_gen_*), when on */
         bool on, resident; /* resident: the backend's gen_* run it */
         lean_sampler *smp;
@@ -270,6 +274,90 @@ lean_status lean_prefill(lean_ctx *c, const int32_t *ids, int32_t n, float *logi
 
 lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err) {
     return lean_prefill(c, &id, 1, logits, err);
+}
+
+/* ---- batch ---- */
+
+#define BATCH_PASS 64 /* the most rows one forward_batch call gets: 64 rows amortize the weights' reads */
+
+/* Every check lean_decode_batch makes, before anything runs. */
+static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, lean_error *err) {
+    if (!ctx || !ids || n < 1)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: %s", n < 1 ? "n must be >= 1" : "NULL argument");
+    lean_status st = LEAN_OK;
+    int32_t i = 0;
+    for (; st == LEAN_OK && i < n; i++) {
+        lean_ctx *c = ctx[i];
+        if (!c) {
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is NULL", i);
+        } else if (c->in_batch) {
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is given twice", i);
+        } else if (c->m != ctx[0]->m || c->be != ctx[0]->be) {
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is %s, ctx[0] %s (one model, one backend)",
+                           i, c->m != ctx[0]->m ? "of another model" : c->be->name,
+                           c->m != ctx[0]->m ? "not" : ctx[0]->be->name);
+        } else if (c->pending.on || c->gen.on) {
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] has %s", i,
+                           c->pending.on ? "a prefill pending (call it again first)"
+                                         : "a generation in progress (lean_gen_end first)");
+        } else if (c->pos >= c->n_ctx) {
+            st = LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i,
+                           c->pos, c->n_ctx);
+        } else if (c->be->batch_check && (st = c->be->batch_check(ctx[0]->state, c->state, i, err)) != LEAN_OK) {
+            /* st and err say what differs */
+        } else if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab) {
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
+                           ids[i], c->m->hp.n_vocab);
+        } else {
+            c->in_batch = true;
+        }
+    }
+    for (int32_t j = 0; j < i; j++)
+        if (ctx[j]) ctx[j]->in_batch = false;
+    return st;
+}
+
+/* A backend without forward_batch: each context's step alone. */
+static lean_status decode_each(lean_ctx *c, int32_t id, bool logits, lean_error *err) {
+    lean_status st = c->be->forward(c->state, &id, 1, c->pos, logits ? c->logits : NULL, err);
+    if (st == LEAN_PENDING) { /* no call made again here: drop the read-back (lean.h) */
+        c->be->gen_end(c->state);
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                         "lean_decode_batch cannot wait for the GPU in this host (no JSPI): use lean_decode");
+    }
+    return st;
+}
+
+lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
+    lean_status st = check_batch(ctx, ids, n, err);
+    if (st != LEAN_OK) return st;
+    const size_t n_vocab = (size_t)ctx[0]->m->hp.n_vocab;
+    for (int32_t done = 0; done < n;) {
+        const lean_backend *be = ctx[done]->be;
+        const int32_t most = ctx[done]->n_batch < BATCH_PASS ? ctx[done]->n_batch : BATCH_PASS;
+        const int32_t rows = !be->forward_batch ? 1 : n - done < most ? n - done : most;
+        float *out = logits ? logits + done * n_vocab : NULL;
+        for (int32_t i = done; i < done + rows; i++) ctx[i]->has_logits = false;
+        if (be->forward_batch) {
+            lean_backend_state *states[BATCH_PASS];
+            int32_t pos[BATCH_PASS];
+            for (int32_t i = 0; i < rows; i++) states[i] = ctx[done + i]->state, pos[i] = ctx[done + i]->pos;
+            st = be->forward_batch(states, ids + done, pos, rows, out, err);
+        } else {
+            st = decode_each(ctx[done], ids[done], out != NULL, err);
+        }
+        if (st != LEAN_OK) return st;
+        for (int32_t i = done; i < done + rows; i++) {
+            lean_ctx *c = ctx[i];
+            c->pos++;
+            c->has_logits = logits != NULL;
+            /* the caller's row to the context's copy (a host generation draws from it), or back */
+            if (logits && be->forward_batch) memcpy(c->logits, logits + i * n_vocab, sizeof *logits * n_vocab);
+            else if (logits) memcpy(logits + i * n_vocab, c->logits, sizeof *logits * n_vocab);
+        }
+        done += rows;
+    }
+    return LEAN_OK;
 }
 
 /* ---- generation ---- */

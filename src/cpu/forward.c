@@ -33,6 +33,14 @@
  * range, the tokens alongside or the thread). So the logits are the same bits for any thread
  * count, and for a prefill split into any batches or decoded token by token.
  *
+ * A batched pass (forward_batch, lean_decode_batch) runs the same regions over n rows that
+ * belong to n sequences, one token each: the matmuls over the n rows together (the weights
+ * read once), row t's new key and value written to its own sequence's cache at its own
+ * position, its attention over that cache (one chunk per head and row). A row's arithmetic is
+ * the same as in a forward call of it alone (the kernels' contract, and attention's below), so
+ * a sequence's logits do not depend on the batch. The first sequence's state does the work:
+ * its threads, its scratch (kb, vb hold the rows' new keys and values on their way).
+ *
  * Attention streams the softmax (one pass over the keys, in blocks of ATTN_KB keys, with a
  * running maximum and sum): one query per (head, token), ATTN_TQ tokens per tile so a block
  * of keys is read once per tile while it sits in L1. A query's arithmetic depends only on
@@ -80,6 +88,7 @@ struct lean_backend_state {
     float *rope_cos;  /* (n_batch, head_dim / 2) */
     float *rope_sin;  /* (n_batch, head_dim / 2) */
     float *attn_tmp;  /* (n_threads, 2 * ATTN_TQ + ATTN_KB): per-thread m, l, scores */
+    float *kb, *vb;   /* (n_batch, kv_dim) a batched pass's new keys and values, before their caches */
     void *act[LEAN_N_ACT_TYPES]; /* (n_batch, act row of max_cols) quantized activations; F32 unused */
 };
 
@@ -115,7 +124,8 @@ static void cpu_destroy(lean_backend_state *s) {
     if (!s) return;
     lean_pool_free(s->pool);
     float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xn,       s->proj,    s->q,
-                     s->att,     s->gate,    s->up,       s->rope_cos, s->rope_sin, s->attn_tmp};
+                     s->att,     s->gate,    s->up,       s->rope_cos, s->rope_sin, s->attn_tmp,
+                     s->kb,      s->vb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_free(bufs[i]);
     for (int i = 0; i < LEAN_N_ACT_TYPES; i++) lean_free(s->act[i]);
     lean_free(s);
@@ -200,7 +210,8 @@ static lean_status cpu_create_config(const lean_model *m, lean_backend_model *bm
         (st = alloc_f32(&s->up, B, ff, "activations", err)) ||
         (st = alloc_f32(&s->rope_cos, B, half, "RoPE angles", err)) ||
         (st = alloc_f32(&s->rope_sin, B, half, "RoPE angles", err)) ||
-        (st = alloc_f32(&s->attn_tmp, nt, 2 * ATTN_TQ + ATTN_KB, "attention scratch", err))) {
+        (st = alloc_f32(&s->attn_tmp, nt, 2 * ATTN_TQ + ATTN_KB, "attention scratch", err)) ||
+        (st = alloc_f32(&s->kb, B, kvd, "batch keys", err)) || (st = alloc_f32(&s->vb, B, kvd, "batch values", err))) {
         cpu_destroy(s);
         return st;
     }
@@ -225,6 +236,13 @@ static lean_status cpu_create(const lean_model *m, int32_t n_ctx, int32_t n_batc
 }
 
 /* ---- regions ---- */
+
+/* A batched pass's rows: row t is the token of sequence seq[t] at position pos[t]. The
+ * regions take NULL for a forward call's rows: all of s's own sequence, row t at pos + t. */
+typedef struct batch_rows {
+    lean_backend_state *const *seq;
+    const int32_t *pos;
+} batch_rows;
 
 /* -- token work: fn(s, t, arg) for every token t of the batch, split over threads -- */
 
@@ -360,6 +378,7 @@ typedef struct qk_arg {
     int32_t il;
     float *k; /* (n, kv_dim) the batch's new keys */
     float *v; /* (n, kv_dim) its new values */
+    const batch_rows *rows; /* non-NULL: k, v are s->kb, s->vb, copied to each row's cache */
 } qk_arg;
 
 static void norm_heads(float *x, int32_t n_heads, const lean_tensor *w, const lean_hparams *hp) {
@@ -387,19 +406,27 @@ static void qk_token(lean_backend_state *s, int32_t t, const void *varg) {
     const float *c = s->rope_cos + (int64_t)t * half, *sn = s->rope_sin + (int64_t)t * half;
     ref_rope(qt, hp->n_head, hp->head_dim, hp->rope_style, c, sn);
     ref_rope(kt, hp->n_head_kv, hp->head_dim, hp->rope_style, c, sn);
+    if (a->rows) { /* to the row's own cache, layer il, at its position */
+        const lean_backend_state *q = a->rows->seq[t];
+        const int64_t at = ((int64_t)a->il * q->n_ctx + a->rows->pos[t]) * kv_dim;
+        memcpy(q->k_cache + at, kt, sizeof(float) * (size_t)kv_dim);
+        memcpy(q->v_cache + at, vt, sizeof(float) * (size_t)kv_dim);
+    }
 }
 
 /* -- attention -- */
 
 typedef struct attn_job {
     lean_backend_state *s;
-    const float *kc, *vc; /* (n_ctx, kv_dim) this layer's cache */
-    int32_t n, pos;
+    const float *kc, *vc; /* (n_ctx, kv_dim) this layer's cache (a forward call's) */
+    int32_t il, n, pos;
+    const batch_rows *rows; /* non-NULL: a batched pass, each row over its own cache */
 } attn_job;
 
-/* Queries of head h for tokens [t0, t1) (at most ATTN_TQ), streaming over their keys. */
-static void attend_tile(const attn_job *j, int32_t h, int32_t t0, int32_t t1, float *tmp) {
-    lean_backend_state *s = j->s;
+/* Queries of head h for tokens [t0, t1) (at most ATTN_TQ) over the cache kc, vc, streaming
+ * over their keys; token t is at position pos0 + t - t0 (it sees keys 0 .. that position). */
+static void attend_tile(lean_backend_state *s, const float *kc, const float *vc, int32_t pos0, int32_t h, int32_t t0,
+                        int32_t t1, float *tmp) {
     const lean_hparams *hp = &s->m->hp;
     const int32_t hd = hp->head_dim, q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp);
     const int64_t kv_off = (int64_t)(h / (hp->n_head / hp->n_head_kv)) * hd;
@@ -410,11 +437,11 @@ static void attend_tile(const attn_job *j, int32_t h, int32_t t0, int32_t t1, fl
         l[t - t0] = 0.0f;
         memset(s->att + (int64_t)t * q_dim + (int64_t)h * hd, 0, sizeof(float) * (size_t)hd);
     }
-    const int32_t n_keys_max = j->pos + t1; /* the last token sees positions 0..pos+t1-1 */
+    const int32_t n_keys_max = pos0 + t1 - t0; /* the last token sees positions 0..pos0+t1-t0-1 */
     for (int32_t k0 = 0; k0 < n_keys_max; k0 += ATTN_KB) {
-        const float *kb = j->kc + (int64_t)k0 * kv_dim + kv_off, *vb = j->vc + (int64_t)k0 * kv_dim + kv_off;
+        const float *kb = kc + (int64_t)k0 * kv_dim + kv_off, *vb = vc + (int64_t)k0 * kv_dim + kv_off;
         for (int32_t t = t0; t < t1; t++) {
-            const int32_t n_keys = j->pos + t + 1;
+            const int32_t n_keys = pos0 + t - t0 + 1;
             if (k0 >= n_keys) continue;
             const int32_t nb = n_keys - k0 < ATTN_KB ? n_keys - k0 : ATTN_KB;
             const float *qh = s->q + (int64_t)t * q_dim + (int64_t)h * hd;
@@ -440,13 +467,22 @@ static void attend_tile(const attn_job *j, int32_t h, int32_t t0, int32_t t1, fl
     }
 }
 
-/* Chunk c: head c / n_tiles, token tile c % n_tiles. */
+/* Chunk c: head c / n_tiles, token tile c % n_tiles; in a batched pass, head c / n, row c % n
+ * over its own sequence's cache. */
 static void attn_chunk(void *vj, int64_t c, int32_t ith) {
     const attn_job *j = vj;
+    float *tmp = j->s->attn_tmp + (int64_t)ith * (2 * ATTN_TQ + ATTN_KB);
+    if (j->rows) {
+        const int32_t h = (int32_t)(c / j->n), t = (int32_t)(c % j->n);
+        const lean_backend_state *q = j->rows->seq[t];
+        const int64_t layer = (int64_t)j->il * q->n_ctx * lean_kv_dim(&q->m->hp);
+        attend_tile(j->s, q->k_cache + layer, q->v_cache + layer, j->rows->pos[t], h, t, t + 1, tmp);
+        return;
+    }
     const int32_t n_tiles = (j->n + ATTN_TQ - 1) / ATTN_TQ;
     const int32_t h = (int32_t)(c / n_tiles), tile = (int32_t)(c % n_tiles);
     const int32_t t0 = tile * ATTN_TQ, t1 = t0 + ATTN_TQ < j->n ? t0 + ATTN_TQ : j->n;
-    attend_tile(j, h, t0, t1, j->s->attn_tmp + (int64_t)ith * (2 * ATTN_TQ + ATTN_KB));
+    attend_tile(j->s, j->kc, j->vc, j->pos + t0, h, t0, t1, tmp);
 }
 
 /* ---- forward ---- */
@@ -454,6 +490,7 @@ static void attn_chunk(void *vj, int64_t c, int32_t ith) {
 typedef struct embed_arg {
     const int32_t *ids;
     int32_t pos;
+    const batch_rows *rows; /* non-NULL: row t at rows->pos[t] (not pos + t) */
 } embed_arg;
 
 /* x of token t = its embedding row; its RoPE angles (position pos + t). */
@@ -462,27 +499,28 @@ static void embed_token(lean_backend_state *s, int32_t t, const void *varg) {
     const lean_model *m = s->m;
     const int32_t half = m->hp.head_dim / 2;
     ref_embed_row(s->x + (int64_t)t * m->hp.n_embd, &m->tok_embd, a->ids[t]);
-    lean_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, a->pos + t, m->hp.head_dim,
+    const int32_t pos = a->rows ? a->rows->pos[t] : a->pos + t;
+    lean_rope_angles(s->rope_cos + (int64_t)t * half, s->rope_sin + (int64_t)t * half, pos, m->hp.head_dim,
                      m->hp.rope_base, m->rope_freqs.data ? f32(&m->rope_freqs) : NULL);
 }
 
-static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos) {
+static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos, const batch_rows *rows) {
     const lean_hparams *hp = &s->m->hp;
     const lean_layer *L = &s->m->layers[il];
     const int32_t q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), d = hp->n_embd;
     float *kc = s->k_cache + (int64_t)il * s->n_ctx * kv_dim; /* (n_ctx, kv_dim) */
     float *vc = s->v_cache + (int64_t)il * s->n_ctx * kv_dim; /* (n_ctx, kv_dim) */
-    float *k = kc + (int64_t)pos * kv_dim, *v = vc + (int64_t)pos * kv_dim;
+    float *k = rows ? s->kb : kc + (int64_t)pos * kv_dim, *v = rows ? s->vb : vc + (int64_t)pos * kv_dim;
 
     act_src in = {.src = s->xn, .cols = d, .norm_w = f32(&L->attn_norm)};
     mm_group g = {.s = s, .n_tok = n, .n_items = 3,
                   .items = {{&L->wq, s->q, q_dim}, {&L->wk, k, kv_dim}, {&L->wv, v, kv_dim}}};
     run_group(&g, &in);
-    qk_arg qa = {.il = il, .k = k, .v = v};
+    qk_arg qa = {.il = il, .k = k, .v = v, .rows = rows};
     for_tokens(s, n, qk_token, &qa);
 
-    attn_job aj = {.s = s, .kc = kc, .vc = vc, .n = n, .pos = pos};
-    lean_pool_run(s->pool, (int64_t)hp->n_head * ((n + ATTN_TQ - 1) / ATTN_TQ), attn_chunk, &aj);
+    attn_job aj = {.s = s, .kc = kc, .vc = vc, .il = il, .n = n, .pos = pos, .rows = rows};
+    lean_pool_run(s->pool, (int64_t)hp->n_head * (rows ? n : (n + ATTN_TQ - 1) / ATTN_TQ), attn_chunk, &aj);
 
     act_src ain = {.src = s->att, .cols = q_dim};
     mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d}}};
@@ -502,26 +540,56 @@ static void ffn(lean_backend_state *s, int32_t il, int32_t n) {
     run_group(&dn, &hin);
 }
 
+/* The pass over n rows (rows: NULL for a forward call's tokens at pos..pos+n, else a batch's
+ * sequences); logits (nullable): the last row's (n_vocab), or a batch's every row's (n, n_vocab). */
+static void forward_rows(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, const batch_rows *rows,
+                         float *logits) {
+    const lean_model *m = s->m;
+    const lean_hparams *hp = &m->hp;
+    const embed_arg ea = {.ids = ids, .pos = pos, .rows = rows};
+    for_tokens(s, n, embed_token, &ea);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        attention(s, il, n, pos, rows);
+        ffn(s, il, n);
+    }
+    if (!logits) return;
+    /* logits (n_out, n_vocab) = Wout (rmsnorm(x) * output_norm) of the rows asked for */
+    const int32_t d = hp->n_embd, first = rows ? 0 : n - 1, n_out = n - first;
+    for (int32_t t = 0; t < n_out; t++)
+        ref_rmsnorm(s->xn + (int64_t)t * d, s->x + (int64_t)(first + t) * d, f32(&m->output_norm), d, hp->rms_eps);
+    act_src in = {.src = s->xn, .cols = d};
+    mm_group g = {.s = s, .n_tok = n_out, .n_items = 1, .items = {{&m->output, logits, hp->n_vocab}}};
+    run_group(&g, &in);
+}
+
 static lean_status cpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
                                lean_error *err) {
     if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
                          s->n_batch, s->n_ctx);
-    const lean_model *m = s->m;
-    const lean_hparams *hp = &m->hp;
-    const embed_arg ea = {.ids = ids, .pos = pos};
-    for_tokens(s, n, embed_token, &ea);
-    for (int32_t il = 0; il < hp->n_layer; il++) {
-        attention(s, il, n, pos);
-        ffn(s, il, n);
-    }
-    if (logits) { /* the last token only: logits (n_vocab) = Wout (rmsnorm(x) * output_norm) */
-        const int32_t d = hp->n_embd;
-        ref_rmsnorm(s->xn, s->x + (int64_t)(n - 1) * d, f32(&m->output_norm), d, hp->rms_eps);
-        act_src in = {.src = s->xn, .cols = d};
-        mm_group g = {.s = s, .n_tok = 1, .n_items = 1, .items = {{&m->output, logits, hp->n_vocab}}};
-        run_group(&g, &in);
-    }
+    forward_rows(s, ids, n, pos, NULL, logits);
+    return LEAN_OK;
+}
+
+/* One pass shares first's kernels: the same table and the same kind of matmul. */
+static lean_status cpu_batch_check(const lean_backend_state *first, const lean_backend_state *s, int32_t i,
+                                   lean_error *err) {
+    if (s->m != first->m || strcmp(s->k.name, first->k.name) || s->exact != first->exact)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: ctx[%d] computes with %s%s, ctx[0] with %s%s: one batch, one setting",
+                         i, s->k.name, s->exact ? " exact" : "", first->k.name, first->exact ? " exact" : "");
+    return LEAN_OK;
+}
+
+static lean_status cpu_forward_batch(lean_backend_state *const *seq, const int32_t *ids, const int32_t *pos, int32_t n,
+                                     float *logits, lean_error *err) {
+    lean_backend_state *s = seq[0];
+    if (n < 1 || n > s->n_batch)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: a batch of %d rows (n_batch %d)", n, s->n_batch);
+    for (int32_t i = 0; i < n; i++)
+        if (pos[i] < 0 || pos[i] >= seq[i]->n_ctx)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "cpu: row %d at position %d (n_ctx %d)", i, pos[i], seq[i]->n_ctx);
+    const batch_rows rows = {.seq = seq, .pos = pos};
+    forward_rows(s, ids, n, 0, &rows, logits);
     return LEAN_OK;
 }
 
@@ -539,5 +607,7 @@ const lean_backend lean_backend_cpu = {
     .create_config = cpu_create_config,
     .forward = cpu_forward,
     .destroy = cpu_destroy,
+    .batch_check = cpu_batch_check,
+    .forward_batch = cpu_forward_batch,
     .describe = cpu_describe,
 };

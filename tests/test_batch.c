@@ -1,0 +1,321 @@
+/* test_batch.c — lean_decode_batch (src/core/session.c; the CPU kernels' batched pass in
+ * src/cpu/forward.c): several sequences of one model advanced together, each at its own
+ * position over its own KV cache, held to three things:
+ *
+ *   same bits   a sequence's logits after every batched step are the bits of the same steps
+ *               decoded alone (lean_decode), whatever else is in the batch: N_SEQ prompts of
+ *               different lengths (so different positions), sequences joining after their own
+ *               prefill between steps and leaving early (continuous batching), ctx[0]'s
+ *               n_batch smaller than the batch (split into passes), ctx[0] with another thread
+ *               count; on "cpu" (8-bit activations), "cpu" exact, every CPU table this CPU
+ *               runs exact, "cpu-ref", and the GPU's exact path (Dawn; LEAN_TEST_GPU=0 skips
+ *               it, saying so); for Q4_0, Q8_0, Q4_K, F16 tiny models of the three
+ *               architectures;
+ *   same reply  a seeded sampled reply drawn from the batch's logits (lean_sampler_sample)
+ *               is the reply lean_gen_* gives the sequence alone (the draw on the GPU for the
+ *               GPU backend);
+ *   refusals    NULL, n < 1, a context twice, another model, another backend, another
+ *               setting (exact beside not, another table), a generation in progress, a full
+ *               context, an id outside the vocabulary: each a clear error that changes nothing.
+ *
+ * lean-test: native-only (the GPU part opens Dawn; wasm32 runs the CPU kernels' batch through
+ * the same forward.c code paths as native) */
+#include "gpu_test.h"
+#include "tiny_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define N_SEQ 5
+#define N_STEPS 6 /* batched steps */
+#define N_CTX 64
+
+/* When each sequence joins (the step before which it is prefilled) and leaves (after its last
+ * step): 0, 2 join late, 1, 4 leave early, so every step's batch is another mix. */
+static const int join_at[N_SEQ] = {0, 2, 0, 3, 0};
+static const int leave_at[N_SEQ] = {N_STEPS, N_STEPS, 4, N_STEPS, 3};
+static const int prompt_len[N_SEQ] = {3, 7, 1, 12, 5};
+
+typedef struct run_cfg {
+    const char *backend;
+    bool exact;
+    int32_t threads0; /* ctx[0]'s threads (the pass's); the others get 1 */
+    int32_t n_batch0; /* ctx[0]'s n_batch: fewer than the batch splits it into passes */
+} run_cfg;
+
+static lean_ctx *new_ctx(const lean_model *m, const run_cfg *rc, int32_t threads, int32_t n_batch) {
+    lean_ctx_params p = lean_ctx_default_params();
+    p.backend = rc->backend;
+    p.exact = rc->exact;
+    p.n_threads = threads;
+    p.n_batch = n_batch;
+    p.n_ctx = N_CTX;
+    lean_ctx *c = NULL;
+    lean_error err = {0};
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_OK, "%s (exact %d): %s", rc->backend, rc->exact, err.msg);
+    return c;
+}
+
+static void prompt_of(int s, int32_t V, int32_t *ids) {
+    for (int i = 0; i < prompt_len[s]; i++) ids[i] = (int32_t)((s * 31 + i * 7 + 3) % V);
+}
+
+/* The id fed at step k of sequence s: a fixed walk (not drawn, so a wrong logit cannot hide
+ * behind an equal argmax). */
+static int32_t id_at(int s, int k, int32_t V) { return (int32_t)((s * 13 + k * 29 + 5) % V); }
+
+/* logits[s][k]: sequence s's logits after its prompt (k = 0) and after step k's id (k >= 1),
+ * decoded alone. */
+static bool run_alone(const lean_model *m, const run_cfg *rc, int32_t V, float *logits) {
+    bool ok = true;
+    for (int s = 0; ok && s < N_SEQ; s++) {
+        lean_ctx *c = new_ctx(m, rc, 1, 0);
+        if (!c) return false;
+        int32_t ids[16];
+        prompt_of(s, V, ids);
+        lean_error err = {0};
+        float *row = logits + (size_t)s * (N_STEPS + 1) * (size_t)V;
+        ok = lean_prefill(c, ids, prompt_len[s], row, &err) == LEAN_OK;
+        for (int k = join_at[s]; ok && k < leave_at[s]; k++)
+            ok = lean_decode(c, id_at(s, k, V), row + (size_t)(k + 1) * (size_t)V, &err) == LEAN_OK;
+        CHECK(ok, "%s alone, sequence %d: %s", rc->backend, s, err.msg);
+        lean_ctx_free(c);
+    }
+    return ok;
+}
+
+/* The same steps, batched: before step k the sequences joining at k are prefilled; step k
+ * decodes every sequence in [join_at, leave_at) together. Compares with alone's bits. */
+static void run_batched(const lean_model *m, const run_cfg *rc, int32_t V, const float *alone, const char *what) {
+    lean_ctx *ctx[N_SEQ] = {0};
+    float *batch = malloc(sizeof(float) * N_SEQ * (size_t)V), *first = malloc(sizeof(float) * (size_t)V);
+    lean_error err = {0};
+    int mismatches = 0, rows = 0;
+    for (int s = 0; s < N_SEQ; s++) {
+        /* ctx[0] (the pass's threads and scratch) is whichever joins first: sequence 0 */
+        ctx[s] = new_ctx(m, rc, s == 0 ? rc->threads0 : 1, s == 0 ? rc->n_batch0 : 0);
+        if (!ctx[s]) goto done;
+    }
+    for (int k = 0; k < N_STEPS; k++) {
+        lean_ctx *in[N_SEQ];
+        int32_t ids[N_SEQ];
+        int which[N_SEQ], n = 0;
+        for (int s = 0; s < N_SEQ; s++) {
+            if (k == join_at[s]) { /* a new request: its prefill between steps */
+                int32_t p[16];
+                prompt_of(s, V, p);
+                CHECK(lean_prefill(ctx[s], p, prompt_len[s], first, &err) == LEAN_OK, "%s", err.msg);
+                mismatches += memcmp(first, alone + (size_t)s * (N_STEPS + 1) * (size_t)V, sizeof(float) * (size_t)V) != 0;
+            }
+            if (k >= join_at[s] && k < leave_at[s]) in[n] = ctx[s], ids[n] = id_at(s, k, V), which[n++] = s;
+        }
+        if (!n) continue;
+        const lean_status st = lean_decode_batch(in, ids, n, batch, &err);
+        CHECK(st == LEAN_OK, "%s: step %d of %d sequences: %s", what, k, n, err.msg);
+        if (st != LEAN_OK) goto done;
+        for (int i = 0; i < n; i++, rows++) {
+            const int s = which[i];
+            const float *want = alone + ((size_t)s * (N_STEPS + 1) + (size_t)k + 1) * (size_t)V;
+            if (memcmp(batch + (size_t)i * (size_t)V, want, sizeof(float) * (size_t)V)) {
+                if (!mismatches) fprintf(stderr, "%s: step %d, sequence %d (row %d of %d) differs\n", what, k, s, i, n);
+                mismatches++;
+            }
+            CHECK(lean_ctx_pos(ctx[s]) == prompt_len[s] + k - join_at[s] + 1, "%s: sequence %d at %d", what, s,
+                  lean_ctx_pos(ctx[s]));
+        }
+    }
+    CHECK(mismatches == 0, "%s: %d of %d batched rows are not the bits decoded alone", what, mismatches, rows);
+done:
+    for (int s = 0; s < N_SEQ; s++) lean_ctx_free(ctx[s]);
+    free(batch), free(first);
+}
+
+/* A seeded sampled reply of n_ids: alone through lean_gen_*, and batched (with the other
+ * sequences alongside, each drawing from its row with lean_sampler_sample). */
+#define N_REPLY 12
+static void test_reply(const lean_model *m, const run_cfg *rc, int32_t V, const char *what) {
+    int32_t alone[N_SEQ][N_REPLY], got[N_SEQ][N_REPLY];
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.temperature = 1.5;
+    sp.repeat_penalty = 1.1;
+    lean_error err = {0};
+    lean_ctx *ctx[N_SEQ] = {0};
+    lean_sampler *smp[N_SEQ] = {0};
+    float *logits = malloc(sizeof(float) * N_SEQ * (size_t)V), *one_logits = malloc(sizeof(float) * (size_t)V);
+    bool ok = true;
+    for (int s = 0; ok && s < N_SEQ; s++) {
+        int32_t p[16];
+        prompt_of(s, V, p);
+        sp.seed = 1000 + (uint64_t)s;
+        lean_ctx *c = new_ctx(m, rc, 1, 0);
+        lean_sampler *one = NULL;
+        ok = c && lean_sampler_create(&sp, V, &one, &err) == LEAN_OK &&
+             lean_sampler_accept(one, p, prompt_len[s], &err) == LEAN_OK &&
+             lean_prefill(c, p, prompt_len[s], one_logits, &err) == LEAN_OK &&
+             lean_gen_begin(c, one, N_REPLY, &err) == LEAN_OK;
+        for (int i = 0; ok && i < N_REPLY; i++) ok = lean_gen_next(c, &alone[s][i], &err) == LEAN_OK;
+        if (c) lean_gen_end(c);
+        lean_ctx_free(c);
+        lean_sampler_free(one);
+        /* the batched one's context and sampler, prefilled */
+        ctx[s] = new_ctx(m, rc, 1, 0);
+        ok = ok && ctx[s] && lean_sampler_create(&sp, V, &smp[s], &err) == LEAN_OK &&
+             lean_sampler_accept(smp[s], p, prompt_len[s], &err) == LEAN_OK &&
+             lean_prefill(ctx[s], p, prompt_len[s], logits + (size_t)s * (size_t)V, &err) == LEAN_OK;
+    }
+    CHECK(ok, "%s: %s", what, err.msg);
+    for (int i = 0; ok && i < N_REPLY; i++) {
+        int32_t ids[N_SEQ];
+        for (int s = 0; ok && s < N_SEQ; s++)
+            ok = lean_sampler_sample(smp[s], logits + (size_t)s * (size_t)V, lean_ctx_pos(ctx[s]), NULL, &ids[s],
+                                     &err) == LEAN_OK &&
+                 lean_sampler_accept(smp[s], &ids[s], 1, &err) == LEAN_OK;
+        for (int s = 0; s < N_SEQ; s++) got[s][i] = ids[s];
+        if (ok && i + 1 < N_REPLY) ok = lean_decode_batch(ctx, ids, N_SEQ, logits, &err) == LEAN_OK;
+        CHECK(ok, "%s: step %d: %s", what, i, err.msg);
+    }
+    if (ok) CHECK(!memcmp(alone, got, sizeof alone), "%s: a batched seeded reply differs from lean_gen's alone", what);
+    for (int s = 0; s < N_SEQ; s++) lean_ctx_free(ctx[s]), lean_sampler_free(smp[s]);
+    free(logits), free(one_logits);
+}
+
+/* ---- refusals ---- */
+
+static void test_refusals(const lean_model *m, const lean_model *other, int32_t V) {
+    const run_cfg cpu = {"cpu", false, 1, 0}, cpu_exact = {"cpu", true, 1, 0}, ref = {"cpu-ref", false, 1, 0},
+                  generic = {"cpu-generic", false, 1, 0};
+    lean_ctx *a = new_ctx(m, &cpu, 1, 0), *b = new_ctx(m, &cpu, 1, 0), *ex = new_ctx(m, &cpu_exact, 1, 0),
+             *r = new_ctx(m, &ref, 1, 0), *o = new_ctx(other, &cpu, 1, 0), *gen = new_ctx(m, &generic, 1, 0);
+    if (!a || !b || !ex || !r || !o || !gen) goto done;
+    lean_error err = {0};
+    const int32_t p[] = {1, 2, 3};
+    CHECK(lean_prefill(a, p, 3, NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_prefill(b, p, 2, NULL, &err) == LEAN_OK, "%s", err.msg);
+    struct {
+        lean_ctx *c[2];
+        int32_t ids[2];
+        int n;
+        lean_status want;
+        const char *says;
+    } cases[] = {
+        {{a, b}, {1, 2}, 0, LEAN_ERR_ARG, "n must be >= 1"},
+        {{a, NULL}, {1, 2}, 2, LEAN_ERR_ARG, "ctx[1] is NULL"},
+        {{a, a}, {1, 2}, 2, LEAN_ERR_ARG, "ctx[1] is given twice"},
+        {{a, o}, {1, 2}, 2, LEAN_ERR_ARG, "ctx[1] is of another model"},
+        {{a, r}, {1, 2}, 2, LEAN_ERR_ARG, "ctx[1] is cpu_ref"},
+        {{a, ex}, {1, 2}, 2, LEAN_ERR_ARG, "ctx[1] computes with"},
+        {{a, b}, {1, V}, 2, LEAN_ERR_ARG, "ids[1] = "},
+        {{a, b}, {-1, 2}, 2, LEAN_ERR_ARG, "ids[0] = -1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err = (lean_error){0};
+        const lean_status st = lean_decode_batch(cases[i].c, cases[i].ids, cases[i].n, NULL, &err);
+        CHECK(st == cases[i].want && strstr(err.msg, cases[i].says), "case %zu: status %d, '%s' (want '%s')", i, st,
+              err.msg, cases[i].says);
+        CHECK(lean_ctx_pos(a) == 3 && lean_ctx_pos(b) == 2, "case %zu changed a position: %d, %d", i,
+              lean_ctx_pos(a), lean_ctx_pos(b));
+    }
+    /* another kernel table, where this CPU's best is not the generic one */
+    char best[64], gname[64];
+    lean_ctx_backend_str(a, best, sizeof best);
+    lean_ctx_backend_str(gen, gname, sizeof gname);
+    if (strncmp(best, "cpu (generic", 12)) {
+        CHECK(lean_decode_batch((lean_ctx *[]){a, gen}, (int32_t[]){1, 2}, 2, NULL, &err) == LEAN_ERR_ARG &&
+                  strstr(err.msg, "one batch, one setting"),
+              "%s beside %s: %s", best, gname, err.msg);
+    }
+    CHECK(lean_decode_batch(NULL, p, 1, NULL, &err) == LEAN_ERR_ARG, "NULL ctx");
+    CHECK(lean_decode_batch((lean_ctx *[]){a}, NULL, 1, NULL, &err) == LEAN_ERR_ARG, "NULL ids");
+    /* a generation in progress */
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.greedy = 1;
+    lean_sampler *smp = NULL;
+    CHECK(lean_sampler_create(&sp, V, &smp, &err) == LEAN_OK, "%s", err.msg);
+    float *logits = malloc(sizeof(float) * 2 * (size_t)V);
+    CHECK(lean_decode_batch((lean_ctx *[]){a, b}, (int32_t[]){4, 5}, 2, NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_gen_begin(b, smp, 4, &err) == LEAN_ERR_ARG, "gen_begin after a batch without logits");
+    CHECK(lean_decode_batch((lean_ctx *[]){a, b}, (int32_t[]){4, 5}, 2, logits, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_gen_begin(b, smp, 4, &err) == LEAN_OK, "gen_begin after a batch with logits: %s", err.msg);
+    CHECK(lean_decode_batch((lean_ctx *[]){a, b}, (int32_t[]){4, 5}, 2, logits, &err) == LEAN_ERR_ARG &&
+              strstr(err.msg, "ctx[1] has a generation in progress"),
+          "during a generation: %s", err.msg);
+    lean_gen_end(b);
+    CHECK(lean_ctx_pos(a) == 5 && lean_ctx_pos(b) == 4, "positions %d, %d", lean_ctx_pos(a), lean_ctx_pos(b));
+    /* a full context */
+    int32_t fill[N_CTX];
+    for (int i = 0; i < N_CTX; i++) fill[i] = i % V;
+    CHECK(lean_prefill(a, fill, N_CTX - lean_ctx_pos(a), NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_decode_batch((lean_ctx *[]){b, a}, (int32_t[]){4, 5}, 2, logits, &err) == LEAN_ERR_CONTEXT_FULL &&
+              strstr(err.msg, "ctx[1] is full"),
+          "full: %s", err.msg);
+    CHECK(lean_ctx_pos(b) == 4, "a refused batch moved ctx[0] to %d", lean_ctx_pos(b));
+    lean_sampler_free(smp);
+    free(logits);
+done:
+    lean_ctx_free(a), lean_ctx_free(b), lean_ctx_free(ex), lean_ctx_free(r), lean_ctx_free(o), lean_ctx_free(gen);
+}
+
+static lean_model *load(uint32_t type, const char *arch, uint64_t seed, char *path, size_t cap) {
+    tiny_spec sp = tiny_default(arch);
+    sp.matrix_type = type;
+    sp.embd_type = type;
+    sp.n_embd = 256; /* K-quant rows are multiples of 256 */
+    sp.n_ff = 512;
+    sp.head_dim = 64;
+    sp.n_vocab = 300;
+    sp.seed = seed;
+    tiny_path(path, cap);
+    lean_error err = {0};
+    lean_model *m = NULL;
+    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s", lean_type_name((int)type), err.msg);
+    return m;
+}
+
+int main(void) {
+    static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
+    static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
+    static const char *isas[] = {"cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-simd128"};
+    const bool gpu = !test_gpu_skipped("test_batch");
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        char path[512];
+        lean_model *m = load(formats[f], archs[f], 40 + f, path, sizeof path);
+        if (!m) continue;
+        const int32_t V = lean_model_n_vocab(m);
+        float *alone = malloc(sizeof(float) * N_SEQ * (N_STEPS + 1) * (size_t)V);
+        run_cfg rcs[16];
+        int n_rc = 0;
+        rcs[n_rc++] = (run_cfg){"cpu", false, 2, 2};
+        rcs[n_rc++] = (run_cfg){"cpu", true, 2, 0};
+        rcs[n_rc++] = (run_cfg){"cpu-ref", true, 1, 0};
+        for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+            lean_ctx_params p = lean_ctx_default_params();
+            p.backend = isas[i];
+            lean_ctx *probe = NULL;
+            lean_error err;
+            if (lean_ctx_create(m, &p, &probe, &err) != LEAN_OK) continue; /* a table this CPU lacks */
+            lean_ctx_free(probe);
+            rcs[n_rc++] = (run_cfg){isas[i], true, 3, 3};
+        }
+        if (gpu && f == 0) rcs[n_rc++] = (run_cfg){"gpu", true, 1, 0}; /* one format: llvmpipe is slow */
+        for (int i = 0; i < n_rc; i++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s %s%s (%d threads, n_batch %d)", lean_type_name((int)formats[f]),
+                     rcs[i].backend, rcs[i].exact ? " exact" : "", rcs[i].threads0, rcs[i].n_batch0);
+            if (run_alone(m, &rcs[i], V, alone)) run_batched(m, &rcs[i], V, alone, what);
+            if (i < 2 || !strcmp(rcs[i].backend, "gpu")) test_reply(m, &rcs[i], V, what);
+            printf("%s: checked\n", what);
+        }
+        if (f == 0) {
+            char opath[512];
+            lean_model *other = load(formats[f], archs[f], 99, opath, sizeof opath);
+            if (other) test_refusals(m, other, V);
+            lean_model_free(other);
+            unlink(opath);
+        }
+        free(alone);
+        lean_model_free(m);
+        unlink(path);
+    }
+    return test_finish("test_batch");
+}
