@@ -12,12 +12,12 @@
  *   3. for every active slot: draw the next id from its logits, hand its text out (held back
  *      while it could still grow into a stop string), finish the job on an end-of-generation
  *      id, a stop string, max_tokens or a full context;
- *   4. decode the drawn ids of the slots that go on: one step for all of them.
+ *   4. decode the drawn ids of the slots that go on: one lean_decode_batch for all of them.
  *
  * The reply of a job does not depend on the others: each slot has its own cache and sampler,
- * the draw depends on (seed, position, logits, history) only, and the CPU kernels give the
+ * the draw depends on (seed, position, logits, history) only, the CPU kernels give the
  * same logits for any prefill chunking (lean.h), so a reused prefix is the same bits as a
- * fresh prefill. tests/serve/load.mjs holds every seeded reply under load to the same request
+ * fresh prefill, and a batched decode the same bits as one alone (lean_decode_batch). tests/serve/load.mjs holds every seeded reply under load to the same request
  * made alone.
  *
  * Sections: jobs, slots, text out (stop strings), the loop, start and stop. */
@@ -93,7 +93,16 @@ lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_error *e
     }
     srv->n_slots = n;
     srv->n_ctx = lean_ctx_n_ctx(ctxs[0]);
+    srv->batch_ctx = calloc((size_t)n, sizeof *srv->batch_ctx);
+    srv->batch_ids = calloc((size_t)n, sizeof *srv->batch_ids);
+    srv->batch_slot = calloc((size_t)n, sizeof *srv->batch_slot);
+    srv->batch_logits = malloc(sizeof *srv->batch_logits * (size_t)n * (size_t)srv->n_vocab);
     for (int i = 0; i < n; i++) srv->slots[i].ctx = ctxs[i], srv->slots[i].next = -1;
+    if (!srv->batch_ctx || !srv->batch_ids || !srv->batch_slot || !srv->batch_logits) {
+        err->status = LEAN_ERR_NOMEM;
+        snprintf(err->msg, sizeof err->msg, "no memory for a batch of %d slots", n);
+        return err->status;
+    }
     for (int i = 0; i < n; i++) {
         serve_slot *s = &srv->slots[i];
         s->ids = malloc(sizeof *s->ids * (size_t)srv->n_ctx);
@@ -130,6 +139,10 @@ void engine_free(serve_server *srv) {
         free(s->reply);
     }
     free(srv->slots);
+    free(srv->batch_ctx);
+    free(srv->batch_ids);
+    free(srv->batch_slot);
+    free(srv->batch_logits);
     srv->slots = NULL;
 }
 
@@ -312,17 +325,30 @@ static void slot_draw(serve_server *srv, serve_slot *s) {
     s->next = id;
 }
 
-/* One decode step for every slot with a drawn id. */
+/* One decode step for every slot with a drawn id, in one lean_decode_batch: the weights are
+ * read once for all of them, and each slot's logits are the bits it would get alone. */
 static void decode_step(serve_server *srv) {
+    int n = 0;
     for (int i = 0; i < srv->n_slots; i++) {
         serve_slot *s = &srv->slots[i];
         if (!s->job || s->next < 0) continue;
-        lean_error err;
-        if (lean_decode(s->ctx, s->next, s->logits, &err) != LEAN_OK) {
-            lean_ctx_truncate(s->ctx, s->n_ids, &err);
-            slot_finish(srv, s, NULL, 500, err.msg);
+        srv->batch_ctx[n] = s->ctx, srv->batch_ids[n] = s->next, srv->batch_slot[n] = i;
+        n++;
+    }
+    if (n == 0) return;
+    lean_error err;
+    lean_status st = lean_decode_batch(srv->batch_ctx, srv->batch_ids, n, srv->batch_logits, &err);
+    for (int b = 0; b < n; b++) {
+        serve_slot *s = &srv->slots[srv->batch_slot[b]];
+        /* on failure each context is either advanced or as it was: its position says which */
+        if (st != LEAN_OK || lean_ctx_pos(s->ctx) != s->n_ids + 1) {
+            lean_error e2;
+            lean_ctx_truncate(s->ctx, s->n_ids < lean_ctx_pos(s->ctx) ? s->n_ids : lean_ctx_pos(s->ctx), &e2);
+            s->n_ids = lean_ctx_pos(s->ctx);
+            slot_finish(srv, s, NULL, 500, st != LEAN_OK ? err.msg : "the batched decode did not advance this slot");
             continue;
         }
+        memcpy(s->logits, srv->batch_logits + (size_t)b * (size_t)srv->n_vocab, sizeof *s->logits * (size_t)srv->n_vocab);
         s->ids[s->n_ids++] = s->next;
         s->next = -1;
     }

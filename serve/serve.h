@@ -73,6 +73,10 @@ typedef struct serve_server {
 
     serve_slot *slots;
     int n_slots;
+    lean_ctx **batch_ctx;         /* (n_slots) one decode step's contexts, ids, slots, logits */
+    int32_t *batch_ids;
+    int *batch_slot;
+    float *batch_logits;          /* (n_slots, n_vocab) */
 
     pthread_mutex_t mu;
     pthread_cond_t wake;          /* the engine: a job was queued or cancelled, or stop */
