@@ -257,6 +257,8 @@ clean:
 #              (tests/data/fuzz_template.dict: Jinja's words, passed as -dict)
 #   tokenizer  tokenize / detokenize / text stream / lean_chat_tokenize on build/vocab/ (test-data)
 #   json       the JSON reader and lean_chat_parse_messages (round trip through JSON text)
+#   serve      `lean serve`'s request reader (serve/api.c over jansson): chat, completions,
+#              tokenize and detokenize bodies against a tiny generated model
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
 # make fuzz-run    each target FUZZ_SECONDS / 4 (FUZZ_SECONDS 80: the stage stays ~1.5 min) on a
@@ -267,7 +269,7 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json
+FUZZ_TARGETS ?= gguf template tokenizer json serve
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
 FUZZ_MAX_LEN_tokenizer = 2048
@@ -287,6 +289,11 @@ $(FUZZ_DIR)/liblean.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 $(FUZZ_DIR)/fuzz_%: tests/fuzz_%.c $(FUZZ_DIR)/liblean.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_DIR)/liblean.a -lm
+# fuzz_serve links serve/'s request reader (not its engine or HTTP) and jansson.
+FUZZ_SERVE_OBJ = $(FUZZ_DIR)/obj/serve/api.o $(FUZZ_DIR)/obj/serve/job.o
+$(FUZZ_DIR)/fuzz_serve: tests/fuzz_serve.c $(FUZZ_SERVE_OBJ) $(FUZZ_DIR)/liblean.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_SERVE_OBJ) $(FUZZ_DIR)/liblean.a \
+	  -lm -lpthread $(filter -ljansson,$(SERVE_LIBS))
 
 fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.made)
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -180,9 +180,6 @@ static int chat_prompt(const serve_server *srv, json_t *req, serve_job *j, api_r
         m[i].role = json_string_value(role);
         if (!(m[i].content = message_content(json_object_get(o, "content"), i, &owned[i], fail))) goto out;
     }
-    lean_chat_params cp = lean_chat_default_params();
-    lean_chat_params_from_model(srv->model, &cp);
-    cp.add_generation_prompt = 1;
     lean_error err;
     int32_t n_ids = 0;
     j->prompt = malloc(sizeof *j->prompt * (size_t)srv->n_ctx);
@@ -190,7 +187,7 @@ static int chat_prompt(const serve_server *srv, json_t *req, serve_job *j, api_r
         *fail = api_error(500, NULL, NULL, "no memory for the prompt");
         goto out;
     }
-    lean_status st = lean_chat_tokenize(srv->tok, srv->template_src, m, n, &cp, j->prompt, srv->n_ctx, &n_ids, &err);
+    lean_status st = lean_chat_tokenize(srv->tok, srv->template_src, m, n, &srv->chat, j->prompt, srv->n_ctx, &n_ids, &err);
     if (st != LEAN_OK) {
         *fail = st == LEAN_ERR_NOMEM ? api_error(500, NULL, NULL, "%s", err.msg)
                                      : api_error(400, "invalid_messages", "messages", "%s", err.msg);
@@ -307,6 +304,10 @@ int api_parse_job(const serve_server *srv, job_kind kind, const char *body, size
         goto out;
     }
     if ((kind == JOB_CHAT ? chat_prompt : completion_prompt)(srv, req, j, fail)) goto out;
+    if (j->n_prompt < 1) { /* the first draw needs the logits of a last prompt id */
+        *fail = api_error(400, "invalid_value", kind == JOB_CHAT ? "messages" : "prompt", "the prompt makes no tokens");
+        goto out;
+    }
     if (j->n_prompt + 1 > srv->n_ctx || (j->max_tokens && (int64_t)j->n_prompt + j->max_tokens > srv->n_ctx)) {
         *fail = api_error(400, "context_length_exceeded", kind == JOB_CHAT ? "messages" : "prompt",
                           "this model's context is %d tokens per request; the prompt has %d tokens and max_tokens "
@@ -401,12 +402,10 @@ char *api_stream_error(const serve_job *j) {
 /* ---- the small endpoints ---- */
 
 api_reply api_models(const serve_server *srv) {
-    lean_model_info mi;
-    lean_model_get_info(srv->model, &mi);
     json_t *r = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i,s:I}}]}", "object", "list", "data", "id", srv->model_id,
                           "object", "model", "created", (json_int_t)srv->created_s, "owned_by", "lean", "meta",
-                          "n_vocab", (json_int_t)mi.n_vocab, "n_ctx", (json_int_t)srv->n_ctx, "n_params",
-                          (json_int_t)mi.n_params);
+                          "n_vocab", (json_int_t)srv->n_vocab, "n_ctx", (json_int_t)srv->n_ctx, "n_params",
+                          (json_int_t)srv->n_params);
     return (api_reply){200, dump(r)};
 }
 
@@ -415,7 +414,7 @@ api_reply api_models(const serve_server *srv) {
 api_reply api_health(const serve_server *srv) {
     pthread_mutex_t *mu = (pthread_mutex_t *)&srv->mu; /* const server, a lock all the same */
     pthread_mutex_lock(mu);
-    int busy = engine_busy_locked(srv), queued = srv->n_queued;
+    int busy = srv->n_busy, queued = srv->n_queued;
     uint64_t done = srv->n_done, cancelled = srv->n_cancelled;
     pthread_mutex_unlock(mu);
     json_t *r = json_pack("{s:s,s:i,s:i,s:i,s:I,s:I}", "status", "ok", "slots_idle", srv->n_slots - busy,

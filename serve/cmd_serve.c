@@ -127,6 +127,12 @@ int cmd_serve(int argc, char **argv) {
         goto out;
     }
     srv.template_src = lean_model_chat_template(m);
+    srv.chat = lean_chat_default_params();
+    lean_chat_params_from_model(m, &srv.chat);
+    srv.chat.add_generation_prompt = 1;
+    lean_model_info mi;
+    lean_model_get_info(m, &mi);
+    srv.n_params = mi.n_params;
     if (!srv.template_src && verbosity >= 0)
         fprintf(stderr, "lean serve: the model has no chat template: chat uses ChatML\n");
     if (!(ctxs = calloc((size_t)parallel, sizeof *ctxs))) {

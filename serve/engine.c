@@ -20,7 +20,7 @@
  * fresh prefill, and a batched decode the same bits as one alone (lean_decode_batch). tests/serve/load.mjs holds every seeded reply under load to the same request
  * made alone.
  *
- * Sections: jobs, slots, text out (stop strings), the loop, start and stop. */
+ * Sections: slots, text out (stop strings), the loop, start and stop. */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve.h"
 
@@ -35,35 +35,6 @@ static double clock_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* ---- jobs ---- */
-
-serve_job *job_new(void) {
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    if (pthread_cond_init(&j->cv, NULL) != 0) return free(j), NULL;
-    j->fd = -1;
-    j->refs = 1;
-    j->created_s = (int64_t)time(NULL);
-    return j;
-}
-
-void job_unref_locked(serve_job *j) {
-    if (!j || --j->refs > 0) return;
-    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
-    free(j->stop);
-    free(j->prompt);
-    free(j->text);
-    pthread_cond_destroy(&j->cv);
-    free(j);
-}
-
-void job_cancel(serve_server *srv, serve_job *j) {
-    pthread_mutex_lock(&srv->mu);
-    if (!j->done) j->cancelled = 1;
-    pthread_cond_signal(&srv->wake);
-    pthread_mutex_unlock(&srv->mu);
 }
 
 /* ---- slots ---- */
@@ -116,12 +87,6 @@ lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_error *e
         if (st != LEAN_OK) return st;
     }
     return LEAN_OK;
-}
-
-int engine_busy_locked(const serve_server *srv) {
-    int n = 0;
-    for (int i = 0; i < srv->n_slots; i++) n += srv->slots[i].job != NULL;
-    return n;
 }
 
 const char *engine_backend_str(const serve_server *srv, char *text, size_t cap) {
@@ -263,6 +228,7 @@ static void slot_finish(serve_server *srv, serve_slot *s, const char *finish, in
     pthread_cond_broadcast(&j->cv);
     job_unref_locked(j);
     s->job = NULL;
+    srv->n_busy--;
     pthread_mutex_unlock(&srv->mu);
     lean_sampler_free(s->smp);
     s->smp = NULL;
@@ -393,6 +359,7 @@ static void *engine_main(void *arg) {
             srv->n_queued--;
             j->next = NULL;
             s->job = j;
+            srv->n_busy++;
             s->prefill = 1;
             s->used = ++srv->n_jobs;
         }

@@ -1,6 +1,7 @@
 /* serve.h — what the files of `lean serve` share (docs/serve.md is the user's page).
  *
  *   cmd_serve.c  the command: flags, the model, the slots, the listening socket, signals
+ *   job.c        a job's life: made for a request, shared by its connection and the engine
  *   engine.c     the slots and the one thread that computes: a queue of jobs, the prefix
  *                cache (a job takes the free slot whose KV shares most of its prompt), the
  *                prefill of a new job between steps, one decode step for every active slot,
@@ -61,11 +62,13 @@ typedef struct serve_job {
 typedef struct serve_slot serve_slot; /* engine.c */
 
 typedef struct serve_server {
-    const lean_model *model;
+    const lean_model *model;      /* (api.c reads only the fields below, not the model) */
     const lean_tokenizer *tok;
     const char *model_id;         /* what /v1/models lists and requests must name */
     const char *template_src;     /* the model's chat template, or NULL for ChatML */
+    lean_chat_params chat;        /* its bos_token / eos_token, add_generation_prompt */
     int32_t n_vocab, n_ctx;       /* n_ctx: per slot */
+    uint64_t n_params;            /* /v1/models */
     int64_t created_s;            /* when the server started (/v1/models) */
     size_t max_body_bytes;
     const char *web_dir;          /* served at /, or NULL */
@@ -85,6 +88,7 @@ typedef struct serve_server {
     int stopping;
     uint64_t n_jobs;              /* jobs ever given a slot: the slots' LRU clock */
     uint64_t n_done, n_cancelled; /* jobs finished, and of them cancelled (/health) */
+    int n_busy;                   /* slots with a job (/health) */
     pthread_t engine;
 } serve_server;
 
@@ -98,12 +102,10 @@ void engine_stop(serve_server *srv);
 void engine_free(serve_server *srv);
 /* Queues j (the engine takes a reference); 0, or -1 when the queue is full. Under no lock. */
 int engine_submit(serve_server *srv, serve_job *j);
-/* Slots with a job, under srv->mu. */
-int engine_busy_locked(const serve_server *srv);
 /* The backend's description, for the start-up line. */
 const char *engine_backend_str(const serve_server *srv, char *text, size_t cap);
 
-/* jobs, under no lock */
+/* ---- job.c: jobs, under no lock ---- */
 serve_job *job_new(void);
 /* Drops one reference (under srv->mu); frees at 0. */
 void job_unref_locked(serve_job *j);
