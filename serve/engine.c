@@ -7,8 +7,8 @@
  *
  *   1. take cancellations (a connection closed, the server stopping) and new jobs into free
  *      slots; look for clients that hung up (a poll of their sockets);
- *   2. prefill each new job's prompt past its cached prefix (continuous batching: new
- *      requests join between decode steps);
+ *   2. prefill one chunk of each new job's prompt past its cached prefix (continuous
+ *      batching: new requests join between decode steps, a long prompt over several);
  *   3. for every active slot: draw the next id from its logits, hand its text out (held back
  *      while it could still grow into a stop string), finish the job on an end-of-generation
  *      id, a stop string, max_tokens or a full context;
@@ -17,8 +17,8 @@
  * The reply of a job does not depend on the others: each slot has its own cache and sampler,
  * the draw depends on (seed, position, logits, history) only, the CPU kernels give the
  * same logits for any prefill chunking (lean.h), so a reused prefix is the same bits as a
- * fresh prefill, and a batched decode the same bits as one alone (lean_decode_batch). tests/serve/load.mjs holds every seeded reply under load to the same request
- * made alone.
+ * fresh prefill, and a batched decode the same bits as one alone (lean_decode_batch).
+ * tests/serve/load.mjs holds every seeded reply under load to the same request made alone.
  *
  * Sections: slots, text out (stop strings), the loop, start and stop. */
 #define _GNU_SOURCE /* POLLRDHUP */
@@ -47,7 +47,7 @@ struct serve_slot {
     lean_text_stream *ts;
     serve_job *job;         /* NULL: free */
     lean_sampler *smp;      /* the job's */
-    int prefill;            /* the job's prompt is still to be prefilled */
+    int prefill;            /* 1: the job is new; 2: its prompt is being prefilled; 0: drawing */
     int32_t next;           /* the drawn id the next step decodes, -1 none */
     char *reply;            /* the reply text so far; [0, n_out) handed out */
     size_t n_reply, cap_reply, n_out;
@@ -237,32 +237,40 @@ static void slot_finish(serve_server *srv, serve_slot *s, const char *finish, in
 
 /* ---- the loop ---- */
 
-/* Prefills the slot's new job past its cached prefix; 0, or -1 having finished it. At least
- * the last prompt id is computed: its logits make the first draw. */
+/* Prefills one chunk (the context's n_batch ids) of the slot's job past its cached prefix, so
+ * a long prompt does not stall the other slots' steps; 0, or -1 having finished the job.
+ * At least the last prompt id is computed: its logits make the first draw. Split prefills
+ * are the same bits as one (lean.h: any chunking). */
 static int slot_prefill(serve_server *srv, serve_slot *s) {
     serve_job *j = s->job;
     lean_error err;
-    int32_t keep = common_prefix(s->ids, s->n_ids, j->prompt, j->n_prompt);
-    if (keep >= j->n_prompt) keep = j->n_prompt - 1;
-    j->n_cached = keep;
-    s->prefill = 0;
-    s->n_reply = s->n_out = 0;
-    j->t_start_ms = clock_ms();
-    lean_status st = lean_sampler_create(&j->sampling, srv->n_vocab, &s->smp, &err);
-    if (st == LEAN_OK) st = lean_sampler_accept(s->smp, j->prompt, j->n_prompt, &err);
-    if (st == LEAN_OK) st = lean_ctx_truncate(s->ctx, keep, &err);
-    if (st == LEAN_OK) {
-        s->n_ids = keep;
-        st = lean_prefill(s->ctx, j->prompt + keep, j->n_prompt - keep, s->logits, &err);
+    lean_status st = LEAN_OK;
+    if (s->prefill == 1) {
+        int32_t keep = common_prefix(s->ids, s->n_ids, j->prompt, j->n_prompt);
+        if (keep >= j->n_prompt) keep = j->n_prompt - 1;
+        pthread_mutex_lock(&srv->mu);
+        j->n_cached = keep;
+        j->t_start_ms = clock_ms();
+        pthread_mutex_unlock(&srv->mu);
+        s->n_reply = s->n_out = 0;
+        s->prefill = 2;
+        st = lean_sampler_create(&j->sampling, srv->n_vocab, &s->smp, &err);
+        if (st == LEAN_OK) st = lean_sampler_accept(s->smp, j->prompt, j->n_prompt, &err);
+        if (st == LEAN_OK) st = lean_ctx_truncate(s->ctx, keep, &err);
+        if (st == LEAN_OK) s->n_ids = keep;
     }
+    int32_t left = j->n_prompt - s->n_ids, n = left < lean_ctx_n_batch(s->ctx) ? left : lean_ctx_n_batch(s->ctx);
+    if (st == LEAN_OK) st = lean_prefill(s->ctx, j->prompt + s->n_ids, n, n == left ? s->logits : NULL, &err);
     if (st != LEAN_OK) {
-        s->n_ids = lean_ctx_pos(s->ctx) < keep ? lean_ctx_pos(s->ctx) : keep; /* a failed prefill's rows are unknown */
-        lean_ctx_truncate(s->ctx, s->n_ids, &err);
+        s->prefill = 0;
+        if (lean_ctx_pos(s->ctx) < s->n_ids) s->n_ids = lean_ctx_pos(s->ctx);
+        lean_ctx_truncate(s->ctx, s->n_ids, &err); /* a failed prefill's rows are unknown */
         slot_finish(srv, s, NULL, st == LEAN_ERR_ARG ? 400 : 500, err.msg);
         return -1;
     }
-    memcpy(s->ids + keep, j->prompt + keep, sizeof *s->ids * (size_t)(j->n_prompt - keep));
-    s->n_ids = j->n_prompt;
+    memcpy(s->ids + s->n_ids, j->prompt + s->n_ids, sizeof *s->ids * (size_t)n);
+    s->n_ids += n;
+    if (n == left) s->prefill = 0;
     return 0;
 }
 
@@ -380,7 +388,7 @@ static void *engine_main(void *arg) {
         for (int i = 0; i < srv->n_slots; i++) {
             serve_slot *s = &srv->slots[i];
             if (s->job && s->prefill && slot_prefill(srv, s) != 0) continue;
-            if (s->job) slot_draw(srv, s);
+            if (s->job && !s->prefill) slot_draw(srv, s);
         }
         decode_step(srv);
     }

@@ -128,6 +128,14 @@ export async function apiTests({ url, lean, model, modelId, nCtx, check }) {
                               'completion');
     check(cst.text === seeded.choices[0].text && cst.finish === seeded.choices[0].finish_reason,
           'completions: streamed, the same text', JSON.stringify([cst.text, seeded.choices[0].text]));
+    // a prompt of several prefill chunks (the CPU's n_batch is 64), prefilled a chunk per engine step
+    const longPrompt = 'The quick brown fox jumps over the lazy dog. '.repeat(25) + prompt;
+    const longReply = await client.completions.create({ model: modelId, prompt: longPrompt, max_tokens: 8, temperature: 0 });
+    const longRun = execFileSync(lean, ['run', '-m', model, '-p', longPrompt, '-q', '-n', '8', '--temp', '0'],
+                                 { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+    check(longReply.usage.prompt_tokens > 200 && longReply.choices[0].text === longRun,
+          'completions: a prompt of several chunks, the text `lean run` prints',
+          JSON.stringify([longReply.usage.prompt_tokens, longReply.choices[0].text, longRun]));
     const ids = (await raw(url, '/tokenize', post({ content: prompt, add_special: true }))).json.tokens;
     const byIds = await client.completions.create({ model: modelId, prompt: ids, max_tokens: 16, temperature: 0 });
     check(byIds.choices[0].text === greedy.choices[0].text, 'completions: a prompt of token ids, the same reply');
