@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const usage_serve =
     "usage: lean serve -m FILE [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [flags]\n"
@@ -30,11 +31,11 @@ static const char *const usage_serve =
     "  --ctx N         context length of each slot in tokens (default: the model's, at\n"
     "                  most 4096)\n"
     "  --alias NAME    the model's name in the API (default: the file's name)\n"
-    "  --web DIR       the folder served at / (default build-web when it has index.html;\n"
-    "                  'none': no page)\n"
+    "  --web DIR       the folder served at / (default: build-web, here or beside the\n"
+    "                  build folder of this lean, when it has index.html; 'none': no page)\n"
     "  --max-body N    the largest request body in bytes (default 8388608); larger is 413\n"
     "  --max-queue N   requests waiting for a slot before 503 (default 1024)\n"
-    "  -t N            CPU threads per slot (default 0: one per CPU)\n"
+    "  -t N            CPU threads (default 0: one per CPU); every step uses them all\n"
     "  --backend B     as `lean run` (default auto)\n"
     "  --exact         F32 arithmetic throughout (as `lean run`)\n"
     "  -q, --quiet     no line per request on stderr\n"
@@ -55,6 +56,20 @@ static int has_index(const char *dir) {
     char p[4096];
     struct stat st;
     return snprintf(p, sizeof p, "%s/index.html", dir) < (int)sizeof p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The default page folder: build-web in the working folder, else the one beside the folder this
+ * lean was built into (build/lean -> build/../build-web), so `lean serve` run from elsewhere in
+ * a checkout still serves the page; NULL when neither holds index.html. */
+static const char *default_web(char *buf, size_t cap) {
+    if (has_index("build-web")) return "build-web";
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0) return NULL;
+    buf[n] = 0;
+    char *slash = strrchr(buf, '/');
+    if (!slash || (size_t)(slash - buf) + sizeof "/../build-web" > cap) return NULL;
+    strcpy(slash, "/../build-web");
+    return has_index(buf) ? buf : NULL;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -88,7 +103,8 @@ int cmd_serve(int argc, char **argv) {
         if (bad) return usage_error(usage_serve, "bad value '%s' for %s", v, argv[i - 1]);
     }
     if (!model_path) return usage_error(usage_serve, "-m FILE is required");
-    if (!web) web = has_index("build-web") ? "build-web" : NULL;
+    char web_buf[4096];
+    if (!web) web = default_web(web_buf, sizeof web_buf);
     else if (strcmp(web, "none") == 0) web = NULL;
     else if (!has_index(web)) return usage_error(usage_serve, "--web %s: no index.html there", web);
     cp.n_ctx = (int32_t)n_ctx;
