@@ -121,7 +121,6 @@ int cmd_serve(int argc, char **argv) {
 
     lean_error err;
     lean_model *m = NULL;
-    lean_ctx **ctxs = NULL;
     serve_http *http = NULL;
     int rc = 1, started = 0, mutex = 0;
     serve_server srv = {.verbosity = verbosity, .max_body_bytes = (size_t)max_body, .max_queued = (int)max_queue,
@@ -151,29 +150,13 @@ int cmd_serve(int argc, char **argv) {
     srv.n_params = mi.n_params;
     if (!srv.template_src && verbosity >= 0)
         fprintf(stderr, "lean serve: the model has no chat template: chat uses ChatML\n");
-    if (!(ctxs = calloc((size_t)parallel, sizeof *ctxs))) {
-        fprintf(stderr, "lean: no memory for %lld slots\n", parallel);
-        goto out;
-    }
-    for (int i = 0; i < parallel; i++) {
-        if (ctx_create_quietly(m, &cp, verbosity, &ctxs[i], &err) != LEAN_OK) {
-            lib_error(&err);
-            for (int k = 0; k < i; k++) lean_ctx_free(ctxs[k]);
-            goto out;
-        }
-    }
     if (pthread_mutex_init(&srv.mu, NULL) != 0 || pthread_cond_init(&srv.wake, NULL) != 0) {
         fprintf(stderr, "lean: cannot make the server's lock\n");
-        for (int k = 0; k < parallel; k++) lean_ctx_free(ctxs[k]);
         goto out;
     }
     mutex = 1;
-    if (engine_init(&srv, ctxs, (int)parallel, &err) != LEAN_OK) {
+    if (engine_start(&srv, &cp, (int)parallel, verbosity, &err) != LEAN_OK) {
         lib_error(&err);
-        goto out;
-    }
-    if (engine_start(&srv) != 0) {
-        fprintf(stderr, "lean: cannot start the engine thread\n");
         goto out;
     }
     started = 1;
@@ -194,9 +177,7 @@ int cmd_serve(int argc, char **argv) {
 out:
     if (started) engine_stop(&srv); /* every job cancelled: connections waiting on one return */
     http_stop(http);
-    engine_free(&srv);
     if (mutex) pthread_mutex_destroy(&srv.mu), pthread_cond_destroy(&srv.wake);
-    free(ctxs);
     lean_model_free(m);
     return rc;
 }

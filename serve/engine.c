@@ -23,6 +23,7 @@
  * Sections: slots, text out (stop strings), the loop, start and stop. */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve.h"
+#include "../cli/cli.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -54,7 +55,8 @@ struct serve_slot {
     uint64_t used;          /* srv->n_jobs when it last took a job: least recently used first */
 };
 
-lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_error *err) {
+/* The slots over n contexts (taken: engine_free frees them, also after a failure). */
+static lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_error *err) {
     srv->slots = calloc((size_t)n, sizeof *srv->slots);
     if (!srv->slots) {
         for (int i = 0; i < n; i++) lean_ctx_free(ctxs[i]);
@@ -93,7 +95,7 @@ const char *engine_backend_str(const serve_server *srv, char *text, size_t cap) 
     return lean_ctx_backend_str(srv->slots[0].ctx, text, cap);
 }
 
-void engine_free(serve_server *srv) {
+static void engine_free(serve_server *srv) {
     for (int i = 0; srv->slots && i < srv->n_slots; i++) {
         serve_slot *s = &srv->slots[i];
         lean_ctx_free(s->ctx);
@@ -336,8 +338,45 @@ static int hung_up(int fd) {
     return 0;
 }
 
+/* What engine_start hands its thread. */
+typedef struct engine_args {
+    serve_server *srv;
+    lean_ctx_params params;
+    int n, verbosity;
+    lean_error *err;
+} engine_args;
+
+/* Makes the slots on this thread; 0, or -1 with *err set. */
+static int engine_open(serve_server *srv, const engine_args *a) {
+    lean_ctx **ctxs = calloc((size_t)a->n, sizeof *ctxs);
+    if (!ctxs) {
+        a->err->status = LEAN_ERR_NOMEM;
+        snprintf(a->err->msg, sizeof a->err->msg, "no memory for %d slots", a->n);
+        return -1;
+    }
+    for (int i = 0; i < a->n; i++)
+        if (ctx_create_quietly(srv->model, &a->params, a->verbosity, &ctxs[i], a->err) != LEAN_OK) {
+            for (int k = 0; k < i; k++) lean_ctx_free(ctxs[k]);
+            free(ctxs);
+            return -1;
+        }
+    lean_status st = engine_init(srv, ctxs, a->n, a->err);
+    free(ctxs);
+    return st == LEAN_OK ? 0 : -1;
+}
+
 static void *engine_main(void *arg) {
-    serve_server *srv = arg;
+    engine_args *a = arg;
+    serve_server *srv = a->srv;
+    int ok = engine_open(srv, a) == 0;
+    pthread_mutex_lock(&srv->mu);
+    srv->started = ok ? 1 : -1; /* a is engine_start's: not touched after this */
+    pthread_cond_broadcast(&srv->wake);
+    pthread_mutex_unlock(&srv->mu);
+    if (!ok) {
+        engine_free(srv);
+        return NULL;
+    }
     for (;;) {
         pthread_mutex_lock(&srv->mu);
         for (;;) {
@@ -392,6 +431,7 @@ static void *engine_main(void *arg) {
         }
         decode_step(srv);
     }
+    engine_free(srv);
     return NULL;
 }
 
@@ -414,7 +454,23 @@ int engine_submit(serve_server *srv, serve_job *j) {
     return 0;
 }
 
-int engine_start(serve_server *srv) { return pthread_create(&srv->engine, NULL, engine_main, srv) == 0 ? 0 : -1; }
+lean_status engine_start(serve_server *srv, const lean_ctx_params *p, int n, int verbosity, lean_error *err) {
+    engine_args a = {.srv = srv, .params = *p, .n = n, .verbosity = verbosity, .err = err};
+    if (pthread_create(&srv->engine, NULL, engine_main, &a) != 0) {
+        err->status = LEAN_ERR_NOMEM;
+        snprintf(err->msg, sizeof err->msg, "cannot start the engine thread");
+        return err->status;
+    }
+    pthread_mutex_lock(&srv->mu);
+    while (!srv->started) pthread_cond_wait(&srv->wake, &srv->mu);
+    int ok = srv->started > 0;
+    pthread_mutex_unlock(&srv->mu);
+    if (!ok) {
+        pthread_join(srv->engine, NULL);
+        return err->status;
+    }
+    return LEAN_OK;
+}
 
 void engine_stop(serve_server *srv) {
     pthread_mutex_lock(&srv->mu);

@@ -88,18 +88,19 @@ typedef struct serve_server {
     int stopping;
     uint64_t n_jobs;              /* jobs ever given a slot: the slots' LRU clock */
     uint64_t n_done, n_cancelled; /* jobs finished, and of them cancelled (/health) */
+    int started;                  /* the engine thread has made its slots (1) or failed (-1) */
     int n_busy;                   /* slots with a job (/health) */
     pthread_t engine;
 } serve_server;
 
 /* ---- engine.c ---- */
-/* The slots over n contexts of srv->model of one n_ctx (taken: engine_free frees them, also
- * after a failure). */
-lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_error *err);
-/* Starts / stops (cancelling every job) the engine thread; engine_free frees the slots. */
-int engine_start(serve_server *srv);
+/* Starts the engine thread, which makes n slots, each a context of srv->model with p (on that
+ * thread: Dawn's OpenGL ES binds a device to the thread that opens it), and returns once they
+ * are made; on failure the thread has ended and *err says why. srv->mu and srv->wake must be
+ * initialized. */
+lean_status engine_start(serve_server *srv, const lean_ctx_params *p, int n, int verbosity, lean_error *err);
+/* Cancels every job, stops the engine thread and frees the slots (on that thread). */
 void engine_stop(serve_server *srv);
-void engine_free(serve_server *srv);
 /* Queues j (the engine takes a reference); 0, or -1 when the queue is full. Under no lock. */
 int engine_submit(serve_server *srv, serve_job *j);
 /* The backend's description, for the start-up line. */
