@@ -35,6 +35,7 @@ static const char *const usage_serve =
     "                  build folder of this lean, when it has index.html; 'none': no page)\n"
     "  --max-body N    the largest request body in bytes (default 8388608); larger is 413\n"
     "  --max-queue N   requests waiting for a slot before 503 (default 1024)\n"
+    "  --timeout S     close a connection idle for S seconds (default 120)\n"
     "  -t N            CPU threads (default 0: one per CPU); every step uses them all\n"
     "  --backend B     as `lean run` (default auto)\n"
     "  --exact         F32 arithmetic throughout (as `lean run`)\n"
@@ -74,7 +75,7 @@ static const char *default_web(char *buf, size_t cap) {
 
 int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *alias = NULL, *web = NULL;
-    long long port = 8080, parallel = 4, n_ctx = 0, max_body = 8 << 20, max_queue = 1024, threads = 0;
+    long long port = 8080, parallel = 4, n_ctx = 0, max_body = 8 << 20, max_queue = 1024, threads = 0, timeout = 120;
     int verbosity = 0;
     lean_ctx_params cp = lean_ctx_default_params();
     for (int i = 0; i < argc; i++) {
@@ -99,6 +100,7 @@ int cmd_serve(int argc, char **argv) {
         else if (strcmp(o, "--max-body") == 0) bad = parse_long(v, 1024, 1ll << 32, &max_body);
         else if (strcmp(o, "--max-queue") == 0) bad = parse_long(v, 1, 1 << 20, &max_queue);
         else if (strcmp(o, "-t") == 0) bad = parse_long(v, 0, 1024, &threads);
+        else if (strcmp(o, "--timeout") == 0) bad = parse_long(v, 1, 86400, &timeout);
         else return usage_error(usage_serve, "unknown flag '%s'", argv[i - 1]);
         if (bad) return usage_error(usage_serve, "bad value '%s' for %s", v, argv[i - 1]);
     }
@@ -124,6 +126,7 @@ int cmd_serve(int argc, char **argv) {
     serve_http *http = NULL;
     int rc = 1, started = 0, mutex = 0;
     serve_server srv = {.verbosity = verbosity, .max_body_bytes = (size_t)max_body, .max_queued = (int)max_queue,
+                        .timeout_s = (unsigned)timeout,
                         .web_dir = web, .created_s = (int64_t)time(NULL)};
     if (load_model(model_path, &m, &err) != LEAN_OK) {
         lib_error(&err);

@@ -339,7 +339,7 @@ serve_http *http_start(serve_server *srv, const char *host, int *port, char *msg
     errno = 0;
     h->d = MHD_start_daemon(flags, (uint16_t)*port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, srv->timeout_s,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(2u << 20), MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {

@@ -228,6 +228,18 @@ export async function apiTests({ url, lean, model, modelId, nCtx, check }) {
     check(after.requests_cancelled === before + 2 && after.slots_idle === 8,
           'a cancelled stream and a vanished client: both jobs cancelled, every slot free again',
           JSON.stringify(after));
+    // a client that never reads its stream holds no slot: the reply is made at the engine's pace
+    const doneBefore = (await settle(url)).requests_done; // settled: no job of the tests above pending
+    const slow = net.connect(new URL(url).port, '127.0.0.1', () => {
+        const body = JSON.stringify({ ...req, max_tokens: 40, stream: true });
+        slow.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+                   `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    slow.pause();
+    const slowDone = await settle(url, (h) => h.requests_done >= doneBefore + 1);
+    check(slowDone.requests_done === doneBefore + 1 && slowDone.slots_idle === 8,
+          'a client that never reads its stream: its job ends anyway, its slot free', JSON.stringify(slowDone));
+    slow.destroy();
     const fine = await client.chat.completions.create(req);
     check(fine.choices[0].message.content === w.message.content, 'after the cancellations: the same reply as before');
 }
