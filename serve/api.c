@@ -82,9 +82,10 @@ static int get_real(json_t *o, const char *key, double lo, double hi, double *ou
 static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, api_reply *fail) {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
-    double d = json_is_integer(v) ? (double)json_integer_value(v) : json_is_real(v) ? json_real_value(v) : NAN;
-    long long x = json_is_integer(v) ? json_integer_value(v) : (long long)d;
-    if (!(d == floor(d)) || x < lo || x > hi) {
+    double d = json_is_real(v) ? json_real_value(v) : NAN;
+    int ok = json_is_integer(v) || (d == floor(d) && fabs(d) < 9e18); /* a cast past 2^63 is undefined */
+    long long x = json_is_integer(v) ? json_integer_value(v) : ok ? (long long)d : 0;
+    if (!ok || x < lo || x > hi) {
         *fail = api_error(400, "invalid_value", key, "'%s' must be an integer in [%lld, %lld]", key, lo, hi);
         return -1;
     }
