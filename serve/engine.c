@@ -30,13 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-
-static double clock_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---- slots ---- */
 
@@ -134,22 +127,6 @@ static serve_slot *pick_slot(serve_server *srv, const serve_job *j) {
 
 /* ---- text out ---- */
 
-/* Appends to the job's output (under srv->mu) and wakes its connection. */
-static int job_append_locked(serve_job *j, const char *text, size_t n) {
-    if (n == 0) return 0;
-    if (j->n_text + n + 1 > j->cap_text) {
-        size_t cap = j->cap_text ? j->cap_text : 256;
-        while (cap < j->n_text + n + 1) cap *= 2;
-        char *t = realloc(j->text, cap);
-        if (!t) return -1;
-        j->text = t, j->cap_text = cap;
-    }
-    memcpy(j->text + j->n_text, text, n);
-    j->n_text += n;
-    j->text[j->n_text] = 0;
-    return 0;
-}
-
 /* The longest k < strlen(stop) such that text ends with stop's first k bytes. */
 static size_t partial_stop(const char *text, size_t n, const char *stop) {
     size_t ls = strlen(stop);
@@ -163,16 +140,7 @@ static size_t partial_stop(const char *text, size_t n, const char *stop) {
  * A stop string cannot begin before n_out: text that could begin one is held back. */
 static int slot_text(serve_server *srv, serve_slot *s, const char *text, size_t n, int final, int *nomem) {
     serve_job *j = s->job;
-    if (s->n_reply + n + 1 > s->cap_reply) {
-        size_t cap = s->cap_reply ? s->cap_reply : 256;
-        while (cap < s->n_reply + n + 1) cap *= 2;
-        char *r = realloc(s->reply, cap);
-        if (!r) return *nomem = 1, 0;
-        s->reply = r, s->cap_reply = cap;
-    }
-    memcpy(s->reply + s->n_reply, text, n);
-    s->n_reply += n;
-    s->reply[s->n_reply] = 0;
+    if (text_append(&s->reply, &s->n_reply, &s->cap_reply, text, n) != 0) return *nomem = 1, 0;
     size_t end = s->n_reply;
     int stopped = 0;
     for (int i = 0; i < j->n_stop; i++) {
@@ -186,8 +154,8 @@ static int slot_text(serve_server *srv, serve_slot *s, const char *text, size_t 
         }
     if (end > s->n_out) {
         pthread_mutex_lock(&srv->mu);
-        if (job_append_locked(j, s->reply + s->n_out, end - s->n_out) != 0) *nomem = 1;
-        if (!j->t_first_ms) j->t_first_ms = clock_ms();
+        if (text_append(&j->text, &j->n_text, &j->cap_text, s->reply + s->n_out, end - s->n_out) != 0) *nomem = 1;
+        if (!j->t_first_ms) j->t_first_ms = now_ms();
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&srv->mu);
         s->n_out = end;
@@ -218,7 +186,7 @@ static void slot_finish(serve_server *srv, serve_slot *s, const char *finish, in
     j->finish = finish;
     srv->n_done++;
     srv->n_cancelled += j->cancelled != 0;
-    j->t_done_ms = clock_ms();
+    j->t_done_ms = now_ms();
     if (!finish && !j->cancelled) {
         j->http_status = status;
         snprintf(j->error, sizeof j->error, "%s", msg);
@@ -252,7 +220,7 @@ static int slot_prefill(serve_server *srv, serve_slot *s) {
         if (keep >= j->n_prompt) keep = j->n_prompt - 1;
         pthread_mutex_lock(&srv->mu);
         j->n_cached = keep;
-        j->t_start_ms = clock_ms();
+        j->t_start_ms = now_ms();
         pthread_mutex_unlock(&srv->mu);
         s->n_reply = s->n_out = 0;
         s->prefill = 2;
@@ -444,7 +412,7 @@ int engine_submit(serve_server *srv, serve_job *j) {
         return -1;
     }
     j->refs++;
-    j->t_queued_ms = clock_ms();
+    j->t_queued_ms = now_ms();
     if (srv->queue_tail) srv->queue_tail->next = j;
     else srv->queue_head = j;
     srv->queue_tail = j;

@@ -64,19 +64,10 @@ typedef struct conn {
     int too_big;
 } conn;
 
+/* 0 (past max: dropped, too_big set), or -1 out of memory. */
 static int body_append(conn *k, const char *data, size_t n, size_t max) {
     if (k->too_big || k->n + n > max) return k->too_big = 1, 0;
-    if (k->n + n + 1 > k->cap) {
-        size_t cap = k->cap ? k->cap : 4096;
-        while (cap < k->n + n + 1) cap *= 2;
-        char *b = realloc(k->body, cap);
-        if (!b) return -1;
-        k->body = b, k->cap = cap;
-    }
-    memcpy(k->body + k->n, data, n);
-    k->n += n;
-    k->body[k->n] = 0;
-    return 0;
+    return text_append(&k->body, &k->n, &k->cap, data, n);
 }
 
 static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc) {

@@ -4,7 +4,22 @@
 #include "serve.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+int text_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1) c *= 2;
+        char *b = realloc(*buf, c);
+        if (!b) return -1;
+        *buf = b, *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
 
 serve_job *job_new(void) {
     serve_job *j = calloc(1, sizeof *j);

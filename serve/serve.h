@@ -107,7 +107,11 @@ int engine_submit(serve_server *srv, serve_job *j);
 /* The backend's description, for the start-up line. */
 const char *engine_backend_str(const serve_server *srv, char *text, size_t cap);
 
-/* ---- job.c: jobs, under no lock ---- */
+/* ---- job.c ---- */
+/* Appends s[0..n) to the growing NUL-terminated text *buf of *len bytes (room *cap); -1 out of
+ * memory (the text unchanged). */
+int text_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
+/* jobs, under no lock: */
 serve_job *job_new(void);
 /* Drops one reference (under srv->mu); frees at 0. */
 void job_unref_locked(serve_job *j);
