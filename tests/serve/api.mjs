@@ -113,7 +113,7 @@ export async function apiTests({ url, lean, model, modelId, nCtx, check }) {
 
     // ---- completions: against `lean run`'s own text, greedy and seeded ----
     const prompt = 'Once upon a time';
-    const runText = (args) => execFileSync(lean, ['run', '-m', model, '-p', prompt, '-q', ...args],
+    const runText = (args) => execFileSync(lean, ['run', '-m', model, '--backend', 'cpu', '-p', prompt, '-q', ...args],
                                            { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
     const greedy = await client.completions.create({ model: modelId, prompt, max_tokens: 16, temperature: 0 });
     check(greedy.object === 'text_completion' && greedy.choices[0].text === runText(['-n', '16', '--temp', '0']),
@@ -131,7 +131,7 @@ export async function apiTests({ url, lean, model, modelId, nCtx, check }) {
     // a prompt of several prefill chunks (the CPU's n_batch is 64), prefilled a chunk per engine step
     const longPrompt = 'The quick brown fox jumps over the lazy dog. '.repeat(25) + prompt;
     const longReply = await client.completions.create({ model: modelId, prompt: longPrompt, max_tokens: 8, temperature: 0 });
-    const longRun = execFileSync(lean, ['run', '-m', model, '-p', longPrompt, '-q', '-n', '8', '--temp', '0'],
+    const longRun = execFileSync(lean, ['run', '-m', model, '--backend', 'cpu', '-p', longPrompt, '-q', '-n', '8', '--temp', '0'],
                                  { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
     check(longReply.usage.prompt_tokens > 200 && longReply.choices[0].text === longRun,
           'completions: a prompt of several chunks, the text `lean run` prints',

@@ -44,9 +44,10 @@ if (!fs.existsSync(vocab)) {
 }
 execFileSync(lean, ['gen', '--preset', 'tiny-qwen2', '--type', 'q8_0', '--seed', '3', '--vocab', vocab, '-o', model]);
 
-// 8 slots of 1024 tokens; 2 threads (this machine's cores).
-const server = spawn(lean, ['serve', '-m', model, '--port', '0', '--parallel', '8', '--ctx', '1024', '-t', '2',
-                            '--max-body', '65536', '--alias', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
+// 8 slots of 1024 tokens; 2 threads (this machine's cores); the CPU kernels, as the `lean run`
+// the replies are held to (auto would probe the GPU once per slot, and take one where there is).
+const server = spawn(lean, ['serve', '-m', model, '--backend', 'cpu', '--port', '0', '--parallel', '8', '--ctx', '1024',
+                            '-t', '2', '--max-body', '65536', '--alias', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
 let log = '';
 const url = await new Promise((resolve, reject) => {
     server.stderr.on('data', (d) => {
