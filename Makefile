@@ -6,6 +6,7 @@
 #   src/dev/*.c              -> liblean_dev.a: the developer tools (model generator, GGUF writer,
 #                               quantizer), linked by the CLI and the tests, not in the runtime
 #   cli/*.c                  -> build/lean
+#   serve/*.c                -> `lean serve`, in build/lean only (native: libmicrohttpd, jansson)
 #   tests/test_*.c           -> build/tests/test_* (each its own program, + tests/testlib.c)
 # Sources include by path from src/ ("gpu/weights.h"), so a crossed wall shows in the line.
 
@@ -24,12 +25,15 @@ LIB_SRC  = $(CORE_SRC) $(CPU_SRC) $(GPU_SRC)
 DEV_SRC  = $(wildcard src/dev/*.c)
 SHADERS  = $(sort $(wildcard src/gpu/shaders/*.wgsl))
 CLI_SRC  = $(wildcard cli/*.c)
+# `lean serve` (serve/): Debian's libmicrohttpd-dev and libjansson-dev; not in lean.wasm.
+SERVE_SRC  = $(wildcard serve/*.c)
+SERVE_LIBS = -lmicrohttpd -ljansson
 TEST_SRC = $(wildcard tests/test_*.c)
 
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/shaders.o
 PIC_OBJ  = $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/shaders.o
 DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
-CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all lib cli tests test asan wasm wasm-mt wasm-webgpu test-wasm fuzz clean
@@ -61,7 +65,7 @@ $(BUILD)/liblean_dev.a: $(DEV_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(BUILD)/lean: $(CLI_OBJ) $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 $(BUILD)/tests/%: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) -Itests -o $@ $< tests/testlib.c $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
@@ -260,6 +264,8 @@ clean:
 #   kvsnap     the KV snapshot reader (kv_snapshot_parse); a small format: FUZZ_SECONDS_kvsnap
 #   lora       the LoRA adapter reader against a fixed model (seeds: the -DFUZZ_LORA_SEEDS main)
 #   grammar    GBNF and JSON Schema parsing, then matching text
+#   serve      `lean serve`'s request reader (serve/api.c over jansson): chat, completions,
+#              tokenize and detokenize bodies against a tiny generated model
 # make fuzz        build-fuzz/fuzz_<target>, the library's core compiled with the fuzzer's
 #                  coverage and ASan + UBSan (only the objects a target needs are linked)
 # make fuzz-run    each target but kvsnap FUZZ_SECONDS / (their number) (FUZZ_SECONDS 80: the stage
@@ -273,7 +279,7 @@ clean:
 FUZZ_CC      ?= $(CLANG)
 FUZZ_DIR      = build-fuzz
 FUZZ_SECONDS ?= 80
-FUZZ_TARGETS ?= gguf template tokenizer json kvsnap lora grammar
+FUZZ_TARGETS ?= gguf template tokenizer json kvsnap lora grammar serve
 FUZZ_SECONDS_kvsnap ?= 5
 FUZZ_MAX_LEN_gguf      = 4096
 FUZZ_MAX_LEN_template  = 8192
@@ -297,6 +303,11 @@ $(FUZZ_DIR)/liblean.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 $(FUZZ_DIR)/fuzz_%: tests/fuzz_%.c $(FUZZ_DIR)/liblean.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_DIR)/liblean.a -lm
+# fuzz_serve links serve/'s request reader (not its engine or HTTP) and jansson.
+FUZZ_SERVE_OBJ = $(FUZZ_DIR)/obj/serve/api.o $(FUZZ_DIR)/obj/serve/job.o
+$(FUZZ_DIR)/fuzz_serve: tests/fuzz_serve.c $(FUZZ_SERVE_OBJ) $(FUZZ_DIR)/liblean.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_SERVE_OBJ) $(FUZZ_DIR)/liblean.a \
+	  -lm -lpthread $(filter -ljansson,$(SERVE_LIBS))
 
 fuzz-run: $(FUZZ_BINS) $(if $(filter tokenizer,$(FUZZ_TARGETS)),build/vocab/.made)
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -127,5 +127,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* serve/cmd_serve.c, native only */
 
 #endif

@@ -15,6 +15,8 @@
  *   lean version | --version                     the library's version (lean.h's LEAN_VERSION)
  *   lean bench -m FILE [-p 128] [-n 64] [--suffix 128+32] [-r 3] [-t LIST] [--backend LIST] [--json]
  *                                                load / prefill / decode speeds, greedy-id hash
+ *   lean serve -m FILE [--host H] [--port N] [--parallel N] [--ctx N]
+ *                                                the OpenAI API over HTTP (serve/; native only)
  *
  * Only lean.h is used: the CLI is a front end like any other. Results go to stdout,
  * errors and timings to stderr; the exit status is 0 on success, 1 when the library
@@ -39,6 +41,9 @@ static const char *const usage_main =
     "  tokenize -m FILE ... print the token ids of a text (-p TEXT or -f FILE)\n"
     "  template -m FILE ... render JSON messages (stdin) through the chat template\n"
     "  bench -m FILE ...    time load, prefill and decode; hash the greedy ids\n"
+#if !defined(__wasi__)
+    "  serve -m FILE ...    an OpenAI-compatible HTTP server (docs/serve.md)\n"
+#endif
     "\n"
     "  version              print lean's version (also: lean --version)\n"
     "\n"
@@ -56,6 +61,9 @@ static const struct {
     {"tokenize", cmd_tokenize},
     {"template", cmd_template},
     {"bench", cmd_bench},
+#if !defined(__wasi__) /* serve/ links libmicrohttpd: the native command only */
+    {"serve", cmd_serve},
+#endif
 };
 
 int main(int argc, char **argv) {

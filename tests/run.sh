@@ -4,10 +4,11 @@
 # Stages, in order (each prints a header, each program its tally, each stage its sums):
 #   data    `make test-data`: test inputs rebuilt from committed scripts (the parity
 #           models, checked against their recorded SHA-256); one program, one check
-#   native  build/       the default compiler (gcc): every tests/test_* program, and
-#                        tests/install.sh (make install into a DESTDIR, used via pkg-config)
+#   native  build/       the default compiler (gcc): every tests/test_* program,
+#                        tests/install.sh (make install into a DESTDIR, used via pkg-config),
+#                        and tests/serve/run.mjs (`lean serve` with the openai npm client)
 #   asan    build-asan/  clang -Werror with ASan + UBSan (leaks, UB and overflows are fatal):
-#                        the library, the CLI and the same programs
+#                        the library, the CLI and the same programs, and tests/serve/run.mjs
 #   wasm    build-wasm/  clang --target=wasm32-wasi: the library and every test not marked
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
 #   wasm-mt build-wasm-mt/ the same, threaded (`make wasm-mt`: atomics, shared memory), with
@@ -270,6 +271,8 @@ stage_native() {
     run_tests build "" $built
     # make install into a temporary DESTDIR, a program built against it through pkg-config
     run_prog test_install bash tests/install.sh build
+    # lean serve through npm's openai client, and its load test (~5 s; tests/serve/run.mjs)
+    run_prog serve node tests/serve/run.mjs build
     stage_end
 }
 
@@ -282,6 +285,8 @@ stage_asan() {
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_tests build-asan "" $built
+    # lean serve's threads, jobs and buffers under the sanitizers (~20 s; a leak fails its exit)
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} run_prog serve node tests/serve/run.mjs build-asan
     fixture_pairs=
     stage_end
 }

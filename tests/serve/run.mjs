@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// run.mjs — `lean serve` tested from outside, as its users meet it: a tiny generated model is
+// served on a free loopback port, then
+//   api.mjs   the official OpenAI JavaScript client (npm openai) and plain fetch: chat, streaming
+//             chat, completions, models, health, tokenize/detokenize, the chat page, the
+//             prefix cache, stop strings, the CLI's own replies, and every error the server
+//             answers (malformed JSON, unknown model, a prompt over the context, absurd
+//             parameters, an oversized body, a wrong method or path, a vanished client);
+//   load.mjs  the loopback load test: 200 requests from 32 concurrent clients, some cancelled
+//             midway; every reply equal to the same request made alone; p50/p99 latency and
+//             aggregate tokens/s printed;
+// and the server must stop cleanly on SIGTERM (exit status 0).
+//
+//   node tests/serve/run.mjs [BUILD_DIR]     (default build: BUILD_DIR/lean is the server)
+//
+// Prints "serve: N passed, N failed" last (tests/run.sh's tally). Node 18 or later (fetch).
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { apiTests } from './api.mjs';
+import { loadTest } from './load.mjs';
+
+const build = process.argv[2] || 'build';
+const lean = path.resolve(build, 'lean');
+let passed = 0, failed = 0;
+const check = (ok, what, detail) => {
+    if (ok) passed++;
+    else {
+        failed++;
+        console.log(`FAIL: ${what}${detail !== undefined ? `: ${detail}` : ''}`);
+    }
+    return ok;
+};
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lean-serve-'));
+const model = path.join(dir, 'tiny.gguf');
+// tiny-qwen2 (2 layers, 256 wide) with SmolLM2's vocabulary and chat template (ChatML), from
+// the data stage (make build/vocab/.made): real words, so stop strings and pieces mean something.
+const vocab = 'build/vocab/smollm2.gguf';
+if (!fs.existsSync(vocab)) {
+    console.log(`FAIL: ${vocab} is missing: make build/vocab/.made makes it\nserve: 0 passed, 1 failed`);
+    process.exit(1);
+}
+execFileSync(lean, ['gen', '--preset', 'tiny-qwen2', '--type', 'q8_0', '--seed', '3', '--vocab', vocab, '-o', model]);
+
+// 8 slots of 1024 tokens; 2 threads (this machine's cores); the CPU kernels, as the `lean run`
+// the replies are held to (auto would probe the GPU once per slot, and take one where there is).
+const server = spawn(lean, ['serve', '-m', model, '--backend', 'cpu', '--port', '0', '--parallel', '8', '--ctx', '1024',
+                            '-t', '2', '--max-body', '65536', '--alias', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
+let log = '';
+const url = await new Promise((resolve, reject) => {
+    server.stderr.on('data', (d) => {
+        log += d;
+        const m = /listening on (http:\/\/\S+?)\/\n/.exec(log);
+        if (m) resolve(m[1]);
+    });
+    server.on('exit', (code) => reject(new Error(`lean serve exited ${code} before listening:\n${log}`)));
+});
+const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
+console.log(`lean serve at ${url}`);
+
+try {
+    await apiTests({ url, lean, model, modelId: 'tiny', nCtx: 1024, check });
+    await loadTest({ url, check });
+} catch (e) {
+    check(false, 'the tests ran to the end', e.stack || e);
+}
+server.kill('SIGTERM');
+const { code, signal } = await exited;
+check(code === 0, 'lean serve stops cleanly on SIGTERM', `exit ${code} ${signal || ''}`);
+if (failed) console.log(log.split('\n').slice(-40).join('\n'));
+fs.rmSync(dir, { recursive: true, force: true });
+console.log(`serve: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
