@@ -316,7 +316,7 @@ INLINE void i8_to_f32(v128_t b, v128_t *dst) {
 INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, v128_t w[8]) {
     v128_t lo, hi;     /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
     float s0, s1, m;   /* their scales; the minimum (added: _1 formats; subtracted: K) */
-    if (f < X_Q4_K) {
+    if (f < X_Q4_K) { /* X_Q4_0 .. X_Q8_0 are L_Q4_0 .. L_Q8_0 */
         legacy_quants(f, b, &lo, &hi);
         s0 = s1 = f16(b), m = f == X_Q4_1 || f == X_Q5_1 ? f16(b + 2) : 0.0f;
     } else if (f == X_Q6_K) { /* half h, quarter k: ql's nibble k / 2 at 64h + 32 (k % 2), qh's bits 2k */
