@@ -302,13 +302,20 @@ INLINE void k_tile(int f, TILE_ARGS) {
  * a time (a chunk: a legacy block, a K sub-block, Q6_K's weights 32c .. 32c + 31) once per
  * tile of up to 4 tokens. */
 
+/* int32 lanes in [-2^22, 2^22) -> floats, exactly: the bits of 1.5 * 2^23 + i, less 1.5 * 2^23.
+ * (LLVM 14 folds an extend then f32x4.convert_i32x4 into a conversion from int16 that it
+ * scalarizes: 4 lane extractions and insertions per vector.) */
+INLINE v128_t i32_to_f32(v128_t i) {
+    return wasm_f32x4_sub(wasm_i32x4_add(i, wasm_i32x4_splat(0x4b400000)), wasm_f32x4_splat(0x1.8p23f));
+}
+
 /* 16 int8 lanes -> 4 float vectors (elements 0..3, 4..7, 8..11, 12..15), exactly */
 INLINE void i8_to_f32(v128_t b, v128_t *dst) {
     const v128_t lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
-    dst[0] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(lo));
-    dst[1] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(lo));
-    dst[2] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(hi));
-    dst[3] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(hi));
+    dst[0] = i32_to_f32(wasm_i32x4_extend_low_i16x8(lo));
+    dst[1] = i32_to_f32(wasm_i32x4_extend_high_i16x8(lo));
+    dst[2] = i32_to_f32(wasm_i32x4_extend_low_i16x8(hi));
+    dst[3] = i32_to_f32(wasm_i32x4_extend_high_i16x8(hi));
 }
 
 /* Chunk c of the block at b (legacy formats: c = 0; K-quants: ks its scales) -> w[v], the
@@ -363,12 +370,13 @@ INLINE void x_acc(const v128_t w[8], const float *x, v128_t *lo, v128_t *hi) {
     }
 }
 
-INLINE void x_tile(int f, TILE_ARGS) {
+/* NT (a constant: the accumulators stay in registers, not in memory) tokens of TILE_ARGS */
+INLINE void x_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y, int64_t ldy) {
     const bool kq = f >= X_Q4_K;
     const int64_t be = kq ? LEAN_QK_K : 32;
     const size_t bb = kq ? kblock_bytes[f - X_Q4_K] : legacy_bytes[f];
     v128_t lo[LEAN_TILE_TOKENS], hi[LEAN_TILE_TOKENS];
-    for (int j = 0; j < nt; j++) lo[j] = hi[j] = wasm_f32x4_splat(0.0f);
+    for (int j = 0; j < NT; j++) lo[j] = hi[j] = wasm_f32x4_splat(0.0f);
     for (int64_t b = 0; b < cols / be; b++) {
         const uint8_t *blk = w + (size_t)b * bb;
         lean_kscale ks = {.d = {0}}; /* read by K chunks only */
@@ -376,10 +384,19 @@ INLINE void x_tile(int f, TILE_ARGS) {
         for (int c = 0; c < be / 32; c++) {
             v128_t wv[8];
             x_chunk(f, blk, &ks, c, wv);
-            for (int j = 0; j < nt; j++) x_acc(wv, (const float *)(x + (size_t)j * xrb) + b * be + 32 * c, &lo[j], &hi[j]);
+            for (int j = 0; j < NT; j++) x_acc(wv, (const float *)(x + (size_t)j * xrb) + b * be + 32 * c, &lo[j], &hi[j]);
         }
     }
-    for (int j = 0; j < nt; j++) y[j * ldy] = combine8(lo[j], hi[j]);
+    for (int j = 0; j < NT; j++) y[j * ldy] = combine8(lo[j], hi[j]);
+}
+
+INLINE void x_tile(int f, TILE_ARGS) {
+    switch (nt) {
+    case 1: x_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;
+    case 2: x_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;
+    case 3: x_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;
+    default: x_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;
+    }
 }
 
 /* ---- attention ---- */
