@@ -6,8 +6,9 @@
  * any CPU that has it, e.g. -mcpu=native on an Apple M1, a Graviton 2 or later), else
  * smull + sadalp (vmull_s8, vpadalq_s16); both give the same exact integer sums.
  *
- * What it does: the matmuls of every weight format and the attention primitives, giving the
- * generic table's bits: each output's float operations are the generic kernel's, in its order
+ * What it does: the matmuls of every weight format (the exact ones, float activations, too:
+ * kernels.h "exact") and the attention primitives, giving the generic table's bits: each
+ * output's float operations are the generic kernel's, in its order
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
  * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; no FMA: gcc -std=c11 does not
  * contract and kernels_shared.h turns clang's contraction off); only the integer block sums,
@@ -21,7 +22,7 @@
  * smull); a block's 32 products are summed into 4 int32 lanes, the K-quants' sub-block sums
  * each times its scale (vmlaq_n_s32), then added across lanes.
  *
- * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · exact · attention · table
  */
 #include "cpu/kernels_shared.h"
 

@@ -84,10 +84,11 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
 #define TILE_PASS cols, w, x, xrb, nt, y, ldy
 
 /* The table of a 128-bit ISA file (arm_neon.c, wasm_simd128.c) and the function NAME_FN that
- * returns it. The file defines three tile families, each a lean_tile_fn with the format as its
- * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0) and
- * k_tile (K_Q4, K_Q5, K_Q6); and attn_scores, attn_accum. Every format's entry is then
- * lean_matmul_tiles over tile_<format>. Its entries give the generic table's bits (the files'
+ * returns it. The file defines four tile families, each a lean_tile_fn with the format as its
+ * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0),
+ * k_tile (K_Q4, K_Q5, K_Q6) and x_tile (X_Q4_0 ... X_Q6_K: float activations, matmul_exact);
+ * and attn_scores, attn_accum. Every format's entry is then lean_matmul_tiles over
+ * tile_<format>. Its entries give the generic table's bits (the files'
  * contract, memcmp-tested in test_kernels.c); the rest (exp_sum, SwiGLU, the activation
  * quantizer) lean_kernels_select takes from the generic table. */
 #define TILED_FORMAT(fmt, family, which)                                                             \

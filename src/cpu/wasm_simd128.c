@@ -8,8 +8,9 @@
  * simd128; `make wasm WASM_SIMD=` builds a scalar module (the generic table) for engines that
  * do not.
  *
- * What it does: the matmuls of every weight format and the attention primitives, giving the
- * generic table's bits: each output's float operations are the generic kernel's, in its order
+ * What it does: the matmuls of every weight format (the exact ones, float activations, too:
+ * kernels.h "exact") and the attention primitives, giving the generic table's bits: each
+ * output's float operations are the generic kernel's, in its order
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
  * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; simd128 has no FMA); only the
  * integer block sums, exact, are computed another way. What it does not: exp_sum, SwiGLU
@@ -23,7 +24,7 @@
  * i32x4.dot_i16x8_s sums the products in pairs into 4 int32 lanes (|sum| < 2^27 per
  * super-block: no overflow), added across lanes per block.
  *
- * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · exact · attention · table
  */
 #include "cpu/kernels_shared.h"
 
