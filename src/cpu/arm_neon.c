@@ -337,34 +337,7 @@ INLINE void x_acc(const float32x4_t w[8], const float *x, float32x4_t *lo, float
     }
 }
 
-/* NT (a constant: the accumulators stay in registers, not in memory) tokens of TILE_ARGS */
-INLINE void x_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y, int64_t ldy) {
-    const bool kq = f >= X_Q4_K;
-    const int64_t be = kq ? LEAN_QK_K : 32;
-    const size_t bb = kq ? kblock_bytes[f - X_Q4_K] : legacy_bytes[f];
-    float32x4_t lo[LEAN_TILE_TOKENS], hi[LEAN_TILE_TOKENS];
-    for (int j = 0; j < NT; j++) lo[j] = hi[j] = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < cols / be; b++) {
-        const uint8_t *blk = w + (size_t)b * bb;
-        lean_kscale ks = {.d = {0}}; /* read by K chunks only */
-        if (kq) lean_kscale_of(f, blk, &ks);
-        for (int c = 0; c < be / 32; c++) {
-            float32x4_t wv[8];
-            x_chunk(f, blk, &ks, c, wv);
-            for (int j = 0; j < NT; j++) x_acc(wv, (const float *)(x + (size_t)j * xrb) + b * be + 32 * c, &lo[j], &hi[j]);
-        }
-    }
-    for (int j = 0; j < NT; j++) y[j * ldy] = combine8(lo[j], hi[j]);
-}
-
-INLINE void x_tile(int f, TILE_ARGS) {
-    switch (nt) {
-    case 1: x_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;
-    case 2: x_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;
-    case 3: x_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;
-    default: x_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;
-    }
-}
+X_TILE_FAMILY(float32x4_t, vdupq_n_f32(0.0f))
 
 /* ---- attention ---- */
 

@@ -83,6 +83,47 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
     int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, int32_t nt, float *y, int64_t ldy
 #define TILE_PASS cols, w, x, xrb, nt, y, ldy
 
+/* The exact tile family x_tile (TILED_TABLE's X_ formats) of a 128-bit file, over its VEC (4
+ * floats; ZERO: a VEC of +0), its legacy_bytes and kblock_bytes and its functions
+ *   x_chunk(f, blk, ks, c, w)   weights 32c .. 32c + 31 of the block at blk (ks: a K
+ *                               super-block's scales) as 8 VECs in element order
+ *   x_acc(w, x, &lo, &hi)       their 32 products with x added into the generic exact kernel's
+ *                               8 partial sums (lo: lanes 0..3, hi: 4..7), in element order
+ *   combine8(lo, hi)            the generic kernel's sum of the 8
+ * Block by block (a K super-block's scales made once), chunk by chunk, each chunk made once
+ * for all the tile's tokens. x_tile_n takes the token count NT as a constant, so that the
+ * accumulators stay in registers (in wasm a runtime-indexed array lives in linear memory). */
+#define X_TILE_FAMILY(VEC, ZERO)                                                                      \
+    static inline __attribute__((always_inline)) void x_tile_n(int f, int NT, int64_t cols, const uint8_t *w, \
+                                                               const uint8_t *x, size_t xrb, float *y,     \
+                                                               int64_t ldy) {                              \
+        const bool kq = f >= X_Q4_K;                                                                 \
+        const int64_t be = kq ? LEAN_QK_K : 32;                                                      \
+        const size_t bb = kq ? kblock_bytes[f - X_Q4_K] : legacy_bytes[f];                           \
+        VEC lo[LEAN_TILE_TOKENS], hi[LEAN_TILE_TOKENS];                                              \
+        for (int j = 0; j < NT; j++) lo[j] = hi[j] = ZERO;                                           \
+        for (int64_t b = 0; b < cols / be; b++) {                                                    \
+            const uint8_t *blk = w + (size_t)b * bb;                                                 \
+            lean_kscale ks = {.d = {0}}; /* read by K chunks only */                                 \
+            if (kq) lean_kscale_of(f, blk, &ks);                                                     \
+            for (int c = 0; c < be / 32; c++) {                                                      \
+                VEC wv[8];                                                                           \
+                x_chunk(f, blk, &ks, c, wv);                                                         \
+                for (int j = 0; j < NT; j++)                                                         \
+                    x_acc(wv, (const float *)(x + (size_t)j * xrb) + b * be + 32 * c, &lo[j], &hi[j]); \
+            }                                                                                        \
+        }                                                                                            \
+        for (int j = 0; j < NT; j++) y[j * ldy] = combine8(lo[j], hi[j]);                            \
+    }                                                                                                \
+    static inline __attribute__((always_inline)) void x_tile(int f, TILE_ARGS) {                    \
+        switch (nt) {                                                                                \
+        case 1: x_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;                                      \
+        case 2: x_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;                                      \
+        case 3: x_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;                                      \
+        default: x_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;                                     \
+        }                                                                                            \
+    }
+
 /* The table of a 128-bit ISA file (arm_neon.c, wasm_simd128.c) and the function NAME_FN that
  * returns it. The file defines four tile families, each a lean_tile_fn with the format as its
  * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0),
