@@ -208,10 +208,12 @@ $(EMBED_DIRS:%=%/gen/shaders.c): %/gen/shaders.c: %/tools/embed_wgsl $(SHADERS)
 # emulation test_cpu_backend takes ~2 min of CPU, test_kernels ~20 s (~30 s sanitized).
 # test_pool_stress (~4 s) runs there too: qemu lets a store and a later load reorder where
 # aarch64 would not (the x86 host's store buffer), timings x86 code never sees; it caught a
-# lost wake-up in the pool (see pool.c).
+# lost wake-up in the pool (see pool.c). test_exact holds the NEON exact path's replies to
+# tests/data/exact_replies.txt (~3 min of CPU under qemu; no GPU in this build: run.sh passes
+# LEAN_TEST_GPU=0).
 # One by hand: qemu-aarch64 -L /usr/aarch64-linux-gnu build-neon/tests/test_kernels
 NEON_CC       ?= aarch64-linux-gnu-gcc
-NEON_TESTS    ?= test_kernels test_cpu_backend test_pool_stress
+NEON_TESTS    ?= test_kernels test_cpu_backend test_pool_stress test_exact
 NEON_V8_TESTS ?= test_kernels
 NEON_V8_FLAGS  = -march=armv8-a -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 .PHONY: neon test-neon neon-builds

@@ -1,6 +1,7 @@
 /* kernel_bench.c — times y = W x of every weight format with each kernel table this target
  * runs (kernels.h), one thread, against the generic table: a decode (1 token) and a prefill
- * batch (16 tokens) over a (1024, 4096) matrix of random weights.
+ * batch (16 tokens) over a (1024, 4096) matrix of random weights; then the same for the
+ * quantized formats' exact matmuls (matmul_exact, float activations; kernels.h "exact").
  *
  *   make kernel-bench && build/kernel_bench                         (this CPU's tables)
  *   make build-wasm/kernel_bench.wasm && node tests/wasm_run.mjs build-wasm/kernel_bench.wasm
@@ -69,18 +70,24 @@ int main(void) {
             lean_quantizer_of(types[ti])(row, w + (size_t)r * wrb, COLS);
         }
         for (int t = 0; t < 16; t++) lean_quantize_act(act, f + t * COLS, x + (size_t)t * xrb, COLS);
-        for (size_t ni = 0; ni < sizeof toks / sizeof toks[0]; ni++) {
-            lean_kernels k;
-            lean_kernels_select("generic", &k);
-            const double base = time_matmul(k.matmul[types[ti]], w, wrb, x, xrb, toks[ni], y);
-            printf("%-5s n_tok %2d  generic %9.1f", tt->name, toks[ni], base);
-            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-                if (lean_kernels_select(names[i], &k) != 0) continue;
-                const double us = time_matmul(k.matmul[types[ti]], w, wrb, x, xrb, toks[ni], y);
-                printf("  %s %9.1f (%.2fx)", names[i], us, base / us);
+        /* the default kernels (8-bit activations for the quantized formats), then matmul_exact
+         * (float activations) of the quantized formats */
+        for (int ex = 0; ex < 1 + (act != LEAN_ACT_F32); ex++) {
+            const void *xx = ex ? (const void *)f : x;
+            const size_t xxrb = ex ? sizeof(float) * COLS : xrb;
+            for (size_t ni = 0; ni < sizeof toks / sizeof toks[0]; ni++) {
+                lean_kernels k;
+                lean_kernels_select("generic", &k);
+                const double base = time_matmul((ex ? k.matmul_exact : k.matmul)[types[ti]], w, wrb, xx, xxrb, toks[ni], y);
+                printf("%-5s%s n_tok %2d  generic %9.1f", tt->name, ex ? " exact" : "", toks[ni], base);
+                for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+                    if (lean_kernels_select(names[i], &k) != 0) continue;
+                    const double us = time_matmul((ex ? k.matmul_exact : k.matmul)[types[ti]], w, wrb, xx, xxrb, toks[ni], y);
+                    printf("  %s %9.1f (%.2fx)", names[i], us, base / us);
+                }
+                printf("\n");
+                fflush(stdout);
             }
-            printf("\n");
-            fflush(stdout);
         }
         free(w), free(x), free(row);
     }

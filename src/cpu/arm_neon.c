@@ -6,8 +6,9 @@
  * any CPU that has it, e.g. -mcpu=native on an Apple M1, a Graviton 2 or later), else
  * smull + sadalp (vmull_s8, vpadalq_s16); both give the same exact integer sums.
  *
- * What it does: the matmuls of every weight format and the attention primitives, giving the
- * generic table's bits: each output's float operations are the generic kernel's, in its order
+ * What it does: the matmuls of every weight format (the exact ones, float activations, too:
+ * kernels.h "exact") and the attention primitives, giving the generic table's bits: each
+ * output's float operations are the generic kernel's, in its order
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
  * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; no FMA: gcc -std=c11 does not
  * contract and kernels_shared.h turns clang's contraction off); only the integer block sums,
@@ -21,7 +22,7 @@
  * smull); a block's 32 products are summed into 4 int32 lanes, the K-quants' sub-block sums
  * each times its scale (vmlaq_n_s32), then added across lanes.
  *
- * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · exact · attention · table
  */
 #include "cpu/kernels_shared.h"
 
@@ -264,6 +265,79 @@ INLINE void k_tile(int f, TILE_ARGS) {
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
+
+/* ---- exact: F32 activations (kernels.h "exact") ----
+ * The generic exact kernel's operations in its order, so its bits: each weight is the
+ * reference dequantizer's float (formats.c), made by its operations (Q8_0 q d; Q4_0 / Q5_0
+ * (q - z) d; Q4_1 / Q5_1 q d + m; Q4_K / Q5_K (d sc) q - dmin m; Q6_K (d sc) (q - 32)) 4 at a
+ * time from the int8 quants widened and converted (exact); its product with the activation is
+ * added into lane e % 8 of the 8 partial sums (lo: lanes 0..3, hi: 4..7), element by element,
+ * a multiply then an add (no FMA: see the top); then combine8. A block is made 32 weights at
+ * a time (a chunk: a legacy block, a K sub-block, Q6_K's weights 32c .. 32c + 31) once per
+ * tile of up to 4 tokens. */
+
+/* 16 int8 lanes -> 4 float vectors (elements 0..3, 4..7, 8..11, 12..15), exactly */
+INLINE void i8_to_f32(int8x16_t b, float32x4_t *dst) {
+    const int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
+    dst[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    dst[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+    dst[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    dst[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+/* Chunk c of the block at b (legacy formats: c = 0; K-quants: ks its scales) -> w[v], the
+ * weights of elements 32c + 4v .. 32c + 4v + 3 as the reference dequantizer makes them. */
+INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, float32x4_t w[8]) {
+    int8x16_t lo, hi; /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
+    float s0, s1, m;  /* their scales; the minimum (added: _1 formats; subtracted: K) */
+    if (f < X_Q4_K) { /* X_Q4_0 .. X_Q8_0 are L_Q4_0 .. L_Q8_0 */
+        const lblock u = legacy_unpack(f, b);
+        lo = u.lo, hi = u.hi, s0 = s1 = u.d, m = u.m;
+    } else if (f == X_Q6_K) { /* half h, quarter k: ql's nibble k / 2 at 64h + 32 (k % 2), qh's bits 2k */
+        const int h = c / 4, k = c % 4;
+        const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
+        int8x16_t q[2];
+        for (int p = 0; p < 2; p++) {
+            uint8x16_t l = vld1q_u8(ql + 16 * p);
+            l = k >> 1 ? vshrq_n_u8(l, 4) : vandq_u8(l, vdupq_n_u8(0x0f));
+            const uint8x16_t hb = vandq_u8(vshlq_u8(vld1q_u8(qh + 16 * p), vdupq_n_s8((int8_t)(-2 * k))), vdupq_n_u8(3));
+            q[p] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(l, vshlq_n_u8(hb, 4)), vdupq_n_u8(32)));
+        }
+        lo = q[0], hi = q[1];
+        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1], m = 0.0f;
+    } else { /* Q4_K / Q5_K sub-block c: nibble c % 2 of qs[32 (c / 2) ..], fifth bit bit c of qh[l] */
+        const uint8_t *qs = b + (f == X_Q5_K ? 48 : 16) + 32 * (c / 2);
+        int8x16_t q[2];
+        for (int p = 0; p < 2; p++) {
+            const uint8x16_t raw = vld1q_u8(qs + 16 * p);
+            uint8x16_t v = c & 1 ? vshrq_n_u8(raw, 4) : vandq_u8(raw, vdupq_n_u8(0x0f));
+            if (f == X_Q5_K) {
+                const uint8x16_t hb = vshlq_u8(vld1q_u8(b + 16 + 16 * p), vdupq_n_s8((int8_t)-c));
+                v = vorrq_u8(v, vshlq_n_u8(vandq_u8(hb, vdupq_n_u8(1)), 4));
+            }
+            q[p] = vreinterpretq_s8_u8(v);
+        }
+        lo = q[0], hi = q[1];
+        s0 = s1 = ks->d[c], m = ks->m[c];
+    }
+    i8_to_f32(lo, w), i8_to_f32(hi, w + 4);
+    const float32x4_t mv = vdupq_n_f32(m);
+    for (int v = 0; v < 8; v++) {
+        w[v] = vmulq_n_f32(w[v], v < 4 ? s0 : s1);
+        if (f == X_Q4_1 || f == X_Q5_1) w[v] = vaddq_f32(w[v], mv);
+        else if (f == X_Q4_K || f == X_Q5_K) w[v] = vsubq_f32(w[v], mv);
+    }
+}
+
+/* lo, hi += the 32 products w[v] x[4v ..], in element order (lane e % 8) */
+INLINE void x_acc(const float32x4_t w[8], const float *x, float32x4_t *lo, float32x4_t *hi) {
+    for (int v = 0; v < 8; v += 2) {
+        *lo = vaddq_f32(*lo, vmulq_f32(w[v], vld1q_f32(x + 4 * v)));
+        *hi = vaddq_f32(*hi, vmulq_f32(w[v + 1], vld1q_f32(x + 4 * v + 4)));
+    }
+}
+
+X_TILE_FAMILY(float32x4_t, vdupq_n_f32(0.0f))
 
 /* ---- attention ---- */
 

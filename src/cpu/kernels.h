@@ -52,8 +52,9 @@
  * float. So it carries only float32 rounding, as the reference backend (forward_ref.c) and the
  * GPU's F32 path do, and no activation-quantization error. For the float formats it is the
  * matmul above, which already takes F32 activations. The generic table sums in eight
- * interleaved partial sums (element i into lane i % 8, as its F32 dot); the ISA tables in their
- * vectors' lanes with FMA, each in an order of its own fixed by the kernel alone.
+ * interleaved partial sums (element i into lane i % 8, as its F32 dot), and so do NEON and
+ * simd128, giving its bits (same_as_generic); the x86 tables in their vectors' lanes with
+ * FMA, each in an order of its own fixed by the kernel alone.
  *
  * ---- exactness contract of every table ----
  * Each output y[t][r] is computed by one call in an order fixed by the kernel alone: it does

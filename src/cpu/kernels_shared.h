@@ -40,6 +40,30 @@ static inline float lean_k_step(float sum, float d_w, float dmin_w, bool has_min
     return sum + (d * (float)isum - dmin * (float)msum);
 }
 
+/* ---- exact (kernels.h "exact") in the 128-bit files: what their tiles share ----
+ * The formats as the exact tiles' f argument, in the order of the files' legacy_bytes and
+ * kblock_bytes (so X_Q4_K + k is their K_Q4 + k). */
+enum { X_Q4_0, X_Q4_1, X_Q5_0, X_Q5_1, X_Q8_0, X_Q4_K, X_Q5_K, X_Q6_K };
+
+/* A K super-block's scales as floats, made as the reference dequantizer (formats.c) makes
+ * them: Q4_K / Q5_K d sc[j] and dmin m[j] (sub-block j of 32); Q6_K d sc[s] (of 16). */
+typedef struct lean_kscale {
+    float d[16], m[8];
+} lean_kscale;
+
+static inline void lean_kscale_of(int f, const uint8_t *b, lean_kscale *ks) {
+    if (f == X_Q6_K) {
+        const float d = lean_f16_to_f32((uint16_t)(b[208] | (b[209] << 8)));
+        for (int s = 0; s < 16; s++) ks->d[s] = d * (float)(int8_t)b[192 + s];
+        return;
+    }
+    const float d = lean_f16_to_f32((uint16_t)(b[0] | (b[1] << 8)));
+    const float dmin = lean_f16_to_f32((uint16_t)(b[2] | (b[3] << 8)));
+    uint8_t sc[8], m[8];
+    lean_k4_scales(b + 4, sc, m);
+    for (int j = 0; j < 8; j++) ks->d[j] = d * (float)sc[j], ks->m[j] = dmin * (float)m[j];
+}
+
 /* Largest token count of one tile. */
 #define LEAN_TILE_TOKENS 4
 
@@ -59,11 +83,53 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
     int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, int32_t nt, float *y, int64_t ldy
 #define TILE_PASS cols, w, x, xrb, nt, y, ldy
 
+/* The exact tile family x_tile (TILED_TABLE's X_ formats) of a 128-bit file, over its VEC (4
+ * floats; ZERO: a VEC of +0), its legacy_bytes and kblock_bytes and its functions
+ *   x_chunk(f, blk, ks, c, w)   weights 32c .. 32c + 31 of the block at blk (ks: a K
+ *                               super-block's scales) as 8 VECs in element order
+ *   x_acc(w, x, &lo, &hi)       their 32 products with x added into the generic exact kernel's
+ *                               8 partial sums (lo: lanes 0..3, hi: 4..7), in element order
+ *   combine8(lo, hi)            the generic kernel's sum of the 8
+ * Block by block (a K super-block's scales made once), chunk by chunk, each chunk made once
+ * for all the tile's tokens. x_tile_n takes the token count NT as a constant, so that the
+ * accumulators stay in registers (in wasm a runtime-indexed array lives in linear memory). */
+#define X_TILE_FAMILY(VEC, ZERO)                                                                      \
+    static inline __attribute__((always_inline)) void x_tile_n(int f, int NT, int64_t cols, const uint8_t *w, \
+                                                               const uint8_t *x, size_t xrb, float *y,     \
+                                                               int64_t ldy) {                              \
+        const bool kq = f >= X_Q4_K;                                                                 \
+        const int64_t be = kq ? LEAN_QK_K : 32;                                                      \
+        const size_t bb = kq ? kblock_bytes[f - X_Q4_K] : legacy_bytes[f];                           \
+        VEC lo[LEAN_TILE_TOKENS], hi[LEAN_TILE_TOKENS];                                              \
+        for (int j = 0; j < NT; j++) lo[j] = hi[j] = ZERO;                                           \
+        for (int64_t b = 0; b < cols / be; b++) {                                                    \
+            const uint8_t *blk = w + (size_t)b * bb;                                                 \
+            lean_kscale ks = {.d = {0}}; /* read by K chunks only */                                 \
+            if (kq) lean_kscale_of(f, blk, &ks);                                                     \
+            for (int c = 0; c < be / 32; c++) {                                                      \
+                VEC wv[8];                                                                           \
+                x_chunk(f, blk, &ks, c, wv);                                                         \
+                for (int j = 0; j < NT; j++)                                                         \
+                    x_acc(wv, (const float *)(x + (size_t)j * xrb) + b * be + 32 * c, &lo[j], &hi[j]); \
+            }                                                                                        \
+        }                                                                                            \
+        for (int j = 0; j < NT; j++) y[j * ldy] = combine8(lo[j], hi[j]);                            \
+    }                                                                                                \
+    static inline __attribute__((always_inline)) void x_tile(int f, TILE_ARGS) {                    \
+        switch (nt) {                                                                                \
+        case 1: x_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;                                      \
+        case 2: x_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;                                      \
+        case 3: x_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;                                      \
+        default: x_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;                                     \
+        }                                                                                            \
+    }
+
 /* The table of a 128-bit ISA file (arm_neon.c, wasm_simd128.c) and the function NAME_FN that
- * returns it. The file defines three tile families, each a lean_tile_fn with the format as its
- * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0) and
- * k_tile (K_Q4, K_Q5, K_Q6); and attn_scores, attn_accum. Every format's entry is then
- * lean_matmul_tiles over tile_<format>. Its entries give the generic table's bits (the files'
+ * returns it. The file defines four tile families, each a lean_tile_fn with the format as its
+ * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0),
+ * k_tile (K_Q4, K_Q5, K_Q6) and x_tile (X_Q4_0 ... X_Q6_K: float activations, matmul_exact);
+ * and attn_scores, attn_accum. Every format's entry is then lean_matmul_tiles over
+ * tile_<format>. Its entries give the generic table's bits (the files'
  * contract, memcmp-tested in test_kernels.c); the rest (exp_sum, SwiGLU, the activation
  * quantizer) lean_kernels_select takes from the generic table. */
 #define TILED_FORMAT(fmt, family, which)                                                             \
@@ -81,6 +147,14 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
     TILED_FORMAT(q4_k, k_tile, K_Q4)                                                                 \
     TILED_FORMAT(q5_k, k_tile, K_Q5)                                                                 \
     TILED_FORMAT(q6_k, k_tile, K_Q6)                                                                 \
+    TILED_FORMAT(exact_q4_0, x_tile, X_Q4_0)                                                         \
+    TILED_FORMAT(exact_q4_1, x_tile, X_Q4_1)                                                         \
+    TILED_FORMAT(exact_q5_0, x_tile, X_Q5_0)                                                         \
+    TILED_FORMAT(exact_q5_1, x_tile, X_Q5_1)                                                         \
+    TILED_FORMAT(exact_q8_0, x_tile, X_Q8_0)                                                         \
+    TILED_FORMAT(exact_q4_k, x_tile, X_Q4_K)                                                         \
+    TILED_FORMAT(exact_q5_k, x_tile, X_Q5_K)                                                         \
+    TILED_FORMAT(exact_q6_k, x_tile, X_Q6_K)                                                         \
     static const lean_kernels table = {                                                              \
         .name = NAME,                                                                                \
         .same_as_generic = true,                                                                     \
@@ -90,6 +164,10 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
                    [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,                   \
                    [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k,                   \
                    [LEAN_TYPE_Q6_K] = matmul_q6_k},                                                  \
+        .matmul_exact = {[LEAN_TYPE_Q8_0] = matmul_exact_q8_0, [LEAN_TYPE_Q4_0] = matmul_exact_q4_0,   \
+                         [LEAN_TYPE_Q4_1] = matmul_exact_q4_1, [LEAN_TYPE_Q5_0] = matmul_exact_q5_0,   \
+                         [LEAN_TYPE_Q5_1] = matmul_exact_q5_1, [LEAN_TYPE_Q4_K] = matmul_exact_q4_k,   \
+                         [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k},  \
         .attn_scores = attn_scores,                                                                  \
         .attn_accum = attn_accum,                                                                    \
     };                                                                                               \

@@ -8,8 +8,9 @@
  * simd128; `make wasm WASM_SIMD=` builds a scalar module (the generic table) for engines that
  * do not.
  *
- * What it does: the matmuls of every weight format and the attention primitives, giving the
- * generic table's bits: each output's float operations are the generic kernel's, in its order
+ * What it does: the matmuls of every weight format (the exact ones, float activations, too:
+ * kernels.h "exact") and the attention primitives, giving the generic table's bits: each
+ * output's float operations are the generic kernel's, in its order
  * (lane i of 8 partial sums for the float formats, then its pairwise combination; per block
  * sum += (d_w * d_x) * float(isum), kernels_shared.h's steps; simd128 has no FMA); only the
  * integer block sums, exact, are computed another way. What it does not: exp_sum, SwiGLU
@@ -23,7 +24,7 @@
  * i32x4.dot_i16x8_s sums the products in pairs into 4 int32 lanes (|sum| < 2^27 per
  * super-block: no overflow), added across lanes per block.
  *
- * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · attention · table
+ * Sections: helpers · F32 F16 BF16 · legacy formats · K-quants · exact · attention · table
  */
 #include "cpu/kernels_shared.h"
 
@@ -161,24 +162,29 @@ INLINE v128_t fifth_bits(const uint8_t *p, int half) {
     return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
 }
 
+/* A block's 32 quants as int8, the format's offset subtracted: elements 0..15 -> *lo, 16..31 -> *hi. */
+INLINE void legacy_quants(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
+    if (f == L_Q8_0) {
+        *lo = wasm_v128_load(b + 2), *hi = wasm_v128_load(b + 18);
+        return;
+    }
+    static const int qs_at[] = {2, 4, 6, 8};
+    const v128_t raw = wasm_v128_load(b + qs_at[f]);
+    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = wasm_u8x16_shr(raw, 4);
+    if (f == L_Q5_0 || f == L_Q5_1) {
+        const uint8_t *qh = b + (f == L_Q5_0 ? 2 : 4);
+        l = wasm_v128_or(l, fifth_bits(qh, 0)), h = wasm_v128_or(h, fifth_bits(qh, 1));
+    }
+    const int off = f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
+    *lo = wasm_i8x16_sub(l, wasm_i8x16_splat((int8_t)off)), *hi = wasm_i8x16_sub(h, wasm_i8x16_splat((int8_t)off));
+}
+
 INLINE lblock legacy_unpack(int f, const uint8_t *b) {
     lblock u;
     u.d = f16(b);
     u.m = f == L_Q4_1 || f == L_Q5_1 ? f16(b + 2) : 0.0f;
     v128_t lo, hi; /* elements 0..15, 16..31 */
-    if (f == L_Q8_0) {
-        lo = wasm_v128_load(b + 2), hi = wasm_v128_load(b + 18);
-    } else {
-        static const int qs_at[] = {2, 4, 6, 8};
-        const v128_t raw = wasm_v128_load(b + qs_at[f]);
-        lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(raw, 4);
-        if (f == L_Q5_0 || f == L_Q5_1) {
-            const uint8_t *qh = b + (f == L_Q5_0 ? 2 : 4);
-            lo = wasm_v128_or(lo, fifth_bits(qh, 0)), hi = wasm_v128_or(hi, fifth_bits(qh, 1));
-        }
-        const int off = f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
-        lo = wasm_i8x16_sub(lo, wasm_i8x16_splat((int8_t)off)), hi = wasm_i8x16_sub(hi, wasm_i8x16_splat((int8_t)off));
-    }
+    legacy_quants(f, b, &lo, &hi);
     widen(u.q, lo), widen(u.q + 2, hi);
     return u;
 }
@@ -286,6 +292,86 @@ INLINE void k_tile(int f, TILE_ARGS) {
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
+
+/* ---- exact: F32 activations (kernels.h "exact") ----
+ * The generic exact kernel's operations in its order, so its bits: each weight is the
+ * reference dequantizer's float (formats.c), made by its operations (Q8_0 q d; Q4_0 / Q5_0
+ * (q - z) d; Q4_1 / Q5_1 q d + m; Q4_K / Q5_K (d sc) q - dmin m; Q6_K (d sc) (q - 32)) 4 at a
+ * time from the int8 quants widened and converted (exact); its product with the activation is
+ * added into lane e % 8 of the 8 partial sums (lo: lanes 0..3, hi: 4..7), element by element,
+ * a multiply then an add (simd128 has no FMA); then combine8. A block is made 32 weights at
+ * a time (a chunk: a legacy block, a K sub-block, Q6_K's weights 32c .. 32c + 31) once per
+ * tile of up to 4 tokens. */
+
+/* int32 lanes in [-2^22, 2^22) -> floats, exactly: the bits of 1.5 * 2^23 + i, less 1.5 * 2^23.
+ * (LLVM 14 folds an extend then f32x4.convert_i32x4 into a conversion from int16 that it
+ * scalarizes: 4 lane extractions and insertions per vector.) */
+INLINE v128_t i32_to_f32(v128_t i) {
+    return wasm_f32x4_sub(wasm_i32x4_add(i, wasm_i32x4_splat(0x4b400000)), wasm_f32x4_splat(0x1.8p23f));
+}
+
+/* 16 int8 lanes -> 4 float vectors (elements 0..3, 4..7, 8..11, 12..15), exactly */
+INLINE void i8_to_f32(v128_t b, v128_t *dst) {
+    const v128_t lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
+    dst[0] = i32_to_f32(wasm_i32x4_extend_low_i16x8(lo));
+    dst[1] = i32_to_f32(wasm_i32x4_extend_high_i16x8(lo));
+    dst[2] = i32_to_f32(wasm_i32x4_extend_low_i16x8(hi));
+    dst[3] = i32_to_f32(wasm_i32x4_extend_high_i16x8(hi));
+}
+
+/* Chunk c of the block at b (legacy formats: c = 0; K-quants: ks its scales) -> w[v], the
+ * weights of elements 32c + 4v .. 32c + 4v + 3 as the reference dequantizer makes them. */
+INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, v128_t w[8]) {
+    v128_t lo, hi;     /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
+    float s0, s1, m;   /* their scales; the minimum (added: _1 formats; subtracted: K) */
+    if (f < X_Q4_K) { /* X_Q4_0 .. X_Q8_0 are L_Q4_0 .. L_Q8_0 */
+        legacy_quants(f, b, &lo, &hi);
+        s0 = s1 = f16(b), m = f == X_Q4_1 || f == X_Q5_1 ? f16(b + 2) : 0.0f;
+    } else if (f == X_Q6_K) { /* half h, quarter k: ql's nibble k / 2 at 64h + 32 (k % 2), qh's bits 2k */
+        const int h = c / 4, k = c % 4;
+        const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
+        v128_t q[2];
+        for (int p = 0; p < 2; p++) {
+            v128_t l = wasm_v128_load(ql + 16 * p);
+            l = k >> 1 ? wasm_u8x16_shr(l, 4) : wasm_v128_and(l, wasm_i8x16_splat(0x0f));
+            /* the 16-bit shift moves no bit of a byte's other neighbour into its low two */
+            const v128_t hb = wasm_v128_and(wasm_u16x8_shr(wasm_v128_load(qh + 16 * p), (uint32_t)(2 * k)), wasm_i8x16_splat(3));
+            q[p] = wasm_i8x16_sub(wasm_v128_or(l, wasm_i8x16_shl(hb, 4)), wasm_i8x16_splat(32));
+        }
+        lo = q[0], hi = q[1];
+        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1], m = 0.0f;
+    } else { /* Q4_K / Q5_K sub-block c: nibble c % 2 of qs[32 (c / 2) ..], fifth bit bit c of qh[l] */
+        const uint8_t *qs = b + (f == X_Q5_K ? 48 : 16) + 32 * (c / 2);
+        v128_t q[2];
+        for (int p = 0; p < 2; p++) {
+            const v128_t raw = wasm_v128_load(qs + 16 * p);
+            q[p] = c & 1 ? wasm_u8x16_shr(raw, 4) : wasm_v128_and(raw, wasm_i8x16_splat(0x0f));
+            if (f == X_Q5_K) { /* by masks, as k45_unpack */
+                const v128_t bit = wasm_i8x16_splat((int8_t)(1 << c)), hb = wasm_v128_load(b + 16 + 16 * p);
+                q[p] = wasm_v128_or(q[p], wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bit), bit), wasm_i8x16_splat(0x10)));
+            }
+        }
+        lo = q[0], hi = q[1];
+        s0 = s1 = ks->d[c], m = ks->m[c];
+    }
+    i8_to_f32(lo, w), i8_to_f32(hi, w + 4);
+    const v128_t mv = wasm_f32x4_splat(m);
+    for (int v = 0; v < 8; v++) {
+        w[v] = wasm_f32x4_mul(w[v], wasm_f32x4_splat(v < 4 ? s0 : s1));
+        if (f == X_Q4_1 || f == X_Q5_1) w[v] = wasm_f32x4_add(w[v], mv);
+        else if (f == X_Q4_K || f == X_Q5_K) w[v] = wasm_f32x4_sub(w[v], mv);
+    }
+}
+
+/* lo, hi += the 32 products w[v] x[4v ..], in element order (lane e % 8) */
+INLINE void x_acc(const v128_t w[8], const float *x, v128_t *lo, v128_t *hi) {
+    for (int v = 0; v < 8; v += 2) {
+        *lo = wasm_f32x4_add(*lo, wasm_f32x4_mul(w[v], wasm_v128_load(x + 4 * v)));
+        *hi = wasm_f32x4_add(*hi, wasm_f32x4_mul(w[v + 1], wasm_v128_load(x + 4 * v + 4)));
+    }
+}
+
+X_TILE_FAMILY(v128_t, wasm_f32x4_splat(0.0f))
 
 /* ---- attention ---- */
 
