@@ -49,7 +49,7 @@ const CHAT_MODEL = 'build/browser/chat-tiny-q8_0.gguf'; // served at /browser-mo
 const CHAT = ['Hello there', 'Tell me a story'];
 const BIG_MODEL = 'build/browser/big-q8_0.gguf';        // served at /browser-models/; native.bigModel
 const ARTIFACTS = 'build/browser-artifacts';
-const STEP_MS = 300_000;  // a hang guard per browser call (a hung page fails, never waits forever)
+const STEP_MS = 600_000;  // a hang guard per browser call (a hung page fails, never waits forever)
 
 const argv = process.argv.slice(2);
 const verbose = argv.includes('--verbose');
