@@ -40,29 +40,7 @@ static inline float lean_k_step(float sum, float d_w, float dmin_w, bool has_min
     return sum + (d * (float)isum - dmin * (float)msum);
 }
 
-/* ---- exact (kernels.h "exact") in the 128-bit files: what their tiles share ----
- * The formats as the exact tiles' f argument, in the order of the files' legacy_bytes and
- * kblock_bytes (so X_Q4_K + k is their K_Q4 + k). */
-enum { X_Q4_0, X_Q4_1, X_Q5_0, X_Q5_1, X_Q8_0, X_Q4_K, X_Q5_K, X_Q6_K };
-
-/* A K super-block's scales as floats, made as the reference dequantizer (formats.c) makes
- * them: Q4_K / Q5_K d sc[j] and dmin m[j] (sub-block j of 32); Q6_K d sc[s] (of 16). */
-typedef struct lean_kscale {
-    float d[16], m[8];
-} lean_kscale;
-
-static inline void lean_kscale_of(int f, const uint8_t *b, lean_kscale *ks) {
-    if (f == X_Q6_K) {
-        const float d = lean_f16_to_f32((uint16_t)(b[208] | (b[209] << 8)));
-        for (int s = 0; s < 16; s++) ks->d[s] = d * (float)(int8_t)b[192 + s];
-        return;
-    }
-    const float d = lean_f16_to_f32((uint16_t)(b[0] | (b[1] << 8)));
-    const float dmin = lean_f16_to_f32((uint16_t)(b[2] | (b[3] << 8)));
-    uint8_t sc[8], m[8];
-    lean_k4_scales(b + 4, sc, m);
-    for (int j = 0; j < 8; j++) ks->d[j] = d * (float)sc[j], ks->m[j] = dmin * (float)m[j];
-}
+/* ---- exact (kernels.h "exact") in the 128-bit files: what their tiles share ---- */
 
 /* Largest token count of one tile. */
 #define LEAN_TILE_TOKENS 4

@@ -522,9 +522,9 @@ static AVX2 __attribute__((noinline)) float x_dot_ref(int f, int64_t cols, const
     for (int64_t b = 0; b < cols / xblock_elems[f]; b++) {
         const uint8_t *blk = row + (size_t)b * xblock_bytes[f];
         xblk p;
-        kscale ks;
+        lean_kscale ks;
         x_prep(f, blk, &p);
-        if (f >= X_Q4_K) k_prep(f, blk, &ks);
+        if (f >= X_Q4_K) lean_kscale_of(f, blk, &ks);
         for (int v = 0; v < xblock_elems[f] / 8; v++) {
             const int e = x_elem(f, v), g = x_group(f, e);
             const __m256 q = x_quants(f, &p, e);

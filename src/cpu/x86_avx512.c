@@ -453,7 +453,7 @@ AVX512_INLINE void xq_legacy(int f, const uint8_t *b, __m512 w[2]) {
  * T[k] = (d sc) k - dmin m (32 entries with Q5_K's fifth bit, bit j of qh[l]).
  * Q6_K: half h = u / 2, l = 16 (u % 2) ..: the four quants of ql[l], ql[l + 32], qh[l], each
  * (d sc) (q - 32) at 128 h + 32 i + l. */
-AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const kscale *ks, int u, __m512 w[4]) {
+AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const lean_kscale *ks, int u, __m512 w[4]) {
     if (f == X_Q6_K) {
         const int h = u / 2, g = u % 2;
         const uint8_t *ql = b + 64 * h + 16 * g, *qh = b + 128 + 32 * h + 16 * g;
@@ -529,9 +529,9 @@ AVX512_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
         }
     } else {
         for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
-            kscale ks[4];
+            lean_kscale ks[4];
             if (!cache)
-                UNROLL for (int i = 0; i < RT; i++) k_prep(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
+                UNROLL for (int i = 0; i < RT; i++) lean_kscale_of(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
             UNROLL
             for (int u = 0; u < 4; u++) {
                 UNROLL
@@ -561,8 +561,8 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
     }
     for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
         const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
-        kscale ks;
-        k_prep(f, b, &ks);
+        lean_kscale ks;
+        lean_kscale_of(f, b, &ks);
         for (int u = 0; u < 4; u++, cache += 4) xq_kunit(f, b, &ks, u, cache);
     }
 }

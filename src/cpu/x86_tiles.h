@@ -45,30 +45,10 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_
     static ATTR void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }                      \
     static ATTR void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
 
-/* The exact kernels' formats (kernels.h "exact", each file's matmul_x), their blocks' weights
- * and bytes, and their table entries (ATTR: the file's target attribute). */
-enum { X_Q4_0, X_Q4_1, X_Q5_0, X_Q5_1, X_Q8_0, X_Q4_K, X_Q5_K, X_Q6_K };
+/* The exact kernels' blocks' weights and bytes (by kernels.h's X_ formats), and their table
+ * entries (ATTR: the file's target attribute). */
 static const int xblock_elems[] = {32, 32, 32, 32, 32, LEAN_QK_K, LEAN_QK_K, LEAN_QK_K};
 static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
-
-/* A K super-block's scales as floats, as the reference dequantizer makes them: Q4_K / Q5_K
- * d sc[j] and dmin m[j]; Q6_K d sc[s]. */
-typedef struct kscale {
-    float d[16], m[8];
-} kscale;
-
-static inline void k_prep(int f, const uint8_t *b, kscale *ks) {
-    if (f == X_Q6_K) {
-        const float d = lean_f16_to_f32((uint16_t)(b[208] | (b[209] << 8)));
-        for (int s = 0; s < 16; s++) ks->d[s] = d * (float)(int8_t)b[192 + s];
-        return;
-    }
-    const float d = lean_f16_to_f32((uint16_t)(b[0] | (b[1] << 8)));
-    const float dmin = lean_f16_to_f32((uint16_t)(b[2] | (b[3] << 8)));
-    uint8_t sc[8], m[8];
-    lean_k4_scales(b + 4, sc, m);
-    for (int j = 0; j < 8; j++) ks->d[j] = d * (float)sc[j], ks->m[j] = dmin * (float)m[j];
-}
 
 #define EXACT_ENTRY_POINTS(ATTR)                                                                    \
     static ATTR void matmul_exact_q4_0(LEAN_MATMUL_ARGS) { matmul_x(X_Q4_0, MATMUL_PASS); }              \
