@@ -180,6 +180,13 @@ static void test_errors(void) {
     expect_error("root ::= * \"a\"", LEAN_ERR_FORMAT, "line 1 column 10: expecting an item before");
     expect_error("root ::= \"\\q\"", LEAN_ERR_FORMAT, "line 1 column 11: unknown escape");
     expect_error("root ::= \"\\x4\"", LEAN_ERR_FORMAT, "expecting 2 hex digits");
+    /* bytes no UTF-8 text can hold: a stray continuation, a lead past F4, an overlong form, a
+     * surrogate, a lead cut short by the closing quote */
+    expect_error("root ::= \"b\x80\"", LEAN_ERR_FORMAT, "line 1 column 12: invalid UTF-8");
+    expect_error("root ::= \"\xff\xff\xff\"", LEAN_ERR_FORMAT, "line 1 column 11: invalid UTF-8");
+    expect_error("root ::= [\xc0\xaf]", LEAN_ERR_FORMAT, "invalid UTF-8");
+    expect_error("root ::= \"\xed\xa0\x80\"", LEAN_ERR_FORMAT, "invalid UTF-8");
+    expect_error("root ::= \"\xe2\x82\"", LEAN_ERR_FORMAT, "invalid UTF-8");
     expect_error("root ::= <hello>", LEAN_ERR_FORMAT, "needs the model's vocabulary");
     expect_error("root ::= \"a\" )", LEAN_ERR_FORMAT, "line 1 column 14: expecting a newline");
     expect_error("root ::= a\na ::= a \"x\"", LEAN_ERR_FORMAT, "is left recursive");
@@ -197,6 +204,10 @@ static void test_errors(void) {
     /* repetitions nested past the limit: refused, not grown */
     expect_error("root ::= ((\"a\"{0,100}){0,100})", LEAN_ERR_FORMAT, "past 2000");
 
+    /* JSON text is UTF-8: a property name with a byte that cannot be matched is refused */
+    expect_schema_error("{\"type\": \"object\", \"properties\": {\"b\xff\": {\"enum\": [1]}}}", LEAN_ERR_FORMAT,
+                        "invalid UTF-8 in a string at byte 36");
+    expect_schema_error("{\"const\": \"\xed\xbf\xbf\"}", LEAN_ERR_FORMAT, "invalid UTF-8 in a string");
     expect_schema_error("{\"type\": \"object\", \"properties\": {\"age\": {\"type\": \"integer\", \"minimum\": 3}}}",
                         LEAN_ERR_UNSUPPORTED, "JSON schema at #/properties/age: unsupported keyword 'minimum'");
     expect_schema_error("{\"type\": \"strin\"}", LEAN_ERR_FORMAT, "at #: unknown type 'strin'");

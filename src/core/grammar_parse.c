@@ -137,17 +137,21 @@ static const char *skip_space(const char *s, int newline_ok) {
     return s;
 }
 
-/* One UTF-8 character (invalid bytes are taken one at a time, as their byte value) */
-static const char *decode_utf8(const char *s, uint32_t *cp) {
-    static const int len_of[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+/* One well-formed UTF-8 character (RFC 3629, as the matcher reads text): anything else is an
+ * error, since no text could ever match it. */
+static const char *decode_utf8(parser *p, const char *s, uint32_t *cp) {
     const unsigned char *u = (const unsigned char *)s;
-    int n = len_of[u[0] >> 4];
-    uint32_t v = u[0] & ((1u << (8 - n)) - 1);
-    if (n == 1) v = u[0];
-    int i = 1;
-    for (; i < n && u[i]; i++) v = (v << 6) | (u[i] & 0x3f);
+    int n = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] <= 0xdf ? 2 : u[0] >= 0xe0 && u[0] <= 0xef ? 3 : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : 0;
+    if (n == 0) return fail_at(p, s, LEAN_ERR_FORMAT, "invalid UTF-8");
+    uint32_t v = n == 1 ? u[0] : u[0] & (0x7fu >> n);
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xc0) != 0x80) return fail_at(p, s, LEAN_ERR_FORMAT, "invalid UTF-8");
+        v = (v << 6) | (u[i] & 0x3fu);
+    }
+    static const uint32_t min_of[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min_of[n] || (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff) return fail_at(p, s, LEAN_ERR_FORMAT, "invalid UTF-8");
     *cp = v;
-    return s + i;
+    return s + n;
 }
 
 static const char *parse_hex(parser *p, const char *s, int digits, uint32_t *out) {
@@ -177,7 +181,7 @@ static const char *parse_char(parser *p, const char *s, uint32_t *cp) {
         }
     }
     if (!*s) return fail_at(p, s, LEAN_ERR_FORMAT, "unexpected end of input");
-    return decode_utf8(s, cp);
+    return decode_utf8(p, s, cp);
 }
 
 static const char *parse_int(parser *p, const char *s, uint64_t *out) {

@@ -82,6 +82,18 @@ static int hex4(const char *s) {
     return v;
 }
 
+/* The length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    /* the second byte's range for E0 (no overlong), ED (no surrogates), F0 (no overlong), F4 (<= U+10FFFF) */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)) return 0;
+    return len;
+}
+
 /* Reads a string at the cursor (on its opening quote) into *out / *out_len (owned). */
 static bool parse_string(jcur *c, char **out, size_t *out_len) {
     c->i++; /* the quote */
@@ -97,6 +109,17 @@ static bool parse_string(jcur *c, char **out, size_t *out_len) {
         if (ch < 0x20) {
             lean_free(d);
             return jfail(c, LEAN_ERR_FORMAT, "control character in a string");
+        }
+        if (ch >= 0x80) { /* JSON text is UTF-8 (RFC 8259 8.1) */
+            size_t len = utf8_len((const unsigned char *)c->s + c->i, end - c->i);
+            if (!len) {
+                lean_free(d);
+                return jfail(c, LEAN_ERR_FORMAT, "invalid UTF-8 in a string");
+            }
+            memcpy(d + k, c->s + c->i, len);
+            k += len;
+            c->i += len;
+            continue;
         }
         if (ch != '\\') {
             d[k++] = (char)ch;
