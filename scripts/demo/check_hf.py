@@ -23,9 +23,9 @@ import bpe  # noqa: E402
 import check_model  # noqa: E402
 
 
-def main():
+def hf_model(path):
+    """(train.py's model, transformers' LlamaForCausalLM) on the GGUF's weights, both float32."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    path = sys.argv[1]
     ours = check_model.load(path)
     c = ours.c
     cfg = LlamaConfig(vocab_size=c["n_vocab"], hidden_size=c["n_embd"], intermediate_size=c["n_ff"],
@@ -47,9 +47,15 @@ def main():
     missing = [k for k in missing if "rotary" not in k]
     if missing or unexpected:
         sys.exit(f"check_hf: missing {missing}, unexpected {unexpected}")
+    return ours, hf
+
+
+def main():
+    path = sys.argv[1]
+    ours, hf = hf_model(path)
     tok = bpe.Tokenizer(path)
     text = ("A dog is a member of the genus Canis that has been domesticated by man since prehistoric times. "
-            "Tell me a fortune. You will be married within a year. ") * 8
+            "Tell me a fortune. You will be married within a year. ") * 16
     ids = torch.tensor(tok.encode(text)[:512]).view(2, 256)
     with torch.no_grad():
         a = ours(ids)
