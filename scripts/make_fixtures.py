@@ -374,22 +374,30 @@ def main_reference(outdir):
         write_text(os.path.join(outdir, f"{name}.txt"), result)
 
 
-def write_text(path, r):
+def write_text(path, r, penalty=None):
     """The reference in a line format tests/fixture.h reads with fscanf (format described in
-    that header). Logits are written with 9 significant digits: float32 round-trips exactly."""
+    that header). Logits are written with 9 significant digits: float32 round-trips exactly.
+    A case with a "model" (the demo's) names its file and is the file's only case; penalty,
+    (value, ids), adds its greedy ids under that repetition penalty."""
     with open(path, "w") as fh:
         fh.write(f"# transformers reference for {r['name']} ({r['arch']}, output "
                  f"{'tied to the embedding' if r['tied'] else 'untied'}); made by "
-                 f"scripts/make_fixtures.py with {r['made_with']}\n")
+                 f"scripts/{'demo/make_fixture.py' if penalty else 'make_fixtures.py'} with {r['made_with']}\n")
         fh.write(f"arch {r['arch']}\ntied {int(r['tied'])}\n")
+        if len(r["formats"]) != len(FORMATS):
+            fh.write(f"cases {len(r['formats'])}\n")
         for fmt, f in r["formats"].items():
             fh.write(f"format {fmt}\n")
+            if "model" in f:
+                fh.write(f"model {f['model']}\n")
             fh.write(f"sha256 {f['sha256']}\n")
             fh.write("prompt %d %s\n" % (len(f["prompt"]), " ".join(map(str, f["prompt"]))))
             fh.write("continuation %d %s\n" % (len(f["continuation"]),
                                                 " ".join(map(str, f["continuation"]))))
             for n, t in f["points"]:
                 fh.write("logits %d %d %s\n" % (n, len(t), " ".join(f"{i}:{v:.9g}" for i, v in t)))
+            if penalty:
+                fh.write("penalty %.9g %d %s\n" % (penalty[0], len(penalty[1]), " ".join(map(str, penalty[1]))))
             fh.write("end\n")
 
 

@@ -4,8 +4,9 @@
  * rebuilt bit-identically by `make test-data`; fixture_each checks each one's SHA-256
  * against the one transformers' reference was made from before a test may load it.
  *
- * Six models (FIXTURE_NAMES: llama, qwen2, qwen3, each with an untied output matrix and one
- * tied to the embedding; 4 layers, vocabulary 4096) in 11 formats. The file, line by line:
+ * Seven models (FIXTURE_NAMES): llama, qwen2, qwen3 with random weights, each with an untied
+ * output matrix and one tied to the embedding (4 layers, vocabulary 4096), in 11 formats; and
+ * the trained demo model (models/lean-demo.gguf, Q8_0). The file, line by line:
  *   arch ARCH / tied 0|1             the model
  *   format FMT                       a case begins: build/fixtures/NAME-FMT.gguf
  *   sha256 HEX                       that file's SHA-256
@@ -15,7 +16,12 @@
  *                                    of prompt + continuation: every prompt position
  *                                    (POS 1..16), then after decoding 1, 2, 3, 4, 8, 16, 24
  *                                    and 32 ids of the continuation
+ *   penalty P N ID...                (optional) transformers' greedy ids under repetition
+ *                                    penalty P over the whole history (generate(...,
+ *                                    repetition_penalty=P, do_sample=False))
  *   end                              the case ends
+ * The demo model's file (tests/data/fixtures/demo.txt, scripts/demo/make_fixture.py) has one
+ * case: `cases 1` after `tied`, and `model PATH` (models/lean-demo.gguf) after `format`.
  * The 21st logit marks the edge of the top-20: where the 20th and 21st are within
  * 2 x the tolerance, lean may order them either way, so the id set is compared over the
  * largest k <= 20 with a clear gap below it (fixture_point_check).
@@ -39,7 +45,7 @@
 #define FIXTURE_MAX_POINTS 32
 #define FIXTURE_N_FORMATS 11 /* formats per model in every fixture file */
 
-static const char *const FIXTURE_NAMES[] = {"llama", "llama-tied", "qwen2", "qwen2-untied", "qwen3", "qwen3-tied"};
+static const char *const FIXTURE_NAMES[] = {"llama", "llama-tied", "qwen2", "qwen2-untied", "qwen3", "qwen3-tied", "demo"};
 #define FIXTURE_N_NAMES ((int)(sizeof FIXTURE_NAMES / sizeof FIXTURE_NAMES[0]))
 
 /* transformers' logits after the first n_pos ids of prompt + continuation. */
@@ -59,6 +65,8 @@ typedef struct fixture {
     int n_cont, cont[FIXTURE_MAX_IDS];
     int n_points;
     fixture_point points[FIXTURE_MAX_POINTS]; /* by n_pos */
+    double penalty;                           /* 0: no penalty run */
+    int n_penalized, penalized[FIXTURE_MAX_IDS];
     /* Views for the readers that compare only after the prompt and after the last decode:
      * the top ids and logits there, n_top / n_end the ids whose set is comparable (see
      * fixture_point_safe_k with FIXTURE_TOL). */
@@ -230,7 +238,7 @@ static inline bool fixture_complete(const fixture *fx) {
  * reaches is its format's kernels, its architecture's forward and its output (tied or not), and
  * all of it still runs there; the native stage runs every fixture. Anything else set is a
  * failed CHECK, not a silent full or empty sweep. */
-static inline bool fixture_selected(const fixture *fx, int format_index) {
+static inline bool fixture_selected(const fixture *fx, int format_index, int n_cases) {
     static int mode = -1; /* 0: every fixture, 1: pairs */
     if (mode < 0) {
         const char *env = getenv("LEAN_TEST_FIXTURES");
@@ -239,7 +247,7 @@ static inline bool fixture_selected(const fixture *fx, int format_index) {
             CHECK(0, "LEAN_TEST_FIXTURES='%s': 'pairs' or 'all' (the default)", env);
         if (mode) printf("fixtures: LEAN_TEST_FIXTURES=pairs: 33 of 66, every format on every architecture\n");
     }
-    if (!mode) return true;
+    if (!mode || n_cases == 1) return true; /* a one-case file (the demo) is never halved */
     const int arch = !strcmp(fx->model_arch, "llama") ? 0 : !strcmp(fx->model_arch, "qwen2") ? 1 : 2;
     return fx->tied == (format_index + arch) % 2;
 }
@@ -255,7 +263,7 @@ static inline void fixture_each(const char *name, void (*run)(const fixture *fx,
     CHECK(f != NULL, "cannot open %s (made by scripts/make_fixtures.py)", path);
     if (!f) return;
     fixture *fx = calloc(1, sizeof *fx);
-    int n_cases = 0;
+    int n_cases = 0, want_cases = FIXTURE_N_FORMATS;
     char word[32];
     bool ok = fx != NULL;
     CHECK(fx != NULL, "out of memory");
@@ -268,11 +276,19 @@ static inline void fixture_each(const char *name, void (*run)(const fixture *fx,
             ok = fscanf(f, "%15s", fx->model_arch) == 1;
         } else if (!strcmp(word, "tied")) {
             ok = fscanf(f, "%d", &fx->tied) == 1;
+        } else if (!strcmp(word, "cases")) {
+            ok = fscanf(f, "%d", &want_cases) == 1 && want_cases >= 1 && want_cases <= FIXTURE_N_FORMATS;
         } else if (!strcmp(word, "format")) {
             ok = fscanf(f, "%15s", fx->fmt) == 1;
             snprintf(fx->model, sizeof fx->model, "build/fixtures/%s-%s.gguf", name, fx->fmt);
-            fx->n_prompt = fx->n_cont = fx->n_points = 0;
+            fx->n_prompt = fx->n_cont = fx->n_points = fx->n_penalized = 0;
+            fx->penalty = 0;
             fx->sha256[0] = 0;
+        } else if (!strcmp(word, "model")) {
+            ok = fscanf(f, "%159s", fx->model) == 1;
+        } else if (!strcmp(word, "penalty")) {
+            ok = fscanf(f, "%lf", &fx->penalty) == 1 && fx->penalty > 0 &&
+                 (fx->n_penalized = fixture_read_ints(f, fx->penalized)) > 0;
         } else if (!strcmp(word, "sha256")) {
             ok = fscanf(f, "%64s", fx->sha256) == 1;
         } else if (!strcmp(word, "prompt")) {
@@ -291,7 +307,7 @@ static inline void fixture_each(const char *name, void (*run)(const fixture *fx,
             const fixture_point *top = fixture_at(fx, fx->n_prompt), *end = fixture_at(fx, fx->n_prompt + fx->n_cont);
             fx->top_ids = top->ids, fx->top_logits = top->logits, fx->n_top = fixture_point_safe_k(top, FIXTURE_TOL);
             fx->end_ids = end->ids, fx->end_logits = end->logits, fx->n_end = fixture_point_safe_k(end, FIXTURE_TOL);
-            if (fixture_selected(fx, n_cases)) {
+            if (fixture_selected(fx, n_cases, want_cases)) {
                 const bool same = fixture_file_matches(fx->model, fx->sha256);
                 CHECK(same, "%s: missing or not the file transformers' reference was made from (SHA-256 %s); "
                       "`make test-data` rebuilds it", fx->model, fx->sha256);
@@ -305,7 +321,7 @@ static inline void fixture_each(const char *name, void (*run)(const fixture *fx,
     }
     fclose(f);
     free(fx);
-    CHECK(n_cases == FIXTURE_N_FORMATS, "%s: %d formats, expected %d", path, n_cases, FIXTURE_N_FORMATS);
+    CHECK(n_cases == want_cases, "%s: %d formats, expected %d", path, n_cases, want_cases);
 }
 
 /* fixture_each over every model of FIXTURE_NAMES. */
@@ -377,6 +393,36 @@ static inline void fixture_parity_header(void) {
     printf("|---|---|---|---|---|---|\n");
 }
 
+/* transformers' greedy ids under a repetition penalty over the whole history (the prompt
+ * included), through lean's sampler on ctx's backend. */
+static inline void fixture_penalty_check(const fixture *c, lean_ctx *ctx, float *logits, int n_vocab) {
+    lean_error err;
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.greedy = 1, sp.repeat_penalty = c->penalty, sp.repeat_last_n = -1, sp.seed = 0;
+    lean_sampler *s = NULL;
+    lean_status st = lean_sampler_create(&sp, n_vocab, &s, &err);
+    if (st == LEAN_OK) st = lean_sampler_accept(s, c->prompt, c->n_prompt, &err);
+    if (st == LEAN_OK) st = lean_ctx_truncate(ctx, 0, &err);
+    if (st == LEAN_OK) st = lean_prefill(ctx, c->prompt, c->n_prompt, logits, &err);
+    int n_same = 0, first_diff = -1, lean_id = -1;
+    for (int i = 0; st == LEAN_OK && i < c->n_penalized; i++) {
+        int32_t id = -1;
+        st = lean_sampler_sample(s, logits, lean_ctx_pos(ctx), NULL, &id, &err);
+        if (st != LEAN_OK) break;
+        if (id == c->penalized[i]) n_same++;
+        else if (first_diff < 0) first_diff = i, lean_id = id;
+        /* transformers' ids go on, so a later step stays comparable after a mismatch */
+        st = lean_sampler_accept(s, &c->penalized[i], 1, &err);
+        if (st == LEAN_OK && i + 1 < c->n_penalized) st = lean_decode(ctx, c->penalized[i], logits, &err);
+    }
+    CHECK(st == LEAN_OK, "%s: repetition penalty run: %s", c->model, err.msg);
+    CHECK(n_same == c->n_penalized, "%s: under repetition penalty %g the greedy ids differ at token %d (lean %d, "
+          "transformers %d)", c->model, c->penalty, first_diff, lean_id, first_diff >= 0 ? c->penalized[first_diff] : -1);
+    printf("| %-12s | %-4s | repetition penalty %g: %d of %d greedy ids equal |\n", c->arch, c->fmt, c->penalty, n_same,
+           c->n_penalized);
+    lean_sampler_free(s);
+}
+
 static inline void fixture_parity(const fixture *c, void *backend) {
     const char *path = c->model;
     lean_error err;
@@ -443,6 +489,7 @@ static inline void fixture_parity(const fixture *c, void *backend) {
           lean_id, first_diff >= 0 ? c->cont[first_diff] : -1);
     printf("| %-12s | %-4s | %.2e | %.2e | %d/%d (%d near-ties) | %s |\n", c->arch, c->fmt, worst[0], worst[1],
            n_sets_equal, n_sets, n_narrow, n_same == c->n_cont ? "yes" : "no");
+    if (c->n_penalized > 0) fixture_penalty_check(c, ctx, logits, n_vocab);
 done:
     free(logits);
     lean_ctx_free(ctx);
