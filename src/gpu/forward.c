@@ -39,7 +39,7 @@
  * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
  * (sample.h).
  *
- * Sections: state · create / destroy (the model's part, a context's) · recording · forward · generation ·
+ * Sections: state · create / destroy (the model's part, a context's) · recording · forward · batch · generation ·
  * profile · test accessors · table (each call holding the device's lock)
  */
 #include "core/backend.h"
@@ -130,6 +130,19 @@ typedef struct gpu_layer {
     bool kv_in_matmul;   /* decode's Q, K, V matmuls do qkv_post's work (gpu_mm_kv) */
 } gpu_layer;
 
+/* The batched decode pass's own kernels and buffers (section "batch"), made on the first
+ * lean_decode_batch that a context leads (its rows: s->x, xn, qkv, att, gate, up's first n). */
+typedef struct gpu_batch {
+    lean_gpu_buf *step;      /* uniform {n, 0, 0, 0}: the embedding's row count */
+    gpu_get_rows *embed;     /* ids -> x, n rows */
+    gpu_op norm_out;         /* x -> xn, every row: the final norm */
+    gpu_matmul **qkv;        /* (n_layer, 4): Q, K, V without decode's epilogue (make_qkv), or NULL
+                                where decode's matmuls have none (theirs serve) */
+    int32_t rows;            /* what mm_out and the logits hold */
+    gpu_matmul *mm_out;      /* xn -> logits, rows */
+    lean_gpu_buf *logits, *logits_rb; /* (rows, n_vocab); READBACK */
+} gpu_batch;
+
 /* One sequence on the model's device. B = n_batch; widths as in forward_ref.c. */
 struct lean_backend_state {
     lean_backend_model *bm;     /* the model's part: a reference */
@@ -154,9 +167,12 @@ struct lean_backend_state {
     gpu_op norm_out;
     gpu_matmul *mm_out;
     gpu_gen gen;
+    gpu_batch *batch;           /* NULL until it leads a batched pass */
+    int64_t batch_rows;         /* the rows of the batched passes it has led (test_hooks.h) */
 };
 
 static void gen_free(lean_backend_state *s);
+static void batch_free(lean_backend_state *s);
 
 /* ---- create / destroy: the model's part, then a context's ---- */
 
@@ -197,6 +213,7 @@ static void free_layer(gpu_layer *L) {
 /* Frees s's objects on the device (with bm's lock held) and s. */
 static void free_state(lean_backend_state *s) {
     gen_free(s);
+    batch_free(s);
     if (s->layers)
         for (int32_t il = 0; il < s->m->hp.n_layer; il++) free_layer(&s->layers[il]);
     lean_free(s->layers);
@@ -305,6 +322,28 @@ static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, l
     return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};
 }
 
+/* Q, K and V's matmuls into qkv's rows for max_tok tokens, mm[k] QKV_ORDER[k]'s (NULL where
+ * the layer has none): as one matmul when stacked, else three writing their columns; with
+ * decode's epilogue kv, or without (kv NULL); max_tok 0: the batched pass's, one-token kernel
+ * alone over up to s->n_batch rows. */
+static lean_status make_qkv(lean_backend_state *s, const gpu_layer *L, const gpu_layer_weights *W,
+                            const gpu_mm_kv *kv, int32_t max_tok, gpu_matmul **mm, lean_error *err) {
+    const lean_hparams *hp = &s->m->hp;
+    const int32_t qd = lean_q_dim(hp), kvd = lean_kv_dim(hp);
+    const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
+    const gpu_mm_in in = normed_input(s, L, W->attn_norm);
+    lean_status st = LEAN_OK;
+    for (int k = 0; !st && k < 4; k++) {
+        const gpu_weight *w = &W->w[QKV_ORDER[k]];
+        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = (uint32_t)(qd + 2 * kvd),
+                                .mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET, .bias = W->bqkv, .kv = kv,
+                                .part = s->part};
+        if (w->buf && max_tok) st = gpu_matmul_create(s->g, w, max_tok, s->step, &in, &out, &mm[k], err);
+        else if (w->buf) st = gpu_matmul_create_rows(s->g, w, s->n_batch, &in, &out, &mm[k], err);
+    }
+    return st;
+}
+
 /* The attention half's kernels of a layer (see the list at the top) over its weights W: Q, K
  * and V into qkv's rows, as one matmul when stacked, else three writing their columns. */
 static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu_layer_weights *W, lean_error *err) {
@@ -313,20 +352,14 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu
     const uint32_t row = (uint32_t)(qd + 2 * kvd);
     lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, W->attn_norm, s->xn, d, hp->rms_eps, false,
                                         &L->norm_attn, err);
-    const gpu_mm_mode mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
-    const gpu_mm_in in = normed_input(s, L, W->attn_norm);
-    const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
     const gpu_mm_kv kv = {.step = s->step, .kc = L->k_cache, .vc = L->v_cache, .table = s->rope_table,
                           .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
                           .neox = hp->rope_style == LEAN_ROPE_NEOX};
     L->kv_in_matmul = !W->qk_norm && gpu_matmul_kv_fits(s->g, W->bqkv != NULL, L->norm_in_matmul) &&
                       !lean_gpu_options_of(s->g)->no_kv_epilogue;
-    for (int k = 0; !st && k < 4; k++) {
-        const int i = QKV_ORDER[k];
-        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = W->bqkv,
-                                .kv = L->kv_in_matmul ? &kv : NULL, .part = s->part};
-        if (W->w[i].buf) st = gpu_matmul_create(s->g, &W->w[i], B, s->step, &in, &out, &L->mm[i], err);
-    }
+    gpu_matmul *qkv[4] = {0};
+    if (!st) st = make_qkv(s, L, W, L->kv_in_matmul ? &kv : NULL, B, qkv, err);
+    for (int k = 0; k < 4; k++) L->mm[QKV_ORDER[k]] = qkv[k];
     if (!st)
         st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, W->qk_norm,
                                  &L->qkv_post, err);
@@ -735,6 +768,184 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
     return st;
 }
 
+/* ---- batch ----
+ * lean_decode_batch's pass over n sequences, one token each (backend.h's forward_batch), led by
+ * s[0]: rows 0 .. n - 1 of its x, xn, qkv, att, gate and up hold the n sequences' tokens, and
+ * every matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's
+ * bits decode's, one dispatch a matrix for all the rows). What a sequence owns, its cache and
+ * position, stays its own context's: per layer, row i of q|k|v is copied into s[i]'s row 0,
+ * s[i]'s own qkv_post and attention run at its position (its step uniform), and its attention
+ * row is copied back into row i of att. A layer is then its decode dispatches over the rows,
+ * 2 (n - 1) copies and 2 n dispatches (3 n past GPU_ATTN_MIN_CHUNK keys: attention's merge);
+ * the logits of every row come back in one copy and one map. Decode's q|k|v epilogue writes
+ * one position, so the pass has Q, K, V matmuls without it (gpu_batch.qkv) and runs qkv_post,
+ * the same expressions (matmul_out.wgsl). A model whose rows do not start on a vec4
+ * (gpu_matmul_rows_fit), or whose logits of n rows pass a binding, decodes the rows one after
+ * another instead (batch_each). */
+
+static void batch_free(lean_backend_state *s) {
+    gpu_batch *b = s->batch;
+    if (!b) return;
+    for (int32_t i = 0; b->qkv && i < 4 * s->m->hp.n_layer; i++) gpu_matmul_free(b->qkv[i]);
+    lean_free(b->qkv);
+    gpu_get_rows_free(b->embed);
+    gpu_op_free(&b->norm_out);
+    gpu_matmul_free(b->mm_out);
+    lean_gpu_buf *bufs[] = {b->step, b->logits, b->logits_rb};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
+    lean_free(b);
+    s->batch = NULL;
+}
+
+/* Whether every matrix of the model takes rows (gpu_matmul_rows_fit). */
+static bool batch_fits(const lean_backend_state *s) {
+    const lean_backend_model *bm = s->bm;
+    bool fits = gpu_matmul_rows_fit(s->m->tied_output ? &bm->tok_embd : &bm->output);
+    for (int32_t il = 0; fits && il < s->m->hp.n_layer; il++)
+        for (int i = 0; fits && i < N_MATRICES; i++)
+            fits = !bm->layers[il].w[i].buf || gpu_matmul_rows_fit(&bm->layers[il].w[i]);
+    return fits;
+}
+
+/* s's batch kernels (made once), and its logits for n rows (remade for more rows). */
+static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *err) {
+    const lean_model *m = s->m;
+    const lean_backend_model *bm = s->bm;
+    lean_status st = LEAN_OK;
+    if (!s->batch) {
+        gpu_batch *b = s->batch = lean_calloc(1, sizeof *b);
+        if (b) b->qkv = lean_calloc((size_t)m->hp.n_layer * 4, sizeof *b->qkv);
+        if (!b || !b->qkv) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's kernels");
+        if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
+        if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
+        if (!st)
+            st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
+                                    &b->norm_out, err);
+        for (int32_t il = 0; !st && il < m->hp.n_layer; il++)
+            if (s->layers[il].kv_in_matmul) st = make_qkv(s, &s->layers[il], &bm->layers[il], NULL, 0, b->qkv + 4 * il, err);
+    }
+    gpu_batch *b = s->batch;
+    if (!st && b->rows < n) {
+        const uint64_t n_vocab = (uint64_t)m->hp.n_vocab;
+        gpu_matmul_free(b->mm_out);
+        lean_gpu_buf_free(b->logits);
+        lean_gpu_buf_free(b->logits_rb);
+        b->mm_out = NULL, b->logits = b->logits_rb = NULL, b->rows = 0;
+        st = new_buf(s, (uint64_t)n, n_vocab, "batch logits", &b->logits, err);
+        if (!st)
+            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)n * n_vocab, LEAN_GPU_READBACK, "batch logits read-back",
+                                     &b->logits_rb, err);
+        if (!st)
+            st = gpu_matmul_create_rows(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n,
+                                        &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits}, &b->mm_out, err);
+        if (!st) b->rows = n;
+    }
+    if (st) batch_free(s);
+    return st;
+}
+
+/* Layer il of the pass (see the section's top). */
+static void record_batch_layer(lean_gpu_cmd *c, lean_backend_state *const *s, const int32_t *pos, int32_t n,
+                               int32_t il) {
+    const lean_backend_state *s0 = s[0];
+    const gpu_layer *L = &s0->layers[il];
+    const lean_hparams *hp = &s0->m->hp;
+    const uint64_t qkv_row = 4 * (uint64_t)(lean_q_dim(hp) + 2 * lean_kv_dim(hp)), att_row = 4 * (uint64_t)lean_q_dim(hp);
+    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_attn, n);
+    for (int k = 0; k < 4; k++) {
+        const gpu_matmul *mm = L->kv_in_matmul ? s0->batch->qkv[4 * il + k] : L->mm[QKV_ORDER[k]];
+        if (mm) gpu_matmul_record_rows(c, mm, n);
+    }
+    for (int32_t i = 1; i < n; i++) lean_gpu_copy(c, s0->qkv, (uint64_t)i * qkv_row, s[i]->qkv, 0, qkv_row);
+    for (int32_t i = 0; i < n; i++) { /* one compute pass for all the sequences' */
+        gpu_op_record(c, &s[i]->layers[il].qkv_post, 1);
+        gpu_attention_record(c, &s[i]->layers[il].attn, 1, pos[i]);
+    }
+    for (int32_t i = 1; i < n; i++) lean_gpu_copy(c, s[i]->att, 0, s0->att, (uint64_t)i * att_row, att_row);
+    gpu_matmul_record_rows(c, L->mm[W_O], n);
+    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_ffn, n);
+    if (L->mm[W_GATE_UP]) {
+        gpu_matmul_record_rows(c, L->mm[W_GATE_UP], n);
+    } else {
+        gpu_matmul_record_rows(c, L->mm[W_GATE], n);
+        gpu_matmul_record_rows(c, L->mm[W_UP], n);
+        gpu_op_record(c, &L->swiglu, n);
+    }
+    gpu_matmul_record_rows(c, L->mm[W_DOWN], n);
+}
+
+/* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
+static lean_status batch_wait(lean_gpu_buf *rb, float *logits, uint64_t bytes, lean_error *err) {
+    lean_status st = lean_gpu_map_take(rb, logits, bytes, err);
+    if (st != LEAN_PENDING) return st;
+    lean_gpu_map_drop(rb);
+    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                     "lean_decode_batch cannot wait for the GPU in this host (no JSPI): use lean_decode");
+}
+
+/* The rows one after another, each its own forward (where the pass does not fit). */
+static lean_status batch_each(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
+                              float *logits, lean_error *err) {
+    const uint64_t n_vocab = (uint64_t)s[0]->m->hp.n_vocab;
+    lean_status st = LEAN_OK;
+    for (int32_t i = 0; !st && i < n; i++) {
+        float *row = logits ? logits + (uint64_t)i * n_vocab : NULL;
+        st = gpu_forward(s[i], &ids[i], 1, pos[i], row, err);
+        if (st == LEAN_PENDING) {
+            st = batch_wait(s[i]->logits_rb, row, n_vocab * 4, err);
+            s[i]->logits_wait = false;
+        }
+    }
+    return st;
+}
+
+static lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
+                                     float *logits, lean_error *err) {
+    lean_backend_state *s0 = s[0];
+    for (int32_t i = 0; i < n; i++)
+        if (s[i]->gen.on || s[i]->logits_wait || pos[i] < 0 || pos[i] >= s[i]->n_ctx)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d at position %d (n_ctx %d)%s", i, pos[i],
+                             s[i]->n_ctx, s[i]->gen.on || s[i]->logits_wait ? " during a generation" : "");
+    if (n > s0->n_batch)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d batch rows past the first's n_batch %d", n, s0->n_batch);
+    lean_status st = batch_fits(s0) ? batch_prepare(s0, n, err) : LEAN_ERR_UNSUPPORTED;
+    if (st == LEAN_ERR_UNSUPPORTED) return batch_each(s, ids, pos, n, logits, err);
+    const gpu_batch *b = s0->batch;
+    uint32_t step[4];
+    gpu_step_words(n, 0, step);
+    /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
+    if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
+    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
+    for (int32_t i = 0; !st && i < n; i++) {
+        gpu_step_words(1, pos[i], step);
+        st = lean_gpu_buf_write(s0->g, s[i]->step, 0, step, sizeof step, err);
+    }
+    lean_gpu_cmd *c = NULL;
+    if (!st) st = lean_gpu_begin(s0->g, &c, err);
+    if (st) return st;
+    gpu_get_rows_record(c, b->embed, n);
+    for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s, pos, n, il);
+    const uint64_t bytes = (uint64_t)n * (uint64_t)s0->m->hp.n_vocab * 4;
+    if (logits) {
+        gpu_op_record(c, &b->norm_out, n);
+        gpu_matmul_record_rows(c, b->mm_out, n);
+        lean_gpu_copy(c, b->logits, 0, b->logits_rb, 0, bytes);
+    }
+    st = lean_gpu_submit_step(c, err);
+    if (!st) s0->batch_rows += n;
+    if (!st && logits) st = lean_gpu_map_begin(b->logits_rb, err);
+    return st || !logits ? st : batch_wait(b->logits_rb, logits, bytes, err);
+}
+
+/* One pass, one device: the contexts of one model part (the same device and options). */
+static lean_status gpu_batch_check(const lean_backend_state *first, const lean_backend_state *s, int32_t i,
+                                   lean_error *err) {
+    if (s->bm == first->bm) return LEAN_OK;
+    return LEAN_FAIL(err, LEAN_ERR_ARG,
+                     "lean_decode_batch: ctx[%d] is on another GPU device than ctx[0] (other device options, or "
+                     "another thread's OpenGL device): one batch, one device", i);
+}
+
 /* ---- generation ----
  *
  * Why these block sizes: a greedy reply is read back GEN_GREEDY_BLOCK ids at a time with two
@@ -877,6 +1088,7 @@ static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text,
 
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s) { return s->logits; }
+int64_t lean_backend_gpu_batch_rows(lean_backend_state *s) { return s->batch_rows; }
 
 static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const lean_gpu_info *in = lean_gpu_get_info(s->g);
@@ -933,6 +1145,14 @@ static lean_status locked_forward(lean_backend_state *s, const int32_t *ids, int
     return st;
 }
 
+static lean_status locked_forward_batch(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos,
+                                        int32_t n, float *logits, lean_error *err) {
+    lean_mutex_lock(&s[0]->bm->lock); /* every row's: batch_check */
+    lean_status st = gpu_forward_batch(s, ids, pos, n, logits, err);
+    lean_mutex_unlock(&s[0]->bm->lock);
+    return st;
+}
+
 static lean_status locked_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
                                     int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
@@ -978,6 +1198,8 @@ const lean_backend lean_backend_gpu = {
     .model_finish = gpu_model_finish,
     .forward = locked_forward,
     .destroy = gpu_destroy,
+    .batch_check = gpu_batch_check,
+    .forward_batch = locked_forward_batch,
     .gen_begin = locked_gen_begin,
     .gen_next = locked_gen_next,
     .gen_end = locked_gen_end,
