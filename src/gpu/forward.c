@@ -949,16 +949,18 @@ static gpu_lora_io lora_io(const lean_backend_state *s, int32_t i) {
     const uint32_t d = (uint32_t)hp->n_embd, qd = (uint32_t)lean_q_dim(hp), kvd = (uint32_t)lean_kv_dim(hp),
                    ff = (uint32_t)hp->n_ff;
     if (i == lora_site_output(hp))
-        return (gpu_lora_io){.x = s->x_last, .x_stride = d, .y = s->logits, .y_stride = (uint32_t)hp->n_vocab, .max_tok = 1};
+        return (gpu_lora_io){.x = s->x_last, .x_stride = d, .y = s->logits, .y_stride = (uint32_t)hp->n_vocab,
+                             .rows = (uint32_t)hp->n_vocab, .max_tok = 1};
     const bool gu = s->bm->layers[i / LORA_N_SLOTS].w[W_GATE_UP].buf != NULL;
-    gpu_lora_io io = {.x = s->xn, .x_stride = d, .y = s->qkv, .y_stride = qd + 2 * kvd, .max_tok = s->n_batch};
+    gpu_lora_io io = {.x = s->xn, .x_stride = d, .y = s->qkv, .y_stride = qd + 2 * kvd, .rows = qd,
+                      .max_tok = s->n_batch};
     switch (i % LORA_N_SLOTS) {
-    case LORA_WK: io.y_col = qd; break;
-    case LORA_WV: io.y_col = qd + kvd; break;
-    case LORA_WO: io.x = s->att, io.x_stride = qd, io.y = s->x, io.y_stride = d; break;
-    case LORA_GATE: io.y = gu ? s->gu : s->gate, io.y_stride = gu ? 2 * ff : ff; break;
-    case LORA_UP: io.y = gu ? s->gu : s->up, io.y_stride = gu ? 2 * ff : ff, io.y_col = gu ? ff : 0; break;
-    case LORA_DOWN: io.x = s->gate, io.x_stride = ff, io.y = s->x, io.y_stride = d; break;
+    case LORA_WK: io.y_col = qd, io.rows = kvd; break;
+    case LORA_WV: io.y_col = qd + kvd, io.rows = kvd; break;
+    case LORA_WO: io.x = s->att, io.x_stride = qd, io.y = s->x, io.y_stride = d, io.rows = d; break;
+    case LORA_GATE: io.y = gu ? s->gu : s->gate, io.y_stride = gu ? 2 * ff : ff, io.rows = ff; break;
+    case LORA_UP: io.y = gu ? s->gu : s->up, io.y_stride = gu ? 2 * ff : ff, io.y_col = gu ? ff : 0, io.rows = ff; break;
+    case LORA_DOWN: io.x = s->gate, io.x_stride = ff, io.y = s->x, io.y_stride = d, io.rows = d; break;
     default: break; /* LORA_WQ */
     }
     return io;

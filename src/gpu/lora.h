@@ -16,19 +16,22 @@ typedef struct gpu_lora_io {
     uint32_t x_stride;
     lean_gpu_buf *y;
     uint32_t y_stride, y_col;
+    uint32_t rows; /* the weight's rows (outputs) */
     int32_t max_tok;
 } gpu_lora_io;
 
 typedef struct gpu_lora gpu_lora;
 
-/* *out = set on g: io[i] says where site i reads and adds (set->n_sites entries; only the
- * sites with terms are read). The adapters' tensors are
+/* *out = set on g: io[i] says where site i reads and adds (set->n_sites entries, every one
+ * read: consecutive sites of one input adding to adjacent columns of one output share their
+ * dispatches). The adapters' tensors are
  * dequantized on the host (any type lean reads) and each term's B scaled by its s, then
  * uploaded: rank x (rows + cols) x 4 bytes a term. */
 lean_status gpu_lora_create(lean_gpu *g, const lora_set *set, const gpu_lora_io *io, gpu_lora **out, lean_error *err);
-/* Whether l (nullable: none) adds to site i. */
+/* Whether l (nullable: none) adds to site i or to a site sharing its dispatches. */
 bool gpu_lora_on(const gpu_lora *l, int32_t site);
-/* Records site i's two dispatches for n_tok tokens (nothing where it has no terms). */
+/* Records the two dispatches of the sites that start at site i for n_tok tokens (nothing
+ * where none has terms, or where i shares an earlier site's). */
 void gpu_lora_record(lean_gpu_cmd *c, const gpu_lora *l, int32_t site, int32_t n_tok);
 void gpu_lora_free(gpu_lora *l); /* NULL is fine */
 
