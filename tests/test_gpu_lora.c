@@ -12,7 +12,10 @@
  * Switching without reload: the adapters removed give the model's bits again; scale 0 the
  * model's logits within 1e-5. A resident greedy reply (lean_gen_*, the draw on the GPU) under
  * adapter a: cpu-ref's ids. A quantized base (q8_0, q4_k): the GPU within 1e-3 of cpu-ref.
+ * Out of memory: every allocation of a set failing in turn ends in a clean error that keeps the
+ * adapters in force.
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
+#include "core/common.h" /* lean_alloc_fail_at */
 #include "fixture.h"
 #include "lora_ref.h"
 #include "test.h"
@@ -175,10 +178,52 @@ static void test_quantized(const char *model, const char *adapter) {
     lean_model_free(m);
 }
 
+/* Every allocation of lean_ctx_set_loras on the GPU failing in turn (the first set, which also
+ * makes the unfused variants): LEAN_ERR_NOMEM, the adapters in force (none) unchanged, and the
+ * set made at last computes what one made at once does. */
+static void test_out_of_memory(void) {
+    lean_error err;
+    lean_model *m = NULL;
+    lean_lora *a = NULL;
+    CHECK(lean_model_load_file("build/fixtures/llama-f32.gguf", &m, &err) == LEAN_OK, "llama: %s", err.msg);
+    if (m) CHECK(lean_lora_load_file(m, "build/lora/llama-a.gguf", &a, &err) == LEAN_OK, "llama-a: %s", err.msg);
+    lean_ctx *cg = m ? new_ctx(m, "gpu") : NULL, *c1 = m ? new_ctx(m, "gpu") : NULL;
+    const int V = m ? lean_model_n_vocab(m) : 0;
+    float *base = malloc(sizeof(float) * MAX_V), *got = malloc(sizeof(float) * MAX_V),
+          *want = malloc(sizeof(float) * MAX_V);
+    const int32_t ids[] = {3, 1, 4, 1, 5, 9, 2, 6};
+    const float one = 1.0f;
+    if (a && cg && c1 && logits_at(cg, ids, 8, true, base) && set(c1, &a, &one, 1) && logits_at(c1, ids, 8, true, want)) {
+        int fails = 0, runs = 0;
+        bool kept = true;
+        for (uint64_t k = 1; k < 2000; k++) {
+            lean_alloc_fail_at(k, false);
+            const lean_status st = lean_ctx_set_loras(cg, &a, &one, 1, &err);
+            lean_alloc_fail_at(0, false);
+            runs++;
+            if (st == LEAN_OK) break;
+            fails += st == LEAN_ERR_NOMEM;
+            if (k % 16 == 1) { /* now and then: still the model's logits */
+                logits_at(cg, ids, 8, true, got);
+                kept &= !memcmp(got, base, sizeof(float) * (size_t)V);
+            }
+        }
+        CHECK(fails == runs - 1 && runs > 3, "gpu set_loras out of memory: %d clean failures of %d runs", fails, runs);
+        CHECK(kept, "a failed gpu set_loras changed the adapters in force");
+        logits_at(cg, ids, 8, true, got);
+        CHECK(!memcmp(got, want, sizeof(float) * (size_t)V), "the set made after the failures computes otherwise");
+    }
+    lean_ctx_free(cg), lean_ctx_free(c1);
+    lean_lora_free(a);
+    free(base), free(got), free(want);
+    lean_model_free(m);
+}
+
 int main(void) {
     if (test_gpu_skipped("test_gpu_lora")) return 0;
     for (size_t i = 0; i < sizeof LORA_NAMES / sizeof LORA_NAMES[0]; i++) test_model(LORA_NAMES[i]);
     test_quantized("build/fixtures/llama-q8_0.gguf", "build/lora/llama-a.gguf");
     test_quantized("build/fixtures/qwen2-q4_k.gguf", "build/lora/qwen2-a.gguf");
+    test_out_of_memory();
     return test_finish("test_gpu_lora");
 }
