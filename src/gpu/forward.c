@@ -38,9 +38,12 @@
  * decode step is then 5 n_layer + 3 dispatches (embedding; final norm, logits; 6 n_layer + 3
  * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
  * (sample.h).
+ * With LoRA adapters (gpu/lora.h, section "LoRA"), each adapted matmul is followed by its
+ * term's two dispatches (Q, K, V's and gate, up's shared), and an adapted layer's decode runs
+ * its norms, qkv_post and (stacked gate, up) SwiGLU as dispatches of their own.
  *
  * Sections: state · create / destroy (the model's part, a context's) · recording · forward · generation ·
- * profile · test accessors · table (each call holding the device's lock)
+ * LoRA · profile · test accessors · table (each call holding the device's lock)
  */
 #include "core/backend.h"
 
