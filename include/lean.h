@@ -366,8 +366,8 @@ LEAN_API int32_t lean_lora_max_rank(const lean_lora *a);
  * lean_ctx_free). The KV cache keeps what was computed before: truncate it to recompute a
  * prefix under the new adapters. The logits of the last call are dropped (lean_gen_begin
  * needs a prefill or decode first). LEAN_ERR_ARG during a generation or for a bad argument,
- * LEAN_ERR_UNSUPPORTED on a backend without LoRA (the GPU today: docs/lora.md); on failure
- * the adapters in force stay. */
+ * LEAN_ERR_UNSUPPORTED on a backend without LoRA (every backend of lean has it: docs/lora.md);
+ * on failure the adapters in force stay. */
 LEAN_API lean_status lean_ctx_set_loras(lean_ctx *c, lean_lora *const *loras, const float *scales, int32_t n,
                                         lean_error *err);
 
