@@ -819,7 +819,7 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
  * row is copied back into row i of att. A layer is then its decode dispatches over the rows,
  * 2 (n - 1) copies and 2 n dispatches (3 n past GPU_ATTN_MIN_CHUNK keys: attention's merge);
  * the logits of every row come back in one copy and one map. Decode's q|k|v epilogue writes
- * one position, so the pass has Q, K, V matmuls without it (gpu_batch.qkv) and runs qkv_post,
+ * one position, so the pass has Q, K, V matmuls without it (make_plain_qkv) and runs qkv_post,
  * the same expressions (matmul_out.wgsl). A model whose rows do not start on a vec4
  * (gpu_matmul_rows_fit), or whose logits of n rows pass a binding, and a batch with LoRA
  * adapters on any of its contexts decode the rows one after another instead (batch_each). */
@@ -854,7 +854,7 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
     if (!s->batch) {
         gpu_batch *b = s->batch = lean_calloc(1, sizeof *b);
         if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's kernels");
-        if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
+        st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
         if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
         if (!st)
             st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
