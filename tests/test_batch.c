@@ -11,7 +11,9 @@
  *               runs exact, "cpu-ref", and the GPU's exact path (Dawn; LEAN_TEST_GPU=0 skips
  *               it, saying so) on the Q4_0 llama, the Q8_0 qwen2 (biases; ctx[0]'s n_batch 2:
  *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
- *               every row must have gone through a batched pass (test_hooks.h counts them);
+ *               every row must have gone through a batched pass (test_hooks.h counts them),
+ *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
+ *               each context alone;
  *               for Q4_0, Q8_0, Q4_K, F16 tiny models of the three architectures;
  *   same reply  a seeded sampled reply drawn from the batch's logits (lean_sampler_sample)
  *               is the reply lean_gen_* gives the sequence alone (the draw on the GPU for the
@@ -283,6 +285,40 @@ static void test_gpu_refusal(const lean_model *m) {
     lean_ctx_free(a), lean_ctx_free(b);
 }
 
+/* GPU contexts with LoRA adapters (the parity llama and its adapter, as test_gpu_lora loads
+ * them): a batch of an adapted context beside a plain one decodes row by row (each context's
+ * forward adds its terms; no batched pass), each row the bits of its context decoded alone. */
+static void test_gpu_lora(void) {
+    lean_error err = {0};
+    lean_model *m = NULL;
+    lean_lora *ad = NULL;
+    CHECK(lean_model_load_file("build/fixtures/llama-f32.gguf", &m, &err) == LEAN_OK, "llama: %s", err.msg);
+    if (m) CHECK(lean_lora_load_file(m, "build/lora/llama-a.gguf", &ad, &err) == LEAN_OK, "llama-a: %s", err.msg);
+    if (!m || !ad) goto done;
+    const run_cfg rc = {"gpu", true, 1, 0};
+    const int32_t V = lean_model_n_vocab(m), p[] = {3, 1, 4, 1, 5};
+    const float one = 1.0f;
+    lean_ctx *c[4] = {new_ctx(m, &rc, 1, 0), new_ctx(m, &rc, 1, 0), new_ctx(m, &rc, 1, 0), new_ctx(m, &rc, 1, 0)};
+    float *want = malloc(sizeof(float) * 2 * (size_t)V), *got = malloc(sizeof(float) * 2 * (size_t)V);
+    bool ok = c[0] && c[1] && c[2] && c[3] && want && got;
+    /* c[0], c[2] adapted; c[0], c[1] alone, c[2], c[3] batched */
+    for (int i = 0; ok && i < 4; i++)
+        ok = (i % 2 || lean_ctx_set_loras(c[i], &ad, &one, 1, &err) == LEAN_OK) &&
+             lean_prefill(c[i], p, 5 - i % 2, NULL, &err) == LEAN_OK;
+    ok = ok && lean_decode(c[0], 7, want, &err) == LEAN_OK && lean_decode(c[1], 8, want + V, &err) == LEAN_OK &&
+         lean_decode_batch(c + 2, (int32_t[]){7, 8}, 2, got, &err) == LEAN_OK;
+    CHECK(ok, "gpu with an adapter: %s", err.msg);
+    if (ok) {
+        CHECK(!memcmp(want, got, sizeof(float) * 2 * (size_t)V), "gpu with an adapter: a batched row differs");
+        CHECK(lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[2])) == 0, "an adapted batch took the batched pass");
+    }
+    for (int i = 0; i < 4; i++) lean_ctx_free(c[i]);
+    free(want), free(got);
+done:
+    lean_lora_free(ad);
+    lean_model_free(m);
+}
+
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -317,7 +353,7 @@ int main(void) {
             if (i < 2 || (f == 0 && !strcmp(rcs[i].backend, "gpu"))) test_reply(m, &rcs[i], V, what);
             printf("%s: checked\n", what);
         }
-        if (f == 0 && gpu) test_gpu_refusal(m);
+        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora();
         if (f == 0) {
             char opath[512];
             lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);
