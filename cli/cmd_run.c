@@ -48,8 +48,8 @@ static const char *const usage_run =
     "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
     "               float activations, not 8-bit ones (default: the faster paths)\n"
     "  --lora FILE  apply the LoRA adapter FILE (llama.cpp's GGUF adapter) with scale 1; the\n"
-    "               flags may be repeated, every adapter is added (docs/lora.md). The CPU\n"
-    "               backends apply adapters, the GPU not yet: with one, auto means cpu\n"
+    "               flags may be repeated, every adapter is added (docs/lora.md); every\n"
+    "               backend applies them\n"
     "  --lora-scaled FILE SCALE  the same with that scale (llama.cpp's FILE:SCALE works too)\n"
     VERBOSITY_USAGE
     SAMPLING_USAGE
@@ -297,7 +297,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_ctx = (int32_t)a.n_ctx;
     cp.n_batch = (int32_t)a.n_batch;
     cp.n_threads = (int32_t)a.n_threads;
-    cp.backend = a.backend ? a.backend : a.n_lora ? "cpu" : NULL; /* the GPU applies no adapters yet */
+    cp.backend = a.backend;
     cp.exact = a.exact;
     if (ctx_create_quietly(m, &cp, a.verbosity, &c, &err) != LEAN_OK) goto fail;
     print_backend(c, a.verbosity);

@@ -309,13 +309,14 @@ LEAN_API lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_er
  *
  * Each ctx[i] ends as lean_decode(ctx[i], ids[i], row i of logits) would leave it, and what a
  * sequence computes does not depend on the others in the batch: on the CPU kernels (exact or
- * not) its logits are the same bits as decoded alone, so the same ids follow; the reference
- * ("cpu-ref") and the GPU decode the contexts one after another (the GPU's batched pass is not
- * written yet), with the same bits too.
+ * not) and on the GPU its logits are the same bits as decoded alone, so the same ids follow;
+ * the reference ("cpu-ref") decodes the contexts one after another, with the same bits too.
  * Rules: ctx[0..n) are n distinct contexts of one model on one backend; where they share a
- * pass (the CPU kernels) also with the same settings (kernel table, exact). On the CPU a pass
- * takes the contexts in order, up to min(64, n_batch) of them, with the threads and n_batch of
- * its first (ctx[0] for the first pass); more contexts make more passes.
+ * pass also with the same settings: on the CPU kernels the kernel table and exact, on the GPU
+ * one device (contexts of one model share it unless their device options differ, or, on
+ * OpenGL, they were made on another thread). A pass takes the contexts in order, up to
+ * min(64, n_batch) of them, with the threads, n_batch and (GPU) activations of its first
+ * (ctx[0] for the first pass); more contexts make more passes.
  * logits (nullable): n * n_vocab floats, row i the next-token logits of ctx[i], which are also
  * what a following lean_gen_begin on ctx[i] draws from. The contexts are used by the calling
  * thread for the call's duration (lean_ctx's one-thread rule holds for each).
@@ -365,8 +366,8 @@ LEAN_API int32_t lean_lora_max_rank(const lean_lora *a);
  * lean_ctx_free). The KV cache keeps what was computed before: truncate it to recompute a
  * prefix under the new adapters. The logits of the last call are dropped (lean_gen_begin
  * needs a prefill or decode first). LEAN_ERR_ARG during a generation or for a bad argument,
- * LEAN_ERR_UNSUPPORTED on a backend without LoRA (the GPU today: docs/lora.md); on failure
- * the adapters in force stay. */
+ * LEAN_ERR_UNSUPPORTED on a backend without LoRA (every backend of lean has it: docs/lora.md);
+ * on failure the adapters in force stay. */
 LEAN_API lean_status lean_ctx_set_loras(lean_ctx *c, lean_lora *const *loras, const float *scales, int32_t n,
                                         lean_error *err);
 

@@ -43,6 +43,10 @@
 #                xz -T1 -c $(bash scripts/setup_dawn_node.sh) >build/dawn-node.xz
 #              run (a call ends after 10 minutes: two or three models a call):
 #                bash scripts/h200_gpu.sh web smollm2-360m:q4_0 smollm2-1.7b:q4_0 smollm2-1.7b:q8_0
+#          bash scripts/h200_gpu.sh lora MODEL...  # LoRA on the GPU (docs/lora.md): a random adapter
+#              (scripts/make_lora.py adapter, rank ${RANK:-8}, every weight) per model, then `lean
+#              run --backend gpu` with and without it, interleaved ROUNDS times (default 3): a
+#              128-id prompt, 256 greedy ids; prints each run's prefill and decode tokens/s
 #          bash scripts/h200_gpu.sh threads MODEL... # CPU thread scaling, native and the threaded
 #                                                  # wasm32 build under Deno: carry build/deno.xz
 #                                                  # and build-wasm-mt/lean.wasm (`make wasm-mt`)
@@ -136,6 +140,25 @@ deno | dawn-node)
         f=$(model_file "$spec") || exit 1
         "${run_wasm[@]}" build-wasm/lean.wasm bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-$mode-bench.txt"
+    ;;
+lora)
+    ids=$(seq -s, 1 128)
+    for spec in "$@"; do
+        f=$(model_file "$spec") || exit 1
+        python3 scripts/make_lora.py adapter "$f" "${f%.gguf}-lora.gguf" --rank "${RANK:-8}" >/dev/null || exit 1
+    done
+    for r in $(seq "${ROUNDS:-3}"); do
+        for spec in "$@"; do
+            f=$(model_file "$spec")
+            for with in none lora; do
+                flags=()
+                [ $with = lora ] && flags=(--lora "${f%.gguf}-lora.gguf")
+                t=$(build-dev/lean run -m "$f" --backend gpu --ids "$ids" -n 256 "${flags[@]}" 2>&1 >/dev/null |
+                    grep -o 'prefill: .*')
+                echo "r$r $spec $with: $t"
+            done
+        done
+    done 2>&1 | tee "$out/h200-lora.txt"
     ;;
 web)
     unxz build/deno.xz /tmp/deno && chmod +x /tmp/deno || exit 1

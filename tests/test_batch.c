@@ -1,5 +1,5 @@
-/* test_batch.c — lean_decode_batch (src/core/session.c; the CPU kernels' batched pass in
- * src/cpu/forward.c): several sequences of one model advanced together, each at its own
+/* test_batch.c — lean_decode_batch (src/core/session.c; the batched passes of the CPU kernels
+ * in src/cpu/forward.c and of the GPU in src/gpu/forward.c): several sequences of one model advanced together, each at its own
  * position over its own KV cache, held to three things:
  *
  *   same bits   a sequence's logits after every batched step are the bits of the same steps
@@ -9,17 +9,24 @@
  *               n_batch smaller than the batch (split into passes), ctx[0] with another thread
  *               count; on "cpu" (8-bit activations), "cpu" exact, every CPU table this CPU
  *               runs exact, "cpu-ref", and the GPU's exact path (Dawn; LEAN_TEST_GPU=0 skips
- *               it, saying so); for Q4_0, Q8_0, Q4_K, F16 tiny models of the three
- *               architectures;
+ *               it, saying so) on the Q4_0 llama, the Q8_0 qwen2 (biases; ctx[0]'s n_batch 2:
+ *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
+ *               every row must have gone through a batched pass (test_hooks.h counts them),
+ *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
+ *               each context alone;
+ *               for Q4_0, Q8_0, Q4_K, F16 tiny models of the three architectures;
  *   same reply  a seeded sampled reply drawn from the batch's logits (lean_sampler_sample)
  *               is the reply lean_gen_* gives the sequence alone (the draw on the GPU for the
  *               GPU backend);
  *   refusals    NULL, n < 1, a context twice, another model, another backend, another
- *               setting (exact beside not, another table), a generation in progress, a full
- *               context, an id outside the vocabulary: each a clear error that changes nothing.
+ *               setting (exact beside not, another table; GPU contexts on two devices), a
+ *               generation in progress, a full context, an id outside the vocabulary: each a
+ *               clear error that changes nothing.
  *
  * lean-test: native-only (CI time: the batched pass is forward.c's C, the same in every build,
  * and each kernel's independence from the tokens alongside is test_kernels', which wasm runs) */
+#include "core/test_hooks.h"
+#include "gpu/test_hooks.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
 
@@ -65,11 +72,12 @@ static void prompt_of(int s, int32_t V, int32_t *ids) {
 static int32_t id_at(int s, int k, int32_t V) { return (int32_t)((s * 13 + k * 29 + 5) % V); }
 
 /* logits[s][k]: sequence s's logits after its prompt (k = 0) and after step k's id (k >= 1),
- * decoded alone. */
+ * decoded alone; sequence 0 with the batched ctx[0]'s n_batch, whose prompt is then prefilled
+ * in the same chunks (the GPU's prefill rounds by a chunk's length: tiled, or decode's kernel). */
 static bool run_alone(const lean_model *m, const run_cfg *rc, int32_t V, float *logits) {
     bool ok = true;
     for (int s = 0; ok && s < N_SEQ; s++) {
-        lean_ctx *c = new_ctx(m, rc, 1, 0);
+        lean_ctx *c = new_ctx(m, rc, 1, s == 0 ? rc->n_batch0 : 0);
         if (!c) return false;
         int32_t ids[16];
         prompt_of(s, V, ids);
@@ -125,6 +133,11 @@ static void run_batched(const lean_model *m, const run_cfg *rc, int32_t V, const
         }
     }
     CHECK(mismatches == 0, "%s: %d of %d batched rows are not the bits decoded alone", what, mismatches, rows);
+    if (!strcmp(rc->backend, "gpu")) { /* in passes, not one context after another */
+        int64_t led = 0;
+        for (int s = 0; s < N_SEQ; s++) led += lean_backend_gpu_batch_rows(lean_ctx_backend_state(ctx[s]));
+        CHECK(led == rows, "%s: %lld of %d rows went through a batched pass", what, (long long)led, rows);
+    }
 done:
     for (int s = 0; s < N_SEQ; s++) lean_ctx_free(ctx[s]);
     free(batch), free(first);
@@ -255,6 +268,57 @@ done:
     lean_ctx_free(a), lean_ctx_free(b), lean_ctx_free(ex), lean_ctx_free(r), lean_ctx_free(o), lean_ctx_free(gen);
 }
 
+/* GPU contexts on two devices (exact beside not: other device options) share no pass. */
+static void test_gpu_refusal(const lean_model *m) {
+    const run_cfg exact = {"gpu", true, 1, 0}, fast = {"gpu", false, 1, 0};
+    lean_ctx *a = new_ctx(m, &exact, 1, 0), *b = new_ctx(m, &fast, 1, 0);
+    lean_error err = {0};
+    if (a && b) {
+        CHECK(lean_prefill(a, (const int32_t[]){1, 2}, 2, NULL, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_prefill(b, (const int32_t[]){1}, 1, NULL, &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_decode_batch((lean_ctx *[]){a, b}, (int32_t[]){3, 4}, 2, NULL, &err) == LEAN_ERR_ARG &&
+                  strstr(err.msg, "ctx[1] is on another GPU device"),
+              "gpu exact beside not: %s", err.msg);
+        CHECK(lean_ctx_pos(a) == 2 && lean_ctx_pos(b) == 1, "a refused batch moved to %d, %d", lean_ctx_pos(a),
+              lean_ctx_pos(b));
+    }
+    lean_ctx_free(a), lean_ctx_free(b);
+}
+
+/* GPU contexts with LoRA adapters (the parity llama and its adapter, as test_gpu_lora loads
+ * them): a batch of an adapted context beside a plain one decodes row by row (each context's
+ * forward adds its terms; no batched pass), each row the bits of its context decoded alone. */
+static void test_gpu_lora(void) {
+    lean_error err = {0};
+    lean_model *m = NULL;
+    lean_lora *ad = NULL;
+    CHECK(lean_model_load_file("build/fixtures/llama-f32.gguf", &m, &err) == LEAN_OK, "llama: %s", err.msg);
+    if (m) CHECK(lean_lora_load_file(m, "build/lora/llama-a.gguf", &ad, &err) == LEAN_OK, "llama-a: %s", err.msg);
+    if (!m || !ad) goto done;
+    const run_cfg rc = {"gpu", true, 1, 0};
+    const int32_t V = lean_model_n_vocab(m), p[] = {3, 1, 4, 1, 5};
+    const float one = 1.0f;
+    lean_ctx *c[4] = {new_ctx(m, &rc, 1, 0), new_ctx(m, &rc, 1, 0), new_ctx(m, &rc, 1, 0), new_ctx(m, &rc, 1, 0)};
+    float *want = malloc(sizeof(float) * 2 * (size_t)V), *got = malloc(sizeof(float) * 2 * (size_t)V);
+    bool ok = c[0] && c[1] && c[2] && c[3] && want && got;
+    /* c[0], c[2] adapted; c[0], c[1] alone, c[2], c[3] batched */
+    for (int i = 0; ok && i < 4; i++)
+        ok = (i % 2 || lean_ctx_set_loras(c[i], &ad, &one, 1, &err) == LEAN_OK) &&
+             lean_prefill(c[i], p, 5 - i % 2, NULL, &err) == LEAN_OK;
+    ok = ok && lean_decode(c[0], 7, want, &err) == LEAN_OK && lean_decode(c[1], 8, want + V, &err) == LEAN_OK &&
+         lean_decode_batch(c + 2, (int32_t[]){7, 8}, 2, got, &err) == LEAN_OK;
+    CHECK(ok, "gpu with an adapter: %s", err.msg);
+    if (ok) {
+        CHECK(!memcmp(want, got, sizeof(float) * 2 * (size_t)V), "gpu with an adapter: a batched row differs");
+        CHECK(lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[2])) == 0, "an adapted batch took the batched pass");
+    }
+    for (int i = 0; i < 4; i++) lean_ctx_free(c[i]);
+    free(want), free(got);
+done:
+    lean_lora_free(ad);
+    lean_model_free(m);
+}
+
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -280,15 +344,16 @@ int main(void) {
             lean_ctx_free(probe);
             rcs[n_rc++] = (run_cfg){isas[i], true, 3, 3};
         }
-        if (gpu && f == 0) rcs[n_rc++] = (run_cfg){"gpu", true, 1, 0}; /* one format: llvmpipe is slow */
+        if (gpu && f < 3) rcs[n_rc++] = (run_cfg){"gpu", true, 1, f == 1 ? 2 : 0}; /* llvmpipe is slow: 3 */
         for (int i = 0; i < n_rc; i++) {
             char what[96];
             snprintf(what, sizeof what, "%s %s%s (%d threads, n_batch %d)", lean_type_name((int)formats[f]),
                      rcs[i].backend, rcs[i].exact ? " exact" : "", rcs[i].threads0, rcs[i].n_batch0);
             if (run_alone(m, &rcs[i], V, alone)) run_batched(m, &rcs[i], V, alone, what);
-            if (i < 2 || !strcmp(rcs[i].backend, "gpu")) test_reply(m, &rcs[i], V, what);
+            if (i < 2 || (f == 0 && !strcmp(rcs[i].backend, "gpu"))) test_reply(m, &rcs[i], V, what);
             printf("%s: checked\n", what);
         }
+        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora();
         if (f == 0) {
             char opath[512];
             lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);

@@ -14,7 +14,7 @@
  *     for, with " (exact)" after it for an exact row (--exact, or a name ending in "+exact"),
  *     and the exact CPU kernels' ids are the reference's on this model; an unknown backend or
  *     a missing model is exit status 1; --streams gives aggregate decode rows (lean_decode_batch)
- *     whose stream 0 has the decode row's ids.
+ *     whose stream 0 has the decode row's ids, on cpu, cpu-ref and, natively, the GPU.
  */
 #include "dev/lean_dev.h"
 #include "test.h"
@@ -435,11 +435,17 @@ static void test_run(void) {
     }
 
     /* aggregate decode: rows tgN xS whose stream 0 has tg N's ids (the hash above), the note
-     * saying so, for the CPU kernels' batched pass and for cpu-ref's context-by-context one */
+     * saying so, for the CPU kernels' batched pass, cpu-ref's context-by-context one and, natively
+     * (LEAN_TEST_GPU=0 skips it), the GPU's batched pass */
     out = fopen(out_path, "w");
     if (!out) return;
+#ifdef __wasm__
+    const bool gpu = false; /* no WebGPU under Node */
+#else
+    const bool gpu = !test_gpu_skipped("test_bench --backend gpu --streams");
+#endif
     char *sargs[] = {"-m", model, "-p", "0", "-n", "5", "--suffix", "none", "-r", "2", "--seed", "9", "--streams",
-                     "1,3", "--backend", "cpu,cpu-ref", "--json", NULL};
+                     "1,3", "--backend", gpu ? "cpu,cpu-ref,gpu" : "cpu,cpu-ref", "--json", NULL};
     rc = bench_main(17, sargs, out);
     fclose(out);
     CHECK(rc == 0, "bench --streams exit status %d", rc);
@@ -463,7 +469,8 @@ static void test_run(void) {
                   "batch row %d: %s", n_batch, line);
             n_batch++;
         }
-        CHECK(n_batch == 4, "%d batch rows, expected 4 (2 backends x 2 stream counts)", n_batch);
+        CHECK(n_batch == (gpu ? 6 : 4), "%d batch rows, expected %d (%d backends x 2 stream counts)", n_batch,
+              gpu ? 6 : 4, gpu ? 3 : 2);
         free(text);
     }
 

@@ -235,8 +235,8 @@ static void test_stderr(void) {
 }
 
 /* --lora / --lora-scaled (docs/lora.md; the adapters of `make test-data`): an adapter changes
- * the greedy ids, scale 0 gives the model's, several add up the same on cpu-ref and the CPU's
- * exact kernels, a misfit is named, a bad SCALE is a usage error, FILE:SCALE is llama.cpp's
+ * the greedy ids, scale 0 gives the model's, several add up the same on cpu-ref, the CPU's
+ * exact kernels and the GPU's, a misfit is named, a bad SCALE is a usage error, FILE:SCALE is llama.cpp's
  * spelling of FILE SCALE. */
 static void test_lora_flags(void) {
     const char *run = "run -q -m build/fixtures/llama-f32.gguf --ids 1,2,3,4,5,6,7,8 -n 12";
@@ -245,7 +245,8 @@ static void test_lora_flags(void) {
     result zero = lean("%s --backend cpu-ref --lora-scaled build/lora/llama-a.gguf 0", run);
     result two = lean("%s --backend cpu-ref --lora build/lora/llama-a.gguf --lora-scaled build/lora/llama-b.gguf -0.5",
                       run);
-    result two_cpu = lean("%s --exact --lora build/lora/llama-a.gguf --lora-scaled build/lora/llama-b.gguf -0.5", run);
+    result two_cpu = lean("%s --backend cpu --exact --lora build/lora/llama-a.gguf --lora-scaled build/lora/llama-b.gguf "
+                          "-0.5", run);
     CHECK(base.rc == 0 && with.rc == 0 && zero.rc == 0 && two.rc == 0 && two_cpu.rc == 0, "--lora runs: %s%s%s%s%s",
           base.err, with.err, zero.err, two.err, two_cpu.err);
     CHECK(strcmp(base.out, with.out) != 0, "an adapter leaves the greedy ids as they were: %s", with.out);
@@ -259,7 +260,18 @@ static void test_lora_flags(void) {
     CHECK(scale.rc == 2 && strstr(scale.err, "half'"), "bad SCALE: rc %d, '%s'", scale.rc, scale.err);
     result colon = lean("%s --backend cpu-ref --lora-scaled build/lora/llama-a.gguf:0", run); /* llama.cpp's today */
     CHECK(colon.rc == 0 && strcmp(colon.out, base.out) == 0, "FILE:0: rc %d, '%s'", colon.rc, colon.out);
-    result r[] = {base, with, zero, two, two_cpu, tied, scale, colon};
+    /* the GPU applies them too (LEAN_TEST_GPU=0: no WebGPU library here) */
+    const char *no_gpu = getenv("LEAN_TEST_GPU");
+    result two_gpu = {0};
+    if (no_gpu && strcmp(no_gpu, "0") == 0) {
+        printf("test_cli: --lora on the gpu SKIPPED: LEAN_TEST_GPU=0\n");
+    } else {
+        two_gpu = lean("%s --backend gpu --exact --lora build/lora/llama-a.gguf --lora-scaled build/lora/llama-b.gguf "
+                       "-0.5", run);
+        CHECK(two_gpu.rc == 0 && strcmp(two.out, two_gpu.out) == 0, "two adapters: cpu-ref '%s', gpu '%s' (rc %d: %s)",
+              two.out, two_gpu.out, two_gpu.rc, two_gpu.err);
+    }
+    result r[] = {base, with, zero, two, two_cpu, tied, scale, colon, two_gpu};
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) result_free(&r[i]);
 }
 

@@ -38,12 +38,16 @@
  * decode step is then 5 n_layer + 3 dispatches (embedding; final norm, logits; 6 n_layer + 3
  * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
  * (sample.h).
+ * With LoRA adapters (gpu/lora.h, section "LoRA"), each adapted matmul is followed by its
+ * term's two dispatches (Q, K, V's and gate, up's shared), and an adapted layer's decode runs
+ * its norms, qkv_post and (stacked gate, up) SwiGLU as dispatches of their own.
  *
- * Sections: state · create / destroy (the model's part, a context's) · recording · forward · generation ·
- * profile · test accessors · table (each call holding the device's lock)
+ * Sections: state · create / destroy (the model's part, a context's) · recording · forward · batch · generation ·
+ * LoRA · profile · test accessors · table (each call holding the device's lock)
  */
 #include "core/backend.h"
 
+#include "gpu/lora.h"
 #include "gpu/ops.h"
 #include "gpu/sample.h"
 #include "gpu/test_hooks.h"
@@ -128,7 +132,25 @@ typedef struct gpu_layer {
     gpu_attention attn;
     bool norm_in_matmul; /* decode's Q, K, V and gate, up matmuls norm their input themselves */
     bool kv_in_matmul;   /* decode's Q, K, V matmuls do qkv_post's work (gpu_mm_kv) */
+    /* What adapters on the layer need where an epilogue would read the product before they add
+     * to it (section "LoRA"; made on the first set that needs them): at QKV_ORDER's indices,
+     * decode's matmuls without the q|k|v epilogue (kv_in_matmul; make_plain_qkv, also the
+     * batched pass's), qkv_post after them; at
+     * W_GATE_UP, the stack as a plain matmul into gu, swiglu_rows after it. */
+    gpu_matmul *lora_mm[N_MATRICES];
+    gpu_op swiglu_rows;
 } gpu_layer;
+
+/* The batched decode pass's own kernels and buffers (section "batch"), made on the first
+ * lean_decode_batch that a context leads (its rows: s->x, xn, qkv, att, gate, up's first n). */
+typedef struct gpu_batch {
+    lean_gpu_buf *step;      /* uniform {n, 0, 0, 0}: the embedding's row count */
+    gpu_get_rows *embed;     /* ids -> x, n rows */
+    gpu_op norm_out;         /* x -> xn, every row: the final norm */
+    int32_t rows;            /* what mm_out and the logits hold */
+    gpu_matmul *mm_out;      /* xn -> logits, rows */
+    lean_gpu_buf *logits, *logits_rb; /* (rows, n_vocab); READBACK */
+} gpu_batch;
 
 /* One sequence on the model's device. B = n_batch; widths as in forward_ref.c. */
 struct lean_backend_state {
@@ -154,9 +176,15 @@ struct lean_backend_state {
     gpu_op norm_out;
     gpu_matmul *mm_out;
     gpu_gen gen;
+    gpu_lora *lora;             /* the adapters in force (set_lora), NULL: none */
+    const lora_set *lora_set;   /* what lora was made of (the context's, alive until the next set) */
+    lean_gpu_buf *gu;           /* (B, 2 n_ff) g | u of a stacked gate, up with adapters; NULL until then */
+    gpu_batch *batch;           /* NULL until it leads a batched pass */
+    int64_t batch_rows;         /* the rows of the batched passes it has led (test_hooks.h) */
 };
 
 static void gen_free(lean_backend_state *s);
+static void batch_free(lean_backend_state *s);
 
 /* ---- create / destroy: the model's part, then a context's ---- */
 
@@ -186,10 +214,10 @@ static void model_unref(lean_backend_model *bm) {
 }
 
 static void free_layer(gpu_layer *L) {
-    for (int i = 0; i < N_MATRICES; i++) gpu_matmul_free(L->mm[i]);
+    for (int i = 0; i < N_MATRICES; i++) gpu_matmul_free(L->mm[i]), gpu_matmul_free(L->lora_mm[i]);
     lean_gpu_buf_free(L->k_cache);
     lean_gpu_buf_free(L->v_cache);
-    gpu_op *ops[] = {&L->norm_attn, &L->qkv_post, &L->norm_ffn, &L->swiglu};
+    gpu_op *ops[] = {&L->norm_attn, &L->qkv_post, &L->norm_ffn, &L->swiglu, &L->swiglu_rows};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) gpu_op_free(ops[i]);
     gpu_attention_free(&L->attn);
 }
@@ -197,15 +225,17 @@ static void free_layer(gpu_layer *L) {
 /* Frees s's objects on the device (with bm's lock held) and s. */
 static void free_state(lean_backend_state *s) {
     gen_free(s);
+    batch_free(s);
     if (s->layers)
         for (int32_t il = 0; il < s->m->hp.n_layer; il++) free_layer(&s->layers[il]);
     lean_free(s->layers);
     gpu_get_rows_free(s->embed);
     gpu_matmul_free(s->mm_out);
     gpu_op_free(&s->norm_out);
+    gpu_lora_free(s->lora);
     lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,
                             s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part,
-                            s->logits_rb};
+                            s->logits_rb,  s->gu};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(s);
 }
@@ -305,6 +335,33 @@ static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, l
     return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};
 }
 
+/* QKV_ORDER[k]'s output: its columns of qkv's rows, qwen2's biases added, kv (nullable) the
+ * q|k|v epilogue. */
+static gpu_mm_out qkv_out(const lean_backend_state *s, const gpu_layer_weights *W, int k, const gpu_mm_kv *kv) {
+    const int32_t qd = lean_q_dim(&s->m->hp), kvd = lean_kv_dim(&s->m->hp);
+    const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
+    return (gpu_mm_out){.y = s->qkv, .col = col[k], .stride = (uint32_t)(qd + 2 * kvd),
+                        .mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET, .bias = W->bqkv, .kv = kv, .part = s->part};
+}
+
+/* Layer il's Q, K, V matmuls without decode's q|k|v epilogue (lora_mm at QKV_ORDER's indices,
+ * where the layer has it: kv_in_matmul), made once: decode's kernel, over up to n_batch rows
+ * where they take rows (gpu_matmul_rows_fit), for adapters (section "LoRA": the terms are added
+ * before qkv_post) and the batched pass (section "batch": it writes several positions). */
+static lean_status make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *err) {
+    gpu_layer *L = &s->layers[il];
+    const gpu_layer_weights *W = &s->bm->layers[il];
+    const gpu_mm_in in = normed_input(s, L, W->attn_norm);
+    lean_status st = LEAN_OK;
+    for (int k = 0; !st && k < 4; k++) {
+        const int i = QKV_ORDER[k];
+        const gpu_mm_out out = qkv_out(s, W, k, NULL);
+        const int32_t rows = gpu_matmul_rows_fit(&W->w[i]) ? s->n_batch : 1;
+        if (L->mm[i] && !L->lora_mm[i]) st = gpu_matmul_create_rows(s->g, &W->w[i], rows, &in, &out, &L->lora_mm[i], err);
+    }
+    return st;
+}
+
 /* The attention half's kernels of a layer (see the list at the top) over its weights W: Q, K
  * and V into qkv's rows, as one matmul when stacked, else three writing their columns. */
 static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu_layer_weights *W, lean_error *err) {
@@ -313,9 +370,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu
     const uint32_t row = (uint32_t)(qd + 2 * kvd);
     lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, W->attn_norm, s->xn, d, hp->rms_eps, false,
                                         &L->norm_attn, err);
-    const gpu_mm_mode mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET;
     const gpu_mm_in in = normed_input(s, L, W->attn_norm);
-    const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
     const gpu_mm_kv kv = {.step = s->step, .kc = L->k_cache, .vc = L->v_cache, .table = s->rope_table,
                           .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
                           .neox = hp->rope_style == LEAN_ROPE_NEOX};
@@ -323,8 +378,7 @@ static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu
                       !lean_gpu_options_of(s->g)->no_kv_epilogue;
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
-        const gpu_mm_out out = {.y = s->qkv, .col = col[k], .stride = row, .mode = mode, .bias = W->bqkv,
-                                .kv = L->kv_in_matmul ? &kv : NULL, .part = s->part};
+        const gpu_mm_out out = qkv_out(s, W, k, L->kv_in_matmul ? &kv : NULL);
         if (W->w[i].buf) st = gpu_matmul_create(s->g, &W->w[i], B, s->step, &in, &out, &L->mm[i], err);
     }
     if (!st)
@@ -668,23 +722,42 @@ static lean_status gpu_create_config(const lean_model *m, lean_backend_model *bm
 
 /* ---- recording ---- */
 
-static void record_layer(lean_gpu_cmd *c, const gpu_layer *L, int32_t n, int32_t pos) {
-    const bool norm_op = n > 1 || !L->norm_in_matmul;
-    if (norm_op) gpu_op_record(c, &L->norm_attn, n);
-    for (int k = 0; k < 4; k++)
-        if (L->mm[QKV_ORDER[k]]) gpu_matmul_record(c, L->mm[QKV_ORDER[k]], n);
-    if (n > 1 || !L->kv_in_matmul) gpu_op_record(c, &L->qkv_post, n);
+/* Layer il; the adapters in force (s->lora) add each adapted weight's term right after its
+ * matmul, through the variants of section "LoRA" where an epilogue would read it first. */
+static void record_layer(lean_gpu_cmd *c, const lean_backend_state *s, int32_t il, int32_t n, int32_t pos) {
+    const gpu_layer *L = &s->layers[il];
+    const gpu_lora *lo = s->lora;
+    const bool lora_qkv = gpu_lora_on(lo, lora_site(il, LORA_WQ)) || gpu_lora_on(lo, lora_site(il, LORA_WK)) ||
+                          gpu_lora_on(lo, lora_site(il, LORA_WV));
+    const bool lora_ffn = gpu_lora_on(lo, lora_site(il, LORA_GATE)) || gpu_lora_on(lo, lora_site(il, LORA_UP));
+    const bool norm_op = n > 1 || !L->norm_in_matmul; /* adapters read xn, which a normed matmul keeps to itself */
+    const bool qkv_plain = lora_qkv && n == 1 && L->kv_in_matmul;
+    if (norm_op || lora_qkv) gpu_op_record(c, &L->norm_attn, n);
+    for (int k = 0; k < 4; k++) {
+        const int i = QKV_ORDER[k];
+        if (L->mm[i]) gpu_matmul_record(c, qkv_plain ? L->lora_mm[i] : L->mm[i], n);
+    }
+    for (int slot = LORA_WQ; slot <= LORA_WV; slot++) gpu_lora_record(c, lo, lora_site(il, slot), n);
+    if (n > 1 || !L->kv_in_matmul || qkv_plain) gpu_op_record(c, &L->qkv_post, n);
     gpu_attention_record(c, &L->attn, n, pos);
     gpu_matmul_record(c, L->mm[W_O], n);
-    if (norm_op) gpu_op_record(c, &L->norm_ffn, n);
-    if (L->mm[W_GATE_UP]) {
+    gpu_lora_record(c, lo, lora_site(il, LORA_WO), n);
+    if (norm_op || lora_ffn) gpu_op_record(c, &L->norm_ffn, n);
+    if (L->mm[W_GATE_UP] && !lora_ffn) {
         gpu_matmul_record(c, L->mm[W_GATE_UP], n);
     } else {
-        gpu_matmul_record(c, L->mm[W_GATE], n);
-        gpu_matmul_record(c, L->mm[W_UP], n);
-        gpu_op_record(c, &L->swiglu, n);
+        if (L->mm[W_GATE_UP]) {
+            gpu_matmul_record(c, L->lora_mm[W_GATE_UP], n);
+        } else {
+            gpu_matmul_record(c, L->mm[W_GATE], n);
+            gpu_matmul_record(c, L->mm[W_UP], n);
+        }
+        gpu_lora_record(c, lo, lora_site(il, LORA_GATE), n);
+        gpu_lora_record(c, lo, lora_site(il, LORA_UP), n);
+        gpu_op_record(c, L->mm[W_GATE_UP] ? &L->swiglu_rows : &L->swiglu, n);
     }
     gpu_matmul_record(c, L->mm[W_DOWN], n);
+    gpu_lora_record(c, lo, lora_site(il, LORA_DOWN), n);
 }
 
 /* ---- forward ---- */
@@ -700,10 +773,11 @@ static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, 
     if (!st) st = lean_gpu_begin(s->g, c, err);
     if (st) return st;
     gpu_get_rows_record(*c, s->embed, n);
-    for (int32_t il = 0; il < s->m->hp.n_layer; il++) record_layer(*c, &s->layers[il], n, pos);
+    for (int32_t il = 0; il < s->m->hp.n_layer; il++) record_layer(*c, s, il, n, pos);
     if (logits) {
         gpu_op_record(*c, &s->norm_out, n);
         gpu_matmul_record(*c, s->mm_out, 1);
+        gpu_lora_record(*c, s->lora, lora_site_output(&s->m->hp), 1);
     }
     return LEAN_OK;
 }
@@ -733,6 +807,183 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
     st = lean_gpu_map_take(s->logits_rb, logits, bytes, err);
     s->logits_wait = st == LEAN_PENDING;
     return st;
+}
+
+/* ---- batch ----
+ * lean_decode_batch's pass over n sequences, one token each (backend.h's forward_batch), led by
+ * s[0]: rows 0 .. n - 1 of its x, xn, qkv, att, gate and up hold the n sequences' tokens, and
+ * every matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's
+ * bits decode's, one dispatch a matrix for all the rows). What a sequence owns, its cache and
+ * position, stays its own context's: per layer, row i of q|k|v is copied into s[i]'s row 0,
+ * s[i]'s own qkv_post and attention run at its position (its step uniform), and its attention
+ * row is copied back into row i of att. A layer is then its decode dispatches over the rows,
+ * 2 (n - 1) copies and 2 n dispatches (3 n past GPU_ATTN_MIN_CHUNK keys: attention's merge);
+ * the logits of every row come back in one copy and one map. Decode's q|k|v epilogue writes
+ * one position, so the pass has Q, K, V matmuls without it (make_plain_qkv) and runs qkv_post,
+ * the same expressions (matmul_out.wgsl). A model whose rows do not start on a vec4
+ * (gpu_matmul_rows_fit), or whose logits of n rows pass a binding, and a batch with LoRA
+ * adapters on any of its contexts decode the rows one after another instead (batch_each). */
+
+static void batch_free(lean_backend_state *s) {
+    gpu_batch *b = s->batch;
+    if (!b) return;
+    gpu_get_rows_free(b->embed);
+    gpu_op_free(&b->norm_out);
+    gpu_matmul_free(b->mm_out);
+    lean_gpu_buf *bufs[] = {b->step, b->logits, b->logits_rb};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
+    lean_free(b);
+    s->batch = NULL;
+}
+
+/* Whether every matrix of the model takes rows (gpu_matmul_rows_fit). */
+static bool batch_fits(const lean_backend_state *s) {
+    const lean_backend_model *bm = s->bm;
+    bool fits = gpu_matmul_rows_fit(s->m->tied_output ? &bm->tok_embd : &bm->output);
+    for (int32_t il = 0; fits && il < s->m->hp.n_layer; il++)
+        for (int i = 0; fits && i < N_MATRICES; i++)
+            fits = !bm->layers[il].w[i].buf || gpu_matmul_rows_fit(&bm->layers[il].w[i]);
+    return fits;
+}
+
+/* s's batch kernels (made once), and its logits for n rows (remade for more rows). */
+static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *err) {
+    const lean_model *m = s->m;
+    const lean_backend_model *bm = s->bm;
+    lean_status st = LEAN_OK;
+    if (!s->batch) {
+        gpu_batch *b = s->batch = lean_calloc(1, sizeof *b);
+        if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's kernels");
+        st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
+        if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
+        if (!st)
+            st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
+                                    &b->norm_out, err);
+        for (int32_t il = 0; !st && il < m->hp.n_layer; il++)
+            if (s->layers[il].kv_in_matmul) st = make_plain_qkv(s, il, err);
+    }
+    gpu_batch *b = s->batch;
+    if (!st && b->rows < n) {
+        const uint64_t n_vocab = (uint64_t)m->hp.n_vocab;
+        gpu_matmul_free(b->mm_out);
+        lean_gpu_buf_free(b->logits);
+        lean_gpu_buf_free(b->logits_rb);
+        b->mm_out = NULL, b->logits = b->logits_rb = NULL, b->rows = 0;
+        st = new_buf(s, (uint64_t)n, n_vocab, "batch logits", &b->logits, err);
+        if (!st)
+            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)n * n_vocab, LEAN_GPU_READBACK, "batch logits read-back",
+                                     &b->logits_rb, err);
+        if (!st)
+            st = gpu_matmul_create_rows(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n,
+                                        &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits}, &b->mm_out, err);
+        if (!st) b->rows = n;
+    }
+    if (st) batch_free(s);
+    return st;
+}
+
+/* Layer il of the pass (see the section's top). */
+static void record_batch_layer(lean_gpu_cmd *c, lean_backend_state *const *s, const int32_t *pos, int32_t n,
+                               int32_t il) {
+    const lean_backend_state *s0 = s[0];
+    const gpu_layer *L = &s0->layers[il];
+    const lean_hparams *hp = &s0->m->hp;
+    const uint64_t qkv_row = 4 * (uint64_t)(lean_q_dim(hp) + 2 * lean_kv_dim(hp)), att_row = 4 * (uint64_t)lean_q_dim(hp);
+    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_attn, n);
+    for (int k = 0; k < 4; k++) {
+        const gpu_matmul *mm = L->kv_in_matmul ? L->lora_mm[QKV_ORDER[k]] : L->mm[QKV_ORDER[k]];
+        if (mm) gpu_matmul_record_rows(c, mm, n);
+    }
+    for (int32_t i = 1; i < n; i++) lean_gpu_copy(c, s0->qkv, (uint64_t)i * qkv_row, s[i]->qkv, 0, qkv_row);
+    for (int32_t i = 0; i < n; i++) { /* one compute pass for all the sequences' */
+        gpu_op_record(c, &s[i]->layers[il].qkv_post, 1);
+        gpu_attention_record(c, &s[i]->layers[il].attn, 1, pos[i]);
+    }
+    for (int32_t i = 1; i < n; i++) lean_gpu_copy(c, s[i]->att, 0, s0->att, (uint64_t)i * att_row, att_row);
+    gpu_matmul_record_rows(c, L->mm[W_O], n);
+    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_ffn, n);
+    if (L->mm[W_GATE_UP]) {
+        gpu_matmul_record_rows(c, L->mm[W_GATE_UP], n);
+    } else {
+        gpu_matmul_record_rows(c, L->mm[W_GATE], n);
+        gpu_matmul_record_rows(c, L->mm[W_UP], n);
+        gpu_op_record(c, &L->swiglu, n);
+    }
+    gpu_matmul_record_rows(c, L->mm[W_DOWN], n);
+}
+
+/* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
+static lean_status batch_wait(lean_gpu_buf *rb, float *logits, uint64_t bytes, lean_error *err) {
+    lean_status st = lean_gpu_map_take(rb, logits, bytes, err);
+    if (st != LEAN_PENDING) return st;
+    lean_gpu_map_drop(rb);
+    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                     "lean_decode_batch cannot wait for the GPU in this host (no JSPI): use lean_decode");
+}
+
+/* The rows one after another, each its own forward (where the pass does not fit). */
+static lean_status batch_each(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
+                              float *logits, lean_error *err) {
+    const uint64_t n_vocab = (uint64_t)s[0]->m->hp.n_vocab;
+    lean_status st = LEAN_OK;
+    for (int32_t i = 0; !st && i < n; i++) {
+        float *row = logits ? logits + (uint64_t)i * n_vocab : NULL;
+        st = gpu_forward(s[i], &ids[i], 1, pos[i], row, err);
+        if (st == LEAN_PENDING) {
+            st = batch_wait(s[i]->logits_rb, row, n_vocab * 4, err);
+            s[i]->logits_wait = false;
+        }
+    }
+    return st;
+}
+
+static lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
+                                     float *logits, lean_error *err) {
+    lean_backend_state *s0 = s[0];
+    for (int32_t i = 0; i < n; i++)
+        if (s[i]->gen.on || s[i]->logits_wait || pos[i] < 0 || pos[i] >= s[i]->n_ctx)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d at position %d (n_ctx %d)%s", i, pos[i],
+                             s[i]->n_ctx, s[i]->gen.on || s[i]->logits_wait ? " during a generation" : "");
+    if (n > s0->n_batch)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d batch rows past the first's n_batch %d", n, s0->n_batch);
+    bool adapted = false; /* adapters (section "LoRA") are added by each context's own forward */
+    for (int32_t i = 0; i < n; i++) adapted |= s[i]->lora != NULL;
+    lean_status st = batch_fits(s0) && !adapted ? batch_prepare(s0, n, err) : LEAN_ERR_UNSUPPORTED;
+    if (st == LEAN_ERR_UNSUPPORTED) return batch_each(s, ids, pos, n, logits, err);
+    const gpu_batch *b = s0->batch;
+    uint32_t step[4];
+    gpu_step_words(n, 0, step);
+    /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
+    if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
+    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
+    for (int32_t i = 0; !st && i < n; i++) {
+        gpu_step_words(1, pos[i], step);
+        st = lean_gpu_buf_write(s0->g, s[i]->step, 0, step, sizeof step, err);
+    }
+    lean_gpu_cmd *c = NULL;
+    if (!st) st = lean_gpu_begin(s0->g, &c, err);
+    if (st) return st;
+    gpu_get_rows_record(c, b->embed, n);
+    for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s, pos, n, il);
+    const uint64_t bytes = (uint64_t)n * (uint64_t)s0->m->hp.n_vocab * 4;
+    if (logits) {
+        gpu_op_record(c, &b->norm_out, n);
+        gpu_matmul_record_rows(c, b->mm_out, n);
+        lean_gpu_copy(c, b->logits, 0, b->logits_rb, 0, bytes);
+    }
+    st = lean_gpu_submit_step(c, err);
+    if (!st) s0->batch_rows += n;
+    if (!st && logits) st = lean_gpu_map_begin(b->logits_rb, err);
+    return st || !logits ? st : batch_wait(b->logits_rb, logits, bytes, err);
+}
+
+/* One pass, one device: the contexts of one model part (the same device and options). */
+static lean_status gpu_batch_check(const lean_backend_state *first, const lean_backend_state *s, int32_t i,
+                                   lean_error *err) {
+    if (s->bm == first->bm) return LEAN_OK;
+    return LEAN_FAIL(err, LEAN_ERR_ARG,
+                     "lean_decode_batch: ctx[%d] is on another GPU device than ctx[0] (other device options, or "
+                     "another thread's OpenGL device): one batch, one device", i);
 }
 
 /* ---- generation ----
@@ -864,6 +1115,84 @@ static void gen_free(lean_backend_state *s) {
     for (int k = 0; k < GEN_SLOTS; k++) lean_gpu_buf_free(s->gen.slot[k]);
 }
 
+/* ---- LoRA (gpu/lora.h) ----
+ * An adapter's term is added to its weight's product before anything reads it. Where decode
+ * fuses an epilogue into the matmul (the q|k|v epilogue's RoPE and cache writes, a stacked gate,
+ * up's SwiGLU) an adapted layer takes the variants made here instead, and the epilogue's own
+ * dispatch after the terms; where a normed matmul makes its input itself, the norm's dispatch
+ * runs for the adapters' xn (record_layer). A set costs its upload (gpu_lora_create) and, the
+ * first time a layer needs them, these kernels; the same set again costs nothing. */
+
+static bool set_on(const lora_set *set, int32_t il, int slot) {
+    int32_t n;
+    lora_terms(set, lora_site(il, slot), &n);
+    return n > 0;
+}
+
+/* Layer il's variants for set, those not made yet. */
+static lean_status make_lora_variants(lean_backend_state *s, int32_t il, const lora_set *set, lean_error *err) {
+    gpu_layer *L = &s->layers[il];
+    const gpu_layer_weights *W = &s->bm->layers[il];
+    const lean_hparams *hp = &s->m->hp;
+    lean_status st = LEAN_OK;
+    if (L->kv_in_matmul && (set_on(set, il, LORA_WQ) || set_on(set, il, LORA_WK) || set_on(set, il, LORA_WV)))
+        st = make_plain_qkv(s, il, err);
+    if (W->w[W_GATE_UP].buf && (set_on(set, il, LORA_GATE) || set_on(set, il, LORA_UP))) {
+        const gpu_mm_in in = normed_input(s, L, W->ffn_norm);
+        if (!st && !s->gu) st = new_buf(s, (uint64_t)s->n_batch, 2 * (uint64_t)hp->n_ff, "gate|up", &s->gu, err);
+        if (!st && !L->lora_mm[W_GATE_UP])
+            st = gpu_matmul_create(s->g, &W->w[W_GATE_UP], s->n_batch, s->step, &in,
+                                   &(gpu_mm_out){.y = s->gu, .part = s->part}, &L->lora_mm[W_GATE_UP], err);
+        if (!st && !L->swiglu_rows.bg) {
+            gpu_op_free(&L->swiglu_rows);
+            st = gpu_swiglu_rows_create(s->g, s->gu, s->gate, hp->n_ff, &L->swiglu_rows, err);
+        }
+    }
+    return st;
+}
+
+/* Where site i reads and adds (gpu_lora_io), by the layout of section "state". */
+static gpu_lora_io lora_io(const lean_backend_state *s, int32_t i) {
+    const lean_hparams *hp = &s->m->hp;
+    const uint32_t d = (uint32_t)hp->n_embd, qd = (uint32_t)lean_q_dim(hp), kvd = (uint32_t)lean_kv_dim(hp),
+                   ff = (uint32_t)hp->n_ff;
+    if (i == lora_site_output(hp))
+        return (gpu_lora_io){.x = s->x_last, .x_stride = d, .y = s->logits, .y_stride = (uint32_t)hp->n_vocab,
+                             .rows = (uint32_t)hp->n_vocab, .max_tok = 1};
+    const bool gu = s->bm->layers[i / LORA_N_SLOTS].w[W_GATE_UP].buf != NULL;
+    gpu_lora_io io = {.x = s->xn, .x_stride = d, .y = s->qkv, .y_stride = qd + 2 * kvd, .rows = qd,
+                      .max_tok = s->n_batch};
+    switch (i % LORA_N_SLOTS) {
+    case LORA_WK: io.y_col = qd, io.rows = kvd; break;
+    case LORA_WV: io.y_col = qd + kvd, io.rows = kvd; break;
+    case LORA_WO: io.x = s->att, io.x_stride = qd, io.y = s->x, io.y_stride = d, io.rows = d; break;
+    case LORA_GATE: io.y = gu ? s->gu : s->gate, io.y_stride = gu ? 2 * ff : ff, io.rows = ff; break;
+    case LORA_UP: io.y = gu ? s->gu : s->up, io.y_stride = gu ? 2 * ff : ff, io.y_col = gu ? ff : 0, io.rows = ff; break;
+    case LORA_DOWN: io.x = s->gate, io.x_stride = ff, io.y = s->x, io.y_stride = d, io.rows = d; break;
+    default: break; /* LORA_WQ */
+    }
+    return io;
+}
+
+static lean_status gpu_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
+    if (lora_set_same(set, s->lora_set)) {
+        s->lora_set = set;
+        return LEAN_OK;
+    }
+    gpu_lora *l = NULL;
+    gpu_lora_io *io = set ? lean_calloc((size_t)set->n_sites, sizeof *io) : NULL;
+    lean_status st = !set || io ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu lora: %d sites", set->n_sites);
+    for (int32_t il = 0; set && !st && il < s->m->hp.n_layer; il++) st = make_lora_variants(s, il, set, err);
+    for (int32_t i = 0; set && !st && i < set->n_sites; i++) io[i] = lora_io(s, i);
+    if (set && !st) st = gpu_lora_create(s->g, set, io, &l, err);
+    lean_free(io);
+    if (st) return st; /* the variants made stay, for the next set */
+    gpu_lora_free(s->lora);
+    s->lora = l;
+    s->lora_set = set;
+    return LEAN_OK;
+}
+
 /* ---- profile ---- */
 
 static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
@@ -877,6 +1206,7 @@ static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text,
 
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s) { return s->logits; }
+int64_t lean_backend_gpu_batch_rows(lean_backend_state *s) { return s->batch_rows; }
 
 static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const lean_gpu_info *in = lean_gpu_get_info(s->g);
@@ -933,6 +1263,14 @@ static lean_status locked_forward(lean_backend_state *s, const int32_t *ids, int
     return st;
 }
 
+static lean_status locked_forward_batch(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos,
+                                        int32_t n, float *logits, lean_error *err) {
+    lean_mutex_lock(&s[0]->bm->lock); /* every row's: batch_check */
+    lean_status st = gpu_forward_batch(s, ids, pos, n, logits, err);
+    lean_mutex_unlock(&s[0]->bm->lock);
+    return st;
+}
+
 static lean_status locked_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
                                     int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
@@ -961,6 +1299,13 @@ static lean_status locked_settle(lean_backend_state *s, lean_error *err) {
     return st;
 }
 
+static lean_status locked_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
+    lean_mutex_lock(&s->bm->lock);
+    lean_status st = gpu_set_lora(s, set, err);
+    lean_mutex_unlock(&s->bm->lock);
+    return st;
+}
+
 static lean_status locked_profile(lean_backend_state *s, int64_t steps, char *text, size_t cap, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
     lean_status st = gpu_profile(s, steps, text, cap, err);
@@ -978,6 +1323,8 @@ const lean_backend lean_backend_gpu = {
     .model_finish = gpu_model_finish,
     .forward = locked_forward,
     .destroy = gpu_destroy,
+    .batch_check = gpu_batch_check,
+    .forward_batch = locked_forward_batch,
     .gen_begin = locked_gen_begin,
     .gen_next = locked_gen_next,
     .gen_end = locked_gen_end,
@@ -987,4 +1334,5 @@ const lean_backend lean_backend_gpu = {
     .kv_read = gpu_kv_read,
     .kv_write = gpu_kv_write,
     .kv_copy = gpu_kv_copy,
+    .set_lora = locked_set_lora,
 };

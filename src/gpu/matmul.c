@@ -180,7 +180,7 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
     int n = 3 + out_consts(out, outs, 3, norm_at + normed, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', norm_at};
-    k[n++] = (lean_gpu_const){"NORM_VEC4", 'u', (double)((w->cols + 3) / 4)};
+    k[n++] = (lean_gpu_const){"X_VEC4", 'u', (double)((w->cols + 3) / 4)};
     k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode)};
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
@@ -327,6 +327,14 @@ static lean_status check_in(lean_gpu *g, const gpu_weight *w, int32_t max_tok, c
     return st;
 }
 
+/* A normed input's raw binding: the rows of max_tok tokens that raw holds (one at least:
+ * check_in), so the batched pass reads its row t there. */
+static uint64_t raw_bytes(const gpu_weight *w, int32_t max_tok, const gpu_mm_in *in) {
+    if (!in->raw) return 0;
+    const uint64_t want = x_bytes(w, max_tok), has = lean_gpu_buf_size(in->raw) & ~(uint64_t)15;
+    return want < has ? want : has;
+}
+
 /* The floats of y that max_tok tokens' outputs span, from out->offset. */
 static uint64_t y_floats(const gpu_weight *w, int32_t max_tok, const gpu_mm_out *out) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode), stride = out->stride ? out->stride : outs;
@@ -368,8 +376,10 @@ static lean_status check_out(lean_gpu *g, const gpu_weight *w, int32_t max_tok, 
     return st;
 }
 
-lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
-                              const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
+/* gpu_matmul_create, or (tiled false) gpu_matmul_create_rows: matmul_vec alone */
+static lean_status matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
+                                 const gpu_mm_in *in, const gpu_mm_out *out, bool tiled, gpu_matmul **res,
+                                 lean_error *err) {
     if (max_tok < 1 || (uint64_t)max_tok > 65535ull * TILE_T)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: max_tok %d is not in 1 .. %d", max_tok, 65535 * TILE_T);
     lean_status st = check_in(g, w, max_tok, in, err);
@@ -379,7 +389,10 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul: %u storage buffers (bias %d, normed %d, q|k|v epilogue %d), "
                        "the device binds %u", n_storage, out->mode == GPU_MM_BIAS, in->norm != NULL, out->kv != NULL,
                        lean_gpu_get_info(g)->max_storage_buffers_per_stage);
-    if (st == LEAN_OK && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
+    if (st == LEAN_OK && tiled && max_tok > 1 && !step) st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul: no step uniform");
+    if (st == LEAN_OK && !tiled && max_tok > 1 && (w->cols % 4 || out->kv))
+        st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul rows: %lld columns (a multiple of 4 wanted)%s",
+                       (long long)w->cols, out->kv ? ", the q|k|v epilogue" : "");
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
@@ -387,7 +400,7 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         [B_W] = {w->buf, 0, 0},      [B_X] = {in->x, in->offset, x_bytes(w, max_tok)},
         [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
         [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
-        [B_RAW] = {in->raw, 0, x_bytes(w, 1)}, [B_NORM] = {in->norm, 0, 0},
+        [B_RAW] = {in->raw, 0, raw_bytes(w, max_tok, in)}, [B_NORM] = {in->norm, 0, 0},
         [B_PART] = {out->part, 0, gpu_matmul_part_floats(g, w->rows, w->cols, out->mode, max_tok) * 4}};
     const gpu_mm_kv *kv = out->kv;
     if (kv) {
@@ -397,13 +410,29 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
         binds[B_TABLE] = (lean_gpu_bind){kv->table, 0, 0};
     }
     st = matmul_vec_make(g, w, binds, in, out, m, err);
-    if (st == LEAN_OK && max_tok > 1) st = matmul_tiled_make(g, w, max_tok, binds, out, m, err);
+    if (st == LEAN_OK && tiled && max_tok > 1) st = matmul_tiled_make(g, w, max_tok, binds, out, m, err);
     if (st != LEAN_OK) {
         gpu_matmul_free(m);
         return st;
     }
     *res = m;
     return LEAN_OK;
+}
+
+lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok, lean_gpu_buf *step,
+                              const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
+    return matmul_create(g, w, max_tok, step, in, out, true, res, err);
+}
+
+lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, const gpu_mm_in *in,
+                                   const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
+    return matmul_create(g, w, max_rows, NULL, in, out, false, res, err);
+}
+
+bool gpu_matmul_rows_fit(const gpu_weight *w) { return w->cols % 4 == 0; }
+
+void gpu_matmul_record_rows(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_rows) {
+    lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, (uint32_t)n_rows);
 }
 
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok) {

@@ -11,6 +11,9 @@
  * last forward call that asked for logits, or of a generation's last step). */
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s);
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s);
+/* On a lean_backend_gpu state: the rows of the batched passes it has led (lean_decode_batch in
+ * one pass, not row by row). */
+int64_t lean_backend_gpu_batch_rows(lean_backend_state *s);
 
 /* The most bytes of queue writes that were pending between two submits on g (lean_gpu_buf_write
  * keeps it at most 8 MiB) since g was opened or the last reset; reset starts counting afresh. */

@@ -120,8 +120,8 @@ bool gpu_matmul_kv_fits(lean_gpu *g, bool bias, bool normed);
 
 /* What a matmul reads: x (max_tok, cols) F32 from byte offset on (a multiple of the device's
  * min_storage_offset_align). With norm (a storage buffer of cols F32 padded to 16 bytes), the
- * one-token kernel (decode) reads instead raw's row 0
- * (cols F32) RMS-normed by norm with eps, rmsnorm.wgsl's computation bit for bit: the norm's
+ * one-token kernel reads instead raw's row 0 (decode; row t of the batched pass, which raw must
+ * then hold: (max_tok, cols) is bound where raw has it) RMS-normed by norm with eps, rmsnorm.wgsl's computation bit for bit: the norm's
  * own dispatch fused away in decode; a prefill (n_tok > 1) reads x, normed by that dispatch. */
 typedef struct gpu_mm_in {
     lean_gpu_buf *x;
@@ -147,6 +147,16 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
 /* Records the dispatches for n_tok tokens (1 <= n_tok <= max_tok; the step uniform must say
  * the same n_tok when the command buffer runs). */
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok);
+/* The batched decode pass (lean_decode_batch): the one-token kernel over each of n_rows rows of
+ * x into rows of y (row t at t * stride), each row's bits those of a one-token call on it.
+ * Any matmul records rows where its weight's columns are a multiple of 4
+ * (gpu_matmul_rows_fit: rows start on a vec4) and it has no q|k|v epilogue (which writes one
+ * position). gpu_matmul_create_rows makes a matmul with the one-token kernel alone, for up to
+ * max_rows rows (no step uniform; LEAN_ERR_UNSUPPORTED for those two where max_rows > 1). */
+bool gpu_matmul_rows_fit(const gpu_weight *w);
+lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, const gpu_mm_in *in,
+                                   const gpu_mm_out *out, gpu_matmul **res, lean_error *err);
+void gpu_matmul_record_rows(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_rows);
 void gpu_matmul_free(gpu_matmul *m);
 
 /* out[t * cols + c] = dequantized row ids[t] of W, for t < n_tok (ids: one u32 per token). */

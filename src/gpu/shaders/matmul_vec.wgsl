@@ -1,4 +1,5 @@
-// matmul_vec.wgsl — y = W x for one token (decode): a matrix-vector product over the
+// matmul_vec.wgsl — y = W x for one token (decode), or for each of several rows of x (the batched
+// decode pass, lean_decode_batch: one row per sequence): a matrix-vector product over the
 // weight's own blocks (formats.wgsl decodes them), its input read by matmul_in.wgsl's x4_at
 // (x, or x RMS-normed) and each output written by matmul_out.wgsl's y_out (set, residual add,
 // bias, or SwiGLU of a stacked [Wgate; Wup]).
@@ -16,12 +17,15 @@
 // are then added across the workgroup (wg_sums: reduce.wgsl's tree or reduce_sg.wgsl's
 // subgroups). That order depends only on WG, CH, the format and the device's reduction, never
 // on which rows share the workgroup or the mode.
+// Row t of a batch is workgroup z = t: x from vec4 t * X_VEC4 (so COLS % 4 = 0 where t > 0:
+// gpu_matmul_record_rows), y at t * Y_STRIDE; every row's arithmetic is the one-token kernel's.
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
-// NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, NORM_VEC4,
+// NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, X_VEC4,
 // NORM_LANES, EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's), PRE (1: the first
 // chunks' loads issued before x_begin; the same sums either way).
-// Bindings: 0 W (formats.wgsl), 1 x: (cols) f32 as vec4s, 2 y: f32, output o at Y_COL + o;
+// Bindings: 0 W (formats.wgsl), 1 x: (rows, cols) f32 as vec4s, 2 y: f32, output o of row t at
+// t * Y_STRIDE + Y_COL + o;
 // then the bias (BIAS mode), the norm weight (normed input) and QKV mode's four.
 
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
@@ -35,6 +39,8 @@ const CPL: u32 = (CHUNKS + WG - 1u) / WG;
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let o0 = (wid.y * NX + wid.x) * RPW;
+    let t = wid.z;        // the row of a batch (0 in decode)
+    let xr = t * X_VEC4;  // its first vec4 of x
     if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
     // PRE: the lane's first chunk of every row loaded (decoded, where VRAW is the decoded chunk)
     // before x_begin, so its loads are in flight while a normed input sums the row's squares (a
@@ -43,13 +49,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (PRE == 1u) {
         for (var s = 0u; s < SLOTS; s++) { w0[s] = chunk_vload(row_of(o0, s), min(l, CHUNKS - 1u)); }
     }
-    x_begin(l);
+    x_begin(l, xr);
     var acc: array<f32, SLOTS>;
     for (var k = 0u; k < CPL; k++) {
         let c = l + k * WG;
         if (CHUNKS % WG != 0u && c >= CHUNKS) { break; } // folded away where every lane has CPL
         var xs: XRUNS;
-        for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(chunk_col(c, 4u * q)); }
+        for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(xr, chunk_col(c, 4u * q)); }
         for (var s = 0u; s < SLOTS; s++) {
             var r = w0[s];
             if (PRE == 0u || k > 0u) { r = chunk_vload(row_of(o0, s), c); }
@@ -61,7 +67,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // l ^ 1: RPW is even); unused otherwise
     if (l < RPW && o0 + l < OUTS) {
         let o = out_of(o0 + l);
-        y_out(Y_COL + o, o, sum[l], select(sum[(l + RPW) % SLOTS], sum[l ^ 1u], KV_MODE == 1u));
+        y_out(t * Y_STRIDE + Y_COL + o, o, sum[l], select(sum[(l + RPW) % SLOTS], sum[l ^ 1u], KV_MODE == 1u));
     }
 }
 
