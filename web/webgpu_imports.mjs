@@ -61,6 +61,7 @@ export function leanWebGPU({ pump = true } = {}) {
     let device = { features: [], limits: {} }; // the next requestDevice's descriptor
     let entries = []; // the next bind group's entries
     const commands = []; // submit's list, reused
+    let unread = 0; // submits since the last read of a mapped range (stepsUnread)
 
     const add = (o) => {
         if (o === null || o === undefined) return 0;
@@ -322,6 +323,7 @@ export function leanWebGPU({ pump = true } = {}) {
                 }
             }
             commands.length = k;
+            unread++;
             get(q).submit(commands);
             commands.fill(undefined); // the command buffers are spent: nothing kept alive
         },
@@ -343,6 +345,7 @@ export function leanWebGPU({ pump = true } = {}) {
             if (m?.mapOffset === undefined) return 0; // not mapped
             m.range ??= get(buf).getMappedRange(m.mapOffset, m.mapSize);
             bytes(dst, sz).set(new Uint8Array(m.range, offset - m.mapOffset, sz));
+            unread = 0;
             return 1;
         },
         unmap(buf) {
@@ -414,6 +417,12 @@ export function leanWebGPU({ pump = true } = {}) {
         },
         get interrupted() {
             return interrupted;
+        },
+        // Submits since the last read-back: at the end of a reply, the steps the GPU ran (or
+        // still runs) ahead that nobody read: a stop cannot recall them, the next call waits
+        // behind them (lean_worker.js: stats.gpuStepsUnread; src/gpu/forward.c, gen_pace).
+        get stepsUnread() {
+            return unread;
         },
     };
 }
