@@ -261,7 +261,8 @@ export function leanWebGPU({ pump = true } = {}) {
         release: (id) => void (objects.delete(id), meta.delete(id)),
         write_buffer: (q, buf, offset, data, sz) => get(q).writeBuffer(get(buf), offset, memory.buffer, data, sz),
         // A submit's command buffers, recorded by web.c as words (its "command lists"), replayed
-        // here in one call: an op, then its operands (ids; 64-bit values as low, high words).
+        // here in one call: an op, then its operands (ids; 64-bit values as low, high words);
+        // the small queue writes made since the last submit come first (WRITE).
         submit_list(q, ptr, n) {
             const w = new Uint32Array(memory.buffer, ptr, n);
             const u64 = (i) => w[i] + w[i + 1] * 2 ** 32;
@@ -317,6 +318,10 @@ export function leanWebGPU({ pump = true } = {}) {
                         commands[k++] = enc.finish();
                         enc = null;
                         i += 1;
+                        break;
+                    case 10: // WRITE buffer offset bytes data (web.c's held writes: before the submit, in order)
+                        get(q).writeBuffer(get(w[i + 1]), u64(i + 2), memory.buffer, ptr + 4 * (i + 5), w[i + 4]);
+                        i += 5 + Math.ceil(w[i + 4] / 4);
                         break;
                     default:
                         throw new Error(`submit: no op ${w[i]} (word ${i} of ${n})`);
