@@ -773,8 +773,9 @@ LEAN_API void lean_grammar_text_free(char *gbnf);
  *     lean_sampler_accept(smp, &id, 1, &err);
  *     ...and before the next draw: lean_decode(c, id, logits, &err);
  * but on the GPU backend the draw runs on the GPU, the id feeds the next step's embedding
- * there, the backend runs steps ahead of the caller (up to 32 greedy steps, read back 16 ids
- * at a time; up to 8 sampled steps, read back one at a time) and only ids cross to the host.
+ * there, the backend runs steps ahead of the caller (about 50 ms of GPU work: up to 32 greedy
+ * steps, read back up to 16 ids at a time; up to 8 sampled steps, read back one at a time; a
+ * stop cannot recall them, so on a slow GPU fewer) and only ids cross to the host.
  * Elsewhere (the CPU backends, or a GPU whose arithmetic cannot reproduce the CPU's draw) the
  * same loop runs on the host.
  *

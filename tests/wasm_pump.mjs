@@ -35,6 +35,10 @@ const file = process.argv[2] ?? path.join(root, 'build-wasm/wasm_pump_host.wasm'
 const module = await WebAssembly.compile(readFileSync(file));
 const FIXTURE = 'build/fixtures/qwen2-q8_0.gguf';
 const BROKEN = 'rmsnorm'; // the kernel whose shader is broken in the last part
+// The run-ahead, fixed (src/gpu/forward.c, gen_pace: otherwise it follows the measured step
+// time, and the steps dropped at a stop, hence the work compared below, would too): greedy
+// blocks of 16 ids, 8 sampled steps in flight.
+const PACE = 16;
 
 let passed = 0, failed = 0;
 const check = (ok, what) => {
@@ -191,6 +195,7 @@ async function generate(h, ctx, smp, max, n) {
 // A chat session on the GPU, F32, 40 ids a reply; sampled when temperature > 0.
 async function chatSession(h, temperature, seed) {
     const s = await h.make('lw_chat_create', h.model, h.cstr('gpu'), 512, 16, 0, 1);
+    h.x.host_gen_pace(h.x.lw_chat_ctx(s), PACE);
     await h.ok('lw_chat_set_sampling', s, temperature, 40, 0.95, 1, 64, seed, 40);
     return s;
 }
@@ -223,6 +228,7 @@ async function run(jspi) {
         let h = await host(jspi, tmp);
         await h.load(FIXTURE);
         let ctx = await h.ctx(256, 8);
+        h.x.host_gen_pace(ctx, PACE); // the model's device: every context below
         out.backend = h.readStr(h.x.lw_ctx_backend(ctx, h.x.lw_alloc(160), 160));
         const prompt = Array.from({ length: 21 }, (_, i) => (i * 37 + 5) % h.nVocab);
         await h.ok('lw_prefill', ctx, h.ints(prompt), prompt.length, h.logitsPtr); // three chunks of 8

@@ -2,11 +2,12 @@
  * build-wasm/wasm_pump_host.wasm is web/lean_web.c (lean.wasm's exports, the calls the page's
  * worker makes) linked with this file, so the test drives the very C the worker drives, with
  * JSPI and without it (the pump); these are the few things it checks that a page never asks:
- * a model written by src/dev's generator, whether a generation ran resident on the GPU, and a
- * chat session's resident ids. Not a test program of its own (those are tests/test_*.c):
+ * a model written by src/dev's generator, whether a generation ran resident on the GPU, a fixed
+ * run-ahead, and a chat session's resident ids. Not a test program of its own (those are tests/test_*.c):
  * `make wasm-webgpu` builds it. */
 #include "core/test_hooks.h"
 #include "dev/lean_dev.h"
+#include "gpu/test_hooks.h"
 #include "lean.h"
 
 #include <string.h>
@@ -22,6 +23,12 @@ EXPORT(host_gen_model) int host_gen_model(const char *path, const char *preset, 
 
 /* Whether the generation in progress on c runs on the GPU (its sampler), not on the host. */
 EXPORT(host_gen_resident) int host_gen_resident(const lean_ctx *c) { return lean_ctx_gen_resident(c); }
+
+/* Fixes the run-ahead of c's GPU device (lean_gpu_options.gen_pace), so that the work both runs
+ * give the GPU does not depend on how fast its steps went. c must be a GPU context. */
+EXPORT(host_gen_pace) void host_gen_pace(lean_ctx *c, uint32_t pace) {
+    lean_gpu_options_of(lean_backend_gpu_device(lean_ctx_backend_state(c)))->gen_pace = pace;
+}
 
 /* The resident ids of the session (into ids, at most cap); their count. */
 EXPORT(host_chat_ids) int32_t host_chat_ids(const lean_chat_session *s, int32_t *ids, int32_t cap) {

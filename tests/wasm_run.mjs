@@ -2,6 +2,11 @@
 //
 //   node tests/wasm_run.mjs build-wasm/tests/test_gguf.wasm [args...]
 //   node tests/wasm_run.mjs --threads 4 build-wasm-mt/tests/test_cpu_backend.wasm [args...]
+//   deno run -A tests/wasm_run.mjs --count-imports build-wasm/lean.wasm bench --backend gpu ...
+//
+// --count-imports: at exit, how many times each lean_webgpu import was called, on stderr
+// ("imports: NAME COUNT ..."): the JavaScript crossings of the GPU path
+// (docs/runs/2026-12-05-browser-abort.md counts them per decode step).
 //
 // A threaded program (make wasm-mt: it imports a shared env.memory) runs through
 // web/threads.mjs with --threads N threads, the caller included (default: this machine's CPUs);
@@ -41,6 +46,8 @@ const { leanWebGPU } = await import('../web/webgpu_imports.mjs');
 const { startProgram } = await import('./wasm_start.mjs');
 
 let argv = process.argv.slice(2), threads;
+const countImports = argv[0] === '--count-imports';
+if (countImports) argv = argv.slice(1);
 if (argv[0] === '--threads') {
     threads = Number(argv[1]);
     argv = argv.slice(2);
@@ -71,6 +78,13 @@ try {
     const bytes = readFileSync(file);
     const module = await WebAssembly.compile(bytes);
     const gpu = leanWebGPU({ pump: false }); // main cannot be called again after LEAN_PENDING
+    const calls = {};
+    if (countImports) {
+        const lw = gpu.imports.lean_webgpu;
+        for (const [k, f] of Object.entries(lw))
+            if (typeof f === 'function') lw[k] = (...a) => ((calls[k] = (calls[k] ?? 0) + 1), f(...a));
+        process.on('exit', () => process.stderr.write(`imports: ${Object.entries(calls).map((e) => e.join(' ')).join(' ')}\n`));
+    }
     const imports = { ...wasi.getImportObject(), ...gpu.imports };
     const shared = WebAssembly.Module.imports(module).some((i) => i.module === 'env' && i.name === 'memory');
     if (shared) {

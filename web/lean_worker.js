@@ -566,6 +566,10 @@ async function load({ source, opts }) {
 
 // ---- generate ----
 
+// The GPU steps submitted after the reply's last read-back (webgpu_imports.mjs): work run ahead
+// and dropped, which the next call waits behind; 0 on the CPU.
+const stepsUnread = () => (state.backend === 'gpu' ? gpu.stepsUnread : 0);
+
 function samplingArgs(o) {
     const t = o.temperature ?? 0;
     return [t, o.topK ?? 40, o.topP ?? 0.95, o.repeatPenalty ?? 1, o.repeatLastN ?? 64, o.seed ?? -1];
@@ -691,6 +695,7 @@ async function generateOnce(o, reqId) {
             prefillTokensPerSecond: (ids.length - common) / Math.max((t1 - t0) / 1e3, 1e-9),
             decodeTokensPerSecond: nDec ? nDec / Math.max((t2 - t1) / 1e3, 1e-9) : 0,
             stop,
+            gpuStepsUnread: stepsUnread(),
         },
     };
 }
@@ -772,6 +777,7 @@ async function chatOnce(o, reqId) {
             prefillTokensPerSecond: nPrefill / Math.max((t1 - t0) / 1e3, 1e-9),
             decodeTokensPerSecond: nDec ? nDec / Math.max((t2 - t1) / 1e3, 1e-9) : 0,
             stop: STOPS[st[5]] ?? String(st[5]),
+            gpuStepsUnread: stepsUnread(),
         },
     };
 }

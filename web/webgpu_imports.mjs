@@ -61,6 +61,7 @@ export function leanWebGPU({ pump = true } = {}) {
     let device = { features: [], limits: {} }; // the next requestDevice's descriptor
     let entries = []; // the next bind group's entries
     const commands = []; // submit's list, reused
+    let unread = 0; // submits since the last read of a mapped range (stepsUnread)
 
     const add = (o) => {
         if (o === null || o === undefined) return 0;
@@ -260,7 +261,8 @@ export function leanWebGPU({ pump = true } = {}) {
         release: (id) => void (objects.delete(id), meta.delete(id)),
         write_buffer: (q, buf, offset, data, sz) => get(q).writeBuffer(get(buf), offset, memory.buffer, data, sz),
         // A submit's command buffers, recorded by web.c as words (its "command lists"), replayed
-        // here in one call: an op, then its operands (ids; 64-bit values as low, high words).
+        // here in one call: an op, then its operands (ids; 64-bit values as low, high words);
+        // the small queue writes made since the last submit come first (WRITE).
         submit_list(q, ptr, n) {
             const w = new Uint32Array(memory.buffer, ptr, n);
             const u64 = (i) => w[i] + w[i + 1] * 2 ** 32;
@@ -317,11 +319,16 @@ export function leanWebGPU({ pump = true } = {}) {
                         enc = null;
                         i += 1;
                         break;
+                    case 10: // WRITE buffer offset bytes data (web.c's held writes: before the submit, in order)
+                        get(q).writeBuffer(get(w[i + 1]), u64(i + 2), memory.buffer, ptr + 4 * (i + 5), w[i + 4]);
+                        i += 5 + Math.ceil(w[i + 4] / 4);
+                        break;
                     default:
                         throw new Error(`submit: no op ${w[i]} (word ${i} of ${n})`);
                 }
             }
             commands.length = k;
+            unread++;
             get(q).submit(commands);
             commands.fill(undefined); // the command buffers are spent: nothing kept alive
         },
@@ -343,6 +350,7 @@ export function leanWebGPU({ pump = true } = {}) {
             if (m?.mapOffset === undefined) return 0; // not mapped
             m.range ??= get(buf).getMappedRange(m.mapOffset, m.mapSize);
             bytes(dst, sz).set(new Uint8Array(m.range, offset - m.mapOffset, sz));
+            unread = 0;
             return 1;
         },
         unmap(buf) {
@@ -414,6 +422,12 @@ export function leanWebGPU({ pump = true } = {}) {
         },
         get interrupted() {
             return interrupted;
+        },
+        // Submits since the last read-back: at the end of a reply, the steps the GPU ran (or
+        // still runs) ahead that nobody read: a stop cannot recall them, the next call waits
+        // behind them (lean_worker.js: stats.gpuStepsUnread; src/gpu/forward.c, gen_pace).
+        get stepsUnread() {
+            return unread;
         },
     };
 }

@@ -57,31 +57,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- state ---- */
 
-/* Ids read back per slot and slots in flight (the generation section says why these). */
-#define GEN_GREEDY_BLOCK 16
-#define GEN_GREEDY_FLIGHT 2
-#define GEN_SAMPLED_FLIGHT 8
-#define GEN_SLOTS 8 /* max(GEN_GREEDY_FLIGHT, GEN_SAMPLED_FLIGHT) */
+/* Read-back blocks and how much work runs ahead of the host (the generation section says why). */
+#define GEN_BLOCK_MAX 16      /* greedy ids per block, at most */
+#define GEN_GREEDY_FLIGHT 2   /* greedy blocks in flight */
+#define GEN_SAMPLED_FLIGHT 8  /* sampled blocks (one id each) in flight, at most */
+#define GEN_SLOTS 8           /* max(GEN_GREEDY_FLIGHT, GEN_SAMPLED_FLIGHT) */
+#define GEN_AHEAD_MS 25.0     /* the GPU time one greedy block (sampled: the flight) aims at */
 
 /* A resident generation: steps 0 .. limit - 1; step j draws the id for position pos0 + j
- * (after decoding step j - 1's id at pos0 + j - 1, for j > 0). Step j's id goes to slot
- * (j / block) % flight at index j % block; a slot is mapped once its block's last step is
- * submitted and is not written again until it has been taken. */
+ * (after decoding step j - 1's id at pos0 + j - 1, for j > 0). Steps go in blocks, block b
+ * into slot b % GEN_SLOTS; a slot is mapped once its block's last step is submitted and is not
+ * written again until it has been taken. Block sizes follow the measured step time (gen_pace). */
 typedef struct gpu_gen {
     gpu_sampler *smp;       /* made for cfg; kept across generations with the same settings */
     sampler_cfg cfg;
-    lean_gpu_buf *slot[GEN_SLOTS]; /* READBACK, GEN_GREEDY_BLOCK ids each */
+    lean_gpu_buf *slot[GEN_SLOTS]; /* READBACK, GEN_BLOCK_MAX ids each */
     bool mapping[GEN_SLOTS];
-    bool on;
-    int32_t block, flight;  /* ids per slot, slots in flight */
+    int32_t slot_n[GEN_SLOTS];     /* ids in the slot's block */
+    double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
+    bool on, greedy;
+    int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */
-    int32_t n_read;         /* ids read back: the last block read is ready[] */
+    int32_t b_sub, b_read;  /* blocks submitted, blocks taken */
+    int32_t n_read;         /* ids read back: the last block taken is ready[0 .. ready_n) */
     int32_t n_out;          /* ids handed out */
-    int32_t ready[GEN_GREEDY_BLOCK];
+    int32_t ready_n;
+    double taken_ms;        /* when the last block was taken (gen_begin: when it began) */
+    int32_t ready[GEN_BLOCK_MAX];
 } gpu_gen;
 
 /* Stacked matrices (gpu_weight_upload_stacked), used when their parts stack
@@ -988,12 +995,35 @@ static lean_status gpu_batch_check(const lean_backend_state *first, const lean_b
 
 /* ---- generation ----
  *
- * Why these block sizes: a greedy reply is read back GEN_GREEDY_BLOCK ids at a time with two
- * blocks in flight, so the GPU always has the next block's steps queued while the host waits
- * for one map; a sampled reply (chat) maps every id as its step is submitted, up to
- * GEN_SAMPLED_FLIGHT steps ahead, so text streams token by token with the same depth of work
- * queued. Steps run past a stop (an end-of-generation id, a stop string) are wasted work, at
- * most two blocks or eight steps; their cache rows lie past the caller's position. */
+ * Why these block sizes: steps are queued ahead of the host so the GPU never waits for it: a
+ * greedy reply is read back a block of ids at a time with two blocks in flight, so the GPU
+ * always has the next block's steps queued while the host waits for one map; a sampled reply
+ * (chat) maps every id as its step is submitted, several steps ahead, so text streams token by
+ * token. But a queued step cannot be recalled: after a stop (an end-of-generation id, a stop
+ * string, an abort) the steps in flight still run, and the next call waits behind them. So the
+ * depth is GPU time, not a count (gen_pace): a greedy block is what the GPU runs in about
+ * GEN_AHEAD_MS (16 ids on a fast GPU, where a step takes under 1.5 ms; one on a software
+ * adapter, where it takes a second and 32 queued steps made the next chat turn wait half a
+ * minute), a sampled flight likewise, 2 to 8 steps. A generation starts at one id per block,
+ * so the first id comes after one step. The ids do not depend on it; their cache rows past a
+ * stop lie past the caller's position. */
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* The depth for a step time of step_ms: greedy ids per block in 1 .. GEN_BLOCK_MAX, or sampled
+ * blocks in flight in 2 .. GEN_SAMPLED_FLIGHT, as many as take GEN_AHEAD_MS (lean_gpu_options'
+ * gen_pace fixes it). */
+static int32_t gen_pace(lean_backend_state *s, bool greedy, double step_ms) {
+    const uint32_t fixed = lean_gpu_options_of(s->g)->gen_pace; /* a test's: no timing */
+    if (fixed) step_ms = GEN_AHEAD_MS / fixed;
+    const int32_t lo = greedy ? 1 : 2, hi = greedy ? GEN_BLOCK_MAX : GEN_SAMPLED_FLIGHT;
+    const double n = step_ms > 0 ? GEN_AHEAD_MS / step_ms : hi;
+    return n >= hi ? hi : n <= lo ? lo : (int32_t)n;
+}
 
 static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
     return a->greedy == b->greedy && a->use_penalty == b->use_penalty && a->penalty == b->penalty &&
@@ -1032,7 +1062,7 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
     }
     for (int k = 0; !st && k < GEN_SLOTS; k++) /* the missing ones: an earlier call may have failed midway */
         if (!G->slot[k])
-            st = lean_gpu_buf_create(s->g, GEN_GREEDY_BLOCK * 4, LEAN_GPU_READBACK, "generated ids", &G->slot[k], err);
+            st = lean_gpu_buf_create(s->g, GEN_BLOCK_MAX * 4, LEAN_GPU_READBACK, "generated ids", &G->slot[k], err);
     return st;
 }
 
@@ -1048,50 +1078,69 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
     if (!st) st = gpu_sampler_reset(G->smp, (uint32_t)pos, history, n_history, err);
     if (st) return st;
     G->on = true;
-    G->block = cfg->greedy ? GEN_GREEDY_BLOCK : 1;
-    G->flight = cfg->greedy ? GEN_GREEDY_FLIGHT : GEN_SAMPLED_FLIGHT;
+    G->greedy = cfg->greedy;
+    G->pace = gen_pace(s, G->greedy, 1e9); /* the shallowest until a step is timed */
     G->pos0 = pos;
     G->limit = max_ids;
-    G->n_sub = G->n_read = G->n_out = 0;
+    G->n_sub = G->n_read = G->n_out = G->b_sub = G->b_read = G->ready_n = 0;
+    G->taken_ms = now_ms();
     return LEAN_OK;
 }
 
-/* Submits step j = G->n_sub: decode the last drawn id (j > 0), draw, copy the id to its slot,
- * and map the slot when this step ends its block. */
-static lean_status gen_submit(lean_backend_state *s, lean_error *err) {
+/* Submits step j = G->n_sub into block G->b_sub's slot at index i: decode the last drawn id
+ * (j > 0), draw, copy the id to the slot. */
+static lean_status gen_submit(lean_backend_state *s, int32_t i, lean_error *err) {
     gpu_gen *G = &s->gen;
-    const int32_t j = G->n_sub, k = (j / G->block) % G->flight;
+    const int32_t j = G->n_sub;
     lean_gpu_cmd *c = NULL;
     lean_status st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
     if (st) return st;
     gpu_sampler_record(c, G->smp);
-    lean_gpu_copy(c, s->ids, 0, G->slot[k], (uint64_t)(j % G->block) * 4, 4);
+    lean_gpu_copy(c, s->ids, 0, G->slot[G->b_sub % GEN_SLOTS], (uint64_t)i * 4, 4);
     if ((st = lean_gpu_submit_step(c, err))) return st;
     G->n_sub++;
-    if (G->n_sub % G->block == 0 || G->n_sub == G->limit) {
-        if ((st = lean_gpu_map_begin(G->slot[k], err))) return st;
-        G->mapping[k] = true;
-    }
+    return LEAN_OK;
+}
+
+/* Submits the next block (its size from the pace, within the limit) and maps its slot. */
+static lean_status gen_submit_block(lean_backend_state *s, lean_error *err) {
+    gpu_gen *G = &s->gen;
+    const int k = G->b_sub % GEN_SLOTS;
+    const int32_t want = G->greedy ? G->pace : 1, left = G->limit - G->n_sub;
+    const int32_t n = want < left ? want : left;
+    G->slot_t0_ms[k] = now_ms();
+    lean_status st = LEAN_OK;
+    for (int32_t i = 0; !st && i < n; i++) st = gen_submit(s, i, err);
+    if (!st) st = lean_gpu_map_begin(G->slot[k], err);
+    if (st) return st; /* only lean_gen_end follows a failure */
+    G->mapping[k] = true;
+    G->slot_n[k] = n;
+    G->b_sub++;
     return LEAN_OK;
 }
 
 static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
-    if (G->n_out == G->n_read) { /* submit up to `flight` blocks ahead, then take the oldest */
+    if (G->n_out == G->n_read) { /* submit blocks up to the flight, then take the oldest */
         lean_status st = LEAN_OK;
-        const int32_t first = G->n_read / G->block; /* the block to take */
-        while (!st && G->n_sub < G->limit && G->n_sub / G->block < first + G->flight) st = gen_submit(s, err);
+        const int32_t flight = G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
+        while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, err);
         if (st) return st;
-        const int k = first % G->flight;
-        const int32_t n = G->limit - G->n_read < G->block ? G->limit - G->n_read : G->block;
-        st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)n * 4, err);
+        const int k = G->b_read % GEN_SLOTS;
+        st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)G->slot_n[k] * 4, err);
         if (st == LEAN_PENDING) return st; /* pump mode: every step stays submitted, the map in flight */
         G->mapping[k] = false;
         if (st) return st;
-        G->n_read += n;
+        /* the block ran from its submit or the last take, whichever came later, until now */
+        const double t = now_ms(), t0 = G->slot_t0_ms[k] > G->taken_ms ? G->slot_t0_ms[k] : G->taken_ms;
+        G->pace = gen_pace(s, G->greedy, (t - t0) / G->slot_n[k]);
+        G->taken_ms = t;
+        G->ready_n = G->slot_n[k];
+        G->n_read += G->ready_n;
+        G->b_read++;
     }
-    const uint32_t u = (uint32_t)G->ready[G->n_out % G->block];
+    const uint32_t u = (uint32_t)G->ready[G->ready_n - (G->n_read - G->n_out)];
     if (u == GPU_SAMPLE_NO_ID || u >= (uint32_t)s->m->hp.n_vocab)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no id has a finite logit at position %d", G->pos0 + G->n_out);
     *id = (int32_t)u;

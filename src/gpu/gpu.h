@@ -72,6 +72,10 @@ typedef struct lean_gpu_options {
     bool no_kv_epilogue;    /* decode's qkv_post as a dispatch, as on a device without the storage
                              * buffers for the Q, K, V matmuls to do its work */
     bool no_resident;       /* no resident generation: the host draws (gen_begin declines) */
+    uint32_t gen_pace;      /* a resident generation's depth fixed, as for a step of 25 ms / gen_pace
+                             * (16: greedy blocks of 16 ids, 8 sampled steps in flight), so that
+                             * the steps run ahead do not depend on timing; 0: from the measured
+                             * step time (forward.c, gen_pace) */
 } lean_gpu_options;
 
 /* Finds a webgpu.h library (LEAN_WEBGPU_LIB, then the copy the setup step installs next to

@@ -1,8 +1,9 @@
 /* web.c — WebGPU through JavaScript: the wasm32 build's wgpu_api (webgpu.h), each function a
  * wrapper over an import of the module "lean_webgpu" (web/webgpu_imports.mjs), which drives
  * navigator.gpu, but for the recording calls (encoders, passes, copies): those write a command
- * list here, which QueueSubmit hands over in one call (section "command lists"). The rest of
- * src/gpu cannot tell it from native.c's Dawn.
+ * list here, which QueueSubmit hands over in one call (section "command lists"), and the small
+ * queue writes, which go in that call too (section "held writes"). The rest of src/gpu cannot
+ * tell it from native.c's Dawn.
  *
  * The boundary carries numbers only: C flattens every descriptor into scalars (a string is a
  * pointer and a byte count into the wasm memory, a 64-bit size a double, exact below 2^53),
@@ -219,7 +220,7 @@ static void drop_ranges(uint32_t buffer) {
  * navigator.gpu (DESIGN.md: one JS call per list). A decode step's ~100 dispatches were ~300
  * import calls. The handles of all three are the list's address. */
 
-enum { OP_ENCODER = 1, OP_PASS, OP_PIPELINE, OP_BIND, OP_DISPATCH, OP_END_PASS, OP_COPY, OP_RESOLVE, OP_FINISH };
+enum { OP_ENCODER = 1, OP_PASS, OP_PIPELINE, OP_BIND, OP_DISPATCH, OP_END_PASS, OP_COPY, OP_RESOLVE, OP_FINISH, OP_WRITE };
 
 typedef struct cmdlist {
     uint32_t *w;
@@ -267,6 +268,26 @@ static void list_release(cmdlist *l) {
     spare = l;
 }
 
+/* ---- held writes ----
+ * A small QueueWriteBuffer (a decode step's 16-byte uniform) is not an import call of its own:
+ * its bytes wait here as OP_WRITE buffer offset(lo, hi) bytes data-words and go first in the
+ * next submit's list, whose replay makes them the same writeBuffer calls just before
+ * queue.submit: the queue's order is unchanged and a step is one crossing, not two
+ * (docs/runs/2026-12-05-browser-abort.md). Whatever else their order matters to (a larger
+ * write, another queue, a map, work done, an error scope, a buffer or device going away, a
+ * wait) writes them out first, each through write_buffer (flush_held). */
+
+#define HELD_MAX_BYTES 256
+static uint32_t *held;
+static uint32_t held_n, held_cap, held_queue;
+
+static void flush_held(void) {
+    for (uint32_t i = 0; i < held_n; i += 5 + (held[i + 4] + 3) / 4)
+        js_write_buffer(held_queue, held[i + 1], (double)held[i + 2] + (double)held[i + 3] * 4294967296.0,
+                        held + i + 5, held[i + 4]);
+    held_n = 0;
+}
+
 /* ---- instance and adapter ---- */
 
 static WGPUInstance CreateInstance(const WGPUInstanceDescriptor *desc) {
@@ -286,6 +307,7 @@ static bool wait_cut; /* a wait ended early by the host's interrupt() (gpu_wait_
 static WGPUWaitStatus InstanceWaitAny(WGPUInstance instance, size_t count, WGPUFutureWaitInfo *futures,
                                       uint64_t timeout_ns) {
     (void)instance;
+    flush_held();
     bool any = false;
     for (size_t k = 0; k < count; k++) {
         WGPUFutureWaitInfo *f = &futures[k];
@@ -467,9 +489,13 @@ static WGPUCommandEncoder DeviceCreateCommandEncoder(WGPUDevice d, const WGPUCom
     return (WGPUCommandEncoder)l;
 }
 
-static void DevicePushErrorScope(WGPUDevice d, WGPUErrorFilter f) { js_push_scope(ID(d), f); }
+static void DevicePushErrorScope(WGPUDevice d, WGPUErrorFilter f) {
+    flush_held(); /* a write's error goes to the scope open when it was made */
+    js_push_scope(ID(d), f);
+}
 
 static WGPUFuture DevicePopErrorScope(WGPUDevice d, WGPUPopErrorScopeCallbackInfo info) {
+    flush_held();
     return remember(js_pop_scope(ID(d)), F_SCOPE, (void *)info.callback, info.userdata1, info.userdata2, NULL);
 }
 
@@ -478,6 +504,7 @@ static WGPUQuerySet DeviceCreateQuerySet(WGPUDevice d, const WGPUQuerySetDescrip
 }
 
 static void DeviceDestroy(WGPUDevice d) {
+    flush_held();
     js_destroy(ID(d));
     device_cb *cb = device_of(ID(d));
     if (cb && cb->lost.callback) {
@@ -489,6 +516,7 @@ static void DeviceDestroy(WGPUDevice d) {
 }
 
 static void DeviceRelease(WGPUDevice d) {
+    flush_held();
     device_cb *cb = device_of(ID(d));
     if (cb) *cb = (device_cb){0};
     js_release(ID(d));
@@ -497,18 +525,38 @@ static void DeviceRelease(WGPUDevice d) {
 /* ---- queue and buffers ---- */
 
 static void QueueWriteBuffer(WGPUQueue q, WGPUBuffer b, uint64_t offset, const void *data, size_t size) {
-    js_write_buffer(ID(q), ID(b), (double)offset, data, (uint32_t)size);
+    const uint32_t words = 5 + (uint32_t)(size + 3) / 4;
+    if (held_n && held_queue != ID(q)) flush_held();
+    if (size > HELD_MAX_BYTES || !grow(&held, &held_cap, held_n + words)) { /* too big to hold, or no memory */
+        flush_held();
+        js_write_buffer(ID(q), ID(b), (double)offset, data, (uint32_t)size);
+        return;
+    }
+    uint32_t *w = held + held_n;
+    w[0] = OP_WRITE, w[1] = ID(b), w[2] = LO(offset), w[3] = HI(offset), w[4] = (uint32_t)size;
+    w[words - 1] = 0;
+    memcpy(w + 5, data, size);
+    held_queue = ID(q);
+    held_n += words;
 }
 
 static void QueueSubmit(WGPUQueue q, size_t count, const WGPUCommandBuffer *commands) {
-    if (count == 1) { /* lean's case */
+    if (held_n && held_queue != ID(q)) flush_held();
+    if (count == 1 && !held_n) {
         js_submit_list(ID(q), LIST(commands[0])->w, LIST(commands[0])->n);
         return;
     }
-    uint32_t n = 0;
+    uint32_t n = held_n; /* the held writes first: they were made before this submit */
+    for (size_t i = 0; i < count; i++) n += LIST(commands[i])->n;
+    if (!grow(&joined, &joined_cap, n)) { /* out of memory: the writes alone, nothing submitted */
+        flush_held();
+        return;
+    }
+    memcpy(joined, held, held_n * sizeof *joined);
+    n = held_n;
+    held_n = 0;
     for (size_t i = 0; i < count; i++) {
         const cmdlist *l = LIST(commands[i]);
-        if (!grow(&joined, &joined_cap, n + l->n)) return; /* out of memory: nothing submitted */
         memcpy(joined + n, l->w, l->n * sizeof *joined);
         n += l->n;
     }
@@ -516,14 +564,19 @@ static void QueueSubmit(WGPUQueue q, size_t count, const WGPUCommandBuffer *comm
 }
 
 static WGPUFuture QueueOnSubmittedWorkDone(WGPUQueue q, WGPUQueueWorkDoneCallbackInfo info) {
+    flush_held();
     return remember(js_work_done(ID(q)), F_WORK_DONE, (void *)info.callback, info.userdata1, info.userdata2, NULL);
 }
 
-static void QueueRelease(WGPUQueue q) { js_release(ID(q)); }
+static void QueueRelease(WGPUQueue q) {
+    flush_held();
+    js_release(ID(q));
+}
 
 static WGPUFuture BufferMapAsync(WGPUBuffer b, WGPUMapMode mode, size_t offset, size_t size,
                                  WGPUBufferMapCallbackInfo info) {
     (void)mode; /* lean maps for reading only */
+    flush_held();
     return remember(js_map_read(ID(b), (double)offset, size == SIZE_MAX ? -1.0 : (double)size), F_MAP,
                     (void *)info.callback, info.userdata1, info.userdata2, NULL);
 }
@@ -541,16 +594,19 @@ static const void *BufferGetConstMappedRange(WGPUBuffer b, size_t offset, size_t
 }
 
 static void BufferUnmap(WGPUBuffer b) {
+    flush_held();
     drop_ranges(ID(b));
     js_unmap(ID(b));
 }
 
 static void BufferDestroy(WGPUBuffer b) {
+    flush_held();
     drop_ranges(ID(b));
     js_destroy(ID(b));
 }
 
 static void BufferRelease(WGPUBuffer b) {
+    flush_held();
     drop_ranges(ID(b));
     js_release(ID(b));
 }
