@@ -36,7 +36,7 @@ DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib cli tests test asan wasm wasm-mt wasm-webgpu test-wasm fuzz clean
+.PHONY: all lib cli tests test asan wasm wasm-mt wasm-relaxed wasm-relaxed-bench wasm-webgpu test-wasm fuzz clean
 all: lib cli tests
 lib: $(BUILD)/liblean.a $(BUILD)/liblean.so
 cli: $(BUILD)/lean
@@ -127,6 +127,19 @@ wasm: $(WASM_BUILD)/liblean.a $(WASM_BUILD)/liblean_dev.a $(WASM_TESTS)
 # The threaded build of the same: build-wasm-mt/, run by node tests/wasm_run.mjs --threads N.
 wasm-mt:
 	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 wasm build-wasm-mt/lean.wasm
+# The relaxed-SIMD build of the same (build-wasm-relaxed/): src/cpu/wasm_relaxed.c's table, for
+# engines that validate relaxed SIMD (web/lean.js picks lean-relaxed.wasm where they do).
+# clang 14 has no relaxed dot-product intrinsic: Debian's clang-19, lld-19 and
+# libclang-rt-19-dev-wasm32. No FP contraction: a contracted multiply-add may become
+# relaxed_madd, which engines fuse or not (other bits). tests/run.sh's wasm stage runs its
+# test_kernels under Node (--experimental-wasm-relaxed-simd before Node 22).
+WASM_RELAXED_CC ?= clang-19
+WASM_RELAXED    = $(MAKE) WASM_BUILD=build-wasm-relaxed WASM_CC=$(WASM_RELAXED_CC) \
+                  WASM_SIMD="-msimd128 -mrelaxed-simd -ffp-contract=off"
+wasm-relaxed:
+	+$(WASM_RELAXED) build-wasm-relaxed/tests/test_kernels.wasm build-wasm-relaxed/lean.wasm
+wasm-relaxed-bench:
+	+$(WASM_RELAXED) build-wasm-relaxed/kernel_bench.wasm
 wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm \
              $(WASM_BUILD)/wasm_pump_host.wasm
 test-wasm:
@@ -173,13 +186,17 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 # (no main; the worker calls them), and every .js/.mjs/.html/.css of web/ copied beside it.
 # lean-mt.wasm is the same reactor from the threaded build (build-wasm-mt/, a make of its own as
 # for wasm-mt): the CPU rung on every core where the page is cross-origin isolated (threads.mjs).
+# lean-relaxed.wasm is lean.wasm from the relaxed-SIMD build (build-wasm-relaxed/, as for
+# wasm-relaxed), which the worker takes where the engine validates relaxed SIMD (wasm_features.mjs).
 WEB_BUILD ?= build-web
 WEB_WASM  ?= lean.wasm
 WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
-.PHONY: web web-mt
-web: $(WEB_BUILD)/$(WEB_WASM) web-mt $(WEB_FILES:web/%=$(WEB_BUILD)/%)
+.PHONY: web web-mt web-relaxed
+web: $(WEB_BUILD)/$(WEB_WASM) web-mt web-relaxed $(WEB_FILES:web/%=$(WEB_BUILD)/%)
 web-mt:
 	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 WEB_WASM=lean-mt.wasm $(WEB_BUILD)/lean-mt.wasm
+web-relaxed:
+	+$(WASM_RELAXED) WEB_WASM=lean-relaxed.wasm $(WEB_BUILD)/lean-relaxed.wasm
 $(WEB_BUILD)/$(WEB_WASM): web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \
@@ -367,9 +384,10 @@ kernel-bench: $(BUILD)/kernel_bench
 # It quantizes its random weights with src/dev's quantizers: liblean_dev.a goes before liblean.a.
 $(BUILD)/kernel_bench: tools/kernel_bench.c $(BUILD)/liblean_dev.a $(BUILD)/liblean.a
 	$(CC) $(BASE) $(CFLAGS) -o $@ $< $(BUILD)/liblean_dev.a $(BUILD)/liblean.a $(LIBS)
+# (wasi-libc has the process CPU clock it times with only as an emulation library)
 $(WASM_BUILD)/kernel_bench.wasm: tools/kernel_bench.c $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
-	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -o $@ $< $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a \
-	  -lm $(WASM_LDFLAGS)
+	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -D_WASI_EMULATED_PROCESS_CLOCKS -o $@ $< \
+	  $(WASM_BUILD)/liblean_dev.a $(WASM_BUILD)/liblean.a -lm -lwasi-emulated-process-clocks $(WASM_LDFLAGS)
 
 # tests/test_bench.c compiles cli/cmd_bench.c and cli/cli.c into itself (their static functions).
 $(BUILD)/tests/test_bench: cli/cmd_bench.c cli/cli.c cli/cli.h

@@ -19,6 +19,11 @@
  *            of every step made together by lean_decode_batch; tokens/s counts all S x N
  *            decoded ids. Stream 0's ids must be tg N's (a sequence's reply does not depend
  *            on the batch) and every repetition's the same (exit status 1 otherwise).
+ *   tg N @ dD decode at depth (--depth): N + 1 greedy draws, as tg N, after D ids of context
+ *            (prefilled once, untimed: D - 1 of them; before each repetition the context is
+ *            truncated back to D - 1 and the last id prefilled, untimed), so every step
+ *            attends to D and more positions: the cost of a long context (the original
+ *            lean's decode_ctx). Same-ids rule as tg N.
  * The ids are pseudo-random, valid for the model's vocabulary, fixed by --seed (splitmix64;
  * bench_ids below), so runs, backends and machines see the same input.
  *
@@ -47,7 +52,7 @@
 static const char *const usage_bench =
     "usage: lean bench -m FILE [-m FILE ...] [-p LIST] [-n LIST] [--suffix LIST] [-r R]\n"
     "                  [-t LIST] [--backend LIST] [--batch N] [--seed S] [--bandwidth GBPS] [--json]\n"
-    "                  [--exact] [--profile] [--streams LIST]\n"
+    "                  [--exact] [--profile] [--streams LIST] [--depth LIST]\n"
     "Times model load, cold prefill, suffix prefill and greedy decode, R times each, for every\n"
     "model x backend x thread count; prints a Markdown table (min and median ms and tokens/s),\n"
     "the exactness hash of the greedy ids and the bytes read per decoded token. LISTs are\n"
@@ -73,6 +78,8 @@ static const char *const usage_bench =
     "                   repetition of every measurement (profiled runs are slower)\n"
     "  --streams LIST   aggregate decode: S sequences decoded together (lean_decode_batch), -n ids\n"
     "                   each, for each S (e.g. 1,2,4,8,16,32); rows 'tgN xS', tokens/s of them all\n"
+    "  --depth LIST     decode at depth: -n ids after D ids of context, for each D (e.g. 128,4096);\n"
+    "                   rows 'tgN @ dD' (default none)\n"
     VERBOSITY_USAGE
     "Exit status: 0; 1 for a library error or when repetitions chose different ids; 2 usage.\n";
 
@@ -88,7 +95,9 @@ typedef struct bench_args {
     const char *models[BENCH_MAX_MODELS];
     int n_models;
     int32_t pp[BENCH_MAX_LIST], tg[BENCH_MAX_LIST], threads[BENCH_MAX_LIST], streams[BENCH_MAX_LIST];
+    int32_t depth[BENCH_MAX_LIST]; /* --depth: decode after D ids of context */
     int n_pp, n_tg, n_threads; /* n_threads 0: the library's default only */
+    int n_depth;               /* 0: no decode-at-depth rows */
     int n_streams;             /* 0: no aggregate decode rows */
     bench_suffix suffix[BENCH_MAX_LIST];
     int n_suffix;
@@ -186,7 +195,8 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
         const bool known = strcmp(o, "-m") == 0 || strcmp(o, "-p") == 0 || strcmp(o, "-n") == 0 ||
                            strcmp(o, "--suffix") == 0 || strcmp(o, "-r") == 0 || strcmp(o, "-t") == 0 ||
                            strcmp(o, "--backend") == 0 || strcmp(o, "--batch") == 0 ||
-                           strcmp(o, "--seed") == 0 || strcmp(o, "--bandwidth") == 0 || strcmp(o, "--streams") == 0;
+                           strcmp(o, "--seed") == 0 || strcmp(o, "--bandwidth") == 0 || strcmp(o, "--streams") == 0 ||
+                           strcmp(o, "--depth") == 0;
         if (!known) return arg_error(msg, cap, "unknown option '%s'", o);
         if (i + 1 >= argc) return arg_error(msg, cap, "'%s' needs a value", o);
         const char *v = argv[++i];
@@ -208,6 +218,11 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
             if (parse_suffix_list(v, a->suffix, &a->n_suffix) != 0)
                 return arg_error(msg, cap, "--suffix expects D+N (N new tokens after a prefix of D; N >= 1), "
                                  "comma-separated, or 'none', got '%s'", v);
+        } else if (strcmp(o, "--depth") == 0) {
+            if (parse_count_list(v, 0, INT32_MAX / 2, a->depth, &a->n_depth) != 0)
+                return arg_error(msg, cap, "--depth expects context depths >= 0, comma-separated (at most %d), got '%s'",
+                                 BENCH_MAX_LIST, v);
+            drop_zeros(a->depth, &a->n_depth);
         } else if (strcmp(o, "--streams") == 0) {
             if (parse_count_list(v, 1, BENCH_MAX_STREAMS, a->streams, &a->n_streams) != 0)
                 return arg_error(msg, cap, "--streams expects stream counts in [1, %d], comma-separated, got '%s'",
@@ -263,8 +278,9 @@ static uint64_t splitmix64(uint64_t *x) {
 }
 
 /* The bench's input ids: n ids in [0, n_vocab), the stream'th sequence of seed.
- * Streams: 1 cold prefill, 2 suffix prefill (prefix then suffix), 3 the decode prompt. */
-enum { STREAM_PP = 1, STREAM_SUFFIX = 2, STREAM_PROMPT = 3, STREAM_BATCH = 4 /* + s - 1: stream s's prompt */ };
+ * Streams: 0 the context of decode at depth, 1 cold prefill, 2 suffix prefill (prefix then
+ * suffix), 3 the decode prompt. */
+enum { STREAM_DEPTH = 0, STREAM_PP = 1, STREAM_SUFFIX = 2, STREAM_PROMPT = 3, STREAM_BATCH = 4 /* + s - 1: stream s's prompt */ };
 static void bench_ids(uint64_t seed, uint64_t stream, int32_t n_vocab, int32_t *out, int32_t n) {
     uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull);
     for (int32_t i = 0; i < n; i++) out[i] = (int32_t)(splitmix64(&x) % (uint64_t)n_vocab);
@@ -314,8 +330,8 @@ typedef struct bench_row {
     char backend[80];     /* what ran (backend_label): the name asked for, "default" when none was,
                              with " (exact)" for an exact row */
     int32_t threads;      /* 0: the library's default */
-    const char *phase;    /* "load", "prefill", "suffix", "decode", "batch" */
-    char test[48];        /* "load", "pp128", "pp32 @ d128", "tg64", "tg64 x8" */
+    const char *phase;    /* "load", "prefill", "suffix", "decode", "batch", "depth" */
+    char test[48];        /* "load", "pp128", "pp32 @ d128", "tg64", "tg64 x8", "tg64 @ d4096" */
     int32_t n_tokens;     /* tokens the phase processes (0 for load) */
     int32_t depth;        /* tokens resident before it */
     const double *ms;     /* the repetitions' times, in run order */
@@ -514,6 +530,10 @@ static int64_t bench_ctx_len(const bench_args *a) {
     for (int i = 0; i < a->n_tg; i++) {
         int64_t s = (int64_t)BENCH_PROMPT + a->tg[i];
         need = s > need ? s : need;
+        for (int k = 0; k < a->n_depth; k++) {
+            const int64_t d = (int64_t)a->depth[k] + a->tg[i];
+            need = d > need ? d : need;
+        }
     }
     return need;
 }
@@ -561,19 +581,67 @@ static void profile_keep(bench_run *b, lean_ctx *c, const bench_row *r, int64_t 
     b->n_profiles += add;
 }
 
-/* Decode: truncate to 0, prefill the prompt (untimed), then n + 1 timed greedy draws (smp),
- * n of them decoded: gen[0] from the prompt's logits .. gen[n]. */
-static lean_status decode_once(lean_ctx *c, lean_sampler *smp, const int32_t *prompt, int32_t n, float *logits,
-                               int32_t *gen, double *ms, lean_error *err) {
+/* Decode: truncate to keep ids, prefill the n_prompt ids of prompt after them (untimed), then
+ * n + 1 timed greedy draws (smp), n of them decoded: gen[0] from the prompt's logits .. gen[n]. */
+static lean_status decode_once(lean_ctx *c, lean_sampler *smp, int32_t keep, const int32_t *prompt, int32_t n_prompt,
+                               int32_t n, float *logits, int32_t *gen, double *ms, lean_error *err) {
     lean_status st;
-    if ((st = lean_ctx_truncate(c, 0, err)) != LEAN_OK ||
-        (st = lean_prefill(c, prompt, BENCH_PROMPT, logits, err)) != LEAN_OK)
+    if ((st = lean_ctx_truncate(c, keep, err)) != LEAN_OK ||
+        (st = lean_prefill(c, prompt, n_prompt, logits, err)) != LEAN_OK)
         return st;
     double t0 = now_ms();
     st = lean_gen_begin(c, smp, n + 1, err);
     for (int32_t k = 0; st == LEAN_OK && k <= n; k++) st = lean_gen_next(c, &gen[k], err);
     lean_gen_end(c);
     *ms = now_ms() - t0;
+    return st;
+}
+
+/* One decode row (row->phase and row->test set): R times n + 1 greedy draws after the n_ctx ids
+ * of ctx_ids, of which the first keep stay resident (c holds them: depth rows, D - 1; tg rows,
+ * none); the rest are prefilled before each repetition, untimed. The ids must not change.
+ * Emits the row and keeps it. */
+static lean_status bench_decode(bench_run *b, lean_ctx *c, lean_sampler *smp, bench_row *row,
+                                const lean_model_info *info, const int32_t *ctx_ids, int32_t n_ctx, int32_t keep,
+                                int32_t n, float *logits, double *ms, double *scratch, lean_error *err) {
+    const int R = b->a->reps;
+    int32_t *gen = malloc(sizeof *gen * ((size_t)n + 1)), *first = malloc(sizeof *first * ((size_t)n + 1));
+    lean_status st = LEAN_OK;
+    if (!gen || !first) {
+        free(gen), free(first);
+        err->status = LEAN_ERR_NOMEM;
+        snprintf(err->msg, sizeof err->msg, "out of memory for %d decoded ids", n);
+        return LEAN_ERR_NOMEM;
+    }
+    row->n_tokens = n, row->depth = n_ctx;
+    row->same_ids = 1;
+    for (int r = 0; r < R && st == LEAN_OK; r++) {
+        progress(b, row->model_name, row->backend, row->threads, row->test, r);
+        if (r == R - 1) profile_start(b, c);
+        st = decode_once(c, smp, keep, ctx_ids + keep, n_ctx - keep, n, logits, r ? gen : first, &ms[r], err);
+        if (st == LEAN_OK && r && memcmp(first, gen, sizeof *gen * ((size_t)n + 1)) != 0) row->same_ids = 0;
+    }
+    free(gen);
+    if (st != LEAN_OK) {
+        free(first);
+        return st;
+    }
+    profile_keep(b, c, row, n + 1);
+    row->st = stat_of(ms, R, scratch);
+    row->prompt = ctx_ids, row->n_prompt = n_ctx;
+    row->ids = first, row->n_ids = n + 1;
+    row->hash = fnv1a64_ids(first, n + 1);
+    /* Bytes a decoded token reads: every weight once (the output matrix, tied or not,
+     * included; an untied model's token_embd is counted whole though one row of it is
+     * read, which overstates the bytes by about its size), and the keys and values of
+     * every position so far, F32 in lean's cache: for positions n_ctx .. n_ctx + n - 1,
+     * on average (n_ctx + (n - 1) / 2 + 1) of them. */
+    row->weight_read_bytes = (double)info->weight_bytes;
+    row->kv_read_bytes = 2.0 * info->n_layer * info->n_head_kv * info->head_dim * (double)sizeof(float) *
+                         (n_ctx + (n - 1) / 2.0 + 1);
+    emit(b, row);
+    st = keep_decode(b, row, first, err);
+    row->ids = row->prompt = NULL;
     return st;
 }
 
@@ -654,7 +722,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     lean_ctx *c = NULL;
     lean_sampler *smp = NULL;
     float *logits = NULL;
-    int32_t *ids = NULL, *gen = NULL, *first = NULL;
+    int32_t *ids = NULL;
     double *ms = malloc(sizeof *ms * (size_t)R), *scratch = malloc(sizeof *scratch * (size_t)R);
     lean_status st = LEAN_OK;
     bench_row row = {.model = path, .threads = threads, .reps = R, .alone_ids = -1};
@@ -715,7 +783,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     progress(b, name, backend, threads, "warm-up", 0);
     double warm_ms;
     int32_t warm_ids[2];
-    if ((st = decode_once(c, smp, prompt, 1, logits, warm_ids, &warm_ms, err)) != LEAN_OK) goto done;
+    if ((st = decode_once(c, smp, 0, prompt, BENCH_PROMPT, 1, logits, warm_ids, &warm_ms, err)) != LEAN_OK) goto done;
 
     /* cold prefill: P ids into an empty context */
     for (int i = 0; i < a->n_pp; i++) {
@@ -757,39 +825,12 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
     }
 
     /* decode: N greedy tokens after the prompt, R times; the ids must not change */
+    row.phase = "decode";
     for (int i = 0; i < a->n_tg; i++) {
-        const int32_t n = a->tg[i];
-        gen = malloc(sizeof *gen * ((size_t)n + 1));
-        first = malloc(sizeof *first * ((size_t)n + 1));
-        if (!gen || !first) goto nomem;
-        row.phase = "decode", row.n_tokens = n, row.depth = BENCH_PROMPT;
-        snprintf(row.test, sizeof row.test, "tg%d", n);
-        row.same_ids = 1;
-        for (int r = 0; r < R; r++) {
-            progress(b, name, backend, threads, row.test, r);
-            if (r == R - 1) profile_start(b, c);
-            if ((st = decode_once(c, smp, prompt, n, logits, r ? gen : first, &ms[r], err)) != LEAN_OK) goto done;
-            if (r && memcmp(first, gen, sizeof *gen * ((size_t)n + 1)) != 0) row.same_ids = 0;
-        }
-        profile_keep(b, c, &row, n + 1);
-        free(gen), gen = NULL;
-        row.st = stat_of(ms, R, scratch);
-        row.prompt = prompt, row.n_prompt = BENCH_PROMPT;
-        row.ids = first, row.n_ids = n + 1;
-        row.hash = fnv1a64_ids(first, n + 1);
-        /* Bytes a decoded token reads: every weight once (the output matrix, tied or not,
-         * included; an untied model's token_embd is counted whole though one row of it is
-         * read, which overstates the bytes by about its size), and the keys and values of
-         * every position so far, F32 in lean's cache: for positions BENCH_PROMPT ..
-         * BENCH_PROMPT + n - 1, on average (BENCH_PROMPT + (n - 1) / 2 + 1) of them. */
-        row.weight_read_bytes = (double)info.weight_bytes;
-        row.kv_read_bytes = 2.0 * info.n_layer * info.n_head_kv * info.head_dim * (double)sizeof(float) *
-                            (BENCH_PROMPT + (n - 1) / 2.0 + 1);
-        emit(b, &row);
-        st = keep_decode(b, &row, first, err);
-        first = NULL;
-        row.ids = row.prompt = NULL;
-        if (st != LEAN_OK) goto done;
+        snprintf(row.test, sizeof row.test, "tg%d", a->tg[i]);
+        if ((st = bench_decode(b, c, smp, &row, &info, prompt, BENCH_PROMPT, 0, a->tg[i], logits, ms, scratch, err)) !=
+            LEAN_OK)
+            goto done;
     }
 
     /* aggregate decode: S sequences together, stream 0 held to the tg row's ids */
@@ -803,14 +844,28 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
                                     err)) != LEAN_OK)
                 goto done;
     }
+
+    /* decode at depth: N greedy tokens after D ids of context (D - 1 prefilled once, untimed) */
+    row.phase = "depth";
+    for (int k = 0; k < a->n_depth; k++) {
+        const int32_t d = a->depth[k];
+        bench_ids(a->seed, STREAM_DEPTH, n_vocab, ids, d);
+        progress(b, name, backend, threads, "depth", 0);
+        if ((st = lean_ctx_truncate(c, 0, err)) != LEAN_OK ||
+            (d > 1 && (st = lean_prefill(c, ids, d - 1, NULL, err)) != LEAN_OK))
+            goto done;
+        for (int i = 0; i < a->n_tg; i++) {
+            snprintf(row.test, sizeof row.test, "tg%d @ d%d", a->tg[i], d);
+            if ((st = bench_decode(b, c, smp, &row, &info, ids, d, d - 1, a->tg[i], logits, ms, scratch, err)) != LEAN_OK)
+                goto done;
+        }
+    }
     goto done;
 nomem:
     err->status = st = LEAN_ERR_NOMEM;
     snprintf(err->msg, sizeof err->msg, "out of memory in lean bench (model %s)", name);
 done:
     if (b->progress) fprintf(stderr, "\r\033[K");
-    free(gen);
-    free(first);
     free(ids);
     free(logits);
     free(scratch);
@@ -851,8 +906,7 @@ static int bench_notes(bench_run *b) {
          * (the CPU kernels' 8-bit activations against the reference's F32): a note only. */
         for (int j = 0; j < i; j++) {
             const bench_row *q = &b->decode[j];
-            if (strcmp(q->model, r->model) != 0 || q->n_tokens != r->n_tokens || q->streams != r->streams ||
-                q->hash == r->hash)
+            if (strcmp(q->model, r->model) != 0 || strcmp(q->test, r->test) != 0 || q->hash == r->hash)
                 continue;
             const bool same_backend = strcmp(q->backend, r->backend) == 0;
             char tq[16];
@@ -884,7 +938,7 @@ static int bench_main(int argc, char **argv, FILE *out) {
     const int n_backends = a.n_backends ? a.n_backends : 1, n_threads = a.n_threads ? a.n_threads : 1;
 
     bench_run b = {.a = &a, .out = out, .progress = isatty(2) != 0};
-    b.n_steps = a.n_models * n_backends * n_threads * (1 + a.n_pp + a.n_suffix + a.n_tg * (1 + a.n_streams));
+    b.n_steps = a.n_models * n_backends * n_threads * (1 + a.n_pp + a.n_suffix + a.n_tg * (1 + a.n_streams + a.n_depth));
     lean_error err = {0};
     rc = 0;
     for (int im = 0; im < a.n_models && !rc; im++)

@@ -235,8 +235,8 @@ typedef struct lean_ctx_params {
      *   "gpu": WebGPU on whatever adapter there is (software ones too); fails with the
      *     runtime's message (LEAN_ERR_UNSUPPORTED) when there is none;
      *   "cpu": the CPU kernels (the best instruction set this CPU has, threads);
-     *   "cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-simd128": that kernel
-     *     table (for tests and measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it);
+     *   "cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-relaxed", "cpu-simd128": that
+     *     kernel table (for tests and measurements; LEAN_ERR_UNSUPPORTED where the CPU lacks it);
      *   "cpu-ref": the plain single-threaded reference.
      * The CPU kernels compute with 8-bit activations unless exact (below), so their logits are
      * close to, not the same bits as, the reference's; they are the same bits for every

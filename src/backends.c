@@ -26,7 +26,7 @@ lean_status lean_backend_choose(const char *name, lean_backend_choice *out, lean
     } else {
         return LEAN_FAIL(err, LEAN_ERR_ARG,
                          "unknown backend '%s' (auto, gpu, cpu, cpu-ref, or cpu-ISA: cpu-generic, cpu-avx2, "
-                         "cpu-avx512, cpu-neon, cpu-simd128)",
+                         "cpu-avx512, cpu-neon, cpu-relaxed, cpu-simd128)",
                          name);
     }
     return LEAN_OK;

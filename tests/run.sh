@@ -303,6 +303,16 @@ stage_wasm() {
     case $(node --version 2>/dev/null) in v18.*) node_flags=(--experimental-wasi-unstable-preview1) ;; esac
     qargs=()
     run_tests build-wasm .wasm $built node "${node_flags[@]}" tests/wasm_run.mjs
+    # The relaxed-SIMD build's kernel tables (src/cpu/wasm_relaxed.c and simd128's) under Deno:
+    # Node 20 has relaxed SIMD only behind a flag, and its baseline compiler (Liftoff) computes
+    # the dot product wrongly (docs/runs/2026-12-05-wasm-relaxed.md).
+    local deno
+    if ! deno=$(bash scripts/setup_deno.sh); then
+        echo "wasm-relaxed: no Deno: scripts/setup_deno.sh failed (it needs npm and the npm registry)"
+        count_prog 0
+    elif build wasm-relaxed wasm-relaxed; then
+        run_prog test_kernels "$deno" run -A tests/wasm_run.mjs build-wasm-relaxed/tests/test_kernels.wasm
+    fi
     stage_end
 }
 
@@ -471,10 +481,14 @@ prerequisites() {
         wasm | wasm-mt | webgpu) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs
             need /usr/include/wasm32-wasi/stdio.h wasi-libc
             need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
+            [ "$s" = wasm-mt ] || { need clang-19 clang-19; need wasm-ld-19 lld-19
+                need "/usr/lib/llvm-19/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-19-dev-wasm32; }
             [ "$s" = wasm ] || need "/usr/lib/*/libvulkan_lvp.so" mesa-vulkan-drivers ;;
         browser) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs; need npm npm
             need /usr/include/wasm32-wasi/stdio.h wasi-libc
             need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
+            need clang-19 clang-19; need wasm-ld-19 lld-19 # make web's lean-relaxed.wasm
+            need "/usr/lib/llvm-19/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-19-dev-wasm32
             need chromium chromium; need firefox-esr firefox-esr ;;
         fuzz) need clang-14 clang-14 ;;
         esac
@@ -529,7 +543,7 @@ stage_ledger() {
 # first, as always).
 LANES=${LANES:-2}
 LANE_B=(webgpu browser)
-declare -A PREBUILD=([native]="all" [wasm]="wasm" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
+declare -A PREBUILD=([native]="all" [wasm]="wasm wasm-relaxed" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
                      [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
 
 # lane_state FILE: this (sub)shell's sums and ledger, for lane_merge

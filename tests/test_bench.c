@@ -14,7 +14,9 @@
  *     for, with " (exact)" after it for an exact row (--exact, or a name ending in "+exact"),
  *     and the exact CPU kernels' ids are the reference's on this model; an unknown backend or
  *     a missing model is exit status 1; --streams gives aggregate decode rows (lean_decode_batch)
- *     whose stream 0 has the decode row's ids, on cpu, cpu-ref and, natively, the GPU.
+ *     whose stream 0 has the decode row's ids, on cpu, cpu-ref and, natively, the GPU; --depth
+ *     gives decode-at-depth rows whose ids are the greedy ids after the D context ids (stream 0
+ *     of the seed), computed here, on cpu and cpu-ref.
  */
 #include "dev/lean_dev.h"
 #include "test.h"
@@ -169,6 +171,8 @@ static void test_arguments(void) {
         {{"-m", "x", "--seed", "-1"}, "--seed expects"},
         {{"-m", "x", "--streams", "0"}, "--streams expects stream counts in [1, 256]"},
         {{"-m", "x", "--streams", "4,257"}, "--streams expects"},
+        {{"-m", "x", "--depth", "-1"}, "--depth expects context depths"},
+        {{"-m", "x", "--depth", "64,"}, "--depth expects"},
         {{"-m", "x", "--bogus", "1"}, "unknown option '--bogus'"},
         {{"-m", "x", "-n"}, "'-n' needs a value"},
         {{"model.gguf"}, "unexpected argument 'model.gguf'"},
@@ -191,6 +195,10 @@ static void test_arguments(void) {
     CHECK(!a.exact && !a.profile, "neither --exact nor --profile by default");
     CHECK(a.bandwidth_gbps == 0, "no bandwidth");
     CHECK(a.n_streams == 0, "no aggregate decode rows by default");
+    CHECK(a.n_depth == 0, "no decode-at-depth rows by default");
+    const char *depths[] = {"-m", "a", "--depth", "0,128,4096", NULL};
+    CHECK(parse(&a, msg, sizeof msg, depths) == 0 && a.n_depth == 2 && a.depth[0] == 128 && a.depth[1] == 4096,
+          "--depth 0,128,4096 (0 dropped): %s", msg);
     const char *streams[] = {"-m", "a", "--streams", "1,8,32", NULL};
     CHECK(parse(&a, msg, sizeof msg, streams) == 0 && a.n_streams == 3 && a.streams[0] == 1 && a.streams[1] == 8 &&
               a.streams[2] == 32,
@@ -471,6 +479,46 @@ static void test_run(void) {
         }
         CHECK(n_batch == (gpu ? 6 : 4), "%d batch rows, expected %d (%d backends x 2 stream counts)", n_batch,
               gpu ? 6 : 4, gpu ? 3 : 2);
+        free(text);
+    }
+
+    /* decode at depth: rows tg3 @ d12, the greedy ids after the 12 ids of stream 0, which the
+     * repetitions (the context truncated back to 11 ids each time) do not change */
+    out = fopen(out_path, "w");
+    if (!out) return;
+    char *dargs[] = {"-m", model, "-p", "0", "-n", "3", "--suffix", "none", "-r", "2", "--seed", "9", "--depth",
+                     "12", "--backend", "cpu,cpu-ref", "--json", NULL};
+    rc = bench_main(17, dargs, out);
+    fclose(out);
+    CHECK(rc == 0, "bench --depth exit status %d", rc);
+    text = slurp_text(out_path);
+    if (text) {
+        int32_t dctx[12], dmine[4];
+        lean_model *m;
+        uint64_t h = 0;
+        if (lean_model_load_file(model, &m, &err) == LEAN_OK) {
+            bench_ids(9, STREAM_DEPTH, lean_model_n_vocab(m), dctx, 12);
+            lean_model_free(m);
+            h = greedy_hash(model, dctx, 12, 3, dmine);
+        }
+        char hex[32];
+        snprintf(hex, sizeof hex, "\"hash\":\"%016llx\"", (unsigned long long)h);
+        int n_depth = 0;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            CHECK(json_ok(line), "not well-formed JSON: %s", line);
+            if (!strstr(line, "\"phase\":\"depth\"")) continue;
+            int32_t got[16];
+            CHECK(strstr(line, "\"test\":\"tg3 @ d12\"") && strstr(line, "\"depth\":12,") &&
+                      strstr(line, "\"n_tokens\":3,"),
+                  "depth row %d: %s", n_depth, line);
+            CHECK(json_id_list(line, "prompt", got, 16) == 12 && memcmp(got, dctx, sizeof dctx) == 0,
+                  "depth row %d: the context is stream 0 of the seed", n_depth);
+            CHECK(strstr(line, hex) && json_id_list(line, "ids", got, 16) == 4 && memcmp(got, dmine, sizeof dmine) == 0,
+                  "depth row %d: expected %s: %s", n_depth, hex, line);
+            CHECK(strstr(line, "\"same_ids_every_rep\":true") != NULL, "depth row %d: %s", n_depth, line);
+            n_depth++;
+        }
+        CHECK(n_depth == 2, "%d depth rows, expected 2 (2 backends)", n_depth);
         free(text);
     }
 

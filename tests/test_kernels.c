@@ -1,5 +1,6 @@
 /* test_kernels.c — src/cpu/quant_act.c and every kernel table of kernels.h (kernels_generic.c,
- * x86_avx2.c, x86_avx512.c, arm_neon.c, wasm_simd128.c: those the target and CPU run), against the
+ * x86_avx2.c, x86_avx512.c, arm_neon.c, wasm_relaxed.c, wasm_simd128.c: those the target and CPU
+ * run; the relaxed build, `make wasm-relaxed`, holds both wasm tables), against the
  * reference dequantizers of formats.c, on random blocks of every format and ragged shapes.
  *
  * What is checked, and why the tolerances are what they are:
@@ -33,7 +34,7 @@
  *   invariance   the same outputs, bit for bit, computed one row and one token per call, and
  *                over random row ranges [r0, r1) (which must leave the other rows untouched):
  *                the contract that makes logits independent of threads and batches.
- *   same bits    a table that says same_as_generic (neon, simd128) gives the generic table's
+ *   same bits    a table that says same_as_generic (neon, relaxed, simd128) gives the generic table's
  *                bits for every matmul and attention output.
  *   attention    scores and weighted sums against double, with the same kind of bound;
  *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
@@ -516,20 +517,33 @@ static void test_select(void) {
     CHECK(lean_kernels_select(NULL, &k) == 0, "select auto");
     const lean_kernels *avx2 = lean_kernels_avx2(), *avx512 = lean_kernels_avx512();
     const lean_kernels *neon = lean_kernels_neon(), *simd128 = lean_kernels_simd128();
-    const char *best = avx512 ? "avx512" : avx2 ? "avx2" : neon ? "neon" : simd128 ? "simd128" : "generic";
+    const lean_kernels *relaxed = lean_kernels_relaxed();
+    const char *best = avx512    ? "avx512"
+                       : avx2    ? "avx2"
+                       : neon    ? "neon"
+                       : relaxed ? "relaxed"
+                       : simd128 ? "simd128"
+                                 : "generic";
     CHECK(!strcmp(k.name, best), "auto chose %s, not %s", k.name, best);
     CHECK((lean_kernels_select("avx2", &k) == 0) == (avx2 != NULL), "select avx2");
     CHECK((lean_kernels_select("avx512", &k) == 0) == (avx512 != NULL), "select avx512");
     CHECK((lean_kernels_select("neon", &k) == 0) == (neon != NULL), "select neon");
     CHECK((lean_kernels_select("simd128", &k) == 0) == (simd128 != NULL), "select simd128");
+    CHECK((lean_kernels_select("relaxed", &k) == 0) == (relaxed != NULL), "select relaxed");
 #if defined(__aarch64__)
     CHECK(neon != NULL, "no neon table on aarch64");
 #endif
 #if defined(__wasm_simd128__)
     CHECK(simd128 != NULL, "no simd128 table in a simd128 build");
 #endif
-    const char *names[] = {"generic", "avx2", "avx512", "neon", "simd128"};
-    for (int i = 0; i < 5; i++) {
+#if defined(__wasm_relaxed_simd__)
+    CHECK(relaxed != NULL, "no relaxed table in a relaxed-simd build");
+#endif
+    if (relaxed && simd128 && lean_kernels_select("relaxed", &k) == 0) /* its gaps come from simd128 */
+        CHECK(k.matmul[LEAN_TYPE_Q8_0] == simd128->matmul[LEAN_TYPE_Q8_0] && k.attn_accum == simd128->attn_accum,
+              "relaxed's gaps are not filled from simd128");
+    const char *names[] = {"generic", "avx2", "avx512", "neon", "relaxed", "simd128"};
+    for (int i = 0; i < 6; i++) {
         if (lean_kernels_select(names[i], &k) != 0) continue;
         int holes = !k.attn_scores || !k.attn_accum || !k.exp_sum || !k.swiglu || !k.quantize_act;
         for (size_t ti = 0; ti < N_TYPES; ti++)
@@ -539,21 +553,21 @@ static void test_select(void) {
     if (avx512 && avx2 && lean_kernels_select("avx512", &k) == 0) /* its gaps come from avx2 */
         CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.swiglu == avx2->swiglu,
               "avx512's gaps are not filled from avx2");
-    for (int i = 0; i < 5; i++) /* the float formats' exact product is their matmul */
+    for (int i = 0; i < 6; i++) /* the float formats' exact product is their matmul */
         if (lean_kernels_select(names[i], &k) == 0)
             CHECK(k.matmul_exact[LEAN_TYPE_F16] == k.matmul[LEAN_TYPE_F16] &&
                       k.matmul_exact[LEAN_TYPE_F32] == k.matmul[LEAN_TYPE_F32] &&
                       k.matmul_exact[LEAN_TYPE_BF16] == k.matmul[LEAN_TYPE_BF16],
                   "%s: exact float formats are not the matmul", names[i]);
-    printf("kernel tables on this CPU: generic%s%s%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "",
-           neon ? ", neon" : "", simd128 ? ", simd128" : "");
+    printf("kernel tables on this CPU: generic%s%s%s%s%s\n", avx2 ? ", avx2" : "", avx512 ? ", avx512" : "",
+           neon ? ", neon" : "", relaxed ? ", relaxed" : "", simd128 ? ", simd128" : "");
 }
 
 int main(void) {
     test_quant_act();
     test_select();
     const lean_kernels *tables[] = {&lean_kernels_generic, lean_kernels_avx2(), lean_kernels_avx512(),
-                                    lean_kernels_neon(), lean_kernels_simd128()};
+                                    lean_kernels_neon(), lean_kernels_relaxed(), lean_kernels_simd128()};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         if (!tables[i]) continue;
         lean_kernels k;

@@ -6,6 +6,7 @@
 //                                                   and build/fixtures: make all test-data)
 //
 // What is checked (the references are computed now by build/lean, never written down):
+//   - the CPU rung runs the module web/wasm_features.mjs picks (lean-relaxed.wasm under Deno 2)
 //   - greedy ids of two fixture models through Lean.generate on the 'cpu' rung equal
 //     `lean run --ids` on the CPU, and on 'gpu' (exact) equal `lean run --backend gpu --exact`
 //   - a seeded sampled run equals `lean run --temp ... -s --exact` on the CPU
@@ -27,6 +28,7 @@
 // Prints "web_api: N passed, N failed" last.
 import { Lean } from '../build-web/lean.js';
 import { leanWebGPU } from '../web/webgpu_imports.mjs';
+import { relaxedSimd } from '../web/wasm_features.mjs';
 
 let passed = 0, failed = 0;
 const check = (ok, what) => {
@@ -66,6 +68,9 @@ for (const file of ['build/fixtures/llama-q4_k.gguf', 'build/fixtures/qwen2-q8_0
     const ids = ['--ids', PROMPT.join(','), '-n', '24'];
     const cpu = await Lean.load(bytes, { backend: 'cpu' });
     same(cpu.info.backend, 'cpu', `${file}: info.backend`);
+    // the module web/wasm_features.mjs chose (Deno 2 has relaxed SIMD: lean-relaxed.wasm)
+    const isa = relaxedSimd() ? 'relaxed' : 'simd128';
+    check(cpu.info.detail.startsWith(`cpu (${isa},`), `${file}: info.detail '${cpu.info.detail}' is not ${isa}'s`);
     same((await cpu.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '), await lean('run', '-m', file, ...ids, '--backend', 'cpu'), `${file}: cpu greedy`);
     // the cache kept from the last call: the same prompt again reuses all but one id
     await cpu.generate({ ids: PROMPT, maxTokens: 4 });

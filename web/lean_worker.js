@@ -21,6 +21,7 @@
 import { leanWebGPU } from './webgpu_imports.mjs';
 import { wasiImports } from './wasi.mjs';
 import { instantiateThreaded } from './threads.mjs';
+import { leanWasmName } from './wasm_features.mjs';
 
 const LEAN_ERR_DEVICE = 8;
 // The pump's status (lean.h LEAN_PENDING, added by the no-JSPI work); never returned with JSPI.
@@ -67,7 +68,7 @@ async function instantiate(jspi, opts) {
         }
     }
     if (!instance) {
-        ({ instance } = await WebAssembly.instantiate(await fetchWasm('lean.wasm'), imports));
+        ({ instance } = await WebAssembly.instantiate(await fetchWasm(leanWasmName()), imports));
         memory = instance.exports.memory;
     }
     gpu.setMemory(memory);

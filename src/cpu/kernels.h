@@ -11,7 +11,9 @@
  *                      time: every aarch64 CPU has NEON; -march=armv8.2-a+dotprod adds sdot)
  *   wasm_simd128.c     wasm simd128 (wasm32, chosen at compile time: the wasm build passes
  *                      -msimd128, as wasm has no run-time feature test)
- * The two 128-bit tables compute every output in the generic table's order of float operations
+ *   wasm_relaxed.c     wasm relaxed SIMD's integer dot product for the 4- to 6-bit formats
+ *                      (the relaxed build, -mrelaxed-simd; its other entries are simd128's)
+ * The 128-bit tables compute every output in the generic table's order of float operations
  * (the integer sums, exact, in any order), so they give its bits (same_as_generic, tested).
  * A file implements the signatures below for the formats it has; a NULL entry is filled from
  * the next table the CPU runs when the table is chosen (lean_kernels_select), so a chosen
@@ -204,10 +206,11 @@ const lean_kernels *lean_kernels_avx512(void); /* x86_avx512.c: AVX-512 F/BW/VL 
                                                   quantized formats */
 const lean_kernels *lean_kernels_neon(void);    /* arm_neon.c: the matmuls, attention */
 const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, attention */
+const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1, Q4_K .. Q6_K */
 
-/* The table named `name` ("generic", "avx2", "avx512", "neon", "simd128"), or the best the
- * CPU runs for NULL / "auto", each empty entry filled from the next table in the order avx512,
- * avx2, neon, simd128, generic that the CPU runs; then matmul_exact of the float formats is the
+/* The table named `name` ("generic", "avx2", "avx512", "neon", "relaxed", "simd128"), or the
+ * best the CPU runs for NULL / "auto", each empty entry filled from the next table in the order
+ * avx512, avx2, neon, relaxed, simd128, generic that the CPU runs; then matmul_exact of the float formats is the
  * chosen matmul (the same product). *out stays untouched and -1 is returned for
  * an unknown name or one this CPU cannot run. Thread-safe. */
 int lean_kernels_select(const char *name, lean_kernels *out);

@@ -332,7 +332,7 @@ const lean_kernels lean_kernels_generic = {
 static const lean_kernels *generic_table(void) { return &lean_kernels_generic; }
 
 static const lean_kernels *(*const candidates[])(void) = {lean_kernels_avx512, lean_kernels_avx2, lean_kernels_neon,
-                                                          lean_kernels_simd128, generic_table};
+                                                          lean_kernels_relaxed, lean_kernels_simd128, generic_table};
 #define N_CANDIDATES (sizeof candidates / sizeof candidates[0])
 
 int lean_kernels_select(const char *name, lean_kernels *out) {

@@ -6,7 +6,8 @@
  * validate as a whole on an engine without SIMD, so a per-function target attribute would buy
  * no fallback. Every browser with WebGPU, and the Node versions the tests use (18, 20), run
  * simd128; `make wasm WASM_SIMD=` builds a scalar module (the generic table) for engines that
- * do not.
+ * do not. The relaxed-SIMD build (`make wasm-relaxed`) puts wasm_relaxed.c's table before this
+ * one; its gaps are filled from here.
  *
  * What it does: the matmuls of every weight format (the exact ones, float activations, too:
  * kernels.h "exact") and the attention primitives, giving the generic table's bits: each
@@ -30,21 +31,11 @@
 
 #if defined(__wasm_simd128__)
 
-#include <string.h>
-#include <wasm_simd128.h>
+#include "cpu/wasm_shared.h"
 
-#define INLINE static inline __attribute__((always_inline))
+#include <string.h>
 
 /* ---- helpers ---- */
-
-INLINE float f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
-
-/* The lanes' sum (integers: any order gives the same value). */
-INLINE int32_t hsum_i32(v128_t v) {
-    v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
-    v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
-    return wasm_i32x4_extract_lane(v, 0);
-}
 
 /* sum_i q[i] a[i] over 16 * n16 elements: q int16 lanes (n16 * 2 vectors), a int8. */
 INLINE int32_t dot_q_a(const v128_t *q, const int8_t *a, int n16) {
@@ -141,26 +132,12 @@ INLINE void float_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = combine8(lo[j], hi[j]);
 }
 
-/* ---- Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations) ----
- * Block layouts (formats.c): d f16 [m f16] [qh 4 bytes] qs; element j < 16 is qs[j]'s low
- * nibble, j >= 16 qs[j - 16]'s high nibble, its fifth bit bit j of qh. */
-
-enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-
-static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
+/* ---- Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations; layouts: wasm_shared.h) ---- */
 
 typedef struct lblock {
     v128_t q[4]; /* the 32 weight quants, offset subtracted, as int16 */
     float d, m;  /* scale; minimum (_1 formats) */
 } lblock;
-
-/* Bit j of the little-endian u32 at p -> 0x10 in byte j, for j in [16 half, 16 half + 16). */
-INLINE v128_t fifth_bits(const uint8_t *p, int half) {
-    const v128_t bytes = wasm_v128_load16_splat(p + 2 * half);
-    const v128_t spread = wasm_i8x16_shuffle(bytes, bytes, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
-}
 
 /* A block's 32 quants as int8, the format's offset subtracted: elements 0..15 -> *lo, 16..31 -> *hi. */
 INLINE void legacy_quants(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
@@ -168,15 +145,10 @@ INLINE void legacy_quants(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
         *lo = wasm_v128_load(b + 2), *hi = wasm_v128_load(b + 18);
         return;
     }
-    static const int qs_at[] = {2, 4, 6, 8};
-    const v128_t raw = wasm_v128_load(b + qs_at[f]);
-    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = wasm_u8x16_shr(raw, 4);
-    if (f == L_Q5_0 || f == L_Q5_1) {
-        const uint8_t *qh = b + (f == L_Q5_0 ? 2 : 4);
-        l = wasm_v128_or(l, fifth_bits(qh, 0)), h = wasm_v128_or(h, fifth_bits(qh, 1));
-    }
-    const int off = f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
-    *lo = wasm_i8x16_sub(l, wasm_i8x16_splat((int8_t)off)), *hi = wasm_i8x16_sub(h, wasm_i8x16_splat((int8_t)off));
+    v128_t l, h;
+    legacy_raw(f, b, &l, &h);
+    const v128_t off = wasm_i8x16_splat((int8_t)legacy_offset(f));
+    *lo = wasm_i8x16_sub(l, off), *hi = wasm_i8x16_sub(h, off);
 }
 
 INLINE lblock legacy_unpack(int f, const uint8_t *b) {
@@ -207,35 +179,21 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
  * (Q6_K: (q - 32) sc). Then isum = sum q a; Q4_K / Q5_K also msum = sum_j m[j] (sum of a over
  * sub-block j) = [m0 m0 m1 m1 .. m7 m7] . bsums. The float step is the generic kernel's. */
 
-enum { K_Q4, K_Q5, K_Q6 };
-
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
-
 typedef struct kblock {
     v128_t q[32];  /* 256 scaled weights, int16 */
     v128_t m16[2]; /* Q4_K / Q5_K: the mins, each twice, int16 */
     float d, dmin;
 } kblock;
 
-/* Q4_K / Q5_K (block: d, dmin, 12 scale bytes, [qh 32 bytes], qs 128 bytes): sub-blocks j and
- * j + 1 are the low and high nibbles of the same 32 qs bytes; Q5_K's fifth bit of element l of
- * sub-block j is bit j of qh[l]. */
+/* Q4_K / Q5_K (layout: wasm_shared.h, k45_raw) */
 INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
     uint8_t sc[8], m[8];
     lean_k4_scales(b + 4, sc, m);
     u->d = f16(b), u->dmin = f16(b + 2);
-    const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
-    for (int j = 0; j < 8; j += 2, qs += 32) {
+    for (int j = 0; j < 8; j += 2) {
         for (int half = 0; half < 2; half++) {
-            const v128_t raw = wasm_v128_load(qs + 16 * half);
-            v128_t lo = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(raw, 4);
-            if (f == K_Q5) { /* bits j, j + 1 of qh -> 0x10 (by masks: LLVM 14 scalarizes an i8x16
-                              * shift by a loop counter) */
-                const v128_t hb = wasm_v128_load(b + 16 + 16 * half), x10 = wasm_i8x16_splat(0x10);
-                const v128_t bj = wasm_i8x16_splat((int8_t)(1 << j)), bj1 = wasm_i8x16_splat((int8_t)(2 << j));
-                lo = wasm_v128_or(lo, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj), bj), x10));
-                hi = wasm_v128_or(hi, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj1), bj1), x10));
-            }
+            v128_t lo, hi;
+            k45_raw(f, b, j, half, &lo, &hi);
             widen_scaled(u->q + 4 * j + 2 * half, lo, sc[j]);
             widen_scaled(u->q + 4 * (j + 1) + 2 * half, hi, sc[j + 1]);
         }
@@ -245,23 +203,15 @@ INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
     u->m16[0] = wasm_v128_load(mins), u->m16[1] = wasm_v128_load(mins + 8);
 }
 
-/* Q6_K (block: ql 128, qh 64, 16 int8 scales, d): in half h, byte l < 32 of ql (and ql + 32)
- * gives elements l (l + 32) by its low nibble and l + 64 (l + 96) by its high one, their two
- * high bits the four 2-bit fields of qh[l]; element e's scale is sc[e / 16]. */
+/* Q6_K (layout: wasm_shared.h, k6_raw) */
 INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     const int8_t *sc = (const int8_t *)(b + 192);
-    const v128_t m4 = wasm_i8x16_splat(0x0f), m3 = wasm_i8x16_splat(3), off = wasm_i8x16_splat(32);
+    const v128_t off = wasm_i8x16_splat(32);
     u->d = f16(b + 208), u->dmin = 0.0f;
     for (int h = 0; h < 2; h++) {
         for (int g = 0; g < 2; g++) {
-            const v128_t la = wasm_v128_load(b + 64 * h + 16 * g), lb = wasm_v128_load(b + 64 * h + 32 + 16 * g);
-            const v128_t qh = wasm_v128_load(b + 128 + 32 * h + 16 * g);
-            const v128_t e[4] = {
-                wasm_v128_or(wasm_v128_and(la, m4), wasm_i8x16_shl(wasm_v128_and(qh, m3), 4)),
-                wasm_v128_or(wasm_v128_and(lb, m4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 2), m3), 4)),
-                wasm_v128_or(wasm_u8x16_shr(la, 4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 4), m3), 4)),
-                wasm_v128_or(wasm_u8x16_shr(lb, 4), wasm_i8x16_shl(wasm_u8x16_shr(qh, 6), 4)),
-            };
+            v128_t e[4];
+            k6_raw(b, h, g, e);
             for (int k = 0; k < 4; k++) { /* sub-block 8 h + 2 k + g */
                 const int s = 8 * h + 2 * k + g;
                 widen_scaled(u->q + 2 * s, wasm_i8x16_sub(e[k], off), sc[s]);

@@ -1,0 +1,96 @@
+/* wasm_shared.h — what the two wasm tables (wasm_simd128.c, wasm_relaxed.c) share: lane sums
+ * and the weights' raw quants, unpacked from their blocks with simd128 alone.
+ *
+ * "Raw" quants are the stored values, the format's offset not yet subtracted: Q4_0 / Q4_1 and
+ * the Q4_K nibbles in [0, 15], Q5_0 / Q5_1 / Q5_K in [0, 31], Q6_K in [0, 63]. They fit in
+ * 7 bits, which is what relaxed SIMD's i8 x i7 dot product needs of one operand.
+ * Included only where __wasm_simd128__ is defined.
+ */
+#ifndef LEAN_WASM_SHARED_H
+#define LEAN_WASM_SHARED_H
+
+#include "cpu/kernels_shared.h"
+
+#include <wasm_simd128.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+
+/* The lanes' sum (integers: any order gives the same value). */
+INLINE int32_t hsum_i32(v128_t v) {
+    v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
+    return wasm_i32x4_extract_lane(v, 0);
+}
+
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 ----
+ * Block layouts (formats.c): d f16 [m f16] [qh 4 bytes] qs; element j < 16 is qs[j]'s low
+ * nibble, j >= 16 qs[j - 16]'s high nibble, its fifth bit bit j of qh. */
+
+enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
+
+static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
+
+/* Bit j of the little-endian u32 at p -> 0x10 in byte j, for j in [16 half, 16 half + 16). */
+INLINE v128_t fifth_bits(const uint8_t *p, int half) {
+    const v128_t bytes = wasm_v128_load16_splat(p + 2 * half);
+    const v128_t spread = wasm_i8x16_shuffle(bytes, bytes, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
+}
+
+/* A 4- or 5-bit block's 32 raw quants: elements 0..15 -> *lo, 16..31 -> *hi (not Q8_0). */
+INLINE void legacy_raw(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
+    static const int qs_at[] = {2, 4, 6, 8};
+    const v128_t raw = wasm_v128_load(b + qs_at[f]);
+    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = wasm_u8x16_shr(raw, 4);
+    if (f == L_Q5_0 || f == L_Q5_1) {
+        const uint8_t *qh = b + (f == L_Q5_0 ? 2 : 4);
+        l = wasm_v128_or(l, fifth_bits(qh, 0)), h = wasm_v128_or(h, fifth_bits(qh, 1));
+    }
+    *lo = l, *hi = h;
+}
+
+/* The offset a legacy format's raw quants carry (z: weight = (q - z) d). */
+INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0; }
+
+/* ---- Q4_K, Q5_K, Q6_K ---- */
+
+enum { K_Q4, K_Q5, K_Q6 };
+
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+
+/* Q4_K / Q5_K (block: d, dmin, 12 scale bytes, [qh 32 bytes], qs 128 bytes): sub-blocks j and
+ * j + 1 (j even) are the low and high nibbles of the same 32 qs bytes; Q5_K's fifth bit of
+ * element l of sub-block j is bit j of qh[l]. Elements 16 half .. 16 half + 15 of sub-block j
+ * -> *lo, of j + 1 -> *hi, raw. */
+INLINE void k45_raw(int f, const uint8_t *b, int j, int half, v128_t *lo, v128_t *hi) {
+    const uint8_t *qs = (f == K_Q5 ? b + 48 : b + 16) + 16 * j;
+    const v128_t raw = wasm_v128_load(qs + 16 * half);
+    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = wasm_u8x16_shr(raw, 4);
+    if (f == K_Q5) { /* bits j, j + 1 of qh -> 0x10 (by masks: LLVM 14 scalarizes an i8x16
+                      * shift by a loop counter) */
+        const v128_t hb = wasm_v128_load(b + 16 + 16 * half), x10 = wasm_i8x16_splat(0x10);
+        const v128_t bj = wasm_i8x16_splat((int8_t)(1 << j)), bj1 = wasm_i8x16_splat((int8_t)(2 << j));
+        l = wasm_v128_or(l, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj), bj), x10));
+        h = wasm_v128_or(h, wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hb, bj1), bj1), x10));
+    }
+    *lo = l, *hi = h;
+}
+
+/* Q6_K (block: ql 128, qh 64, 16 int8 scales, d): in half h, byte l < 32 of ql (and ql + 32)
+ * gives elements l (l + 32) by its low nibble and l + 64 (l + 96) by its high one, their two
+ * high bits the four 2-bit fields of qh[l]; element e's scale is sc[e / 16]. e[k] gets the raw
+ * quants of sub-block 8 h + 2 k + g (16 elements), k = 0..3. */
+INLINE void k6_raw(const uint8_t *b, int h, int g, v128_t e[4]) {
+    const v128_t m4 = wasm_i8x16_splat(0x0f), m3 = wasm_i8x16_splat(3);
+    const v128_t la = wasm_v128_load(b + 64 * h + 16 * g), lb = wasm_v128_load(b + 64 * h + 32 + 16 * g);
+    const v128_t qh = wasm_v128_load(b + 128 + 32 * h + 16 * g);
+    e[0] = wasm_v128_or(wasm_v128_and(la, m4), wasm_i8x16_shl(wasm_v128_and(qh, m3), 4));
+    e[1] = wasm_v128_or(wasm_v128_and(lb, m4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 2), m3), 4));
+    e[2] = wasm_v128_or(wasm_u8x16_shr(la, 4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 4), m3), 4));
+    e[3] = wasm_v128_or(wasm_u8x16_shr(lb, 4), wasm_i8x16_shl(wasm_u8x16_shr(qh, 6), 4));
+}
+
+#endif
