@@ -257,20 +257,29 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
 AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                  const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
     const int64_t nb = cols / 32;
-    const bool cache = n_tok > 1 && nb <= CACHE_BLOCKS;
+    const bool cache = n_tok > 8 && nb <= CACHE_BLOCKS;
     rtile U[CACHE_BLOCKS];
     for (int64_t r = r0; r < r1; r += 16) {
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
         if (cache)
             for (int64_t b = 0; b < nb; b++) legacy_unpack16(f, w, w_row_bytes, r, nr, b, &U[b]);
         const rtile *u = cache ? U : NULL;
+        /* one tile of all the tokens left, up to 8: each block unpacked once for them (a batched
+         * decode of 2..8 sequences reads every weight once); measured in docs/runs/2026-12-05-batch-cpu-tiles.md */
+        for (int32_t t = 0; t < n_tok; t += 8) {
 #define LT(TT) legacy_tile16(f, TT, cols, w, w_row_bytes, r, nr, x, x_row_bytes, t, y, y_row_elems, u)
-        int32_t t = 0;
-        for (; t + 8 <= n_tok; t += 8) LT(8);
-        if (t + 4 <= n_tok) LT(4), t += 4;
-        if (t + 2 <= n_tok) LT(2), t += 2;
-        if (t < n_tok) LT(1);
+            switch (n_tok - t < 8 ? n_tok - t : 8) {
+            case 1: LT(1); break;
+            case 2: LT(2); break;
+            case 3: LT(3); break;
+            case 4: LT(4); break;
+            case 5: LT(5); break;
+            case 6: LT(6); break;
+            case 7: LT(7); break;
+            default: LT(8); break;
+            }
 #undef LT
+        }
     }
 }
 
