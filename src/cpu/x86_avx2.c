@@ -403,8 +403,9 @@ QUANT_ENTRY_POINTS(AVX2)
  * a time into bytes in element order (the 8-bit path's k_unpack), then widened.
  * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
  * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
- * hsum: the same in every tile shape, row range and batch. Decode (4 tokens or fewer): 4 rows x 1
- * token, a block of one row at a time made in registers straight into the FMAs; a batch unpacks 4
+ * hsum: the same in every tile shape, row range and batch. 4 tokens or fewer: 4 rows x TT
+ * tokens, a block of one row at a time made in registers straight into the FMAs of the TT
+ * tokens; a batch unpacks 4
  * rows at a time onto the stack (1 for rows of more than XCACHE_VECS * 2 weights) for 4 x 4 tiles. */
 
 #define XCACHE_VECS 2048 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
