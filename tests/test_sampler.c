@@ -1030,6 +1030,17 @@ static void test_greedy(void) {
     lean_sampler_create(&p, 300, &s, NULL);
     if (s) lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
     CHECK(id == 250, "greedy skips NaN and inf: %d", id);
+    /* -0 and +0 tie (the first id wins, whichever sign it has), below them only negatives;
+     * then nothing finite at all: an error, not an id. */
+    for (int i = 0; i < 300; i++) logits[i] = -1.0f - (float)(i % 7);
+    for (int sign = 0; sign < 2; sign++) {
+        logits[3] = sign ? -0.0f : 0.0f, logits[9] = sign ? 0.0f : -0.0f;
+        id = -1;
+        if (s) lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
+        CHECK(id == 3, "greedy with a tie of -0 and +0 (sign %d): %d, expected 3", sign, id);
+    }
+    for (int i = 0; i < 300; i++) logits[i] = i % 2 ? NAN : -INFINITY;
+    CHECK(s && lean_sampler_sample(s, logits, 0, NULL, &id, NULL) != LEAN_OK, "greedy with no finite logit drew an id");
     lean_sampler_free(s);
 }
 

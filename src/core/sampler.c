@@ -594,9 +594,19 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
 #define ALLOWED(i) (is_finite_bits(a[i]) && (!mask_bits || lean_mask_allows(mask_bits, (i))))
 
     if (cfg->greedy) {
-        int32_t best = -1;
+        /* The first id of the largest allowed logit (a scan keeping a[i] > a[best]), in two
+         * passes: the maximum in 8 interleaved lanes, then its first id. One pass chains each
+         * element's compare on the previous one's load of a[best] (~10 cycles an id: 10% of a
+         * batched decode step of 8 sequences here); ties, -0 and +0 come out the same. */
+        float lane[8];
+        for (int l = 0; l < 8; l++) lane[l] = -INFINITY;
         for (int32_t i = 0; i < n_vocab; i++)
-            if (ALLOWED(i) && (best < 0 || a[i] > a[best])) best = i;
+            if (ALLOWED(i) && a[i] > lane[i % 8]) lane[i % 8] = a[i];
+        float top = -INFINITY;
+        for (int l = 0; l < 8; l++) top = lane[l] > top ? lane[l] : top;
+        int32_t best = -1;
+        for (int32_t i = 0; i < n_vocab && top > -INFINITY && best < 0; i++)
+            if (a[i] == top && ALLOWED(i)) best = i;
         if (best < 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "no id of %d is allowed with a finite logit", n_vocab);
         if (trace) {
             memset(trace, 0, sizeof *trace);

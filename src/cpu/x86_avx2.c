@@ -403,8 +403,9 @@ QUANT_ENTRY_POINTS(AVX2)
  * a time into bytes in element order (the 8-bit path's k_unpack), then widened.
  * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
  * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
- * hsum: the same in every tile shape, row range and batch. Decode (4 tokens or fewer): 4 rows x 1
- * token, a block of one row at a time made in registers straight into the FMAs; a batch unpacks 4
+ * hsum: the same in every tile shape, row range and batch. 4 tokens or fewer: 4 rows x TT
+ * tokens, a block of one row at a time made in registers straight into the FMAs of the TT
+ * tokens; a batch unpacks 4
  * rows at a time onto the stack (1 for rows of more than XCACHE_VECS * 2 weights) for 4 x 4 tiles. */
 
 #define XCACHE_VECS 2048 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
@@ -554,21 +555,25 @@ AVX2_INLINE void xfma(int RT, int TT, const __m256 *w, const float *const *xs, i
         UNROLL for (int t = 0; t < TT; t++) acc[i][t] = _mm256_fmadd_ps(w[i], xv[t], acc[i][t]);
 }
 
-/* Decode: unit u (NK vectors) of RT prepared rows into their chains, one row at a time. */
-AVX2_INLINE void x_rows(int f, int RT, int NK, const xblk *p, const float *x, int u, __m256 acc[4][4]) {
+/* Up to 4 tokens: unit u (NK vectors) of RT prepared rows into their chains, one row at a
+ * time, each weight vector made once for the TT tokens (xs[t] + e0: token t's block). */
+AVX2_INLINE void x_rows(int f, int RT, int TT, int NK, const xblk *p, const float *const *xs, int64_t e0, int u,
+                        __m256 acc[4][4]) {
     UNROLL
     for (int i = 0; i < RT; i++)
         UNROLL
         for (int k = 0; k < NK; k++) {
             const int e = x_elem(f, 8 * u + k);
-            acc[i][0] = _mm256_fmadd_ps(x_vec(f, &p[i], e), _mm256_loadu_ps(x + e), acc[i][0]);
+            const __m256 wv = x_vec(f, &p[i], e);
+            UNROLL
+            for (int t = 0; t < TT; t++) acc[i][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs[t] + e0 + e), acc[i][t]);
         }
 }
 
 /* Rows r .. r + RT - 1 (at w, wrb apart) x TT tokens -> y[t * ldy + i]. cache: those rows'
  * vectors (x_unpack; row i at cache + i * cstride), each token's activations loaded once for
- * the RT rows; or NULL (TT = 1): each row's block made here, a row at a time (what is live
- * stays in registers). The same FMAs in the same order either way. */
+ * the RT rows; or NULL: each row's block made here, a row at a time (what is live stays in
+ * registers). The same FMAs in the same order either way. */
 AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, size_t wrb, const __m256 *cache,
                         int64_t cstride, const float *const *xs, float *y, int64_t ldy) {
     const int nv = xblock_elems[f] / 8;
@@ -590,9 +595,9 @@ AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
         xblk p[4];
         UNROLL
         for (int i = 0; i < RT; i++) x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p[i]);
-        if (f < X_Q4_K) x_rows(f, RT, 4, p, xs[0] + e0, 0, acc);
+        if (f < X_Q4_K) x_rows(f, RT, TT, 4, p, xs, e0, 0, acc);
         else
-            for (int u = 0; u < 4; u++) x_rows(f, RT, 8, p, xs[0] + e0, u, acc);
+            for (int u = 0; u < 4; u++) x_rows(f, RT, TT, 8, p, xs, e0, u, acc);
     }
     bool finite = true;
     UNROLL

@@ -104,7 +104,9 @@ AVX512_INLINE uint32_t load_u32(const uint8_t *p) {
  * The transpose: 4 vectors of rows (g, g + 4, g + 8, g + 12) in their 128-bit lanes, then a 4 x 4
  * dword transpose inside each lane (unpacklo/hi). Rows past the tile's end read as zero and are
  * not stored. Tokens go 8 at a time (8 int + 8 float accumulators + the 8 quant vectors stay in
- * registers); a batch unpacks each 16-row tile once for all its tokens. */
+ * registers), fewer in one tile of all those left (a batched decode of 2..8 sequences unpacks
+ * each block once, in registers); above 8 tokens a batch unpacks each 16-row tile once onto the
+ * stack for all its tokens. */
 
 static const int legacy_offset[] = {8, 0, 16, 0, 128}; /* k above */
 
@@ -257,20 +259,29 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
 AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                  const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
     const int64_t nb = cols / 32;
-    const bool cache = n_tok > 1 && nb <= CACHE_BLOCKS;
+    const bool cache = n_tok > 8 && nb <= CACHE_BLOCKS;
     rtile U[CACHE_BLOCKS];
     for (int64_t r = r0; r < r1; r += 16) {
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
         if (cache)
             for (int64_t b = 0; b < nb; b++) legacy_unpack16(f, w, w_row_bytes, r, nr, b, &U[b]);
         const rtile *u = cache ? U : NULL;
+        /* one tile of all the tokens left, up to 8: a batched decode of 2..8 sequences unpacks
+         * every block once (docs/runs/2026-12-05-batch-cpu-tiles.md) */
+        for (int32_t t = 0; t < n_tok; t += 8) {
 #define LT(TT) legacy_tile16(f, TT, cols, w, w_row_bytes, r, nr, x, x_row_bytes, t, y, y_row_elems, u)
-        int32_t t = 0;
-        for (; t + 8 <= n_tok; t += 8) LT(8);
-        if (t + 4 <= n_tok) LT(4), t += 4;
-        if (t + 2 <= n_tok) LT(2), t += 2;
-        if (t < n_tok) LT(1);
+            switch (n_tok - t < 8 ? n_tok - t : 8) {
+            case 1: LT(1); break;
+            case 2: LT(2); break;
+            case 3: LT(3); break;
+            case 4: LT(4); break;
+            case 5: LT(5); break;
+            case 6: LT(6); break;
+            case 7: LT(7); break;
+            default: LT(8); break;
+            }
 #undef LT
+        }
     }
 }
 
@@ -398,9 +409,10 @@ QUANT_ENTRY_POINTS(AVX512)
  * Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
  * hsum: the same in every tile shape, row range and batch, so an output depends on cols alone.
  * Tiles of 4 rows x 4 tokens share each vector of activations and weights (8 loads for 16
- * FMAs); decode is 4 rows x 1 token (four chains in flight). A batch (more than 4 tokens)
- * unpacks 4 rows at a time onto the stack for all its token tiles (one at a time for rows of
- * more than XCACHE_VECS * 4 weights); decode unpacks in registers, straight into the FMAs. */
+ * FMAs); decode is 4 rows x 1 token (four chains in flight), 2..4 tokens 4 rows x TT. A batch
+ * (more than 4 tokens) unpacks 4 rows at a time onto the stack for all its token tiles (one at
+ * a time for rows of more than XCACHE_VECS * 4 weights); up to 4 tokens unpack in registers,
+ * straight into the FMAs. */
 
 #define XCACHE_VECS 1024 /* 64 KiB of stack: 4 rows of up to 4096 weights, or one of 16384 */
 

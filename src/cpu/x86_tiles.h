@@ -155,9 +155,19 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
 
 /* The exact kernels' matmul (each file's matmul_x body, over its x_unpack and x_tile; VEC its
  * vector of LANES floats, XCACHE_VECS its stack's worth): a batch (more than 4 tokens) unpacks
- * 4 rows at a time onto the stack (1 when they do not fit), then 4 x 4 tiles (4 x 1 for the
- * tokens left); decode, and rows too long for the stack, 4 x 1 tiles made in registers; the
- * rows left over one at a time. */
+ * 4 rows at a time onto the stack (1 when they do not fit), then tiles of 4 rows x 4 tokens (x 1
+ * to 3 for the tokens left); 1 to 4 tokens (decode, a batched decode of a few sequences), and
+ * rows too long for the stack, 4 x TT tiles made in registers, each weight made once for the
+ * TT tokens; the rows left over one at a time. X_TILE_TT: x_tile of TT (1 to 4) tokens. */
+#define X_TILE_TT(RT, TT)                                                                           \
+    do {                                                                                            \
+        switch (TT) {                                                                               \
+        case 1: x_tile(f, RT, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); break;        \
+        case 2: x_tile(f, RT, 2, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); break;        \
+        case 3: x_tile(f, RT, 3, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); break;        \
+        default: x_tile(f, RT, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); break;       \
+        }                                                                                           \
+    } while (0)
 #define EXACT_MATMUL(VEC, LANES)                                                                    \
     do {                                                                                            \
         VEC cache[XCACHE_VECS];                                                                     \
@@ -172,14 +182,12 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
             if (!cached) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */ \
                 for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off); \
             for (int32_t t = 0; t < n_tok;) {                                                       \
-                const int TT = cached && n_tok - t >= 4 ? 4 : 1;                                    \
+                const int TT = n_tok - t < 4 ? n_tok - t : 4;                                       \
                 const float *xs[4];                                                                 \
                 for (int i = 0; i < 4; i++) xs[i] = (const float *)(x + (size_t)(t + (i < TT ? i : 0)) * x_row_bytes); \
                 float *yt = y + (int64_t)t * y_row_elems + r;                                       \
-                if (RT == 4 && TT == 4) x_tile(f, 4, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); \
-                else if (RT == 4) x_tile(f, 4, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); \
-                else if (TT == 4) x_tile(f, 1, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); \
-                else x_tile(f, 1, 1, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems);           \
+                if (RT == 4) X_TILE_TT(4, TT);                                                      \
+                else X_TILE_TT(1, TT);                                                              \
                 t += TT;                                                                            \
             }                                                                                       \
             r += RT;                                                                                \
