@@ -72,6 +72,7 @@ typedef struct gpu_gen {
     lean_gpu_buf *slot[GEN_SLOTS]; /* READBACK, GEN_GREEDY_BLOCK ids each */
     bool mapping[GEN_SLOTS];
     bool on;
+    bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
     int32_t block, flight;  /* ids per slot, slots in flight */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */
@@ -742,7 +743,9 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
  * for one map; a sampled reply (chat) maps every id as its step is submitted, up to
  * GEN_SAMPLED_FLIGHT steps ahead, so text streams token by token with the same depth of work
  * queued. Steps run past a stop (an end-of-generation id, a stop string) are wasted work, at
- * most two blocks or eight steps; their cache rows lie past the caller's position. */
+ * most two blocks or eight steps; their cache rows lie past the caller's position. A masked
+ * reply (a grammar's) cannot run ahead: each step waits for its mask, which follows the id
+ * drawn before; it writes n_vocab / 8 bytes of mask and reads back one id, never the logits. */
 
 static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
     return a->greedy == b->greedy && a->use_penalty == b->use_penalty && a->penalty == b->penalty &&
@@ -786,7 +789,7 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
 }
 
 static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
-                                 int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
+                                 int32_t n_history, int32_t pos, int32_t max_ids, bool masked, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (G->on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a generation is already in progress");
     if (lean_gpu_options_of(s->g)->no_resident) /* session.c then draws on the host */
@@ -795,23 +798,27 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d draws from position %d (n_ctx %d)", max_ids, pos, s->n_ctx);
     lean_status st = gen_prepare(s, cfg, err);
     if (!st) st = gpu_sampler_reset(G->smp, (uint32_t)pos, history, n_history, err);
+    if (!st && !masked) st = gpu_sampler_set_mask(G->smp, NULL, err);
     if (st) return st;
     G->on = true;
-    G->block = cfg->greedy ? GEN_GREEDY_BLOCK : 1;
-    G->flight = cfg->greedy ? GEN_GREEDY_FLIGHT : GEN_SAMPLED_FLIGHT;
+    G->masked = masked; /* one step at a time: each mask follows the id drawn before */
+    G->block = cfg->greedy && !masked ? GEN_GREEDY_BLOCK : 1;
+    G->flight = masked ? 1 : cfg->greedy ? GEN_GREEDY_FLIGHT : GEN_SAMPLED_FLIGHT;
     G->pos0 = pos;
     G->limit = max_ids;
     G->n_sub = G->n_read = G->n_out = 0;
     return LEAN_OK;
 }
 
-/* Submits step j = G->n_sub: decode the last drawn id (j > 0), draw, copy the id to its slot,
- * and map the slot when this step ends its block. */
-static lean_status gen_submit(lean_backend_state *s, lean_error *err) {
+/* Submits step j = G->n_sub: decode the last drawn id (j > 0), draw (under mask when masked),
+ * copy the id to its slot, and map the slot when this step ends its block. */
+static lean_status gen_submit(lean_backend_state *s, const uint32_t *mask, lean_error *err) {
     gpu_gen *G = &s->gen;
     const int32_t j = G->n_sub, k = (j / G->block) % G->flight;
     lean_gpu_cmd *c = NULL;
-    lean_status st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
+    lean_status st = G->masked ? gpu_sampler_set_mask(G->smp, mask, err) : LEAN_OK;
+    if (st) return st;
+    st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
     if (st) return st;
     gpu_sampler_record(c, G->smp);
     lean_gpu_copy(c, s->ids, 0, G->slot[k], (uint64_t)(j % G->block) * 4, 4);
@@ -824,13 +831,15 @@ static lean_status gen_submit(lean_backend_state *s, lean_error *err) {
     return LEAN_OK;
 }
 
-static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
+static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
+    if (G->masked && !mask && G->n_sub == G->n_out)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a masked generation's draw needs its mask");
     if (G->n_out == G->n_read) { /* submit up to `flight` blocks ahead, then take the oldest */
         lean_status st = LEAN_OK;
         const int32_t first = G->n_read / G->block; /* the block to take */
-        while (!st && G->n_sub < G->limit && G->n_sub / G->block < first + G->flight) st = gen_submit(s, err);
+        while (!st && G->n_sub < G->limit && G->n_sub / G->block < first + G->flight) st = gen_submit(s, mask, err);
         if (st) return st;
         const int k = first % G->flight;
         const int32_t n = G->limit - G->n_read < G->block ? G->limit - G->n_read : G->block;
@@ -934,16 +943,16 @@ static lean_status locked_forward(lean_backend_state *s, const int32_t *ids, int
 }
 
 static lean_status locked_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
-                                    int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
+                                    int32_t n_history, int32_t pos, int32_t max_ids, bool masked, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
-    lean_status st = gpu_gen_begin(s, cfg, history, n_history, pos, max_ids, err);
+    lean_status st = gpu_gen_begin(s, cfg, history, n_history, pos, max_ids, masked, err);
     lean_mutex_unlock(&s->bm->lock);
     return st;
 }
 
-static lean_status locked_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
+static lean_status locked_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
-    lean_status st = gpu_gen_next(s, id, err);
+    lean_status st = gpu_gen_next(s, mask, id, err);
     lean_mutex_unlock(&s->bm->lock);
     return st;
 }
