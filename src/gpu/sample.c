@@ -116,7 +116,7 @@ static lean_status make_kernel(gpu_sampler *s, const char *label, const char *lo
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling shaders for '%s' are not in this build", label);
-    lean_gpu_const all[12];
+    lean_gpu_const all[16]; /* the most consts a kernel gets (make_end's 12), and WG */
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
     all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
     lean_gpu_bind binds[4] = {{s->scratch, 0, 0}, {s->params_buf, 0, 0}};
