@@ -326,16 +326,22 @@ static void cut_stop(const char *text, char *stop) {
     stop[k] = 0;
 }
 
+/* tiny-llama (F32, with a tokenizer and a chat template) of seed, written to a temporary path
+ * named name; NULL on failure (a failed check). */
+static lean_model *chat_model(const char *name, uint64_t seed, char *path, size_t cap) {
+    lean_error err;
+    test_tmp_path(path, cap, name);
+    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = seed};
+    lean_model *m = NULL;
+    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK)
+        CHECK(0, "%s: %s", name, err.msg);
+    return m;
+}
+
 static void test_chat(void) {
     char path[256];
-    lean_error err;
-    test_tmp_path(path, sizeof path, "chat.gguf");
-    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = 1};
-    lean_model *m = NULL;
-    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK) {
-        CHECK(0, "chat model: %s", err.msg);
-        return;
-    }
+    lean_model *m = chat_model("chat.gguf", 1, path, sizeof path);
+    if (!m) return;
     for (int kind = 0; kind < 3; kind++) {
         chat_run *a = malloc(sizeof *a), *h = malloc(sizeof *h);
         chat(m, kind, NULL, NULL, true, a);
@@ -418,13 +424,8 @@ static void same_gram(const char *what, const gram_run *a, const gram_run *h) {
 static void test_grammar(void) {
     char path[256], what[96];
     lean_error err;
-    test_tmp_path(path, sizeof path, "grammar.gguf");
-    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = 3};
-    lean_model *m = NULL;
-    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK) {
-        CHECK(0, "grammar model: %s", err.msg);
-        return;
-    }
+    lean_model *m = chat_model("grammar.gguf", 3, path, sizeof path);
+    if (!m) return;
     static const char schema[] = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}, "
                                  "\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"n\", \"ok\"]}";
     static const char dead[] = "root ::= \"a\" [^\\x00-\\U0010FFFF]"; /* nothing continues "a" */
