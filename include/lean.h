@@ -701,8 +701,9 @@ LEAN_API lean_status lean_sampler_sample(lean_sampler *s, const float *logits, i
 /* Holds every draw of s to grammar g (nullable: none; not owned, must outlive its use; see
  * "grammars" below): lean_sampler_sample then draws under g's mask (and the mask given, both)
  * and moves g on by the id drawn; it fails with g's error at a dead end. lean_gen_* with such
- * a sampler draws on the host, step by step, on every backend (a grammar's next mask depends
- * on the id just drawn, so the GPU cannot run ahead). */
+ * a sampler draws under g too: on the GPU one step at a time (a grammar's next mask depends on
+ * the id just drawn, so the GPU cannot run ahead), the mask going down and the id coming back
+ * each step, never the logits; the same ids as the host's draw. */
 LEAN_API lean_status lean_sampler_set_grammar(lean_sampler *s, struct lean_grammar *g, lean_error *err);
 
 /* ---- grammars (src/core/grammar*.c) ----
@@ -795,8 +796,11 @@ LEAN_API void lean_grammar_text_free(char *gbnf);
  * generation is already in progress, or when the sampler's n_vocab differs from the model's.
  * lean_gen_next fails with LEAN_ERR_CONTEXT_FULL when the next draw would be past n_ctx,
  * LEAN_ERR_ARG past max_ids, and with the backend's error (LEAN_ERR_DEVICE for a lost GPU);
- * after a failure only lean_gen_end is useful. Grammar masks need the logits on the host each
- * step: with a grammar on the sampler (lean_sampler_set_grammar) the loop runs on the host. */
+ * after a failure only lean_gen_end is useful. With a grammar on the sampler
+ * (lean_sampler_set_grammar) every draw is held to it and moves it on, as lean_sampler_sample
+ * does (its dead end fails lean_gen_next with its error); on the GPU the draw stays resident
+ * under the grammar's mask (written to the device each step: n_vocab / 8 bytes), but no step
+ * runs ahead: one id is read back per step. */
 LEAN_API lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
 LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
 /* A no-op when no generation is in progress; it also ends a prefill left LEAN_PENDING (the

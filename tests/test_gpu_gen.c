@@ -12,6 +12,10 @@
  *   - chat sessions (greedy and sampled, a stop string inside a block, two turns) give the
  *     same replies, resident ids and stats with the resident draw as with the host's
  *     (lean_gpu_options.no_resident);
+ *   - under a grammar (lean_sampler_set_grammar: a JSON schema's, and a dead end) the resident
+ *     draw, one step at a time under the grammar's mask, gives the host's ids, end, position
+ *     and grammar state, in lean_gen_* (greedy, penalized, the wide draw) and in a sampled
+ *     chat session (lean_chat_session_set_grammar, two turns);
  *   - the profile (lean_ctx_params.profile, lean_ctx_profile): dispatches per generated id the
  *     same in every block of a generation, kernel rows where the adapter has timestamp-query,
  *     and LEAN_ERR_UNSUPPORTED without profile and on the CPU.
@@ -274,7 +278,7 @@ static int on_text(void *user, const char *t, size_t n) {
     return 0;
 }
 
-static void chat(const lean_model *m, int kind, const char *stop, bool resident, chat_run *r) {
+static void chat(const lean_model *m, int kind, const char *stop, lean_grammar *g, bool resident, chat_run *r) {
     lean_error err;
     memset(r, 0, sizeof *r);
     lean_chat_session_params p = lean_chat_session_default_params();
@@ -289,6 +293,7 @@ static void chat(const lean_model *m, int kind, const char *stop, bool resident,
     lean_chat_session *s = NULL;
     lean_status st = lean_chat_session_create(m, &p, &s, &err);
     if (s) set_resident((lean_ctx *)lean_chat_session_ctx(s), resident); /* the session's own context */
+    if (st == LEAN_OK && g) st = lean_chat_session_set_grammar(s, g, &err);
     const char *user[2] = {"Hello there, how are you?", "And then?"};
     for (int t = 0; t < 2 && st == LEAN_OK; t++) st = lean_chat_turn(s, user[t], on_text, r->text[t], &r->st[t], &err);
     CHECK(st == LEAN_OK, "chat (kind %d, resident %d): %s", kind, resident, err.msg);
@@ -321,34 +326,146 @@ static void cut_stop(const char *text, char *stop) {
     stop[k] = 0;
 }
 
+/* tiny-llama (F32, with a tokenizer and a chat template) of seed, written to a temporary path
+ * named name; NULL on failure (a failed check). */
+static lean_model *chat_model(const char *name, uint64_t seed, char *path, size_t cap) {
+    lean_error err;
+    test_tmp_path(path, cap, name);
+    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = seed};
+    lean_model *m = NULL;
+    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK)
+        CHECK(0, "%s: %s", name, err.msg);
+    return m;
+}
+
 static void test_chat(void) {
     char path[256];
-    lean_error err;
-    test_tmp_path(path, sizeof path, "chat.gguf");
-    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = 1};
-    lean_model *m = NULL;
-    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK) {
-        CHECK(0, "chat model: %s", err.msg);
-        return;
-    }
+    lean_model *m = chat_model("chat.gguf", 1, path, sizeof path);
+    if (!m) return;
     for (int kind = 0; kind < 3; kind++) {
         chat_run *a = malloc(sizeof *a), *h = malloc(sizeof *h);
-        chat(m, kind, NULL, true, a);
-        chat(m, kind, NULL, false, h);
+        chat(m, kind, NULL, NULL, true, a);
+        chat(m, kind, NULL, NULL, false, h);
         same_chats(kind ? "sampled chat" : "greedy chat", a, h);
         char stop[4], what[64];
         cut_stop(h->text[0], stop);
         CHECK(h->st[0].n_generated >= 20 && stop[0], "chat kind %d: the first reply (%d ids, '%s') is too short to cut",
               kind, h->st[0].n_generated, h->text[0]);
         if (stop[0]) {
-            chat(m, kind, stop, true, a);
-            chat(m, kind, stop, false, h);
+            chat(m, kind, stop, NULL, true, a);
+            chat(m, kind, stop, NULL, false, h);
             snprintf(what, sizeof what, "chat kind %d, stop '%s'", kind, stop);
             same_chats(what, a, h);
             CHECK(h->st[0].stop == LEAN_CHAT_STOP_STRING, "%s: the first turn stopped with %d", what, h->st[0].stop);
         }
         free(a), free(h);
     }
+    lean_model_free(m);
+    unlink(path);
+}
+
+/* ---- grammars ---- */
+
+/* What one generation under g saw: ids until an end-of-generation id or a failure. */
+typedef struct gram_run {
+    int32_t ids[MAX_GEN];
+    int n;
+    lean_status end_st;
+    int32_t pos;
+    int complete, resident;
+} gram_run;
+
+static void gram_gen(lean_ctx *c, const lean_model *m, lean_grammar *g, const lean_sampler_params *sp, bool resident,
+                     gram_run *r) {
+    lean_error err = {0};
+    const int32_t V = lean_model_n_vocab(m);
+    const lean_tokenizer *tok = lean_model_tokenizer(m);
+    set_resident(c, resident);
+    *r = (gram_run){.end_st = LEAN_OK};
+    lean_sampler *smp = NULL;
+    int32_t prompt[N_PROMPT];
+    tiny_ids(prompt, N_PROMPT, V, 5);
+    lean_status st = lean_ctx_truncate(c, 0, &err);
+    if (!st) st = lean_grammar_reset(g, &err);
+    if (!st) st = lean_sampler_create(sp, V, &smp, &err);
+    if (!st) st = lean_sampler_set_grammar(smp, g, &err);
+    if (!st) st = lean_sampler_accept(smp, prompt, N_PROMPT, &err);
+    float *logits = calloc((size_t)V, sizeof(float));
+    if (!st) st = lean_prefill(c, prompt, N_PROMPT, logits, &err);
+    free(logits);
+    if (!st) st = lean_gen_begin(c, smp, MAX_GEN, &err);
+    CHECK(st == LEAN_OK, "grammar begin: %s", err.msg);
+    r->resident = st == LEAN_OK && lean_ctx_gen_resident(c);
+    while (!st && r->n < MAX_GEN) {
+        st = lean_gen_next(c, &r->ids[r->n], &err);
+        if (st) break;
+        if (lean_token_is_eog(tok, r->ids[r->n++])) break;
+    }
+    r->end_st = st;
+    lean_gen_end(c);
+    r->pos = lean_ctx_pos(c);
+    r->complete = lean_grammar_complete(g);
+    lean_sampler_free(smp);
+    set_resident(c, true);
+}
+
+static void same_gram(const char *what, const gram_run *a, const gram_run *h) {
+    int first = -1;
+    for (int i = 0; i < a->n && i < h->n && first < 0; i++)
+        if (a->ids[i] != h->ids[i]) first = i;
+    CHECK(a->n == h->n && first < 0, "%s: %d resident ids, %d host ids, first difference at %d", what, a->n, h->n, first);
+    CHECK(a->end_st == h->end_st && a->pos == h->pos && a->complete == h->complete,
+          "%s: ended %d/%d at position %d/%d, grammar complete %d/%d (resident/host)", what, a->end_st, h->end_st,
+          a->pos, h->pos, a->complete, h->complete);
+    CHECK(a->resident && !h->resident, "%s: resident %d/%d, want the GPU's draw then the host's", what, a->resident,
+          h->resident);
+}
+
+static void test_grammar(void) {
+    char path[256], what[96];
+    lean_error err;
+    lean_model *m = chat_model("grammar.gguf", 3, path, sizeof path);
+    if (!m) return;
+    static const char schema[] = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}, "
+                                 "\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"n\", \"ok\"]}";
+    static const char dead[] = "root ::= \"a\" [^\\x00-\\U0010FFFF]"; /* nothing continues "a" */
+    char *gbnf = NULL;
+    lean_grammar *g = NULL, *gd = NULL;
+    lean_status st = lean_json_schema_to_gbnf(schema, strlen(schema), &gbnf, &err);
+    if (!st) st = lean_grammar_create(gbnf, strlen(gbnf), NULL, lean_model_tokenizer(m), &g, &err);
+    if (!st) st = lean_grammar_create(dead, strlen(dead), NULL, lean_model_tokenizer(m), &gd, &err);
+    CHECK(st == LEAN_OK, "grammars: %s", err.msg);
+    lean_ctx *c = st ? NULL : new_ctx(m, 128);
+    static const int kinds[] = {0, 2, 4}; /* the argmax tree, the capped draw with a penalty, the wide draw */
+    for (int i = 0; i < 3 && c; i++) {
+        const lean_sampler_params sp = sampling(kinds[i]);
+        gram_run a, h;
+        gram_gen(c, m, g, &sp, true, &a);
+        gram_gen(c, m, g, &sp, false, &h);
+        snprintf(what, sizeof what, "a schema's grammar, kind %d", kinds[i]);
+        same_gram(what, &a, &h);
+        CHECK(h.end_st == LEAN_OK && h.complete, "%s: the reply ended with %d, grammar complete %d", what, h.end_st,
+              h.complete);
+        gram_gen(c, m, gd, &sp, true, &a);
+        gram_gen(c, m, gd, &sp, false, &h);
+        snprintf(what, sizeof what, "a dead end, kind %d", kinds[i]);
+        same_gram(what, &a, &h);
+        CHECK(h.n == 1 && h.end_st == LEAN_ERR_ARG, "%s: %d ids, status %d (want 1, then LEAN_ERR_ARG)", what, h.n,
+              h.end_st);
+    }
+    if (c) { /* a sampled chat session: both turns held to the schema */
+        chat_run *a = malloc(sizeof *a), *h = malloc(sizeof *h);
+        chat(m, 1, NULL, g, true, a);
+        chat(m, 1, NULL, g, false, h);
+        same_chats("chat under a grammar", a, h);
+        CHECK(h->st[0].stop == LEAN_CHAT_STOP_EOG && h->text[0][0] == '{', "chat under a grammar: stop %d, reply '%s'",
+              h->st[0].stop, h->text[0]);
+        free(a), free(h);
+    }
+    lean_ctx_free(c);
+    lean_grammar_free(g);
+    lean_grammar_free(gd);
+    lean_grammar_text_free(gbnf);
     lean_model_free(m);
     unlink(path);
 }
@@ -448,5 +565,6 @@ int main(void) {
     test_batch_default();
     test_errors();
     test_chat();
+    test_grammar();
     return test_finish("test_gpu_gen");
 }

@@ -15,6 +15,10 @@
  *                steps (no host writes but the logits), the CPU's lean_sampler accepts each id;
  *                windows shorter and longer than the run, and the whole history.
  *   seeds        one setting of each draw, many seeds x positions on one logits vector.
+ *   masks        gpu_sampler_set_mask (lean_mask's bitset, as a grammar writes it): grammar-like
+ *                sparse masks, half the vocabulary, one id, the ragged last word, bits past
+ *                n_vocab, only non-finite logits allowed (no id), for greedy, capped, wide and
+ *                penalized draws; then the mask turned off again.
  *   check        gpu_sampler_check passes on this adapter (it compares with the CPU itself).
  *   errors       create/reset with bad arguments fail with a message.
  */
@@ -99,14 +103,20 @@ static bool gpu_draw(rig *r, const float *x, int32_t n_vocab, uint32_t *id) {
     return st == LEAN_OK;
 }
 
-/* One draw on both sides for (logits, history, pos): gpu_sampler_compare. */
-static bool compare_draw(const char *what, rig *r, const float *x, int32_t n_vocab, const int32_t *hist,
-                         int32_t n_hist, uint32_t pos, float *work) {
+/* One draw on both sides for (logits, mask (nullable), history, pos): gpu_sampler_compare. */
+static bool compare_masked(const char *what, rig *r, const float *x, const uint32_t *mask, int32_t n_vocab,
+                           const int32_t *hist, int32_t n_hist, uint32_t pos, float *work) {
     lean_error err;
     lean_status st = lean_gpu_buf_write(G, r->logits, LOGITS_OFF_BYTES, x, 4 * (uint64_t)n_vocab, &err);
-    if (st == LEAN_OK) st = gpu_sampler_compare(r->s, x, hist, n_hist, pos, work, &err);
+    if (st == LEAN_OK) st = gpu_sampler_compare(r->s, x, mask, hist, n_hist, pos, work, &err);
     CHECK(st == LEAN_OK, "%s: %s", what, err.msg);
     return st == LEAN_OK || st == LEAN_ERR_UNSUPPORTED; /* a difference: go on with the next case */
+}
+
+/* One draw on both sides for (logits, history, pos), no mask. */
+static bool compare_draw(const char *what, rig *r, const float *x, int32_t n_vocab, const int32_t *hist,
+                         int32_t n_hist, uint32_t pos, float *work) {
+    return compare_masked(what, r, x, NULL, n_vocab, hist, n_hist, pos, work);
 }
 
 /* ---- settings ---- */
@@ -219,6 +229,58 @@ static void test_resident(int32_t n_vocab, int32_t last_n, int steps) {
     rig_free(&r);
 }
 
+enum { M_SPARSE, M_HALF, M_ONE, M_RAGGED, M_PAST, M_NONFINITE, M_KINDS };
+static const char *const mask_name[M_KINDS] = {"sparse", "half", "one id", "last word", "bits past n_vocab",
+                                               "only non-finite"};
+
+/* A mask of one kind over x (M_NONFINITE allows exactly the ids whose logit is not finite). */
+static void make_mask(uint32_t *bits, int32_t n_vocab, int kind, const float *x) {
+    const size_t words = LEAN_MASK_WORDS(n_vocab);
+    memset(bits, 0, words * 4);
+    const int32_t last = (int32_t)(words - 1) * 32;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        const bool on = kind == M_SPARSE   ? rnd() % 97 == 0 || i == n_vocab / 3
+                        : kind == M_HALF   ? rnd() & 1
+                        : kind == M_ONE    ? i == n_vocab / 2
+                        : kind == M_RAGGED ? i >= last
+                        : kind == M_PAST   ? rnd() % 5 == 0
+                                           : !isfinite(x[i]);
+        if (on) lean_mask_allow(bits, i);
+    }
+    if (kind == M_PAST && n_vocab % 32) bits[words - 1] |= ~0u << (n_vocab % 32); /* never drawn */
+}
+
+/* Masked draws for a few settings and every kind of mask, then one unmasked draw. */
+static void test_masks(int32_t n_vocab) {
+    float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * SAMPLER_WORK_FLOATS(n_vocab));
+    uint32_t *bits = malloc(4 * LEAN_MASK_WORDS(n_vocab));
+    int32_t hist[24];
+    static const int picks[] = {0, 1, 6, 15, 17, 19}; /* greedy (plain, penalized), capped, penalized, wide (top-p) */
+    for (size_t pi = 0; pi < sizeof picks / sizeof *picks; pi++) {
+        const setting *t = &settings[picks[pi]];
+        const sampler_cfg cfg = cfg_of(t->temp, t->top_k, t->top_p, t->penalty, t->last_n, 0x3a5c + pi);
+        rig r;
+        if (!rig_make(&r, &cfg, n_vocab)) break;
+        char what[160];
+        bool ok = true;
+        for (int kind = 0; kind < M_KINDS && ok; kind++) {
+            make_logits(x, n_vocab, kind == M_NONFINITE ? L_MASKED : kind % 2 ? L_TIES : L_RANDOM);
+            make_mask(bits, n_vocab, kind, x);
+            make_history(hist, 24, n_vocab);
+            snprintf(what, sizeof what, "n_vocab %d, %s mask, temp %g top-k %d top-p %g penalty %g/%d", n_vocab,
+                     mask_name[kind], t->temp, t->top_k, t->top_p, t->penalty, t->last_n);
+            ok = compare_masked(what, &r, x, bits, n_vocab, hist, 24, rnd() % 100000, work);
+        }
+        make_logits(x, n_vocab, L_RANDOM);
+        snprintf(what, sizeof what, "n_vocab %d, the mask off again, setting %d", n_vocab, picks[pi]);
+        if (ok) compare_draw(what, &r, x, n_vocab, hist, 24, rnd() % 100000, work);
+        rig_free(&r);
+    }
+    free(bits);
+    free(x);
+    free(work);
+}
+
 /* One logits vector, many seeds x positions: only the draw changes. */
 static void test_seeds(int32_t n_vocab) {
     float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * SAMPLER_WORK_FLOATS(n_vocab));
@@ -286,6 +348,9 @@ int main(void) {
     test_resident(5000, -1, 30);
     test_resident(300, 64, 30);
     test_seeds(32000);
+    test_masks(1000);
+    test_masks(1025);
+    test_masks(50257);
     test_errors();
     lean_gpu_close(G);
     return test_finish("test_gpu_sample");

@@ -9,14 +9,17 @@
  * parses and validates all of them. Also: the same seed gives the same reply; and on every
  * call path the same: lean_gen_* with the grammar on the sampler (lean_sampler_set_grammar)
  * gives the loop's reply, on the CPU and on the GPU (the exact path, where seeded draws agree
- * across backends; LEAN_TEST_GPU=0 skips the GPU, saying so); and a chat session's replies
- * (lean_chat_session_set_grammar), validated with the rest. And the command line (build/lean):
+ * across backends; LEAN_TEST_GPU=0 skips the GPU, saying so), the GPU's drawn by its resident
+ * sampler under the grammar's mask (test_gpu_gen holds chat sessions under a grammar on the GPU
+ * to the host's draw); and a chat session's replies (lean_chat_session_set_grammar), validated
+ * with the rest. And the command line (build/lean):
  * `lean run --json-schema` replies validate too, a dead-end grammar stops with status 1 and a
  * message saying so, a malformed grammar or schema names its place.
  * lean-test: native-only (runs python3 through popen; WASI has no popen)
  */
 #include "test.h"
 
+#include "core/test_hooks.h"
 #include "dev/lean_dev.h"
 #include "lean.h"
 
@@ -114,6 +117,8 @@ static int reply_gen(lean_model *m, const char *backend, lean_grammar *g, uint64
         lean_sampler_create(&sp, n_vocab, &s, &err) != LEAN_OK || lean_sampler_set_grammar(s, g, &err) != LEAN_OK ||
         lean_prefill(c, prompt, 1, logits, &err) != LEAN_OK || lean_gen_begin(c, s, MAX_IDS, &err) != LEAN_OK)
         goto done;
+    /* the GPU draws under the grammar's mask itself: no logits come back */
+    CHECK(lean_ctx_gen_resident(c) == !strcmp(backend, "gpu"), "%s: resident %d", backend, lean_ctx_gen_resident(c));
     while (n_ids < MAX_IDS) {
         if (lean_gen_next(c, &id, &err) != LEAN_OK) goto done;
         if (lean_token_is_eog(tok, id)) break;

@@ -10,7 +10,8 @@
 // as the worker loads them: a prompt prefilled in chunks with its logits and one id more; a
 // greedy and a seeded generation on the GPU (the resident sampler, steps in flight, one stopped
 // early so its maps are dropped); a greedy and a seeded two-turn chat (and, in the pump run, a
-// chat reset while a step is pending, then the turn again, which must reply as the first did);
+// chat reset while a step is pending, then the turn again, which must reply as the first did;
+// a seeded generation under a grammar: the resident draw one step at a time under its mask);
 // and a context whose kernel the device rejects (a shader broken on its way to WebGPU), which
 // must fail lean_ctx_create with the pipeline's name; and the GPU-only load through
 // lean_model_loader (whose push opens the device and whose end waits for the uploads' checks),
@@ -192,6 +193,18 @@ async function generate(h, ctx, smp, max, n) {
     return ids;
 }
 
+// A generation of max ids, or fewer if one fails: its ids, last status and whether it ran resident.
+async function generateAll(h, ctx, smp, max) {
+    const idp = h.x.lw_alloc(4);
+    await h.ok('lw_gen_begin', ctx, smp, max);
+    const ids = [];
+    let st;
+    while (ids.length < max && (st = await h.call('lw_gen_next', ctx, idp)) === LEAN_OK) ids.push(h.i32(idp));
+    const resident = h.x.host_gen_resident(ctx) === 1;
+    await h.drop('lw_gen_end', ctx);
+    return { ids, st, resident };
+}
+
 // A chat session on the GPU, F32, 40 ids a reply; sampled when temperature > 0.
 async function chatSession(h, temperature, seed) {
     const s = await h.make('lw_chat_create', h.model, h.cstr('gpu'), 512, 16, 0, 1);
@@ -279,8 +292,20 @@ async function run(jspi) {
         }
         s = await chatSession(h, 0.8, 7);
         out.chatSeeded = await chatTurns(h, s, turns);
-        for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
         await h.drop('lw_chat_free', s);
+        // a grammar: {"n": an integer, "ok": a boolean}, drawn on the GPU under its mask
+        ctx = await h.ctx(128, 8);
+        await h.ok('lw_prefill', ctx, h.ints([1, 2, 3]), 3, h.logitsPtr);
+        smp = await h.make('lw_sampler_create', h.model, 1.0, 0, 1, 1, 64, 11); // the wide draw
+        const gbnf = 'root ::= "{\\"n\\": " "-"? [0-9]{1,6} ", \\"ok\\": " ("true" | "false") "}"';
+        if (h.x.host_sampler_grammar(smp, h.model, h.cstr(gbnf), gerr) !== LEAN_OK)
+            throw new Error(`host_sampler_grammar: ${h.readStr(gerr + 4)}`);
+        const before = h.pending;
+        out.grammar = await generateAll(h, ctx, smp, 24); // ~20 ids of JSON, then end-of-generation ids
+        out.grammarWaited = h.pending > before;
+        h.x.lw_sampler_free(smp);
+        await h.drop('lw_ctx_free', ctx);
+        for (const [k, v] of Object.entries(h.by)) by[k] = (by[k] ?? 0) + v;
         out.pending += h.pending;
 
         h = await host(jspi, tmp);
@@ -336,7 +361,8 @@ check(pump.work.dispatches > 0 && queueOf(pump) === queueOf(jspi), 'the same que
 check(pump.gpuOnly.hash === pump.prefill.hash, `the GPU-only load's logits equal the memory load's (${pump.gpuOnly.hash})`);
 check(pump.gpuOnlyBy.lw_loader_push > 0 && pump.gpuOnlyBy.lw_loader_end > 0,
     `without JSPI the GPU-only load waited in a push and in end: ${JSON.stringify(pump.gpuOnlyBy)}`);
-for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'broken', 'gpuOnly']) {
+for (const k of ['prefill', 'decode', 'greedy', 'seeded', 'pos', 'after', 'chatGreedy', 'chatSeeded', 'grammar', 'broken',
+    'gpuOnly']) {
     const a = JSON.stringify(pump[k]), b = JSON.stringify(jspi[k]);
     check(a === b, `${k}: pump ${a.slice(0, 300)}\n      jspi ${b.slice(0, 300)}`);
 }
@@ -344,6 +370,9 @@ check(pump.resetPending.st === LEAN_PENDING && pump.resetPending.steps >= 1,
     `a chat step was left pending after ${pump.resetPending.steps} steps (status ${pump.resetPending.st})`);
 check(pump.afterReset === pump.chatGreedy.replies[0], `after a reset mid-step, the turn again: '${pump.afterReset}'`);
 check(pump.greedy.length === 40 && pump.seeded.length === 12, 'every id was drawn');
+check(pump.grammar.resident && jspi.grammar.resident && pump.grammarWaited && pump.grammar.ids.length === 24,
+    `the grammar's reply was drawn on the GPU, waiting without JSPI (${pump.grammar.ids.length} ids, status ` +
+    `${pump.grammar.st})`);
 check(pump.chatGreedy.replies.every((r) => r.length > 0) && pump.chatSeeded.replies.every((r) => r.length > 0),
     'every chat reply has text');
 check(pump.chatGreedy.replies[0] !== pump.chatSeeded.replies[0], 'the seeded chat differs from the greedy one');

@@ -3,7 +3,8 @@
  * worker makes) linked with this file, so the test drives the very C the worker drives, with
  * JSPI and without it (the pump); these are the few things it checks that a page never asks:
  * a model written by src/dev's generator, whether a generation ran resident on the GPU, a fixed
- * run-ahead, and a chat session's resident ids. Not a test program of its own (those are tests/test_*.c):
+ * run-ahead, a chat session's resident ids, and a sampler held to a grammar. Not a test program
+ * of its own (those are tests/test_*.c):
  * `make wasm-webgpu` builds it. */
 #include "core/test_hooks.h"
 #include "dev/lean_dev.h"
@@ -36,4 +37,15 @@ EXPORT(host_chat_ids) int32_t host_chat_ids(const lean_chat_session *s, int32_t 
     const int32_t *r = lean_chat_session_ids(s, &n);
     memcpy(ids, r, sizeof *ids * (size_t)(n < cap ? n : cap));
     return n;
+}
+
+/* Holds smp to a grammar of gbnf over m's vocabulary (made here; kept until the next call, so
+ * one sampler at a time); its status, the message in *err. */
+EXPORT(host_sampler_grammar) int host_sampler_grammar(lean_sampler *smp, const lean_model *m, const char *gbnf,
+                                                      lean_error *err) {
+    static lean_grammar *g;
+    lean_grammar_free(g);
+    g = NULL;
+    lean_status st = lean_grammar_create(gbnf, strlen(gbnf), NULL, lean_model_tokenizer(m), &g, err);
+    return st != LEAN_OK ? st : lean_sampler_set_grammar(smp, g, err);
 }

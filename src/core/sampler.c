@@ -872,16 +872,27 @@ lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t po
             }
         }
     }
-    const uint32_t *bits = mask ? mask->bits : NULL;
-    if (s->grammar) { /* the grammar's mask, and the caller's too */
-        lean_status st = lean_grammar_mask(s->grammar, s->gbits, s->n_vocab, NULL, err);
-        if (st != LEAN_OK) return st;
-        if (mask)
-            for (size_t w = 0; w < LEAN_MASK_WORDS(s->n_vocab); w++) s->gbits[w] &= mask->bits[w];
-        bits = s->gbits;
-    }
-    lean_status st = sample_reference(&s->cfg, logits, s->n_vocab, bits, s->distinct, n_distinct, (uint32_t)pos,
-                                      s->work, out_id, NULL, err);
-    if (st == LEAN_OK && s->grammar) st = lean_grammar_accept_token(s->grammar, *out_id, err);
+    const uint32_t *bits;
+    lean_status st = sampler_grammar_mask(s, mask, &bits, err);
+    if (st == LEAN_OK)
+        st = sample_reference(&s->cfg, logits, s->n_vocab, bits, s->distinct, n_distinct, (uint32_t)pos, s->work,
+                              out_id, NULL, err);
+    if (st == LEAN_OK) st = sampler_grammar_take(s, *out_id, err);
     return st;
+}
+
+lean_status sampler_grammar_mask(lean_sampler *s, const lean_mask *mask, const uint32_t **bits, lean_error *err) {
+    *bits = mask ? mask->bits : NULL;
+    if (!s->grammar) return LEAN_OK;
+    /* the grammar's mask, and the caller's too */
+    lean_status st = lean_grammar_mask(s->grammar, s->gbits, s->n_vocab, NULL, err);
+    if (st != LEAN_OK) return st;
+    if (mask)
+        for (size_t w = 0; w < LEAN_MASK_WORDS(s->n_vocab); w++) s->gbits[w] &= mask->bits[w];
+    *bits = s->gbits;
+    return LEAN_OK;
+}
+
+lean_status sampler_grammar_take(lean_sampler *s, int32_t id, lean_error *err) {
+    return s->grammar ? lean_grammar_accept_token(s->grammar, id, err) : LEAN_OK;
 }

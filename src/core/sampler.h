@@ -53,8 +53,16 @@ lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_
 const sampler_cfg *sampler_get_cfg(const lean_sampler *s);
 const int32_t *sampler_history(const lean_sampler *s, int32_t *n);
 int32_t sampler_n_vocab(const lean_sampler *s);
-/* The grammar set with lean_sampler_set_grammar, or NULL (a resident generation cannot take one). */
+/* The grammar set with lean_sampler_set_grammar, or NULL. */
 const lean_grammar *sampler_grammar(const lean_sampler *s);
+/* The two halves of a draw under the grammar, for a draw made elsewhere (a resident generation
+ * on the GPU, session.c): sampler_grammar_mask writes the grammar's mask for the next draw (and
+ * with the caller's mask, nullable, both) into the sampler's own words and points *bits at them
+ * (valid until the next call on s); *bits NULL without a grammar (and without mask); the
+ * grammar's LEAN_ERR_ARG at a dead end. sampler_grammar_take moves the grammar on by the id
+ * drawn (nothing without a grammar). lean_sampler_sample is these around sample_reference. */
+lean_status sampler_grammar_mask(lean_sampler *s, const lean_mask *mask, const uint32_t **bits, lean_error *err);
+lean_status sampler_grammar_take(lean_sampler *s, int32_t id, lean_error *err);
 
 /* ---- transformers' processors, in place on x[n_vocab] (float32, torch CPU semantics) ---- */
 

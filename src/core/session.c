@@ -90,6 +90,8 @@ struct lean_ctx {
     bool in_batch;   /* marks it during lean_decode_batch's checks (a context given twice) */
     struct ctx_gen { /* the generation in progress (lean_gen_*), when on */
         bool on, resident; /* resident: the backend's gen_* run it */
+        bool masked;       /* resident under the sampler's grammar: each draw's mask from here */
+        bool mask_sent;    /* the backend has the next draw's mask (its gen_next said LEAN_PENDING) */
         lean_sampler *smp;
         int32_t start;     /* lean_ctx_pos at begin */
         int32_t n_out;     /* ids handed out */
@@ -428,13 +430,26 @@ lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean
     c->gen = (struct ctx_gen){.on = true, .smp = smp, .start = c->pos, .last = -1,
                               .limit = max_ids && max_ids < room ? max_ids : room,
                               .by_context = !max_ids || max_ids >= room};
-    if (c->be->gen_begin && !sampler_grammar(smp)) { /* a grammar's mask follows each id: the host draws */
-        st = c->be->gen_begin(c->state, cfg, hist, n_hist, c->pos, c->gen.limit, err);
-        if (st == LEAN_OK) c->gen.resident = true;
+    if (c->be->gen_begin) { /* with a grammar: one step at a time, each under the grammar's mask */
+        const bool masked = sampler_grammar(smp) != NULL;
+        st = c->be->gen_begin(c->state, cfg, hist, n_hist, c->pos, c->gen.limit, masked, err);
+        if (st == LEAN_OK) c->gen.resident = true, c->gen.masked = masked;
         else if (st != LEAN_ERR_UNSUPPORTED) c->gen.on = false;
         if (st != LEAN_ERR_UNSUPPORTED) return st;
     }
     return LEAN_OK;
+}
+
+/* The backend's step; under a grammar the mask goes down with it (computed once, not again when
+ * the call is made again after LEAN_PENDING) and the drawn id moves the grammar on. */
+static lean_status resident_step(lean_ctx *c, int32_t *id, lean_error *err) {
+    const uint32_t *bits = NULL;
+    lean_status st = LEAN_OK;
+    if (c->gen.masked && !c->gen.mask_sent) st = sampler_grammar_mask(c->gen.smp, NULL, &bits, err);
+    if (st == LEAN_OK) st = c->be->gen_next(c->state, bits, id, err);
+    c->gen.mask_sent = st == LEAN_PENDING;
+    if (st == LEAN_OK && c->gen.masked) st = sampler_grammar_take(c->gen.smp, *id, err);
+    return st;
 }
 
 /* The host's step: decode the last id handed out (into c->logits), then draw. */
@@ -453,7 +468,7 @@ lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err) {
                    ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "the next draw would be at position %d, past n_ctx %d",
                                c->gen.start + c->gen.n_out, c->n_ctx)
                    : LEAN_FAIL(err, LEAN_ERR_ARG, "this generation's %d ids (max_ids) are all drawn", c->gen.limit);
-    lean_status st = c->gen.resident ? c->be->gen_next(c->state, id, err) : host_step(c, id, err);
+    lean_status st = c->gen.resident ? resident_step(c, id, err) : host_step(c, id, err);
     if (st == LEAN_OK) st = lean_sampler_accept(c->gen.smp, id, 1, err);
     if (st != LEAN_OK) return st;
     if (c->gen.n_out++ > 0) c->pos++; /* the previous id is in the cache now */

@@ -80,6 +80,7 @@ typedef struct gpu_gen {
     int32_t slot_n[GEN_SLOTS];     /* ids in the slot's block */
     double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
     bool on, greedy;
+    bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
     int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */
@@ -1006,7 +1007,9 @@ static lean_status gpu_batch_check(const lean_backend_state *first, const lean_b
  * adapter, where it takes a second and 32 queued steps made the next chat turn wait half a
  * minute), a sampled flight likewise, 2 to 8 steps. A generation starts at one id per block,
  * so the first id comes after one step. The ids do not depend on it; their cache rows past a
- * stop lie past the caller's position. */
+ * stop lie past the caller's position. A masked reply (a grammar's) cannot run ahead: each step
+ * waits for its mask, which follows the id drawn before; it writes n_vocab / 8 bytes of mask and
+ * reads back one id, never the logits. */
 
 static double now_ms(void) {
     struct timespec t;
@@ -1067,7 +1070,7 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
 }
 
 static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
-                                 int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
+                                 int32_t n_history, int32_t pos, int32_t max_ids, bool masked, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (G->on) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a generation is already in progress");
     if (lean_gpu_options_of(s->g)->no_resident) /* session.c then draws on the host */
@@ -1076,9 +1079,11 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d draws from position %d (n_ctx %d)", max_ids, pos, s->n_ctx);
     lean_status st = gen_prepare(s, cfg, err);
     if (!st) st = gpu_sampler_reset(G->smp, (uint32_t)pos, history, n_history, err);
+    if (!st && !masked) st = gpu_sampler_set_mask(G->smp, NULL, err);
     if (st) return st;
     G->on = true;
     G->greedy = cfg->greedy;
+    G->masked = masked; /* one step at a time: each mask follows the id drawn before */
     G->pace = gen_pace(s, G->greedy, 1e9); /* the shallowest until a step is timed */
     G->pos0 = pos;
     G->limit = max_ids;
@@ -1088,12 +1093,14 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
 }
 
 /* Submits step j = G->n_sub into block G->b_sub's slot at index i: decode the last drawn id
- * (j > 0), draw, copy the id to the slot. */
-static lean_status gen_submit(lean_backend_state *s, int32_t i, lean_error *err) {
+ * (j > 0), draw (under mask when masked), copy the id to the slot. */
+static lean_status gen_submit(lean_backend_state *s, int32_t i, const uint32_t *mask, lean_error *err) {
     gpu_gen *G = &s->gen;
     const int32_t j = G->n_sub;
     lean_gpu_cmd *c = NULL;
-    lean_status st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
+    lean_status st = G->masked ? gpu_sampler_set_mask(G->smp, mask, err) : LEAN_OK;
+    if (st) return st;
+    st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
     if (st) return st;
     gpu_sampler_record(c, G->smp);
     lean_gpu_copy(c, s->ids, 0, G->slot[G->b_sub % GEN_SLOTS], (uint64_t)i * 4, 4);
@@ -1103,14 +1110,14 @@ static lean_status gen_submit(lean_backend_state *s, int32_t i, lean_error *err)
 }
 
 /* Submits the next block (its size from the pace, within the limit) and maps its slot. */
-static lean_status gen_submit_block(lean_backend_state *s, lean_error *err) {
+static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask, lean_error *err) {
     gpu_gen *G = &s->gen;
     const int k = G->b_sub % GEN_SLOTS;
-    const int32_t want = G->greedy ? G->pace : 1, left = G->limit - G->n_sub;
+    const int32_t want = G->greedy && !G->masked ? G->pace : 1, left = G->limit - G->n_sub;
     const int32_t n = want < left ? want : left;
     G->slot_t0_ms[k] = now_ms();
     lean_status st = LEAN_OK;
-    for (int32_t i = 0; !st && i < n; i++) st = gen_submit(s, i, err);
+    for (int32_t i = 0; !st && i < n; i++) st = gen_submit(s, i, mask, err);
     if (!st) st = lean_gpu_map_begin(G->slot[k], err);
     if (st) return st; /* only lean_gen_end follows a failure */
     G->mapping[k] = true;
@@ -1119,13 +1126,15 @@ static lean_status gen_submit_block(lean_backend_state *s, lean_error *err) {
     return LEAN_OK;
 }
 
-static lean_status gpu_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
+static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
+    if (G->masked && !mask && G->n_sub == G->n_out)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a masked generation's draw needs its mask");
     if (G->n_out == G->n_read) { /* submit blocks up to the flight, then take the oldest */
         lean_status st = LEAN_OK;
-        const int32_t flight = G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
-        while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, err);
+        const int32_t flight = G->masked ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
+        while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, mask, err);
         if (st) return st;
         const int k = G->b_read % GEN_SLOTS;
         st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)G->slot_n[k] * 4, err);
@@ -1321,16 +1330,16 @@ static lean_status locked_forward_batch(lean_backend_state *const *s, const int3
 }
 
 static lean_status locked_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,
-                                    int32_t n_history, int32_t pos, int32_t max_ids, lean_error *err) {
+                                    int32_t n_history, int32_t pos, int32_t max_ids, bool masked, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
-    lean_status st = gpu_gen_begin(s, cfg, history, n_history, pos, max_ids, err);
+    lean_status st = gpu_gen_begin(s, cfg, history, n_history, pos, max_ids, masked, err);
     lean_mutex_unlock(&s->bm->lock);
     return st;
 }
 
-static lean_status locked_gen_next(lean_backend_state *s, int32_t *id, lean_error *err) {
+static lean_status locked_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
     lean_mutex_lock(&s->bm->lock);
-    lean_status st = gpu_gen_next(s, id, err);
+    lean_status st = gpu_gen_next(s, mask, id, err);
     lean_mutex_unlock(&s->bm->lock);
     return st;
 }

@@ -9,7 +9,9 @@
  * The wide draw (top_k 0 or > 64, sampler.c W1-W4) adds sample_wide_prep (keys and weights),
  * 16 levels of sample_wide_count + sample_wide_digit per threshold search (one, or two when
  * top-p needs top-k's mass first), and sample_pick walks the last level's block sums.
- * What it does not: masks, reading ids back (the caller's), choosing when to sample (forward.c).
+ * A mask (lean_mask's bitset, gpu_sampler_set_mask) lives in the history buffer: the vocabulary
+ * kernels treat an id whose bit is clear as they treat a non-finite logit (sampler.c's ALLOWED).
+ * What it does not: reading ids back (the caller's), choosing when to sample (forward.c).
  *
  * Buffers (u32 words):
  *   params  (12)   the Params of sample_common.wgsl
@@ -18,7 +20,8 @@
  *                  candidates, best first) | the trace (140) | the wide draw only: per id
  *                  (key hi, key lo, weight) | per block 16 x (count, sum) | its state (12)
  *   hist           [0] position of the next draw [1] ring head [2] ring fill [3] unused;
- *                  with the penalty on: counts (n_vocab) and the ring (ring_len)
+ *                  with the penalty on: counts (n_vocab) and the ring (ring_len); then the
+ *                  mask (LEAN_MASK_WORDS(n_vocab), from mask_off; read only with F_MASK)
  *
  * Sections: layout · making the kernels · create, reset, record, trace · the adapter check · free
  */
@@ -39,7 +42,7 @@
 #define HIST_STATE 4      /* words before the counts in hist */
 
 /* Params flags (sample_common.wgsl) */
-enum { F_PENALTY = 1, F_TOP_P = 2, F_WIDE = 4, F_GREEDY = 8 };
+enum { F_PENALTY = 1, F_TOP_P = 2, F_WIDE = 4, F_GREEDY = 8, F_MASK = 16 };
 
 typedef struct kernel {
     lean_gpu_pipeline *pipe; /* owned by the lean_gpu (cached by source) */
@@ -52,7 +55,7 @@ struct gpu_sampler {
     sampler_cfg cfg;
     int32_t n_vocab;
     uint32_t ring_len;  /* the penalty window in ids; 0 = the whole history (or no penalty) */
-    lean_gpu_buf *params, *scratch, *hist;
+    lean_gpu_buf *params_buf, *scratch, *hist;
     lean_gpu_buf *out;  /* the caller's; the id goes to u32 index out_index */
     uint32_t out_index;
     kernel level[MAX_LEVELS];
@@ -63,8 +66,10 @@ struct gpu_sampler {
     uint32_t list_len;  /* entries per list: 64, or 1 when greedy */
     uint32_t final_off, trace_off; /* words in scratch */
     uint32_t wide_off, wcount_off, wstate_off, n_blocks;
-    uint32_t *host;     /* (hist words) what gpu_sampler_reset uploads */
+    uint32_t *host;     /* (mask_off words) what gpu_sampler_reset uploads */
     uint64_t hist_words;
+    uint32_t mask_off;  /* words in hist: the mask */
+    uint32_t params[12]; /* what the params uniform holds (F_MASK follows gpu_sampler_set_mask) */
 };
 
 /* ---- layout ---- */
@@ -111,10 +116,10 @@ static lean_status make_kernel(gpu_sampler *s, const char *label, const char *lo
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling shaders for '%s' are not in this build", label);
-    lean_gpu_const all[12];
+    lean_gpu_const all[16]; /* the most consts a kernel gets (make_end's 12), and WG */
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
     all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
-    lean_gpu_bind binds[4] = {{s->scratch, 0, 0}, {s->params, 0, 0}};
+    lean_gpu_bind binds[4] = {{s->scratch, 0, 0}, {s->params_buf, 0, 0}};
     for (int i = 0; i < n_extra; i++) binds[2 + i] = extra[i];
     k->groups = groups;
     lean_status st = lean_gpu_pipeline_create(s->g, label, src, n_src, all, n_consts, &k->pipe, err);
@@ -159,11 +164,11 @@ static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_pla
         const lean_gpu_const k[] = {
             {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
             {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', greedy ? GREEDY_CHUNK : CHUNK}, {"FAN", 'u', FAN},
-            {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}};
+            {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}, {"MASK_OFF", 'u', s->mask_off}};
         const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
         const char *loader = l == 0 ? "sample_vocab" : greedy ? "sample_lists" : NULL;
         const char *kern = greedy ? "sample_argmax" : l == 0 ? "sample_topk" : "sample_merge";
-        lean_status st = make_kernel(s, label, loader, kern, k, 7, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
+        lean_status st = make_kernel(s, label, loader, kern, k, 8, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
         if (st != LEAN_OK) return st;
         s->n_levels = l + 1;
     }
@@ -177,22 +182,20 @@ static lean_status make_end(gpu_sampler *s, const vocab_src *v, lean_gpu_buf *ou
         {"N_VOCAB", 'u', s->n_vocab},          {"LOGITS_OFF", 'u', v->logits_off},  {"FINAL_OFF", 'u', s->final_off},
         {"TRACE_OFF", 'u', s->trace_off},      {"OUT_INDEX", 'u', out_index},       {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
         {"N_BLOCKS", 'u', s->n_blocks},        {"WIDE_OFF", 'u', s->wide_off},      {"WSTATE_OFF", 'u', s->wstate_off},
-        {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}};
-    uint32_t w[12];
-    params_words(&s->cfg, s->ring_len, w);
+        {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}, {"MASK_OFF", 'u', s->mask_off}};
     lean_status st = LEAN_OK;
-    if (w[4] & F_WIDE) {
+    if (s->params[4] & F_WIDE) {
         const lean_gpu_bind vocab[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
-        st = make_kernel(s, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 11, vocab, 2,
+        st = make_kernel(s, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 12, vocab, 2,
                          lean_div_up((uint64_t)s->n_vocab, WG), &s->wprep, err);
         if (st == LEAN_OK)
-            st = make_kernel(s, "sample_wide_count", NULL, "sample_wide_count", k, 11, NULL, -1,
+            st = make_kernel(s, "sample_wide_count", NULL, "sample_wide_count", k, 12, NULL, -1,
                              lean_div_up(s->n_blocks, WG), &s->wcount, err);
         if (st == LEAN_OK)
-            st = make_kernel(s, "sample_wide_digit", NULL, "sample_wide_digit", k, 11, NULL, 0, 1, &s->wdigit, err);
+            st = make_kernel(s, "sample_wide_digit", NULL, "sample_wide_digit", k, 12, NULL, 0, 1, &s->wdigit, err);
     }
     const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
-    if (st == LEAN_OK) st = make_kernel(s, "sample_pick", NULL, "sample_pick", k, 11, extra, 2, 1, &s->pick, err);
+    if (st == LEAN_OK) st = make_kernel(s, "sample_pick", NULL, "sample_pick", k, 12, extra, 2, 1, &s->pick, err);
     return st;
 }
 
@@ -241,12 +244,13 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
     s->n_vocab = n_vocab;
     s->list_len = cfg->greedy ? 1 : SAMPLER_K_CAP;
     s->ring_len = cfg->use_penalty && cfg->repeat_last_n > 0 ? (uint32_t)cfg->repeat_last_n : 0;
-    s->hist_words = HIST_STATE + (cfg->use_penalty ? (uint64_t)n_vocab + s->ring_len : 0);
+    s->mask_off = HIST_STATE + (cfg->use_penalty ? (uint32_t)n_vocab + s->ring_len : 0);
+    s->hist_words = (uint64_t)s->mask_off + LEAN_MASK_WORDS(n_vocab);
     level_plan lv[MAX_LEVELS];
     uint64_t words = 0;
     const int n_levels = plan_tree(n_vocab, cfg->greedy, lv, &words);
     const lean_gpu_info *info = lean_gpu_get_info(g);
-    uint32_t w[12];
+    uint32_t *w = s->params;
     params_words(cfg, s->ring_len, w);
     if (n_levels == 0 || lv[0].groups > info->max_workgroups_per_dim) {
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling %d ids needs %u workgroups in one dimension; the device allows %u",
@@ -260,7 +264,7 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
                        (unsigned long long)info->max_storage_binding);
         goto fail;
     }
-    s->host = lean_calloc((size_t)s->hist_words, sizeof *s->host);
+    s->host = lean_calloc(s->mask_off, sizeof *s->host);
     if (!s->host) {
         st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "the GPU sampler's history mirror (%llu words)",
                        (unsigned long long)s->hist_words);
@@ -273,8 +277,8 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
     s->wstate_off = s->wcount_off + 32 * s->n_blocks;
     s->wide_phases = !(w[4] & F_WIDE) ? 0 : cfg->use_top_p && cfg->top_k > 0 ? 2 : 1;
     const uint64_t scratch_words = s->wide_phases ? (uint64_t)s->wstate_off + 12 : (uint64_t)s->wide_off;
-    st = lean_gpu_buf_create(g, sizeof w, LEAN_GPU_UNIFORM, "sample params", &s->params, err);
-    if (st == LEAN_OK) st = lean_gpu_buf_write(g, s->params, 0, w, sizeof w, err);
+    st = lean_gpu_buf_create(g, sizeof s->params, LEAN_GPU_UNIFORM, "sample params", &s->params_buf, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(g, s->params_buf, 0, w, sizeof s->params, err);
     if (st == LEAN_OK)
         st = lean_gpu_buf_create(g, s->hist_words * 4, LEAN_GPU_STORAGE, "sample history", &s->hist, err);
     if (st == LEAN_OK)
@@ -298,7 +302,7 @@ lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *histo
             return LEAN_FAIL(err, LEAN_ERR_ARG, "history[%d] = %d is outside the vocabulary [0, %d)", i, history[i],
                              s->n_vocab);
     uint32_t *h = s->host;
-    memset(h, 0, (size_t)s->hist_words * sizeof *h);
+    memset(h, 0, (size_t)s->mask_off * sizeof *h);
     h[0] = pos;
     if (s->cfg.use_penalty) {
         int32_t first = 0; /* the window: the last ring_len ids, or all */
@@ -312,7 +316,18 @@ lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *histo
         h[1] = s->ring_len > 0 ? fill % s->ring_len : 0;
         h[2] = s->ring_len > 0 ? fill : 0;
     }
-    return lean_gpu_buf_write(s->g, s->hist, 0, h, s->hist_words * 4, err);
+    return lean_gpu_buf_write(s->g, s->hist, 0, h, (uint64_t)s->mask_off * 4, err);
+}
+
+lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_error *err) {
+    const uint32_t flags = bits ? s->params[4] | F_MASK : s->params[4] & ~(uint32_t)F_MASK;
+    lean_status st = LEAN_OK;
+    if (bits) st = lean_gpu_buf_write(s->g, s->hist, 4ull * s->mask_off, bits, 4 * LEAN_MASK_WORDS(s->n_vocab), err);
+    if (st == LEAN_OK && flags != s->params[4]) {
+        st = lean_gpu_buf_write(s->g, s->params_buf, 16, &flags, 4, err); /* word 4: flags */
+        if (st == LEAN_OK) s->params[4] = flags;
+    }
+    return st;
 }
 
 void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s) {
@@ -394,15 +409,16 @@ static lean_status gpu_draw_traced(gpu_sampler *s, const int32_t *hist, int32_t 
     return st;
 }
 
-/* Holds the GPU's draw (gid, gt) for (logits, history, pos) to sample_reference's. */
-static lean_status compare_draw(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
-                                uint32_t pos, float *work, uint32_t gid, const sample_trace *gt, lean_error *err) {
+/* Holds the GPU's draw (gid, gt) for (logits, mask, history, pos) to sample_reference's. */
+static lean_status compare_draw(gpu_sampler *s, const float *logits, const uint32_t *mask, const int32_t *history,
+                                int32_t n_history, uint32_t pos, float *work, uint32_t gid, const sample_trace *gt,
+                                lean_error *err) {
     sample_trace ct;
     int32_t *pen = lean_malloc(sizeof *pen * (size_t)(n_history > 0 ? n_history : 1)), cid = -1;
     if (!pen) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu_sampler_compare: %d history ids", n_history);
     const int32_t n_pen = window_ids(&s->cfg, history, n_history, pen);
     lean_error cpu_err;
-    const lean_status st = sample_reference(&s->cfg, logits, s->n_vocab, NULL, pen, n_pen, pos, work, &cid, &ct, &cpu_err);
+    const lean_status st = sample_reference(&s->cfg, logits, s->n_vocab, mask, pen, n_pen, pos, work, &cid, &ct, &cpu_err);
     lean_free(pen);
     const char *adapter = lean_gpu_get_info(s->g)->adapter;
     if (st != LEAN_OK) /* no id allowed */
@@ -416,12 +432,13 @@ static lean_status compare_draw(gpu_sampler *s, const float *logits, const int32
     return LEAN_OK;
 }
 
-lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
-                                uint32_t pos, float *work, lean_error *err) {
+lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const uint32_t *mask, const int32_t *history,
+                                int32_t n_history, uint32_t pos, float *work, lean_error *err) {
     uint32_t gid = 0;
     sample_trace gt;
-    lean_status st = gpu_draw_traced(s, history, n_history, pos, &gid, &gt, err);
-    return st == LEAN_OK ? compare_draw(s, logits, history, n_history, pos, work, gid, &gt, err) : st;
+    lean_status st = gpu_sampler_set_mask(s, mask, err);
+    if (st == LEAN_OK) st = gpu_draw_traced(s, history, n_history, pos, &gid, &gt, err);
+    return st == LEAN_OK ? compare_draw(s, logits, mask, history, n_history, pos, work, gid, &gt, err) : st;
 }
 
 /* CHECK_DRAWS draws of each sampler: the capped draw (top-k 64), then the wide one (top-k 0:
@@ -524,7 +541,7 @@ lean_status gpu_sampler_check_end(gpu_sampler_check_run *r, lean_error *err) {
         const uint32_t *rec = w + (size_t)r->rec_words * (size_t)k;
         sample_trace gt;
         trace_of(s, rec + 1, rec + 1 + 2 * SAMPLER_K_CAP, &gt);
-        st = compare_draw(s, r->x, r->hist, CHECK_HIST, check_pos(k), r->x + CHECK_N, rec[0], &gt, err);
+        st = compare_draw(s, r->x, NULL, r->hist, CHECK_HIST, check_pos(k), r->x + CHECK_N, rec[0], &gt, err);
     }
     lean_free(w);
     gpu_sampler_check_free(r);
@@ -544,7 +561,7 @@ void gpu_sampler_free(gpu_sampler *s) {
     lean_gpu_bindgroup_free(s->wprep.bg);
     lean_gpu_bindgroup_free(s->wcount.bg);
     lean_gpu_bindgroup_free(s->wdigit.bg);
-    lean_gpu_buf_free(s->params);
+    lean_gpu_buf_free(s->params_buf);
     lean_gpu_buf_free(s->scratch);
     lean_gpu_buf_free(s->hist);
     lean_free(s->host);

@@ -12,10 +12,10 @@
  *
  * Use: gpu_sampler_check once per device (sample on the CPU if it fails), gpu_sampler_create
  * at load (pipelines and bind groups made once), gpu_sampler_reset before the first draw,
- * gpu_sampler_record at the end of each step's command buffer (after the logits are written).
+ * gpu_sampler_record at the end of each step's command buffer (after the logits are written);
+ * gpu_sampler_set_mask before a draw that a mask (lean_mask: a grammar's) holds.
  *
- * Not here: masks (lean_mask: grammars sample on the CPU), reading the id back (the caller
- * copies or maps its out buffer). */
+ * Not here: reading the id back (the caller copies or maps its out buffer). */
 #ifndef LEAN_GPU_SAMPLE_H
 #define LEAN_GPU_SAMPLE_H
 
@@ -40,6 +40,11 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
  * command buffer submitted after it. LEAN_ERR_ARG for an id outside the vocabulary. */
 lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *history, int32_t n_history,
                               lean_error *err);
+/* Holds the draws recorded after this call to bits (LEAN_MASK_WORDS(n_vocab) words, lean_mask's
+ * layout; copied now): an id whose bit is clear is never drawn, as sample_reference's mask_bits.
+ * NULL: no mask (the state after create). Queues a write of n_vocab / 8 bytes (and of the
+ * params' flags word when masking turns on or off), ordered before later submits. */
+lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_error *err);
 /* Records one draw: the top-k tree (or the argmax tree when greedy), the wide draw's passes
  * (top_k 0 or > 64: keys and weights, 16 or 32 threshold levels of two dispatches), the pick.
  * 2-5 dispatches for a 152k vocabulary (36-70 for the wide draw); no allocation. */
@@ -56,12 +61,12 @@ typedef struct gpu_sampler_check_run gpu_sampler_check_run;
 lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, lean_error *err);
 lean_status gpu_sampler_check_end(gpu_sampler_check_run *run, lean_error *err);
 void gpu_sampler_check_free(gpu_sampler_check_run *run); /* NULL is fine */
-/* Holds s to sample_reference for one draw: resets s to (pos, history), draws, and compares the
- * id and the trace, bit for bit, with sample_reference's for the same logits (which must be
- * what s's logits buffer holds) and the same window. LEAN_ERR_UNSUPPORTED naming the first
+/* Holds s to sample_reference for one draw: sets the mask (nullable), resets s to (pos, history),
+ * draws, and compares the id and the trace, bit for bit, with sample_reference's for the same
+ * logits (which must be what s's logits buffer holds), mask and window. LEAN_ERR_UNSUPPORTED naming the first
  * difference. work: n_vocab floats. Blocking; for gpu_sampler_check and tests. */
-lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const int32_t *history, int32_t n_history,
-                                uint32_t pos, float *work, lean_error *err);
+lean_status gpu_sampler_compare(gpu_sampler *s, const float *logits, const uint32_t *mask, const int32_t *history,
+                                int32_t n_history, uint32_t pos, float *work, lean_error *err);
 /* Tests: reads back what the last draw saw, in sample_reference's trace form (blocking). */
 lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *err);
 void gpu_sampler_free(gpu_sampler *s); /* NULL is fine */
