@@ -450,6 +450,7 @@ AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
         }
         return;
     }
+    p->d = p->z = _mm256_setzero_ps(); /* unused by K blocks; set so no compiler sees them read unset */
     if (f == X_Q6_K) {
         const __m256 d = bcast_f16(b + 208);
         for (int h = 0; h < 2; h++) {
