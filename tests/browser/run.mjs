@@ -27,6 +27,8 @@
 //     device (lostChecks).
 //   - too little memory (a tensor past the storage binding limit, where the browser's is 128 MiB):
 //     'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit.
+//   - with JSPI only: grammars and JSON schemas in generate and chat, LoRA adapters through
+//     Lean.load and setLoras, on the CPU's exact path, against the CLI's ids (constrained.mjs).
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
 // screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -36,6 +38,7 @@
 import fs from 'node:fs';
 import { BROWSERS, launch, serve } from './harness.mjs';
 import * as native from './native.mjs';
+import { constrainedChecks, constrainedReferences } from './constrained.mjs';
 
 const MODELS = ['llama-q4_k', 'qwen2-q8_0'];          // build/fixtures, served at /models/
 const BACKENDS = ['gpu', 'cpu'];
@@ -80,6 +83,7 @@ function references() {
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
+    ref.constrained = constrainedReferences(CHAT_MODEL);
     return ref;
 }
 
@@ -294,6 +298,10 @@ async function runBrowser(name, url, ref) {
             for (const b of BACKENDS) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi));
             groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
             groups.push(async (page) => memoryChecks(page, `${tag} too big`, ref, jspi));
+            if (jspi)
+                groups.push(async (page) => constrainedChecks(page, `${tag} constrained`, ref.constrained,
+                                                              `/browser-models/${CHAT_MODEL.split('/').pop()}`, jspi,
+                                                              { call, load, check, same, fmt }));
             for (const group of groups) {
                 let page;
                 try {
@@ -316,7 +324,7 @@ let server;
 try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
-    server = await serve(['/models=build/fixtures', '/browser-models=build/browser']);
+    server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {
