@@ -5,13 +5,15 @@
  *
  * What a request may hold (docs/serve.md has the table): messages (chat) or prompt
  * (completions), model, max_tokens / max_completion_tokens, temperature, top_p, top_k,
- * repeat_penalty, repeat_last_n, seed, stop, stream, stream_options.include_usage. Keys it
+ * repeat_penalty, repeat_last_n, seed, stop, stream, stream_options.include_usage,
+ * response_format (a grammar the reply is held to: json_object, json_schema). Keys it
  * does not know are ignored, as OpenAI's clients send extras; those whose meaning lean cannot
  * honour (n > 1, logprobs, tools, penalties other than repeat_penalty) are refused, not
  * silently dropped. Defaults are llama.cpp's (lean_sampler_default_params), as llama-server's.
  *
  * Errors: 400 invalid_request_error (malformed JSON naming line and column, a field of the
- * wrong type or out of range naming it, a prompt over the context: context_length_exceeded),
+ * wrong type or out of range naming it, a prompt over the context: context_length_exceeded,
+ * a schema lean cannot hold to: invalid_schema naming its path),
  * 404 model_not_found, 413 (http.c), 500/503 server_error.
  *
  * Sections: errors, reading a request, replies, stream chunks, the small endpoints. */
