@@ -791,7 +791,13 @@ async function chatSession() {
         await call('lw_chat_create', state.model, name, o.nCtx ?? 0, 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
         return i32(out, 1)[0];
     });
-    if (state.loras.length) await setLorasOn('lw_chat_set_loras', state.chat);
+    try {
+        if (state.loras.length) await setLorasOn('lw_chat_set_loras', state.chat);
+    } catch (e) {
+        await ex.lw_chat_free(state.chat); // never a session without the adapters asked for
+        state.chat = 0;
+        throw e;
+    }
     return state.chat;
 }
 
