@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -325,4 +326,44 @@ int grammar_from_flags(const grammar_flags *f, const lean_tokenizer *tok, lean_g
     lean_grammar_text_free(gbnf);
     free(text);
     return st == LEAN_OK ? 0 : lib_error(&err);
+}
+
+/* A LoRA scale: a finite number of at most 1e6 in size; 0 on success. */
+static int parse_scale(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    const double x = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(x) || fabs(x) > 1e6) return -1;
+    *out = (float)x;
+    return 0;
+}
+
+int parse_lora_flag(int argc, char **argv, int *i, lora_flags *f, char *msg, size_t cap) {
+    const char *o = argv[*i];
+    if (strcmp(o, "--lora") != 0 && strcmp(o, "--lora-scaled") != 0) return -1;
+    const int scaled = o[6] == '-';
+    if (*i + 1 >= argc) return snprintf(msg, cap, "'%s' needs %s", o, scaled ? "FILE SCALE" : "FILE"), 2;
+    if (f->n == MAX_LORAS) return snprintf(msg, cap, "more than %d adapters", MAX_LORAS), 2;
+    char *file = argv[++*i], *colon = strrchr(file, ':');
+    if (scaled && *i + 1 < argc && parse_scale(argv[*i + 1], &f->scale[f->n]) == 0) {
+        ++*i; /* FILE SCALE (older llama.cpp) */
+    } else if (scaled) { /* FILE:SCALE (llama.cpp today) */
+        if (!colon || parse_scale(colon + 1, &f->scale[f->n]) != 0)
+            return snprintf(msg, cap, "--lora-scaled expects FILE SCALE or FILE:SCALE, got '%s%s%s'", file,
+                            *i + 1 < argc ? " " : "", *i + 1 < argc ? argv[*i + 1] : ""),
+                   2;
+        *colon = 0;
+    } else {
+        f->scale[f->n] = 1.0f;
+    }
+    f->file[f->n++] = file;
+    return 0;
+}
+
+int loras_load(const lora_flags *f, const lean_model *m, lean_lora **loras) {
+    lean_error err;
+    for (int i = 0; i < f->n; i++)
+        if (lean_lora_load_file(m, f->file[i], &loras[i], &err) != LEAN_OK)
+            return fprintf(stderr, "lean: %s: adapter '%s': %s\n", lean_status_str(err.status), f->file[i], err.msg), 1;
+    return 0;
 }

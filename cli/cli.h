@@ -119,6 +119,26 @@ int parse_grammar_flag(const char *usage, int argc, char **argv, int *i, grammar
  * why not (a file that cannot be read, a malformed grammar or schema naming the place). */
 int grammar_from_flags(const grammar_flags *f, const lean_tokenizer *tok, lean_grammar **g);
 
+/* ---- LoRA flags, shared by `lean run`, `lean chat` and `lean bench` (llama.cpp's names;
+ * docs/lora.md) ---- */
+#define LORA_USAGE                                                                             \
+    "  --lora FILE  apply the LoRA adapter FILE (llama.cpp's GGUF adapter) with scale 1; the\n" \
+    "               flags may be repeated, every adapter is added (docs/lora.md); every\n"       \
+    "               backend applies them\n"                                                     \
+    "  --lora-scaled FILE SCALE  the same with that scale (llama.cpp's FILE:SCALE works too)\n"
+#define MAX_LORAS 16
+typedef struct lora_flags {
+    const char *file[MAX_LORAS];
+    float scale[MAX_LORAS];
+    int n;
+} lora_flags;
+/* If argv[*i] is --lora or --lora-scaled, stores it (advancing *i) and returns 0; -1 when it is
+ * not one; a missing or malformed value: 2 with the reason in msg (not printed). */
+int parse_lora_flag(int argc, char **argv, int *i, lora_flags *f, char *msg, size_t cap);
+/* Loads the flags' adapters for m into loras[0..f->n) (NULLs first; lean_lora_free each after
+ * the contexts using them). 0, or 1 after printing why not (naming the adapter). */
+int loras_load(const lora_flags *f, const lean_model *m, lean_lora **loras);
+
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);

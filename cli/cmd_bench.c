@@ -53,6 +53,7 @@ static const char *const usage_bench =
     "usage: lean bench -m FILE [-m FILE ...] [-p LIST] [-n LIST] [--suffix LIST] [-r R]\n"
     "                  [-t LIST] [--backend LIST] [--batch N] [--seed S] [--bandwidth GBPS] [--json]\n"
     "                  [--exact] [--profile] [--streams LIST] [--depth LIST]\n"
+    "                  [--lora FILE]... [--lora-scaled FILE SCALE]...\n"
     "Times model load, cold prefill, suffix prefill and greedy decode, R times each, for every\n"
     "model x backend x thread count; prints a Markdown table (min and median ms and tokens/s),\n"
     "the exactness hash of the greedy ids and the bytes read per decoded token. LISTs are\n"
@@ -80,6 +81,8 @@ static const char *const usage_bench =
     "                   each, for each S (e.g. 1,2,4,8,16,32); rows 'tgN xS', tokens/s of them all\n"
     "  --depth LIST     decode at depth: -n ids after D ids of context, for each D (e.g. 128,4096);\n"
     "                   rows 'tgN @ dD' (default none)\n"
+    LORA_USAGE
+    "                   Every row but load runs with the adapters; rows say 'B +N lora'\n"
     VERBOSITY_USAGE
     "Exit status: 0; 1 for a library error or when repetitions chose different ids; 2 usage.\n";
 
@@ -108,6 +111,7 @@ typedef struct bench_args {
     uint64_t seed;
     double bandwidth_gbps;     /* 0: not given */
     int json, profile, exact;
+    lora_flags lora;
     int verbosity;             /* -1 quiet (-q), 0, 1 verbose (-v) */
 } bench_args;
 
@@ -189,6 +193,11 @@ static int parse_bench(int argc, char **argv, bench_args *a, char *msg, size_t c
         if (parse_verbosity_flag(o, &a->verbosity)) continue;
         if (strcmp(o, "--json") == 0 || strcmp(o, "--profile") == 0 || strcmp(o, "--exact") == 0) {
             *(o[2] == 'j' ? &a->json : o[2] == 'p' ? &a->profile : &a->exact) = 1;
+            continue;
+        }
+        const int lora = parse_lora_flag(argc, argv, &i, &a->lora, msg, cap);
+        if (lora >= 0) {
+            if (lora > 0) return lora;
             continue;
         }
         if (o[0] != '-') return arg_error(msg, cap, "unexpected argument '%s' (models are given with -m FILE)", o);
@@ -469,6 +478,7 @@ typedef struct bench_run {
     int n_decode, cap_decode;
     char *profiles;     /* --profile: every measurement's profile, printed after the table */
     size_t n_profiles;
+    lean_lora *loras[MAX_LORAS]; /* --lora: the adapters of the model being measured */
 } bench_run;
 
 static void progress(bench_run *b, const char *model, const char *backend, int32_t threads, const char *test,
@@ -673,6 +683,7 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
     for (int s = 1; s < S && st == LEAN_OK; s++) {
         bench_ids(a->seed, STREAM_BATCH + (uint64_t)s - 1, V, prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT);
         st = lean_ctx_create(m, cp, &ctx[s], err);
+        if (st == LEAN_OK && a->lora.n) st = lean_ctx_set_loras(ctx[s], b->loras, a->lora.scale, a->lora.n, err);
     }
     row->same_ids = 1;
     for (int r = 0; r < a->reps && st == LEAN_OK; r++) {
@@ -759,8 +770,17 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
             if (b->progress) fprintf(stderr, "\r\033[K");
             print_backend(c, a->verbosity);
             backend_label(be_name, cp.exact != 0, row.backend, sizeof row.backend);
+            if (a->lora.n) snprintf(row.backend + strlen(row.backend), sizeof row.backend - strlen(row.backend),
+                                    " +%d lora", a->lora.n);
         }
     }
+    /* --lora: every phase after load with the adapters (loading them is not timed) */
+    for (int i = 0; i < a->lora.n; i++)
+        if ((st = lean_lora_load_file(m, a->lora.file[i], &b->loras[i], err)) != LEAN_OK) {
+            fprintf(stderr, "lean: adapter '%s':\n", a->lora.file[i]); /* err's message follows */
+            goto done;
+        }
+    if (a->lora.n && (st = lean_ctx_set_loras(c, b->loras, a->lora.scale, a->lora.n, err)) != LEAN_OK) goto done;
     lean_model_info info;
     lean_model_get_info(m, &info);
     snprintf(row.arch, sizeof row.arch, "%s", info.arch);
@@ -872,6 +892,7 @@ done:
     free(ms);
     lean_sampler_free(smp);
     lean_ctx_free(c);
+    for (int i = 0; i < a->lora.n; i++) lean_lora_free(b->loras[i]), b->loras[i] = NULL;
     lean_model_free(m);
     return st;
 }

@@ -29,6 +29,7 @@ static const char *const usage_chat =
     "usage: lean chat -m FILE [--ctx N] [--batch N] [--backend B] [--exact] [-n N] [--system TEXT]\n"
     "                 [--stop S]... [--template JINJAFILE | --chatml] [--drop-oldest] [sampling flags]\n"
     "                 [--grammar G | --grammar-file F | --json-schema S | --json-schema-file F]\n"
+    "                 [--lora FILE]... [--lora-scaled FILE SCALE]...\n"
     "A conversation with the model through its chat template. Each line on stdin is a message\n"
     "(a line ending in '\\' goes on with the next); the reply streams to stdout, and a line on\n"
     "stderr tells how many prompt tokens were reused from the cache and how many computed.\n"
@@ -51,6 +52,7 @@ static const char *const usage_chat =
     "                       template gets ChatML anyway, said on stderr)\n"
     "  --drop-oldest        when the conversation outgrows the context, leave out its oldest\n"
     "                       turns (default: say so, and keep the conversation as it is)\n"
+    LORA_USAGE
     VERBOSITY_USAGE
     SAMPLING_USAGE
     GRAMMAR_USAGE;
@@ -67,6 +69,7 @@ typedef struct chat_args {
     long long n_predict, n_ctx, n_batch;
     lean_sampler_params sampling;
     grammar_flags grammar;
+    lora_flags lora;
 } chat_args;
 
 /* llama-cli's spellings of the flags chat has */
@@ -84,6 +87,9 @@ static int parse_chat(int argc, char **argv, chat_args *a) {
         if (parse_verbosity_flag(o, &a->verbosity)) continue;
         int rc = parse_sampling_flag(usage_chat, argc, argv, &i, &a->sampling);
         if (rc < 0) rc = parse_grammar_flag(usage_chat, argc, argv, &i, &a->grammar);
+        char msg[300];
+        if (rc < 0 && (rc = parse_lora_flag(argc, argv, &i, &a->lora, msg, sizeof msg)) > 0)
+            return usage_error(usage_chat, "%s", msg);
         if (rc == 0) continue;
         if (rc > 0) return rc;
         if (strcmp(o, "--chatml") == 0) {
@@ -232,6 +238,7 @@ int cmd_chat(int argc, char **argv) {
     lean_model *m = NULL;
     lean_chat_session *s = NULL;
     lean_grammar *grammar = NULL;
+    lean_lora *loras[MAX_LORAS] = {NULL};
     char *tpl = NULL;
     rc = 1;
     if (a.template_path && !(tpl = read_path(a.template_path, NULL))) return input_error("the template", a.template_path);
@@ -254,6 +261,8 @@ int cmd_chat(int argc, char **argv) {
     if (grammar_from_flags(&a.grammar, lean_model_tokenizer(m), &grammar) != 0) goto done;
     if (chat_session_create_quietly(m, &p, a.verbosity, &s, &err) != LEAN_OK) goto fail;
     if (grammar && lean_chat_session_set_grammar(s, grammar, &err) != LEAN_OK) goto fail;
+    if (loras_load(&a.lora, m, loras) != 0) goto done;
+    if (a.lora.n && lean_chat_session_set_loras(s, loras, a.lora.scale, a.lora.n, &err) != LEAN_OK) goto fail;
     print_backend(lean_chat_session_ctx(s), a.verbosity);
     print_sampling(&a.sampling, lean_sampler_seed(lean_chat_session_sampler(s)));
 
@@ -316,6 +325,7 @@ fail:
 done:
     release_sigint();
     lean_chat_session_free(s);
+    for (int i = 0; i < a.lora.n; i++) lean_lora_free(loras[i]);
     lean_grammar_free(grammar);
     lean_model_free(m);
     free(tpl);

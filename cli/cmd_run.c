@@ -13,7 +13,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +46,7 @@ static const char *const usage_run =
     "               table), cpu-ref (the reference)\n"
     "  --exact      F32 arithmetic throughout: on the GPU no f16 or 8-bit matmuls, on the CPU\n"
     "               float activations, not 8-bit ones (default: the faster paths)\n"
-    "  --lora FILE  apply the LoRA adapter FILE (llama.cpp's GGUF adapter) with scale 1; the\n"
-    "               flags may be repeated, every adapter is added (docs/lora.md); every\n"
-    "               backend applies them\n"
-    "  --lora-scaled FILE SCALE  the same with that scale (llama.cpp's FILE:SCALE works too)\n"
+    LORA_USAGE
     VERBOSITY_USAGE
     SAMPLING_USAGE
     GRAMMAR_USAGE;
@@ -78,23 +74,11 @@ static int parse_ids(const char *s, int32_t **ids, int32_t *n) {
     return 0;
 }
 
-/* A LoRA scale: a finite number of at most 1e6 in size; 0 on success. */
-static int parse_scale(const char *s, float *out) {
-    char *end;
-    errno = 0;
-    const double x = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(x) || fabs(x) > 1e6) return -1;
-    *out = (float)x;
-    return 0;
-}
-
 /* llama-cli's spellings */
 static const flag_alias run_aliases[] = {
     {"--model", "-m"}, {"--prompt", "-p"}, {"--file", "-f"}, {"--n-predict", "-n"}, {"-c", "--ctx"},
     {"--ctx-size", "--ctx"}, {"-b", "--batch"}, {"--batch-size", "--batch"}, {"--threads", "-t"}, {NULL, NULL},
 };
-
-#define MAX_LORAS 16
 
 typedef struct run_args {
     const char *model, *ids, *prompt, *prompt_file;
@@ -104,9 +88,7 @@ typedef struct run_args {
     const char *backend;
     int verbosity; /* -1 quiet, 0, 1 verbose */
     int exact;
-    const char *lora[MAX_LORAS];
-    float lora_scale[MAX_LORAS];
-    int n_lora;
+    lora_flags lora;
     grammar_flags grammar;
 } run_args;
 
@@ -129,22 +111,9 @@ static int parse_run(int argc, char **argv, run_args *a) {
             a->exact = 1;
             continue;
         }
-        if (strcmp(o, "--lora") == 0 || strcmp(o, "--lora-scaled") == 0) {
-            const int scaled = o[6] == '-';
-            if (i + 1 >= argc) return usage_error(usage_run, "'%s' needs %s", o, scaled ? "FILE SCALE" : "FILE");
-            if (a->n_lora == MAX_LORAS) return usage_error(usage_run, "more than %d adapters", MAX_LORAS);
-            char *file = argv[++i], *colon = strrchr(file, ':');
-            if (scaled && i + 1 < argc && parse_scale(argv[i + 1], &a->lora_scale[a->n_lora]) == 0) {
-                i++; /* FILE SCALE (older llama.cpp) */
-            } else if (scaled) { /* FILE:SCALE (llama.cpp today) */
-                if (!colon || parse_scale(colon + 1, &a->lora_scale[a->n_lora]) != 0)
-                    return usage_error(usage_run, "--lora-scaled expects FILE SCALE or FILE:SCALE, got '%s%s%s'", file,
-                                       i + 1 < argc ? " " : "", i + 1 < argc ? argv[i + 1] : "");
-                *colon = 0;
-            } else {
-                a->lora_scale[a->n_lora] = 1.0f;
-            }
-            a->lora[a->n_lora++] = file;
+        char msg[300];
+        if ((rc = parse_lora_flag(argc, argv, &i, &a->lora, msg, sizeof msg)) >= 0) {
+            if (rc > 0) return usage_error(usage_run, "%s", msg);
             continue;
         }
         /* flags with a value */
@@ -301,13 +270,8 @@ int cmd_run(int argc, char **argv) {
     cp.exact = a.exact;
     if (ctx_create_quietly(m, &cp, a.verbosity, &c, &err) != LEAN_OK) goto fail;
     print_backend(c, a.verbosity);
-    for (int i = 0; i < a.n_lora; i++) {
-        if (lean_lora_load_file(m, a.lora[i], &loras[i], &err) != LEAN_OK) {
-            fprintf(stderr, "lean: %s: adapter '%s': %s\n", lean_status_str(err.status), a.lora[i], err.msg);
-            goto done;
-        }
-    }
-    if (a.n_lora && lean_ctx_set_loras(c, loras, a.lora_scale, a.n_lora, &err) != LEAN_OK) goto fail;
+    if (loras_load(&a.lora, m, loras) != 0) goto done;
+    if (a.lora.n && lean_ctx_set_loras(c, loras, a.lora.scale, a.lora.n, &err) != LEAN_OK) goto fail;
     const int32_t n_vocab = lean_model_n_vocab(m);
     if (lean_sampler_create(&a.sampling, n_vocab, &smp, &err) != LEAN_OK) goto fail;
     /* The prompt is history too: the penalty's window counts it, as transformers' does. */
@@ -379,7 +343,7 @@ done:
     lean_grammar_free(grammar);
     lean_sampler_free(smp);
     lean_ctx_free(c);
-    for (int i = 0; i < a.n_lora; i++) lean_lora_free(loras[i]);
+    for (int i = 0; i < a.lora.n; i++) lean_lora_free(loras[i]);
     lean_model_free(m);
     return rc;
 }

@@ -1008,6 +1008,12 @@ LEAN_API lean_status lean_chat_session_set_sampling(lean_chat_session *s, const 
  * draws an end-of-generation token, which the grammar allows only once it is complete (or at
  * the usual limits). Not during a turn (LEAN_ERR_ARG). A dead end fails the step with g's error. */
 LEAN_API lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g, lean_error *err);
+/* Between turns: the LoRA adapters of the turns that follow, as lean_ctx_set_loras on the
+ * session's context (not owned; n = 0 removes them). The KV cache was computed without them, so
+ * the next turn prefills the whole conversation again. LEAN_ERR_ARG during a turn; on failure
+ * nothing changes. */
+LEAN_API lean_status lean_chat_session_set_loras(lean_chat_session *s, lean_lora *const *loras, const float *scales,
+                                                 int32_t n, lean_error *err);
 
 /* The conversation: the system prompt (if any), then user and assistant messages in turn
  * order; the last is the latest reply. Owned by the session, valid until it changes. */

@@ -5,13 +5,15 @@
  *
  * What a request may hold (docs/serve.md has the table): messages (chat) or prompt
  * (completions), model, max_tokens / max_completion_tokens, temperature, top_p, top_k,
- * repeat_penalty, repeat_last_n, seed, stop, stream, stream_options.include_usage. Keys it
+ * repeat_penalty, repeat_last_n, seed, stop, stream, stream_options.include_usage,
+ * response_format (a grammar the reply is held to: json_object, json_schema). Keys it
  * does not know are ignored, as OpenAI's clients send extras; those whose meaning lean cannot
  * honour (n > 1, logprobs, tools, penalties other than repeat_penalty) are refused, not
  * silently dropped. Defaults are llama.cpp's (lean_sampler_default_params), as llama-server's.
  *
  * Errors: 400 invalid_request_error (malformed JSON naming line and column, a field of the
- * wrong type or out of range naming it, a prompt over the context: context_length_exceeded),
+ * wrong type or out of range naming it, a prompt over the context: context_length_exceeded,
+ * a schema lean cannot hold to: invalid_schema naming its path),
  * 404 model_not_found, 413 (http.c), 500/503 server_error.
  *
  * Sections: errors, reading a request, replies, stream chunks, the small endpoints. */
@@ -262,6 +264,52 @@ static int parse_stop(json_t *req, serve_job *j, api_reply *fail) {
     return 0;
 }
 
+/* response_format: {"type": "text"} (nothing), {"type": "json_object"} (any JSON object; with a
+ * "schema" beside it, that schema, as llama-server reads it), or {"type": "json_schema",
+ * "json_schema": {"schema": ...}} ("name" and "strict" not needed: the grammar is always
+ * strict). A schema becomes the grammar every draw of the reply is held to; a schema lean
+ * cannot convert, and what it cannot hold to, is refused here, naming the schema path. */
+static int parse_response_format(const serve_server *srv, json_t *req, serve_job *j, api_reply *fail) {
+    json_t *rf = json_object_get(req, "response_format");
+    if (!rf || json_is_null(rf)) return 0;
+    json_t *type = json_object_get(rf, "type"), *schema = NULL;
+    if (!json_is_object(rf) || !json_is_string(type))
+        return *fail = api_error(400, "invalid_type", "response_format",
+                                 "'response_format' must be an object with a string 'type'"),
+               -1;
+    const char *t = json_string_value(type);
+    if (strcmp(t, "text") == 0) return 0;
+    if (strcmp(t, "json_object") == 0) {
+        schema = json_object_get(rf, "schema");
+    } else if (strcmp(t, "json_schema") == 0) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js) || !(schema = json_object_get(js, "schema")))
+            return *fail = api_error(400, "invalid_value", "response_format",
+                                     "response_format of type 'json_schema' needs 'json_schema': {\"schema\": {...}}"),
+                   -1;
+    } else {
+        return *fail = api_error(400, "invalid_value", "response_format",
+                                 "response_format.type must be 'text', 'json_object' or 'json_schema', not '%s'", t),
+               -1;
+    }
+    if (!srv->tok)
+        return *fail = api_error(400, "invalid_value", "response_format",
+                                 "response_format needs the model's tokenizer, and the model has none"),
+               -1;
+    /* no schema: {} is any JSON object (lean_json_schema_to_gbnf, as llama.cpp's converter) */
+    char *text = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}"), *gbnf = NULL;
+    if (!text) return *fail = api_error(500, NULL, NULL, "no memory for the schema"), -1;
+    lean_error err;
+    lean_status st = lean_json_schema_to_gbnf(text, strlen(text), &gbnf, &err);
+    if (st == LEAN_OK) st = lean_grammar_create(gbnf, strlen(gbnf), NULL, srv->tok, &j->grammar, &err);
+    lean_grammar_text_free(gbnf);
+    free(text);
+    if (st == LEAN_OK) return 0;
+    *fail = st == LEAN_ERR_NOMEM ? api_error(500, NULL, NULL, "%s", err.msg)
+                                 : api_error(400, "invalid_schema", "response_format", "%s", err.msg);
+    return -1;
+}
+
 int api_parse_job(const serve_server *srv, job_kind kind, const char *body, size_t n, serve_job **out,
                   api_reply *fail) {
     json_t *req = parse_object(body, n, fail);
@@ -294,7 +342,7 @@ int api_parse_job(const serve_server *srv, job_kind kind, const char *body, size
         get_real(req, "top_p", 0, 1, &j->sampling.top_p, fail) || get_int(req, "top_k", 0, INT32_MAX, &top_k, fail) ||
         get_real(req, "repeat_penalty", 1e-6, 1e6, &j->sampling.repeat_penalty, fail) ||
         get_int(req, "repeat_last_n", -1, INT32_MAX, &last_n, fail) || get_int(req, "seed", INT64_MIN, INT64_MAX, &seed, fail) ||
-        parse_stop(req, j, fail))
+        parse_stop(req, j, fail) || parse_response_format(srv, req, j, fail))
         goto out;
     j->max_tokens = (int32_t)max_tokens;
     j->sampling.top_k = (int32_t)top_k;

@@ -226,6 +226,7 @@ static int slot_prefill(serve_server *srv, serve_slot *s) {
         s->prefill = 2;
         st = lean_sampler_create(&j->sampling, srv->n_vocab, &s->smp, &err);
         if (st == LEAN_OK) st = lean_sampler_accept(s->smp, j->prompt, j->n_prompt, &err);
+        if (st == LEAN_OK && j->grammar) st = lean_sampler_set_grammar(s->smp, j->grammar, &err);
         if (st == LEAN_OK) st = lean_ctx_truncate(s->ctx, keep, &err);
         if (st == LEAN_OK) s->n_ids = keep;
     }
@@ -251,9 +252,12 @@ static void slot_draw(serve_server *srv, serve_slot *s) {
     lean_error err;
     int32_t id;
     int32_t pos = lean_ctx_pos(s->ctx);
+    /* response_format: the sampler draws under the grammar's mask and moves it on; once nothing
+     * may follow, the reply is over (an end-of-generation id would be the only draw left) */
+    if (j->grammar && lean_grammar_done(j->grammar)) return slot_finish(srv, s, "stop", 0, NULL);
     lean_status st = lean_sampler_sample(s->smp, s->logits, pos, NULL, &id, &err);
     if (st == LEAN_OK) st = lean_sampler_accept(s->smp, &id, 1, &err);
-    if (st != LEAN_OK) return slot_finish(srv, s, NULL, 500, err.msg);
+    if (st != LEAN_OK) return slot_finish(srv, s, NULL, 500, err.msg); /* also a grammar's dead end */
     if (lean_token_is_eog(srv->tok, id)) return slot_finish(srv, s, "stop", 0, NULL);
     const char *t;
     size_t n;

@@ -35,6 +35,7 @@ void job_unref_locked(serve_job *j) {
     if (!j || --j->refs > 0) return;
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);
+    lean_grammar_free(j->grammar);
     free(j->prompt);
     free(j->text);
     pthread_cond_destroy(&j->cv);

@@ -37,6 +37,8 @@ typedef struct serve_job {
     int32_t max_tokens;           /* most ids in the reply; 0 = until the context is full */
     char **stop;                  /* n_stop non-empty strings, malloc'd */
     int n_stop;
+    lean_grammar *grammar;        /* response_format's, owned; NULL: free text. Used by the
+                                     engine thread only once queued */
     int fd;                       /* the client's socket, watched for a hang-up; -1 none */
     char id[48];                  /* "chatcmpl-..." / "cmpl-..." */
     int64_t created_s;

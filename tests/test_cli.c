@@ -37,7 +37,9 @@ static char *slurp(FILE *f) {
     return (char *)test_read_stream(f, &n);
 }
 
-/* `lean ARGS` (a shell word list, printf-style), stdin from /dev/null. */
+static const char *lean_stdin = "/dev/null";
+
+/* `lean ARGS` (a shell word list, printf-style), stdin from lean_stdin. */
 static result lean(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static result lean(const char *fmt, ...) {
     char args[2048], cmd[4096], err_path[512];
@@ -46,7 +48,7 @@ static result lean(const char *fmt, ...) {
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     test_tmp_path(err_path, sizeof err_path, "stderr.txt");
-    snprintf(cmd, sizeof cmd, "'%s' %s </dev/null 2>'%s'", lean_bin, args, err_path);
+    snprintf(cmd, sizeof cmd, "'%s' %s <'%s' 2>'%s'", lean_bin, args, lean_stdin, err_path);
     result r = {.rc = -1};
     FILE *p = popen(cmd, "r");
     if (p) {
@@ -275,6 +277,70 @@ static void test_lora_flags(void) {
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) result_free(&r[i]);
 }
 
+/* --lora in `lean bench`: the tg row runs with the adapter (another hash; scale 0 the
+ * model's; the row says so), its streams too (stream 0 held to the row alone by bench itself);
+ * a misfit is named. */
+static void test_bench_lora(void) {
+    const char *bench = "bench -q --json -m build/fixtures/llama-f32.gguf -p 0 --suffix none -n 6 -r 1 --backend cpu-ref";
+    result base = lean("%s", bench);
+    result with = lean("%s --lora build/lora/llama-a.gguf --streams 2", bench);
+    result zero = lean("%s --lora-scaled build/lora/llama-a.gguf 0", bench);
+    result misfit = lean("%s --lora build/lora/qwen2-a.gguf", bench);
+    CHECK(base.rc == 0 && with.rc == 0 && zero.rc == 0, "bench --lora runs: %s%s%s", base.err, with.err, zero.err);
+    const char *h0 = strstr(base.out, "\"hash\""), *h1 = strstr(with.out, "\"hash\""), *h2 = strstr(zero.out, "\"hash\"");
+    CHECK(h0 && h1 && h2 && strncmp(h0, h1, 28) != 0 && strncmp(h0, h2, 28) == 0,
+          "bench --lora: the tg row's hash changes (scale 0: it does not): %.28s / %.28s / %.28s", h0 ? h0 : "-",
+          h1 ? h1 : "-", h2 ? h2 : "-");
+    CHECK(strstr(with.out, "cpu-ref +1 lora") && strstr(with.out, "tg6 x2"), "bench --lora rows: %s", with.out);
+    CHECK(misfit.rc == 1 && strstr(misfit.err, "qwen2-a.gguf") && strstr(misfit.err, "qwen2"),
+          "bench: a misfit adapter: rc %d, '%s'", misfit.rc, misfit.err);
+    result r[] = {base, with, zero, misfit};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) result_free(&r[i]);
+}
+
+/* --lora in `lean chat` (text_model: tiny-llama with the Llama 2 vocabulary; its adapter made
+ * by scripts/make_lora.py): two turns with the adapter differ from the model's, scale 0 gives
+ * the model's, cpu-ref and the CPU's exact kernels add it the same; a misfit is named. */
+static void test_chat_lora(const char *text_model) {
+    char adapter[512], input[512];
+    test_tmp_path(adapter, sizeof adapter, "chat-lora.gguf");
+    test_tmp_path(input, sizeof input, "chat-input.txt");
+    char make[2048];
+    /* Debian's python where there is one (numpy; a pyenv python may lack it), as the Makefile's */
+    snprintf(make, sizeof make,
+             "p=python3; [ ! -x /usr/bin/python3 ] || p=/usr/bin/python3; \"$p\" scripts/make_lora.py adapter '%s' '%s' "
+             "--rank 4 >/dev/null",
+             text_model, adapter);
+    CHECK(system(make) == 0, "%s", make);
+    FILE *f = fopen(input, "w");
+    CHECK(f != NULL, "cannot write %s", input);
+    if (!f) return;
+    fputs("Hello there\nTell me more\n", f);
+    fclose(f);
+    lean_stdin = input;
+    const char *chat = "chat -q -n 8 --greedy -m";
+    result base = lean("%s '%s' --backend cpu-ref", chat, text_model);
+    result with = lean("%s '%s' --backend cpu-ref --lora '%s'", chat, text_model, adapter);
+    result zero = lean("%s '%s' --backend cpu-ref --lora-scaled '%s' 0", chat, text_model, adapter);
+    result exact = lean("%s '%s' --exact --lora '%s'", chat, text_model, adapter);
+    result misfit = lean("%s '%s' --lora build/lora/llama-a.gguf", chat, text_model);
+    result usage = lean("%s '%s' --lora-scaled '%s' half", chat, text_model, adapter);
+    lean_stdin = "/dev/null";
+    CHECK(base.rc == 0 && with.rc == 0 && zero.rc == 0 && exact.rc == 0, "chat --lora runs: %s%s%s%s", base.err,
+          with.err, zero.err, exact.err);
+    CHECK(count_of(base.out, "\n") == 2 && strcmp(base.out, with.out) != 0, "chat --lora: the replies change: '%s' / '%s'",
+          base.out, with.out);
+    CHECK(strcmp(base.out, zero.out) == 0, "chat --lora-scaled 0: '%s', without: '%s'", zero.out, base.out);
+    CHECK(strcmp(with.out, exact.out) == 0, "chat --lora: cpu-ref '%s', cpu --exact '%s'", with.out, exact.out);
+    CHECK(misfit.rc == 1 && strstr(misfit.err, "llama-a.gguf") && strstr(misfit.err, "blk.2.attn_q.weight"),
+          "chat: a misfit adapter: rc %d, '%s'", misfit.rc, misfit.err);
+    CHECK(usage.rc == 2 && strstr(usage.err, "half'"), "chat: bad SCALE: rc %d, '%s'", usage.rc, usage.err);
+    result r[] = {base, with, zero, exact, misfit, usage};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) result_free(&r[i]);
+    unlink(adapter);
+    unlink(input);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* DIR/tests/test_cli -> DIR/lean */
@@ -306,6 +372,8 @@ int main(int argc, char **argv) {
     test_aliases(text_model, vocab);
     test_stderr();
     test_lora_flags();
+    test_bench_lora();
+    if (text_model) test_chat_lora(text_model);
     if (text_model) unlink(text_model);
     return test_finish("test_cli");
 }

@@ -14,7 +14,11 @@
  * Switching: removing the adapters gives the model's bits again, scale 0 its values; two
  * contexts of one model with different adapters do not disturb each other.
  * Refusals (adapters written here with gguf_writer for a tiny model): each misfit named.
+ * Chat sessions (lean_chat_session_set_loras): adapters set between turns are the adapters set
+ * before the first (the same greedy reply, the cache computed without them dropped: nothing
+ * reused), removing them gives the model's reply again, not during a turn.
  * Out of memory: every allocation of a load failing in turn ends in a clean error. */
+#include "dev/lean_dev.h"
 #include "fixture.h"
 #include "lora_ref.h"
 #include "test.h"
@@ -379,8 +383,111 @@ static void test_refusals(void) {
     lean_model_free(m);
 }
 
+/* ---- chat sessions ---- */
+
+/* One greedy turn; its reply into out (cap bytes) and its stats. */
+static bool chat_turn(lean_chat_session *s, char *out, size_t cap, lean_chat_turn_stats *st) {
+    lean_error err;
+    if (lean_chat_submit(s, "Hello there", &err) != LEAN_OK) {
+        CHECK(false, "submit: %s", err.msg);
+        return false;
+    }
+    size_t n = 0;
+    for (int more = 1; more;) {
+        const char *t;
+        size_t k;
+        if (lean_chat_step(s, &t, &k, &more, &err) != LEAN_OK) {
+            CHECK(false, "step: %s", err.msg);
+            return false;
+        }
+        if (n + k < cap) memcpy(out + n, t, k), n += k;
+    }
+    out[n] = 0;
+    lean_chat_session_stats(s, st);
+    return true;
+}
+
+static void test_chat_session(void) {
+    /* tiny-llama (n_embd 256) with the built-in vocabulary and ChatML; an adapter of rank 4 on
+     * every layer's q and ffn_up, F32, random values large enough to move a greedy reply */
+    char model[512];
+    test_tmp_path(model, sizeof model, "lora-chat.gguf");
+    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = 1};
+    lean_error err;
+    CHECK(lean_generate_model(&gp, model, &err) == LEAN_OK, "%s", err.msg);
+    lean_model *m = NULL;
+    CHECK(lean_model_load_file(model, &m, &err) == LEAN_OK, "%s", err.msg);
+    unlink(model);
+    if (!m) return;
+    lean_model_info info;
+    lean_model_get_info(m, &info);
+    const int64_t E = info.n_embd, F = info.n_ff, R = 4;
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_str(w, "general.architecture", info.arch);
+    gguf_w_str(w, "general.type", "adapter");
+    gguf_w_str(w, "adapter.type", "lora");
+    gguf_w_f32(w, "adapter.lora.alpha", 8.0f);
+    float *v = malloc(sizeof *v * (size_t)(F > E ? F : E) * R);
+    uint64_t seed = 7;
+    for (int l = 0; l < info.n_layer; l++) {
+        const char *slot[2] = {"attn_q", "ffn_up"};
+        const int64_t rows[2] = {E, F};
+        for (int k = 0; k < 2; k++) {
+            char name[96];
+            const int64_t a_ne[2] = {E, R}, b_ne[2] = {R, rows[k]};
+            for (int64_t i = 0; i < E * R; i++) v[i] = (float)((int64_t)(tiny_rng(&seed) % 2001) - 1000) * 2e-4f;
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", l, slot[k]);
+            gguf_w_tensor(w, name, LEAN_TYPE_F32, 2, a_ne, v, sizeof *v * (size_t)(E * R));
+            for (int64_t i = 0; i < R * rows[k]; i++) v[i] = (float)((int64_t)(tiny_rng(&seed) % 2001) - 1000) * 2e-4f;
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", l, slot[k]);
+            gguf_w_tensor(w, name, LEAN_TYPE_F32, 2, b_ne, v, sizeof *v * (size_t)(R * rows[k]));
+        }
+    }
+    free(v);
+    void *bytes = NULL;
+    uint64_t n_bytes = 0;
+    CHECK(gguf_writer_write_mem(w, &bytes, &n_bytes, &err) == LEAN_OK, "%s", err.msg);
+    gguf_writer_free(w);
+    lean_lora *a = NULL;
+    CHECK(bytes && lean_lora_load_memory(m, bytes, (size_t)n_bytes, &a, &err) == LEAN_OK, "%s", err.msg);
+    free(bytes);
+    lean_chat_session_params p = lean_chat_session_default_params();
+    p.backend = "cpu-ref", p.n_ctx = 128, p.n_predict = 8, p.sampling.temperature = 0;
+    lean_chat_session *before = NULL, *between = NULL;
+    CHECK(lean_chat_session_create(m, &p, &before, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_chat_session_create(m, &p, &between, &err) == LEAN_OK, "%s", err.msg);
+    const float one = 1.0f;
+    char r_lora[512], r_base[512], r[512];
+    lean_chat_turn_stats st;
+    if (a && before && between && lean_chat_session_set_loras(before, &a, &one, 1, &err) == LEAN_OK &&
+        chat_turn(before, r_lora, sizeof r_lora, &st) && chat_turn(between, r_base, sizeof r_base, &st)) {
+        CHECK(strcmp(r_lora, r_base) != 0, "the adapter leaves the reply as it was: '%s'", r_base);
+        /* the same conversation again, the adapter set between the turns: the cache held it
+         * computed without the adapter, so nothing of it may be reused */
+        lean_chat_session_reset(between);
+        CHECK(lean_chat_session_set_loras(between, &a, &one, 1, &err) == LEAN_OK, "%s", err.msg);
+        if (chat_turn(between, r, sizeof r, &st))
+            CHECK(strcmp(r, r_lora) == 0 && st.n_reused == 0, "set between turns: '%s' (%d reused), set first: '%s'",
+                  r, st.n_reused, r_lora);
+        lean_chat_session_reset(between);
+        CHECK(lean_chat_session_set_loras(between, NULL, NULL, 0, &err) == LEAN_OK, "%s", err.msg);
+        if (chat_turn(between, r, sizeof r, &st))
+            CHECK(strcmp(r, r_base) == 0 && st.n_reused == 0, "removed: '%s' (%d reused), the model's: '%s'", r,
+                  st.n_reused, r_base);
+        CHECK(lean_chat_submit(between, "Again", &err) == LEAN_OK, "%s", err.msg);
+        CHECK(lean_chat_session_set_loras(between, &a, &one, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "turn"),
+              "during a turn: %s", err.msg);
+        CHECK(lean_chat_session_set_loras(NULL, &a, &one, 1, &err) == LEAN_ERR_ARG, "NULL session: %s", err.msg);
+    }
+    lean_chat_session_free(before);
+    lean_chat_session_free(between);
+    lean_lora_free(a);
+    lean_model_free(m);
+}
+
 int main(void) {
     test_refusals();
+    test_chat_session();
     for (size_t i = 0; i < sizeof LORA_NAMES / sizeof LORA_NAMES[0]; i++) test_reference(LORA_NAMES[i]);
     test_quantized_base("q8_0");
     test_quantized_base("q4_k");

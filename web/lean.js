@@ -6,6 +6,8 @@
 //   lean.info.backend;                                            // 'gpu' or 'cpu'
 //   const { ids, text } = await lean.generate({ prompt: 'Once upon', maxTokens: 32 });
 //   for await (const piece of lean.chat('Hi!')) show(piece);      // the reply, streamed
+//   const { text: json } = await lean.generate({ prompt: 'A cat:', jsonSchema: { type: 'object' } });
+//   await lean.setLoras([{ url: 'adapter.gguf', scale: 0.5 }]);    // LoRA adapters, no reload
 //   await lean.free();
 //
 // Every method but free waits for the ones before it (the worker runs one request at a time).
@@ -17,6 +19,27 @@ const CACHE_NAME = 'lean-models-v1'; // lean_worker.js fills it
 // Where the page's sampling names meet the worker's (the same names: kept in one list).
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => o?.[k] !== undefined).map((k) => [k, o[k]]));
+// A reply held to a grammar: { grammar: GBNF text } or { jsonSchema: a schema, object or JSON text }
+// (docs/grammar.md), for the worker: the schema as JSON text.
+const constraint = (o) => ({
+    ...pick(o, ['grammar']),
+    ...(o?.jsonSchema != null ? { jsonSchema: typeof o.jsonSchema === 'string' ? o.jsonSchema : JSON.stringify(o.jsonSchema) } : {}),
+});
+// An adapter's file as bytes: { url } (fetched relative to the page), { data } (an ArrayBuffer,
+// typed array, File or Blob); copied, so the caller keeps its buffer.
+async function adapterBytes(a) {
+    if (a?.url !== undefined) {
+        const url = new URL(a.url, globalThis.location?.href).href;
+        const r = await fetch(url);
+        if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+        return new Uint8Array(await r.arrayBuffer());
+    }
+    const d = a?.data;
+    if (typeof Blob !== 'undefined' && d instanceof Blob) return new Uint8Array(await d.arrayBuffer());
+    if (d instanceof ArrayBuffer) return new Uint8Array(d.slice(0));
+    if (ArrayBuffer.isView(d)) return new Uint8Array(d.buffer.slice(d.byteOffset, d.byteOffset + d.byteLength));
+    throw new TypeError('an adapter is { url } or { data: ArrayBuffer | typed array | Blob }, with an optional scale');
+}
 
 export class Lean {
     #worker;
@@ -52,7 +75,7 @@ export class Lean {
     // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
     // array, or a ReadableStream of bytes (opts.size: its length, when known).
     // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, softwareGpu,
-    //         onProgress, size }
+    //         onProgress, size, loras (as setLoras takes them) }
     static async load(source, opts = {}) {
         const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
         const lean = new Lean(worker);
@@ -80,6 +103,7 @@ export class Lean {
         }
         try {
             lean.info = await lean.#request('load', { source: src, opts: options }, { transfer, onMessage: (m) => m.type === 'progress' && onProgress?.(m) });
+            if (opts.loras?.length) await lean.setLoras(opts.loras);
         } catch (e) {
             worker.terminate();
             throw e;
@@ -116,9 +140,11 @@ export class Lean {
     }
 
     // { ids | prompt, maxTokens = 32, temperature (0/absent: greedy), topK, topP, repeatPenalty,
-    //   repeatLastN, seed, ignoreEog, signal, onToken(id, text) } -> { ids, text }
+    //   repeatLastN, seed, ignoreEog, grammar | jsonSchema, signal, onToken(id, text) } -> { ids, text }
+    // With grammar (GBNF) or jsonSchema, only ids that keep the reply inside it are drawn, and it
+    // ends once the grammar is complete (an end-of-generation id, not in ids).
     async generate(o = {}) {
-        const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), stream: !!o.onToken };
+        const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), ...constraint(o), stream: !!o.onToken };
         if (o.ids) args.ids = Array.from(o.ids);
         // after an abort no id reaches onToken, and the result ends where onToken stopped: the
         // worker may have sent a few more before it saw the abort (its cache keeps them, exact)
@@ -142,7 +168,8 @@ export class Lean {
     // far continues; opts.system sets its system prompt), or the whole conversation
     // [{ role, content }, ...] ending with the user's message (which then becomes the one
     // chat(text) continues). The KV cache keeps what the turns share.
-    // opts: { maxTokens, signal, system, temperature, topK, topP, repeatPenalty, repeatLastN, seed }
+    // opts: { maxTokens, signal, system, temperature, topK, topP, repeatPenalty, repeatLastN, seed,
+    //         grammar | jsonSchema (this reply held to it, as in generate) }
     async *chat(input, opts = {}) {
         let messages;
         if (typeof input === 'string') {
@@ -157,7 +184,7 @@ export class Lean {
         const queue = [];
         let wake = null, done = false, failure = null, shown = '';
         const notify = () => wake?.();
-        const args = { messages, ...pick(opts, ['maxTokens', ...SAMPLING]) };
+        const args = { messages, ...pick(opts, ['maxTokens', ...SAMPLING]), ...constraint(opts) };
         const controller = new AbortController();
         opts.signal?.addEventListener('abort', () => controller.abort(), { once: true });
         if (opts.signal?.aborted) controller.abort();
@@ -205,6 +232,18 @@ export class Lean {
                 await finished;
             }
         }
+    }
+
+    // LoRA adapters (llama.cpp's GGUF adapters, docs/lora.md) applied to every call from now on:
+    // [{ url | data, scale = 1 }, ...], each added (not merged: switching is instant, no reload);
+    // [] removes them. An adapter that does not fit the model rejects, naming the tensor, and
+    // the adapters in force stay. The KV cache was computed without them: the next call
+    // prefills its prompt whole. Resolves to the number of adapters in force.
+    async setLoras(loras = []) {
+        if (!Array.isArray(loras)) throw new TypeError('setLoras takes an array of { url | data, scale }');
+        const list = [];
+        for (const a of loras) list.push({ bytes: await adapterBytes(a), scale: a.scale ?? 1 });
+        return this.#request('setLoras', { loras: list }, { transfer: list.map((a) => a.bytes.buffer) });
     }
 
     // Forgets the conversation (the KV cache is kept: a new one reuses what it shares).

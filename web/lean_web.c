@@ -9,7 +9,8 @@
  * thread, and it reads the message before its next call. Seeds cross as doubles (exact below
  * 2^53); a negative one asks for a random seed.
  *
- * Sections: errors and buffers · model · contexts and generation · text · chat sessions
+ * Sections: errors and buffers · model · contexts and generation · text · chat sessions ·
+ * grammars and adapters
  */
 #include "lean.h"
 
@@ -265,3 +266,36 @@ double EXPORT(lw_chat_seed)(const lean_chat_session *s) {
     return (double)lean_sampler_seed(lean_chat_session_sampler(s));
 }
 const lean_ctx *EXPORT(lw_chat_ctx)(const lean_chat_session *s) { return lean_chat_session_ctx(s); }
+
+/* ---- grammars and adapters ---- */
+
+/* A grammar over the model's vocabulary from text (n bytes): GBNF, or with is_schema a JSON
+ * Schema (lean_json_schema_to_gbnf); the error names the place. */
+int EXPORT(lw_grammar_create)(const lean_model *m, const char *text, size_t n, int32_t is_schema, lean_grammar **out) {
+    const lean_tokenizer *t;
+    lean_status st = tokenizer(m, &t);
+    char *gbnf = NULL;
+    if (st == LEAN_OK && is_schema) st = lean_json_schema_to_gbnf(text, n, &gbnf, &last_err);
+    if (st == LEAN_OK) st = lean_grammar_create(gbnf ? gbnf : text, gbnf ? strlen(gbnf) : n, NULL, t, out, &last_err);
+    lean_grammar_text_free(gbnf);
+    return st;
+}
+void EXPORT(lw_grammar_free)(lean_grammar *g) { lean_grammar_free(g); }
+/* g nullable: none */
+int EXPORT(lw_sampler_set_grammar)(lean_sampler *s, lean_grammar *g) { return lean_sampler_set_grammar(s, g, &last_err); }
+int EXPORT(lw_chat_set_grammar)(lean_chat_session *s, lean_grammar *g) {
+    return lean_chat_session_set_grammar(s, g, &last_err);
+}
+
+/* An adapter from size bytes of its file (copied: the worker frees them after). */
+int EXPORT(lw_lora_load)(const lean_model *m, const void *data, size_t size, lean_lora **out) {
+    return lean_lora_load_memory(m, data, size, out, &last_err);
+}
+void EXPORT(lw_lora_free)(lean_lora *a) { lean_lora_free(a); }
+/* n adapters loras[i] (pointers) with scales[i] (float32) on a context / a chat session */
+int EXPORT(lw_ctx_set_loras)(lean_ctx *c, lean_lora *const *loras, const float *scales, int32_t n) {
+    return lean_ctx_set_loras(c, loras, scales, n, &last_err);
+}
+int EXPORT(lw_chat_set_loras)(lean_chat_session *s, lean_lora *const *loras, const float *scales, int32_t n) {
+    return lean_chat_session_set_loras(s, loras, scales, n, &last_err);
+}

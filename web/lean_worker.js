@@ -40,7 +40,7 @@ let memory = null;
 const GPU_CALLS = [
     'lw_ctx_create', 'lw_ctx_free', 'lw_ctx_truncate', 'lw_prefill', 'lw_gen_begin', 'lw_gen_next', 'lw_gen_end',
     'lw_loader_push', 'lw_loader_end', 'lw_loader_free', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
-    'lw_chat_set_messages', 'lw_chat_set_sampling',
+    'lw_chat_set_messages', 'lw_chat_set_sampling', 'lw_ctx_set_loras', 'lw_chat_set_loras',
 ];
 
 // jspi false: run as where WebAssembly.Suspending does not exist (Safari; the pump's tests)
@@ -236,6 +236,8 @@ const state = {
     ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
     chat: 0, // the chat session (its own context)
     gpuOnly: false, // the weights went to the GPU only (loadGpuOnly)
+    loras: [], // [{ ptr, scale }]: the adapters (setLoras) on every context made from now on
+    chatGrammar: 0, // the last chat turn's grammar (its session may hold it)
 };
 const streamed = new Set(); // ids of requests whose pieces or tokens were posted (gpuLost)
 const post = (m) => {
@@ -502,7 +504,7 @@ async function gpuLost(e, reqId, again) {
     await freeContexts();
     if (state.gpuOnly) throw new Error(`${e.message}; the model was loaded GPU-only (its weights were on that device): load it again`);
     if ((state.opts.backend ?? 'auto') === 'auto') state.backend = 'cpu';
-    state.ctx = await createCtx(state.backend, state.opts);
+    state.ctx = await adaptedCtx();
     post({ type: 'info', info: await describe() });
     if (streamed.has(reqId) || again)
         throw new Error(`the GPU device was lost during this reply (${e.message}); ` +
@@ -515,8 +517,88 @@ async function gpuLost(e, reqId, again) {
 async function generateCtx() {
     if (state.chat) await ex.lw_chat_free(state.chat);
     state.chat = 0;
-    state.ctx ||= await createCtx(state.backend, state.opts);
+    state.ctx ||= await adaptedCtx();
     return state.ctx;
+}
+
+// ---- adapters (setLoras) ----
+
+// The adapters in force (state.loras) on a context (f 'lw_ctx_set_loras') or a chat session
+// ('lw_chat_set_loras', which drops the session's cache: computed without them).
+async function setLorasOn(f, target) {
+    const n = state.loras.length;
+    await withMem([4 * n, 4 * n], async (ptrs, scales) => {
+        i32(ptrs, n).set(state.loras.map((a) => a.ptr));
+        new Float32Array(memory.buffer, scales, n).set(state.loras.map((a) => a.scale));
+        await call(f, target, ptrs, scales, n);
+    });
+}
+
+async function adaptedCtx() {
+    const ctx = await createCtx(state.backend, state.opts);
+    if (state.loras.length) {
+        try {
+            await setLorasOn('lw_ctx_set_loras', ctx);
+        } catch (e) {
+            await ex.lw_ctx_free(ctx);
+            throw e;
+        }
+    }
+    return ctx;
+}
+
+// loras: [{ bytes (Uint8Array of the adapter's GGUF file), scale }]; [] removes them. Loaded
+// for the model (a misfit is refused naming the tensor), then set on the live context; on
+// failure the adapters in force stay.
+async function setLoras({ loras }) {
+    const made = [];
+    try {
+        for (const { bytes, scale } of loras) {
+            const p = alloc(bytes.length);
+            try {
+                u8(p, bytes.length).set(bytes);
+                await withMem([4], async (out) => {
+                    await call('lw_lora_load', state.model, p, bytes.length, out);
+                    made.push({ ptr: i32(out, 1)[0], scale });
+                });
+            } finally {
+                ex.lw_free(p); // lean keeps its own copy
+            }
+        }
+    } catch (e) {
+        for (const a of made) ex.lw_lora_free(a.ptr);
+        throw e;
+    }
+    const old = state.loras;
+    state.loras = made;
+    try {
+        if (state.chat) {
+            await setLorasOn('lw_chat_set_loras', state.chat);
+        } else if (state.ctx) {
+            await setLorasOn('lw_ctx_set_loras', state.ctx);
+            state.ctxIds = []; // computed without them: prefilled again
+            await call('lw_ctx_truncate', state.ctx, 0);
+        }
+    } catch (e) {
+        state.loras = old;
+        for (const a of made) ex.lw_lora_free(a.ptr);
+        throw e;
+    }
+    for (const a of old) ex.lw_lora_free(a.ptr);
+    return made.length;
+}
+
+// ---- grammars (generate and chat's grammar or jsonSchema) ----
+
+// A grammar for o.grammar (GBNF text) or o.jsonSchema (a schema's JSON text), or 0 for none.
+async function grammarOf(o) {
+    if (o.grammar != null && o.jsonSchema != null) throw new Error('give grammar or jsonSchema, not both');
+    const text = o.jsonSchema ?? o.grammar;
+    if (text == null) return 0;
+    return withMem([text, 4], async (t, out) => {
+        await call('lw_grammar_create', state.model, t, encoder.encode(text).length, o.jsonSchema != null ? 1 : 0, out);
+        return i32(out, 1)[0];
+    });
 }
 
 async function freeContexts() {
@@ -613,16 +695,18 @@ async function generateOnce(o, reqId) {
     await call('lw_ctx_truncate', ctx, common);
 
     const out = [];
-    let text = '', smp = 0, ts = 0, stop = 'limit';
+    let text = '', smp = 0, ts = 0, grammar = 0, stop = 'limit';
     const t0 = performance.now();
     let t1 = t0;
     await withMem([ids, 16], async (idsPtr, scratch) => {
         try {
+            grammar = await grammarOf(o); // a bad one fails before any work
             await call('lw_prefill', ctx, idsPtr + 4 * common, ids.length - common, state.logits);
             state.ctxIds = ids.slice();
             t1 = performance.now();
             await call('lw_sampler_create', state.model, ...samplingArgs(o), scratch);
             smp = i32(scratch, 1)[0];
+            if (grammar) await call('lw_sampler_set_grammar', smp, grammar); // lw_gen_* then draw on the host
             await call('lw_sampler_accept', smp, idsPtr, ids.length);
             if (hasText) {
                 await call('lw_text_stream_create', state.model, scratch);
@@ -675,6 +759,7 @@ async function generateOnce(o, reqId) {
             await ex.lw_gen_end(ctx); // the cache: the prompt and every drawn id but the last
             if (ts) ex.lw_text_stream_free(ts);
             if (smp) ex.lw_sampler_free(smp);
+            if (grammar) ex.lw_grammar_free(grammar);
         }
     });
     // the ids handed out, the end-of-generation one left out of the result
@@ -708,10 +793,18 @@ async function chatSession() {
     if (state.ctx) await ex.lw_ctx_free(state.ctx);
     Object.assign(state, { ctx: 0, ctxIds: [] });
     const o = state.opts;
-    return withMem([state.backend, 4], async (name, out) => {
+    state.chat = await withMem([state.backend, 4], async (name, out) => {
         await call('lw_chat_create', state.model, name, o.nCtx ?? 0, 0, threadsFor(state.backend, o), o.exact ? 1 : 0, out);
-        return (state.chat = i32(out, 1)[0]);
+        return i32(out, 1)[0];
     });
+    try {
+        if (state.loras.length) await setLorasOn('lw_chat_set_loras', state.chat);
+    } catch (e) {
+        await ex.lw_chat_free(state.chat); // never a session without the adapters asked for
+        state.chat = 0;
+        throw e;
+    }
+    return state.chat;
 }
 
 async function chat(o, reqId) {
@@ -734,6 +827,16 @@ async function chatOnce(o, reqId) {
     const history = JSON.stringify(msgs.slice(0, -1));
     await withMem([history], (json) => call('lw_chat_set_messages', s, json, encoder.encode(history).length));
     await call('lw_chat_set_sampling', s, t, k, p, r, n, seed, o.maxTokens ?? 0);
+    // this turn's grammar (o.grammar, o.jsonSchema; 0: none) replaces the last turn's, freed now
+    const grammar = await grammarOf(o);
+    try {
+        await call('lw_chat_set_grammar', s, grammar);
+    } catch (e) {
+        if (grammar) ex.lw_grammar_free(grammar);
+        throw e;
+    }
+    if (state.chatGrammar) ex.lw_grammar_free(state.chatGrammar);
+    state.chatGrammar = grammar;
     let text = '';
     const t0 = performance.now();
     let t1 = 0, nPrefill = 0;
@@ -809,11 +912,15 @@ const ops = {
     tokenize: ({ text, addSpecial = true, parseSpecial = false }) =>
         tokenize(text, (addSpecial ? TOKENIZE_ADD_SPECIAL : 0) | (parseSpecial ? TOKENIZE_PARSE_SPECIAL : 0)),
     detokenize,
+    setLoras,
     async resetChat() {
         if (state.chat) await ex.lw_chat_reset(state.chat);
     },
     async free() {
         await freeContexts();
+        for (const a of state.loras) ex.lw_lora_free(a.ptr); // before their model
+        if (state.chatGrammar) ex.lw_grammar_free(state.chatGrammar); // after its session
+        Object.assign(state, { loras: [], chatGrammar: 0 });
         if (state.model) await ex.lw_model_free(state.model);
         if (state.bytes) ex.lw_free(state.bytes); // after the model: its weights lived here
         Object.assign(state, { model: 0, bytes: 0 });

@@ -627,6 +627,19 @@ lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g,
     return st;
 }
 
+lean_status lean_chat_session_set_loras(lean_chat_session *s, lean_lora *const *loras, const float *scales, int32_t n,
+                                       lean_error *err) {
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_loras: NULL session");
+    if (s->phase != PHASE_IDLE) return LEAN_FAIL(err, LEAN_ERR_ARG, "a turn is in progress: step it to its end first");
+    lean_status st = lean_ctx_set_loras(s->ctx, loras, scales, n, err);
+    if (st != LEAN_OK) return st;
+    /* the cache was computed with the old adapters: the next turn prefills everything again */
+    lean_ctx_truncate(s->ctx, 0, NULL);
+    s->n_ids = 0;
+    s->has_logits = false;
+    return LEAN_OK;
+}
+
 void lean_chat_abort(lean_chat_session *s) {
     if (s) atomic_store(&s->abort_flag, 1);
 }

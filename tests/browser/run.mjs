@@ -4,7 +4,7 @@
 // `make web`) served by scripts/serve_web.mjs with cross-origin isolation.
 //
 //   node tests/browser/run.mjs [chromium] [firefox] [--verbose] [--only=GROUP,...]   (default: both, all)
-//   GROUP: env models chat lost memory page (--only=chat: the chat checks alone, while working on them)
+//   GROUP: env models chat lost memory constrained page (--only=chat: the chat checks alone, while working on them)
 //   npm run test:browser
 //
 // Needs build-web/ (make web), build/lean and the fixtures and vocabularies (make test-data).
@@ -29,6 +29,8 @@
 //     device (lostChecks).
 //   - too little memory (a tensor past the storage binding limit, where the browser's is 128 MiB):
 //     'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit.
+//   - with JSPI only: grammars and JSON schemas in generate and chat, LoRA adapters through
+//     Lean.load and setLoras, on the CPU's exact path, against the CLI's ids (constrained.mjs).
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
 // screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -38,6 +40,7 @@
 import fs from 'node:fs';
 import { BROWSERS, launch, serve } from './harness.mjs';
 import * as native from './native.mjs';
+import { constrainedChecks, constrainedReferences } from './constrained.mjs';
 
 const MODELS = ['llama-q4_k', 'qwen2-q8_0'];          // build/fixtures, served at /models/
 const BACKENDS = ['gpu', 'cpu'];
@@ -56,7 +59,7 @@ const STEP_MS = 600_000;  // a hang guard per browser call (a hung page fails, n
 const argv = process.argv.slice(2);
 const verbose = argv.includes('--verbose');
 const names = argv.filter((a) => !a.startsWith('--'));
-const GROUPS = ['env', 'models', 'chat', 'lost', 'memory', 'page'];
+const GROUPS = ['env', 'models', 'chat', 'lost', 'memory', 'constrained', 'page'];
 const only = argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? GROUPS;
 for (const g of only) if (!GROUPS.includes(g)) { console.error(`run.mjs: unknown group '${g}' (${GROUPS.join(' ')})`); process.exit(2); }
 const wanted = (g) => only.includes(g);
@@ -86,6 +89,7 @@ function references() {
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
+    ref.constrained = constrainedReferences(CHAT_MODEL);
     return ref;
 }
 
@@ -312,6 +316,10 @@ async function runBrowser(name, url, ref) {
             for (const b of wanted('chat') ? BACKENDS : []) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi, name));
             if (wanted('lost')) groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
             if (wanted('memory')) groups.push(async (page) => memoryChecks(page, `${tag} too big`, ref, jspi));
+            if (jspi && wanted('constrained'))
+                groups.push(async (page) => constrainedChecks(page, `${tag} constrained`, ref.constrained,
+                                                              `/browser-models/${CHAT_MODEL.split('/').pop()}`, jspi,
+                                                              { call, load, check, same, fmt }));
             for (const group of groups) {
                 let page;
                 try {
@@ -334,7 +342,7 @@ let server;
 try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
-    server = await serve(['/models=build/fixtures', '/browser-models=build/browser']);
+    server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {

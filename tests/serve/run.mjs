@@ -6,6 +6,8 @@
 //             prefix cache, stop strings, the CLI's own replies, and every error the server
 //             answers (malformed JSON, unknown model, a prompt over the context, absurd
 //             parameters, an oversized body, a wrong method or path, a vanished client);
+//   format.mjs response_format: replies held to JSON or a JSON schema parse and validate, the
+//             CLI's own text under a schema, bad schemas refused with 400s;
 //   load.mjs  the loopback load test: 200 requests from 32 concurrent clients, some cancelled
 //             midway; every reply equal to the same request made alone; p50/p99 latency and
 //             aggregate tokens/s printed;
@@ -19,6 +21,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { apiTests } from './api.mjs';
+import { formatTests } from './format.mjs';
 import { loadTest } from './load.mjs';
 
 const build = process.argv[2] || 'build';
@@ -62,6 +65,7 @@ console.log(`lean serve at ${url}`);
 
 try {
     await apiTests({ url, lean, model, modelId: 'tiny', nCtx: 1024, check });
+    await formatTests({ url, lean, model, modelId: 'tiny', check });
     await loadTest({ url, check });
 } catch (e) {
     check(false, 'the tests ran to the end', e.stack || e);
