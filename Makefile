@@ -192,7 +192,7 @@ WEB_BUILD ?= build-web
 WEB_WASM  ?= lean.wasm
 WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
 .PHONY: web web-mt web-relaxed
-web: $(WEB_BUILD)/$(WEB_WASM) web-mt web-relaxed $(WEB_FILES:web/%=$(WEB_BUILD)/%)
+web: $(WEB_BUILD)/$(WEB_WASM) web-mt web-relaxed $(WEB_FILES:web/%=$(WEB_BUILD)/%) $(WEB_BUILD)/demo/lean-demo.gguf
 web-mt:
 	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 WEB_WASM=lean-mt.wasm $(WEB_BUILD)/lean-mt.wasm
 web-relaxed:
@@ -202,6 +202,10 @@ $(WEB_BUILD)/$(WEB_WASM): web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a 
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \
 	  $(WASM_BUILD)/liblean.a -lm $(WASM_LDFLAGS) -Wl,--strip-debug
 $(WEB_BUILD)/%: web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
+# The demo model beside the page, which offers it first (web/index.html's #model-url)
+$(WEB_BUILD)/demo/lean-demo.gguf: models/lean-demo.gguf
 	@mkdir -p $(dir $@)
 	cp $< $@
 

@@ -236,7 +236,7 @@ async function memoryChecks(page, t, ref, jspi) {
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
-// the chat model by URL on the GPU, one greedy message, the reply shown, a screenshot; the
+// the demo model offered first; the chat model by URL on the GPU, one greedy message, the reply shown, a screenshot; the
 // reply equals lean chat's, as the API's does.
 async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
@@ -245,6 +245,15 @@ async function pageCheck(browser, name, url, ref) {
         if (verbose) page.on('console', (msg) => console.error(`  [console] ${msg.text()}`));
         page.on('pageerror', (e) => console.error(`  [pageerror] ${e.message}`));
         await page.setViewport({ width: 900, height: 800 });
+        // With no ?model the page offers the demo model, served beside it by `make web`.
+        await page.goto(`${url}index.html`);
+        const demo = await page.evaluate(async () => {
+            const u = document.getElementById('model-url').value;
+            const r = await fetch(u, { headers: { Range: 'bytes=0-3' } });
+            return { u, ok: r.ok, magic: new TextDecoder().decode((await r.arrayBuffer()).slice(0, 4)) };
+        });
+        check(demo.u === 'demo/lean-demo.gguf' && demo.ok && demo.magic === 'GGUF',
+              `${name} page: offers the demo model first (${demo.u}, served, a GGUF)`, JSON.stringify(demo));
         await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
         await page.waitForSelector('#load');
         await page.click('#load');
