@@ -86,18 +86,22 @@ typedef struct bound {
     double rho, sqrt_s, z;
 } bound;
 
-enum bound_path { BOUND_FLOAT, BOUND_8BIT, BOUND_F16 };
+/* BOUND_8BIT: 8-bit activations in the CPU backend's blocks (bound_block_elems); BOUND_8BIT_32:
+ * in blocks of 32 whatever the format (the GPU's matmul_tiled_i8.wgsl) */
+enum bound_path { BOUND_FLOAT, BOUND_8BIT, BOUND_F16, BOUND_8BIT_32 };
 
-/* The block of the 8-bit activations a fixture's weights take: Q8_K (256) for the K-quants,
- * Q8_32 for the others (quant_act.c's lean_act_for). */
-static inline int bound_block_elems(const fixture *fx) { return strstr(fx->fmt, "_k") ? 256 : 32; }
+/* The block of the 8-bit activations a fixture's weights take on path: Q8_K (256) for the
+ * K-quants, Q8_32 for the others (quant_act.c's lean_act_for); 32 on BOUND_8BIT_32. */
+static inline int bound_block_elems(const fixture *fx, enum bound_path path) {
+    return path != BOUND_8BIT_32 && strstr(fx->fmt, "_k") ? 256 : 32;
+}
 
 /* The bound of path on model m over n_steps steps; block: the 8-bit activations' (32, 256). */
 static inline bound bound_make(enum bound_path path, int block, const lean_model *m, int n_steps) {
     lean_model_info in;
     lean_model_get_info(m, &in);
     bound b = {0, sqrt(7.0 * in.n_layer + 1), bound_z((double)in.n_vocab * n_steps)};
-    if (path == BOUND_8BIT) b.rho = sqrt(bound_crest2(block)) / (127 * sqrt(12.0));
+    if (path == BOUND_8BIT || path == BOUND_8BIT_32) b.rho = sqrt(bound_crest2(block)) / (127 * sqrt(12.0));
     if (path == BOUND_F16) b.rho = sqrt(8.0 / 3.0) * ldexp(1.0, -11);
     return b;
 }
@@ -212,7 +216,7 @@ static inline bound_result bound_fixture(const fixture *fx, const char *path_nam
                                          enum bound_path path, const lean_model *m) {
     bound_result r = {0};
     const int V = lean_model_n_vocab(m), n_steps = fx->n_prompt + fx->n_cont;
-    const bound b = bound_make(path, bound_block_elems(fx), m, n_steps);
+    const bound b = bound_make(path, bound_block_elems(fx, path), m, n_steps);
     for (int s = 0; s < n_steps; s++) {
         const float *f = lf + (size_t)s * V, *ref = lr + (size_t)s * V;
         double max_ratio, gain;

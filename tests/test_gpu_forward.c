@@ -15,8 +15,8 @@
  *     every fixture, at every prompt position and decoded step, with the bound tests/parity_bound.h
  *     derives from f16's rounding: every logit and top-k set, the greedy pick at every
  *     decided step, near-ties waived and counted, a minimum of decided steps;
- *   - where WGSL has packed dot products, the 8-bit prefill (Q8_0, Q4_0) held the same way
- *     with the bound of its 8-bit inputs (fast_parity);
+ *   - where WGSL has packed dot products, the 8-bit prefill (every quantized format:
+ *     int8_fixture) held the same way with the bound of its 8-bit inputs (fast_parity);
  *   - lean_ctx_params.exact against the default on the Q8_0 and Q4_0 fixtures: exact takes
  *     neither fast path and is transformers' within FIXTURE_TOL; the default takes each where
  *     the adapter has it (on a software adapter neither: the same logits bit for bit; else
@@ -289,7 +289,8 @@ static void test_dispatches(const char *arch, uint32_t type, const char *as, uin
 /* fx on the GPU with f16 and int8 as given (a fast path) against transformers and cpu-ref,
  * with parity_bound.h's bound for that path's arithmetic: the f16 path rounds prefill's
  * matmul inputs and weights to f16 (tiled_f16.wgsl), the 8-bit prefill quantizes their
- * inputs as the CPU backend does (matmul_tiled_i8.wgsl: Q8_0 and Q4_0 only); the decode steps
+ * inputs in 32-column blocks (matmul_tiled_i8.wgsl: every quantized format; the CPU backend's
+ * blocks but for the K-quants, whose Q8_K has 256); the decode steps
  * after either run the F32 path over the prompt's KV cache. */
 static void fast_parity(const fixture *fx, lean_gpu_force f16, lean_gpu_force int8, enum bound_path path,
                         const char *name) {
@@ -318,10 +319,23 @@ static void f16_parity(const fixture *fx, void *user) {
     fast_parity(fx, LEAN_GPU_ON, LEAN_GPU_OFF, BOUND_F16, "gpu f16");
 }
 
+/* The 8-bit prefill's fixtures: Q8_0 and Q4_0 on every model; each other quantized format on
+ * one model, each model one of them (every architecture, tied and untied, takes a K-quant), as
+ * each fixture costs ~3 CPU s on llvmpipe, whose dot products Dawn replaces; the whole sweep,
+ * every quantized format on every model, passed in docs/runs/2026-12-05-gpu-int8-formats.md. */
+static bool int8_fixture(const fixture *fx) {
+    static const char *const one[][2] = {{"llama", "q4_k"},         {"llama-tied", "q5_1"}, {"qwen2", "q6_k"},
+                                         {"qwen2-untied", "q4_1"}, {"qwen3", "q5_0"},      {"qwen3-tied", "q5_k"}};
+    if (!strcmp(fx->fmt, "q8_0") || !strcmp(fx->fmt, "q4_0")) return true;
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
+        if (!strcmp(fx->arch, one[i][0]) && !strcmp(fx->fmt, one[i][1])) return true;
+    return false;
+}
+
 static void int8_parity(const fixture *fx, void *user) {
     (void)user;
-    if (strcmp(fx->fmt, "q8_0") && strcmp(fx->fmt, "q4_0")) return; /* no other format takes it */
-    fast_parity(fx, LEAN_GPU_OFF, LEAN_GPU_ON, BOUND_8BIT, "gpu 8-bit prefill");
+    if (!int8_fixture(fx)) return; /* float weights keep float arithmetic; int8_fixture says which others */
+    fast_parity(fx, LEAN_GPU_OFF, LEAN_GPU_ON, BOUND_8BIT_32, "gpu 8-bit prefill");
 }
 
 static void test_f16(void) {

@@ -490,10 +490,19 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool every_mode) {
     matrix_free(&gate), matrix_free(&up);
 }
 
+/* Whether a mixed stack's part of type sums as its own matrix bit for bit at n_tok: a Q8_0
+ * part's chunks are in the nibble order (so its sums are the reference's to rounding), except
+ * on the 8-bit prefill, which puts its quants back in column order; there Q4_1 and Q5_1 parts
+ * are not held to it: their block's two products (formats.wgsl's min form) may be fused
+ * differently in the two kernels (measured on llvmpipe), so only to the bound of all rows. */
+static bool part_own_bits(uint32_t type, int32_t n_tok) {
+    if (I8 && n_tok > 1) return type != LEAN_TYPE_Q4_1 && type != LEAN_TYPE_Q5_1;
+    return type != LEAN_TYPE_Q8_0;
+}
+
 /* A stack of 32-weight block formats (a q4_k_m file's Q5_0 Wq, Wk and Q8_0 Wv): the matmul
  * against the reference floats of all rows (check_matmul: decode, prefill, its order) and
- * every row of a nibble-format part equal bit for bit to that matrix's own matmul (a Q8_0
- * part's chunks are stored in the nibble order, so its sums are the reference's to rounding). */
+ * every row of a part that part_own_bits names equal bit for bit to that matrix's own matmul. */
 static void test_mixed_stack(const uint32_t *types, const int64_t *rows, int n, lean_gpu_buf *step) {
     enum { COLS = 160 }; /* 5 blocks: 2 steps of 128, the last one short */
     matrix m[4], all;
@@ -520,7 +529,7 @@ static void test_mixed_stack(const uint32_t *types, const int64_t *rows, int n, 
         CHECK(gpu_get_rows_create(G, &ws, 4, step, ids, out, &gr, &err) == LEAN_ERR_UNSUPPORTED && !gr,
               "get_rows of a mixed stack: %s", err.msg);
         lean_gpu_buf_free(ids), lean_gpu_buf_free(out);
-        /* each nibble-format part's rows against its own matrix, n_tok 1 and 65 */
+        /* the rows of each part part_own_bits names against its own matrix, n_tok 1 and 65 */
         float *x = malloc(sizeof(float) * 65 * COLS), *ya = malloc(sizeof(float) * 65 * (size_t)total),
               *yp = malloc(sizeof(float) * 65 * (size_t)total);
         for (int i = 0; i < 65 * COLS; i++) x[i] = rnd_unit();
@@ -530,7 +539,7 @@ static void test_mixed_stack(const uint32_t *types, const int64_t *rows, int n, 
             ok = run_out(&ws, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, nt, ya, (uint64_t)nt * total);
             for (int i = 0, r0 = 0; ok && i < n; r0 += (int)rows[i], i++) {
                 gpu_weight wi = {0};
-                if (types[i] == LEAN_TYPE_Q8_0 || gpu_weight_upload(G, ts[i], &wi, &err) != LEAN_OK) continue;
+                if (!part_own_bits(types[i], nt) || gpu_weight_upload(G, ts[i], &wi, &err) != LEAN_OK) continue;
                 ok = run_out(&wi, step, &(gpu_mm_in){.x = xb}, &(gpu_mm_out){.y = yb}, nt, yp, (uint64_t)nt * rows[i]);
                 int64_t bad = 0;
                 for (int t = 0; ok && t < nt; t++)
@@ -719,10 +728,21 @@ static void test_f16(lean_gpu_buf *step) {
     opt->f16 = LEAN_GPU_OFF;
 }
 
-/* The 8-bit prefill (matmul_tiled_i8.wgsl) on its two formats and every mode, in both shapes
- * and split, where WGSL has packed dot products (Dawn has them everywhere, polyfilled on
- * llvmpipe). Its sums are held to the reference within x's quantization (quant_error); the
- * modes, the order (n_tok-independent bits) and the bounds as the F32 path's. */
+/* The formats the 8-bit prefill runs in the wide shape and split too: a format's blocks
+ * (formats.wgsl's block_i8, block_step) do not depend on the shape, so beside Q8_0 and Q4_0
+ * one of each other form runs there (Q6_K; Q4_1 in the four-part mixed stack), which keeps
+ * the webgpu stage's Deno run short. */
+static bool int8_every_shape(uint32_t type) {
+    return type == LEAN_TYPE_Q8_0 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K;
+}
+
+/* The 8-bit prefill (matmul_tiled_i8.wgsl) on every quantized format (set and SwiGLU; every
+ * mode on Q8_0, Q4_0 and Q6_K) and two mixed stacks, in the shapes the sizes choose; then in
+ * the wide shape and split over the columns (int8_every_shape's formats, one mixed stack),
+ * where WGSL has packed dot products (Dawn has them everywhere, polyfilled on llvmpipe). Its
+ * sums are held to the reference within x's quantization (quant_error); the modes, the order
+ * (n_tok-independent bits), the bounds and a mixed stack's parts against their own matrices
+ * as the F32 path's. */
 static void test_int8(lean_gpu_buf *step) {
     lean_gpu_options *opt = lean_gpu_options_of(G);
     opt->int8 = LEAN_GPU_ON;
@@ -733,11 +753,18 @@ static void test_int8(lean_gpu_buf *step) {
         printf("test_gpu_weights: the 8-bit prefill%s\n", how[h]);
         opt->tile_wide = h == 1 ? LEAN_GPU_ON : LEAN_GPU_AUTO;
         opt->tile_ksplit = h == 2 ? 4 : 0;
-        for (int k = 0; k < 2; k++) {
-            const uint32_t type = k ? LEAN_TYPE_Q4_0 : LEAN_TYPE_Q8_0;
-            test_format(type, step);
-            test_modes(type, step, true);
+        for (size_t i = 0; i < N_TYPES; i++) {
+            const uint32_t t = TYPES[i];
+            if (t == LEAN_TYPE_F32 || t == LEAN_TYPE_F16 || t == LEAN_TYPE_BF16) continue;
+            if (h && !int8_every_shape(t)) continue;
+            test_format(t, step);
+            test_modes(t, step, all_modes(t) || t == LEAN_TYPE_Q8_0);
         }
+        if (!h)
+            test_mixed_stack((const uint32_t[]){LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_0, LEAN_TYPE_Q8_0},
+                             (const int64_t[]){67, 22, 22}, 3, step);
+        test_mixed_stack((const uint32_t[]){LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_0},
+                         (const int64_t[]){9, 8, 7, 6}, 4, step);
     }
     opt->tile_wide = LEAN_GPU_AUTO, opt->tile_ksplit = 0;
     I8 = false;

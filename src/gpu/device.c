@@ -506,7 +506,7 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no",
              lean_gpu_f16(g) ? "f16 path (matmuls in f16, shaders/tiled_f16.wgsl; --exact: F32)"
              : in->shader_f16 ? "F32 path (--exact)" : "F32 path (no shader-f16)",
-             lean_gpu_int8(g) ? "; Q8_0, Q4_0 on 8-bit dot products (--exact: off)"
+             lean_gpu_int8(g) ? "; quantized prefill on 8-bit dot products (--exact: off)"
              : g->opt.int8 == LEAN_GPU_OFF ? "; 8-bit dot products off (--exact)"
              : in->packed_dot ? "; 8-bit dot products off (a software or Apple adapter)"
                               : "; no 8-bit dot products in WGSL here",

@@ -59,7 +59,7 @@ typedef struct lean_gpu_options {
     bool profile; /* count and time every dispatch (lean_gpu_profiling); LEAN_PROFILE=1 also */
     /* lean_ctx_params.exact turns both OFF (forward.c) */
     lean_gpu_force f16;  /* prefill's matmuls in f16 (tiled_f16.wgsl) */
-    lean_gpu_force int8; /* Q8_0 and Q4_0 prefill on 8-bit dot products (matmul_tiled_i8.wgsl) */
+    lean_gpu_force int8; /* quantized prefill on 8-bit dot products (matmul_tiled_i8.wgsl) */
     /* Kernel variants the tests force, so that each runs on every format and shape where the
      * library would pick it for some of them only (weights.c, ops.c, forward.c say when): */
     lean_gpu_force tile_wide;     /* matmul_tiled's wide shape */
@@ -163,7 +163,7 @@ const char *lean_gpu_reduce_shader(lean_gpu *g);
 /* Whether prefill's matmuls take the f16 path (tiled_f16.wgsl): the device grants shader-f16
  * and the options' f16 is not OFF. */
 bool lean_gpu_f16(const lean_gpu *g);
-/* whether Q8_0 and Q4_0 prefill runs on 8-bit dot products (device.c says when) */
+/* whether quantized weights' prefill runs on 8-bit dot products (device.c says when) */
 bool lean_gpu_int8(const lean_gpu *g);
 
 /* A compile-time constant written into the source as `const NAME: TYPE = VALUE;` before the

@@ -197,9 +197,11 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
 /* ---- 4. matmul_tiled (prefill) and its split ---- */
 
 /* Whether a prefill matmul of w takes 8-bit activations and integer dot products
- * (matmul_tiled_i8.wgsl): Q8_0 and Q4_0 matrices where lean_gpu_int8. */
+ * (matmul_tiled_i8.wgsl): every quantized matrix (a mixed stack's parts are) where
+ * lean_gpu_int8; F32, F16 and BF16 weights keep float arithmetic. */
 static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
-    return lean_gpu_int8(g) && w->n_parts == 0 && (w->type == LEAN_TYPE_Q4_0 || w->type == LEAN_TYPE_Q8_0);
+    const bool float_w = w->type == LEAN_TYPE_F32 || w->type == LEAN_TYPE_F16 || w->type == LEAN_TYPE_BF16;
+    return lean_gpu_int8(g) && (w->n_parts > 0 || !float_w);
 }
 
 /* Whether matmul_tiled issues each group's loads one group ahead (matmul_tiled.wgsl's PF), for a

@@ -47,11 +47,12 @@ static const char *chunk_dot_of(uint32_t type) {
 }
 
 /* What a format file names, for a mixed stack (weight_upload.c: its parts at virtual rows):
- * dequant_chunk picks the part by row, every part's chunks in col_nib's columns, one chunk a
- * group (matmul_tiled). Its chunk dot: of decoded chunks alone, "dq" through dequant_chunk (so
- * PRE still decodes the first chunks early); with a part of its own dot, a chunk_vdot that picks
- * the part by row, VRAW (row, c) (so its loads come late, PRE or not). The parts' names, joined
- * by '+', go to name (for labels). */
+ * dequant_chunk and block_i8 (matmul_tiled_i8's blocks; a Q8_0 part's in col_nib's order) pick
+ * the part by row, every part's chunks in col_nib's columns, one chunk a group (matmul_tiled);
+ * block_step takes each block's own form (bs_any). Its chunk dot: of decoded chunks alone, "dq"
+ * through dequant_chunk (so PRE still decodes the first chunks early); with a part of its own
+ * dot, a chunk_vdot that picks the part by row, VRAW (row, c) (so its loads come late, PRE or
+ * not). The parts' names, joined by '+', go to name (for labels). */
 static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, size_t name_cap) {
     int n = snprintf(glue, cap,
                      "const GCH: u32 = 1u;\n"
@@ -65,6 +66,10 @@ static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
                   "alias VRAW = vec2<u32>;\n"
                   "fn chunk_vload(row: u32, c: u32) -> VRAW { return VRAW(row, c); }\n"
                   "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 {\n");
+    int q = 0; /* block_i8, appended after the chunk dot */
+    char bi[768];
+    q += snprintf(bi, sizeof bi, "fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_any(w, p, x); }\n"
+                                 "fn block_i8(row: u32, b: u32) -> BI8 {\n");
     size_t at = 0;
     bool own = false; /* a part with its own chunk dot */
     for (int p = 0; p < w->n_parts; p++) {
@@ -79,14 +84,20 @@ static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
         m += snprintf(vdot + m, sizeof vdot - (size_t)m,
                       "    if (r.x < %lldu) { return vd_%s(vl_%s(r.x + %lldu, r.y), acc, x); }\n", end, dot, dot,
                       strcmp(dot, "dq") ? gap : 0);
+        const char *nib = t == LEAN_TYPE_Q8_0 ? "_nib" : "";
+        if (p + 1 < w->n_parts)
+            q += snprintf(bi + q, sizeof bi - (size_t)q, "    if (row < %lldu) { return bi_%s%s(row + %lldu, b); }\n",
+                          end, fmt, nib, gap);
+        else q += snprintf(bi + q, sizeof bi - (size_t)q, "    return bi_%s%s(row + %lldu, b);\n}\n", fmt, nib, gap);
     }
     n += snprintf(glue + n, cap - (size_t)n, "}\n");
     if (!own)
-        snprintf(glue + n, cap - (size_t)n,
-                 "alias VRAW = VR_dq;\n"
-                 "fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_dq(row, c); }\n"
-                 "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_dq(r, acc, x); }\n");
-    else snprintf(glue + n, cap - (size_t)n, "%s    return acc;\n}\n", vdot);
+        n += snprintf(glue + n, cap - (size_t)n,
+                      "alias VRAW = VR_dq;\n"
+                      "fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_dq(row, c); }\n"
+                      "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 { return vd_dq(r, acc, x); }\n");
+    else n += snprintf(glue + n, cap - (size_t)n, "%s    return acc;\n}\n", vdot);
+    snprintf(glue + n, cap - (size_t)n, "%s", bi);
 }
 
 /* ---- the pipeline ---- */
@@ -94,7 +105,7 @@ static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
 lean_status gpu_weight_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *words,
                                 const char *in, const char *out, const char *arith, const lean_gpu_const *extra,
                                 int n_extra, lean_gpu_pipeline **res, lean_error *err) {
-    char glue[2048], label[96], name[48], fmt_file[64], out_file[64], in_file[64];
+    char glue[3072], label[96], name[48], fmt_file[64], out_file[64], in_file[64];
     if (w->n_parts) mixed_glue(w, glue, sizeof glue, name, sizeof name);
     else snprintf(name, sizeof name, "%s", lean_type_traits_get(w->type)->name);
     snprintf(fmt_file, sizeof fmt_file, "format_%s", name);

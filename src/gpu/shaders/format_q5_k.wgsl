@@ -10,6 +10,11 @@ const GCH: u32 = 1u;
 fn chunk_group(row: u32, g: u32) -> GRAW { return gl_any(row, g); }
 fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
 
+// matmul_tiled_i8's 32-column blocks: a sub-block's 32 quants, the weights (d sc) q - dmin mn
+// (formats.wgsl's min form)
+fn block_i8(row: u32, b: u32) -> BI8 { return bi_q5_k(row, b); }
+fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_min(w, p, x); }
+
 // matmul_vec's chunk dot: the chunk decoded, then dotted with x run by run
 alias VRAW = VR_dq;
 fn chunk_vload(row: u32, c: u32) -> VRAW { return vl_dq(row, c); }

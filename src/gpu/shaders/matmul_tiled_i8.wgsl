@@ -1,25 +1,30 @@
-// matmul_tiled_i8.wgsl — matmul_tiled.wgsl's product on 8-bit integer dot products, for Q8_0
-// and Q4_0 weights: x quantized as the CPU backend quantizes it (src/cpu/quant_act.c: blocks
+// matmul_tiled_i8.wgsl — matmul_tiled.wgsl's product on 8-bit integer dot products, for every
+// quantized format: x quantized as the CPU backend quantizes it (src/cpu/quant_act.c: blocks
 // of 32 columns, d = max |x| / 127, quants x * 127 / max |x| rounded half to even), each
-// 32-weight block's products summed exactly in i32 by dot4I8Packed, then one float step a block:
+// 32-weight block's products summed exactly in i32 by dot4I8Packed (in two 16-column halves),
+// then one float step a block, the format's block_step (formats.wgsl: its three forms), e.g.
 //   acc += (d_w * d_x) * f32(sum q_w q_x - ZERO * sum q_x)     (ZERO = 8 for Q4_0, 0 for Q8_0)
-// block by block in column order: the CPU backend's arithmetic (lean_legacy_step), up to the
-// quantizer's two divisions (WGSL allows them 2.5 ulp) and a multiply-add the driver may fuse.
-// So Y is not the F32 path's: each 8-bit input errs by up to d_x / 2 (tests/test_cpu_backend.c
-// says what that does to a model's logits; test_gpu_weights holds each matmul to it).
+// block by block in column order: for Q8_0 and Q4_0 the CPU backend's arithmetic
+// (lean_legacy_step), up to the quantizer's two divisions (WGSL allows them 2.5 ulp) and a
+// multiply-add the driver may fuse. The K-quants take x in 32-column blocks too (the CPU's
+// Q8_K has 256), so their sums are not the CPU backend's. Y is not the F32 path's: each 8-bit
+// input errs by up to d_x / 2 (tests/test_cpu_backend.c says what that does to a model's
+// logits; test_gpu_weights holds each matmul to it).
 //
 // Shape, workgroup index, split and output as matmul_tiled.wgsl (the same constants and
 // bindings, from tiled_common.wgsl). Each 128-column step first quantizes X[tokens of the
 // tile][columns of the step] into workgroup memory: one (token, block) a lane, 32 quants as 8
-// words (2 vec4) plus (d, sum of the quants); then every invocation takes each block of its TR
-// rows once (formats.wgsl's block_i8) and dots it with its TT tokens' quants: 8 dot4I8Packed,
-// an integer subtraction and 3 float operations for 32 multiply-adds, where matmul_tiled
-// issues 32 fmas.
+// words (2 vec4) plus (d, sum of the quants) and the first 16's sum; then every invocation
+// takes each 32-column block of its TR rows once (formats.wgsl's block_i8) and dots it with its
+// TT tokens' quants: 8 dot4I8Packed, a few integer operations and 3 or more float operations
+// for 32 multiply-adds, where matmul_tiled issues 32 fmas.
 
 const BPS: u32 = KSTEP / 32u; // blocks per step
 
 var<workgroup> xq: array<vec4<u32>, 2u * TILE_T * BPS>; // (token, block) e: xq[2e], xq[2e + 1]
 var<workgroup> xd: array<vec2<f32>, TILE_T * BPS>;      // e: (d, sum of its quants)
+var<workgroup> xh: array<i32, TILE_T * BPS>;            // e: the sum of its first 16 quants
+const NB: u32 = COLS / 32u; // 32-column blocks a row
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
@@ -33,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var e = l; e < TILE_T * BPS; e += WG) { x_quantize(e, tl.t0 + e / BPS, s * KSTEP + 32u * (e % BPS), n_tok); }
         workgroupBarrier();
         let b0 = s * BPS;
-        for (var b = b0; b < min(b0 + BPS, BPR); b++) {
+        for (var b = b0; b < min(b0 + BPS, NB); b++) {
             var w: array<BI8, TR>;
             for (var i = 0u; i < TR; i++) { w[i] = block_i8(tile_row(o, i), b); }
             for (var j = 0u; j < TT; j++) {
@@ -41,13 +46,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 let x0 = xq[2u * e];
                 let x1 = xq[2u * e + 1u];
                 let dx = xd[e];
-                let zero = BI_ZERO * i32(dx.y);
+                let x = XB(dx.x, i32(dx.y), xh[e]);
                 for (var i = 0u; i < TR; i++) {
                     let q = w[i].q;
-                    let isum = dot4I8Packed(q[0], x0.x) + dot4I8Packed(q[1], x0.y) + dot4I8Packed(q[2], x0.z) +
-                               dot4I8Packed(q[3], x0.w) + dot4I8Packed(q[4], x1.x) + dot4I8Packed(q[5], x1.y) +
-                               dot4I8Packed(q[6], x1.z) + dot4I8Packed(q[7], x1.w) - zero;
-                    acc[i * TT + j] += (w[i].d * dx.x) * f32(isum);
+                    let p = vec2<i32>(dot4I8Packed(q[0], x0.x) + dot4I8Packed(q[1], x0.y) + dot4I8Packed(q[2], x0.z) +
+                                          dot4I8Packed(q[3], x0.w),
+                                      dot4I8Packed(q[4], x1.x) + dot4I8Packed(q[5], x1.y) + dot4I8Packed(q[6], x1.z) +
+                                          dot4I8Packed(q[7], x1.w));
+                    acc[i * TT + j] += block_step(w[i], p, x);
                 }
             }
         }
@@ -73,12 +79,15 @@ fn x_quantize(e: u32, t: u32, col: u32, n_tok: u32) {
     let id = select(0.0, 127.0 / am, d > 0.0);
     var q: array<u32, 8>;
     var sum = 0;
+    var half = 0;
     for (var m = 0u; m < 8u; m++) {
         let r = clamp(vec4<i32>(round(v[m] * id)), vec4<i32>(-127), vec4<i32>(127));
         sum += (r.x + r.y) + (r.z + r.w);
+        if (m == 3u) { half = sum; }
         q[m] = pack4xI8(r);
     }
     xq[2u * e] = vec4<u32>(q[0], q[1], q[2], q[3]);
     xq[2u * e + 1u] = vec4<u32>(q[4], q[5], q[6], q[7]);
     xd[e] = vec2<f32>(d, f32(sum));
+    xh[e] = half;
 }
