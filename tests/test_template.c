@@ -5,6 +5,8 @@
  *                         x every conversation x add_generation_prompt false/true: lean's
  *                         render equals jinja2's, or both fail (with raise_exception's message).
  *                         LEAN_TEMPLATE_REFS=path/refs.json checks another set instead.
+ *                         An entry naming a "gguf" (the demo model) is rendered with the
+ *                         template and bos/eos tokens lean reads from that file.
  *   2. the API            ChatML fallback (NULL template), arguments, JSON messages, the
  *                         model's template and tokens
  *   3. Jinja semantics    small templates whose jinja2 output is written down here
@@ -127,6 +129,38 @@ static void show_diff(const char *name, int conv, int agp, const char *got, size
     fprintf(stderr, "    want: [%.*s]\n", (int)((want_n - from) > 120 ? 120 : want_n - from), want + from);
 }
 
+/* The chat template and bos/eos tokens lean reads from a model file, for a refs.json entry
+ * naming one (the demo model): its template must be the entry's file, its tokens the entry's.
+ * Read through stdio, as lean reads a model where there is no mmap (WASI). */
+static gguf_file *model_template(const char *path, const char *file_src, const json_value *tm, const char **tmpl,
+                                 lean_chat_params *p) {
+    FILE *fp = fopen(path, "rb");
+    CHECK(fp != NULL, "cannot open %s", path);
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    gguf_file *f = NULL;
+    lean_error err = {0};
+    CHECK(size > 0 && gguf_read(lean_read_stdio, fp, (uint64_t)size, &f, &err) == LEAN_OK, "%s: %s", path, err.msg);
+    fclose(fp);
+    if (!f) return NULL;
+    struct lean_model model;
+    memset(&model, 0, sizeof model);
+    model.gguf = f;
+    *tmpl = lean_model_chat_template(&model);
+    CHECK(*tmpl && strcmp(*tmpl, file_src) == 0, "%s: its chat template is not %s", path, jstr(tm, "file"));
+    lean_chat_params_from_model(&model, p);
+    const char *bos = jstr(tm, "bos_token"), *eos = jstr(tm, "eos_token");
+    CHECK(p->bos_token && bos && strcmp(p->bos_token, bos) == 0 && p->eos_token && eos && strcmp(p->eos_token, eos) == 0,
+          "%s: bos/eos %s/%s, refs.json says %s/%s", path, p->bos_token ? p->bos_token : "(none)",
+          p->eos_token ? p->eos_token : "(none)", bos ? bos : "(none)", eos ? eos : "(none)");
+    if (!*tmpl) {
+        gguf_free(f);
+        return NULL;
+    }
+    return f;
+}
+
 static void test_refs(void) {
     const char *path = getenv("LEAN_TEMPLATE_REFS");
     if (!path || !*path) path = "tests/data/templates/refs.json";
@@ -175,6 +209,14 @@ static void test_refs(void) {
         char *src = read_file(file, NULL);
         CHECK(src != NULL, "cannot read %s", file);
         if (!src) continue;
+        /* an entry naming a model file: the template and tokens as lean reads them from it */
+        const char *gguf_path = jstr(tm, "gguf"), *tmpl = src;
+        lean_chat_params from_model = lean_chat_default_params();
+        gguf_file *model_file = gguf_path ? model_template(gguf_path, src, tm, &tmpl, &from_model) : NULL;
+        if (gguf_path && !model_file) {
+            free(src);
+            continue;
+        }
         const json_value *renders = json_get(tm, "renders");
         int t_agree = 0;
         for (size_t r = 0; r < renders->n; r++) {
@@ -187,10 +229,10 @@ static void test_refs(void) {
             lean_error e = {0};
             lean_chat_params p = lean_chat_default_params();
             p.add_generation_prompt = agp;
-            p.bos_token = jstr(tm, "bos_token");
-            p.eos_token = jstr(tm, "eos_token");
+            p.bos_token = model_file ? from_model.bos_token : jstr(tm, "bos_token");
+            p.eos_token = model_file ? from_model.eos_token : jstr(tm, "eos_token");
             p.now_s = (int64_t)now->num;
-            lean_status st = lean_chat_render_ex(src, msgs[conv], n_msgs[conv], &p, &out, &len, &e);
+            lean_status st = lean_chat_render_ex(tmpl, msgs[conv], n_msgs[conv], &p, &out, &len, &e);
             total++;
             bool ok;
             if (want) {
@@ -213,6 +255,7 @@ static void test_refs(void) {
             t_agree += ok;
         }
         free(src);
+        if (model_file) gguf_free(model_file);
         if (t_agree != (int)renders->n) fprintf(stderr, "  %s: %d of %zu agree\n", name, t_agree, renders->n);
     }
     printf("jinja2 agreement: %zu templates, %d of %d renders identical or failing alike (%d expected failures)\n",

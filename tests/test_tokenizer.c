@@ -17,7 +17,8 @@
  *
  * Vocabularies (build/vocab/, made by scripts/make_vocabs.sh): llama2.gguf, mistral.gguf, gpt2.gguf (also read with pre "smollm",
  * StarCoder's/SmolLM2's pre-tokenizer), llama3.gguf, qwen.gguf (Qwen3; cut to its first
- * 151665 tokens it is Qwen2.5's).
+ * 151665 tokens it is Qwen2.5's); and "demo", the committed demo model's own tokenizer
+ * (models/lean-demo.gguf: 4096 tokens, pre "gpt-2", trained by scripts/demo/bpe.py).
  */
 #include "dev/lean_dev.h"
 #include "dev/gguf_writer.h"
@@ -124,7 +125,7 @@ typedef struct vocab {
 } vocab;
 
 static vocab vocabs[] = {{.name = "llama2"}, {.name = "mistral"}, {.name = "gpt2"}, {.name = "smollm"},
-                         {.name = "llama3"}, {.name = "qwen2.5"}, {.name = "qwen3"}};
+                         {.name = "llama3"}, {.name = "qwen2.5"}, {.name = "qwen3"}, {.name = "demo"}};
 #define N_VOCABS (int)(sizeof vocabs / sizeof vocabs[0])
 
 static lean_tokenizer *load_vocab(const char *name) {
@@ -151,7 +152,8 @@ static lean_tokenizer *load_vocab(const char *name) {
         return t;
     }
     char path[128];
-    snprintf(path, sizeof path, VOCAB "%s.gguf", strcmp(name, "qwen3") == 0 ? "qwen" : name);
+    if (strcmp(name, "demo") == 0) snprintf(path, sizeof path, "models/lean-demo.gguf");
+    else snprintf(path, sizeof path, VOCAB "%s.gguf", strcmp(name, "qwen3") == 0 ? "qwen" : name);
     lean_status st = lean_tokenizer_load_file(path, &t, &err);
     CHECK(st == LEAN_OK, "%s: %s", path, err.msg);
     return t;
