@@ -447,10 +447,13 @@ AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
             uint32_t qh;
             memcpy(&qh, b + (min ? 4 : 2), sizeof qh);
             p->qh = _mm256_set1_epi32((int)qh);
+        } else {
+            p->qh = _mm256_setzero_si256(); /* unused; set so no compiler sees it read unset */
         }
         return;
     }
     p->d = p->z = _mm256_setzero_ps(); /* unused by K blocks; set so no compiler sees them read unset */
+    p->qh = _mm256_setzero_si256();
     if (f == X_Q6_K) {
         const __m256 d = bcast_f16(b + 208);
         for (int h = 0; h < 2; h++) {
