@@ -5,7 +5,9 @@
 #   carry: .gl (Debian's .debs of the Vulkan loader and the GL dispatch libraries NVIDIA's
 #          Vulkan driver, libGLX_nvidia, loads: with the loader alone it finds no driver —
 #          `echo /.gl/ >>.git/info/exclude; mkdir -p .gl; (cd .gl && apt-get download
-#          libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)`), build/webgpu
+#          libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 libmicrohttpd-dev
+#          libmicrohttpd12 libjansson-dev libjansson4)`: the last four because build/lean links
+#          `lean serve`, and the machine has neither library), build/webgpu
 #          (libwebgpu_wrapper.so from scripts/setup_webgpu.sh), build/vocab (tokenizer GGUFs
 #          from scripts/make_vocabs.sh)
 #   run:   bash scripts/h200_gpu.sh tests [NAME..] # the GPU test programs (or those named), against fixtures
