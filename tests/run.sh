@@ -238,10 +238,11 @@ run_tests() {
             continue
         fi
         local envs=()
-        # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp (test_exact
-        # holds the GPU's exact replies too).
+        # Mesa's llvmpipe keeps memory of closed GPU contexts: see tests/lsan_gpu.supp (test_exact,
+        # test_batch and test_bench run GPU contexts too).
         case $name in
-        test_gpu_* | test_exact) envs+=(LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}") ;;
+        test_gpu_* | test_exact | test_batch | test_bench)
+            envs+=(LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}") ;;
         esac
         # the fixture sweep's half that still pairs every format with every architecture
         # (tests/fixture.h's fixture_selected), in the programs the stage names
