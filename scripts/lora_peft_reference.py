@@ -3,7 +3,7 @@
 (issue 28 item 2: logits within 1e-3 of transformers + PEFT). Needs torch, transformers and
 peft (the H200 machine; the CPU is enough, a minute or two); NOT run on the CI machine.
 
-    python3 scripts/lora_peft_reference.py OUTDIR     (after `make test-data`)
+    python3 scripts/lora_peft_reference.py tests/data/lora/peft     (after `make test-data`)
 
 For each fixture model (scripts/make_fixtures.py's VARIANTS, weights from its fixture_weights:
 the F32 file's exact values) it
@@ -17,11 +17,12 @@ the F32 file's exact values) it
      permuted as the converter permutes q/k's weight rows (LlamaModel.permute), since B's rows
      are W's output rows; into OUTDIR/NAME-peft.gguf,
   4. records PEFT's top-21 (id, logit) at prompt positions 4, 8 and 16 of the fixture's f32
-     prompt in tests/data/lora/peft-NAME.txt, in make_lora.py's format (one case, "peft", the
-     adapter at scale 1).
-lean's side (to wire once the files exist): test_lora's reference check on peft-NAME.txt with
-build/fixtures/NAME-f32.gguf and OUTDIR/NAME-peft.gguf, tolerance 1e-3, on cpu-ref, the CPU
-kernels and the GPU.
+     prompt in tests/data/lora/peft/peft-NAME.txt, in make_lora.py's format (one case, "peft",
+     the adapter at scale 1).
+Both are committed in tests/data/lora/peft/ (run with transformers 5.17.0 + peft 0.21.0 on
+2026-12-05): the CI machine has no torch to remake them. lean's side: test_lora and
+test_gpu_lora (tests/lora_ref.h's LORA_PEFT) hold cpu-ref, the CPU's exact kernels and the GPU's
+exact path to them within 1e-3, with build/fixtures/NAME-f32.gguf.
 """
 import hashlib
 import os
@@ -45,7 +46,7 @@ def main(outdir):
     from peft import LoraConfig, get_peft_model
     torch.backends.cuda.matmul.allow_tf32 = False
     os.makedirs(outdir, exist_ok=True)
-    data = os.path.join(HERE, "..", "tests", "data", "lora")
+    data = os.path.join(HERE, "..", "tests", "data", "lora", "peft")
     for k, name in enumerate(mf.VARIANTS):
         arch, a = mf.shapes(name)
         model = mf.build_hf(arch, a, mf.fixture_weights(arch, a, mf.SEEDS[name]))

@@ -203,6 +203,21 @@ static inline bool fixture_file_matches(const char *path, const char *want) {
     return !strcmp(hex, want);
 }
 
+/* The SHA-256 that tests/data/fixtures/NAME.txt records for build/fixtures/NAME-FMT.gguf, into
+ * hex; false when the file or the format is missing. */
+static inline bool fixture_recorded_sha(const char *name, const char *fmt, char hex[65]) {
+    char path[256], line[4096], at[16] = "";
+    snprintf(path, sizeof path, "tests/data/fixtures/%s.txt", name);
+    FILE *f = fopen(path, "r");
+    hex[0] = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "format %15s", at) == 1) continue;
+        if (!strcmp(at, fmt) && sscanf(line, "sha256 %64s", hex) == 1) break;
+    }
+    if (f) fclose(f);
+    return strlen(hex) == 64;
+}
+
 /* ---- reading ---- */
 
 static inline int fixture_read_ints(FILE *f, int *dst) {

@@ -8,8 +8,10 @@
  * math (tests/data/lora/NAME.txt: a alone, and a * 0.75 + b * -0.5) at prompt positions 4, 8
  * and 16: cpu-ref within 1e-3 on the recorded top-21 and the same argmax, and the same logits
  * far (> 0.1) from the model's without adapters, so the test sees the adapter. The CPU kernels,
- * exact, within 1e-3 of numpy too, the same bits for 1 thread and prefill chunks of 16 as for 3
- * threads and chunks of 5; not exact, cpu-ref's argmax. A quantized base (q8_0, q4_k, q6_k)
+ * exact, within 1e-3 of numpy too with its argmax, the same bits for 1 thread and prefill chunks
+ * of 16 as for 3 threads and chunks of 5; not exact, cpu-ref's argmax. The same checks against
+ * transformers + PEFT (tests/data/lora/peft/: a random rank-8 LoRA on every weight, converted as
+ * convert_lora_to_gguf.py does, and PEFT's logits with it at scale 1; lora_ref.h). A quantized base (q8_0, q4_k, q6_k)
  * takes the adapters as F32 does: the exact kernels within 1e-3 of cpu-ref.
  * Switching: removing the adapters gives the model's bits again, scale 0 its values; two
  * contexts of one model with different adapters do not disturb each other.
@@ -68,35 +70,26 @@ static int argmax(const float *x, int n) {
 
 static bool same_bits(const float *a, const float *b, int n) { return memcmp(a, b, sizeof *a * (size_t)n) == 0; }
 
-/* ---- against numpy ---- */
+/* ---- against numpy and PEFT ---- */
 
-static void test_reference(const char *name) {
+/* src's reference of the parity model name (m) on all: cpu-ref, the CPU's exact kernels with 1
+ * thread and chunks of 16 and with 3 threads and chunks of 5, and its fast kernels */
+static void check_source(const lora_source *src, const char *name, const lean_model *m, lean_ctx *const all[4]) {
     ref_file r;
-    CHECK(read_ref(name, &r), "%s: tests/data/lora/%s.txt unreadable", name, name);
-    char path[128];
-    lean_error err;
-    lean_model *m = NULL;
-    snprintf(path, sizeof path, "build/fixtures/%s-f32.gguf", name);
-    CHECK(lean_model_load_file(path, &m, &err) == LEAN_OK, "%s: %s (make test-data)", path, err.msg);
-    if (!m) return;
-    lean_lora *ad[2] = {NULL, NULL};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "build/lora/%s-%c.gguf", name, 'a' + i);
-        CHECK(fixture_file_matches(path, r.sha[i]), "%s: not the adapter numpy saw (make test-data)", path);
-        CHECK(lean_lora_load_file(m, path, &ad[i], &err) == LEAN_OK, "%s: %s", path, err.msg);
-    }
+    lean_lora *ad[2];
+    if (!lora_ref_open(src, name, m, &r, ad)) return;
+    const char *who = src->who;
+    lean_ctx *cr = all[0];
     const int n_vocab = lean_model_n_vocab(m);
     float *ref = malloc(sizeof(float) * MAX_V), *base = malloc(sizeof(float) * MAX_V),
           *got = malloc(sizeof(float) * MAX_V);
     int32_t ids[16];
     for (int i = 0; i < 16; i++) ids[i] = r.prompt[i];
-    lean_ctx *cr = new_ctx(m, "cpu-ref", 0, 0, 0);
-    lean_ctx *cx1 = new_ctx(m, "cpu", 1, 1, 16), *cx3 = new_ctx(m, "cpu", 1, 3, 5), *cf = new_ctx(m, "cpu", 0, 2, 0);
-    for (int k = 0; k < r.n_cases && ad[0] && ad[1] && cr && cx1 && cx3 && cf; k++) {
+    float max_ref = 0, max_exact = 0; /* over the cases and positions, for the log */
+    for (int k = 0; k < r.n_cases; k++) {
         const ref_case *c = &r.cases[k];
         lean_lora *use[2];
-        for (int i = 0; i < c->n_terms; i++) use[i] = ad[c->label[i] - 'a'];
-        lean_ctx *all[4] = {cr, cx1, cx3, cf};
+        for (int i = 0; i < c->n_terms; i++) use[i] = ad[c->adapter[i]];
         for (int i = 0; i < 4; i++) set(all[i], NULL, NULL, 0);
         for (int p = 0; p < 3; p++) {
             const int pos = c->pos[p];
@@ -111,9 +104,10 @@ static void test_reference(const char *name) {
                 worst = d > worst ? d : worst;
                 moved = dm > moved ? dm : moved;
             }
-            CHECK(worst <= TOL, "%s case %s pos %d: cpu-ref differs from numpy by %g", name, c->name, pos, worst);
-            CHECK(argmax(ref, n_vocab) == c->ids[p][0], "%s case %s pos %d: argmax %d, numpy's %d", name, c->name,
-                  pos, argmax(ref, n_vocab), c->ids[p][0]);
+            max_ref = fmaxf(max_ref, worst);
+            CHECK(worst <= TOL, "%s case %s pos %d: cpu-ref differs from %s by %g", name, c->name, pos, who, worst);
+            CHECK(argmax(ref, n_vocab) == c->ids[p][0], "%s case %s pos %d: argmax %d, %s's %d", name, c->name, pos,
+                  argmax(ref, n_vocab), who, c->ids[p][0]);
             CHECK(moved > 0.1f, "%s case %s pos %d: the adapters move the logits by only %g", name, c->name, pos,
                   moved);
             for (int i = 1; i < 4; i++) {
@@ -123,8 +117,11 @@ static void test_reference(const char *name) {
                 if (i == 1) {
                     worst = 0;
                     for (int j = 0; j < 21; j++) worst = fmaxf(worst, fabsf(got[c->ids[p][j]] - c->logit[p][j]));
-                    CHECK(worst <= TOL, "%s case %s pos %d: cpu exact differs from numpy by %g", name, c->name, pos,
-                          worst);
+                    max_exact = fmaxf(max_exact, worst);
+                    CHECK(worst <= TOL, "%s case %s pos %d: cpu exact differs from %s by %g", name, c->name, pos,
+                          who, worst);
+                    CHECK(argmax(got, n_vocab) == c->ids[p][0], "%s case %s pos %d: cpu exact argmax %d, %s's %d",
+                          name, c->name, pos, argmax(got, n_vocab), who, c->ids[p][0]);
                 } else if (i == 2) {
                     CHECK(same_bits(got, base, n_vocab), "%s case %s pos %d: cpu exact, 3 threads and batch 5, not "
                           "the bits of 1 thread and batch 16", name, c->name, pos);
@@ -135,25 +132,35 @@ static void test_reference(const char *name) {
             }
         }
     }
+    printf("%s: max |delta| from %s's top-21: cpu-ref %.3g, cpu exact %.3g\n", name, who, max_ref, max_exact);
     /* removing the adapters gives the model's bits again; scale 0 its values */
-    if (cr && ad[0]) {
-        logits_at(cr, ids, 16, base);
-        const float one = 1.0f, zero = 0.0f;
-        set(cr, ad, &one, 1);
-        logits_at(cr, ids, 16, got);
-        set(cr, NULL, NULL, 0);
-        logits_at(cr, ids, 16, ref);
-        CHECK(same_bits(ref, base, n_vocab), "%s: removed adapters leave other logits", name);
-        set(cr, ad, &zero, 1);
-        logits_at(cr, ids, 16, ref);
-        bool eq = true;
-        for (int i = 0; i < n_vocab; i++) eq &= ref[i] == base[i];
-        CHECK(eq, "%s: an adapter of scale 0 changes the logits", name);
-        set(cr, NULL, NULL, 0);
-    }
-    lean_ctx_free(cr), lean_ctx_free(cx1), lean_ctx_free(cx3), lean_ctx_free(cf);
+    logits_at(cr, ids, 16, base);
+    const float one = 1.0f, zero = 0.0f;
+    set(cr, ad, &one, 1);
+    logits_at(cr, ids, 16, got);
+    set(cr, NULL, NULL, 0);
+    logits_at(cr, ids, 16, ref);
+    CHECK(same_bits(ref, base, n_vocab), "%s: removed adapters leave other logits", name);
+    set(cr, ad, &zero, 1);
+    logits_at(cr, ids, 16, ref);
+    bool eq = true;
+    for (int i = 0; i < n_vocab; i++) eq &= ref[i] == base[i];
+    CHECK(eq, "%s: an adapter of scale 0 changes the logits", name);
+    set(cr, NULL, NULL, 0);
     for (int i = 0; i < 2; i++) lean_lora_free(ad[i]);
     free(ref), free(base), free(got);
+}
+
+static void test_reference(const char *name) {
+    lean_model *m = lora_ref_model(name);
+    if (!m) return;
+    lean_ctx *all[4] = {new_ctx(m, "cpu-ref", 0, 0, 0), new_ctx(m, "cpu", 1, 1, 16), new_ctx(m, "cpu", 1, 3, 5),
+                        new_ctx(m, "cpu", 0, 2, 0)};
+    if (all[0] && all[1] && all[2] && all[3]) {
+        check_source(&LORA_NUMPY, name, m, all);
+        check_source(&LORA_PEFT, name, m, all);
+    }
+    for (int i = 0; i < 4; i++) lean_ctx_free(all[i]);
     lean_model_free(m);
 }
 

@@ -49,15 +49,8 @@ static void test_sha256(void) {
 /* The recorded hash of a real fixture, on a copy and on the copy with one byte changed. */
 static void test_hash_check_fails(void) {
     const char *model = "build/fixtures/qwen2-q4_0.gguf";
-    char want[65] = "";
-    FILE *f = fopen("tests/data/fixtures/qwen2.txt", "r");
-    char line[4096], fmt[16] = "";
-    while (f && fgets(line, sizeof line, f)) {
-        if (sscanf(line, "format %15s", fmt) == 1) continue;
-        if (!strcmp(fmt, "q4_0") && sscanf(line, "sha256 %64s", want) == 1) break;
-    }
-    if (f) fclose(f);
-    CHECK(strlen(want) == 64, "no sha256 for qwen2 q4_0 in tests/data/fixtures/qwen2.txt");
+    char want[65];
+    CHECK(fixture_recorded_sha("qwen2", "q4_0", want), "no sha256 for qwen2 q4_0 in tests/data/fixtures/qwen2.txt");
     size_t len;
     uint8_t *bytes = test_read_file(model, &len);
     CHECK(bytes && len > 4096, "cannot read %s: run `make test-data`", model);
