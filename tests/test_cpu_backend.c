@@ -16,13 +16,13 @@
  *                 to the bound tests/parity_bound.h derives from their rounding (every logit,
  *                 the greedy pick at every decided step; near-ties waived, counted, printed;
  *                 25% of the steps decided), on models 256 wide (8 activation blocks of 32 an
- *                 input, 2 layers). The derivation gives the error's mean size; on 64-wide
- *                 models (2 blocks an input) single models stray from it: over 40 seeds of
- *                 64-wide llama, 3 (q5_0 twice, q4_1 once) had an error 2.3-2.5 sigma rms and
- *                 1.1-1.55x the bound, with the same bits on every table (so no kernel's bug)
- *                 and the same with a 4096-token vocabulary; 240 models 256 wide stayed
- *                 within 0.81 of it (rms 1.56 sigma at most), as the fixtures do
- *                 (docs/runs/2026-12-05-exact-cpu-avx2.md).
+ *                 input, 1 layer, as the K-quants' always were). The derivation gives the
+ *                 error's mean size; on 64-wide models (2 blocks an input) single models
+ *                 stray from it: over 40 seeds of 64-wide llama, 3 (q5_0 twice, q4_1 once)
+ *                 had an error 2.3-2.5 sigma rms and 1.1-1.55x the bound, with the same bits
+ *                 on every table (so no kernel's bug) and the same with a 4096-token
+ *                 vocabulary; 240 models 256 wide stayed within 0.81 of it (rms 1.56 sigma
+ *                 at most), as the fixtures do (docs/runs/2026-12-05-exact-cpu-avx2.md).
  *   fixtures    the parity fixtures (build/fixtures, made by `make test-data`) against
  *               transformers and cpu-ref at every prompt position and every decoded step, with
  *               the bound tests/parity_bound.h derives from the 8-bit activations' rounding
@@ -244,8 +244,7 @@ static void test_reference(void) {
                                       LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
             const uint32_t t = types[ti];
             const bool k = lean_type_traits_get(t)->block_elems == LEAN_QK_K, quant = !is_float_type(t);
-            tiny_spec sp = spec(archs[ai], t, t, quant);
-            sp.n_layer = 2; /* wide (256: 8 blocks of 32 an input) for quantized weights, see the top */
+            tiny_spec sp = spec(archs[ai], t, t, quant); /* quantized: 256 wide (see the top) */
             sp.seed = 5 + ti;
             char path[256];
             lean_model *m = load_spec(&sp, NULL, path, sizeof path);
