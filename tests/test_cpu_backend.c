@@ -12,14 +12,17 @@
  *               by token, logits against cpu-ref at every step:
  *                 F32 / F16 / BF16 weights: the activations stay float, only the summation
  *                 order differs: |delta| <= 1e-4 (1 + |ref|), test_forward.c's tolerance.
- *                 quantized weights: every matmul reads 8-bit activations (quant_act.c), whose
- *                 rounding error is uniform in +-d/2 with d = max|x| / 127 per block: about
- *                 0.5% rms of the input of each of the ~4 matmuls of a layer. Those errors add
- *                 up through the layers and are amplified by these untrained random models; we
- *                 measured |delta| <= 3.5% of max |logit| over every format and fixture (the
- *                 K-quants, whose activation scale covers 256 values, the largest) and allow
- *                 QTOL = 6% of max |ref logit|. (parity_bound.h's derived bound holds the
- *                 fixtures; on these 64-wide models it is exceeded 1.35x by llama q5_0.)
+ *                 quantized weights: every matmul reads 8-bit activations (quant_act.c); held
+ *                 to the bound tests/parity_bound.h derives from their rounding (every logit,
+ *                 the greedy pick at every decided step; near-ties waived, counted, printed;
+ *                 25% of the steps decided), on models 256 wide (8 activation blocks of 32 an
+ *                 input, 1 layer, as the K-quants' always were). The derivation gives the
+ *                 error's mean size; on 64-wide models (2 blocks an input) single models
+ *                 stray from it: over 40 seeds of 64-wide llama, 3 (q5_0 twice, q4_1 once)
+ *                 had an error 2.3-2.5 sigma rms and 1.1-1.55x the bound, with the same bits
+ *                 on every table (so no kernel's bug) and the same with a 4096-token
+ *                 vocabulary; 240 models 256 wide stayed within 0.81 of it (rms 1.56 sigma
+ *                 at most), as the fixtures do (docs/runs/2026-12-05-exact-cpu-avx2.md).
  *   fixtures    the parity fixtures (build/fixtures, made by `make test-data`) against
  *               transformers and cpu-ref at every prompt position and every decoded step, with
  *               the bound tests/parity_bound.h derives from the 8-bit activations' rounding
@@ -40,7 +43,6 @@
 #include <string.h>
 
 #define N_SEQ 13
-#define QTOL 0.06 /* of max |reference logit|, for quantized weights on tiny models (see above) */
 
 /* The CPU backends with their own kernel table that this CPU runs. */
 static const char *isa_backends[6];
@@ -185,30 +187,64 @@ static void test_invariance(void) {
 
 static bool is_float_type(uint32_t t) { return t == LEAN_TYPE_F32 || t == LEAN_TYPE_F16 || t == LEAN_TYPE_BF16; }
 
-/* The worst error of fast against ref over one step's logits, in the format's measure:
- * float weights |d| / (1 + |ref|) against 1e-4; quantized |d| / max|ref| against QTOL.
- * Returns error / tolerance. */
-static double step_error(const float *fast, const float *ref, int V, bool float_w) {
-    double worst = 0, maxabs = 0;
-    for (int i = 0; i < V; i++) maxabs = fmax(maxabs, fabs(ref[i]));
+/* The worst error of fast against ref over one step's logits for float weights: |d| / (1 +
+ * |ref|) against 1e-4. Returns error / tolerance. */
+static double float_step_error(const float *fast, const float *ref, int V) {
+    double worst = 0;
     for (int i = 0; i < V; i++) {
-        const double d = fabs((double)fast[i] - ref[i]);
-        const double e = float_w ? d / (1 + fabs(ref[i])) / 1e-4 : d / (QTOL * maxabs);
+        const double e = fabs((double)fast[i] - ref[i]) / (1 + fabs(ref[i])) / 1e-4;
         if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
     }
     return worst;
 }
 
+/* check_bound's tally over every model and table (bound_result's fields that apply). */
+static bound_result ref_total;
+
+/* Quantized weights, one table's N_SEQ steps against cpu-ref's with parity_bound.h's bound
+ * of the 8-bit activations (block: 32, or 256 for the K-quants): every logit within z sigma +
+ * FIXTURE_TOL (3 there), and at a decided step (4 there, cpu-ref's pick standing in for
+ * transformers') the same greedy pick; near-ties waived, counted into bound_total. */
+static void check_bound(const char *what, const lean_model *m, int block, const float *fast, const float *ref) {
+    const int V = lean_model_n_vocab(m);
+    const bound b = bound_make(BOUND_8BIT, block, m, N_SEQ);
+    double worst = 0, worst_gain = 0;
+    int decided = 0, ties = 0, ties_match = 0;
+    for (int s = 0; s < N_SEQ; s++) {
+        const float *f = fast + (int64_t)s * V, *r = ref + (int64_t)s * V;
+        double ratio, gain;
+        bound_step(&b, f, r, V, &ratio, &gain);
+        worst = fmax(worst, ratio), worst_gain = fmax(worst_gain, gain);
+        const bool same = fixture_argmax(f, V) == fixture_argmax(r, V);
+        if (bound_decided(&b, r, V, N_SEQ)) {
+            decided++;
+            CHECK(same, "%s step %d: greedy pick %d, cpu-ref's %d (a decided step)", what, s, fixture_argmax(f, V),
+                  fixture_argmax(r, V));
+        } else {
+            ties++, ties_match += same;
+        }
+    }
+    CHECK(worst <= 1, "%s: max |fast - cpu-ref| %.3g x the bound", what, worst);
+    ref_total.steps += N_SEQ, ref_total.decided += decided;
+    ref_total.ties += ties, ref_total.ties_match += ties_match;
+    ref_total.worst_max = fmax(ref_total.worst_max, worst);
+    ref_total.worst_gain = fmax(ref_total.worst_gain, worst_gain);
+    printf("| %-28s | %.2f | %.2f | %d/%d | %d (%d) |\n", what, worst, worst_gain, decided, N_SEQ, ties, ties_match);
+}
+
 static void test_reference(void) {
     const char *archs[] = {"llama", "qwen2", "qwen3"};
+    printf("the CPU kernels against cpu-ref on tiny models (tests/parity_bound.h, 8-bit activations):\n"
+           "| model format table | max error / bound | rms error / sigma | greedy = cpu-ref at decided steps "
+           "| near-ties waived (picked anyway) |\n|---|---|---|---|---|\n");
     for (size_t ai = 0; ai < 3; ai++) {
         for (size_t ti = 0; ti < 11; ti++) {
             const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                       LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
                                       LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
             const uint32_t t = types[ti];
-            const bool k = lean_type_traits_get(t)->block_elems == LEAN_QK_K;
-            tiny_spec sp = spec(archs[ai], t, t, k);
+            const bool k = lean_type_traits_get(t)->block_elems == LEAN_QK_K, quant = !is_float_type(t);
+            tiny_spec sp = spec(archs[ai], t, t, quant); /* quantized: 256 wide (see the top) */
             sp.seed = 5 + ti;
             char path[256];
             lean_model *m = load_spec(&sp, NULL, path, sizeof path);
@@ -220,17 +256,28 @@ static void test_reference(void) {
             run_seq(m, "cpu-ref", 1, 8, 1, ids, 1, N_SEQ, ref);
             for (int b = 0; b < n_isa; b++) {
                 run_seq(m, isa_backends[b], 2, 8, 1, ids, 1, N_SEQ, fast);
-                double worst = 0;
-                for (int s = 0; s < N_SEQ; s++)
-                    worst = fmax(worst, step_error(fast + (int64_t)s * V, ref + (int64_t)s * V, V, is_float_type(t)));
-                CHECK(worst <= 1, "%s %s %s: logits %.3g tolerances from cpu-ref", archs[ai], lean_type_name((int)t),
-                      isa_backends[b], worst);
+                char what[96];
+                snprintf(what, sizeof what, "%s %s %s", archs[ai], lean_type_name((int)t), isa_backends[b]);
+                if (!quant) {
+                    double worst = 0;
+                    for (int s = 0; s < N_SEQ; s++)
+                        worst = fmax(worst, float_step_error(fast + (int64_t)s * V, ref + (int64_t)s * V, V));
+                    CHECK(worst <= 1, "%s: logits %.3g tolerances from cpu-ref", what, worst);
+                } else {
+                    check_bound(what, m, k ? 256 : 32, fast, ref);
+                }
             }
             free(ref), free(fast);
             lean_model_free(m);
             unlink(path);
         }
     }
+    const bound_result *t = &ref_total;
+    printf("the CPU kernels against cpu-ref on tiny models: %d of %d greedy steps decided (each cpu-ref's pick), "
+           "%d near-ties waived (%d picked anyway); worst max error %.2f of the bound, worst rms error %.2f sigma\n",
+           t->decided, t->steps, t->ties, t->ties_match, t->worst_max, t->worst_gain);
+    CHECK(100 * t->decided >= BOUND_MIN_DECIDED_PCT * t->steps, "tiny models: %d of %d greedy steps decided, under %d%%",
+          t->decided, t->steps, BOUND_MIN_DECIDED_PCT);
 }
 
 /* ---- the parity fixtures ---- */
