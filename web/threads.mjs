@@ -21,9 +21,12 @@
 //           returns import functions a chunk may call on a host thread (tests: WASI for
 //           nanosleep); every other import there is a stub that throws, since the library's
 //           chunks call nothing outside the module.
+//           onStage: called with 'compile' and then 'threads' as the work moves on (a caller's
+//           progress report).
 // Resolves once every host thread has instantiated the module; each starts serving (waiting
 // inside wasm: memory.atomic.wait32) when the library first wants threads. Rejects if a
-// worker fails to start.
+// worker fails to start, or says nothing for THREAD_START_MS (a worker that never starts:
+// seen once in Firefox under load; the caller then runs on one thread).
 //
 // Needs cross-origin isolation in a page (crossOriginIsolated, SharedArrayBuffer) and a
 // caller off the page's main thread: the caller waits with memory.atomic.wait, which a page's
@@ -31,6 +34,7 @@
 // A TextDecoder does not decode views of a SharedArrayBuffer: a WASI shim copies first.
 
 const WORKER_URL = new URL('./lean_thread_worker.js', import.meta.url);
+const THREAD_START_MS = 30_000;
 
 // env.memory's limits in the module's import section: { initial, maximum, shared } in pages.
 export function memoryImport(bytes) {
@@ -111,7 +115,9 @@ export async function instantiateThreaded(bytes, imports, options = {}) {
     const limits = memoryImport(bytes);
     if (!limits.shared) throw new Error('threads.mjs: env.memory is not shared (not the threaded build)');
     const memory = new WebAssembly.Memory({ initial: limits.initial, maximum: limits.maximum, shared: true });
+    options.onStage?.('compile');
     const module = await WebAssembly.compile(bytes);
+    options.onStage?.('threads');
     const hostImports = options.hostImports ? String(options.hostImports) : null;
     const workers = [];
     const terminate = () => workers.forEach((w) => w.terminate());
@@ -120,13 +126,16 @@ export async function instantiateThreaded(bytes, imports, options = {}) {
         await Promise.all(Array.from({ length: threads - 1 }, async (_, index) => {
             const w = await startWorker();
             workers.push(w);
+            let timer;
             await new Promise((resolve, reject) => {
+                timer = setTimeout(() => reject(new Error(`lean host thread ${index} did not start in ${THREAD_START_MS / 1000} s`)),
+                                   THREAD_START_MS);
                 w.on((m) => {
                     if (m?.ready) resolve();
                     else if (m?.error) reject(new Error(`lean host thread ${index}: ${m.error}`));
                 });
                 w.post({ module, memory, hostImports });
-            });
+            }).finally(() => clearTimeout(timer));
         }));
     } catch (e) {
         terminate();
