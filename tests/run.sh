@@ -23,7 +23,8 @@
 #   browser build-web/   `make web`: the browser build in Debian's Chromium and Firefox ESR,
 #                        headless, driven by puppeteer-core (npm ci; package.json) through
 #                        tests/browser/run.mjs, one program per browser: greedy and seeded ids
-#                        against the native CLI's, chat, abort, no JSPI, the chat page; then
+#                        against the native CLI's, chat, abort, no JSPI, grammars and LoRA
+#                        on both rungs, a stalled load's timeout, the chat page; then
 #                        webgpu's GPU test programs inside Chromium, whose SwiftShader has
 #                        subgroups (tests/browser/program.mjs; CHROMIUM_PROGRAMS below)
 #   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
