@@ -22,11 +22,13 @@
 //           nanosleep); every other import there is a stub that throws, since the library's
 //           chunks call nothing outside the module.
 //           onStage: called with 'compile' and then 'threads' as the work moves on (a caller's
-//           progress report).
+//           progress report). startTimeout: ms a host thread has to say it is ready
+//           (default THREAD_START_MS).
 // Resolves once every host thread has instantiated the module; each starts serving (waiting
 // inside wasm: memory.atomic.wait32) when the library first wants threads. Rejects if a
-// worker fails to start, or says nothing for THREAD_START_MS (a worker that never starts:
-// seen once in Firefox under load; the caller then runs on one thread).
+// worker fails to start, or is not ready within startTimeout (a load stuck here was seen in
+// Firefox under load: docs/runs/2026-12-05-browser-load-hang.md; the caller then runs on one
+// thread).
 //
 // Needs cross-origin isolation in a page (crossOriginIsolated, SharedArrayBuffer) and a
 // caller off the page's main thread: the caller waits with memory.atomic.wait, which a page's
@@ -126,10 +128,10 @@ export async function instantiateThreaded(bytes, imports, options = {}) {
         await Promise.all(Array.from({ length: threads - 1 }, async (_, index) => {
             const w = await startWorker();
             workers.push(w);
+            const ms = options.startTimeout ?? THREAD_START_MS;
             let timer;
             await new Promise((resolve, reject) => {
-                timer = setTimeout(() => reject(new Error(`lean host thread ${index} did not start in ${THREAD_START_MS / 1000} s`)),
-                                   THREAD_START_MS);
+                timer = setTimeout(() => reject(new Error(`lean host thread ${index} did not start in ${ms / 1000} s`)), ms);
                 w.on((m) => {
                     if (m?.ready) resolve();
                     else if (m?.error) reject(new Error(`lean host thread ${index}: ${m.error}`));
