@@ -130,6 +130,11 @@ async function load(page, tag, url, backend, jspi, extra = {}) {
 
 async function modelChecks(page, t, m, b, ref, jspi) {
     if (!await load(page, t, `/models/${m}.gguf`, b, jspi)) return;
+    if (b === 'cpu') { // the CPU rung on every core (lean-mt.wasm: the page is cross-origin isolated)
+        const { info } = await page.evaluate(() => window.leanTest.info());
+        const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+        check(info.threads === cores, `${t}: ${info.threads} threads, ${cores} cores`, `fallback ${JSON.stringify(info.fallback)}`);
+    }
     const want = ref[`${m}/${b}`];
     let r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
     check(!r.error && same(r.ids, want.greedy), `${t}: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
@@ -241,9 +246,10 @@ async function memoryChecks(page, t, ref, jspi) {
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
-// the demo model offered first; a missing model's 404 shown in the page; the chat model by URL
-// on the GPU, one greedy message, the reply shown, a screenshot; the reply equals lean chat's,
-// as the API's does; at a phone's width the page fits, no sideways scrolling.
+// the demo model offered first; a missing model's 404 and a picked file that is not GGUF shown
+// in the page; the chat model by URL on the GPU, one greedy message sent with Enter, the reply
+// shown, a screenshot; the reply equals lean chat's, as the API's does; at a phone's width the
+// page fits, no sideways scrolling.
 async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
     const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
@@ -272,6 +278,14 @@ async function pageCheck(browser, name, url, ref) {
         const state = await page.$eval('#app', (el) => el.dataset.state);
         check(/HTTP 404/.test(error ?? '') && state === 'empty', `${name} page: a missing model shows '${error}'`,
               `error ${JSON.stringify(error)}, state ${state}`);
+        // a picked file that is not GGUF (the file picker's path): lean's reason shown
+        const picker = await page.$('#model-file');
+        await page.$eval('#error', (el) => { el.hidden = true; });
+        await picker.uploadFile('package.json');
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        error = await page.$eval('#error', (el) => el.hidden ? null : document.getElementById('error-text').textContent.trim());
+        check(/package\.json/.test(error ?? '') && /magic|GGUF/i.test(error ?? ''), `${name} page: a picked file that is not GGUF shows '${error}'`,
+              JSON.stringify(error));
         await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
         await page.waitForSelector('#load');
         await page.click('#load');
@@ -284,7 +298,7 @@ async function pageCheck(browser, name, url, ref) {
         await page.$eval('#greedy', (el) => { if (!el.checked) el.click(); });
         await page.$eval('#max-tokens', (el, n) => { el.value = String(n); el.dispatchEvent(new Event('change')); }, CHAT_N);
         await page.type('#prompt', CHAT[0]);
-        await page.click('#send');
+        await page.keyboard.press('Enter'); // sent from the keyboard, as chat.js promises
         await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant][data-done]') ||
                                          !document.getElementById('error').hidden, { timeout: STEP_MS });
         error = await errorText();
