@@ -23,7 +23,9 @@
 #   browser build-web/   `make web`: the browser build in Debian's Chromium and Firefox ESR,
 #                        headless, driven by puppeteer-core (npm ci; package.json) through
 #                        tests/browser/run.mjs, one program per browser: greedy and seeded ids
-#                        against the native CLI's, chat, abort, no JSPI, the chat page; then
+#                        against the native CLI's, chat, abort, no JSPI, grammars and LoRA
+#                        on both rungs, a stalled load's timeout, the chat page;
+#                        tests/web_threads_start.mjs (a host thread that never starts); then
 #                        webgpu's GPU test programs inside Chromium, whose SwiftShader has
 #                        subgroups (tests/browser/program.mjs; CHROMIUM_PROGRAMS below)
 #   neon    build-neon/  aarch64-linux-gnu-gcc, NEON with sdot, and build-neon-v8/ without, under
@@ -389,6 +391,8 @@ stage_browser() {
     # after a failed build nothing runs (build-web/ could be stale).
     if build browser web build/lean build/fixtures/.made build/vocab/.made; then
         for b in chromium firefox; do run_prog "browser_$b" node tests/browser/run.mjs "$b"; done
+        # web/threads.mjs gives up on a host thread that never starts (~1.5 s, Node)
+        run_prog web_threads_start node tests/web_threads_start.mjs build-web/lean-mt.wasm
     fi
     # The GPU test programs inside Chromium (tests/browser/program.mjs): its SwiftShader is the
     # one CI adapter with subgroups (the ledger's variant subgroups).

@@ -16,6 +16,29 @@
 const WORKER_URL = new URL('./lean_worker.js', import.meta.url);
 const CACHE_NAME = 'lean-models-v1'; // lean_worker.js fills it
 
+// Lean.load gives up when its worker shows no progress for this long (options.stallTimeout):
+// a load never hangs, and the error names the stage it stopped in. A healthy load reports
+// often: each stage as it enters it, bytes a few times a second.
+const LOAD_STALL_MS = 120_000;
+const FREE_WAIT_MS = 10_000;
+// The stages of a load, in order (the worker's 'stage' messages and the byte phases of its
+// progress messages), as the error names them.
+const LOAD_STAGES = {
+    worker: 'starting the worker (lean_worker.js)',
+    wasm: 'fetching lean.wasm',
+    compile: 'compiling and instantiating lean.wasm',
+    threads: 'starting the CPU threads (a Web Worker each)',
+    open: 'opening the model (the Cache API lookup, the HTTP response)',
+    download: 'downloading the model',
+    cache: 'reading the model from the Cache API',
+    load: 'reading the model',
+    parse: 'checking the model (lean_model_load)',
+    upload: 'sending the weights to the GPU',
+    store: 'finishing the model\'s Cache API copy',
+    backend: 'starting the backend (the GPU adapter and device, the weights)',
+    loras: 'loading the adapters',
+};
+
 // Where the page's sampling names meet the worker's (the same names: kept in one list).
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => o?.[k] !== undefined).map((k) => [k, o[k]]));
@@ -39,6 +62,36 @@ async function adapterBytes(a) {
     if (d instanceof ArrayBuffer) return new Uint8Array(d.slice(0));
     if (ArrayBuffer.isView(d)) return new Uint8Array(d.buffer.slice(d.byteOffset, d.byteOffset + d.byteLength));
     throw new TypeError('an adapter is { url } or { data: ArrayBuffer | typed array | Blob }, with an optional scale');
+}
+
+// What watches a load: guard.saw(message) for each of the worker's messages, guard.race(p): p,
+// or the first of the stall timeout and the signal's abort (rejecting); guard.end() once done.
+function loadGuard(signal, stallMs) {
+    let stage = 'worker', loaded = 0, total = 0, timer = 0, fail;
+    const failed = new Promise((_, reject) => (fail = reject));
+    failed.catch(() => {}); // raced below; unobserved when the load ends first
+    const where = () => `${LOAD_STAGES[stage] ?? stage} (stage '${stage}'` +
+        (loaded ? `, ${loaded}${total ? ' of ' + total : ''} bytes` : '') + ')';
+    const arm = () => {
+        clearTimeout(timer);
+        if (stallMs > 0) timer = setTimeout(() => fail(new DOMException(
+            `Lean.load: no progress in ${stallMs / 1000} s while ${where()}; the load was stopped`, 'TimeoutError')), stallMs);
+    };
+    const abort = () => fail(new DOMException(`Lean.load aborted while ${where()}`, 'AbortError'));
+    signal?.addEventListener('abort', abort, { once: true });
+    arm();
+    return {
+        saw(m) {
+            if (m.type === 'stage') [stage, loaded, total] = [m.stage, 0, 0];
+            else if (m.type === 'progress') [stage, loaded, total] = [m.phase, m.loaded, m.total];
+            arm();
+        },
+        race: (p) => Promise.race([p, failed]),
+        end() {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', abort);
+        },
+    };
 }
 
 export class Lean {
@@ -75,11 +128,15 @@ export class Lean {
     // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
     // array, or a ReadableStream of bytes (opts.size: its length, when known).
     // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, softwareGpu,
-    //         onProgress, size, loras (as setLoras takes them) }
+    //         onProgress, size, loras (as setLoras takes them), signal, stallTimeout (ms) }
+    // signal (an AbortSignal) stops the load, rejecting with an AbortError; with no progress for
+    // stallTimeout ms (LOAD_STALL_MS; 0: wait for ever) it rejects with a TimeoutError naming the
+    // stage. Either way the worker is terminated, whatever it was waiting on.
     static async load(source, opts = {}) {
+        opts.signal?.throwIfAborted();
         const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
         const lean = new Lean(worker);
-        const { onProgress, ...rest } = opts;
+        const { onProgress, signal, stallTimeout = LOAD_STALL_MS, ...rest } = opts;
         const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly', 'softwareGpu']);
         // a page without JSPI (or one that deleted it to test the other path) gets a worker without
         options.jspi ??= typeof WebAssembly.Suspending === 'function';
@@ -101,12 +158,23 @@ export class Lean {
             worker.terminate();
             throw new TypeError('Lean.load: the source must be a URL, File/Blob, ArrayBuffer, typed array or ReadableStream');
         }
+        const guard = loadGuard(signal, stallTimeout);
         try {
-            lean.info = await lean.#request('load', { source: src, opts: options }, { transfer, onMessage: (m) => m.type === 'progress' && onProgress?.(m) });
-            if (opts.loras?.length) await lean.setLoras(opts.loras);
+            const onMessage = (m) => {
+                guard.saw(m);
+                if (m.type === 'progress') onProgress?.(m);
+            };
+            lean.info = await guard.race(lean.#request('load', { source: src, opts: options }, { transfer, onMessage }));
+            if (opts.loras?.length) {
+                guard.saw({ type: 'stage', stage: 'loras' });
+                await guard.race(lean.setLoras(opts.loras));
+            }
         } catch (e) {
             worker.terminate();
+            lean.#worker = null;
             throw e;
+        } finally {
+            guard.end();
         }
         return lean;
     }
@@ -270,12 +338,16 @@ export class Lean {
         this.#worker?.postMessage({ op: 'testLoseDevice' });
     }
 
-    // Frees the model, its contexts and the worker; the object is unusable after.
+    // Frees the model, its contexts and the worker; the object is unusable after. The worker is
+    // terminated once it answers, or after FREE_WAIT_MS when it does not (it may be stuck on
+    // the GPU): terminating it frees everything it held anyway.
     async free() {
         if (!this.#worker) return;
+        let timer = 0;
         try {
-            await this.#request('free', {});
+            await Promise.race([this.#request('free', {}), new Promise((resolve) => (timer = setTimeout(resolve, FREE_WAIT_MS)))]);
         } finally {
+            clearTimeout(timer);
             this.#worker.terminate();
             this.#worker = null;
         }

@@ -49,5 +49,10 @@
         }
     };
     if (node) port.on('message', onMessage);
-    else globalThis.onmessage = (e) => onMessage(e.data);
+    else {
+        globalThis.onmessage = (e) => onMessage(e.data);
+        // a message that cannot be read here (the module or the shared memory) would otherwise
+        // leave threads.mjs waiting for a ready that never comes
+        globalThis.onmessageerror = () => fail(new Error('a message from the main thread could not be read'));
+    }
 })();

@@ -7,6 +7,7 @@
 //        { op: 'testLoseDevice' }  destroys the GPU device now, as a GPU reset would (a test hook)
 //   out  { id, ok: true, result } | { id, ok: false, error }      the answer to request id
 //        { id, type: 'progress', phase, loaded, total }            while loading
+//        { id, type: 'stage', stage }                              a load's next stage (lean.js)
 //        { id, type: 'piece', text } | { id, type: 'token', token, text }   while generating
 //        { type: 'info', info }    the backend changed (a GPU failure fell back to the CPU)
 // Requests run one at a time, in order; aborts bypass the queue.
@@ -60,7 +61,7 @@ async function instantiate(jspi, opts) {
     const threads = await cpuThreads(opts);
     if (threads > 1) {
         try {
-            const t = await instantiateThreaded(await fetchWasm('lean-mt.wasm'), imports, { threads });
+            const t = await instantiateThreaded(await fetchWasm('lean-mt.wasm'), imports, { threads, onStage: stage });
             ({ instance, memory } = t);
             state.threads = t.threads;
         } catch (e) {
@@ -68,7 +69,10 @@ async function instantiate(jspi, opts) {
         }
     }
     if (!instance) {
-        ({ instance } = await WebAssembly.instantiate(await fetchWasm(leanWasmName()), imports));
+        stage('wasm');
+        const bytes = await fetchWasm(leanWasmName());
+        stage('compile');
+        ({ instance } = await WebAssembly.instantiate(bytes, imports));
         memory = instance.exports.memory;
     }
     gpu.setMemory(memory);
@@ -246,6 +250,9 @@ const post = (m) => {
 };
 
 // ---- load: sources and the cache ----
+
+// Where a load is, for lean.js's stall guard (LOAD_STAGES there); its bytes come as progress.
+const stage = (name) => post({ id: current, type: 'stage', stage: name });
 
 // The largest model file kept in wasm memory (wasm32 addresses 4 GiB; the rest is for the KV
 // cache and activations); a larger one streams to the GPU instead (loadGpuOnly).
@@ -609,6 +616,7 @@ async function freeContexts() {
 }
 
 async function load({ source, opts }) {
+    stage('wasm');
     await instantiate(opts.jspi !== false, opts);
     if (state.model) throw new Error('this worker has a model already');
     state.opts = opts;
@@ -619,6 +627,7 @@ async function load({ source, opts }) {
         last = now;
         post({ id: current, type: 'progress', phase, loaded, total: Math.max(total, 0) });
     };
+    stage('open');
     const src = await openSource(source, opts);
     try {
         if (opts.gpuOnly || src.size > MEMORY_MODEL_MAX) {
@@ -626,12 +635,14 @@ async function load({ source, opts }) {
         } else {
             const { ptr, size } = await streamToWasm(src, onBytes);
             state.bytes = ptr;
+            stage('parse');
             await withMem([4], async (out) => {
                 await call('lw_model_load', ptr, size, out);
                 state.model = i32(out, 1)[0];
             });
             post({ id: current, type: 'progress', phase: 'load', loaded: size, total: size });
         }
+        stage('store');
         await src.done(true);
     } catch (e) {
         await src.done(false);
@@ -643,6 +654,7 @@ async function load({ source, opts }) {
         const n = ex.lw_model_info(state.model, buf, 8192);
         return JSON.parse(decoder.decode(u8(buf, Math.min(n, 8191)).slice()));
     });
+    stage('backend');
     await chooseBackend(opts);
     return describe();
 }

@@ -21,9 +21,14 @@
 //           returns import functions a chunk may call on a host thread (tests: WASI for
 //           nanosleep); every other import there is a stub that throws, since the library's
 //           chunks call nothing outside the module.
+//           onStage: called with 'compile' and then 'threads' as the work moves on (a caller's
+//           progress report). startTimeout: ms a host thread has to say it is ready
+//           (default THREAD_START_MS).
 // Resolves once every host thread has instantiated the module; each starts serving (waiting
 // inside wasm: memory.atomic.wait32) when the library first wants threads. Rejects if a
-// worker fails to start.
+// worker fails to start, or is not ready within startTimeout (a load stuck here was seen in
+// Firefox under load: docs/runs/2026-12-05-browser-load-hang.md; the caller then runs on one
+// thread).
 //
 // Needs cross-origin isolation in a page (crossOriginIsolated, SharedArrayBuffer) and a
 // caller off the page's main thread: the caller waits with memory.atomic.wait, which a page's
@@ -31,6 +36,7 @@
 // A TextDecoder does not decode views of a SharedArrayBuffer: a WASI shim copies first.
 
 const WORKER_URL = new URL('./lean_thread_worker.js', import.meta.url);
+const THREAD_START_MS = 30_000;
 
 // env.memory's limits in the module's import section: { initial, maximum, shared } in pages.
 export function memoryImport(bytes) {
@@ -111,7 +117,9 @@ export async function instantiateThreaded(bytes, imports, options = {}) {
     const limits = memoryImport(bytes);
     if (!limits.shared) throw new Error('threads.mjs: env.memory is not shared (not the threaded build)');
     const memory = new WebAssembly.Memory({ initial: limits.initial, maximum: limits.maximum, shared: true });
+    options.onStage?.('compile');
     const module = await WebAssembly.compile(bytes);
+    options.onStage?.('threads');
     const hostImports = options.hostImports ? String(options.hostImports) : null;
     const workers = [];
     const terminate = () => workers.forEach((w) => w.terminate());
@@ -120,13 +128,16 @@ export async function instantiateThreaded(bytes, imports, options = {}) {
         await Promise.all(Array.from({ length: threads - 1 }, async (_, index) => {
             const w = await startWorker();
             workers.push(w);
+            const ms = options.startTimeout ?? THREAD_START_MS;
+            let timer;
             await new Promise((resolve, reject) => {
+                timer = setTimeout(() => reject(new Error(`lean host thread ${index} did not start in ${ms / 1000} s`)), ms);
                 w.on((m) => {
                     if (m?.ready) resolve();
                     else if (m?.error) reject(new Error(`lean host thread ${index}: ${m.error}`));
                 });
                 w.post({ module, memory, hostImports });
-            });
+            }).finally(() => clearTimeout(timer));
         }));
     } catch (e) {
         terminate();

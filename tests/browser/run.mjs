@@ -4,7 +4,7 @@
 // `make web`) served by scripts/serve_web.mjs with cross-origin isolation.
 //
 //   node tests/browser/run.mjs [chromium] [firefox] [--verbose] [--only=GROUP,...]   (default: both, all)
-//   GROUP: env models chat lost memory constrained page (--only=chat: the chat checks alone, while working on them)
+//   GROUP: env models chat lost memory stall constrained page (--only=chat: the chat checks alone, while working on them)
 //   npm run test:browser
 //
 // Needs build-web/ (make web), build/lean and the fixtures and vocabularies (make test-data).
@@ -29,8 +29,12 @@
 //     device (lostChecks).
 //   - too little memory (a tensor past the storage binding limit, where the browser's is 128 MiB):
 //     'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit.
-//   - with JSPI only: grammars and JSON schemas in generate and chat, LoRA adapters through
-//     Lean.load and setLoras, on the CPU's exact path, against the CLI's ids (constrained.mjs).
+//   - grammars and JSON schemas in generate and chat, LoRA adapters through Lean.load and
+//     setLoras, against the CLI's ids (constrained.mjs): on the GPU in Chromium (a tiny
+//     model), and, with JSPI only, on the CPU's exact path in both browsers.
+//   - Lean.load never hangs: a stalled source ends in a TimeoutError naming the stage after
+//     options.stallTimeout, or in an AbortError through options.signal; the page then loads
+//     and runs a model (stallChecks).
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
 // screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -59,7 +63,7 @@ const STEP_MS = 600_000;  // a hang guard per browser call (a hung page fails, n
 const argv = process.argv.slice(2);
 const verbose = argv.includes('--verbose');
 const names = argv.filter((a) => !a.startsWith('--'));
-const GROUPS = ['env', 'models', 'chat', 'lost', 'memory', 'constrained', 'page'];
+const GROUPS = ['env', 'models', 'chat', 'lost', 'memory', 'stall', 'constrained', 'page'];
 const only = argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? GROUPS;
 for (const g of only) if (!GROUPS.includes(g)) { console.error(`run.mjs: unknown group '${g}' (${GROUPS.join(' ')})`); process.exit(2); }
 const wanted = (g) => only.includes(g);
@@ -89,7 +93,8 @@ function references() {
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
-    ref.constrained = constrainedReferences(CHAT_MODEL);
+    for (const b of wanted('constrained') ? BACKENDS : [])  // the GPU's: Chromium's only (runBrowser)
+        if (b === 'cpu' || names.includes('chromium')) ref[`constrained/${b}`] = constrainedReferences(CHAT_MODEL, b);
     return ref;
 }
 
@@ -125,6 +130,11 @@ async function load(page, tag, url, backend, jspi, extra = {}) {
 
 async function modelChecks(page, t, m, b, ref, jspi) {
     if (!await load(page, t, `/models/${m}.gguf`, b, jspi)) return;
+    if (b === 'cpu') { // the CPU rung on every core (lean-mt.wasm: the page is cross-origin isolated)
+        const { info } = await page.evaluate(() => window.leanTest.info());
+        const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+        check(info.threads === cores, `${t}: ${info.threads} threads, ${cores} cores`, `fallback ${JSON.stringify(info.fallback)}`);
+    }
     const want = ref[`${m}/${b}`];
     let r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
     check(!r.error && same(r.ids, want.greedy), `${t}: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
@@ -236,8 +246,10 @@ async function memoryChecks(page, t, ref, jspi) {
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
-// the demo model offered first; the chat model by URL on the GPU, one greedy message, the reply shown, a screenshot; the
-// reply equals lean chat's, as the API's does.
+// the demo model offered first; a missing model's 404 and a picked file that is not GGUF shown
+// in the page; the chat model by URL on the GPU, one greedy message sent with Enter, the reply
+// shown, a screenshot; the reply equals lean chat's, as the API's does; at a phone's width the
+// page fits, no sideways scrolling.
 async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
     const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
@@ -254,14 +266,31 @@ async function pageCheck(browser, name, url, ref) {
         });
         check(demo.u === 'demo/lean-demo.gguf' && demo.ok && demo.magic === 'GGUF',
               `${name} page: offers the demo model first (${demo.u}, served, a GGUF)`, JSON.stringify(demo));
+        const ready = () => document.getElementById('app').dataset.state === 'ready' ||
+                            !document.getElementById('error').hidden;
+        const errorText = () => page.$eval('#error', (el) => el.hidden ? null : el.textContent.trim());
+        // a model that is not there: the page says so (the HTTP status), never hangs, and loads again after
+        await page.goto(`${url}index.html?model=${encodeURIComponent('/browser-models/missing.gguf')}&backend=cpu`);
+        await page.waitForSelector('#load');
+        await page.click('#load');
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        let error = await page.$eval('#error', (el) => el.hidden ? null : document.getElementById('error-text').textContent.trim());
+        const state = await page.$eval('#app', (el) => el.dataset.state);
+        check(/HTTP 404/.test(error ?? '') && state === 'empty', `${name} page: a missing model shows '${error}'`,
+              `error ${JSON.stringify(error)}, state ${state}`);
+        // a picked file that is not GGUF (the file picker's path): lean's reason shown
+        const picker = await page.$('#model-file');
+        await page.$eval('#error', (el) => { el.hidden = true; });
+        await picker.uploadFile('package.json');
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        error = await page.$eval('#error', (el) => el.hidden ? null : document.getElementById('error-text').textContent.trim());
+        check(/package\.json/.test(error ?? '') && /magic|GGUF/i.test(error ?? ''), `${name} page: a picked file that is not GGUF shows '${error}'`,
+              JSON.stringify(error));
         await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
         await page.waitForSelector('#load');
         await page.click('#load');
-        const ready = () => document.getElementById('app').dataset.state === 'ready' ||
-                            !document.getElementById('error').hidden;
         await page.waitForFunction(ready, { timeout: STEP_MS });
-        const errorText = () => page.$eval('#error', (el) => el.hidden ? null : el.textContent.trim());
-        let error = await errorText();
+        error = await errorText();
         const backend = await page.$eval('#info-backend', (el) => el.textContent.trim());
         if (!check(!error && backend === 'gpu', `${name} page: the model loads by URL, backend ${backend}`,
                    error || `backend '${backend}'`)) return;
@@ -269,7 +298,7 @@ async function pageCheck(browser, name, url, ref) {
         await page.$eval('#greedy', (el) => { if (!el.checked) el.click(); });
         await page.$eval('#max-tokens', (el, n) => { el.value = String(n); el.dispatchEvent(new Event('change')); }, CHAT_N);
         await page.type('#prompt', CHAT[0]);
-        await page.click('#send');
+        await page.keyboard.press('Enter'); // sent from the keyboard, as chat.js promises
         await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant][data-done]') ||
                                          !document.getElementById('error').hidden, { timeout: STEP_MS });
         error = await errorText();
@@ -280,11 +309,43 @@ async function pageCheck(browser, name, url, ref) {
         check(!error && reply.length > 0, `${name} page: a reply is shown (${shot})`, error || 'an empty reply');
         check(reply === ref['chat/gpu'][0], `${name} page: the greedy reply equals lean chat's`,
               `page ${JSON.stringify(reply)}, lean chat ${JSON.stringify(ref['chat/gpu'][0])}`);
+        // at a phone's width (360 CSS pixels) nothing runs off the side: no sideways scrolling
+        await page.setViewport({ width: 360, height: 740 });
+        const wide = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, view: innerWidth }));
+        const phone = `${ARTIFACTS}/${name}-chat-page-phone.png`;
+        await page.screenshot({ path: phone, fullPage: true });
+        check(wide.page <= wide.view, `${name} page: at 360 px wide it fits (${wide.page} px of content, ${phone})`,
+              JSON.stringify(wide));
     } catch (e) {
         check(false, `${name} page`, e.message);
     } finally {
         await page.close().catch(() => {});
     }
+}
+
+// Lean.load never hangs (lean.js, loadGuard): a source that stops sending after 64 KiB ends
+// the load with a TimeoutError once options.stallTimeout passes without progress, naming the
+// stage and the bytes that came; one with no stall timeout ends with an AbortError when its
+// signal aborts. Then the same page loads a model and runs it (lean run's greedy ids), and
+// loads it again from the Cache API (progress phase 'cache', no 'download').
+async function stallChecks(page, t, ref, jspi) {
+    let r = await call(page, 'loadStalled', 1500, 0);
+    const at = /downloading the model \(stage 'download', 65536 of 1048576 bytes\)/;
+    check(r.error?.name === 'TimeoutError' && /no progress in 1\.5 s/.test(r.error.message) && at.test(r.error.message),
+          `${t}: a stalled stream: '${r.error?.message}' (${r.secs})`, JSON.stringify(r.error ?? r.info));
+    r = await call(page, 'loadStalled', 0, 1500);
+    check(r.error?.name === 'AbortError' && /^Lean.load aborted while/.test(r.error.message) && at.test(r.error.message),
+          `${t}: options.signal aborted: '${r.error?.message}' (${r.secs})`, JSON.stringify(r.error ?? r.info));
+    const m = MODELS[0];
+    if (!await load(page, `${t} then`, `/models/${m}.gguf`, 'cpu', jspi)) return;
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+    check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy), `${t}: then a load and generate on the same page (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(ref[`${m}/cpu`].greedy)}`);
+    // the load above filled the Cache API (or an earlier group's did): the next reads it, not the network
+    r = await call(page, 'load', `/models/${m}.gguf`, 'cpu', 0);
+    check(!r.error && r.cached && r.phases.includes('cache') && !r.phases.includes('download'),
+          `${t}: a second load reads the Cache API: phases ${r.phases?.join(' ')} (${r.secs})`,
+          r.error ? r.error.message : `cached ${r.cached}, phases ${r.phases}`);
 }
 
 // What the page runs on: an adapter, cross-origin isolation, JSPI present or deleted.
@@ -325,10 +386,15 @@ async function runBrowser(name, url, ref) {
             for (const b of wanted('chat') ? BACKENDS : []) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi, name));
             if (wanted('lost')) groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
             if (wanted('memory')) groups.push(async (page) => memoryChecks(page, `${tag} too big`, ref, jspi));
-            if (jspi && wanted('constrained'))
-                groups.push(async (page) => constrainedChecks(page, `${tag} constrained`, ref.constrained,
-                                                              `/browser-models/${CHAT_MODEL.split('/').pop()}`, jspi,
-                                                              { call, load, check, same, fmt }));
+            if (wanted('stall')) groups.push(async (page) => stallChecks(page, `${tag} stalled load`, ref, jspi));
+            // the GPU rung in Chromium, with JSPI and without (SwiftShader: a load alone takes
+            // tens of seconds under CI's load, so one browser's GPU; Firefox's runs the models
+            // and chat groups); the CPU rung in both, with JSPI only (its grammars and adapters
+            // never wait on a GPU: JSPI's absence changes nothing there)
+            for (const b of wanted('constrained') ? BACKENDS : [])
+                if (b === 'gpu' ? name === 'chromium' : jspi)
+                    groups.push(async (page) => constrainedChecks(page, `${tag} constrained ${b}`, ref[`constrained/${b}`], b, jspi,
+                                                                  { call, load, check, same, fmt }));
             for (const group of groups) {
                 let page;
                 try {
