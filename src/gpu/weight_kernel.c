@@ -67,9 +67,8 @@ static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
                   "fn chunk_vload(row: u32, c: u32) -> VRAW { return VRAW(row, c); }\n"
                   "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 {\n");
     int q = 0; /* block_i8, appended after the chunk dot */
-    char bi[1024];
-    q += snprintf(bi, sizeof bi, "alias BI8 = BA;\n"
-                                 "fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_any(w, p, x); }\n"
+    char bi[768];
+    q += snprintf(bi, sizeof bi, "fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_any(w, p, x); }\n"
                                  "fn block_i8(row: u32, b: u32) -> BI8 {\n");
     size_t at = 0;
     bool own = false; /* a part with its own chunk dot */
@@ -85,16 +84,11 @@ static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
         m += snprintf(vdot + m, sizeof vdot - (size_t)m,
                       "    if (r.x < %lldu) { return vd_%s(vl_%s(r.x + %lldu, r.y), acc, x); }\n", end, dot, dot,
                       strcmp(dot, "dq") ? gap : 0);
-        /* the part's block as BA: the zero form's z (Q8_0 0, Q4_0 8, Q5_0 16), else the min form */
         const char *nib = t == LEAN_TYPE_Q8_0 ? "_nib" : "";
-        const int z = t == LEAN_TYPE_Q4_0 ? 8 : t == LEAN_TYPE_Q5_0 ? 16 : 0;
-        const bool zero = t == LEAN_TYPE_Q8_0 || z > 0;
-        char blk[96];
-        if (zero) snprintf(blk, sizeof blk, "ba_zero(bi_%s%s(row + %lldu, b), %d)", fmt, nib, gap, z);
-        else snprintf(blk, sizeof blk, "ba_min(bi_%s(row + %lldu, b))", fmt, gap);
         if (p + 1 < w->n_parts)
-            q += snprintf(bi + q, sizeof bi - (size_t)q, "    if (row < %lldu) { return %s; }\n", end, blk);
-        else q += snprintf(bi + q, sizeof bi - (size_t)q, "    return %s;\n}\n", blk);
+            q += snprintf(bi + q, sizeof bi - (size_t)q, "    if (row < %lldu) { return bi_%s%s(row + %lldu, b); }\n",
+                          end, fmt, nib, gap);
+        else q += snprintf(bi + q, sizeof bi - (size_t)q, "    return bi_%s%s(row + %lldu, b);\n}\n", fmt, nib, gap);
     }
     n += snprintf(glue + n, cap - (size_t)n, "}\n");
     if (!own)

@@ -11,9 +11,8 @@ fn chunk_group(row: u32, g: u32) -> GRAW { return gl_q4_0(row, g); }
 fn group_chunk(r: GRAW, k: u32) { gd_q4_0(r, k); }
 
 // matmul_tiled_i8's 32-column blocks: 32 quants, the weights (q - 8) d (formats.wgsl's zero form)
-alias BI8 = BZ;
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q4_0(row, b); }
-fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_zero(w, 8, p, x); }
+fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_zero(w, p, x); }
 
 // matmul_vec's chunk dot: the quants dotted with x, then the block's scale (an operation a
 // weight fewer than decoding; docs/runs/2026-12-04-gpu-h200-dots.md)

@@ -11,7 +11,6 @@ fn chunk_group(row: u32, g: u32) -> GRAW { return gl_any(row, g); }
 fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
 
 // matmul_tiled_i8's 32-column blocks: 32 quants, the weights d q + m (formats.wgsl's min form)
-alias BI8 = BM;
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q5_1(row, b); }
 fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_min(w, p, x); }
 

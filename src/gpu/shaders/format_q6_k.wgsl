@@ -12,7 +12,6 @@ fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
 
 // matmul_tiled_i8's 32-column blocks: 32 quants in two 16-column sub-blocks, the weights
 // d sc (q - 32) (formats.wgsl's two form)
-alias BI8 = BT;
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q6_k(row, b); }
 fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_two(w, p, x); }
 

@@ -159,42 +159,32 @@ fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u
 
 // ---- 8-bit blocks for integer dot products (matmul_tiled_i8): every quantized format ----
 // The format file also names, for its format:
-//   alias BI8 = its form's block;  fn block_i8(row: u32, b: u32) -> BI8
-//   fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32
+//   fn block_i8(row: u32, b: u32) -> BI8       fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32
 // block_i8 loads the row's 32-column block b (columns 32b .. 32b + 31, whatever the format's own
 // block: a K-quant's super-block holds 8 of them) as its 32 quants, 8-bit, four a word in column
 // order (word m: columns 4m .. 4m + 3), and what its weights are made of; block_step is the
 // block's term of the sum, given p = (sum q q_x over columns 0..15, over 16..31), exact in i32,
 // and x: the 32 inputs' scale and quant sums (matmul_tiled_i8 quantizes them). The forms:
-//   zero  weights (q - z) d                 Q8_0 (z 0), Q4_0 (8), Q5_0 (16)     BZ
+//   zero  weights (q - z) d                 Q8_0 (z 0), Q4_0 (8), Q5_0 (16)
 //         (d d_x) (p0 + p1 - z s)
-//   min   weights d q + m                    Q4_1, Q5_1 (d, m); Q4_K, Q5_K (d sc, -dmin mn)   BM
+//   min   weights d q + m                    Q4_1, Q5_1 (d, m); Q4_K, Q5_K (d sc, -dmin mn)
 //         (d d_x) (p0 + p1) + m (d_x s)
-//   two   weights d sc_h (q - z), a scale a 16-column half: Q6_K (z 32)             BT
+//   two   weights d sc_h (q - z), a scale a 16-column half: Q6_K (z 32)
 //         (d d_x) (sc_0 (p0 - z h) + sc_1 (p1 - z (s - h)))
 // d, m and d sc are the reference dequantizer's floats; each integer above is exact in i32 and
-// in f32 (Q6_K's largest, 2 x 16 x 32 x 127 x 128, is under 2^24). Each form keeps only what it
-// needs: matmul_tiled_i8 holds TR blocks an invocation, and on the H200 under Dawn's robustness
-// checks (every browser) a larger block cost Q4_0's wide tiles 3x (docs/runs/
-// 2026-12-05-web-prefill-struct.md). A mixed stack's blocks are BA: zero or min, k says which
-// (weight_kernel.c's glue).
-struct BZ { q: array<u32, 8>, d: f32 }
-struct BM { q: array<u32, 8>, d: f32, m: f32 }
-struct BT { q: array<u32, 8>, d: f32, sc: vec2<i32> }
-struct BA { q: array<u32, 8>, d: f32, m: f32, z: i32, k: u32 }
+// in f32 (Q6_K's largest, 2 x 16 x 32 x 127 x 128, is under 2^24). k (0 zero, 1 min) lets a
+// mixed stack's block_step pick its part's form (weight_kernel.c's glue).
+struct BI8 { q: array<u32, 8>, d: f32, m: f32, sc: vec2<i32>, z: i32, k: u32 }
 // a block's inputs: d_x, s the sum of its 32 quants, h the sum of the first 16
 struct XB { d: f32, s: i32, h: i32 }
-fn bs_zero(w: BZ, z: i32, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y - z * x.s); }
-fn bs_min(w: BM, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y) + w.m * (x.d * f32(x.s)); }
-fn bs_two(w: BT, p: vec2<i32>, x: XB) -> f32 {
-    return (w.d * x.d) * f32(w.sc.x * (p.x - 32 * x.h) + w.sc.y * (p.y - 32 * (x.s - x.h)));
+fn bs_zero(w: BI8, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y - w.z * x.s); }
+fn bs_min(w: BI8, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y) + w.m * (x.d * f32(x.s)); }
+fn bs_two(w: BI8, p: vec2<i32>, x: XB) -> f32 {
+    return (w.d * x.d) * f32(w.sc.x * (p.x - w.z * x.h) + w.sc.y * (p.y - w.z * (x.s - x.h)));
 }
-fn bs_any(w: BA, p: vec2<i32>, x: XB) -> f32 {
-    if (w.k == 1u) { return bs_min(BM(w.q, w.d, w.m), p, x); }
-    return bs_zero(BZ(w.q, w.d), w.z, p, x);
-}
-fn ba_zero(w: BZ, z: i32) -> BA { return BA(w.q, w.d, 0.0, z, 0u); }
-fn ba_min(w: BM) -> BA { return BA(w.q, w.d, w.m, 0, 1u); }
+fn bs_any(w: BI8, p: vec2<i32>, x: XB) -> f32 { if (w.k == 1u) { return bs_min(w, p, x); } return bs_zero(w, p, x); }
+fn bi_zero(q: array<u32, 8>, d: f32, z: i32) -> BI8 { return BI8(q, d, 0.0, vec2<i32>(1), z, 0u); }
+fn bi_min(q: array<u32, 8>, d: f32, m: f32) -> BI8 { return BI8(q, d, m, vec2<i32>(1), 0, 1u); }
 
 // The nibble formats' quant words q (word k: low nibbles columns 4k .. 4k + 3, high nibbles
 // 16 + 4k .. 16 + 4k + 3; col_nib) as bytes in column order, each with its fifth bit from qh
@@ -213,44 +203,44 @@ fn bit4_bytes(h: vec4<u32>) -> vec4<u32> {
     return ((h & vec4<u32>(1u)) << vec4<u32>(4u)) | ((h & vec4<u32>(2u)) << vec4<u32>(11u)) |
            ((h & vec4<u32>(4u)) << vec4<u32>(18u)) | ((h & vec4<u32>(8u)) << vec4<u32>(25u));
 }
-fn bi_q8_0(row: u32, b: u32) -> BZ {
+fn bi_q8_0(row: u32, b: u32) -> BI8 {
     let i = row * BPR + b;
     let lo = wq4(2u * i);
     let hi = wq4(2u * i + 1u);
-    return BZ(array<u32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w), split_scale(i));
+    return bi_zero(array<u32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w), split_scale(i), 0);
 }
 // a mixed stack's Q8_0 part: its chunk k (words 2k, 2k + 1) holds columns 4k .. 4k + 3 then
 // 16 + 4k .. 16 + 4k + 3 (col_nib; weight_upload.c's mixed_block)
-fn bi_q8_0_nib(row: u32, b: u32) -> BZ {
+fn bi_q8_0_nib(row: u32, b: u32) -> BI8 {
     let i = row * BPR + b;
     let lo = wq4(2u * i);
     let hi = wq4(2u * i + 1u);
-    return BZ(array<u32, 8>(lo.x, lo.z, hi.x, hi.z, lo.y, lo.w, hi.y, hi.w), split_scale(i));
+    return bi_zero(array<u32, 8>(lo.x, lo.z, hi.x, hi.z, lo.y, lo.w, hi.y, hi.w), split_scale(i), 0);
 }
-fn bi_q4_0(row: u32, b: u32) -> BZ {
+fn bi_q4_0(row: u32, b: u32) -> BI8 {
     let i = row * BPR + b;
-    return BZ(nib_bytes(wq4(i), 0u, 4u), split_scale(i));
+    return bi_zero(nib_bytes(wq4(i), 0u, 4u), split_scale(i), 8);
 }
-fn bi_q5_0(row: u32, b: u32) -> BZ {
+fn bi_q5_0(row: u32, b: u32) -> BI8 {
     let i = row * BPR + b;
     let q = vec4<u32>(wd(5u * i + 1u), wd(5u * i + 2u), wd(5u * i + 3u), wd(5u * i + 4u));
-    return BZ(nib_bytes(q, wd(5u * i), 5u), split_scale(i));
+    return bi_zero(nib_bytes(q, wd(5u * i), 5u), split_scale(i), 16);
 }
-fn bi_q4_1(row: u32, b: u32) -> BM {
+fn bi_q4_1(row: u32, b: u32) -> BI8 {
     let i = row * BPR + b;
     let q = vec4<u32>(wd(5u * i + 1u), wd(5u * i + 2u), wd(5u * i + 3u), wd(5u * i + 4u));
     let s = unpack2x16float(wd(5u * i));
-    return BM(nib_bytes(q, 0u, 4u), s.x, s.y);
+    return bi_min(nib_bytes(q, 0u, 4u), s.x, s.y);
 }
-fn bi_q5_1(row: u32, b: u32) -> BM {
+fn bi_q5_1(row: u32, b: u32) -> BI8 {
     let i = row * BPR + b;
     let q = vec4<u32>(wd(6u * i + 2u), wd(6u * i + 3u), wd(6u * i + 4u), wd(6u * i + 5u));
     let s = unpack2x16float(wd(6u * i));
-    return BM(nib_bytes(q, wd(6u * i + 1u), 5u), s.x, s.y);
+    return bi_min(nib_bytes(q, wd(6u * i + 1u), 5u), s.x, s.y);
 }
 // Q4_K / Q5_K: block b is sub-block j = b % 8 of its super-block: the low (j even) or high
 // nibbles of qs[32 (j / 2) ..], the fifth bit bit j of qh[0 .. 31]; d sc and dmin mn as dq_k45
-fn bi_k45(row: u32, b: u32, bits: u32) -> BM {
+fn bi_k45(row: u32, b: u32, bits: u32) -> BI8 {
     let base = (row * BPR + (b >> 3u)) * select(36u, 44u, bits == 5u);
     let j = b & 7u;
     let qs = base + select(4u, 12u, bits == 5u) + 8u * (j >> 1u);
@@ -261,14 +251,14 @@ fn bi_k45(row: u32, b: u32, bits: u32) -> BM {
     }
     let dm = unpack2x16float(wd(base));
     let s = scale_min_k4(base, j);
-    return BM(q, dm.x * f32(s.x), -(dm.y * f32(s.y)));
+    return bi_min(q, dm.x * f32(s.x), -(dm.y * f32(s.y)));
 }
-fn bi_q4_k(row: u32, b: u32) -> BM { return bi_k45(row, b, 4u); }
-fn bi_q5_k(row: u32, b: u32) -> BM { return bi_k45(row, b, 5u); }
+fn bi_q4_k(row: u32, b: u32) -> BI8 { return bi_k45(row, b, 4u); }
+fn bi_q5_k(row: u32, b: u32) -> BI8 { return bi_k45(row, b, 5u); }
 // Q6_K: block b is columns 32n .. 32n + 31 of half h of its super-block (b % 8 = 4h + n): the low
 // (n < 2) or high nibbles of ql[64h + 32 (n % 2) ..], bits 2n, 2n + 1 of qh[32h ..]; its two
 // 16-column halves' scales sc[8h + 2n], sc[8h + 2n + 1] (dq_q6_k's)
-fn bi_q6_k(row: u32, b: u32) -> BT {
+fn bi_q6_k(row: u32, b: u32) -> BI8 {
     let bk = row * BPR + (b >> 3u);
     let base = 52u * bk;
     let h = (b >> 2u) & 1u;
@@ -280,7 +270,7 @@ fn bi_q6_k(row: u32, b: u32) -> BT {
     }
     let si = 8u * h + 2u * n;
     let sw = wd(base + 48u + (si >> 2u));
-    return BT(q, split_scale(bk), vec2<i32>(byte_i(sw, si & 3u), byte_i(sw, (si & 3u) + 1u)));
+    return BI8(q, split_scale(bk), 0.0, vec2<i32>(byte_i(sw, si & 3u), byte_i(sw, (si & 3u) + 1u)), 32, 0u);
 }
 
 // ---- chunk dots: acc + (chunk c of a row) . x, matmul_vec's arithmetic ----
