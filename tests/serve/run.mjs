@@ -11,7 +11,9 @@
 //   load.mjs  the loopback load test: 200 requests from 32 concurrent clients, some cancelled
 //             midway; every reply equal to the same request made alone; p50/p99 latency and
 //             aggregate tokens/s printed;
-// and the server must stop cleanly on SIGTERM (exit status 0).
+// and the server must stop cleanly on SIGTERM (exit status 0); then
+//   lora.mjs  a second server with --lora / --lora-scaled: replies equal `lean run --lora`'s,
+//             in every slot; a misfit adapter refused at start.
 //
 //   node tests/serve/run.mjs [BUILD_DIR]     (default build: BUILD_DIR/lean is the server)
 //
@@ -23,6 +25,7 @@ import path from 'node:path';
 import { apiTests } from './api.mjs';
 import { formatTests } from './format.mjs';
 import { loadTest } from './load.mjs';
+import { loraTests } from './lora.mjs';
 
 const build = process.argv[2] || 'build';
 const lean = path.resolve(build, 'lean');
@@ -74,6 +77,11 @@ server.kill('SIGTERM');
 const { code, signal } = await exited;
 check(code === 0, 'lean serve stops cleanly on SIGTERM', `exit ${code} ${signal || ''}`);
 if (failed) console.log(log.split('\n').slice(-40).join('\n'));
+try {
+    await loraTests({ lean, model, dir, check });
+} catch (e) {
+    check(false, 'the LoRA tests ran to the end', e.stack || e);
+}
 fs.rmSync(dir, { recursive: true, force: true });
 console.log(`serve: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
