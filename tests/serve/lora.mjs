@@ -11,11 +11,12 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import OpenAI from 'openai';
 
-// `lean serve ARGS` on a free port: its url and a stop() that resolves to the exit code.
-async function startServer(lean, args) {
+// `lean serve ARGS` on a free port (run.mjs's server too): its url, its stderr so far (log())
+// and stop(), SIGTERM, resolving to { code, signal } once it has exited.
+export async function startServer(lean, args) {
     const server = spawn(lean, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
-    const exited = new Promise((resolve) => server.on('exit', (code) => resolve(code)));
+    const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
     const url = await new Promise((resolve, reject) => {
         server.stderr.on('data', (d) => {
             log += d;
@@ -62,7 +63,7 @@ export async function loraTests({ lean, model, dir, check }) {
         check(many.every((t, i) => t === (i % 2 ? seeded : greedy)), 'lora: 4 requests on 2 slots, each the reply alone',
               JSON.stringify(many));
     } finally {
-        check(await srv.stop() === 0, 'lora: the server stops cleanly on SIGTERM');
+        check((await srv.stop()).code === 0, 'lora: the server stops cleanly on SIGTERM');
     }
 
     // an adapter that does not fit (a llama fixture's against this qwen2 model): refused at start
