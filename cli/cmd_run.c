@@ -180,54 +180,40 @@ static int text_prompt(const run_args *a, const lean_tokenizer *tok, int32_t **i
     return rc;
 }
 
-/* The step-by-step loop under a grammar (masks need the logits on the host each step): draw
- * under the mask, stop at an end-of-generation token or when nothing may follow. Prints as
- * cmd_run's loop does. *n_drawn counts the ids drawn; 0 or an error status (printed). */
-static int generate_with_grammar(lean_ctx *c, lean_sampler *smp, lean_grammar *g, const lean_tokenizer *tok,
-                                 lean_text_stream *ts, float *logits, int32_t n_vocab, long long n_gen, int as_text,
-                                 long long *n_drawn, const char **stopped, double *grammar_ms) {
-    lean_error err;
-    uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
-    if (!bits) return fprintf(stderr, "lean: out of memory\n"), 1;
-    const lean_mask mask = {bits, n_vocab};
-    int32_t id = -1;
-    for (long long i = 0; i < n_gen; i++) {
-        const char *piece;
-        size_t n_piece;
-        if (lean_grammar_done(g)) {
-            *stopped = "; stopped: the grammar is complete";
-            break;
-        }
-        /* the logits of the step before: the prefill's, then each drawn id's */
-        if (i > 0 && lean_decode(c, id, logits, &err) != LEAN_OK) goto fail;
-        double t0 = now_ms();
-        if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK) goto fail;
-        *grammar_ms += now_ms() - t0;
-        if (lean_sampler_sample(smp, logits, lean_ctx_pos(c), &mask, &id, &err) != LEAN_OK ||
-            lean_sampler_accept(smp, &id, 1, &err) != LEAN_OK)
-            goto fail;
-        ++*n_drawn;
-        if (lean_token_is_eog(tok, id)) {
-            *stopped = "; stopped at an end-of-generation token (the grammar is complete)";
-            break;
-        }
-        t0 = now_ms();
-        if (lean_grammar_accept_token(g, id, &err) != LEAN_OK) goto fail;
-        *grammar_ms += now_ms() - t0;
-        if (!as_text) {
-            printf("%s%d", i ? " " : "", id);
-        } else {
-            if (lean_text_stream_push(ts, id, &piece, &n_piece, &err) != LEAN_OK) goto fail;
-            fwrite(piece, 1, n_piece, stdout);
-        }
-        fflush(stdout);
+/* Appends id to the growing list ids[0..n) of room *cap; -1 out of memory. */
+static int id_push(int32_t **ids, long long n, long long *cap, int32_t id) {
+    if (n == *cap) {
+        const long long c = *cap ? 2 * *cap : 256;
+        int32_t *p = realloc(*ids, sizeof *p * (size_t)c);
+        if (!p) return -1;
+        *ids = p, *cap = c;
     }
-    free(bits);
+    (*ids)[n] = id;
     return 0;
-fail:
+}
+
+/* The grammar's own cost per drawn id: its work (a mask, then an accept) replayed over the ids
+ * the reply drew, apart from the model, since the draws themselves run inside lean_gen_next
+ * (docs/runs/2026-12-05-grammar-cost.md). A fresh grammar from the same flags: the reply's has
+ * its masks cached by now. ms, or -1 on an error. */
+static double grammar_replay_ms(const grammar_flags *f, const lean_tokenizer *tok, const int32_t *ids, long long n,
+                                int32_t n_vocab) {
+    lean_error err;
+    lean_grammar *g = NULL;
+    uint32_t *bits = malloc(LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
+    double ms = -1;
+    if (bits && grammar_from_flags(f, tok, &g) == 0 && g) {
+        const double t0 = now_ms();
+        long long i = 0;
+        for (; i < n; i++)
+            if (lean_grammar_mask(g, bits, n_vocab, NULL, &err) != LEAN_OK ||
+                (!lean_token_is_eog(tok, ids[i]) && lean_grammar_accept_token(g, ids[i], &err) != LEAN_OK))
+                break;
+        if (i == n) ms = now_ms() - t0;
+    }
+    lean_grammar_free(g);
     free(bits);
-    printf("\n");
-    return lib_error(&err);
+    return ms;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -249,6 +235,8 @@ int cmd_run(int argc, char **argv) {
     lean_lora *loras[MAX_LORAS] = {NULL};
     const lean_tokenizer *tok = NULL;
     const char *stopped = "";
+    int32_t *drawn = NULL; /* under a grammar: the ids drawn, for the grammar's cost */
+    long long cap_drawn = 0;
     rc = 1;
     if (load_model(a.model, &m, &err) != LEAN_OK) goto fail;
     if (as_text) {
@@ -287,32 +275,40 @@ int cmd_run(int argc, char **argv) {
     if (lean_prefill(c, ids, n_ids, logits, &err) != LEAN_OK) goto fail;
     double t1 = now_ms();
     /* lean_gen_*: the draw keyed by the position each token will occupy, on the backend (the
-     * GPU keeps ids and logits there): the same ids as sampling and decoding here, step by step */
+     * GPU keeps ids and logits there): the same ids as sampling and decoding here, step by step.
+     * Under a grammar (on the sampler) every draw is held to its mask, on the GPU too: the mask
+     * goes down and one id comes back per step; the reply ends where the grammar does. */
     long long n_drawn = 0;
-    double grammar_ms = 0;
-    if (grammar) {
-        if (generate_with_grammar(c, smp, grammar, lean_model_tokenizer(m), ts, logits, n_vocab, a.n_gen, as_text, &n_drawn,
-                                  &stopped, &grammar_ms) != 0)
-            goto done;
-    } else if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
-    for (long long i = 0; !grammar && i < a.n_gen; i++) {
+    if (grammar && lean_sampler_set_grammar(smp, grammar, &err) != LEAN_OK) goto fail;
+    if (a.n_gen > 0 && lean_gen_begin(c, smp, a.n_gen < INT32_MAX ? (int32_t)a.n_gen : 0, &err) != LEAN_OK) goto fail;
+    for (long long i = 0; i < a.n_gen; i++) {
         int32_t next;
         const char *piece;
         size_t n_piece;
+        if (grammar && lean_grammar_done(grammar)) {
+            stopped = "; stopped: the grammar is complete";
+            break;
+        }
         if (lean_gen_next(c, &next, &err) != LEAN_OK) goto fail_line;
+        if (grammar && id_push(&drawn, n_drawn, &cap_drawn, next) != 0) {
+            fprintf(stderr, "lean: out of memory\n");
+            goto done;
+        }
         n_drawn++;
+        if ((as_text || grammar) && lean_token_is_eog(lean_model_tokenizer(m), next)) {
+            stopped = grammar ? "; stopped at an end-of-generation token (the grammar is complete)"
+                              : "; stopped at an end-of-generation token";
+            break;
+        }
         if (!as_text) {
             printf("%s%d", i ? " " : "", next);
-        } else if (lean_token_is_eog(tok, next)) {
-            stopped = "; stopped at an end-of-generation token";
-            break;
         } else if (next < lean_tokenizer_n_tokens(tok)) {
             if (lean_text_stream_push(ts, next, &piece, &n_piece, &err) != LEAN_OK) goto fail_line;
             fwrite(piece, 1, n_piece, stdout);
         }
         fflush(stdout);
     }
-    if (!grammar) lean_gen_end(c);
+    lean_gen_end(c);
     if (as_text) {
         const char *rest;
         size_t n_rest;
@@ -328,8 +324,11 @@ int cmd_run(int argc, char **argv) {
             n_ids, t1 - t0, n_ids / ((t1 - t0) / 1e3), n_dec, t2 - t1, n_dec ? n_dec / ((t2 - t1) / 1e3) : 0.0,
             stopped);
     /* the grammar's share: masks and accepts, per drawn id (docs/runs/2026-12-05-grammar-cost.md) */
-    if (grammar && n_drawn)
-        fprintf(stderr, "grammar: %.1f ms in masks and accepts, %.2f ms per token\n", grammar_ms, grammar_ms / (double)n_drawn);
+    const double grammar_ms =
+        grammar && n_drawn ? grammar_replay_ms(&a.grammar, lean_model_tokenizer(m), drawn, n_drawn, n_vocab) : -1;
+    if (grammar_ms >= 0)
+        fprintf(stderr, "grammar: %.1f ms in masks and accepts (replayed), %.2f ms per token\n", grammar_ms,
+                grammar_ms / (double)n_drawn);
     rc = 0;
     goto done;
 fail_line:
@@ -339,6 +338,7 @@ fail:
 done:
     free(logits);
     free(ids);
+    free(drawn);
     lean_text_stream_free(ts);
     lean_grammar_free(grammar);
     lean_sampler_free(smp);

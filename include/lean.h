@@ -807,6 +807,31 @@ LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
  * chunks it completed stay in the cache). */
 LEAN_API void lean_gen_end(lean_ctx *c);
 
+/* Raw logit masks on a generation: each draw held to a bitset of allowed ids the caller gives
+ * step by step (lean_mask above), on every backend; with a grammar on the sampler, to both.
+ * On the GPU the draw stays resident: the mask goes down (n_vocab / 8 bytes) and one id comes
+ * back per step, no step run ahead (the next mask may depend on the id just drawn).
+ *
+ *     lean_gen_begin_masked(c, smp, 64, &err);
+ *     for (...) {
+ *         memset(bits, 0, LEAN_MASK_WORDS(n_vocab) * sizeof *bits);
+ *         lean_mask_allow(bits, some_id);                       // as many as allowed
+ *         const lean_mask mask = {bits, n_vocab};
+ *         if (lean_gen_next_masked(c, &mask, &id, &err) != LEAN_OK) break;
+ *     }
+ *     lean_gen_end(c);
+ *
+ * lean_gen_begin_masked is lean_gen_begin for such a generation (the same errors). In it
+ * lean_gen_next_masked draws the next id among those mask allows (mask NULL: this draw
+ * unmasked; the mask is read during the call only), and lean_gen_next is lean_gen_next_masked
+ * with NULL. Errors, nothing drawn: LEAN_ERR_ARG for a generation begun with lean_gen_begin, a
+ * mask whose n_vocab is not the model's (longer or shorter), bits NULL, a bit set past n_vocab,
+ * or no bit set; a mask that allows only ids of non-finite logits (or none the grammar allows)
+ * fails the draw, as lean_sampler_sample does. After LEAN_PENDING (the pump) call again with
+ * the same mask. */
+LEAN_API lean_status lean_gen_begin_masked(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
+LEAN_API lean_status lean_gen_next_masked(lean_ctx *c, const lean_mask *mask, int32_t *id, lean_error *err);
+
 /* ---- KV snapshots and forks (src/core/kv_snapshot.c) ----
  * A context's KV cache (the keys and values of its lean_ctx_pos positions) saved as bytes in
  * host memory, to restore later into a context of the same model on any backend (CPU, cpu-ref,

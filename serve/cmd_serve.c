@@ -39,6 +39,9 @@ static const char *const usage_serve =
     "  -t N            CPU threads (default 0: one per CPU); every step uses them all\n"
     "  --backend B     as `lean run` (default auto)\n"
     "  --exact         F32 arithmetic throughout (as `lean run`)\n"
+    "  --lora FILE     a LoRA adapter (llama.cpp's GGUF) with scale 1, applied in every slot;\n"
+    "                  repeat for several (docs/lora.md)\n"
+    "  --lora-scaled FILE SCALE  the same with that scale (FILE:SCALE works too)\n"
     "  -q, --quiet     no line per request on stderr\n"
     "  -v, --verbose   libmicrohttpd's and the WebGPU library's messages too\n";
 
@@ -77,6 +80,8 @@ int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *alias = NULL, *web = NULL;
     long long port = 8080, parallel = 4, n_ctx = 0, max_body = 8 << 20, max_queue = 1024, threads = 0, timeout = 120;
     int verbosity = 0;
+    lora_flags lora = {0};
+    lean_lora *loras[MAX_LORAS] = {NULL};
     lean_ctx_params cp = lean_ctx_default_params();
     for (int i = 0; i < argc; i++) {
         const char *o = flag_name(argv[i], serve_aliases);
@@ -86,6 +91,10 @@ int cmd_serve(int argc, char **argv) {
             cp.exact = 1;
             continue;
         }
+        char msg[300];
+        const int lrc = parse_lora_flag(argc, argv, &i, &lora, msg, sizeof msg);
+        if (lrc > 0) return usage_error(usage_serve, "%s", msg);
+        if (lrc == 0) continue;
         if (i + 1 >= argc) return usage_error(usage_serve, "'%s' needs a value (or is unknown)", argv[i]);
         const char *v = argv[++i];
         int bad = 0;
@@ -133,6 +142,8 @@ int cmd_serve(int argc, char **argv) {
         goto out;
     }
     srv.model = m;
+    if (loras_load(&lora, m, loras) != 0) goto out; /* each checked against the model, named if it does not fit */
+    srv.loras = loras, srv.lora_scales = lora.scale, srv.n_loras = lora.n;
     srv.model_id = alias ? alias : base_name(model_path);
     srv.n_vocab = lean_model_n_vocab(m);
     srv.tok = lean_model_tokenizer(m);
@@ -169,8 +180,10 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "lean: %s\n", msg);
         goto out;
     }
-    fprintf(stderr, "lean serve: %s, %d slots of %d tokens, backend %s%s%s\n", srv.model_id, srv.n_slots, srv.n_ctx,
-            engine_backend_str(&srv, backend, sizeof backend), web ? ", page from " : "", web ? web : "");
+    char adapters[32] = "";
+    if (lora.n) snprintf(adapters, sizeof adapters, ", %d LoRA adapter%s", lora.n, lora.n > 1 ? "s" : "");
+    fprintf(stderr, "lean serve: %s, %d slots of %d tokens, backend %s%s%s%s\n", srv.model_id, srv.n_slots, srv.n_ctx,
+            engine_backend_str(&srv, backend, sizeof backend), adapters, web ? ", page from " : "", web ? web : "");
     fprintf(stderr, "lean serve: listening on http://%s%s%s:%d/\n", strchr(host, ':') ? "[" : "", host,
             strchr(host, ':') ? "]" : "", bound);
     int sig;
@@ -181,6 +194,7 @@ out:
     if (started) engine_stop(&srv); /* every job cancelled: connections waiting on one return */
     http_stop(http);
     if (mutex) pthread_mutex_destroy(&srv.mu), pthread_cond_destroy(&srv.wake);
+    for (int i = 0; i < lora.n; i++) lean_lora_free(loras[i]); /* after the slots that used them */
     lean_model_free(m);
     return rc;
 }

@@ -327,8 +327,9 @@ static int engine_open(serve_server *srv, const engine_args *a) {
         return -1;
     }
     for (int i = 0; i < a->n; i++)
-        if (ctx_create_quietly(srv->model, &a->params, a->verbosity, &ctxs[i], a->err) != LEAN_OK) {
-            for (int k = 0; k < i; k++) lean_ctx_free(ctxs[k]);
+        if (ctx_create_quietly(srv->model, &a->params, a->verbosity, &ctxs[i], a->err) != LEAN_OK ||
+            (srv->n_loras && lean_ctx_set_loras(ctxs[i], srv->loras, srv->lora_scales, srv->n_loras, a->err) != LEAN_OK)) {
+            for (int k = 0; k <= i; k++) lean_ctx_free(ctxs[k]);
             free(ctxs);
             return -1;
         }

@@ -76,6 +76,9 @@ typedef struct serve_server {
     unsigned timeout_s;           /* a connection idle this long is closed */
     const char *web_dir;          /* served at /, or NULL */
     int verbosity;                /* -1 quiet, 0 one line per reply */
+    lean_lora *const *loras;      /* (n_loras) the adapters every slot applies (--lora), with */
+    const float *lora_scales;     /* (n_loras) their scales; owned by cmd_serve */
+    int n_loras;
 
     serve_slot *slots;
     int n_slots;

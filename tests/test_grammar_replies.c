@@ -13,7 +13,8 @@
  * sampler under the grammar's mask (test_gpu_gen holds chat sessions under a grammar on the GPU
  * to the host's draw); and a chat session's replies (lean_chat_session_set_grammar), validated
  * with the rest. And the command line (build/lean):
- * `lean run --json-schema` replies validate too, a dead-end grammar stops with status 1 and a
+ * `lean run --json-schema` replies validate too, and on the GPU (exact, seeded; drawn resident
+ * through lean_gen_*) give cpu-ref's ids; a dead-end grammar stops with status 1 and a
  * message saying so, a malformed grammar or schema names its place.
  * lean-test: native-only (runs python3 through popen; WASI has no popen)
  */
@@ -172,6 +173,22 @@ static void test_cli(const char *model, FILE *replies, int *n_written) {
         fprintf(replies, "}\n");
         ++*n_written;
     }
+    /* the GPU: `lean run` under a schema draws through lean_gen_* with the grammar on the sampler,
+     * resident (one id read back a step): seeded, exact, the ids of cpu-ref */
+    if (test_gpu_skipped("test_grammar_replies (lean run on the gpu)")) goto skip_gpu;
+    for (int seed = 2; seed <= 2; seed++) { /* one reply of 21 ids: ~3 s of CPU on llvmpipe */
+        static char ref[1 << 14];
+        const char *fmt = "run -m %s --ids 1,2,3 -n 300 --temp 1 --top-k 0 --seed %d -q --exact --backend %s "
+                          "--json-schema-file tests/data/grammar/reply_schema1.json";
+        snprintf(args, sizeof args, fmt, model, seed, "cpu-ref");
+        int rc_ref = run_lean(args, 0, ref, sizeof ref);
+        snprintf(args, sizeof args, fmt, model, seed, "gpu");
+        int rc = run_lean(args, 0, out, sizeof out);
+        CHECK(rc_ref == 0 && rc == 0 && strcmp(out, ref) == 0 && strchr(ref, ' '),
+              "lean run --json-schema-file, seed %d: gpu (status %d) '%s', cpu-ref (status %d) '%s'", seed, rc, out,
+              rc_ref, ref);
+    }
+skip_gpu:
     snprintf(args, sizeof args, "run -m %s -p x -n 20 -q --grammar 'root ::= \"a\" [^\\x00-\\U0010FFFF]'", model);
     int rc = run_lean(args, 1, out, sizeof out);
     CHECK(rc == 1 && strstr(out, "no token of the vocabulary continues the output here (after 1 bytes)"),

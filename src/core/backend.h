@@ -96,14 +96,15 @@ typedef struct lean_backend {
      * position is pos), draw with cfg at positions pos, pos + 1, ..., decoding each drawn id
      * so the next can be drawn, at most max_ids draws (pos + max_ids - 1 <= n_ctx). history:
      * the sampler's penalty history (sampler_history). masked: every draw is held to a mask
-     * given to gen_next (a grammar's: it depends on the id drawn before, so the backend runs no
-     * step ahead of the caller; only the mask goes to the device and only the id comes back).
+     * given to gen_next (a grammar's or the caller's: it may depend on the id drawn before, so
+     * the backend runs no step ahead of the caller; only the mask goes to the device and only
+     * the id comes back).
      * LEAN_ERR_UNSUPPORTED when this device cannot reproduce the host's draw (session.c then
      * draws on the host).
      * gen_next: the next drawn id, in order, waiting for it; the KV cache may run ahead.
-     *   mask (LEAN_MASK_WORDS(n_vocab) words; ignored unless masked, then required): the draw's,
-     *   read when its step is submitted (a call made again after LEAN_PENDING may pass it again
-     *   or not: that step is already submitted).
+     *   mask (LEAN_MASK_WORDS(n_vocab) words; ignored unless masked; NULL there: this draw
+     *   unmasked): the draw's, read when its step is submitted (a call made again after
+     *   LEAN_PENDING may pass it again or not: that step is already submitted).
      * gen_end: drops (waits out) the steps in flight, and a forward's read-back left pending
      *   (pump mode); safe after any failure. */
     lean_status (*gen_begin)(lean_backend_state *s, const sampler_cfg *cfg, const int32_t *history,

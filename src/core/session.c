@@ -90,7 +90,9 @@ struct lean_ctx {
     bool in_batch;   /* marks it during lean_decode_batch's checks (a context given twice) */
     struct ctx_gen { /* the generation in progress (lean_gen_*), when on */
         bool on, resident; /* resident: the backend's gen_* run it */
-        bool masked;       /* resident under the sampler's grammar: each draw's mask from here */
+        bool masked;       /* resident under a mask (the sampler's grammar, the caller's): each draw's from here */
+        bool by_caller;    /* begun with lean_gen_begin_masked: lean_gen_next_masked gives masks */
+        const lean_mask *mask; /* the caller's mask for the draw in progress (NULL: none) */
         bool mask_sent;    /* the backend has the next draw's mask (its gen_next said LEAN_PENDING) */
         lean_sampler *smp;
         int32_t start;     /* lean_ctx_pos at begin */
@@ -411,7 +413,8 @@ lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t 
 
 /* ---- generation ---- */
 
-lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err) {
+/* by_caller: the caller gives each draw a mask (lean_gen_begin_masked) */
+static lean_status gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, bool by_caller, lean_error *err) {
     if (!c || !smp) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_begin: NULL argument");
     lean_status st = check_no_gen(c, "lean_gen_begin", err);
     if (st != LEAN_OK) return st;
@@ -429,9 +432,9 @@ lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean
     const int32_t room = c->n_ctx - c->pos + 1; /* draws at positions pos .. n_ctx */
     c->gen = (struct ctx_gen){.on = true, .smp = smp, .start = c->pos, .last = -1,
                               .limit = max_ids && max_ids < room ? max_ids : room,
-                              .by_context = !max_ids || max_ids >= room};
-    if (c->be->gen_begin) { /* with a grammar: one step at a time, each under the grammar's mask */
-        const bool masked = sampler_grammar(smp) != NULL;
+                              .by_context = !max_ids || max_ids >= room, .by_caller = by_caller};
+    if (c->be->gen_begin) { /* with a grammar or the caller's masks: one step at a time, each under its mask */
+        const bool masked = by_caller || sampler_grammar(smp) != NULL;
         st = c->be->gen_begin(c->state, cfg, hist, n_hist, c->pos, c->gen.limit, masked, err);
         if (st == LEAN_OK) c->gen.resident = true, c->gen.masked = masked;
         else if (st != LEAN_ERR_UNSUPPORTED) c->gen.on = false;
@@ -440,12 +443,20 @@ lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean
     return LEAN_OK;
 }
 
+lean_status lean_gen_begin(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err) {
+    return gen_begin(c, smp, max_ids, false, err);
+}
+
+lean_status lean_gen_begin_masked(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err) {
+    return gen_begin(c, smp, max_ids, true, err);
+}
+
 /* The backend's step; under a grammar the mask goes down with it (computed once, not again when
  * the call is made again after LEAN_PENDING) and the drawn id moves the grammar on. */
 static lean_status resident_step(lean_ctx *c, int32_t *id, lean_error *err) {
     const uint32_t *bits = NULL;
     lean_status st = LEAN_OK;
-    if (c->gen.masked && !c->gen.mask_sent) st = sampler_grammar_mask(c->gen.smp, NULL, &bits, err);
+    if (c->gen.masked && !c->gen.mask_sent) st = sampler_grammar_mask(c->gen.smp, c->gen.mask, &bits, err);
     if (st == LEAN_OK) st = c->be->gen_next(c->state, bits, id, err);
     c->gen.mask_sent = st == LEAN_PENDING;
     if (st == LEAN_OK && c->gen.masked) st = sampler_grammar_take(c->gen.smp, *id, err);
@@ -456,7 +467,7 @@ static lean_status resident_step(lean_ctx *c, int32_t *id, lean_error *err) {
 static lean_status host_step(lean_ctx *c, int32_t *id, lean_error *err) {
     lean_status st = LEAN_OK;
     if (c->gen.n_out > 0) st = c->be->forward(c->state, &c->gen.last, 1, c->pos, c->logits, err);
-    if (st == LEAN_OK) st = lean_sampler_sample(c->gen.smp, c->logits, c->pos + (c->gen.n_out > 0), NULL, id, err);
+    if (st == LEAN_OK) st = lean_sampler_sample(c->gen.smp, c->logits, c->pos + (c->gen.n_out > 0), c->gen.mask, id, err);
     return st;
 }
 
@@ -474,6 +485,37 @@ lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err) {
     if (c->gen.n_out++ > 0) c->pos++; /* the previous id is in the cache now */
     c->gen.last = *id;
     return LEAN_OK;
+}
+
+/* LEAN_OK when mask fits the model (lean.h: n_vocab its, no bit past it, some bit set). */
+static lean_status check_mask(const lean_ctx *c, const lean_mask *mask, lean_error *err) {
+    const int32_t V = c->m->hp.n_vocab;
+    if (!mask->bits) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: the mask's bits are NULL");
+    if (mask->n_vocab != V)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: a mask of %d ids for a vocabulary of %d",
+                         mask->n_vocab, V);
+    const size_t words = LEAN_MASK_WORDS(V);
+    const uint32_t past = V % 32 ? ~0u << (V % 32) : 0; /* the last word's bits past n_vocab */
+    if (mask->bits[words - 1] & past)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: the mask allows id %d, past the vocabulary of %d",
+                         (int32_t)(32 * (words - 1)) + __builtin_ctz(mask->bits[words - 1] & past), V);
+    for (size_t w = 0; w < words; w++)
+        if (mask->bits[w]) return LEAN_OK;
+    return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: the mask allows no id (all %d bits clear)", V);
+}
+
+lean_status lean_gen_next_masked(lean_ctx *c, const lean_mask *mask, int32_t *id, lean_error *err) {
+    if (!c || !id) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: NULL argument");
+    if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: no generation in progress");
+    if (!c->gen.by_caller)
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "lean_gen_next_masked: the generation was begun without masks (lean_gen_begin_masked takes them)");
+    lean_status st = mask ? check_mask(c, mask, err) : LEAN_OK;
+    if (st != LEAN_OK) return st;
+    c->gen.mask = mask;
+    st = lean_gen_next(c, id, err);
+    c->gen.mask = NULL;
+    return st;
 }
 
 void lean_gen_end(lean_ctx *c) {

@@ -1129,8 +1129,6 @@ static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask,
 static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
-    if (G->masked && !mask && G->n_sub == G->n_out)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a masked generation's draw needs its mask");
     if (G->n_out == G->n_read) { /* submit blocks up to the flight, then take the oldest */
         lean_status st = LEAN_OK;
         const int32_t flight = G->masked ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;

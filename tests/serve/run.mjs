@@ -11,18 +11,21 @@
 //   load.mjs  the loopback load test: 200 requests from 32 concurrent clients, some cancelled
 //             midway; every reply equal to the same request made alone; p50/p99 latency and
 //             aggregate tokens/s printed;
-// and the server must stop cleanly on SIGTERM (exit status 0).
+// and the server must stop cleanly on SIGTERM (exit status 0); then
+//   lora.mjs  a second server with --lora / --lora-scaled: replies equal `lean run --lora`'s,
+//             in every slot; a misfit adapter refused at start.
 //
 //   node tests/serve/run.mjs [BUILD_DIR]     (default build: BUILD_DIR/lean is the server)
 //
 // Prints "serve: N passed, N failed" last (tests/run.sh's tally). Node 18 or later (fetch).
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { apiTests } from './api.mjs';
 import { formatTests } from './format.mjs';
 import { loadTest } from './load.mjs';
+import { loraTests, startServer } from './lora.mjs';
 
 const build = process.argv[2] || 'build';
 const lean = path.resolve(build, 'lean');
@@ -49,18 +52,9 @@ execFileSync(lean, ['gen', '--preset', 'tiny-qwen2', '--type', 'q8_0', '--seed',
 
 // 8 slots of 1024 tokens; 2 threads (this machine's cores); the CPU kernels, as the `lean run`
 // the replies are held to (auto would probe the GPU once per slot, and take one where there is).
-const server = spawn(lean, ['serve', '-m', model, '--backend', 'cpu', '--port', '0', '--parallel', '8', '--ctx', '1024',
-                            '-t', '2', '--max-body', '65536', '--alias', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
-let log = '';
-const url = await new Promise((resolve, reject) => {
-    server.stderr.on('data', (d) => {
-        log += d;
-        const m = /listening on (http:\/\/\S+?)\/\n/.exec(log);
-        if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`lean serve exited ${code} before listening:\n${log}`)));
-});
-const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
+const server = await startServer(lean, ['-m', model, '--backend', 'cpu', '--parallel', '8', '--ctx', '1024', '-t', '2',
+                                        '--max-body', '65536', '--alias', 'tiny']);
+const url = server.url;
 console.log(`lean serve at ${url}`);
 
 try {
@@ -70,10 +64,14 @@ try {
 } catch (e) {
     check(false, 'the tests ran to the end', e.stack || e);
 }
-server.kill('SIGTERM');
-const { code, signal } = await exited;
+const { code, signal } = await server.stop();
 check(code === 0, 'lean serve stops cleanly on SIGTERM', `exit ${code} ${signal || ''}`);
-if (failed) console.log(log.split('\n').slice(-40).join('\n'));
+if (failed) console.log(server.log().split('\n').slice(-40).join('\n'));
+try {
+    await loraTests({ lean, model, dir, check });
+} catch (e) {
+    check(false, 'the LoRA tests ran to the end', e.stack || e);
+}
 fs.rmSync(dir, { recursive: true, force: true });
 console.log(`serve: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
