@@ -319,6 +319,59 @@ done:
     lean_model_free(m);
 }
 
+/* The GPU's KV pool (src/gpu/kvpool.h): sequences whose caches lie in several pages (contexts
+ * of 1024 positions beside one of N_CTX, twins in between), at positions past one and two
+ * attention chunks (GPU_ATTN_MIN_CHUNK: split and merged) beside short ones in one pass, a
+ * sequence leaving (its context freed: its page goes) and a new one joining in a slot given
+ * back; every batched row the bits of its twin decoded alone with lean_decode. */
+#define LONG_SEQ 5
+static void test_gpu_pool(const lean_model *m, int32_t V) {
+    static const int32_t n_ctx[LONG_SEQ] = {1024, 1024, 1024, N_CTX, 1024};
+    static const int32_t plen[LONG_SEQ] = {300, 5, 600, 10, 7};
+    static const int join[LONG_SEQ] = {0, 0, 0, 0, 2}, leave[LONG_SEQ] = {4, 2, 4, 4, 4}; /* 1 leaves, 4 joins */
+    lean_ctx *c[LONG_SEQ] = {0}, *twin[LONG_SEQ] = {0};
+    float *got = malloc(sizeof(float) * LONG_SEQ * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
+    int32_t *p = malloc(sizeof(int32_t) * 600);
+    lean_error err = {0};
+    bool ok = got && want && p;
+    int mismatches = 0, rows = 0;
+    int64_t led = 0;
+    for (int k = 0; ok && k < 4; k++) {
+        lean_ctx *in[LONG_SEQ];
+        int32_t ids[LONG_SEQ];
+        int which[LONG_SEQ], n = 0;
+        for (int s = 0; ok && s < LONG_SEQ; s++) {
+            if (k == leave[s] && c[s]) { /* gone: the next pass prunes its page's kernels */
+                led += lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[s]));
+                lean_ctx_free(c[s]), lean_ctx_free(twin[s]);
+                c[s] = twin[s] = NULL;
+            }
+            if (k != join[s]) continue;
+            lean_ctx_params cp = lean_ctx_default_params();
+            cp.backend = "gpu", cp.exact = 1, cp.n_ctx = n_ctx[s];
+            for (int i = 0; i < plen[s]; i++) p[i] = (int32_t)((s * 17 + i * 5 + 1) % V);
+            ok = lean_ctx_create(m, &cp, &c[s], &err) == LEAN_OK && lean_ctx_create(m, &cp, &twin[s], &err) == LEAN_OK &&
+                 lean_prefill(c[s], p, plen[s], NULL, &err) == LEAN_OK &&
+                 lean_prefill(twin[s], p, plen[s], NULL, &err) == LEAN_OK;
+        }
+        for (int s = 0; s < LONG_SEQ; s++)
+            if (c[s] && k >= join[s] && k < leave[s]) in[n] = c[s], ids[n] = id_at(s, k, V), which[n++] = s;
+        ok = ok && lean_decode_batch(in, ids, n, got, &err) == LEAN_OK;
+        for (int i = 0; ok && i < n; i++, rows++) {
+            ok = lean_decode(twin[which[i]], ids[i], want, &err) == LEAN_OK;
+            mismatches += ok && memcmp(got + (size_t)i * (size_t)V, want, sizeof(float) * (size_t)V) != 0;
+        }
+    }
+    CHECK(ok, "gpu pool: %s", err.msg);
+    CHECK(mismatches == 0, "gpu pool: %d of %d batched rows are not their twin's bits", mismatches, rows);
+    for (int s = 0; s < LONG_SEQ; s++) {
+        if (c[s]) led += lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[s]));
+        lean_ctx_free(c[s]), lean_ctx_free(twin[s]);
+    }
+    CHECK(!ok || led == rows, "gpu pool: %lld of %d rows went through a batched pass", (long long)led, rows);
+    free(got), free(want), free(p);
+}
+
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -353,7 +406,7 @@ int main(void) {
             if (i < 2 || (f == 0 && !strcmp(rcs[i].backend, "gpu"))) test_reply(m, &rcs[i], V, what);
             printf("%s: checked\n", what);
         }
-        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora();
+        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V);
         if (f == 0) {
             char opath[512];
             lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);
