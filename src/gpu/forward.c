@@ -83,6 +83,7 @@ typedef struct gpu_gen {
     double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
     bool on, greedy;
     bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
+    bool stepwise;          /* advanced by batched steps (gen_next_batch): no step runs ahead */
     int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */
@@ -166,6 +167,9 @@ typedef struct gpu_batch_page {
 typedef struct gpu_batch {
     lean_gpu_buf *step;      /* uniform {n, 0, 0, 0}: the embedding's row count */
     gpu_get_rows *embed;     /* ids -> x, n rows */
+    lean_gpu_buf *drawn;     /* (rows_max) u32: a batched draw's rows' last ids, gathered (gen_next_batch) */
+    gpu_get_rows *embed_drawn; /* drawn -> x, n rows */
+    lean_gpu_buf *drawn_rb;  /* READBACK (rows_max) u32: the ids a batched draw hands out */
     gpu_op norm_out;         /* x -> xn, every row: the final norm */
     int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
     lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
@@ -866,9 +870,10 @@ static void batch_free(lean_backend_state *s) {
     for (int32_t il = 0; b->wo && il < n_layer; il++) gpu_matmul_free(b->wo[il]);
     lean_free(b->wo);
     gpu_get_rows_free(b->embed);
+    gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb};
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->drawn_rb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -898,6 +903,12 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
         if (!b->wo) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's %d layers", n_layer);
         if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
         if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
+        if (!st) st = new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
+        if (!st)
+            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)b->rows_max, LEAN_GPU_READBACK, "batch drawn read-back",
+                                     &b->drawn_rb, err);
+        if (!st)
+            st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, b->step, b->drawn, s->x, &b->embed_drawn, err);
         if (!st)
             st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
                                     &b->norm_out, err);
@@ -978,8 +989,8 @@ typedef struct batch_groups {
     int32_t n[GPU_KV_PAGE_SLOTS], max_pos[GPU_KV_PAGE_SLOTS];
 } batch_groups;
 
-static lean_status batch_group(lean_backend_state *const *s, const int32_t *pos, int32_t n, batch_groups *gr,
-                               lean_error *err) {
+static lean_status batch_group(lean_backend_state *lead, lean_backend_state *const *s, const int32_t *pos, int32_t n,
+                               batch_groups *gr, lean_error *err) {
     const gpu_kv_page *kp[GPU_KV_PAGE_SLOTS];
     int32_t of[GPU_KV_PAGE_SLOTS], at[GPU_KV_PAGE_SLOTS]; /* row i's group; group g's index in the list */
     gr->count = 0;
@@ -989,12 +1000,12 @@ static lean_status batch_group(lean_backend_state *const *s, const int32_t *pos,
         if (g == gr->count) kp[gr->count++] = s[i]->kv.page;
         of[i] = g;
     }
-    batch_prune(s[0]);
+    batch_prune(lead);
     lean_status st = LEAN_OK;
-    for (int32_t g = 0; !st && g < gr->count; g++) st = batch_page(s[0], kp[g], &at[g], err);
+    for (int32_t g = 0; !st && g < gr->count; g++) st = batch_page(lead, kp[g], &at[g], err);
     for (int32_t g = 0; !st && g < gr->count; g++) {
         uint32_t rows[GPU_KV_PAGE_SLOTS][4]; /* batch_rows.wgsl's entries */
-        gr->page[g] = &s[0]->batch->pages[at[g]];
+        gr->page[g] = &lead->batch->pages[at[g]];
         gr->n[g] = 0, gr->max_pos[g] = 0;
         for (int32_t i = 0; i < n; i++) {
             if (of[i] != g) continue;
@@ -1003,7 +1014,7 @@ static lean_status batch_group(lean_backend_state *const *s, const int32_t *pos,
             e[3] = gpu_attention_chunk(pos[i]);
             gr->max_pos[g] = pos[i] > gr->max_pos[g] ? pos[i] : gr->max_pos[g];
         }
-        st = lean_gpu_buf_write(s[0]->g, gr->page[g]->rows, 0, rows, 16 * (uint64_t)gr->n[g], err);
+        st = lean_gpu_buf_write(lead->g, gr->page[g]->rows, 0, rows, 16 * (uint64_t)gr->n[g], err);
     }
     return st;
 }
@@ -1032,8 +1043,8 @@ static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, co
 }
 
 /* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
-static lean_status batch_wait(lean_gpu_buf *rb, float *logits, uint64_t bytes, lean_error *err) {
-    lean_status st = lean_gpu_map_take(rb, logits, bytes, err);
+static lean_status batch_wait(lean_gpu_buf *rb, void *dst, uint64_t bytes, lean_error *err) {
+    lean_status st = lean_gpu_map_take(rb, dst, bytes, err);
     if (st != LEAN_PENDING) return st;
     lean_gpu_map_drop(rb);
     return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
@@ -1077,7 +1088,7 @@ static lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t
     /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
     if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    if (!st) st = batch_group(s, pos, n, &gr, err);
+    if (!st) st = batch_group(s0, s, pos, n, &gr, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
     if (st) return st;
@@ -1194,6 +1205,7 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
     G->on = true;
     G->greedy = cfg->greedy;
     G->masked = masked; /* one step at a time: each mask follows the id drawn before */
+    G->stepwise = false;
     G->pace = gen_pace(s, G->greedy, 1e9); /* the shallowest until a step is timed */
     G->pos0 = pos;
     G->limit = max_ids;
@@ -1223,7 +1235,7 @@ static lean_status gen_submit(lean_backend_state *s, int32_t i, const uint32_t *
 static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask, lean_error *err) {
     gpu_gen *G = &s->gen;
     const int k = G->b_sub % GEN_SLOTS;
-    const int32_t want = G->greedy && !G->masked ? G->pace : 1, left = G->limit - G->n_sub;
+    const int32_t want = G->greedy && !G->masked && !G->stepwise ? G->pace : 1, left = G->limit - G->n_sub;
     const int32_t n = want < left ? want : left;
     G->slot_t0_ms[k] = now_ms();
     lean_status st = LEAN_OK;
@@ -1243,7 +1255,7 @@ static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: a masked generation's draw needs its mask");
     if (G->n_out == G->n_read) { /* submit blocks up to the flight, then take the oldest */
         lean_status st = LEAN_OK;
-        const int32_t flight = G->masked ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
+        const int32_t flight = G->masked || G->stepwise ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
         while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, mask, err);
         if (st) return st;
         const int k = G->b_read % GEN_SLOTS;
@@ -1275,6 +1287,86 @@ static void gpu_gen_end(lean_backend_state *s) {
         if (G->mapping[k]) lean_gpu_map_drop(G->slot[k]);
     memset(G->mapping, 0, sizeof G->mapping);
     G->on = false;
+}
+
+/* ---- generation, batched ----
+ * gen_next_batch (backend.h): n resident generations one id further each in one pass. The rows
+ * whose last drawn id is still to be decoded (every row past its first draw) go through the
+ * batched pass (section "batch"), their ids gathered on the GPU from each context's id buffer,
+ * where its sampler wrote them; each row's logits are copied to its context's logits, where its
+ * own sampler (its settings, its penalties' history, its mask) draws, as its resident step
+ * would: the ids of lean_gen_next alone. Only the n ids come back, in one map. A generation so
+ * advanced runs no step ahead of its caller from then on (stepwise), so a row already ahead
+ * (steps queued by gen_next) is served from its queue, and where the pass does not fit (see
+ * the batch section; more rows than its rows_max) each row steps alone. */
+
+static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
+                                      int32_t *ids, lean_error *err) {
+    lean_backend_state *s0 = s[0];
+    bool pass = n <= GPU_KV_PAGE_SLOTS && batch_fits(s0);
+    for (int32_t i = 0; i < n; i++) {
+        const gpu_gen *G = &s[i]->gen;
+        if (!G->on || G->n_out >= G->limit || (G->masked && !masks[i]))
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has %s", i,
+                             G->on && G->n_out < G->limit ? "no mask for its masked draw" : "no draw left");
+        pass &= s[i]->lora == NULL; /* adapters: each context's own forward adds them */
+    }
+    lean_backend_state *ds[GPU_KV_PAGE_SLOTS]; /* the rows to decode, at pos */
+    int32_t pos[GPU_KV_PAGE_SLOTS], in[GPU_KV_PAGE_SLOTS], d = 0, m = 0; /* in[0..m): the pass's rows */
+    lean_status st = LEAN_OK;
+    for (int32_t i = 0; !st && i < n; i++) {
+        gpu_gen *G = &s[i]->gen;
+        G->stepwise = true;
+        if (!pass || G->n_sub != G->n_out) { /* alone, or ahead: its queue */
+            st = gpu_gen_next(s[i], masks[i], &ids[i], err);
+            if (st == LEAN_PENDING)
+                st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "lean_gen_next_batch cannot wait for the GPU in this host "
+                               "(no JSPI): use lean_gen_next");
+            continue;
+        }
+        in[m++] = i;
+        if (G->n_out > 0) ds[d] = s[i], pos[d++] = G->pos0 + G->n_out - 1;
+    }
+    if (st || !m) return st;
+    st = batch_prepare(s0, d > 0 ? d : 1, err);
+    const gpu_batch *b = s0->batch;
+    batch_groups gr;
+    uint32_t step[4];
+    gpu_step_words(d, 0, step);
+    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
+    if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
+    for (int32_t k = 0; !st && k < m; k++)
+        if (s[in[k]]->gen.masked) st = gpu_sampler_set_mask(s[in[k]]->gen.smp, masks[in[k]], err);
+    lean_gpu_cmd *c = NULL;
+    if (!st) st = lean_gpu_begin(s0->g, &c, err);
+    if (st) return st;
+    const uint64_t row_bytes = 4 * (uint64_t)s0->m->hp.n_vocab;
+    if (d) {
+        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, ds[j]->ids, 0, b->drawn, 4 * (uint64_t)j, 4);
+        gpu_get_rows_record(c, b->embed_drawn, d);
+        for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, d, il);
+        gpu_op_record(c, &b->norm_out, d);
+        gpu_matmul_record_rows(c, b->mm_out, d);
+        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
+    }
+    for (int32_t k = 0; k < m; k++) {
+        gpu_sampler_record(c, s[in[k]]->gen.smp);
+        lean_gpu_copy(c, s[in[k]]->ids, 0, b->drawn_rb, 4 * (uint64_t)k, 4);
+    }
+    st = lean_gpu_submit_step(c, err);
+    if (!st) s0->batch_rows += d;
+    uint32_t got[GPU_KV_PAGE_SLOTS];
+    if (!st) st = lean_gpu_map_begin(b->drawn_rb, err);
+    if (!st) st = batch_wait(b->drawn_rb, got, 4 * (uint64_t)m, err);
+    for (int32_t k = 0; !st && k < m; k++) {
+        lean_backend_state *r = s[in[k]];
+        if (got[k] == GPU_SAMPLE_NO_ID || got[k] >= (uint32_t)r->m->hp.n_vocab)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d: no id has a finite logit at position %d", in[k],
+                             r->gen.pos0 + r->gen.n_out);
+        ids[in[k]] = (int32_t)got[k];
+        r->gen.n_sub++, r->gen.n_read++, r->gen.n_out++;
+    }
+    return st;
 }
 
 static void gen_free(lean_backend_state *s) {
@@ -1454,6 +1546,14 @@ static lean_status locked_gen_next(lean_backend_state *s, const uint32_t *mask, 
     return st;
 }
 
+static lean_status locked_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
+                                         int32_t *ids, lean_error *err) {
+    lean_mutex_lock(&s[0]->bm->lock); /* every row's: batch_check */
+    lean_status st = gpu_gen_next_batch(s, masks, n, ids, err);
+    lean_mutex_unlock(&s[0]->bm->lock);
+    return st;
+}
+
 static void locked_gen_end(lean_backend_state *s) {
     lean_mutex_lock(&s->bm->lock);
     gpu_gen_end(s);
@@ -1496,6 +1596,7 @@ const lean_backend lean_backend_gpu = {
     .gen_begin = locked_gen_begin,
     .gen_next = locked_gen_next,
     .gen_end = locked_gen_end,
+    .gen_next_batch = locked_gen_next_batch,
     .settle = locked_settle,
     .profile = locked_profile,
     .describe = gpu_describe,
