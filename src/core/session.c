@@ -329,34 +329,28 @@ lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err)
 
 #define BATCH_PASS 64 /* the most rows one forward_batch call gets: 64 rows amortize the weights' reads */
 
-/* Every check lean_decode_batch makes, before anything runs. */
-static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, lean_error *err) {
-    if (!ctx || !ids || n < 1)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: %s", n < 1 ? "n must be >= 1" : "NULL argument");
+/* The checks every batched call (fn) makes of each ctx[i], before anything runs, the call's own
+ * (own: LEAN_OK, or the failure it set) between the common ones and the backend's. */
+typedef lean_status (*row_check)(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err);
+static lean_status check_rows(const char *fn, lean_ctx *const *ctx, int32_t n, const int32_t *ids, row_check own,
+                              lean_error *err) {
+    if (!ctx || !ids || n < 1) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %s", fn, n < 1 ? "n must be >= 1" : "NULL argument");
     lean_status st = LEAN_OK;
     int32_t i = 0;
     for (; st == LEAN_OK && i < n; i++) {
         lean_ctx *c = ctx[i];
         if (!c) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is NULL", i);
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is NULL", fn, i);
         } else if (c->in_batch) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is given twice", i);
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is given twice", fn, i);
         } else if (c->m != ctx[0]->m || c->be != ctx[0]->be) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is %s, ctx[0] %s (one model, one backend)",
-                           i, c->m != ctx[0]->m ? "of another model" : c->be->name,
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is %s, ctx[0] %s (one model, one backend)", fn, i,
+                           c->m != ctx[0]->m ? "of another model" : c->be->name,
                            c->m != ctx[0]->m ? "not" : ctx[0]->be->name);
-        } else if (c->pending.on || c->gen.on) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] has %s", i,
-                           c->pending.on ? "a prefill pending (call it again first)"
-                                         : "a generation in progress (lean_gen_end first)");
-        } else if (c->pos >= c->n_ctx) {
-            st = LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i,
-                           c->pos, c->n_ctx);
+        } else if ((st = own(ctx, i, ids, err)) != LEAN_OK) {
+            /* st and err say what is wrong */
         } else if (c->be->batch_check && (st = c->be->batch_check(ctx[0]->state, c->state, i, err)) != LEAN_OK) {
             /* st and err say what differs */
-        } else if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
-                           ids[i], c->m->hp.n_vocab);
         } else {
             c->in_batch = true;
         }
@@ -364,6 +358,22 @@ static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t
     for (int32_t j = 0; j < i; j++)
         if (ctx[j]) ctx[j]->in_batch = false;
     return st;
+}
+
+/* lean_decode_batch's own checks of ctx[i]. */
+static lean_status check_decode_row(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
+    const lean_ctx *c = ctx[i];
+    if (c->pending.on || c->gen.on)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] has %s", i,
+                         c->pending.on ? "a prefill pending (call it again first)"
+                                       : "a generation in progress (lean_gen_end first)");
+    if (c->pos >= c->n_ctx)
+        return LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i, c->pos,
+                         c->n_ctx);
+    if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
+                         ids[i], c->m->hp.n_vocab);
+    return LEAN_OK;
 }
 
 /* A backend without forward_batch: each context's step alone. */
@@ -410,7 +420,7 @@ static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t
 }
 
 lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
-    lean_status st = check_batch(ctx, ids, n, err);
+    lean_status st = check_rows("lean_decode_batch", ctx, n, ids, check_decode_row, err);
     return st != LEAN_OK ? st : decode_rows(ctx, ids, n, logits, err);
 }
 
@@ -496,42 +506,21 @@ void lean_gen_end(lean_ctx *c) {
 
 /* ---- batched generation ---- */
 
-/* Every check lean_gen_next_batch makes, before anything runs. */
-static lean_status check_gen_batch(lean_ctx *const *ctx, int32_t n, const int32_t *ids, lean_error *err) {
-    if (!ctx || !ids || n < 1)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: %s", n < 1 ? "n must be >= 1" : "NULL argument");
-    lean_status st = LEAN_OK;
-    int32_t i = 0;
-    for (; st == LEAN_OK && i < n; i++) {
-        lean_ctx *c = ctx[i];
-        if (!c) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] is NULL", i);
-        } else if (c->in_batch) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] is given twice", i);
-        } else if (c->m != ctx[0]->m || c->be != ctx[0]->be) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] is %s, ctx[0] %s (one model, one backend)",
-                           i, c->m != ctx[0]->m ? "of another model" : c->be->name,
-                           c->m != ctx[0]->m ? "not" : ctx[0]->be->name);
-        } else if (!c->gen.on) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] has no generation in progress", i);
-        } else if (c->gen.n_out >= c->gen.limit) {
-            st = c->gen.by_context ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_gen_next_batch: ctx[%d]'s next draw "
-                                               "would be at position %d, past n_ctx %d", i,
-                                               c->gen.start + c->gen.n_out, c->n_ctx)
-                                   : LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d]'s %d ids (max_ids) "
-                                               "are all drawn", i, c->gen.limit);
-        } else if (c->gen.resident != ctx[0]->gen.resident) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] draws on the %s, ctx[0] on the %s", i,
-                           c->gen.resident ? "backend" : "host", ctx[0]->gen.resident ? "backend" : "host");
-        } else if (c->be->batch_check && (st = c->be->batch_check(ctx[0]->state, c->state, i, err)) != LEAN_OK) {
-            /* st and err say what differs */
-        } else {
-            c->in_batch = true;
-        }
-    }
-    for (int32_t j = 0; j < i; j++)
-        if (ctx[j]) ctx[j]->in_batch = false;
-    return st;
+/* lean_gen_next_batch's own checks of ctx[i] (ids: the output, unread). */
+static lean_status check_gen_row(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
+    (void)ids;
+    const lean_ctx *c = ctx[i];
+    if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] has no generation in progress", i);
+    if (c->gen.n_out >= c->gen.limit)
+        return c->gen.by_context ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_gen_next_batch: ctx[%d]'s next draw "
+                                             "would be at position %d, past n_ctx %d", i,
+                                             c->gen.start + c->gen.n_out, c->n_ctx)
+                                 : LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d]'s %d ids (max_ids) "
+                                             "are all drawn", i, c->gen.limit);
+    if (c->gen.resident != ctx[0]->gen.resident)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] draws on the %s, ctx[0] on the %s", i,
+                         c->gen.resident ? "backend" : "host", ctx[0]->gen.resident ? "backend" : "host");
+    return LEAN_OK;
 }
 
 /* Resident: the backend draws every row's id in passes of up to BATCH_PASS rows, each row's
@@ -583,7 +572,7 @@ static lean_status gen_batch_host(lean_ctx *const *ctx, int32_t n, int32_t *ids,
 }
 
 lean_status lean_gen_next_batch(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
-    lean_status st = check_gen_batch(ctx, n, ids, err);
+    lean_status st = check_rows("lean_gen_next_batch", ctx, n, ids, check_gen_row, err);
     if (st != LEAN_OK) return st;
     return ctx[0]->gen.resident ? gen_batch_resident(ctx, n, ids, err) : gen_batch_host(ctx, n, ids, err);
 }
