@@ -65,12 +65,16 @@ static lean_status page_new(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m,
 
 /* ---- slots ---- */
 
+static bool page_full(const gpu_kv_page *p) {
+    return p->used == (p->cap == GPU_KV_PAGE_SLOTS ? ~0ull : (1ull << p->cap) - 1);
+}
+
 lean_status gpu_kv_take(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, gpu_kv_slot *out,
                         lean_error *err) {
     *out = (gpu_kv_slot){0};
     const int32_t n_layer = m->hp.n_layer;
     gpu_kv_page *p = pool->pages;
-    while (p && (p->n_ctx != n_ctx || p->used == (p->cap == 64 ? ~0ull : (1ull << p->cap) - 1))) p = p->next;
+    while (p && (p->n_ctx != n_ctx || page_full(p))) p = p->next;
     lean_status st = p ? LEAN_OK : page_new(g, pool, m, n_ctx, &p, err);
     if (st) return st;
     int32_t i = 0;
