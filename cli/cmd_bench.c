@@ -656,11 +656,12 @@ static lean_status bench_decode(bench_run *b, lean_ctx *c, lean_sampler *smp, be
 }
 
 /* Aggregate decode (tg N x S): S sequences, c (the measured context) as stream 0 and S - 1
- * more made like it, each prefilled alone (untimed), then R times N + 1 greedy draws a stream,
- * the N decodes of each step made together by lean_decode_batch. row: the decode rows' fields;
- * alone: tg N's ids (NULL when that row did not run). */
+ * more made like it, each prefilled alone (untimed), then R times N + 1 greedy draws a stream
+ * (a generation each, its own greedy sampler), every step's draws by one lean_gen_next_batch:
+ * the N decodes of a step in one pass, the draws resident on the GPU. row: the decode rows'
+ * fields; alone: tg N's ids (NULL when that row did not run). */
 static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c, const lean_ctx_params *cp,
-                                 lean_sampler *smp, bench_row *row, const int32_t *prompt, int32_t n, int S,
+                                 bench_row *row, const int32_t *prompt, int32_t n, int S,
                                  const int32_t *alone, double *ms, double *scratch, lean_error *err) {
     const bench_args *a = b->a;
     const int32_t V = lean_model_n_vocab(m);
@@ -669,8 +670,9 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
     int32_t *prompts = malloc(sizeof *prompts * (size_t)S * BENCH_PROMPT), *next = malloc(sizeof *next * (size_t)S);
     int32_t *ids = malloc(sizeof *ids * (size_t)S * n_ids), *first = malloc(sizeof *first * (size_t)S * n_ids);
     float *logits = malloc(sizeof *logits * (size_t)S * (size_t)V);
+    lean_sampler **smps = calloc((size_t)S, sizeof *smps);
     lean_status st = LEAN_OK;
-    if (!ctx || !prompts || !next || !ids || !first || !logits) {
+    if (!ctx || !prompts || !next || !ids || !first || !logits || !smps) {
         err->status = st = LEAN_ERR_NOMEM;
         snprintf(err->msg, sizeof err->msg, "out of memory for %d streams", S);
         goto done;
@@ -685,6 +687,9 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
         st = lean_ctx_create(m, cp, &ctx[s], err);
         if (st == LEAN_OK && a->lora.n) st = lean_ctx_set_loras(ctx[s], b->loras, a->lora.scale, a->lora.n, err);
     }
+    lean_sampler_params greedy = lean_sampler_default_params();
+    greedy.greedy = 1;
+    for (int s = 0; s < S && st == LEAN_OK; s++) st = lean_sampler_create(&greedy, V, &smps[s], err);
     row->same_ids = 1;
     for (int r = 0; r < a->reps && st == LEAN_OK; r++) {
         progress(b, row->model_name, row->backend, row->threads, row->test, r);
@@ -695,12 +700,12 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
         }
         int32_t *out = r ? ids : first;
         const double t0 = now_ms();
+        for (int s = 0; s < S && st == LEAN_OK; s++) st = lean_gen_begin(ctx[s], smps[s], n + 1, err);
         for (int32_t k = 0; k <= n && st == LEAN_OK; k++) {
-            for (int s = 0; s < S && st == LEAN_OK; s++)
-                st = lean_sampler_sample(smp, logits + (size_t)s * V, lean_ctx_pos(ctx[s]), NULL, &next[s], err);
+            st = lean_gen_next_batch(ctx, S, next, err);
             for (int s = 0; s < S; s++) out[(size_t)s * n_ids + (size_t)k] = next[s];
-            if (st == LEAN_OK && k < n) st = lean_decode_batch(ctx, next, S, logits, err);
         }
+        for (int s = 0; s < S; s++) lean_gen_end(ctx[s]);
         ms[r] = now_ms() - t0;
         if (r && memcmp(first, ids, sizeof *ids * (size_t)S * n_ids) != 0) row->same_ids = 0;
     }
@@ -720,6 +725,8 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
     row->weight_read_bytes *= S;
 done:
     for (int s = 1; ctx && s < S; s++) lean_ctx_free(ctx[s]);
+    for (int s = 0; smps && s < S; s++) lean_sampler_free(smps[s]);
+    free(smps);
     row->ids = row->prompt = NULL, row->streams = 0, row->alone_ids = -1;
     free(ctx), free(prompts), free(next), free(ids), free(first), free(logits);
     return st;
@@ -860,7 +867,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         for (int j = tg0; j < tg0 + a->n_tg; j++)
             if (b->decode[j].n_tokens == a->tg[i]) alone = b->decode[j].ids;
         for (int k = 0; k < a->n_streams; k++)
-            if ((st = bench_streams(b, m, c, &cp, smp, &row, prompt, a->tg[i], a->streams[k], alone, ms, scratch,
+            if ((st = bench_streams(b, m, c, &cp, &row, prompt, a->tg[i], a->streams[k], alone, ms, scratch,
                                     err)) != LEAN_OK)
                 goto done;
     }

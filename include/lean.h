@@ -806,6 +806,29 @@ LEAN_API lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err);
 /* A no-op when no generation is in progress; it also ends a prefill left LEAN_PENDING (the
  * chunks it completed stay in the cache). */
 LEAN_API void lean_gen_end(lean_ctx *c);
+/* Many generations together (a server's slots): lean_gen_next of each of ctx[0..n), ids[i]
+ * ctx[i]'s next id, with the last ids handed out decoded in one forward pass as
+ * lean_decode_batch does (its rules: one model, one backend, passes of min(64, n_batch) rows
+ * led by their first context). Each context keeps its own sampler (settings, seed, penalties,
+ * grammar) and gets the ids lean_gen_next would give it alone. A generation joins by
+ * lean_gen_begin on its prefilled context and leaves by lean_gen_end, between calls; ctx[i]
+ * need not have drawn as many ids as the others. On the GPU the draws stay resident: each
+ * context's sampler draws from its row on the device and only the n ids come back (a context
+ * so advanced then runs no step ahead of its caller, also in lean_gen_next).
+ *
+ *     for (;;) {                                       // active[0..n): contexts in generation
+ *         lean_gen_next_batch(active, n, next, &err);  // next[i]: active[i]'s id
+ *         ...                                          // end the finished (lean_gen_end), drop them
+ *     }
+ *
+ * Errors, found before anything runs, naming the index: LEAN_ERR_ARG for a NULL pointer, n < 1,
+ * a context given twice, of another model or backend or setting, without a generation, whose
+ * max_ids are drawn, or drawing on the host beside ones drawing on the device (ctx[0]'s side);
+ * LEAN_ERR_CONTEXT_FULL for a generation at the end of its context. A failure midway (a
+ * grammar's dead end, a lost device) may leave some contexts advanced: only lean_gen_end is
+ * useful after it. Never LEAN_PENDING: in a host without JSPI a GPU context fails with
+ * LEAN_ERR_UNSUPPORTED. */
+LEAN_API lean_status lean_gen_next_batch(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err);
 
 /* Raw logit masks on a generation: each draw held to a bitset of allowed ids the caller gives
  * step by step (lean_mask above), on every backend; with a grammar on the sampler, to both.

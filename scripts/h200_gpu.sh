@@ -12,6 +12,11 @@
 #          from scripts/make_vocabs.sh)
 #   run:   bash scripts/h200_gpu.sh tests [NAME..] # the GPU test programs (or those named), against fixtures
 #          bash scripts/h200_gpu.sh bench MODEL... # MODEL = preset:type, e.g. smollm2-360m:q4_0
+#          bash scripts/h200_gpu.sh batch MODEL... # aggregate decode (issue 27 item 1): per model one
+#              `lean bench --streams ${STREAMS:-1,8,32} -n ${N:-128} -r ${R:-3}` (lean_decode_batch, the
+#              streams interleaved in every step), then one line: tg (one sequence, lean_gen: the
+#              draw resident), xS tokens/s (medians) and x32/x1, x32/tg side by side; carry .gl
+#              build/webgpu build/vocab (as tests)
 #          MODELS="smollm2-1.7b:q4_0 ..." FLAGS="-p 512 -n 0 -r 2" ROUNDS=2 \
 #              bash scripts/h200_gpu.sh ab head VARIANT... # A/B: the tree and var/VARIANT/ over it
 #          bash scripts/h200_gpu.sh deno MODEL...  # the same through Deno's WebGPU (wgpu) and the
@@ -93,6 +98,28 @@ bench)
         f=$(model_file "$spec") || exit 1
         build-dev/lean bench -m "$f" --backend gpu ${BENCH_FLAGS:--p 128,512 -n 128 -r 3}
     done 2>&1 | tee "$out/h200-bench.txt"
+    ;;
+batch)
+    for spec in "$@"; do
+        f=$(model_file "$spec") || exit 1
+        build-dev/lean bench -m "$f" --backend gpu --json -p 0 --suffix none -n "${N:-128}" -r "${R:-3}" \
+            --streams "${STREAMS:-1,8,32}" >"$out/h200-batch-${spec/:/-}.jsonl" || exit 1
+        python3 - "$spec" "$out/h200-batch-${spec/:/-}.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[2]) if l.startswith('{')]
+tg = next((r for r in rows if r['phase'] == 'decode'), None)
+xs = {r['streams']: r for r in rows if r['phase'] == 'batch'}
+cells = ['tg %.0f' % tg['tok_s_median'] if tg else 'tg -']
+cells += ['x%d %.0f%s' % (s, r['tok_s_median'], '' if r.get('same_ids_as_alone') else ' (ids NOT tg\'s)')
+          for s, r in sorted(xs.items())]
+big = max(xs) if xs else 0
+if 1 in xs and big > 1:
+    cells.append('x%d/x1 %.2f' % (big, xs[big]['tok_s_median'] / xs[1]['tok_s_median']))
+if tg and big:
+    cells.append('x%d/tg %.2f' % (big, xs[big]['tok_s_median'] / tg['tok_s_median']))
+print('%s: %s' % (sys.argv[1], ', '.join(cells)))
+PY
+    done 2>&1 | tee "$out/h200-batch.txt"
     ;;
 ab)
     # the working tree ("head") and variants of it side by side: var/NAME/ holds changed copies

@@ -192,6 +192,89 @@ static void test_reply(const lean_model *m, const run_cfg *rc, int32_t V, const 
     free(logits), free(one_logits);
 }
 
+/* lean_gen_next_batch: N_SEQ generations, each its own sampler settings (greedy; temperature
+ * with top-k; top-p; a repeat penalty; a high temperature), joining at different steps (each
+ * prefilled, lean_gen_begin, then in the next call), leaving early (lean_gen_end) or at their
+ * max_ids; on the GPU one sequence first runs ahead alone (lean_gen_next queues steps) before it
+ * joins. Every sequence's ids are those of lean_gen_next alone with the same settings; on the
+ * GPU the rows past their first draw went through the batched pass. */
+#define GEN_IDS 10
+static const int gen_join[N_SEQ] = {0, 0, 2, 3, 1}, gen_stop[N_SEQ] = {GEN_IDS, 6, GEN_IDS, 5, GEN_IDS};
+static lean_sampler_params gen_params(int s) {
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.seed = 500 + (uint64_t)s;
+    if (s == 0) sp.greedy = 1;
+    if (s == 1) sp.temperature = 0.9, sp.top_k = 5, sp.top_p = 1.0;
+    if (s == 2) sp.temperature = 1.0, sp.top_k = 0, sp.top_p = 0.7;
+    if (s == 3) sp.temperature = 0.7, sp.repeat_penalty = 1.3;
+    if (s == 4) sp.temperature = 2.0, sp.top_k = 0;
+    return sp;
+}
+
+static void test_gen_batch(const lean_model *m, const run_cfg *rc, int32_t V, const char *what) {
+    int32_t alone[N_SEQ][GEN_IDS], got[N_SEQ][GEN_IDS];
+    int n_got[N_SEQ] = {0};
+    lean_error err = {0};
+    lean_ctx *ctx[N_SEQ] = {0};
+    lean_sampler *smp[N_SEQ] = {0};
+    float *first = malloc(sizeof(float) * (size_t)V); /* a prefill's logits: what lean_gen_begin draws from */
+    bool ok = first != NULL;
+    const bool gpu = !strcmp(rc->backend, "gpu");
+    for (int s = 0; ok && s < N_SEQ; s++) { /* alone */
+        int32_t p[16];
+        prompt_of(s, V, p);
+        const lean_sampler_params sp = gen_params(s);
+        lean_ctx *c = new_ctx(m, rc, 1, 0);
+        lean_sampler *one = NULL;
+        ok = c && lean_sampler_create(&sp, V, &one, &err) == LEAN_OK &&
+             lean_sampler_accept(one, p, prompt_len[s], &err) == LEAN_OK &&
+             lean_prefill(c, p, prompt_len[s], first, &err) == LEAN_OK && lean_gen_begin(c, one, 0, &err) == LEAN_OK;
+        for (int i = 0; ok && i < gen_stop[s]; i++) ok = lean_gen_next(c, &alone[s][i], &err) == LEAN_OK;
+        if (c) lean_gen_end(c);
+        lean_ctx_free(c);
+        lean_sampler_free(one);
+    }
+    CHECK(ok, "%s alone: %s", what, err.msg);
+    for (int k = 0; ok && k < GEN_IDS + 3; k++) { /* sequence 2 joins at 2: 10 calls from there */
+        lean_ctx *in[N_SEQ];
+        int which[N_SEQ], n = 0;
+        for (int s = 0; ok && s < N_SEQ; s++) {
+            if (k == gen_join[s]) {
+                int32_t p[16];
+                prompt_of(s, V, p);
+                const lean_sampler_params sp = gen_params(s);
+                ctx[s] = new_ctx(m, rc, 1, 0);
+                ok = ctx[s] && lean_sampler_create(&sp, V, &smp[s], &err) == LEAN_OK &&
+                     lean_sampler_accept(smp[s], p, prompt_len[s], &err) == LEAN_OK &&
+                     lean_prefill(ctx[s], p, prompt_len[s], first, &err) == LEAN_OK &&
+                     lean_gen_begin(ctx[s], smp[s], s == 3 ? gen_stop[s] : 0, &err) == LEAN_OK;
+                /* sequence 4 runs ahead alone first: its first two ids through lean_gen_next */
+                for (int i = 0; ok && s == 4 && i < 2; i++) ok = lean_gen_next(ctx[s], &got[s][n_got[s]++], &err) == LEAN_OK;
+            }
+            if (ctx[s] && n_got[s] < gen_stop[s]) in[n] = ctx[s], which[n++] = s;
+        }
+        int32_t ids[N_SEQ];
+        ok = ok && (!n || lean_gen_next_batch(in, n, ids, &err) == LEAN_OK);
+        for (int i = 0; ok && i < n; i++) {
+            const int s = which[i];
+            got[s][n_got[s]++] = ids[i];
+            if (n_got[s] == gen_stop[s] && s != 3) lean_gen_end(ctx[s]); /* 3 stops at its max_ids */
+        }
+    }
+    CHECK(ok, "%s batched: %s", what, err.msg);
+    int32_t id;
+    if (ok) CHECK(lean_gen_next_batch(&ctx[3], 1, &id, &err) == LEAN_ERR_ARG && strstr(err.msg, "ctx[0]'s 5 ids"),
+                  "%s: past max_ids: %s", what, err.msg);
+    for (int s = 0; ok && s < N_SEQ; s++)
+        CHECK(n_got[s] == gen_stop[s] && !memcmp(alone[s], got[s], sizeof(int32_t) * (size_t)gen_stop[s]),
+              "%s: sequence %d's batched ids differ from lean_gen_next's alone", what, s);
+    int64_t led = 0;
+    for (int s = 0; gpu && s < N_SEQ; s++) led += ctx[s] ? lean_backend_gpu_batch_rows(lean_ctx_backend_state(ctx[s])) : 0;
+    CHECK(!gpu || !ok || led >= 20, "%s: %lld rows went through a batched pass", what, (long long)led);
+    for (int s = 0; s < N_SEQ; s++) lean_ctx_free(ctx[s]), lean_sampler_free(smp[s]);
+    free(first);
+}
+
 /* ---- refusals ---- */
 
 static void test_refusals(const lean_model *m, const lean_model *other, int32_t V) {
@@ -319,6 +402,59 @@ done:
     lean_model_free(m);
 }
 
+/* The GPU's KV pool (src/gpu/kvpool.h): sequences whose caches lie in several pages (contexts
+ * of 1024 positions beside one of N_CTX, twins in between), at positions past one and two
+ * attention chunks (GPU_ATTN_MIN_CHUNK: split and merged) beside short ones in one pass, a
+ * sequence leaving (its context freed: its page goes) and a new one joining in a slot given
+ * back; every batched row the bits of its twin decoded alone with lean_decode. */
+#define LONG_SEQ 5
+static void test_gpu_pool(const lean_model *m, int32_t V) {
+    static const int32_t n_ctx[LONG_SEQ] = {1024, 1024, 1024, N_CTX, 1024};
+    static const int32_t plen[LONG_SEQ] = {300, 5, 600, 10, 7};
+    static const int join[LONG_SEQ] = {0, 0, 0, 0, 2}, leave[LONG_SEQ] = {4, 2, 4, 4, 4}; /* 1 leaves, 4 joins */
+    lean_ctx *c[LONG_SEQ] = {0}, *twin[LONG_SEQ] = {0};
+    float *got = malloc(sizeof(float) * LONG_SEQ * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
+    int32_t *p = malloc(sizeof(int32_t) * 600);
+    lean_error err = {0};
+    bool ok = got && want && p;
+    int mismatches = 0, rows = 0;
+    int64_t led = 0;
+    for (int k = 0; ok && k < 4; k++) {
+        lean_ctx *in[LONG_SEQ];
+        int32_t ids[LONG_SEQ];
+        int which[LONG_SEQ], n = 0;
+        for (int s = 0; ok && s < LONG_SEQ; s++) {
+            if (k == leave[s] && c[s]) { /* gone: the next pass prunes its page's kernels */
+                led += lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[s]));
+                lean_ctx_free(c[s]), lean_ctx_free(twin[s]);
+                c[s] = twin[s] = NULL;
+            }
+            if (k != join[s]) continue;
+            lean_ctx_params cp = lean_ctx_default_params();
+            cp.backend = "gpu", cp.exact = 1, cp.n_ctx = n_ctx[s];
+            for (int i = 0; i < plen[s]; i++) p[i] = (int32_t)((s * 17 + i * 5 + 1) % V);
+            ok = lean_ctx_create(m, &cp, &c[s], &err) == LEAN_OK && lean_ctx_create(m, &cp, &twin[s], &err) == LEAN_OK &&
+                 lean_prefill(c[s], p, plen[s], NULL, &err) == LEAN_OK &&
+                 lean_prefill(twin[s], p, plen[s], NULL, &err) == LEAN_OK;
+        }
+        for (int s = 0; s < LONG_SEQ; s++)
+            if (c[s] && k >= join[s] && k < leave[s]) in[n] = c[s], ids[n] = id_at(s, k, V), which[n++] = s;
+        ok = ok && lean_decode_batch(in, ids, n, got, &err) == LEAN_OK;
+        for (int i = 0; ok && i < n; i++, rows++) {
+            ok = lean_decode(twin[which[i]], ids[i], want, &err) == LEAN_OK;
+            mismatches += ok && memcmp(got + (size_t)i * (size_t)V, want, sizeof(float) * (size_t)V) != 0;
+        }
+    }
+    CHECK(ok, "gpu pool: %s", err.msg);
+    CHECK(mismatches == 0, "gpu pool: %d of %d batched rows are not their twin's bits", mismatches, rows);
+    for (int s = 0; s < LONG_SEQ; s++) {
+        if (c[s]) led += lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[s]));
+        lean_ctx_free(c[s]), lean_ctx_free(twin[s]);
+    }
+    CHECK(!ok || led == rows, "gpu pool: %lld of %d rows went through a batched pass", (long long)led, rows);
+    free(got), free(want), free(p);
+}
+
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -351,9 +487,10 @@ int main(void) {
                      rcs[i].backend, rcs[i].exact ? " exact" : "", rcs[i].threads0, rcs[i].n_batch0);
             if (run_alone(m, &rcs[i], V, alone)) run_batched(m, &rcs[i], V, alone, what);
             if (i < 2 || (f == 0 && !strcmp(rcs[i].backend, "gpu"))) test_reply(m, &rcs[i], V, what);
+            if (f == 0 && (i == 0 || !strcmp(rcs[i].backend, "gpu"))) test_gen_batch(m, &rcs[i], V, what);
             printf("%s: checked\n", what);
         }
-        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora();
+        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V);
         if (f == 0) {
             char opath[512];
             lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);

@@ -225,9 +225,18 @@ static void test_share(const char *path) {
            (unsigned long long)S, (unsigned long long)weight_bytes(m), (unsigned long long)P, (unsigned long long)kv);
     for (int k = 1; k <= N_SEQ; k++) printf(" %llu", (unsigned long long)bytes[k]);
     printf("\n");
-    for (int k = 1; k <= N_SEQ; k++)
+    /* The KV caches are slots of the model's pool (src/gpu/kvpool.h): contexts 1 and 2 get a
+     * page of one slot each, context 3 a page of two (the slots there are), which context 4 fills;
+     * a page's contexts share its RoPE table (N_CTX x head_dim F32), so 4 contexts hold one
+     * table less than 4 alone would, and 3 sit in between. */
+    const uint64_t rope = (uint64_t)N_CTX * (uint64_t)hp->head_dim * 4;
+    for (int k = 1; k <= 2; k++)
         CHECK(bytes[k] == S + (uint64_t)k * P, "%d contexts hold %llu bytes, not model %llu + %d x %llu", k,
               (unsigned long long)bytes[k], (unsigned long long)S, k, (unsigned long long)P);
+    CHECK(bytes[4] == S + 4 * P - rope, "4 contexts hold %llu bytes, not model %llu + 4 x %llu - %llu",
+          (unsigned long long)bytes[4], (unsigned long long)S, (unsigned long long)P, (unsigned long long)rope);
+    CHECK(bytes[2] < bytes[3] && bytes[3] < bytes[4], "3 contexts hold %llu bytes: not between 2's and 4's",
+          (unsigned long long)bytes[3]);
     CHECK(S >= weight_bytes(m), "the model's part holds %llu bytes, less than its weights' %llu",
           (unsigned long long)S, (unsigned long long)weight_bytes(m));
     CHECK(P >= kv && P < weight_bytes(m), "a context holds %llu bytes: not its KV cache (%llu) without weights (%llu)",

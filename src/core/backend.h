@@ -111,6 +111,12 @@ typedef struct lean_backend {
                              int32_t n_history, int32_t pos, int32_t max_ids, bool masked, lean_error *err);
     lean_status (*gen_next)(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err);
     void (*gen_end)(lean_backend_state *s);
+    /* Optional (NULL: session.c steps each generation alone): gen_next of n resident
+     * generations (states that passed batch_check with s[0]) in one pass, ids[i] s[i]'s; masks[i]
+     * as gen_next's mask (NULL where s[i]'s generation is not masked). The same ids as gen_next
+     * of each alone. Never LEAN_PENDING. */
+    lean_status (*gen_next_batch)(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
+                                  int32_t *ids, lean_error *err);
 
     /* Optional (NULL: nothing to wait for): LEAN_OK once every check of the work submitted so
      * far has come back clean; the first error it caught otherwise. Where waits cannot block

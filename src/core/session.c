@@ -331,34 +331,28 @@ lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err)
 
 #define BATCH_PASS 64 /* the most rows one forward_batch call gets: 64 rows amortize the weights' reads */
 
-/* Every check lean_decode_batch makes, before anything runs. */
-static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, lean_error *err) {
-    if (!ctx || !ids || n < 1)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: %s", n < 1 ? "n must be >= 1" : "NULL argument");
+/* The checks every batched call (fn) makes of each ctx[i], before anything runs, the call's own
+ * (own: LEAN_OK, or the failure it set) between the common ones and the backend's. */
+typedef lean_status (*row_check)(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err);
+static lean_status check_rows(const char *fn, lean_ctx *const *ctx, int32_t n, const int32_t *ids, row_check own,
+                              lean_error *err) {
+    if (!ctx || !ids || n < 1) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %s", fn, n < 1 ? "n must be >= 1" : "NULL argument");
     lean_status st = LEAN_OK;
     int32_t i = 0;
     for (; st == LEAN_OK && i < n; i++) {
         lean_ctx *c = ctx[i];
         if (!c) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is NULL", i);
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is NULL", fn, i);
         } else if (c->in_batch) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is given twice", i);
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is given twice", fn, i);
         } else if (c->m != ctx[0]->m || c->be != ctx[0]->be) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] is %s, ctx[0] %s (one model, one backend)",
-                           i, c->m != ctx[0]->m ? "of another model" : c->be->name,
+            st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is %s, ctx[0] %s (one model, one backend)", fn, i,
+                           c->m != ctx[0]->m ? "of another model" : c->be->name,
                            c->m != ctx[0]->m ? "not" : ctx[0]->be->name);
-        } else if (c->pending.on || c->gen.on) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] has %s", i,
-                           c->pending.on ? "a prefill pending (call it again first)"
-                                         : "a generation in progress (lean_gen_end first)");
-        } else if (c->pos >= c->n_ctx) {
-            st = LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i,
-                           c->pos, c->n_ctx);
+        } else if ((st = own(ctx, i, ids, err)) != LEAN_OK) {
+            /* st and err say what is wrong */
         } else if (c->be->batch_check && (st = c->be->batch_check(ctx[0]->state, c->state, i, err)) != LEAN_OK) {
             /* st and err say what differs */
-        } else if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab) {
-            st = LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
-                           ids[i], c->m->hp.n_vocab);
         } else {
             c->in_batch = true;
         }
@@ -366,6 +360,22 @@ static lean_status check_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t
     for (int32_t j = 0; j < i; j++)
         if (ctx[j]) ctx[j]->in_batch = false;
     return st;
+}
+
+/* lean_decode_batch's own checks of ctx[i]. */
+static lean_status check_decode_row(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
+    const lean_ctx *c = ctx[i];
+    if (c->pending.on || c->gen.on)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] has %s", i,
+                         c->pending.on ? "a prefill pending (call it again first)"
+                                       : "a generation in progress (lean_gen_end first)");
+    if (c->pos >= c->n_ctx)
+        return LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i, c->pos,
+                         c->n_ctx);
+    if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
+                         ids[i], c->m->hp.n_vocab);
+    return LEAN_OK;
 }
 
 /* A backend without forward_batch: each context's step alone. */
@@ -379,9 +389,9 @@ static lean_status decode_each(lean_ctx *c, int32_t id, bool logits, lean_error 
     return st;
 }
 
-lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
-    lean_status st = check_batch(ctx, ids, n, err);
-    if (st != LEAN_OK) return st;
+/* The passes of lean_decode_batch over checked contexts. */
+static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
+    lean_status st = LEAN_OK;
     const size_t n_vocab = (size_t)ctx[0]->m->hp.n_vocab;
     for (int32_t done = 0; done < n;) {
         const lean_backend *be = ctx[done]->be;
@@ -409,6 +419,11 @@ lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t 
         done += rows;
     }
     return LEAN_OK;
+}
+
+lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
+    lean_status st = check_rows("lean_decode_batch", ctx, n, ids, check_decode_row, err);
+    return st != LEAN_OK ? st : decode_rows(ctx, ids, n, logits, err);
 }
 
 /* ---- generation ---- */
@@ -529,6 +544,79 @@ void lean_gen_end(lean_ctx *c) {
     /* a host generation's logits are the last draw's; the GPU's ran ahead of it */
     c->has_logits = !c->gen.resident && c->gen.n_out == 0;
     c->gen = (struct ctx_gen){.on = false};
+}
+
+/* ---- batched generation ---- */
+
+/* lean_gen_next_batch's own checks of ctx[i] (ids: the output, unread). */
+static lean_status check_gen_row(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
+    (void)ids;
+    const lean_ctx *c = ctx[i];
+    if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] has no generation in progress", i);
+    if (c->gen.n_out >= c->gen.limit)
+        return c->gen.by_context ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_gen_next_batch: ctx[%d]'s next draw "
+                                             "would be at position %d, past n_ctx %d", i,
+                                             c->gen.start + c->gen.n_out, c->n_ctx)
+                                 : LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d]'s %d ids (max_ids) "
+                                             "are all drawn", i, c->gen.limit);
+    if (c->gen.resident != ctx[0]->gen.resident)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] draws on the %s, ctx[0] on the %s", i,
+                         c->gen.resident ? "backend" : "host", ctx[0]->gen.resident ? "backend" : "host");
+    return LEAN_OK;
+}
+
+/* Resident: the backend draws every row's id in passes of up to BATCH_PASS rows, each row's
+ * grammar mask with it. */
+static lean_status gen_batch_resident(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
+    lean_status st = LEAN_OK;
+    for (int32_t done = 0; st == LEAN_OK && done < n;) {
+        const int32_t most = ctx[done]->n_batch < BATCH_PASS ? ctx[done]->n_batch : BATCH_PASS;
+        const int32_t rows = n - done < most ? n - done : most;
+        lean_backend_state *states[BATCH_PASS];
+        const uint32_t *masks[BATCH_PASS];
+        for (int32_t i = 0; st == LEAN_OK && i < rows; i++) {
+            lean_ctx *c = ctx[done + i];
+            states[i] = c->state, masks[i] = NULL;
+            if (c->gen.masked) st = sampler_grammar_mask(c->gen.smp, NULL, &masks[i], err);
+        }
+        if (st == LEAN_OK) st = ctx[done]->be->gen_next_batch(states, masks, rows, ids + done, err);
+        for (int32_t i = 0; st == LEAN_OK && i < rows; i++) {
+            lean_ctx *c = ctx[done + i];
+            if (c->gen.masked) st = sampler_grammar_take(c->gen.smp, ids[done + i], err);
+            if (st == LEAN_OK) st = lean_sampler_accept(c->gen.smp, &ids[done + i], 1, err);
+            if (st == LEAN_OK && c->gen.n_out++ > 0) c->pos++; /* the previous id is in the cache now */
+            c->gen.last = ids[done + i];
+        }
+        done += rows;
+    }
+    return st;
+}
+
+/* On the host: the last ids handed out decoded together (lean_decode_batch's passes), then
+ * each row's draw from its logits. */
+static lean_status gen_batch_host(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
+    lean_ctx **dec = lean_malloc(sizeof *dec * (size_t)n);
+    int32_t *last = lean_malloc(sizeof *last * (size_t)n), d = 0;
+    float *logits = lean_malloc(sizeof *logits * (size_t)n * (size_t)ctx[0]->m->hp.n_vocab);
+    lean_status st = dec && last && logits ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_gen_next_batch: %d rows", n);
+    for (int32_t i = 0; st == LEAN_OK && i < n; i++)
+        if (ctx[i]->gen.n_out > 0) dec[d] = ctx[i], last[d++] = ctx[i]->gen.last;
+    if (st == LEAN_OK && d) st = decode_rows(dec, last, d, logits, err); /* each row's logits to its c->logits */
+    for (int32_t i = 0; st == LEAN_OK && i < n; i++) {
+        lean_ctx *c = ctx[i];
+        st = lean_sampler_sample(c->gen.smp, c->logits, c->pos, NULL, &ids[i], err);
+        if (st == LEAN_OK) st = lean_sampler_accept(c->gen.smp, &ids[i], 1, err);
+        c->gen.n_out++; /* decode_rows moved pos past the id it decoded */
+        c->gen.last = ids[i];
+    }
+    lean_free(dec), lean_free(last), lean_free(logits);
+    return st;
+}
+
+lean_status lean_gen_next_batch(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
+    lean_status st = check_rows("lean_gen_next_batch", ctx, n, ids, check_gen_row, err);
+    if (st != LEAN_OK) return st;
+    return ctx[0]->gen.resident ? gen_batch_resident(ctx, n, ids, err) : gen_batch_host(ctx, n, ids, err);
 }
 
 /* ---- profile ---- */

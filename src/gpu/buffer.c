@@ -73,8 +73,33 @@ lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, cons
     return LEAN_OK;
 }
 
+lean_status lean_gpu_buf_view(lean_gpu_buf *parent, uint64_t offset, uint64_t size, const char *label,
+                              lean_gpu_buf **out, lean_error *err) {
+    *out = NULL;
+    label = label ? label : "";
+    if (!parent || parent->view || parent->usage != LEAN_GPU_STORAGE)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "view '%s': the parent must be a STORAGE buffer of its own", label);
+    const uint64_t align = parent->g->info.min_storage_offset_align ? parent->g->info.min_storage_offset_align : 256;
+    if (offset % align || size % 16 || !size || offset > parent->size || size > parent->size - offset)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "view '%s': %llu bytes at %llu of buffer '%s' (%llu bytes; offsets "
+                         "multiples of %llu, sizes of 16)", label, (unsigned long long)size,
+                         (unsigned long long)offset, parent->label, (unsigned long long)parent->size,
+                         (unsigned long long)align);
+    lean_gpu_buf *b = lean_calloc(1, sizeof *b);
+    if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "view '%s': out of memory", label);
+    *b = (lean_gpu_buf){.g = parent->g, .buf = parent->buf, .size = size, .base = offset, .view = true,
+                        .usage = parent->usage};
+    snprintf(b->label, sizeof b->label, "%s", label);
+    *out = b;
+    return LEAN_OK;
+}
+
 void lean_gpu_buf_free(lean_gpu_buf *b) {
     if (!b) return;
+    if (b->view) { /* the parent's buffer stays */
+        lean_free(b);
+        return;
+    }
     lean_gpu *g = b->g;
     if (b->prev) b->prev->next = b->next;
     else g->bufs = b->next;
@@ -125,7 +150,7 @@ lean_status lean_gpu_buf_write(lean_gpu *g, lean_gpu_buf *b, uint64_t offset, co
             g->w.QueueSubmit(g->queue, 0, NULL);
             g->write_pending = 0;
         }
-        g->w.QueueWriteBuffer(g->queue, b->buf, offset + done, (const char *)data + done, (size_t)piece);
+        g->w.QueueWriteBuffer(g->queue, b->buf, b->base + offset + done, (const char *)data + done, (size_t)piece);
         g->write_pending += piece;
         if (g->write_pending > g->write_pending_peak) g->write_pending_peak = g->write_pending;
         done += piece;

@@ -87,7 +87,8 @@ void lean_gpu_copy(lean_gpu_cmd *c, lean_gpu_buf *src, uint64_t src_offset, lean
         return;
     }
     end_pass(c);
-    c->g->w.CommandEncoderCopyBufferToBuffer(c->enc, src->buf, src_offset, dst->buf, dst_offset, size);
+    c->g->w.CommandEncoderCopyBufferToBuffer(c->enc, src->buf, src->base + src_offset, dst->buf, dst->base + dst_offset,
+                                             size);
 }
 
 static lean_status submit(lean_gpu_cmd *c, bool scoped, lean_error *err) {

@@ -4,8 +4,9 @@
  * format (weights.h; the 1-D norms and biases as F32 buffers) into the model-level part
  * (lean_backend_model, backend.h), which every context of the model then shares; a GPU-only
  * load (model.c) makes that part itself, the weights read from its stream in file order. Each context
- * allocates an F32 KV cache and activations for n_batch tokens, uploads the RoPE cos/sin of
- * every position (computed on the host by the reference's own code), and makes every pipeline
+ * takes its F32 KV cache from the model's pool (kvpool.h: a slot of a page, with the page's RoPE
+ * cos/sin of every position, computed on the host by the reference's own code), allocates
+ * activations for n_batch tokens, and makes every pipeline
  * (cached on the device by source), bind group and matmul a call will need. A forward call
  * then writes the 16-byte step uniform and the ids, records the whole batch — embedding, every
  * layer, and (when logits are asked for) the last token's final norm and logits — into one
@@ -47,6 +48,7 @@
  */
 #include "core/backend.h"
 
+#include "gpu/kvpool.h"
 #include "gpu/lora.h"
 #include "gpu/ops.h"
 #include "gpu/sample.h"
@@ -81,6 +83,7 @@ typedef struct gpu_gen {
     double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
     bool on, greedy;
     bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
+    bool stepwise;          /* advanced by batched steps (gen_next_batch): no step runs ahead */
     int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */
@@ -124,6 +127,7 @@ struct lean_backend_model {
     int sampler_checked;         /* gpu_sampler_check on g: 0 not yet, 1 passed, -1 failed */
     gpu_sampler_check_run *check; /* that check in flight (pump mode: it returned LEAN_PENDING) */
     gpu_layer_weights *layers;   /* n_layer */
+    gpu_kv_pool pool;            /* every context's KV cache and RoPE table (kvpool.h) */
     gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
     lean_gpu_buf *output_norm;   /* (n_embd) F32 */
     struct stream_plan *stream;  /* a GPU-only load's uploads in progress (until model_finish) */
@@ -133,7 +137,8 @@ struct lean_backend_model {
 typedef struct gpu_layer {
     gpu_matmul *mm[N_MATRICES]; /* over gpu_layer_weights' w[] */
     /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
-     * per layer, so no binding exceeds the storage binding limit for long contexts */
+     * per layer, so no binding exceeds the storage binding limit for long contexts; views of
+     * the context's slot of the model's KV pool (s->kv owns them) */
     lean_gpu_buf *k_cache, *v_cache;
     gpu_op norm_attn, qkv_post; /* norm_attn, norm_ffn: prefill's only where norm_in_matmul */
     gpu_op norm_ffn, swiglu; /* swiglu: only without W_GATE_UP */
@@ -149,12 +154,28 @@ typedef struct gpu_layer {
     gpu_op swiglu_rows;
 } gpu_layer;
 
+/* The batched pass's kernels over one KV page (section "batch"), made by the leader the first
+ * time its rows lie there. */
+typedef struct gpu_batch_page {
+    uint64_t id;                /* the page's (gpu_kv_page.id): pages go, their ids are never reused */
+    lean_gpu_buf *rows;         /* UNIFORM (rows_max vec4<u32>): batch_rows.wgsl, written each pass */
+    gpu_attention_rows *layers; /* n_layer */
+} gpu_batch_page;
+
 /* The batched decode pass's own kernels and buffers (section "batch"), made on the first
- * lean_decode_batch that a context leads (its rows: s->x, xn, qkv, att, gate, up's first n). */
+ * lean_decode_batch that a context leads (its rows: s->x, xn, qkv, gate, up's first n). */
 typedef struct gpu_batch {
     lean_gpu_buf *step;      /* uniform {n, 0, 0, 0}: the embedding's row count */
     gpu_get_rows *embed;     /* ids -> x, n rows */
+    lean_gpu_buf *drawn;     /* (rows_max) u32: a batched draw's rows' last ids, gathered (gen_next_batch) */
+    gpu_get_rows *embed_drawn; /* drawn -> x, n rows */
+    lean_gpu_buf *drawn_rb;  /* READBACK (rows_max) u32: the ids a batched draw hands out */
     gpu_op norm_out;         /* x -> xn, every row: the final norm */
+    int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
+    lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
+    gpu_matmul **wo;         /* n_layer: x += Wo att over the rows of att */
+    gpu_batch_page *pages;   /* n_pages, one per KV page its rows have lain in (live ones) */
+    int32_t n_pages;
     int32_t rows;            /* what mm_out and the logits hold */
     gpu_matmul *mm_out;      /* xn -> logits, rows */
     lean_gpu_buf *logits, *logits_rb; /* (rows, n_vocab); READBACK */
@@ -167,7 +188,8 @@ struct lean_backend_state {
     lean_gpu *g;                /* bm->g */
     int32_t n_ctx, n_batch;
     gpu_layer *layers;          /* n_layer */
-    lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position (gpu_rope_table_create) */
+    gpu_kv_slot kv;             /* its KV cache: a slot of the model's pool (kvpool.h) */
+    lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position: its KV page's */
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
     lean_gpu_buf *ids;          /* (B) u32 */
@@ -223,8 +245,6 @@ static void model_unref(lean_backend_model *bm) {
 
 static void free_layer(gpu_layer *L) {
     for (int i = 0; i < N_MATRICES; i++) gpu_matmul_free(L->mm[i]), gpu_matmul_free(L->lora_mm[i]);
-    lean_gpu_buf_free(L->k_cache);
-    lean_gpu_buf_free(L->v_cache);
     gpu_op *ops[] = {&L->norm_attn, &L->qkv_post, &L->norm_ffn, &L->swiglu, &L->swiglu_rows};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) gpu_op_free(ops[i]);
     gpu_attention_free(&L->attn);
@@ -241,9 +261,9 @@ static void free_state(lean_backend_state *s) {
     gpu_matmul_free(s->mm_out);
     gpu_op_free(&s->norm_out);
     gpu_lora_free(s->lora);
-    lean_gpu_buf *bufs[] = {s->rope_table, s->step, s->step1, s->ids,    s->x,      s->xn,
-                            s->qkv,        s->att,  s->gate,  s->up,     s->x_last, s->logits, s->part,
-                            s->logits_rb,  s->gu};
+    gpu_kv_give(&s->bm->pool, s->m, &s->kv);
+    lean_gpu_buf *bufs[] = {s->step, s->step1, s->ids, s->x,         s->xn,    s->qkv, s->att,
+                            s->gate, s->up,    s->x_last, s->logits, s->part, s->logits_rb, s->gu};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(s);
 }
@@ -332,8 +352,7 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     if (part && part * 4 <= gpu_binding_max_bytes(s->g) &&
         (st = new_buf(s, part, 1, "matmul parts", &s->part, err)))
         return st;
-    return gpu_rope_table_create(s->g, s->n_ctx, hp->head_dim, hp->rope_base, s->m->rope_freqs.data,
-                                 &s->rope_table, err);
+    return LEAN_OK;
 }
 
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
@@ -578,10 +597,9 @@ static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err
     gpu_layer *L = &s->layers[il];
     const gpu_layer_weights *W = &s->bm->layers[il];
     L->norm_in_matmul = gpu_matmul_can_norm(s->g, s->m->hp.n_embd);
-    const uint64_t kvd = (uint64_t)lean_kv_dim(&s->m->hp);
-    lean_status st = new_buf(s, (uint64_t)s->n_ctx, kvd, "key cache", &L->k_cache, err);
-    if (!st) st = new_buf(s, (uint64_t)s->n_ctx, kvd, "value cache", &L->v_cache, err);
-    if (!st) st = make_attention(s, L, W, err);
+    L->k_cache = s->kv.k[il];
+    L->v_cache = s->kv.v[il];
+    lean_status st = make_attention(s, L, W, err);
     if (!st) st = make_ffn(s, L, W, err);
     return st;
 }
@@ -714,6 +732,8 @@ static lean_status gpu_create_config(const lean_model *m, lean_backend_model *bm
     lean_mutex_lock(&bm->lock);
     s->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *s->layers);
     lean_status st = s->layers ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
+    if (!st) st = gpu_kv_take(s->g, &bm->pool, m, n_ctx, &s->kv, err);
+    if (!st) s->rope_table = s->kv.page->rope;
     if (!st) st = alloc_activations(s, err);
     if (!st) st = make_ends(s, err);
     for (int32_t il = 0; !st && il < m->hp.n_layer; il++) st = make_layer(s, il, err);
@@ -819,26 +839,41 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
 
 /* ---- batch ----
  * lean_decode_batch's pass over n sequences, one token each (backend.h's forward_batch), led by
- * s[0]: rows 0 .. n - 1 of its x, xn, qkv, att, gate and up hold the n sequences' tokens, and
- * every matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's
- * bits decode's, one dispatch a matrix for all the rows). What a sequence owns, its cache and
- * position, stays its own context's: per layer, row i of q|k|v is copied into s[i]'s row 0,
- * s[i]'s own qkv_post and attention run at its position (its step uniform), and its attention
- * row is copied back into row i of att. A layer is then its decode dispatches over the rows,
- * 2 (n - 1) copies and 2 n dispatches (3 n past GPU_ATTN_MIN_CHUNK keys: attention's merge);
- * the logits of every row come back in one copy and one map. Decode's q|k|v epilogue writes
- * one position, so the pass has Q, K, V matmuls without it (make_plain_qkv) and runs qkv_post,
- * the same expressions (matmul_out.wgsl). A model whose rows do not start on a vec4
- * (gpu_matmul_rows_fit), or whose logits of n rows pass a binding, and a batch with LoRA
- * adapters on any of its contexts decode the rows one after another instead (batch_each). */
+ * s[0]: rows 0 .. n - 1 of its x, xn, qkv, gate and up hold the n sequences' tokens, and every
+ * matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's bits
+ * decode's, one dispatch a matrix for all the rows). A sequence's cache is its slot of the
+ * model's KV pool (kvpool.h), so per layer and per KV page the rows' caches lie in, one qkv_post
+ * and one attention dispatch (and a merge past GPU_ATTN_MIN_CHUNK keys) take every row of the
+ * page at its own position in its own slot (gpu_attention_rows: the positions and slots in a
+ * small uniform, batch_rows.wgsl), into the batch's att rows, and Wo reads them there. A layer
+ * is then its decode dispatches over the rows plus 2 (3) a page; rows made together lie in few
+ * pages (kvpool.h's growth rule: 32 contexts, 6). The logits of every row come back in one copy
+ * and one map. Decode's q|k|v epilogue writes one position, so the pass has Q, K, V matmuls
+ * without it (make_plain_qkv) and runs qkv_post, the same expressions (matmul_out.wgsl). A model
+ * whose rows do not start on a vec4 (gpu_matmul_rows_fit), or whose logits of n rows pass a
+ * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after
+ * another instead (batch_each). */
+
+static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
+    for (int32_t il = 0; p->layers && il < n_layer; il++) gpu_attention_rows_free(&p->layers[il]);
+    lean_free(p->layers);
+    lean_gpu_buf_free(p->rows);
+    *p = (gpu_batch_page){0};
+}
 
 static void batch_free(lean_backend_state *s) {
     gpu_batch *b = s->batch;
     if (!b) return;
+    const int32_t n_layer = s->m->hp.n_layer;
+    for (int32_t i = 0; i < b->n_pages; i++) batch_page_free(&b->pages[i], n_layer);
+    lean_free(b->pages);
+    for (int32_t il = 0; b->wo && il < n_layer; il++) gpu_matmul_free(b->wo[il]);
+    lean_free(b->wo);
     gpu_get_rows_free(b->embed);
+    gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->step, b->logits, b->logits_rb};
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->drawn_rb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -858,16 +893,31 @@ static bool batch_fits(const lean_backend_state *s) {
 static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *err) {
     const lean_model *m = s->m;
     const lean_backend_model *bm = s->bm;
+    const int32_t n_layer = m->hp.n_layer;
     lean_status st = LEAN_OK;
     if (!s->batch) {
         gpu_batch *b = s->batch = lean_calloc(1, sizeof *b);
         if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's kernels");
-        st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
+        b->rows_max = s->n_batch < GPU_KV_PAGE_SLOTS ? s->n_batch : GPU_KV_PAGE_SLOTS;
+        b->wo = lean_calloc((size_t)n_layer, sizeof *b->wo);
+        if (!b->wo) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's %d layers", n_layer);
+        if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
         if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
+        if (!st) st = new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
+        if (!st)
+            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)b->rows_max, LEAN_GPU_READBACK, "batch drawn read-back",
+                                     &b->drawn_rb, err);
+        if (!st)
+            st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, b->step, b->drawn, s->x, &b->embed_drawn, err);
         if (!st)
             st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
                                     &b->norm_out, err);
-        for (int32_t il = 0; !st && il < m->hp.n_layer; il++)
+        if (!st) st = new_buf(s, gpu_attention_rows_out_floats(&m->hp, b->rows_max), 1, "batch attention", &b->att, err);
+        const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+        for (int32_t il = 0; !st && il < n_layer; il++)
+            st = gpu_matmul_create_rows(s->g, &bm->layers[il].w[W_O], b->rows_max, &(gpu_mm_in){.x = b->att},
+                                        &residual, &b->wo[il], err);
+        for (int32_t il = 0; !st && il < n_layer; il++)
             if (s->layers[il].kv_in_matmul) st = make_plain_qkv(s, il, err);
     }
     gpu_batch *b = s->batch;
@@ -890,25 +940,97 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
     return st;
 }
 
+/* Drops the leader's kernels over pages gone (their ids are never seen again). */
+static void batch_prune(lean_backend_state *s) {
+    gpu_batch *b = s->batch;
+    for (int32_t i = 0; i < b->n_pages;) {
+        const gpu_kv_page *live = s->bm->pool.pages;
+        while (live && live->id != b->pages[i].id) live = live->next;
+        if (live) {
+            i++;
+            continue;
+        }
+        batch_page_free(&b->pages[i], s->m->hp.n_layer);
+        b->pages[i] = b->pages[--b->n_pages];
+    }
+}
+
+/* *at = the index of the leader s's kernels over KV page kp in its list, made on first use
+ * (appended: the indices of the others stay). */
+static lean_status batch_page(lean_backend_state *s, const gpu_kv_page *kp, int32_t *at, lean_error *err) {
+    gpu_batch *b = s->batch;
+    const int32_t n_layer = s->m->hp.n_layer;
+    for (int32_t i = 0; i < b->n_pages; i++)
+        if (b->pages[i].id == kp->id) return *at = i, LEAN_OK;
+    gpu_batch_page *grown = lean_realloc(b->pages, sizeof *grown * (size_t)(b->n_pages + 1));
+    if (!grown) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's KV pages");
+    b->pages = grown;
+    gpu_batch_page *p = &b->pages[b->n_pages];
+    *p = (gpu_batch_page){.id = kp->id};
+    p->layers = lean_calloc((size_t)n_layer, sizeof *p->layers);
+    lean_status st = p->layers ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's layers");
+    if (!st) st = lean_gpu_buf_create(s->g, 16 * (uint64_t)b->rows_max, LEAN_GPU_UNIFORM, "batch rows", &p->rows, err);
+    for (int32_t il = 0; !st && il < n_layer; il++)
+        st = gpu_attention_rows_create(s->g, &s->m->hp, p->rows, b->rows_max, s->qkv, kp->k[il], kp->v[il], kp->rope,
+                                       s->bm->layers[il].qk_norm, b->att, &p->layers[il], err);
+    if (st) {
+        batch_page_free(p, n_layer);
+        return st;
+    }
+    *at = b->n_pages++;
+    return LEAN_OK;
+}
+
+/* The pass's rows grouped by KV page: group g holds n[g] rows, the greatest position max_pos[g],
+ * its kernels page[g] (their rows uniform written here). */
+typedef struct batch_groups {
+    int32_t count;
+    const gpu_batch_page *page[GPU_KV_PAGE_SLOTS];
+    int32_t n[GPU_KV_PAGE_SLOTS], max_pos[GPU_KV_PAGE_SLOTS];
+} batch_groups;
+
+static lean_status batch_group(lean_backend_state *lead, lean_backend_state *const *s, const int32_t *pos, int32_t n,
+                               batch_groups *gr, lean_error *err) {
+    const gpu_kv_page *kp[GPU_KV_PAGE_SLOTS];
+    int32_t of[GPU_KV_PAGE_SLOTS], at[GPU_KV_PAGE_SLOTS]; /* row i's group; group g's index in the list */
+    gr->count = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t g = 0;
+        while (g < gr->count && kp[g] != s[i]->kv.page) g++;
+        if (g == gr->count) kp[gr->count++] = s[i]->kv.page;
+        of[i] = g;
+    }
+    batch_prune(lead);
+    lean_status st = LEAN_OK;
+    for (int32_t g = 0; !st && g < gr->count; g++) st = batch_page(lead, kp[g], &at[g], err);
+    for (int32_t g = 0; !st && g < gr->count; g++) {
+        uint32_t rows[GPU_KV_PAGE_SLOTS][4]; /* batch_rows.wgsl's entries */
+        gr->page[g] = &lead->batch->pages[at[g]];
+        gr->n[g] = 0, gr->max_pos[g] = 0;
+        for (int32_t i = 0; i < n; i++) {
+            if (of[i] != g) continue;
+            uint32_t *e = rows[gr->n[g]++];
+            e[0] = (uint32_t)i, e[1] = (uint32_t)pos[i], e[2] = gpu_kv_slot_base(&s[i]->kv);
+            e[3] = gpu_attention_chunk(pos[i]);
+            gr->max_pos[g] = pos[i] > gr->max_pos[g] ? pos[i] : gr->max_pos[g];
+        }
+        st = lean_gpu_buf_write(lead->g, gr->page[g]->rows, 0, rows, 16 * (uint64_t)gr->n[g], err);
+    }
+    return st;
+}
+
 /* Layer il of the pass (see the section's top). */
-static void record_batch_layer(lean_gpu_cmd *c, lean_backend_state *const *s, const int32_t *pos, int32_t n,
+static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, const batch_groups *gr, int32_t n,
                                int32_t il) {
-    const lean_backend_state *s0 = s[0];
     const gpu_layer *L = &s0->layers[il];
-    const lean_hparams *hp = &s0->m->hp;
-    const uint64_t qkv_row = 4 * (uint64_t)(lean_q_dim(hp) + 2 * lean_kv_dim(hp)), att_row = 4 * (uint64_t)lean_q_dim(hp);
     if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_attn, n);
     for (int k = 0; k < 4; k++) {
         const gpu_matmul *mm = L->kv_in_matmul ? L->lora_mm[QKV_ORDER[k]] : L->mm[QKV_ORDER[k]];
         if (mm) gpu_matmul_record_rows(c, mm, n);
     }
-    for (int32_t i = 1; i < n; i++) lean_gpu_copy(c, s0->qkv, (uint64_t)i * qkv_row, s[i]->qkv, 0, qkv_row);
-    for (int32_t i = 0; i < n; i++) { /* one compute pass for all the sequences' */
-        gpu_op_record(c, &s[i]->layers[il].qkv_post, 1);
-        gpu_attention_record(c, &s[i]->layers[il].attn, 1, pos[i]);
-    }
-    for (int32_t i = 1; i < n; i++) lean_gpu_copy(c, s[i]->att, 0, s0->att, (uint64_t)i * att_row, att_row);
-    gpu_matmul_record_rows(c, L->mm[W_O], n);
+    for (int32_t g = 0; g < gr->count; g++)
+        gpu_attention_rows_record(c, &gr->page[g]->layers[il], gr->n[g], gr->max_pos[g]);
+    gpu_matmul_record_rows(c, s0->batch->wo[il], n);
     if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_ffn, n);
     if (L->mm[W_GATE_UP]) {
         gpu_matmul_record_rows(c, L->mm[W_GATE_UP], n);
@@ -921,8 +1043,8 @@ static void record_batch_layer(lean_gpu_cmd *c, lean_backend_state *const *s, co
 }
 
 /* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
-static lean_status batch_wait(lean_gpu_buf *rb, float *logits, uint64_t bytes, lean_error *err) {
-    lean_status st = lean_gpu_map_take(rb, logits, bytes, err);
+static lean_status batch_wait(lean_gpu_buf *rb, void *dst, uint64_t bytes, lean_error *err) {
+    lean_status st = lean_gpu_map_take(rb, dst, bytes, err);
     if (st != LEAN_PENDING) return st;
     lean_gpu_map_drop(rb);
     return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
@@ -956,23 +1078,22 @@ static lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d batch rows past the first's n_batch %d", n, s0->n_batch);
     bool adapted = false; /* adapters (section "LoRA") are added by each context's own forward */
     for (int32_t i = 0; i < n; i++) adapted |= s[i]->lora != NULL;
-    lean_status st = batch_fits(s0) && !adapted ? batch_prepare(s0, n, err) : LEAN_ERR_UNSUPPORTED;
+    lean_status st = batch_fits(s0) && !adapted && n <= GPU_KV_PAGE_SLOTS ? batch_prepare(s0, n, err)
+                                                                           : LEAN_ERR_UNSUPPORTED;
     if (st == LEAN_ERR_UNSUPPORTED) return batch_each(s, ids, pos, n, logits, err);
     const gpu_batch *b = s0->batch;
+    batch_groups gr;
     uint32_t step[4];
     gpu_step_words(n, 0, step);
     /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
     if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    for (int32_t i = 0; !st && i < n; i++) {
-        gpu_step_words(1, pos[i], step);
-        st = lean_gpu_buf_write(s0->g, s[i]->step, 0, step, sizeof step, err);
-    }
+    if (!st) st = batch_group(s0, s, pos, n, &gr, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
     if (st) return st;
     gpu_get_rows_record(c, b->embed, n);
-    for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s, pos, n, il);
+    for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, n, il);
     const uint64_t bytes = (uint64_t)n * (uint64_t)s0->m->hp.n_vocab * 4;
     if (logits) {
         gpu_op_record(c, &b->norm_out, n);
@@ -1084,6 +1205,7 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
     G->on = true;
     G->greedy = cfg->greedy;
     G->masked = masked; /* one step at a time: each mask follows the id drawn before */
+    G->stepwise = false;
     G->pace = gen_pace(s, G->greedy, 1e9); /* the shallowest until a step is timed */
     G->pos0 = pos;
     G->limit = max_ids;
@@ -1113,7 +1235,7 @@ static lean_status gen_submit(lean_backend_state *s, int32_t i, const uint32_t *
 static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask, lean_error *err) {
     gpu_gen *G = &s->gen;
     const int k = G->b_sub % GEN_SLOTS;
-    const int32_t want = G->greedy && !G->masked ? G->pace : 1, left = G->limit - G->n_sub;
+    const int32_t want = G->greedy && !G->masked && !G->stepwise ? G->pace : 1, left = G->limit - G->n_sub;
     const int32_t n = want < left ? want : left;
     G->slot_t0_ms[k] = now_ms();
     lean_status st = LEAN_OK;
@@ -1131,7 +1253,7 @@ static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int
     if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
     if (G->n_out == G->n_read) { /* submit blocks up to the flight, then take the oldest */
         lean_status st = LEAN_OK;
-        const int32_t flight = G->masked ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
+        const int32_t flight = G->masked || G->stepwise ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
         while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, mask, err);
         if (st) return st;
         const int k = G->b_read % GEN_SLOTS;
@@ -1163,6 +1285,86 @@ static void gpu_gen_end(lean_backend_state *s) {
         if (G->mapping[k]) lean_gpu_map_drop(G->slot[k]);
     memset(G->mapping, 0, sizeof G->mapping);
     G->on = false;
+}
+
+/* ---- generation, batched ----
+ * gen_next_batch (backend.h): n resident generations one id further each in one pass. The rows
+ * whose last drawn id is still to be decoded (every row past its first draw) go through the
+ * batched pass (section "batch"), their ids gathered on the GPU from each context's id buffer,
+ * where its sampler wrote them; each row's logits are copied to its context's logits, where its
+ * own sampler (its settings, its penalties' history, its mask) draws, as its resident step
+ * would: the ids of lean_gen_next alone. Only the n ids come back, in one map. A generation so
+ * advanced runs no step ahead of its caller from then on (stepwise), so a row already ahead
+ * (steps queued by gen_next) is served from its queue, and where the pass does not fit (see
+ * the batch section; more rows than its rows_max) each row steps alone. */
+
+static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
+                                      int32_t *ids, lean_error *err) {
+    lean_backend_state *s0 = s[0];
+    bool pass = n <= GPU_KV_PAGE_SLOTS && batch_fits(s0);
+    for (int32_t i = 0; i < n; i++) {
+        const gpu_gen *G = &s[i]->gen;
+        if (!G->on || G->n_out >= G->limit || (G->masked && !masks[i]))
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has %s", i,
+                             G->on && G->n_out < G->limit ? "no mask for its masked draw" : "no draw left");
+        pass &= s[i]->lora == NULL; /* adapters: each context's own forward adds them */
+    }
+    lean_backend_state *ds[GPU_KV_PAGE_SLOTS]; /* the rows to decode, at pos */
+    int32_t pos[GPU_KV_PAGE_SLOTS], in[GPU_KV_PAGE_SLOTS], d = 0, m = 0; /* in[0..m): the pass's rows */
+    lean_status st = LEAN_OK;
+    for (int32_t i = 0; !st && i < n; i++) {
+        gpu_gen *G = &s[i]->gen;
+        G->stepwise = true;
+        if (!pass || G->n_sub != G->n_out) { /* alone, or ahead: its queue */
+            st = gpu_gen_next(s[i], masks[i], &ids[i], err);
+            if (st == LEAN_PENDING)
+                st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "lean_gen_next_batch cannot wait for the GPU in this host "
+                               "(no JSPI): use lean_gen_next");
+            continue;
+        }
+        in[m++] = i;
+        if (G->n_out > 0) ds[d] = s[i], pos[d++] = G->pos0 + G->n_out - 1;
+    }
+    if (st || !m) return st;
+    st = batch_prepare(s0, d > 0 ? d : 1, err);
+    const gpu_batch *b = s0->batch;
+    batch_groups gr;
+    uint32_t step[4];
+    gpu_step_words(d, 0, step);
+    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
+    if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
+    for (int32_t k = 0; !st && k < m; k++)
+        if (s[in[k]]->gen.masked) st = gpu_sampler_set_mask(s[in[k]]->gen.smp, masks[in[k]], err);
+    lean_gpu_cmd *c = NULL;
+    if (!st) st = lean_gpu_begin(s0->g, &c, err);
+    if (st) return st;
+    const uint64_t row_bytes = 4 * (uint64_t)s0->m->hp.n_vocab;
+    if (d) {
+        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, ds[j]->ids, 0, b->drawn, 4 * (uint64_t)j, 4);
+        gpu_get_rows_record(c, b->embed_drawn, d);
+        for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, d, il);
+        gpu_op_record(c, &b->norm_out, d);
+        gpu_matmul_record_rows(c, b->mm_out, d);
+        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
+    }
+    for (int32_t k = 0; k < m; k++) {
+        gpu_sampler_record(c, s[in[k]]->gen.smp);
+        lean_gpu_copy(c, s[in[k]]->ids, 0, b->drawn_rb, 4 * (uint64_t)k, 4);
+    }
+    st = lean_gpu_submit_step(c, err);
+    if (!st) s0->batch_rows += d;
+    uint32_t got[GPU_KV_PAGE_SLOTS];
+    if (!st) st = lean_gpu_map_begin(b->drawn_rb, err);
+    if (!st) st = batch_wait(b->drawn_rb, got, 4 * (uint64_t)m, err);
+    for (int32_t k = 0; !st && k < m; k++) {
+        lean_backend_state *r = s[in[k]];
+        if (got[k] == GPU_SAMPLE_NO_ID || got[k] >= (uint32_t)r->m->hp.n_vocab)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d: no id has a finite logit at position %d", in[k],
+                             r->gen.pos0 + r->gen.n_out);
+        ids[in[k]] = (int32_t)got[k];
+        r->gen.n_sub++, r->gen.n_read++, r->gen.n_out++;
+    }
+    return st;
 }
 
 static void gen_free(lean_backend_state *s) {
@@ -1342,6 +1544,14 @@ static lean_status locked_gen_next(lean_backend_state *s, const uint32_t *mask, 
     return st;
 }
 
+static lean_status locked_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
+                                         int32_t *ids, lean_error *err) {
+    lean_mutex_lock(&s[0]->bm->lock); /* every row's: batch_check */
+    lean_status st = gpu_gen_next_batch(s, masks, n, ids, err);
+    lean_mutex_unlock(&s[0]->bm->lock);
+    return st;
+}
+
 static void locked_gen_end(lean_backend_state *s) {
     lean_mutex_lock(&s->bm->lock);
     gpu_gen_end(s);
@@ -1384,6 +1594,7 @@ const lean_backend lean_backend_gpu = {
     .gen_begin = locked_gen_begin,
     .gen_next = locked_gen_next,
     .gen_end = locked_gen_end,
+    .gen_next_batch = locked_gen_next_batch,
     .settle = locked_settle,
     .profile = locked_profile,
     .describe = gpu_describe,

@@ -120,6 +120,12 @@ enum {
 lean_status lean_gpu_buf_create(lean_gpu *g, uint64_t size, unsigned usage, const char *label,
                                 lean_gpu_buf **out, lean_error *err);
 void lean_gpu_buf_free(lean_gpu_buf *b); /* NULL is fine */
+/* A view: bytes [offset, offset + size) of STORAGE buffer parent as a buffer of its own, for
+ * every call here (binding, writes, reads, copies address that range). offset a multiple of the
+ * device's storage offset alignment, size of 16; the parent must outlive the view, whose free
+ * releases only the view. The KV pool (kvpool.h) hands contexts their caches as views. */
+lean_status lean_gpu_buf_view(lean_gpu_buf *parent, uint64_t offset, uint64_t size, const char *label,
+                              lean_gpu_buf **out, lean_error *err);
 uint64_t lean_gpu_buf_size(const lean_gpu_buf *b);
 /* The bytes of every buffer made on g and not yet freed (sizes as created: rounded up to 16),
  * staging included: what the weights, KV caches and activations hold on the device. */

@@ -43,6 +43,8 @@ struct lean_gpu_buf {
     lean_gpu *g;
     WGPUBuffer buf;
     uint64_t size;  /* bytes, a multiple of 4 */
+    uint64_t base;  /* a view's first byte in buf (lean_gpu_buf_view); 0 for a buffer of its own */
+    bool view;      /* buf is its parent's: not in g->bufs, not destroyed with the view */
     unsigned usage; /* LEAN_GPU_* */
     char label[64];
     lean_gpu_buf *prev, *next; /* g->bufs */

@@ -20,8 +20,10 @@
 
 #define WG GPU_OP_WG
 
-/* Which shared sources precede a kernel. */
-enum { USE_STEP = 1, USE_REDUCE = 2 };
+/* Which shared sources precede a kernel, in this order: the step or the batch's rows, the
+ * reductions, the part a kernel shares with its batched twin (qkv_post_head, attention_walk,
+ * attn_merge). */
+enum { USE_STEP = 1, USE_REDUCE = 2, USE_ROWS = 4, USE_QKV_HEAD = 8, USE_WALK = 16, USE_MERGE = 32 };
 
 /* Compiles kernel `name` (with the shared sources `uses` names, consts and WG = wg invocations)
  * and binds bufs as @binding(0..n_bufs), whole. */
@@ -29,10 +31,14 @@ static lean_status make_op_wg(lean_gpu *g, const char *name, unsigned uses, cons
                               int n_consts, lean_gpu_buf *const *bufs, int n_bufs, uint32_t wg, uint32_t wg_x,
                               bool per_tok, gpu_op *op, lean_error *err) {
     *op = (gpu_op){.wg_x = wg_x, .per_tok = per_tok};
-    const char *src[3];
+    const char *src[6];
     int n_src = 0;
     if (uses & USE_STEP) src[n_src++] = lean_gpu_shader("step");
+    if (uses & USE_ROWS) src[n_src++] = lean_gpu_shader("batch_rows");
     if (uses & USE_REDUCE) src[n_src++] = lean_gpu_reduce_shader(g);
+    if (uses & USE_QKV_HEAD) src[n_src++] = lean_gpu_shader("qkv_post_head");
+    if (uses & USE_WALK) src[n_src++] = lean_gpu_shader("attention_walk");
+    if (uses & USE_MERGE) src[n_src++] = lean_gpu_shader("attn_merge");
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "shader '%s' is not in this build", name);
@@ -116,27 +122,35 @@ lean_status gpu_rope_table_create(lean_gpu *g, int32_t n_ctx, int32_t head_dim, 
     return st;
 }
 
-lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
-                                lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
-                                gpu_op *op, lean_error *err) {
+/* qkv_post's constants (9) into k; its norms binding's bytes. */
+static uint64_t qkv_post_consts(const lean_hparams *hp, bool norms, lean_gpu_const *k) {
     const uint64_t norm_bytes = norms ? 2 * (uint64_t)hp->head_dim * 4 : 16;
-    if (norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the q/k norm weights (%llu bytes) pass the %d-byte "
-                         "uniform binding every adapter grants", hp->head_dim, (unsigned long long)norm_bytes,
-                         LEAN_GPU_UNIFORM_MAX_BYTES);
-    const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
+    const lean_gpu_const c[] = {{"N_HEAD", 'u', hp->n_head},
                                 {"N_HEAD_KV", 'u', hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
                                 {"QKV", 'u', lean_q_dim(hp) + 2 * lean_kv_dim(hp)},
                                 {"NEOX", 'u', hp->rope_style == LEAN_ROPE_NEOX},
-                                {"QK_NORM", 'u', norms != NULL},
+                                {"QK_NORM", 'u', norms},
                                 {"EPS", 'f', hp->rms_eps},
                                 {"NORM_VEC4", 'u', (double)(norm_bytes / 16)}};
+    for (int i = 0; i < 9; i++) k[i] = c[i];
+    return norm_bytes;
+}
+
+lean_status gpu_qkv_post_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *step, lean_gpu_buf *qkv,
+                                lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table, lean_gpu_buf *norms,
+                                gpu_op *op, lean_error *err) {
+    lean_gpu_const k[9];
+    const uint64_t norm_bytes = qkv_post_consts(hp, norms != NULL, k);
+    if (norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: the q/k norm weights (%llu bytes) pass the %d-byte "
+                         "uniform binding every adapter grants", hp->head_dim, (unsigned long long)norm_bytes,
+                         LEAN_GPU_UNIFORM_MAX_BYTES);
     /* without norms the kernel never reads the binding: the step uniform's 16 bytes fill it */
     lean_gpu_buf *b[] = {step, qkv, kc, vc, table, norms ? norms : step};
-    return make_op(g, "qkv_post", USE_STEP | USE_REDUCE, k, 9, b, 6, (uint32_t)(hp->n_head + 2 * hp->n_head_kv),
-                   true, op, err);
+    return make_op(g, "qkv_post", USE_STEP | USE_REDUCE | USE_QKV_HEAD, k, 9, b, 6,
+                   (uint32_t)(hp->n_head + 2 * hp->n_head_kv), true, op, err);
 }
 
 /* ---- attention ---- */
@@ -218,17 +232,10 @@ static lean_status make_tiled(lean_gpu *g, const lean_hparams *hp, int32_t q_str
                       &a->tiled, err);
 }
 
-lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
-                                 lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
-                                 lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
-    *a = (gpu_attention){.n_head = hp->n_head};
-    /* decode's kernel reads queries, keys and values as vec4s, a lane a vec4 of the head */
-    if (hp->head_dim % 4 || hp->head_dim > 4 * GPU_ATTN_WG || q_stride % 4)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu attention: head_dim %d (needs a multiple of 4 up to %d)",
-                         hp->head_dim, 4 * GPU_ATTN_WG);
-    const double part_off = (double)n_batch * lean_q_dim(hp);
+/* decode attention's constants (8) into k, the partials from float part_off of out. */
+static void attention_consts(const lean_hparams *hp, double part_off, lean_gpu_const *k) {
     const uint32_t hd4 = (uint32_t)hp->head_dim / 4;
-    const lean_gpu_const k[] = {{"N_HEAD", 'u', hp->n_head},
+    const lean_gpu_const c[] = {{"N_HEAD", 'u', hp->n_head},
                                 {"GROUP", 'u', hp->n_head / hp->n_head_kv},
                                 {"HEAD_DIM", 'u', hp->head_dim},
                                 {"KV_DIM", 'u', lean_kv_dim(hp)},
@@ -236,15 +243,34 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
                                 {"HD4", 'u', hd4},
                                 {"KG", 'u', GPU_ATTN_WG / hd4},
                                 {"PART_OFF", 'u', part_off}};
-    lean_gpu_buf *b[] = {step, q, kc, vc, out};
-    lean_status st = make_op_wg(g, "attention", USE_STEP | USE_REDUCE, k, 8, b, 5, GPU_ATTN_WG,
-                                (uint32_t)hp->n_head, false, &a->main, err);
+    for (int i = 0; i < 8; i++) k[i] = c[i];
+}
+
+/* decode's kernels read queries, keys and values as vec4s, a lane a vec4 of the head */
+static lean_status attention_fits(const lean_hparams *hp, int32_t q_stride, lean_error *err) {
+    if (hp->head_dim % 4 || hp->head_dim > 4 * GPU_ATTN_WG || q_stride % 4)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu attention: head_dim %d (needs a multiple of 4 up to %d)",
+                         hp->head_dim, 4 * GPU_ATTN_WG);
+    return LEAN_OK;
+}
+
+lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_batch, lean_gpu_buf *step,
+                                 lean_gpu_buf *q, int32_t q_stride, lean_gpu_buf *kc, lean_gpu_buf *vc,
+                                 lean_gpu_buf *out, gpu_attention *a, lean_error *err) {
+    *a = (gpu_attention){.n_head = hp->n_head};
+    lean_status st = attention_fits(hp, q_stride, err);
     if (st != LEAN_OK) return st;
-    const lean_gpu_const kc2[] = {{"N_HEAD", 'u', hp->n_head},
-                                  {"HEAD_DIM", 'u', hp->head_dim},
-                                  {"PART_OFF", 'u', part_off}};
+    const double part_off = (double)n_batch * lean_q_dim(hp);
+    lean_gpu_const k[8];
+    attention_consts(hp, part_off, k);
+    lean_gpu_buf *b[] = {step, q, kc, vc, out};
+    st = make_op_wg(g, "attention", USE_STEP | USE_REDUCE | USE_WALK, k, 8, b, 5, GPU_ATTN_WG, (uint32_t)hp->n_head,
+                    false, &a->main, err);
+    if (st != LEAN_OK) return st;
+    const lean_gpu_const kc2[] = {k[0], k[2], k[7]}; /* N_HEAD, HEAD_DIM, PART_OFF */
     lean_gpu_buf *b2[] = {step, out};
-    st = make_op(g, "attn_combine", USE_STEP, kc2, 3, b2, 2, (uint32_t)hp->n_head, false, &a->combine, err);
+    st = make_op(g, "attn_combine", USE_STEP | USE_MERGE, kc2, 3, b2, 2, (uint32_t)hp->n_head, false, &a->combine,
+                 err);
     if (st == LEAN_OK && n_batch > 1) st = make_tiled(g, hp, q_stride, b, a, err);
     return st;
 }
@@ -263,4 +289,58 @@ void gpu_attention_free(gpu_attention *a) {
     gpu_op_free(&a->main);
     gpu_op_free(&a->combine);
     gpu_op_free(&a->tiled);
+}
+
+/* ---- the batched pass's attention (kvpool.h: one KV page's rows) ---- */
+
+uint64_t gpu_attention_rows_out_floats(const lean_hparams *hp, int32_t rows_max) {
+    return (uint64_t)rows_max * ((uint64_t)lean_q_dim(hp) +
+                                 (uint64_t)GPU_ATTN_MAX_SPLITS * (uint64_t)hp->n_head * (uint64_t)(hp->head_dim + 2));
+}
+
+lean_status gpu_attention_rows_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *rows, int32_t rows_max,
+                                      lean_gpu_buf *qkv, lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table,
+                                      lean_gpu_buf *norms, lean_gpu_buf *out, gpu_attention_rows *a, lean_error *err) {
+    *a = (gpu_attention_rows){.n_head = hp->n_head, .n_slots = hp->n_head + 2 * hp->n_head_kv};
+    const int32_t q_stride = lean_q_dim(hp) + 2 * lean_kv_dim(hp);
+    lean_status st = attention_fits(hp, q_stride, err);
+    if (st != LEAN_OK) return st;
+    lean_gpu_const k[14];
+    const uint64_t norm_bytes = qkv_post_consts(hp, norms != NULL, k);
+    k[9] = (lean_gpu_const){"ROWS", 'u', rows_max};
+    if (norm_bytes > LEAN_GPU_UNIFORM_MAX_BYTES) /* gpu_qkv_post_create refused it first */
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "head_dim %d: q/k norms past a uniform binding", hp->head_dim);
+    lean_gpu_buf *bp[] = {rows, qkv, kc, vc, table, norms ? norms : rows};
+    st = make_op(g, "qkv_post_rows", USE_ROWS | USE_REDUCE | USE_QKV_HEAD, k, 10, bp, 6, (uint32_t)a->n_slots, true,
+                 &a->post, err);
+    attention_consts(hp, (double)rows_max * lean_q_dim(hp), k);
+    k[8] = (lean_gpu_const){"ROWS", 'u', rows_max};
+    k[9] = (lean_gpu_const){"Q_DIM", 'u', lean_q_dim(hp)};
+    k[10] = (lean_gpu_const){"Q_STRIDE4", 'u', q_stride / 4};
+    k[11] = (lean_gpu_const){"SPLITS", 'u', GPU_ATTN_MAX_SPLITS};
+    lean_gpu_buf *b[] = {rows, qkv, kc, vc, out};
+    if (!st)
+        st = make_op_wg(g, "attention_rows", USE_ROWS | USE_REDUCE | USE_WALK, k, 12, b, 5, GPU_ATTN_WG,
+                        (uint32_t)hp->n_head, true, &a->main, err);
+    /* attn_combine's N_HEAD, HEAD_DIM, PART_OFF are attention's 0, 2, 7 */
+    const lean_gpu_const kc2[] = {k[0], k[2], k[7], k[8], k[9], k[11]};
+    lean_gpu_buf *b2[] = {rows, out};
+    if (!st)
+        st = make_op(g, "attn_combine_rows", USE_ROWS | USE_MERGE, kc2, 6, b2, 2, (uint32_t)hp->n_head, true,
+                     &a->combine, err);
+    if (st) gpu_attention_rows_free(a);
+    return st;
+}
+
+void gpu_attention_rows_record(lean_gpu_cmd *c, const gpu_attention_rows *a, int32_t n_rows, int32_t max_pos) {
+    gpu_op_record(c, &a->post, n_rows);
+    const uint32_t split = n_splits(max_pos);
+    lean_gpu_dispatch(c, a->main.pipe, a->main.bg, (uint32_t)a->n_head, (uint32_t)n_rows, split);
+    if (split > 1) gpu_op_record(c, &a->combine, n_rows);
+}
+
+void gpu_attention_rows_free(gpu_attention_rows *a) {
+    gpu_op_free(&a->post);
+    gpu_op_free(&a->main);
+    gpu_op_free(&a->combine);
 }

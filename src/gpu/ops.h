@@ -101,4 +101,23 @@ lean_status gpu_attention_create(lean_gpu *g, const lean_hparams *hp, int32_t n_
 void gpu_attention_record(lean_gpu_cmd *c, const gpu_attention *a, int32_t n_tok, int32_t pos);
 void gpu_attention_free(gpu_attention *a);
 
+/* The batched decode pass's qkv_post and attention over the rows whose caches lie in one KV page
+ * (kvpool.h; forward.c, section "batch"): qkv_post_rows.wgsl, attention_rows.wgsl and
+ * attn_combine_rows.wgsl, each row's bits those of qkv_post and decode's attention at its
+ * position (they share qkv_post_head.wgsl, attention_walk.wgsl and attn_merge.wgsl). rows: a
+ * UNIFORM of rows_max vec4<u32> (batch_rows.wgsl), the page's rows; qkv: the batch's rows
+ * (rows_max, q_dim + 2 kv_dim); kc, vc: the page's caches; table: its RoPE table; norms as
+ * gpu_qkv_post_create's; out: gpu_attention_rows_out_floats floats, att (rows_max, q_dim) first.
+ * Recording takes the page's row count and the greatest position among them (the splits). */
+typedef struct gpu_attention_rows {
+    gpu_op post, main, combine;
+    int32_t n_head, n_slots;
+} gpu_attention_rows;
+uint64_t gpu_attention_rows_out_floats(const lean_hparams *hp, int32_t rows_max);
+lean_status gpu_attention_rows_create(lean_gpu *g, const lean_hparams *hp, lean_gpu_buf *rows, int32_t rows_max,
+                                      lean_gpu_buf *qkv, lean_gpu_buf *kc, lean_gpu_buf *vc, lean_gpu_buf *table,
+                                      lean_gpu_buf *norms, lean_gpu_buf *out, gpu_attention_rows *a, lean_error *err);
+void gpu_attention_rows_record(lean_gpu_cmd *c, const gpu_attention_rows *a, int32_t n_rows, int32_t max_pos);
+void gpu_attention_rows_free(gpu_attention_rows *a);
+
 #endif

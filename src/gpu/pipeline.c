@@ -259,10 +259,13 @@ lean_status lean_gpu_bindgroup_create(lean_gpu *g, lean_gpu_pipeline *p, const l
     }
     for (int i = 0; i < n && st == LEAN_OK; i++) {
         if (!binds[i].buf) st = LEAN_FAIL(err, LEAN_ERR_ARG, "bind group '%s': binding %d has no buffer", label, i);
-        else
-            entries[i] = (WGPUBindGroupEntry){.binding = (uint32_t)i, .buffer = binds[i].buf->buf,
-                                              .offset = binds[i].offset,
-                                              .size = binds[i].size ? binds[i].size : WGPU_WHOLE_SIZE};
+        else { /* a view's range: its base added, "whole" meaning the view's rest */
+            const lean_gpu_buf *b = binds[i].buf;
+            const uint64_t whole = b->view ? b->size - binds[i].offset : WGPU_WHOLE_SIZE;
+            entries[i] = (WGPUBindGroupEntry){.binding = (uint32_t)i, .buffer = b->buf,
+                                              .offset = b->base + binds[i].offset,
+                                              .size = binds[i].size ? binds[i].size : whole};
+        }
     }
     if (st == LEAN_OK) st = make_group(g, p, entries, n, label, &bg->group, err);
     lean_free(entries);

@@ -18,6 +18,8 @@
 // workgroup s takes keys [s * CHUNK, (s + 1) * CHUNK) and writes its partial (acc, m, l)
 // after the att rows; attn_combine.wgsl merges them. CHUNK is the step's (step.chunk,
 // gpu_attention_chunk in ops.c).
+// The walk over the keys is attend() (attention_walk.wgsl), shared with the batched pass's kernel
+// (attention_rows.wgsl), so a row's bits are decode's.
 // Constants: N_HEAD, GROUP (n_head / n_head_kv), HEAD_DIM (a multiple of 4), KV_DIM, SCALE,
 // PART_OFF (element where the partials start in out), WG, HD4 (HEAD_DIM / 4, at most WG),
 // KG (WG / HD4).
@@ -28,17 +30,10 @@
 // [0, PART_OFF): att (n_batch, Q_DIM); then partials (n_split, N_HEAD, HEAD_DIM + 2): acc, m, l
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-const KV4: u32 = KV_DIM / 4u;
-const STEPS: u32 = (WG + KG - 1u) / KG; // keys of a tile one lane's value sum takes
-
-var<workgroup> pr: array<f32, WG>;             // the tile's e^(score - m)
-var<workgroup> part: array<vec4<f32>, KG * HD4>; // the key groups' value sums
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
-    let kvo = (h / GROUP) * HD4; // this head's slice of a cache row, in vec4s
     let n_keys = step.pos + 1u;
     var k0 = 0u;
     var k1 = n_keys;
@@ -46,54 +41,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         k0 = wid.z * step.chunk;
         k1 = min(k0 + step.chunk, n_keys);
     }
-    let qo = h * HD4; // this head's query, in vec4s
-    let g = lid / HD4; // the lane's key group and vec4 of the values
-    let v = lid % HD4;
-    var m = -3.0e38; // running maximum of the scores (finite: WGSL has no infinity literal)
-    var l = 0.0;     // running sum of e^(score - m)
-    var acc = vec4<f32>(0.0);
-    for (var j0 = k0; j0 < k1; j0 += WG) {
-        let n_in = min(WG, k1 - j0);
-        var vt: array<vec4<f32>, STEPS>; // the tile's values this lane adds: keys g + u * KG
-        if (g < KG) {
-            for (var u = 0u; u < STEPS; u++) { // a constant count: the loads go out together
-                let jj = g + u * KG;
-                if (jj < n_in) { vt[u] = vc[(j0 + jj) * KV4 + kvo + v]; }
-            }
-        }
-        let j = j0 + lid;
-        var sc = -3.0e38;
-        if (j < k1) {
-            var dot4 = vec4<f32>(0.0); // four partial sums, so the HD4 loads go out together
-            for (var i = 0u; i < HD4; i++) { dot4 += q[qo + i] * kc[j * KV4 + kvo + i]; }
-            sc = (dot4.x + dot4.y + dot4.z + dot4.w) * SCALE;
-        }
-        let m_new = max(m, wg_max(sc, lid));
-        var e = 0.0;
-        if (j < k1) { e = exp(sc - m_new); }
-        pr[lid] = e;
-        // A barrier of its own before wg_sum's: without it Mesa's llvmpipe (Dawn over GLES)
-        // read stale pr entries of lanes 8 and up (seen with 9+ keys in test_gpu_ops).
-        workgroupBarrier();
-        let corr = exp(m - m_new);
-        l = l * corr + wg_sum(e, lid);
-        if (g < KG) {
-            var a = acc * corr;
-            for (var u = 0u; u < STEPS; u++) {
-                let jj = g + u * KG;
-                if (jj < n_in) { a += pr[jj] * vt[u]; }
-            }
-            acc = a;
-        }
-        m = m_new;
-        workgroupBarrier(); // pr is rewritten by the next tile
-    }
-    if (g < KG) { part[g * HD4 + v] = acc; }
-    workgroupBarrier();
+    let r = attend(h, k0, k1, h * HD4, 0u, lid); // this head's query, in vec4s
     if (lid >= HD4) { return; }
-    var o = part[lid];
-    for (var k = 1u; k < KG; k++) { o += part[k * HD4 + lid]; }
-
+    let o = r.o;
+    let m = r.m;
+    let l = r.l;
     if (nwg.z == 1u) {
         let at = h * HEAD_DIM + 4u * lid;
         for (var c = 0u; c < 4u; c++) { out[at + c] = o[c] / l; }
