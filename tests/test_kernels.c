@@ -65,7 +65,8 @@ static float normal(void) {
 
 static const uint32_t all_types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K, LEAN_TYPE_Q2_K,
+                                     LEAN_TYPE_Q3_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* ---- activations ---- */
@@ -191,6 +192,8 @@ static fmt_info info_of(uint32_t type) {
     case LEAN_TYPE_Q4_K: return (fmt_info){16, 144, {0, 2}};
     case LEAN_TYPE_Q5_K: return (fmt_info){16, 176, {0, 2}};
     case LEAN_TYPE_Q6_K: return (fmt_info){0, 192, {208, -1}};
+    case LEAN_TYPE_Q2_K: return (fmt_info){16, 80, {80, 82}};
+    case LEAN_TYPE_Q3_K: return (fmt_info){0, 96, {108, -1}};
     default: return (fmt_info){0, 0, {-1, -1}};
     }
 }
