@@ -377,20 +377,28 @@ static void quantize_q5_k(const float *src, void *dst, int64_t n) { quantize_k45
  * the super-scale d, the quants again against the rounded scales, then packed: weight e's
  * low 4 bits and high 2 bits as formats.c's table places them. */
 
+/* A super-block's 16 symmetric sub-block fits (make_qx_quants with nmax) into scales and L;
+ * returns the largest |scale|, *max_scale that scale with its sign (Q6_K, Q3_K). */
+static float fit_sub16(const float *src, int nmax, uint8_t *L, float *scales, float *max_scale) {
+    float max_abs_scale = 0;
+    *max_scale = 0;
+    for (int ib = 0; ib < QK_K / 16; ib++) {
+        scales[ib] = make_qx_quants(16, nmax, src + 16 * ib, L + 16 * ib);
+        if (fabsf(scales[ib]) > max_abs_scale) {
+            max_abs_scale = fabsf(scales[ib]);
+            *max_scale = scales[ib];
+        }
+    }
+    return max_abs_scale;
+}
+
 static void quantize_q6_k(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     uint8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q6_K_BYTES, src += QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ib++) {
-            scales[ib] = make_qx_quants(16, 32, src + 16 * ib, L + 16 * ib);
-            if (fabsf(scales[ib]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[ib]);
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < GROUP_MAX_EPS) { /* an all-zero block (d = +0) */
+        float max_scale;
+        if (fit_sub16(src, 32, L, scales, &max_scale) < GROUP_MAX_EPS) { /* an all-zero block (d = +0) */
             memset(b, 0, LEAN_Q6_K_BYTES);
             continue;
         }
@@ -473,11 +481,8 @@ static void quantize_q3_k(const float *src, void *dst, int64_t n) {
     uint8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q3_K_BYTES, src += QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; j++) {
-            scales[j] = make_qx_quants(16, 4, src + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > amax) amax = fabsf(scales[j]), max_scale = scales[j];
-        }
+        float max_scale;
+        const float amax = fit_sub16(src, 4, L, scales, &max_scale);
         memset(b, 0, LEAN_Q3_K_BYTES);
         if (amax < GROUP_MAX_EPS) continue; /* an all-zero block: every scale -32, d = +0 */
         const float iscale = -32.f / max_scale;
