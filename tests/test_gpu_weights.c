@@ -734,10 +734,10 @@ static void test_f16(lean_gpu_buf *step) {
 
 /* The formats the 8-bit prefill runs in the wide shape and split too: a format's blocks
  * (formats.wgsl's block_i8, block_step) do not depend on the shape, so beside Q8_0 and Q4_0
- * one of each other form runs there (Q6_K; Q4_1 in the four-part mixed stack), which keeps
- * the webgpu stage's Deno run short. */
+ * one of each other form runs there (Q6_K; Q2_K's two_min; Q4_1 in the four-part mixed stack),
+ * which keeps the webgpu stage's Deno run short. */
 static bool int8_every_shape(uint32_t type) {
-    return type == LEAN_TYPE_Q8_0 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K;
+    return type == LEAN_TYPE_Q8_0 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K || type == LEAN_TYPE_Q2_K;
 }
 
 /* The 8-bit prefill (matmul_tiled_i8.wgsl) on every quantized format (set and SwiGLU; every
