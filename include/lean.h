@@ -102,6 +102,8 @@ typedef enum lean_type {
     LEAN_TYPE_Q5_0 = 6,
     LEAN_TYPE_Q5_1 = 7,
     LEAN_TYPE_Q8_0 = 8,
+    LEAN_TYPE_Q2_K = 10,
+    LEAN_TYPE_Q3_K = 11,
     LEAN_TYPE_Q4_K = 12,
     LEAN_TYPE_Q5_K = 13,
     LEAN_TYPE_Q6_K = 14,

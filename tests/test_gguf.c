@@ -1041,8 +1041,8 @@ static void test_malformed_tensors(const bytes *b) {
                "tensor 't.b' has type id 99 (offset");
     PATCH_FAIL(b, ttype_at(b, "t.b", 2), 43, 4, LEAN_ERR_UNSUPPORTED, "has type id 43 (offset"); /* past ggml's */
     /* a type ggml defines and lean does not run is named, as ggml.h spells it */
-    PATCH_FAIL(b, ttype_at(b, "t.b", 2), 11, 4, LEAN_ERR_UNSUPPORTED,
-               "tensor 't.b' has type Q3_K (id 11, at offset");
+    PATCH_FAIL(b, ttype_at(b, "t.b", 2), 15, 4, LEAN_ERR_UNSUPPORTED,
+               "tensor 't.b' has type Q8_K (id 15, at offset");
     PATCH_FAIL(b, ttype_at(b, "t.b", 2), 4, 4, LEAN_ERR_UNSUPPORTED, "has type Q4_2 (id 4,");  /* retired */
     PATCH_FAIL(b, ttype_at(b, "t.a", 1), 9, 4, LEAN_ERR_UNSUPPORTED, "'t.a' has type Q8_1 (id 9,");
     PATCH_FAIL(b, ttype_at(b, "t.a", 1), 42, 4, LEAN_ERR_UNSUPPORTED, "'t.a' has type Q2_0 (id 42,");

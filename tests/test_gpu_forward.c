@@ -496,6 +496,8 @@ int main(int argc, char **argv) {
     test_greedy("llama", LEAN_TYPE_F16, NULL);
     test_greedy("qwen3", LEAN_TYPE_Q4_K, NULL);
     test_greedy("qwen2", LEAN_TYPE_Q6_K, NULL);
+    test_greedy("llama", LEAN_TYPE_Q2_K, NULL);
+    test_greedy("qwen3", LEAN_TYPE_Q3_K, NULL);
     test_greedy("llama", LEAN_TYPE_Q8_0, "blk.1.ffn_up.weight"); /* Wgate, Wup apart */
     test_greedy("qwen2", LEAN_TYPE_Q8_0, "blk.0.attn_v.weight"); /* Wq, Wk, Wv apart, with biases */
     test_greedy("qwen3", LEAN_TYPE_Q4_0, "blk.1.attn_k.weight"); /* and with head norms */

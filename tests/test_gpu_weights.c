@@ -68,11 +68,14 @@ static float rnd_unit(void) { return (float)rnd() / 2147483648.0f - 1.0f; } /* [
 
 /* Byte offsets of the f16 scale fields in a block (-1 ends the list). */
 static const int *scale_fields(uint32_t type) {
-    static const int d[] = {0, -1}, dm[] = {0, 2, -1}, q6[] = {208, -1}, none[] = {-1};
+    static const int d[] = {0, -1}, dm[] = {0, 2, -1}, q6[] = {208, -1}, q2[] = {80, 82, -1}, q3[] = {108, -1},
+                     none[] = {-1};
     switch (type) {
     case LEAN_TYPE_Q8_0: case LEAN_TYPE_Q4_0: case LEAN_TYPE_Q5_0: return d;
     case LEAN_TYPE_Q4_1: case LEAN_TYPE_Q5_1: case LEAN_TYPE_Q4_K: case LEAN_TYPE_Q5_K: return dm;
     case LEAN_TYPE_Q6_K: return q6;
+    case LEAN_TYPE_Q2_K: return q2;
+    case LEAN_TYPE_Q3_K: return q3;
     default: return none;
     }
 }
@@ -628,10 +631,10 @@ static void test_errors(lean_gpu_buf *step) {
     static uint8_t dummy[64];
     gpu_weight gw = {0};
     lean_error err;
-    lean_tensor t = {.name = "blk.0.attn_q.weight", .type = 10 /* Q2_K */, .ne = {256, 2, 1, 1}, .n_bytes = 168,
+    lean_tensor t = {.name = "blk.0.attn_q.weight", .type = 16 /* IQ2_XXS */, .ne = {256, 2, 1, 1}, .n_bytes = 132,
                      .data = dummy};
     CHECK(gpu_weight_upload(G, &t, &gw, &err) == LEAN_ERR_UNSUPPORTED && strstr(err.msg, t.name) &&
-              strstr(err.msg, "10"),
+              strstr(err.msg, "16"),
           "unknown type: %s", err.msg);
     /* rows of Q8_0 past the binding limit: refused before the data is read, naming the limit
      * in force (the device's, capped by maxBufferSize and the kernels' 2^32 - 4) */
@@ -686,7 +689,8 @@ static void test_errors(lean_gpu_buf *step) {
 
 static const uint32_t TYPES[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                  LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                 LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+                                 LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K, LEAN_TYPE_Q2_K,
+                                 LEAN_TYPE_Q3_K};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 /* the formats test_modes runs every output mode on (the others: set and SwiGLU) */
 static bool all_modes(uint32_t type) { return type == LEAN_TYPE_F32 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K; }
@@ -730,10 +734,10 @@ static void test_f16(lean_gpu_buf *step) {
 
 /* The formats the 8-bit prefill runs in the wide shape and split too: a format's blocks
  * (formats.wgsl's block_i8, block_step) do not depend on the shape, so beside Q8_0 and Q4_0
- * one of each other form runs there (Q6_K; Q4_1 in the four-part mixed stack), which keeps
- * the webgpu stage's Deno run short. */
+ * one of each other form runs there (Q6_K; Q2_K's two_min; Q4_1 in the four-part mixed stack),
+ * which keeps the webgpu stage's Deno run short. */
 static bool int8_every_shape(uint32_t type) {
-    return type == LEAN_TYPE_Q8_0 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K;
+    return type == LEAN_TYPE_Q8_0 || type == LEAN_TYPE_Q4_0 || type == LEAN_TYPE_Q6_K || type == LEAN_TYPE_Q2_K;
 }
 
 /* The 8-bit prefill (matmul_tiled_i8.wgsl) on every quantized format (set and SwiGLU; every

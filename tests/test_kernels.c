@@ -65,7 +65,8 @@ static float normal(void) {
 
 static const uint32_t all_types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K, LEAN_TYPE_Q2_K,
+                                     LEAN_TYPE_Q3_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* ---- activations ---- */
@@ -191,6 +192,8 @@ static fmt_info info_of(uint32_t type) {
     case LEAN_TYPE_Q4_K: return (fmt_info){16, 144, {0, 2}};
     case LEAN_TYPE_Q5_K: return (fmt_info){16, 176, {0, 2}};
     case LEAN_TYPE_Q6_K: return (fmt_info){0, 192, {208, -1}};
+    case LEAN_TYPE_Q2_K: return (fmt_info){16, 80, {80, 82}};
+    case LEAN_TYPE_Q3_K: return (fmt_info){0, 96, {108, -1}};
     default: return (fmt_info){0, 0, {-1, -1}};
     }
 }
@@ -539,9 +542,12 @@ static void test_select(void) {
 #if defined(__wasm_relaxed_simd__)
     CHECK(relaxed != NULL, "no relaxed table in a relaxed-simd build");
 #endif
-    if (relaxed && simd128 && lean_kernels_select("relaxed", &k) == 0) /* its gaps come from simd128 */
-        CHECK(k.matmul[LEAN_TYPE_Q8_0] == simd128->matmul[LEAN_TYPE_Q8_0] && k.attn_accum == simd128->attn_accum,
+    if (relaxed && simd128 && lean_kernels_select("relaxed", &k) == 0) { /* its gaps come from simd128 */
+        CHECK(k.matmul[LEAN_TYPE_F32] == simd128->matmul[LEAN_TYPE_F32] && k.attn_accum == simd128->attn_accum,
               "relaxed's gaps are not filled from simd128");
+        CHECK(k.matmul[LEAN_TYPE_Q8_0] == relaxed->matmul[LEAN_TYPE_Q8_0] && relaxed->matmul[LEAN_TYPE_Q8_0],
+              "relaxed has its own Q8_0 kernel");
+    }
     const char *names[] = {"generic", "avx2", "avx512", "neon", "relaxed", "simd128"};
     for (int i = 0; i < 6; i++) {
         if (lean_kernels_select(names[i], &k) != 0) continue;

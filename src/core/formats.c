@@ -1,6 +1,6 @@
 /* formats.c — the tensor type table, f16/bf16 scalar conversions, and every block format's
  * layout and reference dequantizer: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and the
- * K-quant super-blocks Q4_K, Q5_K, Q6_K.
+ * K-quant super-blocks Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
  *
  * Every layout and every operation here is ggml's, bit for bit: the dequantizers are
  * ggml's dequantize_row_*, evaluated in the same float32 operation order. They are the
@@ -23,7 +23,8 @@
  *   4. Q4_0, Q4_1, Q5_0, Q5_1 (one dequantizer per kind, for 4 or 5 bits)
  *   5. Q4_K, Q5_K (one dequantizer, for 4 or 5 bits)
  *   6. Q6_K
- *   7. the type table, lean_type_bytes, names
+ *   7. Q2_K, Q3_K
+ *   8. the type table, lean_type_bytes, names
  */
 #include "core/formats.h"
 #include "core/formats_layout.h"
@@ -286,7 +287,53 @@ static void dequant_q6_k(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* ================================================================ 7. the type table
+/* ================================================================ 7. Q2_K, Q3_K
+ *
+ * block_q2_K: 256 weights, 84 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0    16  scales: sub-block k's 4-bit scale sc[k] (low nibble) and min m[k] (high)
+ *       16    64  qs: 2-bit quants q
+ *       80     2  d: f16 super-scale of the scales
+ *       82     2  dmin: f16 super-scale of the mins
+ *
+ * block_q3_K: 256 weights, 110 bytes.
+ *   OFFSET  SIZE  DESCRIPTION
+ *        0    32  hmask: bit 4h + k of hmask[l] is the third bit of weight 128h + 32k + l
+ *       32    64  qs: low 2 bits of the quants
+ *       96    12  scales: 16 six-bit scales s[k] (get_scale_q3_k, formats_layout.h)
+ *      108     2  d: f16 super-scale
+ *
+ * 16 sub-blocks of 16: weight e (0..255), h = e / 128, k = (e % 128) / 32, l = e % 32,
+ * s = e / 16 its sub-block; q = (qs[32h + l] >> 2k) & 3 (qs at the offset above):
+ *   Q2_K  (d * sc[s]) * q - (dmin * m[s])
+ *   Q3_K  (d * s[s]) * (q - 4 + 4 * third bit)   (ggml subtracts 4 where the bit is clear) */
+
+static void dequant_q2_k(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / LEAN_QK_K; i++, b += LEAN_Q2_K_BYTES) {
+        const float d = load_f16(b + 80), dmin = load_f16(b + 82);
+        for (int e = 0; e < LEAN_QK_K; e++) {
+            const int s = e / 16, q = (b[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const float dl = d * (float)(b[s] & 0x0f), ml = dmin * (float)(b[s] >> 4);
+            *dst++ = dl * (float)q - ml;
+        }
+    }
+}
+
+static void dequant_q3_k(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / LEAN_QK_K; i++, b += LEAN_Q3_K_BYTES) {
+        const float d = load_f16(b + 108);
+        for (int e = 0; e < LEAN_QK_K; e++) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            const int q = ((b[32 + 32 * h + l] >> (2 * k)) & 3) - ((b[l] >> (4 * h + k)) & 1 ? 0 : 4);
+            const float dl = d * (float)get_scale_q3_k(e / 16, b + 96);
+            *dst++ = dl * (float)q;
+        }
+    }
+}
+
+/* ================================================================ 8. the type table
  * Indexed by the GGUF/ggml type id; an entry without a name is a type lean does not
  * support. Ids only ever get appended (see lean_type in lean.h). */
 
@@ -298,6 +345,8 @@ static const lean_type_traits type_table[] = {
     [LEAN_TYPE_Q5_0] = {"q5_0", QK_LEGACY, Q5_0_BYTES, dequant_q5_0},
     [LEAN_TYPE_Q5_1] = {"q5_1", QK_LEGACY, Q5_1_BYTES, dequant_q5_1},
     [LEAN_TYPE_Q8_0] = {"q8_0", QK8_0, Q8_0_BYTES, dequant_q8_0},
+    [LEAN_TYPE_Q2_K] = {"q2_k", LEAN_QK_K, LEAN_Q2_K_BYTES, dequant_q2_k},
+    [LEAN_TYPE_Q3_K] = {"q3_k", LEAN_QK_K, LEAN_Q3_K_BYTES, dequant_q3_k},
     [LEAN_TYPE_Q4_K] = {"q4_k", LEAN_QK_K, LEAN_Q4_K_BYTES, dequant_q4_k},
     [LEAN_TYPE_Q5_K] = {"q5_k", LEAN_QK_K, LEAN_Q5_K_BYTES, dequant_q5_k},
     [LEAN_TYPE_Q6_K] = {"q6_k", LEAN_QK_K, LEAN_Q6_K_BYTES, dequant_q6_k},
@@ -318,7 +367,7 @@ bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes) {
 }
 
 /* Every ggml type id's name as ggml.h spells it (ggml_type, ids 0 to 42), for messages about
- * files lean cannot run ("tensor 'x' has type Q3_K"). ggml retired 4, 5 and 31 to 33, 36 to 38
+ * files lean cannot run ("tensor 'x' has type IQ2_XS"). ggml retired 4, 5 and 31 to 33, 36 to 38
  * (Q4_2, Q4_3, the repacked Q4_0 and IQ4_NL layouts); they keep their old names here. */
 static const char *const ggml_type_names[] = {
     "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",

@@ -23,7 +23,7 @@ typedef struct lean_type_traits {
 /* NULL for a type id lean does not support. */
 const lean_type_traits *lean_type_traits_get(uint32_t type);
 
-/* ggml's name for any type id it has defined ("Q3_K", "IQ2_XS"; a retired id's old name),
+/* ggml's name for any type id it has defined ("Q8_K", "IQ2_XS"; a retired id's old name),
  * lean running it or not, for messages; NULL for an id ggml never defined. lean_type_name
  * (lean.h) is the contract for the types lean runs: lower case, NULL for the rest. */
 const char *lean_ggml_type_name(uint32_t type);
@@ -34,6 +34,8 @@ bool lean_type_bytes(uint32_t type, uint64_t n_elems, uint64_t *out_bytes);
 
 /* The K-quant super-blocks (formats.c documents their layouts). */
 #define LEAN_QK_K 256        /* weights per K-quant super-block */
+#define LEAN_Q2_K_BYTES 84
+#define LEAN_Q3_K_BYTES 110
 #define LEAN_Q4_K_BYTES 144
 #define LEAN_Q5_K_BYTES 176
 #define LEAN_Q6_K_BYTES 210

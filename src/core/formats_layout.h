@@ -103,6 +103,24 @@ static inline void put_scale_min_k4(int j, uint8_t *q, uint8_t sc, uint8_t m) {
     }
 }
 
+/* ---- the scales of Q3_K ----
+ * The 12 scale bytes hold 16 six-bit scales s[k] (stored with +32: the scale is s[k] - 32):
+ *   BYTES   BITS  CONTENT
+ *   0..7    0..3  s[0..7] & 0xf
+ *   0..7    4..7  s[8..15] & 0xf
+ *   8..11   2i..  s[k] >> 4 for k = 4i + (byte - 8), i = 0..3 (bits 2i, 2i + 1)
+ * (ggml's kmask unpacking in dequantize_row_q3_K.) */
+static inline int get_scale_q3_k(int k, const uint8_t *q) {
+    const int lo = (q[k % 8] >> (4 * (k / 8))) & 0x0f, hi = (q[8 + k % 4] >> (2 * (k / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+static inline void put_scale_q3_k(int k, uint8_t *q, int s) { /* s in [-32, 31]; q zeroed first */
+    const int u = s + 32;
+    q[k % 8] |= (uint8_t)((u & 0x0f) << (4 * (k / 8)));
+    q[8 + k % 4] |= (uint8_t)((u >> 4) << (2 * (k / 4)));
+}
+
 /* ---- rounding ---- */
 
 /* ggml's nearest_int: adding 1.5 * 2^23 leaves round-to-nearest-even(fval) in the low

@@ -25,7 +25,7 @@
  * activations x (n_tok, cols) stored in the format its type asks for (lean_act_for):
  *   F32 weights, F16, BF16   LEAN_ACT_F32   the floats themselves
  *   Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 LEAN_ACT_Q8_32 lean_q8_32 blocks (ggml's Q8_0/Q8_1 role)
- *   Q4_K Q5_K Q6_K           LEAN_ACT_Q8_K  lean_q8_k blocks  (ggml's Q8_K role)
+ *   Q2_K Q3_K Q4_K Q5_K Q6_K LEAN_ACT_Q8_K  lean_q8_k blocks  (ggml's Q8_K role)
  * so every dot product of a quantized format is an integer dot product of its quants with
  * 8-bit activations, scaled once per block. quant_act.c defines the two quantizers, once,
  * for every table; a table may compute them faster, but only to the same bytes (tested), so

@@ -15,11 +15,12 @@
  * index order, sum += (d_w * d_x) * (float)isum (+ the format's minimum term): the steps of
  * kernels_shared.h, which the tables that give these bits (arm_neon.c, wasm_simd128.c) share.
  *
- * Sections: helpers · F32 F16 BF16 · Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 · Q4_K Q5_K Q6_K ·
+ * Sections: helpers · F32 F16 BF16 · Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 · Q4_K Q5_K Q6_K · Q2_K Q3_K ·
  *           matmul drivers (and lean_matmul_tiles, kernels_shared.h's) · attention · table ·
  *           choosing a table
  */
 #include "cpu/kernels_shared.h"
+#include "core/formats_layout.h" /* load_f16, get_scale_q3_k */
 
 #include <math.h>
 #include <string.h>
@@ -29,8 +30,6 @@
 #endif
 
 /* ---- helpers ---- */
-
-static float load_f16(const uint8_t *p) { return lean_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 
 /* One output: a weight row (cols elements) . one activation row. */
 typedef float (*dot_fn)(int64_t cols, const uint8_t *w, const void *x);
@@ -193,6 +192,48 @@ static float dot_q6_k(int64_t cols, const uint8_t *w, const void *x) {
     return sum;
 }
 
+/* ---- Q2_K, Q3_K (lean_q8_k activations) ----
+ * 16 sub-blocks of 16 (formats.c's table): sub-block s's quants dotted with the activations,
+ * times its scale; Q2_K w = d sc[s] q - dmin m[s] (the second sum from bsums, as Q4_K),
+ * Q3_K w = d s[s] q3 (q3 in [-4, 3], as Q6_K with its offset already in q3). */
+
+/* weight e of a Q2_K / Q3_K block's 2-bit quants qs (plus Q3_K's third bit, from hm) */
+static inline int q2_of(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+static inline int q3_of(const uint8_t *qs, const uint8_t *hm, int e) {
+    return q2_of(qs, e) - ((hm[e % 32] >> (e / 32)) & 1 ? 0 : 4);
+}
+
+static float dot_q2_k(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_k *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += LEAN_Q2_K_BYTES, a++) {
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 16; s++) {
+            int32_t qa = 0;
+            for (int e = 16 * s; e < 16 * s + 16; e++) qa += q2_of(w + 16, e) * a->qs[e];
+            isum += (w[s] & 0x0f) * qa;
+            msum += (w[s] >> 4) * a->bsums[s];
+        }
+        sum = lean_k_step(sum, load_f16(w + 80), load_f16(w + 82), true, a->d, isum, msum);
+    }
+    return sum;
+}
+
+static float dot_q3_k(int64_t cols, const uint8_t *w, const void *x) {
+    const lean_q8_k *a = x;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols / LEAN_QK_K; i++, w += LEAN_Q3_K_BYTES, a++) {
+        int32_t isum = 0;
+        for (int s = 0; s < 16; s++) {
+            int32_t qa = 0;
+            for (int e = 16 * s; e < 16 * s + 16; e++) qa += q3_of(w + 32, w, e) * a->qs[e];
+            isum += get_scale_q3_k(s, w + 96) * qa;
+        }
+        sum = lean_k_step(sum, load_f16(w + 108), 0.0f, false, a->d, isum, 0);
+    }
+    return sum;
+}
+
 /* ---- matmul drivers ----
  * Rows outer, tokens inner: a weight row is read from memory once per call and stays in
  * L1 for every token. */
@@ -229,6 +270,8 @@ static void matmul_q5_1(LEAN_MATMUL_ARGS) { matmul_rows(dot_q5_1, MATMUL_PASS); 
 static void matmul_q4_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q4_k, MATMUL_PASS); }
 static void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q5_k, MATMUL_PASS); }
 static void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q6_k, MATMUL_PASS); }
+static void matmul_q2_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q2_k, MATMUL_PASS); }
+static void matmul_q3_k(LEAN_MATMUL_ARGS) { matmul_rows(dot_q3_k, MATMUL_PASS); }
 
 /* ---- exact: F32 activations (kernels.h, "exact") ----
  * A block at a time: its weights from the reference dequantizer (formats.c) into 32 or 256
@@ -270,6 +313,8 @@ EXACT_FORMAT(q5_1, LEAN_TYPE_Q5_1)
 EXACT_FORMAT(q4_k, LEAN_TYPE_Q4_K)
 EXACT_FORMAT(q5_k, LEAN_TYPE_Q5_K)
 EXACT_FORMAT(q6_k, LEAN_TYPE_Q6_K)
+EXACT_FORMAT(q2_k, LEAN_TYPE_Q2_K)
+EXACT_FORMAT(q3_k, LEAN_TYPE_Q3_K)
 
 /* ---- attention ---- */
 
@@ -316,12 +361,14 @@ const lean_kernels lean_kernels_generic = {
     .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
                [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
-               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k,
+               [LEAN_TYPE_Q2_K] = matmul_q2_k, [LEAN_TYPE_Q3_K] = matmul_q3_k},
     .matmul_exact = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
                      [LEAN_TYPE_Q8_0] = matmul_exact_q8_0, [LEAN_TYPE_Q4_0] = matmul_exact_q4_0,
                      [LEAN_TYPE_Q4_1] = matmul_exact_q4_1, [LEAN_TYPE_Q5_0] = matmul_exact_q5_0,
                      [LEAN_TYPE_Q5_1] = matmul_exact_q5_1, [LEAN_TYPE_Q4_K] = matmul_exact_q4_k,
-                     [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k},
+                     [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k,
+                     [LEAN_TYPE_Q2_K] = matmul_exact_q2_k, [LEAN_TYPE_Q3_K] = matmul_exact_q3_k},
     .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = lean_quantize_act,
 };

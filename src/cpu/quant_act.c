@@ -34,6 +34,8 @@ int lean_act_for(uint32_t type) {
     case LEAN_TYPE_Q5_0:
     case LEAN_TYPE_Q5_1:
     case LEAN_TYPE_Q8_0: return LEAN_ACT_Q8_32;
+    case LEAN_TYPE_Q2_K:
+    case LEAN_TYPE_Q3_K:
     case LEAN_TYPE_Q4_K:
     case LEAN_TYPE_Q5_K:
     case LEAN_TYPE_Q6_K: return LEAN_ACT_Q8_K;

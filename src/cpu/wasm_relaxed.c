@@ -1,12 +1,13 @@
-/* wasm_relaxed.c — the kernel table (kernels.h) for wasm32 with relaxed SIMD: the 4-, 5- and
- * 6-bit formats' integer dot products through i32x4.relaxed_dot_i8x16_i7x16_add_s.
+/* wasm_relaxed.c — the kernel table (kernels.h) for wasm32 with relaxed SIMD: the quantized
+ * formats' integer dot products through i32x4.relaxed_dot_i8x16_i7x16_add_s.
  *
  * Chosen at compile time, as simd128 is (wasm_simd128.c says why): the relaxed build (Makefile
  * `make wasm-relaxed`, clang 19: clang 14 has no such intrinsic) passes -mrelaxed-simd, and
  * this file is compiled only where __wasm_relaxed_simd__ is defined; elsewhere it is the stub at
  * the end. The browser picks that module where WebAssembly.validate accepts a relaxed dot
  * (web/lean.js), the plain simd128 one elsewhere. Every entry this table lacks (F32/F16/BF16,
- * Q8_0, the exact kernels, attention) is simd128's (lean_kernels_select fills the gaps).
+ * the exact kernels, attention: float arithmetic, below) is simd128's (lean_kernels_select
+ * fills the gaps).
  *
  * Why only the integer dot product: the relaxed instructions are deterministic only on part of
  * their domain. relaxed_dot_i8x16_i7x16_add_s multiplies an int8 lane by a lane that must be in
@@ -15,9 +16,10 @@
  * are in [0, 63] (wasm_shared.h) and the activations in [-127, 127], so every pair sum is below
  * 2 * 127 * 63 < 2^15: exact everywhere, the integer block sums are those of simd128, and the
  * float step (kernels_shared.h) is the generic one: the generic table's bits (same_as_generic,
- * tested). Q8_0's weights are signed (-128 included), so they have no such operand: simd128's.
- * relaxed_madd may or may not fuse (engine by engine), which would change bits between
- * browsers: not used.
+ * tested). Q8_0's weights are signed (-128 included), so they are split into two such operands:
+ * w = (w & 0x7f) - 128 [w < 0] (two's complement), two dots of 7-bit operands (the second's
+ * lanes 0 or 1). relaxed_madd may or may not fuse (engine by engine), which would change bits
+ * between browsers: not used, so the float formats stay simd128's.
  *
  * The integer sums: isum = sum (q - z) a = sum q a - z s (legacy: s the block's activation sum,
  * lean_q8_32.s); K-quants sum q a per sub-block, times its scale (int32 lanes); Q6_K subtracts
@@ -36,7 +38,7 @@ INLINE v128_t rdot(const int8_t *a, v128_t q, v128_t acc) {
     return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_v128_load(a), q, acc);
 }
 
-/* ---- Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations) ---- */
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
 
 INLINE void legacy_tile(int f, TILE_ARGS) {
     const bool has_min = f == L_Q4_1 || f == L_Q5_1;
@@ -51,6 +53,28 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
             const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
             const int32_t qa = hsum_i32(rdot(a->qs + 16, hi, rdot(a->qs, lo, wasm_i32x4_splat(0))));
             sum[j] = lean_legacy_step(sum[j], d, m, has_min, a, qa - z * a->s);
+        }
+    }
+    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
+}
+
+/* Q8_0: sum w a = sum (w & 0x7f) a - 128 sum [w < 0] a, each term a dot of 7-bit lanes */
+INLINE void q8_0_tile(int f, TILE_ARGS) {
+    (void)f;
+    const v128_t low7 = wasm_i8x16_splat(0x7f);
+    float sum[LEAN_TILE_TOKENS] = {0};
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const uint8_t *blk = w + (size_t)b * legacy_bytes[L_Q8_0];
+        const v128_t lo = wasm_v128_load(blk + 2), hi = wasm_v128_load(blk + 18); /* elements 0..15, 16..31 */
+        const v128_t lo7 = wasm_v128_and(lo, low7), hi7 = wasm_v128_and(hi, low7);
+        const v128_t lon = wasm_u8x16_shr(lo, 7), hin = wasm_u8x16_shr(hi, 7);
+        const float d = f16(blk);
+        for (int j = 0; j < nt; j++) {
+            const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
+            const v128_t pos = rdot(a->qs + 16, hi7, rdot(a->qs, lo7, wasm_i32x4_splat(0)));
+            const v128_t neg = rdot(a->qs + 16, hin, rdot(a->qs, lon, wasm_i32x4_splat(0)));
+            const int32_t qa = hsum_i32(wasm_i32x4_sub(pos, wasm_i32x4_shl(neg, 7)));
+            sum[j] = lean_legacy_step(sum[j], d, 0.0f, false, a, qa);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
@@ -124,6 +148,7 @@ TILED_FORMAT(q4_0, legacy_tile, L_Q4_0)
 TILED_FORMAT(q4_1, legacy_tile, L_Q4_1)
 TILED_FORMAT(q5_0, legacy_tile, L_Q5_0)
 TILED_FORMAT(q5_1, legacy_tile, L_Q5_1)
+TILED_FORMAT(q8_0, q8_0_tile, L_Q8_0)
 TILED_FORMAT(q4_k, k_tile, K_Q4)
 TILED_FORMAT(q5_k, k_tile, K_Q5)
 TILED_FORMAT(q6_k, k_tile, K_Q6)
@@ -132,7 +157,7 @@ static const lean_kernels table = {
     .name = "relaxed",
     .same_as_generic = true,
     .matmul = {[LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1, [LEAN_TYPE_Q5_0] = matmul_q5_0,
-               [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k,
+               [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k,
                [LEAN_TYPE_Q6_K] = matmul_q6_k},
 };
 

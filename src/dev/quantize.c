@@ -24,7 +24,8 @@
  *   5. the K-quant scale searches: make_qkx2_quants, make_qx_quants
  *   6. Q4_K, Q5_K (one quantizer, for 4 or 5 bits)
  *   7. Q6_K
- *   8. the lookup: lean_quantizer_of
+ *   8. Q2_K, Q3_K
+ *   9. the lookup: lean_quantizer_of
  */
 #include "dev/quantize.h"
 
@@ -376,20 +377,28 @@ static void quantize_q5_k(const float *src, void *dst, int64_t n) { quantize_k45
  * the super-scale d, the quants again against the rounded scales, then packed: weight e's
  * low 4 bits and high 2 bits as formats.c's table places them. */
 
+/* A super-block's 16 symmetric sub-block fits (make_qx_quants with nmax) into scales and L;
+ * returns the largest |scale|, *max_scale that scale with its sign (Q6_K, Q3_K). */
+static float fit_sub16(const float *src, int nmax, uint8_t *L, float *scales, float *max_scale) {
+    float max_abs_scale = 0;
+    *max_scale = 0;
+    for (int ib = 0; ib < QK_K / 16; ib++) {
+        scales[ib] = make_qx_quants(16, nmax, src + 16 * ib, L + 16 * ib);
+        if (fabsf(scales[ib]) > max_abs_scale) {
+            max_abs_scale = fabsf(scales[ib]);
+            *max_scale = scales[ib];
+        }
+    }
+    return max_abs_scale;
+}
+
 static void quantize_q6_k(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     uint8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q6_K_BYTES, src += QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ib++) {
-            scales[ib] = make_qx_quants(16, 32, src + 16 * ib, L + 16 * ib);
-            if (fabsf(scales[ib]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[ib]);
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < GROUP_MAX_EPS) { /* an all-zero block (d = +0) */
+        float max_scale;
+        if (fit_sub16(src, 32, L, scales, &max_scale) < GROUP_MAX_EPS) { /* an all-zero block (d = +0) */
             memset(b, 0, LEAN_Q6_K_BYTES);
             continue;
         }
@@ -423,13 +432,81 @@ static void quantize_q6_k(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ================================================================ 8. the lookup
+/* ================================================================ 8. Q2_K, Q3_K
+ * ggml's quantize_row_q2_K_ref and q3_K_ref in shape, not held to their bytes: Q2_K fits each
+ * 16-weight sub-block with make_qkx2_quants (ggml passes use_mad, which this port lacks), Q3_K
+ * with make_qx_quants (ggml: make_q3_quants); then the scales (and mins) to 4 or 6 bits
+ * against the super-scales, the quants again against the rounded scales, and the packing of
+ * formats.c's tables. They make test weights; lean reads any file's blocks the same way. */
+
+/* weight e's 2 low bits into qs: qs[32h + l] holds e = 128h + 32k + l at bits 2k */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)((L[j + l] & 3) | ((L[j + l + 32] & 3) << 2) | ((L[j + l + 64] & 3) << 4) |
+                                      ((L[j + l + 96] & 3) << 6));
+}
+
+static void quantize_q2_k(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    uint8_t L[QK_K], Laux[16];
+    float weights[16], mins[QK_K / 16], scales[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q2_K_BYTES, src += QK_K) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            for (int l = 0; l < 16; l++) weights[l] = fabsf(src[16 * j + l]);
+            scales[j] = make_qkx2_quants(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        const float is = max_scale > 0 ? 15.f / max_scale : 0.f, im = max_min > 0 ? 15.f / max_min : 0.f;
+        for (int j = 0; j < QK_K / 16; j++)
+            b[j] = (uint8_t)(clamp_int(nearest_int(is * scales[j]), 0, 15) |
+                             (clamp_int(nearest_int(im * mins[j]), 0, 15) << 4));
+        store_f16(b + 80, max_scale / 15.f);
+        store_f16(b + 82, max_min / 15.f);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const float d = load_f16(b + 80) * (float)(b[j] & 0x0f);
+            if (d == 0.0f) continue; /* keeps the quants of the fit above */
+            const float dm = load_f16(b + 82) * (float)(b[j] >> 4);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)clamp_int(nearest_int((src[16 * j + l] + dm) / d), 0, 3);
+        }
+        pack_2bit(L, b + 16);
+    }
+}
+
+static void quantize_q3_k(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    uint8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q3_K_BYTES, src += QK_K) {
+        float max_scale;
+        const float amax = fit_sub16(src, 4, L, scales, &max_scale);
+        memset(b, 0, LEAN_Q3_K_BYTES);
+        if (amax < GROUP_MAX_EPS) continue; /* an all-zero block: every scale -32, d = +0 */
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < QK_K / 16; j++) put_scale_q3_k(j, b + 96, clamp_int(nearest_int(iscale * scales[j]), -32, 31));
+        store_f16(b + 108, 1 / iscale);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const float d = load_f16(b + 108) * (float)get_scale_q3_k(j, b + 96);
+            if (d == 0.0f) continue; /* keeps the quants of the fit above */
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)(clamp_int(nearest_int(src[16 * j + l] / d), -4, 3) + 4);
+        }
+        for (int e = 0; e < QK_K; e++) /* the third bit: bit e / 32 of hmask[e % 32] */
+            b[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+        pack_2bit(L, b + 32);
+    }
+}
+
+/* ================================================================ 9. the lookup
  * Indexed by type id, as formats.c's type table. */
 
 static const lean_quantize_row_fn quantizers[] = {
     [LEAN_TYPE_F32] = quantize_f32,   [LEAN_TYPE_F16] = quantize_f16,   [LEAN_TYPE_Q4_0] = quantize_q4_0,
     [LEAN_TYPE_Q4_1] = quantize_q4_1, [LEAN_TYPE_Q5_0] = quantize_q5_0, [LEAN_TYPE_Q5_1] = quantize_q5_1,
-    [LEAN_TYPE_Q8_0] = quantize_q8_0, [LEAN_TYPE_Q4_K] = quantize_q4_k, [LEAN_TYPE_Q5_K] = quantize_q5_k,
+    [LEAN_TYPE_Q8_0] = quantize_q8_0, [LEAN_TYPE_Q2_K] = quantize_q2_k, [LEAN_TYPE_Q3_K] = quantize_q3_k,
+    [LEAN_TYPE_Q4_K] = quantize_q4_k, [LEAN_TYPE_Q5_K] = quantize_q5_k,
     [LEAN_TYPE_Q6_K] = quantize_q6_k, [LEAN_TYPE_BF16] = quantize_bf16,
 };
 

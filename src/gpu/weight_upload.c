@@ -14,13 +14,14 @@
  *
  *   F32, F16, BF16       as the file: element e = row * cols + col at byte 4e (F32) or 2e;
  *                        the last word zero-padded
- *   Q4_1 (20 bytes), Q5_1 (24), Q4_K (144), Q5_K (176)
+ *   Q4_1 (20 bytes), Q5_1 (24), Q4_K (144), Q5_K (176), Q2_K (84)
  *                        as the file: block b at word b * block_bytes / 4; its f16 d (and m
  *                        or dmin) are the low (and high) half of the block's first word
- *   Q8_0 (34), Q4_0 (18), Q5_0 (22), Q6_K (210)  the scale cut out:
+ *                        (Q2_K's: of its last word)
+ *   Q8_0 (34), Q4_0 (18), Q5_0 (22), Q6_K (210), Q3_K (110)  the scale cut out:
  *     OFFSET (bytes)   SIZE          DESCRIPTION
  *     b * qb           qb            block b without its 2 bytes of d (qb = block_bytes - 2:
- *                                    32, 16, 20, 208; the other bytes keep their order)
+ *                                    32, 16, 20, 208, 108; the other bytes keep their order)
  *     nb * qb + 2 b    2             d of block b, f16 (the array padded to a whole word)
  *   The words of one block, as formats.wgsl reads them (SCALE_BASE = nb * qb / 4 words):
  *     Q8_0  0..7 qs                      Q4_1  0 d | m << 16, 1..4 qs
@@ -28,6 +29,8 @@
  *     Q5_0  0 qh, 1..4 qs                Q4_K  0 d | dmin << 16, 1..3 scales, 4..35 qs
  *     Q6_K  0..31 ql, 32..47 qh,         Q5_K  0 d | dmin << 16, 1..3 scales, 4..11 qh,
  *           48..51 scales (int8)               12..43 qs
+ *     Q3_K  0..7 hmask, 8..23 qs,        Q2_K  0..3 scales, 4..19 qs, 20 d | dmin << 16
+ *           24..26 scales
  *
  * The f16 values are read with unpack2x16float, bf16 by a shift; every weight is recomputed
  * with the reference dequantizer's operations (formats.wgsl), so get_rows is exact.
@@ -52,7 +55,8 @@
 static const gpu_format FORMATS[] = {
     {LEAN_TYPE_F32, 4, -1},  {LEAN_TYPE_F16, 4, -1},  {LEAN_TYPE_BF16, 4, -1}, {LEAN_TYPE_Q8_0, 8, 0},
     {LEAN_TYPE_Q4_0, 8, 0},  {LEAN_TYPE_Q4_1, 8, -1}, {LEAN_TYPE_Q5_0, 8, 0},  {LEAN_TYPE_Q5_1, 8, -1},
-    {LEAN_TYPE_Q4_K, 16, -1}, {LEAN_TYPE_Q5_K, 16, -1}, {LEAN_TYPE_Q6_K, 16, 208},
+    {LEAN_TYPE_Q4_K, 16, -1}, {LEAN_TYPE_Q5_K, 16, -1}, {LEAN_TYPE_Q6_K, 16, 208}, {LEAN_TYPE_Q2_K, 16, -1},
+    {LEAN_TYPE_Q3_K, 16, 108},
 };
 
 const gpu_format *gpu_format_of(uint32_t type) {

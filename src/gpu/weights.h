@@ -2,7 +2,7 @@
  * load-time repacking each format's kernels want, documented in weight_upload.c), matrix x
  * activations for decode (one token: a vector kernel) and prefill (n tokens: a tiled kernel;
  * matmul.c), and the embedding gather (one row per token, dequantized; get_rows.c). Every
- * format lean reads: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K.
+ * format lean reads: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K.
  *
  * Shapes follow model.h: W is (rows, cols), y = W x. Activations are F32, token-major:
  * x[t * cols + c], y[t * rows + r], t < n_tok. The number of tokens of the current call is

@@ -398,3 +398,90 @@ fn dq_q6_k(row: u32, c: u32) {
         }
     }
 }
+
+// ---- Q2_K, Q3_K: 16 chunks of 16 per super-block ----
+// Chunk k is sub-block k (weights 16k .. 16k + 15, in order): half h = k / 8, pair j = (k % 8) / 2,
+// l = 16 (k % 2) + i; its 2-bit quants at bits 2j of qs[32h + l] (formats.c's table).
+// Words of a block (weight_upload.c): Q2_K 0..3 scales (byte k: sc | m << 4), 4..19 qs,
+// 20 d | dmin << 16;  Q3_K 0..7 hmask, 8..23 qs, 24..26 scales; d separated.
+fn col_k2(c: u32, i: u32) -> u32 { return 256u * (c >> 4u) + 16u * (c & 15u) + i; }
+fn col_q2_k(c: u32, i: u32) -> u32 { return col_k2(c, i); }
+fn col_q3_k(c: u32, i: u32) -> u32 { return col_k2(c, i); }
+
+// Q3_K's signed six-bit scale of sub-block k (formats_layout.h's get_scale_q3_k)
+fn scale_q3_k(base: u32, k: u32) -> i32 {
+    let lo = (byte_u(wd(base + 24u + ((k & 7u) >> 2u)), k & 3u) >> (4u * (k >> 3u))) & 0xfu;
+    let hi = (byte_u(wd(base + 26u), k & 3u) >> (2u * (k >> 2u))) & 3u;
+    return i32(lo | (hi << 4u)) - 32;
+}
+
+// (d * sc) * q - dmin * m
+fn dq_q2_k(row: u32, c: u32) {
+    let base = (row * BPR + (c >> 4u)) * 21u;
+    let k = c & 15u;
+    let dm = unpack2x16float(wd(base + 20u));
+    let s = byte_u(wd(base + (k >> 2u)), k & 3u);
+    let dl = dm.x * f32(s & 0xfu);
+    let ml = dm.y * f32(s >> 4u);
+    let q0 = base + 4u + 8u * (k >> 3u) + 4u * (k & 1u);
+    let sh = 2u * ((k & 7u) >> 1u);
+    for (var m = 0u; m < 4u; m++) {
+        let q = wd(q0 + m);
+        for (var j = 0u; j < 4u; j++) { wv[4u * m + j] = dl * f32((q >> (8u * j + sh)) & 3u) - ml; }
+    }
+}
+// (d * s) * (q - 4 + 4 * third bit)
+fn dq_q3_k(row: u32, c: u32) {
+    let b = row * BPR + (c >> 4u);
+    let base = 27u * b;
+    let k = c & 15u;
+    let dl = split_scale(b) * f32(scale_q3_k(base, k));
+    let q0 = base + 8u + 8u * (k >> 3u) + 4u * (k & 1u);
+    let m0 = base + 4u * (k & 1u);
+    let sh = 2u * ((k & 7u) >> 1u);
+    let hb = 4u * (k >> 3u) + ((k & 7u) >> 1u);
+    for (var m = 0u; m < 4u; m++) {
+        let q = wd(q0 + m);
+        let hm = wd(m0 + m);
+        for (var j = 0u; j < 4u; j++) {
+            let v = i32((q >> (8u * j + sh)) & 3u) - select(4, 0, ((hm >> (8u * j + hb)) & 1u) == 1u);
+            wv[4u * m + j] = dl * f32(v);
+        }
+    }
+}
+
+// 8-bit blocks (matmul_tiled_i8): block b is columns 32n .. 32n + 31 of half h of its super-block
+// (b % 8 = 4h + n), sub-blocks 2 (b % 8) and 2 (b % 8) + 1: bits 2n of qs[32h ..] (Q3_K: with
+// bit 4h + n of hmask[0 .. 31] as the third bit, q + 4 in [0, 7], z = 4: the two form)
+fn bi_q3_k(row: u32, b: u32) -> BI8 {
+    let bk = row * BPR + (b >> 3u);
+    let base = 27u * bk;
+    let h = (b >> 2u) & 1u;
+    let n = b & 3u;
+    var q: array<u32, 8>;
+    for (var m = 0u; m < 8u; m++) {
+        q[m] = ((wd(base + 8u + 8u * h + m) >> (2u * n)) & 0x03030303u) |
+               (((wd(base + m) >> (4u * h + n)) & 0x01010101u) << 2u);
+    }
+    let k = 2u * (b & 7u);
+    return BI8(q, split_scale(bk), 0.0, vec2<i32>(scale_q3_k(base, k), scale_q3_k(base, k + 1u)), 4, 0u);
+}
+// Q2_K: two scales and two mins a block, the weights d sc_h q - dmin m_h (a 16-column half h):
+// sc holds (sc_0, sc_1), m dmin, z the mins m_0 | m_1 << 8
+//   (d d_x) (sc_0 p0 + sc_1 p1) - (dmin d_x) (m_0 h + m_1 (s - h))
+fn bs_two_min(w: BI8, p: vec2<i32>, x: XB) -> f32 {
+    let mins = (w.z & 0xff) * x.h + (w.z >> 8u) * (x.s - x.h);
+    return (w.d * x.d) * f32(w.sc.x * p.x + w.sc.y * p.y) - (w.m * x.d) * f32(mins);
+}
+fn bi_q2_k(row: u32, b: u32) -> BI8 {
+    let base = (row * BPR + (b >> 3u)) * 21u;
+    let h = (b >> 2u) & 1u;
+    let n = b & 3u;
+    var q: array<u32, 8>;
+    for (var m = 0u; m < 8u; m++) { q[m] = (wd(base + 4u + 8u * h + m) >> (2u * n)) & 0x03030303u; }
+    let k = 2u * (b & 7u);
+    let s = wd(base + (k >> 2u)) >> (8u * (k & 3u)); // bytes k, k + 1 (k even: one word)
+    let dm = unpack2x16float(wd(base + 20u));
+    return BI8(q, dm.x, dm.y, vec2<i32>(i32(s & 0xfu), i32((s >> 8u) & 0xfu)),
+               i32(((s >> 4u) & 0xfu) | (((s >> 12u) & 0xfu) << 8u)), 0u);
+}
