@@ -52,7 +52,8 @@
 #          bash scripts/h200_gpu.sh matrix        # Dawn's subgroup matrices (tensor cores; issue 29
 #              item 3): the shapes the adapter offers, and tests/test_gpu_matrix, which runs
 #              shaders/matrix_probe.wgsl on each against the CPU and prints PASS/FAIL per shape
-#              (with the compiler's error where one is refused); DUMP=1 adds Dawn's log of what
+#              (with the compiler's error where one is refused), then `gpu_bench matrix`: each
+#              shape's multiply-accumulate rate in TFLOP/s (tensor cores or not); DUMP=1 adds Dawn's log of what
 #              it compiled each kernel to (SPIR-V) in $OUT/h200-matrix-dump.txt. Carry: .gl
 #              build/webgpu
 #          bash scripts/h200_gpu.sh threads MODEL... # CPU thread scaling, native and the threaded
@@ -95,12 +96,13 @@ tests)
     for t in $tests; do echo "== $t"; timeout 300 "$t" 2>&1 | tail -40; done | tee "$out/h200-tests.txt"
     ;;
 matrix)
-    make -j16 BUILD=build-dev build-dev/tests/test_gpu_matrix >>/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
+    make -j16 BUILD=build-dev build-dev/tests/test_gpu_matrix build-dev/gpu_bench >>/tmp/build.log 2>&1 ||
+        { tail -30 /tmp/build.log; exit 1; }
     if [ -n "${DUMP:-}" ]; then
         LEAN_GPU_DUMP=1 timeout 300 build-dev/tests/test_gpu_matrix >"$out/h200-matrix-dump.txt" 2>&1
         echo "Dawn's log: $out/h200-matrix-dump.txt, $(grep -c OpCooperativeMatrix "$out/h200-matrix-dump.txt") lines of cooperative-matrix SPIR-V"
     fi
-    timeout 300 build-dev/tests/test_gpu_matrix 2>&1 | tee "$out/h200-matrix.txt"
+    { timeout 300 build-dev/tests/test_gpu_matrix; timeout 120 build-dev/gpu_bench matrix; } 2>&1 | tee "$out/h200-matrix.txt"
     ;;
 bench)
     for spec in "$@"; do

@@ -4,8 +4,9 @@
  * - Dawn's Null backend (offers every feature, runs nothing): the device is granted the
  *   feature by webgpu.h's value (0x50037), so `enable chromium_experimental_subgroup_matrix`
  *   compiles only if that value is the feature; the configs' sType (0x5003B) is one the
- *   adapter's info takes, and its neighbours are not; matrix_probe.wgsl compiles for every
- *   component type this Dawn knows (f32, f16, i32, u32) in shapes of 8 (compile only)
+ *   adapter's info takes, and its neighbours are not; matrix_probe.wgsl and matrix_peak.wgsl
+ *   (tools/gpu_bench.c) compile for every component type this Dawn knows (f32, f16, i32, u32)
+ *   in shapes of 8 (compile only)
  * - our declarations of WGPUSubgroupMatrixConfig and WGPUAdapterPropertiesSubgroupMatrixConfigs
  *   against the offsets the library's own operator== reads (webgpu.h says how they were found)
  * - the real adapter: every shape it offers is run by the probe and must equal the CPU's
@@ -74,6 +75,11 @@ static void test_null_backend(void) {
         st = lean_gpu_matrix_probe(g, &c, false, &pass, report, sizeof report, &err);
         CHECK(st == LEAN_OK && pass, "matrix_probe %s -> %s does not compile on the Null backend: %s", types[i][0],
               types[i][1], st == LEAN_OK ? report : err.msg);
+        const lean_gpu_const iter = {"ITER", 'u', 4};
+        lean_gpu_pipeline *p = NULL;
+        st = lean_gpu_matrix_pipeline(g, &c, "matrix_peak", &iter, 1, &p, &err);
+        CHECK(st == LEAN_OK, "matrix_peak %s -> %s (gpu_bench matrix) does not compile on the Null backend: %s",
+              types[i][0], types[i][1], err.msg);
     }
     lean_gpu_matrix_config bad = {.type = "f32", .result = "f32", .m = 8, .n = 0, .k = 8};
     bool pass = true;

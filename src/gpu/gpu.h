@@ -167,16 +167,6 @@ lean_status lean_gpu_map_begin(lean_gpu_buf *b, lean_error *err);
 lean_status lean_gpu_map_take(lean_gpu_buf *b, void *dst, uint64_t size, lean_error *err);
 void lean_gpu_map_drop(lean_gpu_buf *b);
 
-/* ---- subgroup matrices (matrix.c) ---- */
-/* Runs shaders/matrix_probe.wgsl for shape c: one multiply-accumulate of small integers (exact
- * in every type) on the device, compared with the CPU's. run false: compiled only (Dawn's Null
- * backend, which runs nothing). *pass, and a line in report: "PASS ...", "FAIL ... the first
- * difference", or "compiled ... (not run)". LEAN_ERR_UNSUPPORTED where the device lacks
- * subgroup matrices, an f16 shape lacks shader-f16, or the compiler rejects the kernel (its
- * message in err). */
-lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
-                                  char *report, size_t cap, lean_error *err);
-
 /* ---- pipelines ---- */
 /* The text of src/gpu/shaders/NAME.wgsl, embedded at build time (a generated C file, made by
  * the Makefile from every .wgsl there); NULL for an unknown name. */
@@ -228,6 +218,23 @@ typedef struct lean_gpu_bind {
 lean_status lean_gpu_bindgroup_create(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *binds, int n,
                                       const char *label, lean_gpu_bindgroup **out, lean_error *err);
 void lean_gpu_bindgroup_free(lean_gpu_bindgroup *bg);
+
+/* ---- subgroup matrices (matrix.c) ---- */
+/* Runs shaders/matrix_probe.wgsl for shape c: one multiply-accumulate of small integers (exact
+ * in every type) on the device, compared with the CPU's. run false: compiled only (Dawn's Null
+ * backend, which runs nothing). *pass, and a line in report: "PASS ...", "FAIL ... the first
+ * difference", or "compiled ... (not run)". LEAN_ERR_UNSUPPORTED where the device lacks
+ * subgroup matrices, an f16 shape lacks shader-f16, or the compiler rejects the kernel (its
+ * message in err). */
+/* A pipeline of shaders/SHADER.wgsl for shape c: aliases T (c->type) and R (c->result), the
+ * constants M, N, K, WG (the adapter's largest subgroup size: Dawn wants a workgroup's x size
+ * a multiple of it where subgroup matrices are used) and up to 4 extra; `enable f16` where a
+ * type is f16. LEAN_ERR_UNSUPPORTED as lean_gpu_matrix_probe says. */
+lean_status lean_gpu_matrix_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const char *shader,
+                                     const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **out,
+                                     lean_error *err);
+lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
+                                  char *report, size_t cap, lean_error *err);
 
 /* ---- recording and submitting work ---- */
 /* Consecutive dispatches share one compute pass; a copy ends the pass. Nothing runs until

@@ -3,12 +3,46 @@
  * shapes compute what the CPU does. device.c asks for the feature and reads the shapes the
  * adapter offers (lean_gpu_info.matrix_configs); a prefill matmul on them is to come here.
  *
- * Sections: values | the probe. */
+ * Sections: pipelines | values | the probe. */
 #include "core/formats.h"
 #include "gpu/gpu_impl.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* ---- pipelines ---- */
+
+static void shape_name(const lean_gpu_matrix_config *c, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s %ux%u * %ux%u -> %s %ux%u", c->type, c->m, c->k, c->k, c->n, c->result, c->m, c->n);
+}
+
+lean_status lean_gpu_matrix_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const char *shader,
+                                     const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **out,
+                                     lean_error *err) {
+    const lean_gpu_info *in = lean_gpu_get_info(g);
+    char shape[96];
+    shape_name(c, shape, sizeof shape);
+    if (!in->subgroup_matrix)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: the device has no subgroup matrices", shape);
+    const bool f16 = !strcmp(c->type, "f16") || !strcmp(c->result, "f16");
+    if (f16 && !in->shader_f16)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: f16 needs shader-f16, which the device lacks", shape);
+    if (!strcmp(c->type, "?") || !strcmp(c->result, "?"))
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: a component type this build does not know", shape);
+    if (c->m < 1 || c->n < 1 || c->k < 1 || c->m > 64 || c->n > 64 || c->k > 64)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: each dimension must be 1 .. 64", shape);
+    if (n_extra < 0 || n_extra > 4) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d extra constants (0 .. 4)", shape, n_extra);
+    char aliases[64];
+    snprintf(aliases, sizeof aliases, "alias T = %s;\nalias R = %s;\n", c->type, c->result);
+    const char *src[3] = {"enable f16;\n", aliases, lean_gpu_shader(shader)};
+    if (!src[2]) return LEAN_FAIL(err, LEAN_ERR_ARG, "no shader '%s'", shader);
+    lean_gpu_const k[8] = {{"M", 'u', c->m}, {"N", 'u', c->n}, {"K", 'u', c->k},
+                           {"WG", 'u', in->subgroup_max_size ? in->subgroup_max_size : 64}};
+    for (int i = 0; i < n_extra; i++) k[4 + i] = extra[i];
+    char label[160];
+    snprintf(label, sizeof label, "%s %s", shader, shape);
+    return lean_gpu_pipeline_create(g, label, f16 ? src : src + 1, f16 ? 3 : 2, k, 4 + n_extra, out, err);
+}
 
 /* ---- values: small integers, so every product and sum is exact in f16, f32 and i32/u32 ---- */
 
@@ -62,31 +96,12 @@ static uint32_t type_bytes(const char *t) {
 
 lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
                                   char *report, size_t cap, lean_error *err) {
-    const lean_gpu_info *in = lean_gpu_get_info(g);
     char shape[96];
-    snprintf(shape, sizeof shape, "%s %ux%u * %ux%u -> %s %ux%u", c->type, c->m, c->k, c->k, c->n, c->result, c->m,
-             c->n);
+    shape_name(c, shape, sizeof shape);
     *pass = false;
     report[0] = 0;
-    if (!in->subgroup_matrix)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: the device has no subgroup matrices", shape);
-    const bool f16 = !strcmp(c->type, "f16") || !strcmp(c->result, "f16");
-    if (f16 && !in->shader_f16)
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: f16 needs shader-f16, which the device lacks", shape);
-    if (!strcmp(c->type, "?") || !strcmp(c->result, "?"))
-        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: a component type this build does not know", shape);
-    if (c->m < 1 || c->n < 1 || c->k < 1 || c->m > 64 || c->n > 64 || c->k > 64)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: each dimension must be 1 .. 64", shape);
-    const uint32_t wg = in->subgroup_max_size ? in->subgroup_max_size : 64;
-
-    char aliases[64];
-    snprintf(aliases, sizeof aliases, "alias T = %s;\nalias R = %s;\n", c->type, c->result);
-    const char *src[3] = {"enable f16;\n", aliases, lean_gpu_shader("matrix_probe")};
-    const lean_gpu_const k[] = {{"M", 'u', c->m}, {"N", 'u', c->n}, {"K", 'u', c->k}, {"WG", 'u', wg}};
     lean_gpu_pipeline *p = NULL;
-    char label[128];
-    snprintf(label, sizeof label, "matrix_probe %s", shape);
-    lean_status st = lean_gpu_pipeline_create(g, label, f16 ? src : src + 1, f16 ? 3 : 2, k, 4, &p, err);
+    lean_status st = lean_gpu_matrix_pipeline(g, c, "matrix_probe", NULL, 0, &p, err);
     if (st != LEAN_OK) return st;
     if (!run) {
         *pass = true;
