@@ -50,12 +50,12 @@
 #              run --backend gpu` with and without it, interleaved ROUNDS times (default 3): a
 #              128-id prompt, 256 greedy ids; prints each run's prefill and decode tokens/s
 #          bash scripts/h200_gpu.sh matrix        # Dawn's subgroup matrices (tensor cores; issue 29
-#              item 3): the shapes the adapter offers, and tests/test_gpu_matrix, which runs
-#              shaders/matrix_probe.wgsl on each against the CPU and prints PASS/FAIL per shape
-#              (with the compiler's error where one is refused), then `gpu_bench matrix`: each
-#              shape's multiply-accumulate rate in TFLOP/s (tensor cores or not); DUMP=1 adds Dawn's log of what
-#              it compiled each kernel to (SPIR-V) in $OUT/h200-matrix-dump.txt. Carry: .gl
-#              build/webgpu
+#              item 3): tests/test_gpu_matrix prints the shapes the adapter offers and runs
+#              shaders/matrix_probe.wgsl and matrix_gemm.wgsl (a small matmul) on each against
+#              the CPU: PASS/FAIL per shape, with the compiler's error where one is refused; then
+#              `gpu_bench matrix`: each shape's TFLOP/s, register-held peak (tensor cores or
+#              not) and a 512x2048x2048 matmul. DUMP=1 adds Dawn's log of what it compiled
+#              each kernel to (SPIR-V) in $OUT/h200-matrix-dump.txt. Carry: .gl build/webgpu
 #          bash scripts/h200_gpu.sh threads MODEL... # CPU thread scaling, native and the threaded
 #                                                  # wasm32 build under Deno: carry build/deno.xz
 #                                                  # and build-wasm-mt/lean.wasm (`make wasm-mt`)

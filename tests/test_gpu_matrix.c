@@ -3,14 +3,14 @@
  *
  * - Dawn's Null backend (offers every feature, runs nothing): the device is granted the
  *   feature by webgpu.h's value (0x50037), so `enable chromium_experimental_subgroup_matrix`
- *   compiles only if that value is the feature; the configs' sType (0x5003B) is one the
+ *   compiles only if that value is the feature; bad matrix_gemm shapes are refused; the configs' sType (0x5003B) is one the
  *   adapter's info takes, and its neighbours are not; matrix_probe.wgsl and matrix_peak.wgsl
  *   (tools/gpu_bench.c) compile for every component type this Dawn knows (f32, f16, i32, u32)
  *   in shapes of 8 (compile only)
  * - our declarations of WGPUSubgroupMatrixConfig and WGPUAdapterPropertiesSubgroupMatrixConfigs
  *   against the offsets the library's own operator== reads (webgpu.h says how they were found)
- * - the real adapter: every shape it offers is run by the probe and must equal the CPU's
- *   products (small integers: exact in every type); the shader compiler's error is printed if
+ * - the real adapter: every shape it offers is run by the probe and by matrix_gemm.wgsl (a
+ *   small matmul in blocks, its columns read column-major) and must equal the CPU's products (small integers: exact in every type); the shader compiler's error is printed if
  *   any. Mesa's llvmpipe offers none (it says so); the H200 does (scripts/h200_gpu.sh matrix),
  *   asked for with vulkan_enable_f16_on_nvidia so that its f16 shapes have shader-f16.
  *
@@ -80,6 +80,10 @@ static void test_null_backend(void) {
         st = lean_gpu_matrix_pipeline(g, &c, "matrix_peak", &iter, 1, &p, &err);
         CHECK(st == LEAN_OK, "matrix_peak %s -> %s (gpu_bench matrix) does not compile on the Null backend: %s",
               types[i][0], types[i][1], err.msg);
+        const lean_gpu_gemm m = {.rows = 32, .cols = 32, .depth = 16, .tm = 2, .tn = 2};
+        st = lean_gpu_matrix_gemm_check(g, &c, &m, false, &pass, report, sizeof report, &err);
+        CHECK(st == LEAN_OK && pass, "matrix_gemm %s -> %s does not compile on the Null backend: %s", types[i][0],
+              types[i][1], st == LEAN_OK ? report : err.msg);
     }
     lean_gpu_matrix_config bad = {.type = "f32", .result = "f32", .m = 8, .n = 0, .k = 8};
     bool pass = true;
@@ -87,6 +91,14 @@ static void test_null_backend(void) {
     st = lean_gpu_matrix_probe(g, &bad, false, &pass, report, sizeof report, &err);
     CHECK(st == LEAN_ERR_ARG && !pass && strstr(err.msg, "1 .. 64"), "a shape with N = 0: status %d, '%s'", st,
           err.msg);
+    const lean_gpu_matrix_config f32 = {.type = "f32", .result = "f32", .m = 8, .n = 8, .k = 8};
+    static const lean_gpu_gemm bad_gemm[] = {{24, 32, 16, 2, 2}, {32, 32, 12, 2, 2}, {32, 32, 16, 5, 1},
+                                             {32, 32, 344, 1, 1}};
+    for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++) {
+        st = lean_gpu_matrix_gemm_check(g, &f32, &bad_gemm[i], false, &pass, report, sizeof report, &err);
+        CHECK(st == LEAN_ERR_ARG, "matrix_gemm %u x %u x %u in blocks of %u x %u: status %d, not LEAN_ERR_ARG ('%s')",
+              bad_gemm[i].rows, bad_gemm[i].cols, bad_gemm[i].depth, bad_gemm[i].tm, bad_gemm[i].tn, st, err.msg);
+    }
     lean_gpu_close(g);
 }
 
@@ -106,12 +118,20 @@ static void test_adapter(void) {
     const lean_gpu_info *in = lean_gpu_get_info(g);
     if (!in->n_matrix_configs) printf("subgroup matrices: not here: %s offers none\n", in->adapter);
     for (uint32_t i = 0; i < in->n_matrix_configs; i++) {
+        const lean_gpu_matrix_config *c = &in->matrix_configs[i];
         bool pass = false;
         char report[512];
-        st = lean_gpu_matrix_probe(g, &in->matrix_configs[i], true, &pass, report, sizeof report, &err);
+        st = lean_gpu_matrix_probe(g, c, true, &pass, report, sizeof report, &err);
         if (st == LEAN_OK) printf("%s\n", report);
         else printf("FAIL %s\n", err.msg);
         CHECK(st == LEAN_OK && pass, "subgroup-matrix shape %u of %u on %s: %s", i + 1, in->n_matrix_configs,
+              in->adapter, st == LEAN_OK ? report : err.msg);
+        /* the matmul: 2 x 2 workgroups of 2 x 2 blocks, 4 steps through the depth */
+        const lean_gpu_gemm m = {.rows = 4 * c->m, .cols = 4 * c->n, .depth = 4 * c->k, .tm = 2, .tn = 2};
+        st = lean_gpu_matrix_gemm_check(g, c, &m, true, &pass, report, sizeof report, &err);
+        if (st == LEAN_OK) printf("%s\n", report);
+        else printf("FAIL %s\n", err.msg);
+        CHECK(st == LEAN_OK && pass, "matrix_gemm on shape %u of %u on %s: %s", i + 1, in->n_matrix_configs,
               in->adapter, st == LEAN_OK ? report : err.msg);
     }
     lean_gpu_close(g);

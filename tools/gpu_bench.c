@@ -9,10 +9,11 @@
  *   submit      an empty command buffer: submit (inside its error scope) + finish
  *   round trip  write 16 bytes, one dispatch, read 16 bytes back (what a decode step that
  *               needs its result on the host pays at least)
- * `matrix`: for every subgroup-matrix shape the adapter offers (docs/gpu.md), the rate of
- * shaders/matrix_peak.wgsl's multiply-accumulates, in TFLOP/s (2 M N K per product), median
- * of REPEATS timed dispatches of MATRIX_GROUPS workgroups (one subgroup each) after a warm-up;
- * the device is opened with nvidia_f16, so NVIDIA's f16 shapes can run.
+ * `matrix`: for every subgroup-matrix shape the adapter offers (docs/gpu.md), in TFLOP/s
+ * (medians of REPEATS timed dispatches after a warm-up): shaders/matrix_peak.wgsl's
+ * multiply-accumulates on register-held matrices (2 M N K per product; the ceiling), and
+ * matrix_gemm.wgsl on 512 x 2048 x 2048 (a prefill matmul's size). The device is opened with
+ * nvidia_f16, so NVIDIA's f16 shapes can run.
  * Not a test: nothing is asserted. */
 #include "gpu/gpu.h"
 
@@ -85,38 +86,61 @@ static int setup(bench *b) {
 
 enum { MATRIX_GROUPS = 8192, MATRIX_ITER = 2048 };
 
-/* One shape's matrix_peak rate: TFLOP/s, or -1 (the reason on stderr). */
-static double matrix_peak(lean_gpu *g, const lean_gpu_matrix_config *c, int reps) {
-    lean_error err;
-    const lean_gpu_const iter = {"ITER", 'u', MATRIX_ITER};
-    lean_gpu_pipeline *p;
+/* The rate of p over 3 buffers of these sizes on (gx, gy) workgroups doing `flops` in all:
+ * TFLOP/s, median of reps after a warm-up; -1 when st (p's creation) or a step failed (the
+ * reason on stderr). */
+static double matrix_rate(lean_gpu *g, lean_status st, lean_gpu_pipeline *p, const uint64_t bytes[3], uint32_t gx,
+                          uint32_t gy, double flops, int reps, lean_error *perr) {
+    lean_error err = *perr;
     lean_gpu_buf *buf[3] = {NULL};
     lean_gpu_bindgroup *bg = NULL;
     double *t = malloc(sizeof(double) * reps), rate = -1;
-    const uint64_t bytes[3] = {64 * 64 * 4, 64 * 64 * 4, (uint64_t)MATRIX_GROUPS * 4 * c->m * c->n * 4};
-    lean_status st = t ? lean_gpu_matrix_pipeline(g, c, "matrix_peak", &iter, 1, &p, &err)
-                       : LEAN_FAIL(&err, LEAN_ERR_NOMEM, "no memory");
-    for (int i = 0; i < 3 && st == LEAN_OK; i++) st = lean_gpu_buf_create(g, bytes[i], LEAN_GPU_STORAGE, "peak", &buf[i], &err);
+    if (st == LEAN_OK && !t) st = LEAN_FAIL(&err, LEAN_ERR_NOMEM, "no memory");
+    for (int i = 0; i < 3 && st == LEAN_OK; i++)
+        st = lean_gpu_buf_create(g, bytes[i], LEAN_GPU_STORAGE, "matrix bench", &buf[i], &err);
     const lean_gpu_bind binds[3] = {{buf[0], 0, 0}, {buf[1], 0, 0}, {buf[2], 0, 0}};
-    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, p, binds, 3, "peak", &bg, &err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, p, binds, 3, "matrix bench", &bg, &err);
     for (int r = -1; r < reps && st == LEAN_OK; r++) { /* r = -1: the warm-up */
         lean_gpu_cmd *cmd;
         const double t0 = now_ms();
         st = lean_gpu_begin(g, &cmd, &err);
         if (st != LEAN_OK) break;
-        lean_gpu_dispatch(cmd, p, bg, MATRIX_GROUPS, 1, 1);
+        lean_gpu_dispatch(cmd, p, bg, gx, gy, 1);
         st = lean_gpu_submit(cmd, &err);
         if (st == LEAN_OK) st = lean_gpu_finish(g, &err);
         if (r >= 0) t[r] = now_ms() - t0;
     }
-    if (st == LEAN_OK)
-        rate = 2.0 * c->m * c->n * c->k * 4.0 * MATRIX_ITER * MATRIX_GROUPS / (median(t, reps) * 1e-3) / 1e12;
-    else
-        fprintf(stderr, "gpu_bench matrix: %s\n", err.msg);
+    if (st == LEAN_OK) rate = flops / (median(t, reps) * 1e-3) / 1e12;
+    else fprintf(stderr, "gpu_bench matrix: %s\n", err.msg);
     lean_gpu_bindgroup_free(bg);
     for (int i = 0; i < 3; i++) lean_gpu_buf_free(buf[i]);
     free(t);
     return rate;
+}
+
+/* One shape's matrix_peak rate (register-held matrices: the ceiling). */
+static double matrix_peak(lean_gpu *g, const lean_gpu_matrix_config *c, int reps) {
+    lean_error err = {0};
+    const lean_gpu_const iter = {"ITER", 'u', MATRIX_ITER};
+    lean_gpu_pipeline *p = NULL;
+    const uint64_t bytes[3] = {64 * 64 * 4, 64 * 64 * 4, (uint64_t)MATRIX_GROUPS * 4 * c->m * c->n * 4};
+    lean_status st = lean_gpu_matrix_pipeline(g, c, "matrix_peak", &iter, 1, &p, &err);
+    const double flops = 2.0 * c->m * c->n * c->k * 4.0 * MATRIX_ITER * MATRIX_GROUPS;
+    return matrix_rate(g, st, p, bytes, MATRIX_GROUPS, 1, flops, reps, &err);
+}
+
+/* matrix_gemm.wgsl's rate on one matmul of prefill's size: 512 tokens through a 2048 x 2048
+ * weight, in blocks of 2 x 2 matrices. */
+static double matrix_gemm(lean_gpu *g, const lean_gpu_matrix_config *c, int reps) {
+    lean_error err = {0};
+    const lean_gpu_gemm m = {.rows = 512, .cols = 2048, .depth = 2048, .tm = 2, .tn = 2};
+    lean_gpu_pipeline *p = NULL;
+    uint32_t groups[2] = {0, 0};
+    const uint32_t tb = strcmp(c->type, "f16") ? 4 : 2, rb = strcmp(c->result, "f16") ? 4 : 2;
+    const uint64_t bytes[3] = {(uint64_t)m.rows * m.depth * tb, (uint64_t)m.cols * m.depth * tb,
+                               (uint64_t)m.rows * m.cols * rb};
+    lean_status st = lean_gpu_matrix_gemm_pipeline(g, c, &m, &p, groups, &err);
+    return matrix_rate(g, st, p, bytes, groups[0], groups[1], 2.0 * m.rows * m.cols * m.depth, reps, &err);
 }
 
 static int bench_matrices(int reps) {
@@ -129,10 +153,12 @@ static int bench_matrices(int reps) {
            in->feature_level, in->shader_f16 ? "yes" : "no", in->subgroup_matrix ? "yes" : "no", in->n_matrix_configs);
     for (uint32_t i = 0; i < in->n_matrix_configs; i++) {
         const lean_gpu_matrix_config *c = &in->matrix_configs[i];
-        const double rate = matrix_peak(g, c, reps);
+        const double peak = matrix_peak(g, c, reps), gemm = matrix_gemm(g, c, reps);
         printf("matrix %s %ux%u * %ux%u -> %s: ", c->type, c->m, c->k, c->k, c->n, c->result);
-        if (rate < 0) printf("did not run\n");
-        else printf("%.1f TFLOP/s (%d workgroups x 4 x %d products, median of %d)\n", rate, MATRIX_GROUPS, MATRIX_ITER, reps);
+        if (peak < 0) printf("peak did not run; ");
+        else printf("peak %.1f TFLOP/s (%d workgroups x 4 x %d products); ", peak, MATRIX_GROUPS, MATRIX_ITER);
+        if (gemm < 0) printf("gemm did not run\n");
+        else printf("gemm 512x2048x2048 %.1f TFLOP/s (medians of %d)\n", gemm, reps);
     }
     lean_gpu_close(g);
     return 0;

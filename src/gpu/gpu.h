@@ -228,13 +228,27 @@ void lean_gpu_bindgroup_free(lean_gpu_bindgroup *bg);
  * message in err). */
 /* A pipeline of shaders/SHADER.wgsl for shape c: aliases T (c->type) and R (c->result), the
  * constants M, N, K, WG (the adapter's largest subgroup size: Dawn wants a workgroup's x size
- * a multiple of it where subgroup matrices are used) and up to 4 extra; `enable f16` where a
+ * a multiple of it where subgroup matrices are used) and up to 6 extra; `enable f16` where a
  * type is f16. LEAN_ERR_UNSUPPORTED as lean_gpu_matrix_probe says. */
 lean_status lean_gpu_matrix_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const char *shader,
                                      const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **out,
                                      lean_error *err);
 lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
                                   char *report, size_t cap, lean_error *err);
+
+/* matrix_gemm.wgsl, the engine of a matmul on subgroup matrices (not in the forward pass yet):
+ * out (rows, cols) = a (rows, depth) * b (cols, depth)^T, each workgroup a block of tm x tn
+ * of c's matrices; rows, cols and depth multiples of the block (tm c->m, tn c->n, c->k). The
+ * pipeline and its workgroup counts (x, y); the check runs it on small integers against the
+ * CPU (depth at most 340, so every sum is exact in f16) as lean_gpu_matrix_probe does. */
+typedef struct lean_gpu_gemm {
+    uint32_t rows, cols, depth; /* elements */
+    uint32_t tm, tn;            /* 1 .. 4 each */
+} lean_gpu_gemm;
+lean_status lean_gpu_matrix_gemm_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const lean_gpu_gemm *m,
+                                          lean_gpu_pipeline **out, uint32_t groups[2], lean_error *err);
+lean_status lean_gpu_matrix_gemm_check(lean_gpu *g, const lean_gpu_matrix_config *c, const lean_gpu_gemm *m, bool run,
+                                       bool *pass, char *report, size_t cap, lean_error *err);
 
 /* ---- recording and submitting work ---- */
 /* Consecutive dispatches share one compute pass; a copy ends the pass. Nothing runs until

@@ -3,7 +3,7 @@
  * shapes compute what the CPU does. device.c asks for the feature and reads the shapes the
  * adapter offers (lean_gpu_info.matrix_configs); a prefill matmul on them is to come here.
  *
- * Sections: pipelines | values | the probe. */
+ * Sections: pipelines | values | checks | the probe and the matmul. */
 #include "core/formats.h"
 #include "gpu/gpu_impl.h"
 
@@ -31,12 +31,12 @@ lean_status lean_gpu_matrix_pipeline(lean_gpu *g, const lean_gpu_matrix_config *
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "%s: a component type this build does not know", shape);
     if (c->m < 1 || c->n < 1 || c->k < 1 || c->m > 64 || c->n > 64 || c->k > 64)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: each dimension must be 1 .. 64", shape);
-    if (n_extra < 0 || n_extra > 4) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d extra constants (0 .. 4)", shape, n_extra);
+    if (n_extra < 0 || n_extra > 6) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %d extra constants (0 .. 6)", shape, n_extra);
     char aliases[64];
     snprintf(aliases, sizeof aliases, "alias T = %s;\nalias R = %s;\n", c->type, c->result);
     const char *src[3] = {"enable f16;\n", aliases, lean_gpu_shader(shader)};
     if (!src[2]) return LEAN_FAIL(err, LEAN_ERR_ARG, "no shader '%s'", shader);
-    lean_gpu_const k[8] = {{"M", 'u', c->m}, {"N", 'u', c->n}, {"K", 'u', c->k},
+    lean_gpu_const k[10] = {{"M", 'u', c->m}, {"N", 'u', c->n}, {"K", 'u', c->k},
                            {"WG", 'u', in->subgroup_max_size ? in->subgroup_max_size : 64}};
     for (int i = 0; i < n_extra; i++) k[4 + i] = extra[i];
     char label[160];
@@ -92,67 +92,131 @@ static uint32_t type_bytes(const char *t) {
     return !strcmp(t, "f16") ? 2 : 4;
 }
 
-/* ---- the probe ---- */
+/* ---- checks: a kernel's product on small integers against the CPU's ---- */
 
-lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
-                                  char *report, size_t cap, lean_error *err) {
-    char shape[96];
-    shape_name(c, shape, sizeof shape);
-    *pass = false;
-    report[0] = 0;
-    lean_gpu_pipeline *p = NULL;
-    lean_status st = lean_gpu_matrix_pipeline(g, c, "matrix_probe", NULL, 0, &p, err);
-    if (st != LEAN_OK) return st;
-    if (!run) {
-        *pass = true;
-        snprintf(report, cap, "compiled %s (not run)", shape);
-        return LEAN_OK;
-    }
+/* out[i][j] = c[i][j] (when there is a c) + sum over l of a[i a_i + l a_l] * b[l b_l + j b_j],
+ * for i < n_i, j < n_j, l < n_l; out and c (n_i, n_j) row-major. */
+typedef struct product {
+    uint32_t n_i, n_j, n_l;
+    uint32_t a_i, a_l, b_l, b_j;
+    bool has_c;
+} product;
 
+/* Fills a, b (and c), runs p on (gx, gy) workgroups, reads out back and compares: *pass and a
+ * line in report. The bindings: a, b, (c,) out. */
+static lean_status check_product(lean_gpu *g, const lean_gpu_matrix_config *c, lean_gpu_pipeline *p, uint32_t gx,
+                                 uint32_t gy, const product *pr, const char *what, bool *pass, char *report,
+                                 size_t cap, lean_error *err) {
     const uint32_t ta = type_bytes(c->type), tr = type_bytes(c->result);
-    const uint32_t n_a = c->m * c->k, n_b = c->k * c->n, n_c = c->m * c->n;
-    uint8_t host_a[64 * 64 * 4], host_b[64 * 64 * 4], host_c[64 * 64 * 4], got[64 * 64 * 4];
-    probe_fill(c->type, 0, n_a, host_a);
-    probe_fill(c->type, 1, n_b, host_b);
-    probe_fill(c->result, 2, n_c, host_c);
+    const uint32_t n_a = (pr->n_i - 1) * pr->a_i + (pr->n_l - 1) * pr->a_l + 1;
+    const uint32_t n_b = (pr->n_l - 1) * pr->b_l + (pr->n_j - 1) * pr->b_j + 1, n_out = pr->n_i * pr->n_j;
+    const int n_in = pr->has_c ? 3 : 2;
+    const uint64_t bytes[4] = {((uint64_t)n_a * ta + 3) & ~3ull, ((uint64_t)n_b * ta + 3) & ~3ull,
+                               ((uint64_t)n_out * tr + 3) & ~3ull, ((uint64_t)n_out * tr + 3) & ~3ull};
+    uint8_t *host[4] = {lean_malloc(bytes[0]), lean_malloc(bytes[1]), lean_malloc(bytes[2]), lean_malloc(bytes[3])};
     lean_gpu_buf *buf[4] = {NULL};
-    const uint64_t bytes[4] = {(uint64_t)n_a * ta, (uint64_t)n_b * ta, (uint64_t)n_c * tr, (uint64_t)n_c * tr};
-    const void *data[3] = {host_a, host_b, host_c};
-    static const char *const names[4] = {"matrix_probe a", "matrix_probe b", "matrix_probe c", "matrix_probe out"};
-    for (int i = 0; i < 4 && st == LEAN_OK; i++) {
-        st = lean_gpu_buf_create(g, bytes[i], LEAN_GPU_STORAGE, names[i], &buf[i], err);
-        if (st == LEAN_OK && i < 3) st = lean_gpu_buf_write(g, buf[i], 0, data[i], (bytes[i] + 3) & ~3ull, err);
-    }
     lean_gpu_bindgroup *bg = NULL;
     lean_gpu_cmd *cmd = NULL;
+    lean_status st = LEAN_OK;
+    if (!host[0] || !host[1] || !host[2] || !host[3]) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: no memory", what);
+    if (st == LEAN_OK) {
+        probe_fill(c->type, 0, n_a, host[0]);
+        probe_fill(c->type, 1, n_b, host[1]);
+        probe_fill(c->result, 2, n_out, host[2]); /* c, when there is one */
+    }
+    for (int i = 0; i <= n_in && st == LEAN_OK; i++) { /* the inputs, then out (bytes[3]: out's size) */
+        const uint64_t n = i == n_in ? bytes[3] : bytes[i];
+        st = lean_gpu_buf_create(g, n, LEAN_GPU_STORAGE, what, &buf[i], err);
+        if (st == LEAN_OK && i < n_in) st = lean_gpu_buf_write(g, buf[i], 0, host[i], n, err);
+    }
     const lean_gpu_bind binds[4] = {{buf[0], 0, 0}, {buf[1], 0, 0}, {buf[2], 0, 0}, {buf[3], 0, 0}};
-    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, p, binds, 4, "matrix_probe", &bg, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, p, binds, n_in + 1, what, &bg, err);
     if (st == LEAN_OK) st = lean_gpu_begin(g, &cmd, err);
     if (st == LEAN_OK) {
-        lean_gpu_dispatch(cmd, p, bg, 1, 1, 1);
+        lean_gpu_dispatch(cmd, p, bg, gx, gy, 1);
         st = lean_gpu_submit(cmd, err);
     }
-    if (st == LEAN_OK) st = lean_gpu_buf_read(g, buf[3], 0, got, (bytes[3] + 3) & ~3ull, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_read(g, buf[n_in], 0, host[3], bytes[3], err);
     if (st == LEAN_OK) {
         uint32_t bad = 0, first = 0;
         double want_first = 0, got_first = 0;
-        for (uint32_t i = 0; i < c->m; i++)
-            for (uint32_t j = 0; j < c->n; j++) {
-                double want = probe_read(c->result, host_c + (size_t)(i * c->n + j) * tr);
-                for (uint32_t l = 0; l < c->k; l++)
-                    want += probe_read(c->type, host_a + (size_t)(i * c->k + l) * ta) *
-                            probe_read(c->type, host_b + (size_t)(l * c->n + j) * ta);
-                const double have = probe_read(c->result, got + (size_t)(i * c->n + j) * tr);
-                if (have != want && bad++ == 0) first = i * c->n + j, want_first = want, got_first = have;
+        for (uint32_t i = 0; i < pr->n_i; i++)
+            for (uint32_t j = 0; j < pr->n_j; j++) {
+                const uint32_t o = i * pr->n_j + j;
+                double want = pr->has_c ? probe_read(c->result, host[2] + (size_t)o * tr) : 0;
+                for (uint32_t l = 0; l < pr->n_l; l++)
+                    want += probe_read(c->type, host[0] + (size_t)(i * pr->a_i + l * pr->a_l) * ta) *
+                            probe_read(c->type, host[1] + (size_t)(l * pr->b_l + j * pr->b_j) * ta);
+                const double have = probe_read(c->result, host[3] + (size_t)o * tr);
+                if (have != want && bad++ == 0) first = o, want_first = want, got_first = have;
             }
         *pass = bad == 0;
         if (bad)
             snprintf(report, cap, "FAIL %s: %u of %u values differ from the CPU's; the first, row %u column %u: %g, "
-                     "the CPU's %g", shape, bad, n_c, first / c->n, first % c->n, got_first, want_first);
+                     "the CPU's %g", what, bad, n_out, first / pr->n_j, first % pr->n_j, got_first, want_first);
         else
-            snprintf(report, cap, "PASS %s: all %u values equal the CPU's", shape, n_c);
+            snprintf(report, cap, "PASS %s: all %u values equal the CPU's", what, n_out);
     }
     lean_gpu_bindgroup_free(bg);
-    for (int i = 0; i < 4; i++) lean_gpu_buf_free(buf[i]);
+    for (int i = 0; i < 4; i++) lean_gpu_buf_free(buf[i]), lean_free(host[i]);
     return st;
+}
+
+/* ---- the probe and the matmul ---- */
+
+lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
+                                  char *report, size_t cap, lean_error *err) {
+    char what[128];
+    shape_name(c, what + snprintf(what, sizeof what, "probe "), sizeof what - 6);
+    *pass = false;
+    report[0] = 0;
+    lean_gpu_pipeline *p = NULL;
+    lean_status st = lean_gpu_matrix_pipeline(g, c, "matrix_probe", NULL, 0, &p, err);
+    if (st != LEAN_OK || !run) {
+        *pass = st == LEAN_OK;
+        if (st == LEAN_OK) snprintf(report, cap, "compiled %s (not run)", what);
+        return st;
+    }
+    const product pr = {c->m, c->n, c->k, c->k, 1, c->n, 1, true};
+    return check_product(g, c, p, 1, 1, &pr, what, pass, report, cap, err);
+}
+
+lean_status lean_gpu_matrix_gemm_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const lean_gpu_gemm *m,
+                                          lean_gpu_pipeline **out, uint32_t groups[2], lean_error *err) {
+    if (m->tm < 1 || m->tn < 1 || m->tm > 4 || m->tn > 4)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matrix_gemm: blocks of %u x %u matrices (1 .. 4 each)", m->tm, m->tn);
+    if (!m->rows || !m->cols || !m->depth || m->rows % (m->tm * c->m) || m->cols % (m->tn * c->n) ||
+        m->depth % c->k)
+        return LEAN_FAIL(err, LEAN_ERR_ARG,
+                         "matrix_gemm: %u x %u x %u is not a multiple of the block (%u rows, %u columns, depth %u)",
+                         m->rows, m->cols, m->depth, m->tm * c->m, m->tn * c->n, c->k);
+    if ((uint64_t)m->rows * m->depth >= 1ull << 32 || (uint64_t)m->cols * m->depth >= 1ull << 32 ||
+        (uint64_t)m->rows * m->cols >= 1ull << 32)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "matrix_gemm: %u x %u x %u passes u32 indices", m->rows, m->cols, m->depth);
+    groups[0] = m->cols / (m->tn * c->n), groups[1] = m->rows / (m->tm * c->m);
+    const lean_gpu_const k[] = {{"TM", 'u', m->tm},     {"TN", 'u', m->tn},       {"ROWS", 'u', m->rows},
+                                {"COLS", 'u', m->cols}, {"DEPTH", 'u', m->depth}};
+    return lean_gpu_matrix_pipeline(g, c, "matrix_gemm", k, 5, out, err);
+}
+
+lean_status lean_gpu_matrix_gemm_check(lean_gpu *g, const lean_gpu_matrix_config *c, const lean_gpu_gemm *m, bool run,
+                                       bool *pass, char *report, size_t cap, lean_error *err) {
+    char what[160];
+    const int n = snprintf(what, sizeof what, "gemm %ux%ux%u in blocks of %ux%u, ", m->rows, m->cols, m->depth, m->tm,
+                           m->tn);
+    shape_name(c, what + n, sizeof what - (size_t)n);
+    *pass = false;
+    report[0] = 0;
+    if (m->depth > 340) /* probe_value's bound: every sum exact in f16 */
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: a depth over 340 is not exact in f16", what);
+    lean_gpu_pipeline *p = NULL;
+    uint32_t groups[2];
+    lean_status st = lean_gpu_matrix_gemm_pipeline(g, c, m, &p, groups, err);
+    if (st != LEAN_OK || !run) {
+        *pass = st == LEAN_OK;
+        if (st == LEAN_OK) snprintf(report, cap, "compiled %s (not run)", what);
+        return st;
+    }
+    const product pr = {m->rows, m->cols, m->depth, m->depth, 1, 1, m->depth, false};
+    return check_product(g, c, p, groups[0], groups[1], &pr, what, pass, report, cap, err);
 }
