@@ -54,6 +54,13 @@
 #              (scripts/make_lora.py adapter, rank ${RANK:-8}, every weight) per model, then `lean
 #              run --backend gpu` with and without it, interleaved ROUNDS times (default 3): a
 #              128-id prompt, 256 greedy ids; prints each run's prefill and decode tokens/s
+#          bash scripts/h200_gpu.sh matrix        # Dawn's subgroup matrices (tensor cores; issue 29
+#              item 3): tests/test_gpu_matrix prints the shapes the adapter offers and runs
+#              shaders/matrix_probe.wgsl and matrix_gemm.wgsl (a small matmul) on each against
+#              the CPU: PASS/FAIL per shape, with the compiler's error where one is refused; then
+#              `gpu_bench matrix`: each shape's TFLOP/s, register-held peak (tensor cores or
+#              not) and a 512x2048x2048 matmul. DUMP=1 adds Dawn's log of what it compiled
+#              each kernel to (SPIR-V) in $OUT/h200-matrix-dump.txt. Carry: .gl build/webgpu
 #          bash scripts/h200_gpu.sh threads MODEL... # CPU thread scaling, native and the threaded
 #                                                  # wasm32 build under Deno: carry build/deno.xz
 #                                                  # and build-wasm-mt/lean.wasm (`make wasm-mt`)
@@ -92,6 +99,15 @@ tests)
     tests=$(for n in $names; do echo build-dev/tests/$n; done)
     make -j16 BUILD=build-dev $tests >>/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
     for t in $tests; do echo "== $t"; timeout 300 "$t" 2>&1 | tail -40; done | tee "$out/h200-tests.txt"
+    ;;
+matrix)
+    make -j16 BUILD=build-dev build-dev/tests/test_gpu_matrix build-dev/gpu_bench >>/tmp/build.log 2>&1 ||
+        { tail -30 /tmp/build.log; exit 1; }
+    if [ -n "${DUMP:-}" ]; then
+        LEAN_GPU_DUMP=1 timeout 300 build-dev/tests/test_gpu_matrix >"$out/h200-matrix-dump.txt" 2>&1
+        echo "Dawn's log: $out/h200-matrix-dump.txt, $(grep -c OpCooperativeMatrix "$out/h200-matrix-dump.txt") lines of cooperative-matrix SPIR-V"
+    fi
+    { timeout 300 build-dev/tests/test_gpu_matrix; timeout 120 build-dev/gpu_bench matrix; } 2>&1 | tee "$out/h200-matrix.txt"
     ;;
 bench)
     for spec in "$@"; do

@@ -275,10 +275,16 @@ static lean_status await_request(lean_gpu *g, WGPUFuture (*start)(lean_gpu *, gp
 }
 
 static WGPUFuture start_adapter(lean_gpu *g, gpu_async *r) {
+    /* Adapters offer Dawn's experimental features (subgroup matrices) only under this toggle. */
+    const char *enabled[2] = {"allow_unsafe_apis"};
+    size_t n_enabled = 1;
+    if (g->opt.nvidia_f16) enabled[n_enabled++] = "vulkan_enable_f16_on_nvidia";
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, n_enabled, enabled, 0, NULL};
     /* the default request first, then OpenGL ES at the compatibility level (open_adapter) */
-    WGPURequestAdapterOptions opt = {NULL, WGPUFeatureLevel_Undefined, WGPUPowerPreference_HighPerformance, 0,
-                                     WGPUBackendType_Undefined, NULL};
-    if (g->open_stage == 1) opt.featureLevel = WGPUFeatureLevel_Compatibility, opt.backendType = WGPUBackendType_OpenGLES;
+    WGPURequestAdapterOptions opt = {&toggles.chain, WGPUFeatureLevel_Undefined, WGPUPowerPreference_HighPerformance,
+                                     0, WGPUBackendType_Undefined, NULL};
+    if (g->opt.null_backend) opt.backendType = WGPUBackendType_Null;
+    else if (g->open_stage == 1) opt.featureLevel = WGPUFeatureLevel_Compatibility, opt.backendType = WGPUBackendType_OpenGLES;
     WGPURequestAdapterCallbackInfo info = {NULL, WGPUCallbackMode_WaitAnyOnly, on_adapter, r, NULL};
     return g->w.InstanceRequestAdapter(g->instance, &opt, info);
 }
@@ -300,7 +306,7 @@ static WGPUAdapter request_adapter(lean_gpu *g, char *why, size_t cap, lean_stat
         got = ai.backendType;
         g->w.AdapterInfoFreeMembers(ai);
     }
-    if (got == WGPUBackendType_Null || got == WGPUBackendType_Undefined) {
+    if ((got == WGPUBackendType_Null && !g->opt.null_backend) || got == WGPUBackendType_Undefined) {
         snprintf(why, cap, "only the %s backend", backend_name(got));
         g->w.AdapterRelease(adapter);
         return NULL;
@@ -315,7 +321,7 @@ static lean_status open_adapter(lean_gpu *g, lean_error *err) {
         snprintf(g->why[0], sizeof g->why[0], "no Vulkan loader (libvulkan.so.1)");
         /* Without a Vulkan loader the default request can only end at the Null backend; skipping
          * it also spares stderr Dawn's "Couldn't load Vulkan" warning. */
-        if (gpu_default_request_useful(g->library)) g->adapter = request_adapter(g, g->why[0], sizeof g->why[0], &st);
+        if (g->opt.null_backend || gpu_default_request_useful(g->library)) g->adapter = request_adapter(g, g->why[0], sizeof g->why[0], &st);
         if (st == LEAN_PENDING) return st;
         g->open_stage = g->adapter ? 2 : 1;
     }
@@ -348,11 +354,14 @@ static WGPUFuture start_device(lean_gpu *g, gpu_async *r) {
     WGPULimits limits = {.nextInChain = NULL};
     (void)g->w.AdapterGetLimits(g->adapter, &limits);
     static const WGPUFeatureName optional[] = {WGPUFeatureName_ShaderF16, WGPUFeatureName_Subgroups,
-                                               WGPUFeatureName_TimestampQuery};
-    WGPUFeatureName features[3];
+                                               WGPUFeatureName_TimestampQuery,
+                                               WGPUFeatureName_ChromiumExperimentalSubgroupMatrix};
+    WGPUFeatureName features[4];
     size_t n_features = 0;
-    for (size_t i = 0; i < 3; i++)
-        if (g->w.AdapterHasFeature(g->adapter, optional[i])) features[n_features++] = optional[i];
+    for (size_t i = 0; i < 4; i++)
+        if (g->w.AdapterHasFeature(g->adapter, optional[i]) &&
+            !(optional[i] == WGPUFeatureName_ChromiumExperimentalSubgroupMatrix && g->matrix_refused))
+            features[n_features++] = optional[i];
 
     WGPUDeviceDescriptor desc = {.label = gpu_sv("lean"),
                                  .requiredFeatureCount = n_features,
@@ -367,8 +376,8 @@ static WGPUFuture start_device(lean_gpu *g, gpu_async *r) {
     /* Dawn clamps every storage index unless told not to; our kernels keep theirs in range by
      * construction (shapes checked when a pipeline is made, ids clamped in-kernel), and the
      * clamps cost prefill time (docs/runs/2026-12-03-gpu-h200-table-2.md). */
-    const char *enabled[2] = {"disable_robustness"};
-    size_t n_enabled = 1;
+    const char *enabled[3] = {"disable_robustness", "allow_unsafe_apis"}; /* the latter: as the adapter's */
+    size_t n_enabled = 2;
     if (g->dump) enabled[n_enabled++] = "dump_shaders"; /* what Dawn compiled each kernel to */
     WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, n_enabled, enabled,
                                          g->opt.profile, unquantized};
@@ -384,6 +393,12 @@ static lean_status open_device(lean_gpu *g, lean_error *err) {
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "the adapter did not report its limits");
     gpu_async r = {.done = false};
     lean_status st = await_request(g, start_device, "the device", &r, err);
+    if (st == LEAN_OK && !r.ok && !g->matrix_refused &&
+        g->w.AdapterHasFeature(g->adapter, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix)) {
+        /* an experimental feature must not cost the device: ask again without it */
+        g->matrix_refused = true;
+        st = await_request(g, start_device, "the device", &r, err);
+    }
     if (st != LEAN_OK) return st;
     if (!r.ok)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "no WebGPU device on '%s': %s", g->info.adapter,
@@ -406,6 +421,34 @@ static bool is_software_rasterizer(const char *name) {
     return false;
 }
 
+static const char *matrix_type(WGPUSubgroupMatrixComponentType t) {
+    switch (t) {
+    case WGPUSubgroupMatrixComponentType_F32: return "f32";
+    case WGPUSubgroupMatrixComponentType_F16: return "f16";
+    case WGPUSubgroupMatrixComponentType_U32: return "u32";
+    case WGPUSubgroupMatrixComponentType_I32: return "i32";
+    default: return "?";
+    }
+}
+
+/* The subgroup-matrix shapes the adapter offers, from its info's chained struct. */
+static void fill_matrix_configs(lean_gpu *g) {
+    lean_gpu_info *in = &g->info;
+    if (!g->w.AdapterHasFeature(g->adapter, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix)) return;
+    WGPUAdapterPropertiesSubgroupMatrixConfigs mc = {{NULL, WGPUSType_AdapterPropertiesSubgroupMatrixConfigs}, 0, NULL};
+    WGPUAdapterInfo ai = {.nextInChain = &mc.chain};
+    if (g->w.AdapterGetInfo(g->adapter, &ai) != WGPUStatus_Success) return;
+    for (size_t i = 0; i < mc.configCount && mc.configs && in->n_matrix_configs < LEAN_GPU_MATRIX_CONFIGS_MAX; i++) {
+        const WGPUSubgroupMatrixConfig *c = &mc.configs[i];
+        lean_gpu_matrix_config *o = &in->matrix_configs[in->n_matrix_configs++];
+        snprintf(o->type, sizeof o->type, "%s", matrix_type(c->componentType));
+        snprintf(o->result, sizeof o->result, "%s", matrix_type(c->resultComponentType));
+        o->m = c->M, o->n = c->N, o->k = c->K;
+    }
+    g->w.AdapterInfoFreeMembers(ai);
+    if (g->w.AdapterPropertiesSubgroupMatrixConfigsFreeMembers) g->w.AdapterPropertiesSubgroupMatrixConfigsFreeMembers(mc);
+}
+
 static void fill_adapter_info(lean_gpu *g) {
     lean_gpu_info *in = &g->info;
     WGPUAdapterInfo ai = {.nextInChain = NULL};
@@ -421,6 +464,7 @@ static void fill_adapter_info(lean_gpu *g) {
     in->subgroup_min_size = ai.subgroupMinSize;
     in->subgroup_max_size = ai.subgroupMaxSize;
     g->w.AdapterInfoFreeMembers(ai);
+    fill_matrix_configs(g);
 }
 
 /* What the device was granted (not what the adapter offered). */
@@ -432,6 +476,7 @@ static lean_status fill_device_info(lean_gpu *g, lean_error *err) {
     in->shader_f16 = g->w.DeviceHasFeature(g->device, WGPUFeatureName_ShaderF16);
     in->subgroups = g->w.DeviceHasFeature(g->device, WGPUFeatureName_Subgroups);
     in->timestamp_query = g->w.DeviceHasFeature(g->device, WGPUFeatureName_TimestampQuery);
+    in->subgroup_matrix = g->w.DeviceHasFeature(g->device, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix);
     in->packed_dot = g->w.InstanceHasWGSLLanguageFeature &&
                      g->w.InstanceHasWGSLLanguageFeature(g->instance, WGPUWGSLLanguageFeatureName_Packed4x8IntegerDotProduct);
     if (!in->subgroups) in->subgroup_min_size = in->subgroup_max_size = 0;
@@ -486,15 +531,36 @@ lean_gpu_options *lean_gpu_options_of(lean_gpu *g) {
     return &g->opt;
 }
 
+/* "matrices       ..." of lean_gpu_describe: each shape as TYPE MxK * TYPE KxN -> RESULT MxN. */
+static void describe_matrices(const lean_gpu_info *in, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "matrices       %s",
+                                in->subgroup_matrix ? "subgroup matrices (chromium_experimental_subgroup_matrix):"
+                                : in->n_matrix_configs ? "offered, but the device was refused them:"
+                                                       : "no subgroup matrices");
+    for (uint32_t i = 0; i < in->n_matrix_configs && n < cap; i++) {
+        const lean_gpu_matrix_config *c = &in->matrix_configs[i];
+        n += (size_t)snprintf(buf + n, cap - n, "%s %s %ux%u * %ux%u -> %s %ux%u", i ? "," : "", c->type, c->m, c->k,
+                              c->k, c->n, c->result, c->m, c->n);
+    }
+    if (in->n_matrix_configs && !in->shader_f16 && n < cap)
+        for (uint32_t i = 0; i < in->n_matrix_configs; i++)
+            if (!strcmp(in->matrix_configs[i].type, "f16") || !strcmp(in->matrix_configs[i].result, "f16")) {
+                snprintf(buf + n, cap - n, " (f16 ones need shader-f16, which this device lacks)");
+                break;
+            }
+}
+
 void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
     const lean_gpu_info *in = &g->info;
-    char subgroup[48] = "";
+    char subgroup[48] = "", matrices[512];
     if (in->subgroups) snprintf(subgroup, sizeof subgroup, " (size %u-%u)", in->subgroup_min_size, in->subgroup_max_size);
+    describe_matrices(in, matrices, sizeof matrices);
     snprintf(buf, cap,
              "adapter        %s%s%s\n"
              "vendor         %s%s%s\n"
              "backend        %s, %s level%s\n"
              "features       shader-f16 %s, subgroups %s%s, timestamp-query %s\n"
+             "%s\n"
              "prefill        %s%s\n"
              "storage        binding %llu MiB, buffer %llu MiB, %u buffers per stage\n"
              "workgroups     %u invocations, size %u x %u x %u, %u per dimension, %u KiB shared\n"
@@ -503,7 +569,7 @@ void lean_gpu_describe(const lean_gpu *g, char *buf, size_t cap) {
              in->adapter, g->description[0] ? ", " : "", g->description, in->vendor[0] ? in->vendor : "(unknown)",
              in->architecture[0] ? ", " : "", in->architecture, in->backend,
              in->feature_level, in->software ? ", software (CPU) adapter" : "", in->shader_f16 ? "yes" : "no",
-             in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no",
+             in->subgroups ? "yes" : "no", subgroup, in->timestamp_query ? "yes" : "no", matrices,
              lean_gpu_f16(g) ? "f16 path (matmuls in f16, shaders/tiled_f16.wgsl; --exact: F32)"
              : in->shader_f16 ? "F32 path (--exact)" : "F32 path (no shader-f16)",
              lean_gpu_int8(g) ? "; quantized prefill on 8-bit dot products (--exact: off)"

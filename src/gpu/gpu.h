@@ -25,6 +25,15 @@ typedef struct lean_gpu_pipeline lean_gpu_pipeline;   /* a compute pipeline, lay
 typedef struct lean_gpu_bindgroup lean_gpu_bindgroup; /* bind group 0 of a pipeline */
 typedef struct lean_gpu_cmd lean_gpu_cmd;             /* a command buffer being recorded */
 
+/* A subgroup-matrix shape the adapter offers (webgpu.h's WGPUSubgroupMatrixConfig): left (m
+ * rows, k columns) x right (k rows, n columns) + result (m rows, n columns), computed by one
+ * subgroup; the types by their WGSL names ("f32", "f16", "u32", "i32"). */
+typedef struct lean_gpu_matrix_config {
+    char type[4], result[4];
+    uint32_t m, n, k;
+} lean_gpu_matrix_config;
+enum { LEAN_GPU_MATRIX_CONFIGS_MAX = 16 };
+
 /* What the adapter is and what the device was created with (the adapter's own limits,
  * requested explicitly; the optional features only when offered). */
 typedef struct lean_gpu_info {
@@ -45,6 +54,11 @@ typedef struct lean_gpu_info {
     uint32_t max_workgroup_x, max_workgroup_y, max_workgroup_z;
     uint32_t max_workgroups_per_dim;
     uint32_t min_storage_offset_align, min_uniform_offset_align;
+    /* Dawn's chromium_experimental_subgroup_matrix: granted on the device (where the adapter
+     * offers it), and the shapes the adapter offers (the first LEAN_GPU_MATRIX_CONFIGS_MAX) */
+    bool subgroup_matrix;
+    uint32_t n_matrix_configs;
+    lean_gpu_matrix_config matrix_configs[LEAN_GPU_MATRIX_CONFIGS_MAX];
 } lean_gpu_info;
 
 /* The choices a device is opened with; {0} is the library's own: the f16 path and the 8-bit
@@ -76,6 +90,11 @@ typedef struct lean_gpu_options {
                              * (16: greedy blocks of 16 ids, 8 sampled steps in flight), so that
                              * the steps run ahead do not depend on timing; 0: from the measured
                              * step time (forward.c, gen_pace) */
+    /* Native Dawn only: the adapter toggle vulkan_enable_f16_on_nvidia (Dawn withholds
+     * shader-f16 from NVIDIA's Vulkan driver without it), for f16 subgroup matrices there */
+    bool nvidia_f16;
+    bool null_backend; /* tests: Dawn's Null backend, which offers every feature and runs nothing
+                        * (shaders are compiled and checked, results are never computed) */
 } lean_gpu_options;
 
 /* Finds a webgpu.h library (LEAN_WEBGPU_LIB, then the copy the setup step installs next to
@@ -205,6 +224,37 @@ typedef struct lean_gpu_bind {
 lean_status lean_gpu_bindgroup_create(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *binds, int n,
                                       const char *label, lean_gpu_bindgroup **out, lean_error *err);
 void lean_gpu_bindgroup_free(lean_gpu_bindgroup *bg);
+
+/* ---- subgroup matrices (matrix.c) ---- */
+/* Runs shaders/matrix_probe.wgsl for shape c: one multiply-accumulate of small integers (exact
+ * in every type) on the device, compared with the CPU's. run false: compiled only (Dawn's Null
+ * backend, which runs nothing). *pass, and a line in report: "PASS ...", "FAIL ... the first
+ * difference", or "compiled ... (not run)". LEAN_ERR_UNSUPPORTED where the device lacks
+ * subgroup matrices, an f16 shape lacks shader-f16, or the compiler rejects the kernel (its
+ * message in err). */
+/* A pipeline of shaders/SHADER.wgsl for shape c: aliases T (c->type) and R (c->result), the
+ * constants M, N, K, WG (the adapter's largest subgroup size: Dawn wants a workgroup's x size
+ * a multiple of it where subgroup matrices are used) and up to 6 extra; `enable f16` where a
+ * type is f16. LEAN_ERR_UNSUPPORTED as lean_gpu_matrix_probe says. */
+lean_status lean_gpu_matrix_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const char *shader,
+                                     const lean_gpu_const *extra, int n_extra, lean_gpu_pipeline **out,
+                                     lean_error *err);
+lean_status lean_gpu_matrix_probe(lean_gpu *g, const lean_gpu_matrix_config *c, bool run, bool *pass,
+                                  char *report, size_t cap, lean_error *err);
+
+/* matrix_gemm.wgsl, the engine of a matmul on subgroup matrices (not in the forward pass yet):
+ * out (rows, cols) = a (rows, depth) * b (cols, depth)^T, each workgroup a block of tm x tn
+ * of c's matrices; rows, cols and depth multiples of the block (tm c->m, tn c->n, c->k). The
+ * pipeline and its workgroup counts (x, y); the check runs it on small integers against the
+ * CPU (depth at most 340, so every sum is exact in f16) as lean_gpu_matrix_probe does. */
+typedef struct lean_gpu_gemm {
+    uint32_t rows, cols, depth; /* elements */
+    uint32_t tm, tn;            /* 1 .. 4 each */
+} lean_gpu_gemm;
+lean_status lean_gpu_matrix_gemm_pipeline(lean_gpu *g, const lean_gpu_matrix_config *c, const lean_gpu_gemm *m,
+                                          lean_gpu_pipeline **out, uint32_t groups[2], lean_error *err);
+lean_status lean_gpu_matrix_gemm_check(lean_gpu *g, const lean_gpu_matrix_config *c, const lean_gpu_gemm *m, bool run,
+                                       bool *pass, char *report, size_t cap, lean_error *err);
 
 /* ---- recording and submitting work ---- */
 /* Consecutive dispatches share one compute pass; a copy ends the pass. Nothing runs until

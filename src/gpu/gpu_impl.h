@@ -102,6 +102,7 @@ struct lean_gpu {
     gpu_req *req;          /* lean_gpu_open's adapter or device request in flight (pump mode) */
     int open_stage;        /* lean_gpu_open: 0 default adapter request, 1 OpenGL ES, 2 device */
     char why[2][256];      /* lean_gpu_open: why each adapter request found none */
+    bool matrix_refused;   /* lean_gpu_open: the device request with subgroup matrices failed */
 };
 
 /* native.c: fills *w with the functions of the first webgpu.h library found (native.c's header

@@ -51,7 +51,7 @@ static const struct {
     SYM(CommandEncoderRelease), SYM(CommandBufferRelease), SYM(ComputePassEncoderSetPipeline),
     SYM(ComputePassEncoderSetBindGroup), SYM(ComputePassEncoderDispatchWorkgroups),
     SYM(ComputePassEncoderEnd), SYM(ComputePassEncoderRelease), SYM(QuerySetDestroy), SYM(QuerySetRelease),
-    OPT(DeviceSetLoggingCallback),
+    OPT(DeviceSetLoggingCallback), OPT(AdapterPropertiesSubgroupMatrixConfigsFreeMembers),
 };
 #undef SYM
 #undef OPT

@@ -693,6 +693,7 @@ lean_status gpu_load_library(wgpu_api *w, char *path, size_t path_cap, bool *pum
         CommandEncoderRelease, CommandBufferRelease, ComputePassEncoderSetPipeline, ComputePassEncoderSetBindGroup,
         ComputePassEncoderDispatchWorkgroups, ComputePassEncoderEnd, ComputePassEncoderRelease, QuerySetDestroy,
         QuerySetRelease, NULL /* DeviceSetLoggingCallback: Dawn's own */,
+        NULL /* AdapterPropertiesSubgroupMatrixConfigsFreeMembers: no subgroup matrices here */,
     };
     snprintf(path, path_cap, "JavaScript (navigator.gpu%s)", *pump ? ", no JSPI" : "");
     return LEAN_OK;

@@ -373,6 +373,43 @@ typedef struct WGPUDawnTogglesDescriptor {
     const char *const *disabledToggles; /* 0x28 */
 } WGPUDawnTogglesDescriptor;
 
+/* Dawn's experimental subgroup matrices (WGSL `enable chromium_experimental_subgroup_matrix;`,
+ * Vulkan's cooperative matrices underneath). Not in the library's debug info: the values were
+ * read from the library itself, each by name — asking a device for feature 0x50037 where it is
+ * missing fails "Requested feature FeatureName::ChromiumExperimentalSubgroupMatrix is not
+ * supported", chaining sType 0x5003B into wgpuAdapterGetInfo there fails "Feature
+ * ChromiumExperimentalSubgroupMatrix is not available", its formatter maps component types
+ * 1-4 to F32, F16, U32, I32 (this build has no U8/I8), and its SubgroupMatrixConfig and
+ * AdapterPropertiesSubgroupMatrixConfigs operator== compare the offsets below
+ * (tests/test_gpu_matrix.c holds the values to the library on Dawn's Null backend). Adapters
+ * expose the feature only when asked for with the allow_unsafe_apis toggle (device.c). */
+#define WGPUFeatureName_ChromiumExperimentalSubgroupMatrix ((WGPUFeatureName)0x00050037)
+#define WGPUSType_AdapterPropertiesSubgroupMatrixConfigs ((WGPUSType)0x0005003B)
+typedef enum WGPUSubgroupMatrixComponentType {
+    WGPUSubgroupMatrixComponentType_F32 = 1,
+    WGPUSubgroupMatrixComponentType_F16 = 2,
+    WGPUSubgroupMatrixComponentType_U32 = 3,
+    WGPUSubgroupMatrixComponentType_I32 = 4,
+} WGPUSubgroupMatrixComponentType;
+
+/* One multiply-accumulate shape: left (M rows, K columns) x right (K rows, N columns) + result
+ * (M rows, N columns), left and right of componentType, the result of resultComponentType. */
+typedef struct WGPUSubgroupMatrixConfig {
+    WGPUSubgroupMatrixComponentType componentType;       /* 0x00 */
+    WGPUSubgroupMatrixComponentType resultComponentType; /* 0x04 */
+    uint32_t M;                                          /* 0x08 */
+    uint32_t N;                                          /* 0x0c */
+    uint32_t K;                                          /* 0x10 */
+} WGPUSubgroupMatrixConfig;
+
+/* Chained into WGPUAdapterInfo.nextInChain: the library fills both members (its own array,
+ * freed with wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers). */
+typedef struct WGPUAdapterPropertiesSubgroupMatrixConfigs {
+    WGPUChainedStruct chain;                 /* 0x00 */
+    size_t configCount;                      /* 0x10 */
+    const WGPUSubgroupMatrixConfig *configs; /* 0x18 */
+} WGPUAdapterPropertiesSubgroupMatrixConfigs;
+
 typedef struct WGPUCommandEncoderDescriptor {
     WGPUChainedStruct *nextInChain; /* 0x00 */
     WGPUStringView label;           /* 0x08 */
@@ -475,6 +512,8 @@ typedef struct wgpu_api {
 
     /* optional (NULL where the library has none): Dawn's own */
     void (*DeviceSetLoggingCallback)(WGPUDevice device, WGPULoggingCallbackInfo info);
+    void (*AdapterPropertiesSubgroupMatrixConfigsFreeMembers)(
+        WGPUAdapterPropertiesSubgroupMatrixConfigs configs); /* may be NULL (an older library) */
 } wgpu_api;
 
 #endif
