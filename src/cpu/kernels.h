@@ -74,6 +74,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- activation formats (quant_act.c) ---- */
 
@@ -119,6 +120,17 @@ static inline void lean_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8])
         sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
         m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+/* lean_k4_scales' sc[8] and m[8] as the bytes of two u64 (byte j = sc[j], m[j]; ggml's masks),
+ * in registers: bytes stored one at a time and read back as a vector would stall
+ * store-to-load forwarding. Little-endian (every target lean builds for). */
+static inline void lean_k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    *sc = (u[0] & lo6) | (uint64_t)((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)) << 32;
+    *m = (u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)) << 32;
 }
 
 /* The exact kernels' formats (kernels.h "exact"), as the tiles' f argument of every ISA file,

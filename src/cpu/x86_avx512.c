@@ -324,13 +324,16 @@ AVX512_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     }
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    uint8_t sc[8], m[8];
-    lean_k4_scales(b + 4, sc, m);
-    int16_t mins[16];
-    for (int j = 0; j < 8; j++) mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
+    /* the scales and mins as i16 lanes 0..7 and 8..15 of one vector, spread by permutes (the
+     * scalar unpacking and a store-to-load round trip of the mins cost more than the dot
+     * products of a decode step: docs/runs/2026-12-05-llamacpp-cpu.md) */
+    uint64_t sc, m;
+    lean_k4_scales64(b + 4, &sc, &m);
+    const __m512i sm = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_set_epi64x((long long)m, (long long)sc)));
     for (int p = 0; p < 4; p++) /* sub-block 2p in the low half, 2p + 1 in the high */
-        u->sc[p] = join(_mm256_set1_epi16((int16_t)sc[2 * p]), _mm256_set1_epi16((int16_t)sc[2 * p + 1]));
-    u->m16 = _mm256_loadu_si256((const __m256i *)mins);
+        u->sc[p] = _mm512_permutexvar_epi16(join(_mm256_set1_epi16((short)(2 * p)), _mm256_set1_epi16((short)(2 * p + 1))), sm);
+    const __m256i mins2 = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    u->m16 = _mm256_permutexvar_epi16(mins2, _mm512_castsi512_si256(sm)); /* each min twice */
     const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
     const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
     for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
