@@ -88,8 +88,9 @@ static const size_t layer_mats[] = {offsetof(lean_layer, wq),     offsetof(lean_
 #define N_LAYER_MATS 7
 
 struct lean_packed {
-    void *bytes;       /* every copy, each 64-byte aligned */
-    const void **mats; /* (7 n_layer + 1) a copy, or NULL */
+    size_t n;          /* 7 n_layer + 1 */
+    void **raw;        /* (n) each copy's allocation, or NULL */
+    const void **mats; /* the copies, 64-byte aligned within raw */
 };
 
 static const lean_tensor *mat_at(const lean_model *m, int64_t k) {
@@ -97,41 +98,43 @@ static const lean_tensor *mat_at(const lean_model *m, int64_t k) {
     return (const lean_tensor *)((const char *)&m->layers[k / N_LAYER_MATS] + layer_mats[k % N_LAYER_MATS]);
 }
 
-static bool packs(const lean_tensor *t) { return t->data && lean_repack_has(t->type); }
-
-static lean_status packed_make(const lean_model *m, lean_packed **out, lean_error *err) {
-    const int64_t n = (int64_t)N_LAYER_MATS * m->hp.n_layer + 1;
-    uint64_t total = 0;
-    for (int64_t k = 0; k < n; k++) {
+/* Copies the matrices of the types in want that p lacks. */
+static lean_status packed_add(const lean_model *m, lean_packed *p, const bool *want, lean_error *err) {
+    for (int64_t k = 0; k <= (int64_t)N_LAYER_MATS * m->hp.n_layer; k++) {
         const lean_tensor *t = mat_at(m, k);
-        if (packs(t)) total += (lean_repack_bytes(t->type, t->ne[1], t->ne[0]) + 63) / 64 * 64;
-    }
-    lean_packed *p = lean_calloc(1, sizeof *p);
-    if (p) p->mats = lean_calloc((size_t)n, sizeof *p->mats);
-    if (p && p->mats && total + 64 <= SIZE_MAX) p->bytes = lean_malloc((size_t)total + 64);
-    if (!p || !p->mats || !p->bytes) {
-        lean_packed_free(p);
-        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "cpu: allocating the repacked weights (%llu bytes)",
-                         (unsigned long long)total);
-    }
-    uint8_t *at = (uint8_t *)(((uintptr_t)p->bytes + 63) & ~(uintptr_t)63);
-    for (int64_t k = 0; k < n; k++) {
-        const lean_tensor *t = mat_at(m, k);
-        if (!packs(t)) continue;
+        if (p->mats[k] || !t->data || t->type >= LEAN_N_TYPE_IDS || !want[t->type] || !lean_repack_has(t->type))
+            continue;
+        const uint64_t n = lean_repack_bytes(t->type, t->ne[1], t->ne[0]);
+        void *raw = n + 64 <= SIZE_MAX ? lean_malloc((size_t)n + 64) : NULL;
+        if (!raw)
+            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "cpu: allocating the repacked copy of '%s' (%llu bytes)", t->name,
+                             (unsigned long long)n);
+        void *at = (void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
         uint64_t rb = 0;
         lean_type_bytes(t->type, (uint64_t)t->ne[0], &rb);
         lean_repack(t->type, t->ne[1], t->ne[0], t->data, (size_t)rb, at);
-        p->mats[k] = at;
-        at += (lean_repack_bytes(t->type, t->ne[1], t->ne[0]) + 63) / 64 * 64;
+        p->raw[k] = raw, p->mats[k] = at;
     }
-    *out = p;
     return LEAN_OK;
 }
 
-lean_status lean_packed_get(const lean_model *m, const lean_packed **out, lean_error *err) {
+lean_status lean_packed_get(const lean_model *m, const bool want[LEAN_N_TYPE_IDS], const lean_packed **out,
+                            lean_error *err) {
     lean_model_share *sh = m->share;
+    const size_t n = (size_t)N_LAYER_MATS * (size_t)m->hp.n_layer + 1;
+    lean_status st = LEAN_OK;
     lean_mutex_lock(&sh->lock);
-    lean_status st = sh->packed ? LEAN_OK : packed_make(m, &sh->packed, err);
+    if (!sh->packed) {
+        lean_packed *p = lean_calloc(1, sizeof *p);
+        if (p) p->n = n, p->raw = lean_calloc(n, sizeof *p->raw), p->mats = lean_calloc(n, sizeof *p->mats);
+        if (!p || !p->raw || !p->mats) {
+            lean_packed_free(p);
+            st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "cpu: allocating the repacked weights' table");
+        } else {
+            sh->packed = p;
+        }
+    }
+    if (st == LEAN_OK) st = packed_add(m, sh->packed, want, err); /* a failure keeps the copies made */
     *out = sh->packed;
     lean_mutex_unlock(&sh->lock);
     return st;
@@ -149,7 +152,9 @@ const void *lean_packed_of(const lean_packed *p, const lean_model *m, const lean
 
 void lean_packed_free(lean_packed *p) {
     if (!p) return;
-    lean_free(p->bytes);
+    if (p->raw)
+        for (size_t k = 0; k < p->n; k++) lean_free(p->raw[k]);
+    lean_free(p->raw);
     lean_free(p->mats);
     lean_free(p);
 }

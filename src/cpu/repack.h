@@ -37,6 +37,7 @@
 #define LEAN_REPACK_H
 
 #include "core/model.h"
+#include "cpu/kernels.h"
 
 /* Whether type has a repacked layout (R16 or KS). */
 bool lean_repack_has(uint32_t type);
@@ -51,9 +52,12 @@ void lean_repack(uint32_t type, int64_t rows, int64_t cols, const void *src, siz
 /* A model's repacked copies of its weight matrices of those types. */
 typedef struct lean_packed lean_packed;
 
-/* *out = m's copies, made now if m has none (under m->share->lock; the model owns them).
- * LEAN_ERR_NOMEM when they do not fit. */
-lean_status lean_packed_get(const lean_model *m, const lean_packed **out, lean_error *err);
+/* *out = m's copies, with every weight matrix of a type t with want[t] (and a layout) copied
+ * now if it was not yet (under m->share->lock; the model owns them: contexts with other kernel
+ * tables may want other types). LEAN_ERR_NOMEM when they do not fit (*out then still holds
+ * those made). */
+lean_status lean_packed_get(const lean_model *m, const bool want[LEAN_N_TYPE_IDS], const lean_packed **out,
+                            lean_error *err);
 
 /* The repacked copy of weight matrix t (a member of m's layers or m->output), or NULL (another type, or
  * not a weight matrix). */
