@@ -316,13 +316,15 @@ AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     uint8_t sc[8], m[8];
     if (ks) memcpy(sc, b + 4, 8), memcpy(m, b + 12, 8);
     else lean_k4_scales(b + 4, sc, m);
+    const __m128i mb = ks ? _mm_loadl_epi64((const __m128i *)(b + 12)) : _mm_setzero_si128(); /* KS: m[8] */
     b += ks ? 4 : 0;
     int16_t mins[16];
     for (int j = 0; j < 8; j++) {
         u->sc[j] = _mm256_set1_epi16((int16_t)sc[j]);
         mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
     }
-    u->m16 = _mm256_loadu_si256((const __m256i *)mins);
+    /* KS: each min twice straight from its bytes (mins' 16 stores reloaded stall on forwarding) */
+    u->m16 = ks ? _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)) : _mm256_loadu_si256((const __m256i *)mins);
     const uint8_t *qs = five ? b + 48 : b + 16;
     const __m256i hb = five ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
     for (int j = 0; j < 8; j += 2) {
