@@ -201,6 +201,10 @@ typedef struct lean_kernels {
     bool same_as_generic;                    /* every entry gives lean_kernels_generic's bits */
     lean_matmul_fn matmul[LEAN_N_TYPE_IDS];  /* indexed by lean_type; NULL: none */
     lean_matmul_fn matmul_exact[LEAN_N_TYPE_IDS]; /* x: F32 rows for every type (above); NULL: none */
+    /* w: the matrix in cpu/repack.h's layout of its type (w_row_bytes: still the file's bytes of a
+     * row), r0 a multiple of 16; the same bits as matmul
+     * (tested). NULL: the type has no such kernel in this table (matmul reads the file's rows). */
+    lean_matmul_fn matmul_packed[LEAN_N_TYPE_IDS];
     lean_attn_scores_fn attn_scores;
     lean_attn_accum_fn attn_accum;
     lean_exp_sum_fn exp_sum;
@@ -223,7 +227,8 @@ const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1,
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "relaxed", "simd128"), or the
  * best the CPU runs for NULL / "auto", each empty entry filled from the next table in the order
  * avx512, avx2, neon, relaxed, simd128, generic that the CPU runs; then matmul_exact of the float formats is the
- * chosen matmul (the same product). *out stays untouched and -1 is returned for
+ * chosen matmul (the same product); matmul_packed comes with the matmul it gives the bits of,
+ * from the table that matmul came from. *out stays untouched and -1 is returned for
  * an unknown name or one this CPU cannot run. Thread-safe. */
 int lean_kernels_select(const char *name, lean_kernels *out);
 

@@ -309,22 +309,26 @@ AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
         }
         return;
     }
+    /* Q4_K / Q5_K; _KS: repack.h's blocks, the scales decoded at load and the rest 4 bytes on */
+    const bool ks = f == K_Q4_KS || f == K_Q5_KS, five = f == K_Q5 || f == K_Q5_KS;
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    /* in registers: the mins stored as i16 one at a time and read back as a vector stalled
-     * store-to-load forwarding (docs/runs/2026-12-05-llamacpp-cpu.md) */
+    /* in registers (KS: decoded at load): the mins stored as i16 one at a time and read back as
+     * a vector stalled store-to-load forwarding (docs/runs/2026-12-05-llamacpp-cpu.md) */
     uint64_t sc, m;
-    lean_k4_scales64(b + 4, &sc, &m);
+    if (ks) memcpy(&sc, b + 4, 8), memcpy(&m, b + 12, 8);
+    else lean_k4_scales64(b + 4, &sc, &m);
+    b += ks ? 4 : 0;
     for (int j = 0; j < 8; j++) u->sc[j] = _mm256_set1_epi16((short)(uint8_t)(sc >> 8 * j));
     const __m128i mb = _mm_cvtsi64_si128((long long)m);
     u->m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)); /* each min twice */
-    const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
-    const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+    const uint8_t *qs = five ? b + 48 : b + 16;
+    const __m256i hb = five ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
     for (int j = 0; j < 8; j += 2) {
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 16 * j));
         u->q[j] = _mm256_and_si256(raw, m4);
         u->q[j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        if (f == K_Q5) {
+        if (five) {
             const __m256i one = _mm256_set1_epi8(1);
             const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hb, j), one);
             const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hb, j + 1), one);
@@ -802,6 +806,7 @@ static const lean_kernels table = {
                [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .matmul_packed = {[LEAN_TYPE_Q4_K] = matmul_ks_q4_k, [LEAN_TYPE_Q5_K] = matmul_ks_q5_k},
     EXACT_TABLE,
     .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = quantize_act,
