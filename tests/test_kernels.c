@@ -34,12 +34,16 @@
  *   invariance   the same outputs, bit for bit, computed one row and one token per call, and
  *                over random row ranges [r0, r1) (which must leave the other rows untouched):
  *                the contract that makes logits independent of threads and batches.
+ *   repacked     a table's matmul_packed (cpu/repack.h's R16 or KS copy of the weights) gives its
+ *                matmul's bits: the whole matrix, row ranges from multiples of 16 (the
+ *                kernel's contract), one token per call; rows past r1 stay untouched.
  *   same bits    a table that says same_as_generic (neon, relaxed, simd128) gives the generic table's
  *                bits for every matmul and attention output.
  *   attention    scores and weighted sums against double, with the same kind of bound;
  *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
  */
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
 #include "dev/quantize.h"
 #include "test.h"
 
@@ -249,6 +253,40 @@ static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     else *cols = k, *n = 6;
 }
 
+/* matmul_packed on w's repacked copy against y, matmul's outputs of all rows and tokens (y2: scratch). */
+static void check_packed(const lean_kernels *kt, uint32_t type, const uint8_t *w, size_t wrb, int64_t rows,
+                         int64_t cols, const uint8_t *xq, size_t xrb, int32_t n_tok, const float *y, float *y2,
+                         int64_t ldy) {
+    const lean_matmul_fn mm = kt->matmul_packed[type];
+    const char *tn = lean_type_traits_get(type)->name;
+    CHECK(lean_repack_has(type), "%s: a packed %s kernel for a type without a repacked layout", kt->name, tn);
+    const bool ks = type == LEAN_TYPE_Q4_K || type == LEAN_TYPE_Q5_K; /* else R16 */
+    CHECK(lean_repack_bytes(type, rows, cols) ==
+              (ks ? (uint64_t)rows * (wrb + (size_t)cols / 64) : (uint64_t)((rows + 15) / 16 * 16) * wrb),
+          "%s: repacked bytes", tn);
+    uint8_t *p = malloc((size_t)lean_repack_bytes(type, rows, cols));
+    lean_repack(type, rows, cols, w, wrb, p);
+    const size_t ny = (size_t)(ldy * n_tok);
+    for (int rep = 0; rep < 4; rep++) { /* [0, rows), then random [16 k, r1) */
+        const int64_t r0 = rep ? 16 * (int64_t)(rng() % (uint64_t)((rows + 15) / 16)) : 0;
+        const int64_t r1 = rep ? r0 + 1 + (int64_t)(rng() % (uint64_t)(rows - r0)) : rows;
+        for (size_t i = 0; i < ny; i++) y2[i] = NAN;
+        if (rep == 3) /* one token per call */
+            for (int32_t t = 0; t < n_tok; t++) mm(cols, p, wrb, r0, r1, xq + (size_t)t * xrb, xrb, 1, y2 + t * ldy, ldy);
+        else
+            mm(cols, p, wrb, r0, r1, xq, xrb, n_tok, y2, ldy);
+        int diff = 0;
+        for (int32_t t = 0; t < n_tok; t++)
+            for (int64_t r = 0; r < ldy; r++) {
+                const float a = y2[t * ldy + r], b = y[t * ldy + r];
+                diff += r >= r0 && r < r1 ? memcmp(&a, &b, sizeof a) != 0 : !isnan(a);
+            }
+        CHECK(diff == 0, "%s packed %s rows [%lld, %lld) of %lld, cols %lld, n_tok %d: %d outputs differ from matmul's",
+              kt->name, tn, (long long)r0, (long long)r1, (long long)rows, (long long)cols, n_tok, diff);
+    }
+    free(p);
+}
+
 /* One table, one type, one shape, the default matmul or (exact) matmul_exact: accuracy, then
  * invariance. */
 static void check_case(const lean_kernels *kt, bool exact, uint32_t type, int64_t rows, int64_t cols,
@@ -348,6 +386,7 @@ static void check_case(const lean_kernels *kt, bool exact, uint32_t type, int64_
         CHECK(diff == 0, "%s%s %s rows [%lld, %lld) of %lld, n_tok %d: %d outputs differ", kt->name, kind, tt->name,
               (long long)r0, (long long)r1, (long long)rows, n_tok, diff);
     }
+    if (!exact && kt->matmul_packed[type]) check_packed(kt, type, w, wrb, rows, cols, xq, xrb, n_tok, y, y2, ldy);
     free(w), free(x), free(xq), free(y), free(y2), free(wf), free(zf), free(zrow);
 }
 
@@ -559,6 +598,19 @@ static void test_select(void) {
     if (avx512 && avx2 && lean_kernels_select("avx512", &k) == 0) /* its gaps come from avx2 */
         CHECK(k.matmul[LEAN_TYPE_F16] == avx2->matmul[LEAN_TYPE_F16] && k.swiglu == avx2->swiglu,
               "avx512's gaps are not filled from avx2");
+    const lean_kernels *all[] = {&lean_kernels_generic, avx2, avx512, neon, relaxed, simd128};
+    for (int i = 0; i < 6; i++) { /* a packed kernel comes with the matmul whose bits it gives */
+        if (lean_kernels_select(names[i], &k) != 0) continue;
+        int strays = 0;
+        for (size_t ti = 0; ti < N_TYPES; ti++) {
+            const uint32_t ty = all_types[ti];
+            bool paired = !k.matmul_packed[ty];
+            for (int j = 0; j < 6; j++)
+                paired |= all[j] && all[j]->matmul[ty] == k.matmul[ty] && all[j]->matmul_packed[ty] == k.matmul_packed[ty];
+            strays += !paired;
+        }
+        CHECK(strays == 0, "%s: %d packed kernels not of their matmul's table", names[i], strays);
+    }
     for (int i = 0; i < 6; i++) /* the float formats' exact product is their matmul */
         if (lean_kernels_select(names[i], &k) == 0)
             CHECK(k.matmul_exact[LEAN_TYPE_F16] == k.matmul[LEAN_TYPE_F16] &&

@@ -29,6 +29,7 @@
 
 #include "core/backend.h"
 #include "core/formats.h"
+#include "cpu/repack.h"
 #include "text/tokenizer.h"
 
 #include <math.h>
@@ -794,6 +795,7 @@ void lean_model_free(lean_model *m) {
     lean_ctx_free(m->share->settling); /* a pending lean_ctx_create never made again */
     /* every context is freed by now (lean.h): the model's reference is the part's last */
     if (m->share->part) m->share->be->model_release(m->share->part);
+    lean_packed_free(m->share->packed);
     lean_mutex_destroy(&m->share->lock);
     lean_free(m->share);
     gguf_free(m->gguf);

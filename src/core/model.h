@@ -61,6 +61,8 @@ typedef struct lean_model_share {
     lean_mutex lock;
     const struct lean_backend *be;   /* the backend that made part: only the GPU makes one */
     struct lean_backend_model *part; /* NULL until then; the model holds one reference */
+    struct lean_packed *packed; /* the CPU's repacked matrices (cpu/repack.h), made by the first
+                                   context that reads them; NULL until then */
     struct lean_ctx *settling; /* pump mode (lean.h, LEAN_PENDING): a context made but not yet
                                   settled, for lean_ctx_create made again; freed with the model */
 } lean_model_share;

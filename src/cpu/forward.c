@@ -59,6 +59,7 @@
 #include "cpu/kernels.h"
 #include "cpu/ops_ref.h"
 #include "cpu/pool.h"
+#include "cpu/repack.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -79,6 +80,7 @@ struct lean_backend_state {
     lean_kernels k;
     lean_pool *pool;
     bool exact;       /* matmul_exact with float activations for every format */
+    const lean_packed *packed; /* the model's repacked copies (cpu/repack.h), when k reads them; else NULL */
     int32_t n_ctx, n_batch;
     float *k_cache;   /* (n_layer, n_ctx, kv_dim) keys, after RoPE */
     float *v_cache;   /* (n_layer, n_ctx, kv_dim) values */
@@ -144,8 +146,9 @@ static lean_matmul_fn matmul_of(const lean_backend_state *s, uint32_t type) {
     return s->exact ? s->k.matmul_exact[type] : s->k.matmul[type];
 }
 
-/* The weight matrices of the model, for checking that every type has a kernel. */
-static lean_status check_types(const lean_backend_state *s, bool *need_act, lean_error *err) {
+/* The weight matrices of the model, for checking that every type has a kernel; packed[t]: the
+ * matrices of type t are read from their repacked copies (cpu/repack.h). */
+static lean_status check_types(const lean_backend_state *s, bool *need_act, bool *packed, lean_error *err) {
     const lean_model *m = s->m;
     const lean_tensor *ts[8];
     for (int32_t il = -1; il < m->hp.n_layer; il++) {
@@ -163,6 +166,7 @@ static lean_status check_types(const lean_backend_state *s, bool *need_act, lean
                 return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s%s kernel for tensor '%s' of type %s",
                                  s->k.name, s->exact ? " exact" : "", ts[i]->name, lean_type_name((int)ts[i]->type));
             need_act[act] = true;
+            packed[ts[i]->type] = !s->exact && s->k.matmul_packed[ts[i]->type] && lean_repack_has(ts[i]->type);
         }
     }
     return LEAN_OK;
@@ -188,8 +192,10 @@ static lean_status cpu_create_config(const lean_model *m, lean_backend_model *bm
     s->m = m;
     s->k = k;
     s->exact = cfg->exact;
-    bool need_act[LEAN_N_ACT_TYPES] = {false};
-    lean_status st = check_types(s, need_act, err);
+    bool need_act[LEAN_N_ACT_TYPES] = {false}, packed[LEAN_N_TYPE_IDS] = {false}, any_packed = false;
+    lean_status st = check_types(s, need_act, packed, err);
+    for (int t = 0; t < LEAN_N_TYPE_IDS; t++) any_packed |= packed[t];
+    if (st == LEAN_OK && any_packed) st = lean_packed_get(m, packed, &s->packed, err);
     if (st != LEAN_OK) {
         lean_free(s);
         return st;
@@ -326,8 +332,11 @@ static void mm_run_item(const mm_group *g, const mm_item *it, int64_t r0, int64_
     const int act = act_of(s, it->w->type);
     const void *x = act == LEAN_ACT_F32 ? (const void *)g->in->src : s->act[act];
     const size_t x_row_bytes = lean_act_row_bytes((lean_act_type)act, g->in->cols);
-    matmul_of(s, it->w->type)(it->w->ne[0], it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok,
-                             it->y, it->y_row_elems);
+    /* r0: a multiple of 16; another context's table may have copied types this one does not read */
+    const void *packed = s->packed && s->k.matmul_packed[it->w->type] ? lean_packed_of(s->packed, s->m, it->w) : NULL;
+    (packed ? s->k.matmul_packed[it->w->type] : matmul_of(s, it->w->type))(
+        it->w->ne[0], packed ? packed : it->w->data, row_bytes(it->w), r0, r1, x, x_row_bytes, g->n_tok, it->y,
+        it->y_row_elems);
     int32_t n_terms;
     const lora_term *terms = lora_terms(s->lora, it->site, &n_terms);
     if (n_terms)

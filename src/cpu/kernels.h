@@ -74,6 +74,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- activation formats (quant_act.c) ---- */
 
@@ -119,6 +120,17 @@ static inline void lean_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8])
         sc[j] = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
         m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+/* lean_k4_scales' sc[8] and m[8] as the bytes of two u64 (byte j = sc[j], m[j]; ggml's masks),
+ * in registers: bytes stored one at a time and read back as a vector would stall
+ * store-to-load forwarding. Little-endian (every target lean builds for). */
+static inline void lean_k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
+    *sc = (u[0] & lo6) | (uint64_t)((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)) << 32;
+    *m = (u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)) << 32;
 }
 
 /* The exact kernels' formats (kernels.h "exact"), as the tiles' f argument of every ISA file,
@@ -189,6 +201,10 @@ typedef struct lean_kernels {
     bool same_as_generic;                    /* every entry gives lean_kernels_generic's bits */
     lean_matmul_fn matmul[LEAN_N_TYPE_IDS];  /* indexed by lean_type; NULL: none */
     lean_matmul_fn matmul_exact[LEAN_N_TYPE_IDS]; /* x: F32 rows for every type (above); NULL: none */
+    /* w: the matrix in cpu/repack.h's layout of its type (w_row_bytes: still the file's bytes of a
+     * row), r0 a multiple of 16; the same bits as matmul
+     * (tested). NULL: the type has no such kernel in this table (matmul reads the file's rows). */
+    lean_matmul_fn matmul_packed[LEAN_N_TYPE_IDS];
     lean_attn_scores_fn attn_scores;
     lean_attn_accum_fn attn_accum;
     lean_exp_sum_fn exp_sum;
@@ -211,7 +227,8 @@ const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1,
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "relaxed", "simd128"), or the
  * best the CPU runs for NULL / "auto", each empty entry filled from the next table in the order
  * avx512, avx2, neon, relaxed, simd128, generic that the CPU runs; then matmul_exact of the float formats is the
- * chosen matmul (the same product). *out stays untouched and -1 is returned for
+ * chosen matmul (the same product); matmul_packed comes with the matmul it gives the bits of,
+ * from the table that matmul came from. *out stays untouched and -1 is returned for
  * an unknown name or one this CPU cannot run. Thread-safe. */
 int lean_kernels_select(const char *name, lean_kernels *out);
 

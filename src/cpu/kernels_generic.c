@@ -392,7 +392,7 @@ int lean_kernels_select(const char *name, lean_kernels *out) {
             const lean_kernels *next = candidates[j]();
             if (!next) continue;
             for (int ty = 0; ty < LEAN_N_TYPE_IDS; ty++) {
-                if (!k.matmul[ty]) k.matmul[ty] = next->matmul[ty];
+                if (!k.matmul[ty]) k.matmul[ty] = next->matmul[ty], k.matmul_packed[ty] = next->matmul_packed[ty];
                 if (!k.matmul_exact[ty]) k.matmul_exact[ty] = next->matmul_exact[ty];
             }
             if (!k.attn_scores) k.attn_scores = next->attn_scores;

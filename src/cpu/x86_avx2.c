@@ -309,23 +309,26 @@ AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
         }
         return;
     }
+    /* Q4_K / Q5_K; _KS: repack.h's blocks, the scales decoded at load and the rest 4 bytes on */
+    const bool ks = f == K_Q4_KS || f == K_Q5_KS, five = f == K_Q5 || f == K_Q5_KS;
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    uint8_t sc[8], m[8];
-    lean_k4_scales(b + 4, sc, m);
-    int16_t mins[16];
-    for (int j = 0; j < 8; j++) {
-        u->sc[j] = _mm256_set1_epi16((int16_t)sc[j]);
-        mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
-    }
-    u->m16 = _mm256_loadu_si256((const __m256i *)mins);
-    const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
-    const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+    /* in registers (KS: decoded at load): the mins stored as i16 one at a time and read back as
+     * a vector stalled store-to-load forwarding (docs/runs/2026-12-05-llamacpp-cpu.md) */
+    uint64_t sc, m;
+    if (ks) memcpy(&sc, b + 4, 8), memcpy(&m, b + 12, 8);
+    else lean_k4_scales64(b + 4, &sc, &m);
+    b += ks ? 4 : 0;
+    for (int j = 0; j < 8; j++) u->sc[j] = _mm256_set1_epi16((short)(uint8_t)(sc >> 8 * j));
+    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+    u->m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb)); /* each min twice */
+    const uint8_t *qs = five ? b + 48 : b + 16;
+    const __m256i hb = five ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
     for (int j = 0; j < 8; j += 2) {
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 16 * j));
         u->q[j] = _mm256_and_si256(raw, m4);
         u->q[j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        if (f == K_Q5) {
+        if (five) {
             const __m256i one = _mm256_set1_epi8(1);
             const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hb, j), one);
             const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hb, j + 1), one);
@@ -418,16 +421,6 @@ AVX2_INLINE __m256 bcast_f16(const uint8_t *p) { /* the f16 at p, exactly, in 8 
     return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
-/* lean_k4_scales' sc[8] and m[8] as the bytes of two u64 (ggml's masks), in registers: bytes
- * stored one at a time and read back as 8 would stall store-to-load forwarding. */
-AVX2_INLINE void k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m) {
-    uint32_t u[3];
-    memcpy(u, q, sizeof u);
-    const uint32_t lo6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, lo2 = 0x03030303;
-    *sc = (u[0] & lo6) | (uint64_t)((u[2] & lo4) | (((u[0] >> 6) & lo2) << 4)) << 32;
-    *m = (u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4)) << 32;
-}
-
 /* One row's block (legacy) or super-block (K), ready for its vectors (x_vec). */
 typedef struct xblk {
     const uint8_t *q;       /* legacy, Q4_K: the packed nibbles (Q8_0: the int8 quants); else qv */
@@ -463,7 +456,7 @@ AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
         }
     } else {
         uint64_t sc, m;
-        k4_scales64(b + 4, &sc, &m);
+        lean_k4_scales64(b + 4, &sc, &m);
         const __m256i scv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
         const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m));
         _mm256_storeu_ps(p->kd, _mm256_mul_ps(bcast_f16(b), cvt(scv)));
@@ -813,6 +806,7 @@ static const lean_kernels table = {
                [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .matmul_packed = {[LEAN_TYPE_Q4_K] = matmul_ks_q4_k, [LEAN_TYPE_Q5_K] = matmul_ks_q5_k},
     EXACT_TABLE,
     .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,
     .quantize_act = quantize_act,

@@ -204,6 +204,37 @@ AVX512_INLINE void legacy_unpack16(int f, const uint8_t *w, size_t wrb, int64_t 
     }
 }
 
+/* Block b of the R16 group at g (cpu/repack.h; the next group at g + 16 wrb): legacy_unpack16's
+ * tile, from wide loads. */
+AVX512_INLINE void legacy_load16(int f, const uint8_t *g, size_t wrb, int64_t b, rtile *u) {
+    const size_t bb16 = 16 * legacy_bytes[f];
+    const uint8_t *p = g + (size_t)b * bb16;
+    /* the next group's block b, line by line: one group's time ahead, as legacy_unpack16 */
+    const uintptr_t next = (uintptr_t)(p + 16 * wrb);
+    for (uintptr_t o = next & ~(uintptr_t)63; o < next + bb16; o += 64) _mm_prefetch((const char *)o, _MM_HINT_T0);
+    u->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    const bool has_min = f == L_Q4_1 || f == L_Q5_1, five = f == L_Q5_0 || f == L_Q5_1;
+    u->m = has_min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32))) : _mm512_setzero_ps();
+    p += has_min ? 64 : 32;
+    if (f == L_Q8_0) {
+        UNROLL
+        for (int s = 0; s < 8; s++) u->q[s] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(p + 64 * s)), _mm512_set1_epi8(-128));
+        return;
+    }
+    const __m512i qh = five ? _mm512_loadu_si512((const void *)p) : _mm512_setzero_si512();
+    p += five ? 64 : 0;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    UNROLL
+    for (int s = 0; s < 4; s++) {
+        const __m512i dw = _mm512_loadu_si512((const void *)(p + 64 * s));
+        u->q[s] = _mm512_and_si512(dw, m4);
+        u->q[4 + s] = _mm512_and_si512(_mm512_srli_epi16(dw, 4), m4);
+    }
+    if (five)
+        UNROLL
+        for (int s = 0; s < 8; s++) u->q[s] = _mm512_or_si512(u->q[s], fifth_bits16(qh, s));
+}
+
 /* acc[j] += block b of 16 rows . token t + j, j < TT. */
 AVX512_INLINE void legacy_block16(int f, int TT, const rtile *u, const uint8_t *x, size_t xrb, int32_t t, int64_t b,
                                   __m512 acc[8]) {
@@ -236,9 +267,11 @@ AVX512_INLINE void legacy_block16(int f, int TT, const rtile *u, const uint8_t *
     }
 }
 
-/* Rows r .. r + nr - 1 x tokens t .. t + TT - 1; U (nullable): those rows' blocks unpacked. */
+/* Rows r .. r + nr - 1 x tokens t .. t + TT - 1; U (nullable): those rows' blocks unpacked;
+ * packed: w is in the R16 layout (r a multiple of 16). */
 AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, size_t wrb, int64_t r, int nr,
-                                 const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy, const rtile *U) {
+                                 const uint8_t *x, size_t xrb, int32_t t, float *y, int64_t ldy, const rtile *U,
+                                 bool packed) {
     __m512 acc[8];
     UNROLL
     for (int j = 0; j < TT; j++) acc[j] = _mm512_setzero_ps();
@@ -247,7 +280,8 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
             legacy_block16(f, TT, &U[b], x, xrb, t, b, acc);
         } else { /* a separate path, so that this block stays in registers */
             rtile own;
-            legacy_unpack16(f, w, wrb, r, nr, b, &own);
+            if (packed) legacy_load16(f, w + (size_t)r * wrb, wrb, b, &own);
+            else legacy_unpack16(f, w, wrb, r, nr, b, &own);
             legacy_block16(f, TT, &own, x, xrb, t, b, acc);
         }
     }
@@ -256,10 +290,13 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
     for (int j = 0; j < TT; j++) _mm512_mask_storeu_ps(y + (int64_t)(t + j) * ldy + r, keep, acc[j]);
 }
 
-AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                 const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y, int64_t y_row_elems) {
+/* packed: w in the R16 layout, r0 a multiple of 16; its blocks load as cheaply from there as
+ * from a stack cache, so it makes none. */
+AVX512_INLINE void matmul_legacy_any(int f, bool packed, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0,
+                                     int64_t r1, const uint8_t *x, size_t x_row_bytes, int32_t n_tok, float *y,
+                                     int64_t y_row_elems) {
     const int64_t nb = cols / 32;
-    const bool cache = n_tok > 8 && nb <= CACHE_BLOCKS;
+    const bool cache = !packed && n_tok > 8 && nb <= CACHE_BLOCKS;
     rtile U[CACHE_BLOCKS];
     for (int64_t r = r0; r < r1; r += 16) {
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
@@ -269,7 +306,7 @@ AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w
         /* one tile of all the tokens left, up to 8: a batched decode of 2..8 sequences unpacks
          * every block once (docs/runs/2026-12-05-batch-cpu-tiles.md) */
         for (int32_t t = 0; t < n_tok; t += 8) {
-#define LT(TT) legacy_tile16(f, TT, cols, w, w_row_bytes, r, nr, x, x_row_bytes, t, y, y_row_elems, u)
+#define LT(TT) legacy_tile16(f, TT, cols, w, w_row_bytes, r, nr, x, x_row_bytes, t, y, y_row_elems, u, packed)
             switch (n_tok - t < 8 ? n_tok - t : 8) {
             case 1: LT(1); break;
             case 2: LT(2); break;
@@ -284,6 +321,15 @@ AVX512_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w
         }
     }
 }
+
+AVX512_INLINE void matmul_legacy(MATMUL_PARAMS) { matmul_legacy_any(f, false, MATMUL_PASS); }
+AVX512_INLINE void matmul_legacy_r16(MATMUL_PARAMS) { matmul_legacy_any(f, true, MATMUL_PASS); }
+
+static AVX512 void matmul_r16_q4_0(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q4_0, MATMUL_PASS); }
+static AVX512 void matmul_r16_q4_1(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q4_1, MATMUL_PASS); }
+static AVX512 void matmul_r16_q5_0(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q5_0, MATMUL_PASS); }
+static AVX512 void matmul_r16_q5_1(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q5_1, MATMUL_PASS); }
+static AVX512 void matmul_r16_q8_0(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q8_0, MATMUL_PASS); }
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * kblock: the super-block's 256 quants as 4 vectors of 64 (element order), and for each the
@@ -322,21 +368,29 @@ AVX512_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
         }
         return;
     }
+    /* Q4_K / Q5_K; _KS: repack.h's blocks, the scales decoded at load and the rest 4 bytes on */
+    const bool ks = f == K_Q4_KS || f == K_Q5_KS, five = f == K_Q5 || f == K_Q5_KS;
     u->d = f16(b);
     u->dmin = f16(b + 2);
-    uint8_t sc[8], m[8];
-    lean_k4_scales(b + 4, sc, m);
-    int16_t mins[16];
-    for (int j = 0; j < 8; j++) mins[2 * j] = mins[2 * j + 1] = (int16_t)m[j];
+    /* the scales and mins (KS: decoded at load; else here, in registers) as i16 lanes 0..7 and
+     * 8..15 of one vector, spread by permutes (the scalar unpacking and a store-to-load round
+     * trip of the mins cost more than the dot products of a decode step:
+     * docs/runs/2026-12-05-llamacpp-cpu.md) */
+    uint64_t sc, m;
+    if (ks) memcpy(&sc, b + 4, 8), memcpy(&m, b + 12, 8);
+    else lean_k4_scales64(b + 4, &sc, &m);
+    b += ks ? 4 : 0;
+    const __m512i sm = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_set_epi64x((long long)m, (long long)sc)));
     for (int p = 0; p < 4; p++) /* sub-block 2p in the low half, 2p + 1 in the high */
-        u->sc[p] = join(_mm256_set1_epi16((int16_t)sc[2 * p]), _mm256_set1_epi16((int16_t)sc[2 * p + 1]));
-    u->m16 = _mm256_loadu_si256((const __m256i *)mins);
-    const uint8_t *qs = f == K_Q5 ? b + 48 : b + 16;
-    const __m256i hb = f == K_Q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+        u->sc[p] = _mm512_permutexvar_epi16(join(_mm256_set1_epi16((short)(2 * p)), _mm256_set1_epi16((short)(2 * p + 1))), sm);
+    const __m256i mins2 = _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    u->m16 = _mm256_permutexvar_epi16(mins2, _mm512_castsi512_si256(sm)); /* each min twice */
+    const uint8_t *qs = five ? b + 48 : b + 16;
+    const __m256i hb = five ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
     for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * p));
         __m512i z = _mm512_and_si512(join(raw, _mm256_srli_epi16(raw, 4)), m4);
-        if (f == K_Q5) {
+        if (five) {
             const __m256i one = _mm256_set1_epi8(1);
             const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * p), one);
             const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * p + 1), one);
@@ -655,6 +709,10 @@ static const lean_kernels table = {
     .matmul = {[LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
                [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+    .matmul_packed = {[LEAN_TYPE_Q8_0] = matmul_r16_q8_0, [LEAN_TYPE_Q4_0] = matmul_r16_q4_0,
+                      [LEAN_TYPE_Q4_1] = matmul_r16_q4_1, [LEAN_TYPE_Q5_0] = matmul_r16_q5_0,
+                      [LEAN_TYPE_Q5_1] = matmul_r16_q5_1, [LEAN_TYPE_Q4_K] = matmul_ks_q4_k,
+                      [LEAN_TYPE_Q5_K] = matmul_ks_q5_k},
     EXACT_TABLE,
     .attn_scores = attn_scores,
     .attn_accum = attn_accum,

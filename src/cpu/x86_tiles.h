@@ -12,7 +12,8 @@
  * BATCH_SCHEDULE(RB, PREP, U, TILE)  tiles of RB rows (PREP first) x 4 tokens, then x 1;
  *                                    then the rows left over one at a time (1 x 4, 1 x 1)
  * TILE_SCHEDULE(RB, TILE)            with 4 tokens or more: BATCH_SCHEDULE without unpacking
- *                                    ahead; fewer (decode): 4 x 1 tiles, then the rows left
+ *                                    ahead; 2 or 3: RB x 2 or RB x 3 tiles; one (decode): 4 x 1
+ *                                    tiles; then the rows left
  * K_MATMUL(RB)                       a K-quant matmul's body over the file's k_tile
  * EXACT_MATMUL(VEC, LANES)           an exact matmul's body over the file's x_unpack and x_tile
  * Every (row, token) output is computed the same way in every tile shape (each file's
@@ -29,12 +30,13 @@
 
 /* The quantized formats as the kernels' f argument, and their block sizes in bytes. */
 enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-enum { K_Q4, K_Q5, K_Q6 };
+enum { K_Q4, K_Q5, K_Q6, K_Q4_KS, K_Q5_KS }; /* _KS: cpu/repack.h's layout, the scales decoded */
 static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q4_K_BYTES + 4,
+                                      LEAN_Q5_K_BYTES + 4};
 
 /* The quantized formats' table entries of a file (ATTR: its target attribute), each its
- * matmul_legacy or matmul_k of one format. */
+ * matmul_legacy or matmul_k of one format; matmul_ks_*: matmul_k on the KS copy (matmul_packed). */
 #define QUANT_ENTRY_POINTS(ATTR)                                                                    \
     static ATTR void matmul_q4_0(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q4_0, MATMUL_PASS); }               \
     static ATTR void matmul_q4_1(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q4_1, MATMUL_PASS); }               \
@@ -43,7 +45,15 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_
     static ATTR void matmul_q8_0(LEAN_MATMUL_ARGS) { matmul_legacy(L_Q8_0, MATMUL_PASS); }               \
     static ATTR void matmul_q4_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }                      \
     static ATTR void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }                      \
-    static ATTR void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }
+    static ATTR void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }                      \
+    static ATTR void matmul_ks_q4_k(LEAN_MATMUL_ARGS) { /* w_row_bytes: the KS row's */                 \
+        w_row_bytes = (size_t)(cols / LEAN_QK_K) * kblock_bytes[K_Q4_KS];                              \
+        matmul_k(K_Q4_KS, MATMUL_PASS);                                                                 \
+    }                                                                                               \
+    static ATTR void matmul_ks_q5_k(LEAN_MATMUL_ARGS) {                                             \
+        w_row_bytes = (size_t)(cols / LEAN_QK_K) * kblock_bytes[K_Q5_KS];                              \
+        matmul_k(K_Q5_KS, MATMUL_PASS);                                                                 \
+    }
 
 /* The exact kernels' blocks' weights and bytes (by kernels.h's X_ formats), and their table
  * entries (ATTR: the file's target attribute). */
@@ -126,6 +136,13 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
     do {                                                                                            \
         if (n_tok >= 4) {                                                                           \
             BATCH_SCHEDULE(RB, NO_PREP, NULL, TILE);                                                \
+        } else if (n_tok > 1) { /* a batched decode of 2 or 3 sequences: each block unpacked once */ \
+            int64_t r = r0;                                                                         \
+            for (; r + (RB) <= r1; r += (RB)) {                                                     \
+                if (n_tok == 2) TILE(RB, 2, r, 0, NULL);                                            \
+                else TILE(RB, 3, r, 0, NULL);                                                       \
+            }                                                                                       \
+            EDGE_ROWS(TILE)                                                                         \
         } else {                                                                                    \
             int64_t r = r0;                                                                         \
             for (; r + 4 <= r1; r += 4)                                                             \
