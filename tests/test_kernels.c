@@ -253,6 +253,18 @@ static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     else *cols = k, *n = 6;
 }
 
+/* Outputs of got that differ from want's bits in rows [r0, r1), or were written outside them
+ * (got starts NaN). */
+static int range_diff(const float *got, const float *want, int64_t ldy, int32_t n_tok, int64_t r0, int64_t r1) {
+    int diff = 0;
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < ldy; r++) {
+            const float a = got[t * ldy + r], b = want[t * ldy + r];
+            diff += r >= r0 && r < r1 ? memcmp(&a, &b, sizeof a) != 0 : !isnan(a);
+        }
+    return diff;
+}
+
 /* matmul_packed on w's repacked copy against y, matmul's outputs of all rows and tokens (y2: scratch). */
 static void check_packed(const lean_kernels *kt, uint32_t type, const uint8_t *w, size_t wrb, int64_t rows,
                          int64_t cols, const uint8_t *xq, size_t xrb, int32_t n_tok, const float *y, float *y2,
@@ -275,12 +287,7 @@ static void check_packed(const lean_kernels *kt, uint32_t type, const uint8_t *w
             for (int32_t t = 0; t < n_tok; t++) mm(cols, p, wrb, r0, r1, xq + (size_t)t * xrb, xrb, 1, y2 + t * ldy, ldy);
         else
             mm(cols, p, wrb, r0, r1, xq, xrb, n_tok, y2, ldy);
-        int diff = 0;
-        for (int32_t t = 0; t < n_tok; t++)
-            for (int64_t r = 0; r < ldy; r++) {
-                const float a = y2[t * ldy + r], b = y[t * ldy + r];
-                diff += r >= r0 && r < r1 ? memcmp(&a, &b, sizeof a) != 0 : !isnan(a);
-            }
+        const int diff = range_diff(y2, y, ldy, n_tok, r0, r1);
         CHECK(diff == 0, "%s packed %s rows [%lld, %lld) of %lld, cols %lld, n_tok %d: %d outputs differ from matmul's",
               kt->name, tn, (long long)r0, (long long)r1, (long long)rows, (long long)cols, n_tok, diff);
     }
@@ -377,12 +384,7 @@ static void check_case(const lean_kernels *kt, bool exact, uint32_t type, int64_
         for (size_t i = 0; i < ny; i++) y2[i] = NAN;
         const int64_t r0 = (int64_t)(rng() % (uint64_t)rows), r1 = r0 + 1 + (int64_t)(rng() % (uint64_t)(rows - r0));
         mm(cols, w, wrb, r0, r1, xq, xrb, n_tok, y2, ldy);
-        int diff = 0;
-        for (int32_t t = 0; t < n_tok; t++)
-            for (int64_t r = 0; r < ldy; r++) {
-                const float a = y2[t * ldy + r], b = y[t * ldy + r];
-                diff += r >= r0 && r < r1 ? memcmp(&a, &b, sizeof a) != 0 : !isnan(a);
-            }
+        const int diff = range_diff(y2, y, ldy, n_tok, r0, r1);
         CHECK(diff == 0, "%s%s %s rows [%lld, %lld) of %lld, n_tok %d: %d outputs differ", kt->name, kind, tt->name,
               (long long)r0, (long long)r1, (long long)rows, n_tok, diff);
     }

@@ -245,8 +245,9 @@ AVX512_INLINE void legacy_block16(int f, int TT, const rtile *u, const uint8_t *
         a[j] = (const lean_q8_32 *)(x + (size_t)(t + j) * xrb) + b;
         isum[j] = _mm512_set1_epi32(-legacy_offset[f] * a[j]->s);
     }
-    /* two chains per token (even and odd s), added at the end: integer sums, so the same
-     * isum in any order, and half the dependent vpdpbusd latency when there are few tokens */
+    /* up to 3 tokens, two chains per token (even and odd s), added at the end: integer sums,
+     * so the same isum in any order, and half the dependent vpdpbusd latency; from 4 tokens the
+     * tokens' chains are enough, and one chain each leaves registers for 8 tokens (no spill) */
     __m512i odd[8];
     UNROLL
     for (int j = 0; j < TT; j++) odd[j] = _mm512_setzero_si512();
@@ -256,7 +257,8 @@ AVX512_INLINE void legacy_block16(int f, int TT, const rtile *u, const uint8_t *
         for (int j = 0; j < TT; j++) {
             const uint8_t *aq = (const uint8_t *)a[j]->qs + 4 * s;
             isum[j] = _mm512_dpbusd_epi32(isum[j], u->q[s], _mm512_set1_epi32((int)load_u32(aq)));
-            odd[j] = _mm512_dpbusd_epi32(odd[j], u->q[s + 1], _mm512_set1_epi32((int)load_u32(aq + 4)));
+            if (TT < 4) odd[j] = _mm512_dpbusd_epi32(odd[j], u->q[s + 1], _mm512_set1_epi32((int)load_u32(aq + 4)));
+            else isum[j] = _mm512_dpbusd_epi32(isum[j], u->q[s + 1], _mm512_set1_epi32((int)load_u32(aq + 4)));
         }
     UNROLL
     for (int j = 0; j < TT; j++) isum[j] = _mm512_add_epi32(isum[j], odd[j]);
