@@ -303,21 +303,32 @@ INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
     return hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1)));
 }
 
-INLINE void k_tile(int f, TILE_ARGS) {
+/* NT a constant, as legacy_tile_n */
+INLINE void k_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y,
+                     int64_t ldy) {
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
         kblock u;
         const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
         if (f == K_Q6) k6_unpack(blk, &u);
         else k45_unpack(f, blk, &u);
-        for (int j = 0; j < nt; j++) {
+        for (int j = 0; j < NT; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
             const int32_t isum = dot_q_a(u.q, a->qs, 16);
             const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
             sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
         }
     }
-    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
+    for (int j = 0; j < NT; j++) y[j * ldy] = sum[j];
+}
+
+INLINE void k_tile(int f, TILE_ARGS) {
+    switch (nt) {
+    case 1: k_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;
+    case 2: k_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;
+    case 3: k_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;
+    default: k_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;
+    }
 }
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
