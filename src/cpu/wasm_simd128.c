@@ -218,6 +218,15 @@ INLINE float legacy_quad(int f, float sum, const lblock u[4], bool has_min, cons
     return sum + wasm_f32x4_extract_lane(t, 3);
 }
 
+/* FN_N(f, NT, ...) with the tile's token count nt as the constant NT (1 .. LEAN_TILE_TOKENS) */
+#define BY_NT(FN_N)                                                                                  \
+    switch (nt) {                                                                                    \
+    case 1: FN_N(f, 1, cols, w, x, xrb, y, ldy); break;                                              \
+    case 2: FN_N(f, 2, cols, w, x, xrb, y, ldy); break;                                              \
+    case 3: FN_N(f, 3, cols, w, x, xrb, y, ldy); break;                                              \
+    default: FN_N(f, 4, cols, w, x, xrb, y, ldy); break;                                             \
+    }
+
 /* NT, the tile's token count, a constant (legacy_tile's switch), so that sum[] and u[] are
  * wasm locals, not linear memory (as X_TILE_FAMILY's x_tile_n) */
 INLINE void legacy_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y,
@@ -242,14 +251,7 @@ INLINE void legacy_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const u
     for (int j = 0; j < NT; j++) y[j * ldy] = sum[j];
 }
 
-INLINE void legacy_tile(int f, TILE_ARGS) {
-    switch (nt) {
-    case 1: legacy_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;
-    case 2: legacy_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;
-    case 3: legacy_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;
-    default: legacy_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;
-    }
-}
+INLINE void legacy_tile(int f, TILE_ARGS) { BY_NT(legacy_tile_n); }
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * A super-block is unpacked into 32 int16 vectors in element order, each weight q sc[sub-block]
@@ -322,14 +324,7 @@ INLINE void k_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_
     for (int j = 0; j < NT; j++) y[j * ldy] = sum[j];
 }
 
-INLINE void k_tile(int f, TILE_ARGS) {
-    switch (nt) {
-    case 1: k_tile_n(f, 1, cols, w, x, xrb, y, ldy); break;
-    case 2: k_tile_n(f, 2, cols, w, x, xrb, y, ldy); break;
-    case 3: k_tile_n(f, 3, cols, w, x, xrb, y, ldy); break;
-    default: k_tile_n(f, 4, cols, w, x, xrb, y, ldy); break;
-    }
-}
+INLINE void k_tile(int f, TILE_ARGS) { BY_NT(k_tile_n); }
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * The generic exact kernel's operations in its order, so its bits: each weight is the
