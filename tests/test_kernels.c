@@ -39,12 +39,18 @@
  *                kernel's contract), one token per call; rows past r1 stay untouched.
  *   same bits    a table that says same_as_generic (neon, relaxed, simd128) gives the generic table's
  *                bits for every matmul and attention output.
+ *   wasm f16     (wasm simd128 builds) wasm_shared.h's inline f16 scale read, against
+ *                lean_f16_to_f32 bit for bit over all 65536 halves (subnormals, inf, NaN).
  *   attention    scores and weighted sums against double, with the same kind of bound;
  *                the softmax numerators (exp_sum) and SwiGLU within 1e-6 relative.
  */
+#include "core/formats.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
 #include "dev/quantize.h"
+#if defined(__wasm_simd128__)
+#include "cpu/wasm_shared.h"
+#endif
 #include "test.h"
 
 #include <math.h>
@@ -623,7 +629,22 @@ static void test_select(void) {
            neon ? ", neon" : "", relaxed ? ", relaxed" : "", simd128 ? ", simd128" : "");
 }
 
+#if defined(__wasm_simd128__)
+static void test_wasm_f16(void) {
+    int wrong = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const uint8_t p[2] = {(uint8_t)h, (uint8_t)(h >> 8)};
+        const float got = f16(p), want = lean_f16_to_f32((uint16_t)h);
+        wrong += memcmp(&got, &want, sizeof got) != 0;
+    }
+    CHECK(wrong == 0, "wasm_shared.h f16: %d of 65536 halves not lean_f16_to_f32's bits", wrong);
+}
+#endif
+
 int main(void) {
+#if defined(__wasm_simd128__)
+    test_wasm_f16();
+#endif
     test_quant_act();
     test_select();
     const lean_kernels *tables[] = {&lean_kernels_generic, lean_kernels_avx2(), lean_kernels_avx512(),

@@ -151,28 +151,107 @@ INLINE void legacy_quants(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
     *lo = wasm_i8x16_sub(l, off), *hi = wasm_i8x16_sub(h, off);
 }
 
+/* Q4_0's quants are kept raw (in [0, 15]) and in int16 lanes straight from the bytes read as
+ * int16 (4 masks and shifts, where widening int8 takes 4 extends and the offset 2 subtractions):
+ * q[0] elements 0, 2 .. 14, q[1] 1, 3 .. 15, q[2] 16, 18 .. 30, q[3] 17, 19 .. 31. block_dot
+ * pairs them with the activations in that order and takes the offset out as 8 a->s: the same
+ * integer sum. */
 INLINE lblock legacy_unpack(int f, const uint8_t *b) {
     lblock u;
     u.d = f16(b);
     u.m = f == L_Q4_1 || f == L_Q5_1 ? f16(b + 2) : 0.0f;
+    if (f == L_Q4_0) {
+        const v128_t r = wasm_v128_load(b + 2), m = wasm_i16x8_splat(0x0f);
+        u.q[0] = wasm_v128_and(r, m), u.q[1] = wasm_v128_and(wasm_u16x8_shr(r, 8), m);
+        u.q[2] = wasm_v128_and(wasm_u16x8_shr(r, 4), m), u.q[3] = wasm_u16x8_shr(r, 12);
+        return u;
+    }
     v128_t lo, hi; /* elements 0..15, 16..31 */
     legacy_quants(f, b, &lo, &hi);
     widen(u.q, lo), widen(u.q + 2, hi);
     return u;
 }
 
-INLINE void legacy_tile(int f, TILE_ARGS) {
+/* A block's integer sum q . a as 4 lanes not yet added (Q4_0: raw quants, legacy_unpack's
+ * order; the caller takes the offset out) */
+INLINE v128_t block_dot(int f, const v128_t *q, const int8_t *a) {
+    const v128_t a0 = wasm_v128_load(a), a1 = wasm_v128_load(a + 16);
+    if (f == L_Q4_0) { /* the int8 pairs read as int16: even elements by shifts, odd by one */
+        const v128_t s0 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[0], wasm_i16x8_shr(wasm_i16x8_shl(a0, 8), 8)),
+                                         wasm_i32x4_dot_i16x8(q[1], wasm_i16x8_shr(a0, 8)));
+        const v128_t s1 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[2], wasm_i16x8_shr(wasm_i16x8_shl(a1, 8), 8)),
+                                         wasm_i32x4_dot_i16x8(q[3], wasm_i16x8_shr(a1, 8)));
+        return wasm_i32x4_add(s0, s1);
+    }
+    const v128_t s0 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[0], wasm_i16x8_extend_low_i8x16(a0)),
+                                     wasm_i32x4_dot_i16x8(q[1], wasm_i16x8_extend_high_i8x16(a0)));
+    const v128_t s1 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[2], wasm_i16x8_extend_low_i8x16(a1)),
+                                     wasm_i32x4_dot_i16x8(q[3], wasm_i16x8_extend_high_i8x16(a1)));
+    return wasm_i32x4_add(s0, s1);
+}
+
+/* The 4 lanes' sums of s[0..3], as lanes 0..3 (integers: any order gives the same value). */
+INLINE v128_t hsum4_i32(const v128_t s[4]) {
+    const v128_t t01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
+    const v128_t t23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(t01, t23, 0, 1, 4, 5), wasm_i32x4_shuffle(t01, t23, 2, 3, 6, 7));
+}
+
+/* Blocks 4 at a time: their integer sums reduced together and lean_legacy_step's float
+ * operations done in lanes, one block a lane, the same operations in the same order; only the
+ * additions into the sum stay scalar, in block order. So the bits are lean_legacy_step's. */
+INLINE float legacy_quad(int f, float sum, const lblock u[4], bool has_min, const lean_q8_32 *a) {
+    v128_t s[4];
+    for (int k = 0; k < 4; k++) s[k] = block_dot(f, u[k].q, a[k].qs);
+    v128_t is = hsum4_i32(s);
+    if (f == L_Q4_0) is = wasm_i32x4_sub(is, wasm_i32x4_shl(wasm_i32x4_make(a[0].s, a[1].s, a[2].s, a[3].s), 3));
+    const v128_t dx = wasm_f32x4_make(a[0].d, a[1].d, a[2].d, a[3].d);
+    v128_t t = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_make(u[0].d, u[1].d, u[2].d, u[3].d), dx),
+                              wasm_f32x4_convert_i32x4(is));
+    if (has_min) {
+        const v128_t sx = wasm_f32x4_convert_i32x4(wasm_i32x4_make(a[0].s, a[1].s, a[2].s, a[3].s));
+        t = wasm_f32x4_add(t, wasm_f32x4_mul(wasm_f32x4_make(u[0].m, u[1].m, u[2].m, u[3].m), wasm_f32x4_mul(dx, sx)));
+    }
+    sum += wasm_f32x4_extract_lane(t, 0);
+    sum += wasm_f32x4_extract_lane(t, 1);
+    sum += wasm_f32x4_extract_lane(t, 2);
+    return sum + wasm_f32x4_extract_lane(t, 3);
+}
+
+/* FN_N(f, NT, ...) with the tile's token count nt as the constant NT (1 .. LEAN_TILE_TOKENS) */
+#define BY_NT(FN_N)                                                                                  \
+    switch (nt) {                                                                                    \
+    case 1: FN_N(f, 1, cols, w, x, xrb, y, ldy); break;                                              \
+    case 2: FN_N(f, 2, cols, w, x, xrb, y, ldy); break;                                              \
+    case 3: FN_N(f, 3, cols, w, x, xrb, y, ldy); break;                                              \
+    default: FN_N(f, 4, cols, w, x, xrb, y, ldy); break;                                             \
+    }
+
+/* NT, the tile's token count, a constant (legacy_tile's switch), so that sum[] and u[] are
+ * wasm locals, not linear memory (as X_TILE_FAMILY's x_tile_n) */
+INLINE void legacy_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y,
+                          int64_t ldy) {
     const bool has_min = f == L_Q4_1 || f == L_Q5_1;
     float sum[LEAN_TILE_TOKENS] = {0};
-    for (int64_t b = 0; b < cols / 32; b++) {
+    int64_t b = 0;
+    for (; b + 4 <= cols / 32; b += 4) {
+        lblock u[4];
+        for (int k = 0; k < 4; k++) u[k] = legacy_unpack(f, w + (size_t)(b + k) * legacy_bytes[f]);
+        for (int j = 0; j < NT; j++)
+            sum[j] = legacy_quad(f, sum[j], u, has_min, (const lean_q8_32 *)(x + (size_t)j * xrb) + b);
+    }
+    for (; b < cols / 32; b++) {
         const lblock u = legacy_unpack(f, w + (size_t)b * legacy_bytes[f]);
-        for (int j = 0; j < nt; j++) {
+        for (int j = 0; j < NT; j++) {
             const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
-            sum[j] = lean_legacy_step(sum[j], u.d, u.m, has_min, a, dot_q_a(u.q, a->qs, 2));
+            const int32_t isum = hsum_i32(block_dot(f, u.q, a->qs)) - (f == L_Q4_0 ? 8 * a->s : 0);
+            sum[j] = lean_legacy_step(sum[j], u.d, u.m, has_min, a, isum);
         }
     }
-    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
+    for (int j = 0; j < NT; j++) y[j * ldy] = sum[j];
 }
+
+INLINE void legacy_tile(int f, TILE_ARGS) { BY_NT(legacy_tile_n); }
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * A super-block is unpacked into 32 int16 vectors in element order, each weight q sc[sub-block]
@@ -226,22 +305,26 @@ INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
     return hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1)));
 }
 
-INLINE void k_tile(int f, TILE_ARGS) {
+/* NT a constant, as legacy_tile_n */
+INLINE void k_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y,
+                     int64_t ldy) {
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
         kblock u;
         const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
         if (f == K_Q6) k6_unpack(blk, &u);
         else k45_unpack(f, blk, &u);
-        for (int j = 0; j < nt; j++) {
+        for (int j = 0; j < NT; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
             const int32_t isum = dot_q_a(u.q, a->qs, 16);
             const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
             sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
         }
     }
-    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
+    for (int j = 0; j < NT; j++) y[j * ldy] = sum[j];
 }
+
+INLINE void k_tile(int f, TILE_ARGS) { BY_NT(k_tile_n); }
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * The generic exact kernel's operations in its order, so its bits: each weight is the
