@@ -620,7 +620,9 @@ async function load({ source, opts }) {
     await instantiate(opts.jspi !== false, opts);
     if (state.model) throw new Error('this worker has a model already');
     state.opts = opts;
-    let last = 0;
+    // -Infinity: the first report always goes; a worker can read its first bytes within 50 ms
+    // of its own time origin, and a stream that then stalls was named as stalled in 'open'
+    let last = -Infinity;
     const onBytes = (phase, loaded, total) => {
         const now = performance.now();
         if (now - last < 50 && loaded !== total) return; // a few messages a second are enough

@@ -329,8 +329,7 @@ async function pageCheck(browser, name, url, ref) {
 // signal aborts. Then the same page loads a model and runs it (lean run's greedy ids), and
 // loads it again from the Cache API (progress phase 'cache', no 'download').
 async function stallChecks(page, t, ref, jspi) {
-    // 6 s, not less: opening the model (the Cache API lookup, the response) must end first, and
-    // under CI's load it once took over 1.5 s, so the timer fired in stage 'open'
+    // 6 s: the worker's start (stage 'wasm', compiling the module) must end first, under CI's load too
     let r = await call(page, 'loadStalled', 6000, 0);
     const at = /downloading the model \(stage 'download', 65536 of 1048576 bytes\)/;
     check(r.error?.name === 'TimeoutError' && /no progress in 6 s/.test(r.error.message) && at.test(r.error.message),
