@@ -587,25 +587,19 @@ static tj_node *parse_not(parser *p) {
     return nd;
 }
 
-static tj_node *parse_and(parser *p) {
-    tj_node *left = parse_not(p);
-    while (left && is_name(cur(p), "and")) {
+/* "and" over not, "or" over and: a left-leaning chain of the keyword over the next level. */
+static tj_node *parse_logic(parser *p, const char *keyword, uint8_t kind, tj_node *(*operand)(parser *)) {
+    tj_node *left = operand(p);
+    while (left && is_name(cur(p), keyword)) {
         tj_tok *at = cur(p);
         advance(p);
-        left = binary(p, TJ_N_AND, 0, at, left, parse_not(p));
+        left = binary(p, kind, 0, at, left, operand(p));
     }
     return left;
 }
 
-static tj_node *parse_or(parser *p) {
-    tj_node *left = parse_and(p);
-    while (left && is_name(cur(p), "or")) {
-        tj_tok *at = cur(p);
-        advance(p);
-        left = binary(p, TJ_N_OR, 0, at, left, parse_and(p));
-    }
-    return left;
-}
+static tj_node *parse_and(parser *p) { return parse_logic(p, "and", TJ_N_AND, parse_not); }
+static tj_node *parse_or(parser *p) { return parse_logic(p, "or", TJ_N_OR, parse_and); }
 
 static tj_node *parse_condexpr(parser *p) {
     tj_tok *at = cur(p);
