@@ -327,9 +327,10 @@ static bool set_insert(name_set *s, const gguf_string *name) {
     }
 }
 
-/* Reads a key or tensor name, refusing NUL bytes inside (lookups use C strings, so
- * "a\0b" would shadow "a") and duplicates. */
-static lean_status rd_name(cursor *c, gguf_string *s, name_set *set, const char *kind) {
+/* Reads the name of key or tensor #i, refusing NUL bytes inside (lookups use C strings, so
+ * "a\0b" would shadow "a") and duplicates; c->where names the entry by number, then by name. */
+static lean_status rd_name(cursor *c, gguf_string *s, name_set *set, const char *kind, uint64_t i) {
+    snprintf(c->where, sizeof c->where, "%s #%" U64, kind, i);
     uint64_t at = c->pos;
     lean_status st = rd_string(c, s, kind);
     if (st != LEAN_OK) return st;
@@ -339,6 +340,7 @@ static lean_status rd_name(cursor *c, gguf_string *s, name_set *set, const char 
     if (!set_insert(set, s))
         return LEAN_FAIL(c->err, LEAN_ERR_FORMAT, "duplicate %s '%.200s' at offset %" U64, kind, s->ptr,
                          at);
+    snprintf(c->where, sizeof c->where, "%s '%.120s'", kind, s->ptr);
     return LEAN_OK;
 }
 
@@ -393,10 +395,8 @@ static lean_status rd_kvs(cursor *c, gguf_file *f) {
     lean_status st = set_init(c, &set, f->n_kv);
     for (uint64_t i = 0; st == LEAN_OK && i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
-        snprintf(c->where, sizeof c->where, "key #%" U64, i);
-        st = rd_name(c, &kv->key, &set, "key");
+        st = rd_name(c, &kv->key, &set, "key", i);
         if (st != LEAN_OK) break;
-        snprintf(c->where, sizeof c->where, "key '%.120s'", kv->key.ptr);
         uint64_t at = c->pos;
         uint32_t type = 0;
         st = cur_u32(c, &type, "value type");
@@ -496,10 +496,8 @@ static lean_status rd_tensor_infos(cursor *c, gguf_file *f) {
     lean_status st = set_init(c, &set, f->n_tensors);
     for (uint64_t i = 0; st == LEAN_OK && i < f->n_tensors; i++) {
         gguf_tensor_info *t = &f->tensors[i];
-        snprintf(c->where, sizeof c->where, "tensor #%" U64, i);
-        st = rd_name(c, &t->name, &set, "tensor");
+        st = rd_name(c, &t->name, &set, "tensor", i);
         if (st != LEAN_OK) break;
-        snprintf(c->where, sizeof c->where, "tensor '%.120s'", t->name.ptr);
         st = rd_shape(c, t);
         if (st == LEAN_OK) st = rd_type_offset(c, t, f->alignment);
     }
