@@ -39,6 +39,12 @@ static inline const lora_term *lora_terms(const lora_set *set, int32_t site, int
     return set ? set->terms + set->first[site] : NULL;
 }
 
+/* The longest row of any A (a layer matrix's columns) or B (rank) of set, a model of hp's:
+ * a scratch row of this many floats holds any. */
+static inline int32_t lora_row_cap(const lean_hparams *hp, const lora_set *set) {
+    return set->max_rank > lean_max_cols(hp) ? set->max_rank : lean_max_cols(hp);
+}
+
 /* *out = the set of loras[0..n) with scales[0..n) for model m (n >= 1); every adapter was
  * loaded for m and every scale is finite, else LEAN_ERR_ARG. */
 lean_status lora_set_make(const lean_model *m, lean_lora *const *loras, const float *scales, int32_t n,

@@ -108,5 +108,10 @@ lean_status lean_weight_source_expect(lean_weight_source *src, const lean_tensor
 /* Widths of one token's queries (all heads) and of its keys or values (all KV heads). */
 static inline int32_t lean_q_dim(const lean_hparams *hp) { return hp->n_head * hp->head_dim; }
 static inline int32_t lean_kv_dim(const lean_hparams *hp) { return hp->n_head_kv * hp->head_dim; }
+/* The longest row of any layer matrix or output (n_embd, n_ff or lean_q_dim columns). */
+static inline int32_t lean_max_cols(const lean_hparams *hp) {
+    const int32_t m = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    return lean_q_dim(hp) > m ? lean_q_dim(hp) : m;
+}
 
 #endif

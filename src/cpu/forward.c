@@ -210,8 +210,7 @@ static lean_status cpu_create_config(const lean_model *m, lean_backend_model *bm
     const uint64_t L = (uint64_t)hp->n_layer, C = (uint64_t)n_ctx, B = (uint64_t)n_batch;
     const uint64_t d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp), kvd = (uint64_t)lean_kv_dim(hp),
                    ff = (uint64_t)hp->n_ff, half = (uint64_t)hp->head_dim / 2;
-    uint64_t max_cols = d > ff ? d : ff;
-    if (qd > max_cols) max_cols = qd;
+    const uint64_t max_cols = (uint64_t)lean_max_cols(hp);
     const uint64_t nt = (uint64_t)lean_pool_size(s->pool);
     if ((st = alloc_f32(&s->k_cache, L * C, kvd, "the key cache", err)) ||
         (st = alloc_f32(&s->v_cache, L * C, kvd, "the value cache", err)) ||
@@ -657,10 +656,7 @@ static lean_status cpu_set_lora(lean_backend_state *s, const lora_set *set, lean
             return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "cpu: no %s exact kernel for LoRA tensor '%s' of type %s",
                              s->k.name, set->terms[t].a->name, lean_type_name((int)set->terms[t].a->type));
     if (set) {
-        const lean_hparams *hp = &s->m->hp;
-        cap = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
-        if (lean_q_dim(hp) > cap) cap = lean_q_dim(hp);
-        if (set->max_rank > cap) cap = set->max_rank;
+        cap = lora_row_cap(&s->m->hp, set);
         lean_status st = alloc_f32(&tmp, 3 * (uint64_t)s->n_batch, (uint64_t)set->max_site_rank, "LoRA scratch", err);
         if (st == LEAN_OK)
             st = alloc_f32(&row, (uint64_t)lean_pool_size(s->pool), (uint64_t)cap, "LoRA scratch", err);

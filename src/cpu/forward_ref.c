@@ -106,8 +106,7 @@ static lean_status cpu_create(const lean_model *m, int32_t n_ctx, int32_t n_batc
     const uint64_t d = (uint64_t)hp->n_embd, qd = (uint64_t)lean_q_dim(hp),
                    kvd = (uint64_t)lean_kv_dim(hp), ff = (uint64_t)hp->n_ff,
                    half = (uint64_t)hp->head_dim / 2;
-    uint64_t max_cols = d > ff ? d : ff;
-    if (qd > max_cols) max_cols = qd;
+    const uint64_t max_cols = (uint64_t)lean_max_cols(hp);
     lean_status st;
     if ((st = alloc_f32(&s->k_cache, L, C, kvd, "the key cache", err)) ||
         (st = alloc_f32(&s->v_cache, L, C, kvd, "the value cache", err)) ||
@@ -283,10 +282,7 @@ static float *cpu_kv_host(lean_backend_state *s, int32_t il, int kind) {
 static lean_status cpu_set_lora(lean_backend_state *s, const lora_set *set, lean_error *err) {
     float *tmp = NULL, *row = NULL;
     if (set) {
-        const lean_hparams *hp = &s->m->hp;
-        int64_t cols = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
-        if (lean_q_dim(hp) > cols) cols = lean_q_dim(hp);
-        if (set->max_rank > cols) cols = set->max_rank;
+        const int64_t cols = lora_row_cap(&s->m->hp, set);
         lean_status st = alloc_f32(&tmp, (uint64_t)s->n_batch, (uint64_t)set->max_site_rank, 1, "LoRA scratch", err);
         if (st == LEAN_OK) st = alloc_f32(&row, (uint64_t)cols, 1, 1, "LoRA scratch", err);
         if (st != LEAN_OK) {
