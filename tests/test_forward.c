@@ -409,40 +409,11 @@ static void test_ctx_params(void) {
     unlink(path);
 }
 
-/* Fails the n-th allocation of load -> ctx -> prefill for every n (once, and from then on):
- * each must end in LEAN_ERR_NOMEM, or on the CPU where auto's GPU rung ran out, with nothing
- * leaked (ASan's leak check at exit). */
+/* Fails every allocation of load -> ctx (the defaults: "auto") -> prefill in turn
+ * (tiny_alloc_sweep). */
 static void test_alloc_failures(void) {
     tiny_spec sp = tiny_default("qwen3");
-    char path[256];
-    tiny_path(path, sizeof path);
-    lean_error err = {0};
-    CHECK(tiny_write(&sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
-    const int32_t ids[3] = {5, 6, 7};
-    float logits[97];
-    for (int sticky = 0; sticky < 2; sticky++) {
-        for (uint64_t n = 1; n < 10000; n++) {
-            lean_model *m = NULL;
-            lean_ctx *c = NULL;
-            lean_alloc_fail_at(n, sticky);
-            lean_status st = lean_model_load_file(path, &m, &err);
-            if (st == LEAN_OK) st = lean_ctx_create(m, NULL, &c, &err);
-            if (st == LEAN_OK) st = lean_prefill(c, ids, 3, logits, &err);
-            const uint64_t used = lean_alloc_fail_at(0, false);
-            /* auto's GPU rung out of memory: the CPU took over (session.c) */
-            const bool fell = st == LEAN_OK && lean_ctx_fallback(c) && strstr(lean_ctx_fallback(c), "(out of memory)");
-            lean_ctx_free(c);
-            lean_model_free(m);
-            if (used < n) { /* no allocation failed: the sweep is over */
-                CHECK(st == LEAN_OK && n > 10, "only %llu allocations? status %d", (unsigned long long)n, st);
-                break;
-            }
-            CHECK(st == LEAN_ERR_NOMEM || fell, "failing allocation %llu (sticky %d): status %d: %s",
-                  (unsigned long long)n, sticky, st, st ? err.msg : "ok without falling back");
-            if (st != LEAN_ERR_NOMEM && !fell) break;
-        }
-    }
-    unlink(path);
+    tiny_alloc_sweep(&sp, NULL);
 }
 
 int main(void) {

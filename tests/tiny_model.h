@@ -254,4 +254,38 @@ static inline lean_model *tiny_load_all(const char *arch, uint32_t type, uint64_
     return m;
 }
 
+/* Fails the n-th allocation of load sp's model -> ctx (params p; NULL: the defaults) -> prefill
+ * for every n, once and from then on: each must end in LEAN_ERR_NOMEM, or on the CPU where
+ * auto's GPU rung ran out (session.c), with nothing leaked (ASan's leak check at exit). */
+static inline void tiny_alloc_sweep(const tiny_spec *sp, const lean_ctx_params *p) {
+    char path[256];
+    tiny_path(path, sizeof path);
+    lean_error err = {0};
+    CHECK(tiny_write(sp, path, NULL, &err) == LEAN_OK, "%s", err.msg);
+    const int32_t ids[3] = {5, 6, 7};
+    float logits[97];
+    for (int sticky = 0; sticky < 2; sticky++) {
+        for (uint64_t n = 1; n < 10000; n++) {
+            lean_model *m = NULL;
+            lean_ctx *c = NULL;
+            lean_alloc_fail_at(n, sticky);
+            lean_status st = lean_model_load_file(path, &m, &err);
+            if (st == LEAN_OK) st = lean_ctx_create(m, p, &c, &err);
+            if (st == LEAN_OK) st = lean_prefill(c, ids, 3, logits, &err);
+            const uint64_t used = lean_alloc_fail_at(0, false);
+            const bool fell = st == LEAN_OK && lean_ctx_fallback(c) && strstr(lean_ctx_fallback(c), "(out of memory)");
+            lean_ctx_free(c);
+            lean_model_free(m);
+            if (used < n) { /* no allocation failed: the sweep is over */
+                CHECK(st == LEAN_OK && n > 10, "only %llu allocations? status %d", (unsigned long long)n, st);
+                break;
+            }
+            CHECK(st == LEAN_ERR_NOMEM || fell, "failing allocation %llu (sticky %d): status %d: %s",
+                  (unsigned long long)n, sticky, st, st ? err.msg : "ok without falling back");
+            if (st != LEAN_ERR_NOMEM && !fell) break;
+        }
+    }
+    unlink(path);
+}
+
 #endif
