@@ -688,6 +688,21 @@ static bool parse_statements(parser *p, const char *const *end_names, bool drop_
     return true;
 }
 
+/* The body of a set, macro, with or filter block up to {% end<tag> %}, in a frame of its own:
+ * unknown filters and tests fail at once there (not soft); loops: the for loops around it that
+ * break and continue may reach (a macro's body: none). */
+static bool parse_block_body(parser *p, const char *end, int loops, const tj_tok *opener, tj_nodes *out) {
+    const char *const ends[] = {end, NULL};
+    const bool soft = p->soft;
+    const int outer_loops = p->loops;
+    p->soft = false;
+    p->loops = loops;
+    bool ok = parse_statements(p, ends, true, opener, out);
+    p->soft = soft;
+    p->loops = outer_loops;
+    return ok;
+}
+
 static bool can_assign(const tj_node *t) {
     if (t->kind == TJ_N_NAME) return true;
     if (t->kind == TJ_N_TUPLE) {
@@ -809,14 +824,7 @@ static tj_node *parse_set(parser *p, tj_tok *opener) {
     if (!nd) return NULL;
     nd->a = target;
     if (is_op(cur(p), O_PIPE) && !(nd->c = parse_filter(p, NULL, false))) return NULL;
-    static const char *const ends[] = {"endset", NULL};
-    bool soft = p->soft;
-    int loops = p->loops;
-    p->soft = false;
-    bool ok = parse_statements(p, ends, true, opener, &nd->body);
-    p->soft = soft;
-    p->loops = loops;
-    return ok ? nd : NULL;
+    return parse_block_body(p, "endset", p->loops, opener, &nd->body) ? nd : NULL;
 }
 
 static tj_node *parse_macro(parser *p, tj_tok *opener) {
@@ -844,15 +852,7 @@ static tj_node *parse_macro(parser *p, tj_tok *opener) {
     }
     advance(p);
     nd->args = vec_done(&params);
-    static const char *const ends[] = {"endmacro", NULL};
-    bool soft = p->soft;
-    int loops = p->loops;
-    p->soft = false;
-    p->loops = 0;
-    bool ok = parse_statements(p, ends, true, opener, &nd->body);
-    p->soft = soft;
-    p->loops = loops;
-    return ok ? nd : NULL;
+    return parse_block_body(p, "endmacro", 0, opener, &nd->body) ? nd : NULL;
 }
 
 static tj_node *parse_with(parser *p, tj_tok *opener) {
@@ -871,12 +871,7 @@ static tj_node *parse_with(parser *p, tj_tok *opener) {
     }
     nd->args = vec_done(&targets);
     nd->kwvals = vec_done(&values);
-    static const char *const ends[] = {"endwith", NULL};
-    bool soft = p->soft;
-    p->soft = false;
-    bool ok = parse_statements(p, ends, true, opener, &nd->body);
-    p->soft = soft;
-    return ok ? nd : NULL;
+    return parse_block_body(p, "endwith", p->loops, opener, &nd->body) ? nd : NULL;
 }
 
 /* One {% ... %} statement; the cursor is on its name. Appends to out. */
@@ -901,13 +896,8 @@ static bool parse_statement(parser *p, nodevec *out) {
     } else if (is_name(t, "filter")) {
         nd = mk(p, TJ_N_FILTERBLOCK, t);
         advance(p);
-        static const char *const ends[] = {"endfilter", NULL};
-        bool soft = p->soft;
         if (!nd || !(nd->c = parse_filter(p, NULL, true))) return false;
-        p->soft = false;
-        bool ok = parse_statements(p, ends, true, t, &nd->body);
-        p->soft = soft;
-        if (!ok) return false;
+        if (!parse_block_body(p, "endfilter", p->loops, t, &nd->body)) return false;
     } else if (is_name(t, "generation")) {
         nd = mk(p, TJ_N_BODY, t);
         advance(p);
