@@ -243,7 +243,7 @@ typedef struct shape {
     int32_t n_tok;
 } shape;
 
-static const shape shapes[] = {{1, 1}, {3, 2}, {5, 3}, {8, 4}, {13, 5}, {17, 8}, {33, 9}, {4, 16}, {6, 7}, {2, 6}};
+static const shape shapes[] = {{1, 1}, {11, 1}, {3, 2}, {5, 3}, {8, 4}, {13, 5}, {17, 8}, {33, 9}, {4, 16}, {6, 7}, {2, 6}};
 
 static void cols_for(uint32_t type, const int64_t **cols, int *n) {
     static const int64_t f[] = {1, 7, 8, 17, 33, 100, 576};

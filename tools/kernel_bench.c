@@ -8,7 +8,8 @@
  *   make wasm-relaxed-bench && node --experimental-wasm-relaxed-simd --no-liftoff tests/wasm_run.mjs \
  *       build-wasm-relaxed/kernel_bench.wasm
  *
- * Prints one line per format and table: microseconds per call (the best of 5 runs of at least
+ * Arguments, if any, are the formats to time (`kernel_bench q4_0 q8_0`), by lean_type_name;
+ * every format otherwise. Prints one line per format and table: microseconds per call (the best of 5 runs of at least
  * 50 ms each) and the speed-up over generic. Measures; asserts nothing. The time is this
  * process's CPU time, not the wall clock, so that other work on a shared machine is not counted
  * (it still slows a run through the caches). Under Deno's WASI that clock is the wall clock:
@@ -56,7 +57,7 @@ static double time_matmul(lean_matmul_fn mm, const void *w, size_t wrb, const vo
     return best * 1e6;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     static const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
                                      LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
@@ -67,6 +68,9 @@ int main(void) {
     printf("y = W x, W (%d, %d), one thread; us per call (speed-up over generic)\n", ROWS, COLS);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const lean_type_traits *tt = lean_type_traits_get(types[ti]);
+        bool wanted = argc < 2;
+        for (int i = 1; i < argc; i++) wanted |= strcmp(argv[i], tt->name) == 0;
+        if (!wanted) continue;
         const lean_act_type act = (lean_act_type)lean_act_for(types[ti]);
         const size_t wrb = (size_t)COLS / tt->block_elems * tt->block_bytes, xrb = lean_act_row_bytes(act, COLS);
         uint8_t *w = malloc(wrb * ROWS), *x = malloc(xrb * 16);

@@ -367,7 +367,7 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
 
 /* ---- table ---- */
 
-TILED_TABLE("neon", lean_kernels_neon)
+TILED_TABLE("neon", lean_kernels_neon, TILED_QFORMAT, TILED_QFORMAT)
 
 #else /* not aarch64 */
 

@@ -107,24 +107,29 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
  * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0),
  * k_tile (K_Q4, K_Q5, K_Q6) and x_tile (X_Q4_0 ... X_Q6_K: float activations, matmul_exact);
  * and attn_scores, attn_accum. Every format's entry is then lean_matmul_tiles over
- * tile_<format>. Its entries give the generic table's bits (the files'
- * contract, memcmp-tested in test_kernels.c); the rest (exp_sum, SwiGLU, the activation
+ * tile_<format>, except where LEGACY or KQUANT (the macros that make the legacy and the
+ * K-quant formats' entries: TILED_QFORMAT, or one with its arguments that defines the same
+ * names, as wasm_shared.h's ROWS4_FORMAT) put another path first. Its entries give the generic
+ * table's bits (the files' contract, memcmp-tested in test_kernels.c); the rest (exp_sum, SwiGLU, the activation
  * quantizer) lean_kernels_select takes from the generic table. */
 #define TILED_FORMAT(fmt, family, which)                                                             \
     static void tile_##fmt(TILE_ARGS) { family(which, TILE_PASS); }                                 \
     static void matmul_##fmt(LEAN_MATMUL_ARGS) { lean_matmul_tiles(tile_##fmt, MATMUL_PASS); }
-#define TILED_TABLE(NAME, NAME_FN)                                                                   \
+/* TILED_FORMAT with the family by its prefix (legacy -> legacy_tile): TILED_TABLE's LEGACY and
+ * KQUANT when the tiles are all */
+#define TILED_QFORMAT(fmt, family, which) TILED_FORMAT(fmt, family##_tile, which)
+#define TILED_TABLE(NAME, NAME_FN, LEGACY, KQUANT)                                                   \
     TILED_FORMAT(f32, float_tile, W_F32)                                                             \
     TILED_FORMAT(f16, float_tile, W_F16)                                                             \
     TILED_FORMAT(bf16, float_tile, W_BF16)                                                           \
-    TILED_FORMAT(q4_0, legacy_tile, L_Q4_0)                                                          \
-    TILED_FORMAT(q4_1, legacy_tile, L_Q4_1)                                                          \
-    TILED_FORMAT(q5_0, legacy_tile, L_Q5_0)                                                          \
-    TILED_FORMAT(q5_1, legacy_tile, L_Q5_1)                                                          \
-    TILED_FORMAT(q8_0, legacy_tile, L_Q8_0)                                                          \
-    TILED_FORMAT(q4_k, k_tile, K_Q4)                                                                 \
-    TILED_FORMAT(q5_k, k_tile, K_Q5)                                                                 \
-    TILED_FORMAT(q6_k, k_tile, K_Q6)                                                                 \
+    LEGACY(q4_0, legacy, L_Q4_0)                                                                     \
+    LEGACY(q4_1, legacy, L_Q4_1)                                                                     \
+    LEGACY(q5_0, legacy, L_Q5_0)                                                                     \
+    LEGACY(q5_1, legacy, L_Q5_1)                                                                     \
+    LEGACY(q8_0, legacy, L_Q8_0)                                                                     \
+    KQUANT(q4_k, k, K_Q4)                                                                            \
+    KQUANT(q5_k, k, K_Q5)                                                                            \
+    KQUANT(q6_k, k, K_Q6)                                                                            \
     TILED_FORMAT(exact_q4_0, x_tile, X_Q4_0)                                                         \
     TILED_FORMAT(exact_q4_1, x_tile, X_Q4_1)                                                         \
     TILED_FORMAT(exact_q5_0, x_tile, X_Q5_0)                                                         \

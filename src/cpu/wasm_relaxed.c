@@ -40,45 +40,54 @@ INLINE v128_t rdot(const int8_t *a, v128_t q, v128_t acc) {
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
 
+/* A block's weights as 7-bit lanes, elements 0..15 -> q[0], 16..31 -> q[1]: the raw quants;
+ * Q8_0's signed ones (-128 included) split as w = (w & 0x7f) - 128 [w < 0], the signs in q[2],
+ * q[3] (made once per block, shared by a tile's tokens). */
+INLINE void legacy_q7(int f, const uint8_t *blk, v128_t q[4]) {
+    if (f != L_Q8_0) {
+        legacy_raw(f, blk, &q[0], &q[1]);
+        return;
+    }
+    const v128_t lo = wasm_v128_load(blk + 2), hi = wasm_v128_load(blk + 18), low7 = wasm_i8x16_splat(0x7f);
+    q[0] = wasm_v128_and(lo, low7), q[1] = wasm_v128_and(hi, low7);
+    q[2] = wasm_v128_and(wasm_u16x8_shr(lo, 7), wasm_i8x16_splat(1)), q[3] = wasm_v128_and(wasm_u16x8_shr(hi, 7), wasm_i8x16_splat(1));
+}
+
+/* legacy_q7's q . the activations a (elements 0..15), a + 16, as 4 lanes not yet added (the
+ * raw quants' sum, the offset not taken out; Q8_0: sum (w & 0x7f) a - 128 sum [w < 0] a) */
+INLINE v128_t legacy_dot(int f, const v128_t q[4], const int8_t *a) {
+    const v128_t pos = rdot(a + 16, q[1], rdot(a, q[0], wasm_i32x4_splat(0)));
+    if (f != L_Q8_0) return pos;
+    return wasm_i32x4_sub(pos, wasm_i32x4_shl(rdot(a + 16, q[3], rdot(a, q[2], wasm_i32x4_splat(0))), 7));
+}
+
 INLINE void legacy_tile(int f, TILE_ARGS) {
     const bool has_min = f == L_Q4_1 || f == L_Q5_1;
     const int32_t z = legacy_offset(f);
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / 32; b++) {
         const uint8_t *blk = w + (size_t)b * legacy_bytes[f];
-        v128_t lo, hi; /* elements 0..15, 16..31 */
-        legacy_raw(f, blk, &lo, &hi);
+        v128_t q[4];
+        legacy_q7(f, blk, q);
         const float d = f16(blk), m = has_min ? f16(blk + 2) : 0.0f;
         for (int j = 0; j < nt; j++) {
             const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
-            const int32_t qa = hsum_i32(rdot(a->qs + 16, hi, rdot(a->qs, lo, wasm_i32x4_splat(0))));
-            sum[j] = lean_legacy_step(sum[j], d, m, has_min, a, qa - z * a->s);
+            sum[j] = lean_legacy_step(sum[j], d, m, has_min, a, hsum_i32(legacy_dot(f, q, a->qs)) - z * a->s);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* Q8_0: sum w a = sum (w & 0x7f) a - 128 sum [w < 0] a, each term a dot of 7-bit lanes */
-INLINE void q8_0_tile(int f, TILE_ARGS) {
-    (void)f;
-    const v128_t low7 = wasm_i8x16_splat(0x7f);
-    float sum[LEAN_TILE_TOKENS] = {0};
-    for (int64_t b = 0; b < cols / 32; b++) {
-        const uint8_t *blk = w + (size_t)b * legacy_bytes[L_Q8_0];
-        const v128_t lo = wasm_v128_load(blk + 2), hi = wasm_v128_load(blk + 18); /* elements 0..15, 16..31 */
-        const v128_t lo7 = wasm_v128_and(lo, low7), hi7 = wasm_v128_and(hi, low7);
-        const v128_t lon = wasm_u8x16_shr(lo, 7), hin = wasm_u8x16_shr(hi, 7);
-        const float d = f16(blk);
-        for (int j = 0; j < nt; j++) {
-            const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
-            const v128_t pos = rdot(a->qs + 16, hi7, rdot(a->qs, lo7, wasm_i32x4_splat(0)));
-            const v128_t neg = rdot(a->qs + 16, hin, rdot(a->qs, lon, wasm_i32x4_splat(0)));
-            const int32_t qa = hsum_i32(wasm_i32x4_sub(pos, wasm_i32x4_shl(neg, 7)));
-            sum[j] = lean_legacy_step(sum[j], d, 0.0f, false, a, qa);
-        }
+/* The block dots of 4 rows (block pointers blk), for legacy_rows4 */
+INLINE void legacy_dot4(int f, const uint8_t *const blk[4], const lean_q8_32 *a, v128_t s[4]) {
+    for (int k = 0; k < 4; k++) {
+        v128_t q[4];
+        legacy_q7(f, blk[k], q);
+        s[k] = legacy_dot(f, q, a->qs);
     }
-    for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
+
+LEGACY_ROWS4_FAMILY(legacy_offset(f))
 
 /* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * A super-block's 256 raw quants in element order (16 vectors), each sub-block's scale as an
@@ -120,45 +129,88 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     u->m16[0] = wasm_v128_load(s16), u->m16[1] = wasm_v128_load(s16 + 8);
 }
 
+/* A super-block's sum q sc . a (int32 lanes, not yet added) and its side sum (Q4_K / Q5_K:
+ * the mins . bsums; Q6_K: sc . bsums). Q4_K / Q5_K: the two halves of a sub-block share a scale,
+ * so their dots are chained and multiplied once. */
+INLINE void k_dot(int f, const kblock *u, const lean_q8_k *a, v128_t *acc, v128_t *side) {
+    const v128_t zero = wasm_i32x4_splat(0);
+    v128_t s = zero;
+    if (f == K_Q6)
+        for (int k = 0; k < 16; k++) /* 16 elements a sub-block */
+            s = wasm_i32x4_add(s, wasm_i32x4_mul(rdot(a->qs + 16 * k, u->q[k], zero), u->sc[k]));
+    else
+        for (int k = 0; k < 16; k += 2) /* 32 */
+            s = wasm_i32x4_add(s, wasm_i32x4_mul(rdot(a->qs + 16 * k + 16, u->q[k + 1], rdot(a->qs + 16 * k, u->q[k], zero)), u->sc[k]));
+    const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
+    *acc = s;
+    *side = wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1));
+}
+
+INLINE void k_unpack(int f, const uint8_t *blk, kblock *u) {
+    if (f == K_Q6) k6_unpack(blk, u);
+    else k45_unpack(f, blk, u);
+}
+
 INLINE void k_tile(int f, TILE_ARGS) {
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
         kblock u;
-        const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
-        if (f == K_Q6) k6_unpack(blk, &u);
-        else k45_unpack(f, blk, &u);
+        k_unpack(f, w + (size_t)b * kblock_bytes[f], &u);
         for (int j = 0; j < nt; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
-            v128_t acc = wasm_i32x4_splat(0);
-            for (int s = 0; s < 16; s++) /* 16 elements each: Q6_K a sub-block, Q4_K / Q5_K half one */
-                acc = wasm_i32x4_add(acc, wasm_i32x4_mul(rdot(a->qs + 16 * s, u.q[s], wasm_i32x4_splat(0)), u.sc[s]));
-            const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
-            const int32_t side = hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u.m16[0], bs0),
-                                                         wasm_i32x4_dot_i16x8(u.m16[1], bs1)));
-            const int32_t isum = hsum_i32(acc) - (f == K_Q6 ? 32 * side : 0);
+            v128_t acc, sv;
+            k_dot(f, &u, a, &acc, &sv);
+            const int32_t side = hsum_i32(sv), isum = hsum_i32(acc) - (f == K_Q6 ? 32 * side : 0);
             sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, f == K_Q6 ? 0 : side);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
+/* One token, rows r .. r + 3, as legacy_rows4: lean_k_step in lanes, one row a lane */
+INLINE void k_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const void *x, float *y) {
+    const lean_q8_k *a = x;
+    v128_t sum = wasm_f32x4_splat(0.0f);
+    for (int64_t b = 0; b < cols / LEAN_QK_K; b++, a++) {
+        v128_t acc[4], side[4];
+        float d[4], dmin[4];
+        for (int k = 0; k < 4; k++) {
+            kblock u;
+            k_unpack(f, w + k * wrb + (size_t)b * kblock_bytes[f], &u);
+            k_dot(f, &u, a, &acc[k], &side[k]);
+            d[k] = u.d, dmin[k] = u.dmin;
+        }
+        const v128_t sv = hsum4_i32(side), dx = wasm_f32x4_splat(a->d);
+        const v128_t dv = wasm_f32x4_mul(wasm_f32x4_make(d[0], d[1], d[2], d[3]), dx);
+        if (f == K_Q6) {
+            const v128_t isum = wasm_i32x4_sub(hsum4_i32(acc), wasm_i32x4_shl(sv, 5));
+            sum = wasm_f32x4_add(sum, wasm_f32x4_mul(dv, wasm_f32x4_convert_i32x4(isum)));
+        } else {
+            const v128_t dm = wasm_f32x4_mul(wasm_f32x4_make(dmin[0], dmin[1], dmin[2], dmin[3]), dx);
+            sum = wasm_f32x4_add(sum, wasm_f32x4_sub(wasm_f32x4_mul(dv, wasm_f32x4_convert_i32x4(hsum4_i32(acc))),
+                                                     wasm_f32x4_mul(dm, wasm_f32x4_convert_i32x4(sv))));
+        }
+    }
+    wasm_v128_store(y, sum);
+}
+
 /* ---- table ---- */
 
-TILED_FORMAT(q4_0, legacy_tile, L_Q4_0)
-TILED_FORMAT(q4_1, legacy_tile, L_Q4_1)
-TILED_FORMAT(q5_0, legacy_tile, L_Q5_0)
-TILED_FORMAT(q5_1, legacy_tile, L_Q5_1)
-TILED_FORMAT(q8_0, q8_0_tile, L_Q8_0)
-TILED_FORMAT(q4_k, k_tile, K_Q4)
-TILED_FORMAT(q5_k, k_tile, K_Q5)
-TILED_FORMAT(q6_k, k_tile, K_Q6)
+ROWS4_FORMAT(q4_0, legacy, L_Q4_0)
+ROWS4_FORMAT(q4_1, legacy, L_Q4_1)
+ROWS4_FORMAT(q5_0, legacy, L_Q5_0)
+ROWS4_FORMAT(q5_1, legacy, L_Q5_1)
+ROWS4_FORMAT(q8_0, legacy, L_Q8_0)
+ROWS4_FORMAT(q4_k, k, K_Q4)
+ROWS4_FORMAT(q5_k, k, K_Q5)
+ROWS4_FORMAT(q6_k, k, K_Q6)
 
 static const lean_kernels table = {
     .name = "relaxed",
     .same_as_generic = true,
     .matmul = {[LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1, [LEAN_TYPE_Q5_0] = matmul_q5_0,
-               [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k,
-               [LEAN_TYPE_Q6_K] = matmul_q6_k},
+               [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_K] = matmul_q4_k,
+               [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
 };
 
 const lean_kernels *lean_kernels_relaxed(void) { return &table; }

@@ -36,11 +36,41 @@ INLINE float f16(const uint8_t *p) {
     return r;
 }
 
+/* 4 f16 (as u32 lanes) -> f32 exactly: f16()'s operations in lanes. */
+INLINE v128_t f16x4(v128_t h) {
+    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+    const v128_t fin = wasm_f32x4_mul(mag, wasm_f32x4_splat(0x1p112f));
+    const v128_t nan = wasm_v128_and(wasm_i32x4_gt(mag, wasm_i32x4_splat(0x0f800000)), wasm_i32x4_splat(0x00400000));
+    const v128_t inf = wasm_v128_or(wasm_v128_or(mag, wasm_i32x4_splat(0x70000000)), nan);
+    const v128_t big = wasm_i32x4_ge(mag, wasm_i32x4_splat(0x0f800000));
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+    return wasm_v128_or(wasm_v128_bitselect(inf, fin, big), sign);
+}
+
+/* The f16 at p[0] .. p[3] (4 rows' block scales) as 4 floats */
+INLINE v128_t f16x4_at(const uint8_t *const p[4]) {
+    v128_t h = wasm_i32x4_splat(0);
+    h = wasm_v128_load16_lane(p[0], h, 0), h = wasm_v128_load16_lane(p[1], h, 2);
+    h = wasm_v128_load16_lane(p[2], h, 4), h = wasm_v128_load16_lane(p[3], h, 6);
+    return f16x4(h);
+}
+
+/* Each byte's high nibble (i8x16.shr_u has no x86 instruction: engines emulate it with
+ * several; a 16-bit shift and a mask are two) */
+INLINE v128_t hi_nibbles(v128_t v) { return wasm_v128_and(wasm_u16x8_shr(v, 4), wasm_i8x16_splat(0x0f)); }
+
 /* The lanes' sum (integers: any order gives the same value). */
 INLINE int32_t hsum_i32(v128_t v) {
     v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
     v = wasm_i32x4_add(v, wasm_i32x4_shuffle(v, v, 1, 0, 3, 2));
     return wasm_i32x4_extract_lane(v, 0);
+}
+
+/* The 4 lanes' sums of s[0..3], as lanes 0..3 (integers: any order gives the same value). */
+INLINE v128_t hsum4_i32(const v128_t s[4]) {
+    const v128_t t01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
+    const v128_t t23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(t01, t23, 0, 1, 4, 5), wasm_i32x4_shuffle(t01, t23, 2, 3, 6, 7));
 }
 
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 ----
@@ -63,7 +93,7 @@ INLINE v128_t fifth_bits(const uint8_t *p, int half) {
 INLINE void legacy_raw(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
     static const int qs_at[] = {2, 4, 6, 8};
     const v128_t raw = wasm_v128_load(b + qs_at[f]);
-    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = wasm_u8x16_shr(raw, 4);
+    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = hi_nibbles(raw);
     if (f == L_Q5_0 || f == L_Q5_1) {
         const uint8_t *qh = b + (f == L_Q5_0 ? 2 : 4);
         l = wasm_v128_or(l, fifth_bits(qh, 0)), h = wasm_v128_or(h, fifth_bits(qh, 1));
@@ -73,6 +103,47 @@ INLINE void legacy_raw(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
 
 /* The offset a legacy format's raw quants carry (z: weight = (q - z) d). */
 INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0; }
+
+/* One token (a decode step's matvec), rows r .. r + 3 of a legacy format -> y[0..3]: the four
+ * rows' integer block sums reduced together (hsum4_i32) and lean_legacy_step's float operations
+ * done in lanes, one row a lane, block by block: each row's operations in its order, so its
+ * bits. Needs the file's
+ *   legacy_dot4(f, blk, a, s)  the block dots of the rows whose blocks are at blk[0..3] with
+ *                              the activation block a, as 4 vectors of lanes not yet added
+ * and Z, the offset (an expression in f) its sums still carry, taken out as Z s. */
+#define LEGACY_ROWS4_FAMILY(Z)                                                                        \
+    INLINE void legacy_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const void *x, float *y) {       \
+        const lean_q8_32 *a = x;                                                                     \
+        const bool has_min = f == L_Q4_1 || f == L_Q5_1;                                             \
+        v128_t sum = wasm_f32x4_splat(0.0f);                                                         \
+        for (int64_t b = 0; b < cols / 32; b++, a++) {                                               \
+            const uint8_t *blk[4];                                                                   \
+            for (int k = 0; k < 4; k++) blk[k] = w + k * wrb + (size_t)b * legacy_bytes[f];          \
+            v128_t s[4];                                                                             \
+            legacy_dot4(f, blk, a, s);                                                               \
+            const v128_t is = wasm_i32x4_sub(hsum4_i32(s), wasm_i32x4_splat((Z) * a->s));            \
+            v128_t t = wasm_f32x4_mul(wasm_f32x4_mul(f16x4_at(blk), wasm_f32x4_splat(a->d)),         \
+                                      wasm_f32x4_convert_i32x4(is));                                 \
+            if (has_min) {                                                                           \
+                const uint8_t *mp[4] = {blk[0] + 2, blk[1] + 2, blk[2] + 2, blk[3] + 2};             \
+                t = wasm_f32x4_add(t, wasm_f32x4_mul(f16x4_at(mp), wasm_f32x4_splat(a->d * (float)a->s))); \
+            }                                                                                        \
+            sum = wasm_f32x4_add(sum, t);                                                            \
+        }                                                                                            \
+        wasm_v128_store(y, sum);                                                                     \
+    }
+
+/* A quantized format's tile_<fmt> and matmul_<fmt> (TILED_TABLE's LEGACY and KQUANT):
+ * one token four rows at a time (family_rows4), the rows left over and every tile of tokens
+ * through family_tile. */
+#define ROWS4_FORMAT(fmt, family, which)                                                             \
+    static void tile_##fmt(TILE_ARGS) { family##_tile(which, TILE_PASS); }                          \
+    static void matmul_##fmt(LEAN_MATMUL_ARGS) {                                                     \
+        if (n_tok == 1)                                                                              \
+            for (; r0 + 4 <= r1; r0 += 4)                                                            \
+                family##_rows4(which, cols, (const uint8_t *)w + (size_t)r0 * w_row_bytes, w_row_bytes, x, y + r0); \
+        lean_matmul_tiles(tile_##fmt, MATMUL_PASS);                                                  \
+    }
 
 /* ---- Q4_K, Q5_K, Q6_K ---- */
 
@@ -87,7 +158,7 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_
 INLINE void k45_raw(int f, const uint8_t *b, int j, int half, v128_t *lo, v128_t *hi) {
     const uint8_t *qs = (f == K_Q5 ? b + 48 : b + 16) + 16 * j;
     const v128_t raw = wasm_v128_load(qs + 16 * half);
-    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = wasm_u8x16_shr(raw, 4);
+    v128_t l = wasm_v128_and(raw, wasm_i8x16_splat(0x0f)), h = hi_nibbles(raw);
     if (f == K_Q5) { /* bits j, j + 1 of qh -> 0x10 (by masks: LLVM 14 scalarizes an i8x16
                       * shift by a loop counter) */
         const v128_t hb = wasm_v128_load(b + 16 + 16 * half), x10 = wasm_i8x16_splat(0x10);

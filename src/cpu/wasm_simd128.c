@@ -68,19 +68,6 @@ INLINE void widen_scaled(v128_t *dst, v128_t b, int16_t scale) {
 
 enum { W_F32, W_F16, W_BF16 };
 
-/* 4 f16 (as u32 lanes) -> f32 exactly, lean_f16_to_f32's bits: the magnitude shifted into
- * place is a float 2^112 too small (subnormal halves included), except exponent 31 (inf, NaN:
- * made quiet). */
-INLINE v128_t f16x4(v128_t h) {
-    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
-    const v128_t fin = wasm_f32x4_mul(mag, wasm_f32x4_splat(0x1p112f));
-    const v128_t nan = wasm_v128_and(wasm_i32x4_gt(mag, wasm_i32x4_splat(0x0f800000)), wasm_i32x4_splat(0x00400000));
-    const v128_t inf = wasm_v128_or(wasm_v128_or(mag, wasm_i32x4_splat(0x70000000)), nan);
-    const v128_t big = wasm_i32x4_ge(mag, wasm_i32x4_splat(0x0f800000));
-    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
-    return wasm_v128_or(wasm_v128_bitselect(inf, fin, big), sign);
-}
-
 /* 4 weights of format f at p as floats */
 INLINE v128_t load_w4(int f, const uint8_t *p) {
     if (f == W_F32) return wasm_v128_load(p);
@@ -151,51 +138,70 @@ INLINE void legacy_quants(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
     *lo = wasm_i8x16_sub(l, off), *hi = wasm_i8x16_sub(h, off);
 }
 
-/* Q4_0's quants are kept raw (in [0, 15]) and in int16 lanes straight from the bytes read as
- * int16 (4 masks and shifts, where widening int8 takes 4 extends and the offset 2 subtractions):
- * q[0] elements 0, 2 .. 14, q[1] 1, 3 .. 15, q[2] 16, 18 .. 30, q[3] 17, 19 .. 31. block_dot
- * pairs them with the activations in that order and takes the offset out as 8 a->s: the same
- * integer sum. */
+/* A block's 32 quants as int16 lanes, the format's offset subtracted, except Q4_0's: its quants
+ * are kept raw (in [0, 15]) and in int16 lanes straight from the bytes read as int16 (4 masks
+ * and shifts, where widening int8 takes 4 extends and the offset 2 subtractions): q[0] elements
+ * 0, 2 .. 14, q[1] 1, 3 .. 15, q[2] 16, 18 .. 30, q[3] 17, 19 .. 31. legacy_a16 puts the
+ * activations in that order and the caller takes the offset out as 8 a->s: the same integer
+ * sum. */
+INLINE void legacy_q16(int f, const uint8_t *b, v128_t q[4]) {
+    if (f == L_Q4_0) {
+        const v128_t r = wasm_v128_load(b + 2), m = wasm_i16x8_splat(0x0f);
+        q[0] = wasm_v128_and(r, m), q[1] = wasm_v128_and(wasm_u16x8_shr(r, 8), m);
+        q[2] = wasm_v128_and(wasm_u16x8_shr(r, 4), m), q[3] = wasm_u16x8_shr(r, 12);
+        return;
+    }
+    v128_t lo, hi; /* elements 0..15, 16..31 */
+    legacy_quants(f, b, &lo, &hi);
+    widen(q, lo), widen(q + 2, hi);
+}
+
 INLINE lblock legacy_unpack(int f, const uint8_t *b) {
     lblock u;
     u.d = f16(b);
     u.m = f == L_Q4_1 || f == L_Q5_1 ? f16(b + 2) : 0.0f;
-    if (f == L_Q4_0) {
-        const v128_t r = wasm_v128_load(b + 2), m = wasm_i16x8_splat(0x0f);
-        u.q[0] = wasm_v128_and(r, m), u.q[1] = wasm_v128_and(wasm_u16x8_shr(r, 8), m);
-        u.q[2] = wasm_v128_and(wasm_u16x8_shr(r, 4), m), u.q[3] = wasm_u16x8_shr(r, 12);
-        return u;
-    }
-    v128_t lo, hi; /* elements 0..15, 16..31 */
-    legacy_quants(f, b, &lo, &hi);
-    widen(u.q, lo), widen(u.q + 2, hi);
+    legacy_q16(f, b, u.q);
     return u;
 }
 
-/* A block's integer sum q . a as 4 lanes not yet added (Q4_0: raw quants, legacy_unpack's
- * order; the caller takes the offset out) */
-INLINE v128_t block_dot(int f, const v128_t *q, const int8_t *a) {
+/* The activations of a block as int16 lanes in the order legacy_q16 gives the quants */
+INLINE void legacy_a16(int f, const int8_t *a, v128_t x[4]) {
     const v128_t a0 = wasm_v128_load(a), a1 = wasm_v128_load(a + 16);
     if (f == L_Q4_0) { /* the int8 pairs read as int16: even elements by shifts, odd by one */
-        const v128_t s0 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[0], wasm_i16x8_shr(wasm_i16x8_shl(a0, 8), 8)),
-                                         wasm_i32x4_dot_i16x8(q[1], wasm_i16x8_shr(a0, 8)));
-        const v128_t s1 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[2], wasm_i16x8_shr(wasm_i16x8_shl(a1, 8), 8)),
-                                         wasm_i32x4_dot_i16x8(q[3], wasm_i16x8_shr(a1, 8)));
-        return wasm_i32x4_add(s0, s1);
+        x[0] = wasm_i16x8_shr(wasm_i16x8_shl(a0, 8), 8), x[1] = wasm_i16x8_shr(a0, 8);
+        x[2] = wasm_i16x8_shr(wasm_i16x8_shl(a1, 8), 8), x[3] = wasm_i16x8_shr(a1, 8);
+        return;
     }
-    const v128_t s0 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[0], wasm_i16x8_extend_low_i8x16(a0)),
-                                     wasm_i32x4_dot_i16x8(q[1], wasm_i16x8_extend_high_i8x16(a0)));
-    const v128_t s1 = wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[2], wasm_i16x8_extend_low_i8x16(a1)),
-                                     wasm_i32x4_dot_i16x8(q[3], wasm_i16x8_extend_high_i8x16(a1)));
-    return wasm_i32x4_add(s0, s1);
+    widen(x, a0), widen(x + 2, a1);
 }
 
-/* The 4 lanes' sums of s[0..3], as lanes 0..3 (integers: any order gives the same value). */
-INLINE v128_t hsum4_i32(const v128_t s[4]) {
-    const v128_t t01 = wasm_i32x4_add(wasm_i32x4_shuffle(s[0], s[1], 0, 4, 1, 5), wasm_i32x4_shuffle(s[0], s[1], 2, 6, 3, 7));
-    const v128_t t23 = wasm_i32x4_add(wasm_i32x4_shuffle(s[2], s[3], 0, 4, 1, 5), wasm_i32x4_shuffle(s[2], s[3], 2, 6, 3, 7));
-    return wasm_i32x4_add(wasm_i32x4_shuffle(t01, t23, 0, 1, 4, 5), wasm_i32x4_shuffle(t01, t23, 2, 3, 6, 7));
+/* q . x of legacy_q16's and legacy_a16's lanes, as 4 lanes not yet added */
+INLINE v128_t dot16(const v128_t q[4], const v128_t x[4]) {
+    return wasm_i32x4_add(wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[0], x[0]), wasm_i32x4_dot_i16x8(q[1], x[1])),
+                          wasm_i32x4_add(wasm_i32x4_dot_i16x8(q[2], x[2]), wasm_i32x4_dot_i16x8(q[3], x[3])));
 }
+
+/* A block's integer sum q . a as 4 lanes not yet added (Q4_0: raw quants, legacy_q16's
+ * order; the caller takes the offset out) */
+INLINE v128_t block_dot(int f, const v128_t *q, const int8_t *a) {
+    v128_t x[4];
+    legacy_a16(f, a, x);
+    return dot16(q, x);
+}
+
+/* The block dots of 4 rows (block pointers blk), for legacy_rows4: the activations widened
+ * once for the four */
+INLINE void legacy_dot4(int f, const uint8_t *const blk[4], const lean_q8_32 *a, v128_t s[4]) {
+    v128_t x[4];
+    legacy_a16(f, a->qs, x);
+    for (int k = 0; k < 4; k++) {
+        v128_t q[4];
+        legacy_q16(f, blk[k], q);
+        s[k] = dot16(q, x);
+    }
+}
+
+LEGACY_ROWS4_FAMILY(f == L_Q4_0 ? 8 : 0)
 
 /* Blocks 4 at a time: their integer sums reduced together and lean_legacy_step's float
  * operations done in lanes, one block a lane, the same operations in the same order; only the
@@ -434,7 +440,7 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
 
 /* ---- table ---- */
 
-TILED_TABLE("simd128", lean_kernels_simd128)
+TILED_TABLE("simd128", lean_kernels_simd128, ROWS4_FORMAT, TILED_QFORMAT)
 
 #else /* not wasm32 with simd128 */
 
