@@ -181,26 +181,21 @@ static lean_status check_tensors(lean_lora *a, lean_error *err) {
                            p->a.name ? p->a.name : p->b.name, w->name, p->a.name ? "lora_b" : "lora_a");
             break;
         }
-        if (p->site == lora_site_embd(&m->hp)) {
-            /* A (n_vocab, rank), B (n_embd, rank): ne [rank, n_vocab] and [rank, n_embd] */
-            if (p->a.ne[1] != w->ne[1] || p->b.ne[1] != w->ne[0] || p->a.ne[0] != p->b.ne[0])
-                st = LEAN_FAIL(err, LEAN_ERR_MODEL,
-                               "LoRA for '%s' (%lld rows, %lld cols): %s is [%lld, %lld] and %s is [%lld, %lld] "
-                               "(ne), expected [rank, %lld] and [rank, %lld] (the embedding's A and B are flipped)",
-                               w->name, (long long)w->ne[1], (long long)w->ne[0], p->a.name, (long long)p->a.ne[0],
-                               (long long)p->a.ne[1], p->b.name, (long long)p->b.ne[0], (long long)p->b.ne[1],
-                               (long long)w->ne[1], (long long)w->ne[0]);
-        } else if (p->a.ne[0] != w->ne[0] || p->b.ne[1] != w->ne[1] || p->a.ne[1] != p->b.ne[0]) {
-            /* A (rank, cols) with W's cols; B (rows, rank) with W's rows */
+        /* A (rank, cols) and B (rows, rank) of W (rows, cols): ne [cols, rank] and [rank, rows]; the
+         * embedding's pair flipped: A (n_vocab, rank), B (n_embd, rank), ne [rank, rows] and [rank, cols] */
+        const bool embd = p->site == lora_site_embd(&m->hp);
+        const int64_t rank = embd ? p->a.ne[0] : p->a.ne[1]; /* <= the file's bytes: the reader bounds every shape */
+        const bool fits = embd ? p->a.ne[1] == w->ne[1] && p->b.ne[1] == w->ne[0] && p->b.ne[0] == rank
+                               : p->a.ne[0] == w->ne[0] && p->b.ne[1] == w->ne[1] && p->b.ne[0] == rank;
+        if (!fits)
             st = LEAN_FAIL(err, LEAN_ERR_MODEL,
                            "LoRA for '%s' (%lld rows, %lld cols): %s is [%lld, %lld] and %s is [%lld, %lld] (ne), "
-                           "expected [%lld, rank] and [rank, %lld]",
+                           "expected %s%lld%s and [rank, %lld]%s",
                            w->name, (long long)w->ne[1], (long long)w->ne[0], p->a.name, (long long)p->a.ne[0],
                            (long long)p->a.ne[1], p->b.name, (long long)p->b.ne[0], (long long)p->b.ne[1],
-                           (long long)w->ne[0], (long long)w->ne[1]);
-        }
-        /* <= the file's bytes: the reader bounds every shape */
-        const int64_t rank = p->site == lora_site_embd(&m->hp) ? p->a.ne[0] : p->a.ne[1];
+                           embd ? "[rank, " : "[", (long long)(embd ? w->ne[1] : w->ne[0]), embd ? "]" : ", rank]",
+                           (long long)(embd ? w->ne[0] : w->ne[1]),
+                           embd ? " (the embedding's A and B are flipped)" : "");
         a->pairs[k].rank = (int32_t)rank;
         if (rank > a->max_rank) a->max_rank = (int32_t)rank;
     }
