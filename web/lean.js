@@ -208,12 +208,16 @@ export class Lean {
     }
 
     // { ids | prompt, maxTokens = 32, temperature (0/absent: greedy), topK, topP, repeatPenalty,
-    //   repeatLastN, seed, ignoreEog, grammar | jsonSchema, signal, onToken(id, text) } -> { ids, text }
+    //   repeatLastN, seed, ignoreEog, grammar | jsonSchema, allowedIds, signal, onToken(id, text) }
+    //   -> { ids, text }
     // With grammar (GBNF) or jsonSchema, only ids that keep the reply inside it are drawn, and it
-    // ends once the grammar is complete (an end-of-generation id, not in ids).
+    // ends once the grammar is complete (an end-of-generation id, not in ids). With allowedIds
+    // (token ids), every id drawn is one of them (with a grammar, allowed by both); the reply ends
+    // on an end-of-generation id only if one is listed.
     async generate(o = {}) {
         const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), ...constraint(o), stream: !!o.onToken };
         if (o.ids) args.ids = Array.from(o.ids);
+        if (o.allowedIds != null) args.allowedIds = Array.from(o.allowedIds);
         // after an abort no id reaches onToken, and the result ends where onToken stopped: the
         // worker may have sent a few more before it saw the abort (its cache keeps them, exact)
         let seen = 0, seenText = '';

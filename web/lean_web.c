@@ -165,6 +165,15 @@ int EXPORT(lw_gen_begin)(lean_ctx *c, lean_sampler *s, int32_t max_ids) {
     return lean_gen_begin(c, s, max_ids, &last_err);
 }
 int EXPORT(lw_gen_next)(lean_ctx *c, int32_t *id) { return lean_gen_next(c, id, &last_err); }
+/* A generation whose every draw is held to a mask of allowed ids (generate's allowedIds). */
+int EXPORT(lw_gen_begin_masked)(lean_ctx *c, lean_sampler *s, int32_t max_ids) {
+    return lean_gen_begin_masked(c, s, max_ids, &last_err);
+}
+/* The next id among those bits (LEAN_MASK_WORDS(n_vocab) words) allows. */
+int EXPORT(lw_gen_next_masked)(lean_ctx *c, const uint32_t *bits, int32_t n_vocab, int32_t *id) {
+    const lean_mask mask = {bits, n_vocab};
+    return lean_gen_next_masked(c, &mask, id, &last_err);
+}
 void EXPORT(lw_gen_end)(lean_ctx *c) { lean_gen_end(c); }
 
 /* ---- text (the model's tokenizer) ---- */
