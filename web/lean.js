@@ -43,10 +43,11 @@ const LOAD_STAGES = {
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => o?.[k] !== undefined).map((k) => [k, o[k]]));
 // A reply held to a grammar: { grammar: GBNF text } or { jsonSchema: a schema, object or JSON text }
-// (docs/grammar.md), for the worker: the schema as JSON text.
+// (docs/grammar.md), for the worker: the schema as JSON text; and to { allowedIds: token ids }.
 const constraint = (o) => ({
     ...pick(o, ['grammar']),
     ...(o?.jsonSchema != null ? { jsonSchema: typeof o.jsonSchema === 'string' ? o.jsonSchema : JSON.stringify(o.jsonSchema) } : {}),
+    ...(o?.allowedIds != null ? { allowedIds: Array.from(o.allowedIds) } : {}),
 });
 // An adapter's file as bytes: { url } (fetched relative to the page), { data } (an ArrayBuffer,
 // typed array, File or Blob); copied, so the caller keeps its buffer.
@@ -217,7 +218,6 @@ export class Lean {
     async generate(o = {}) {
         const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), ...constraint(o), stream: !!o.onToken };
         if (o.ids) args.ids = Array.from(o.ids);
-        if (o.allowedIds != null) args.allowedIds = Array.from(o.allowedIds);
         // after an abort no id reaches onToken, and the result ends where onToken stopped: the
         // worker may have sent a few more before it saw the abort (its cache keeps them, exact)
         let seen = 0, seenText = '';
@@ -241,7 +241,7 @@ export class Lean {
     // [{ role, content }, ...] ending with the user's message (which then becomes the one
     // chat(text) continues). The KV cache keeps what the turns share.
     // opts: { maxTokens, signal, system, temperature, topK, topP, repeatPenalty, repeatLastN, seed,
-    //         grammar | jsonSchema (this reply held to it, as in generate) }
+    //         grammar | jsonSchema, allowedIds (this reply held to it, as in generate) }
     async *chat(input, opts = {}) {
         let messages;
         if (typeof input === 'string') {

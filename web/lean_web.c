@@ -295,6 +295,11 @@ int EXPORT(lw_sampler_set_grammar)(lean_sampler *s, lean_grammar *g) { return le
 int EXPORT(lw_chat_set_grammar)(lean_chat_session *s, lean_grammar *g) {
     return lean_chat_session_set_grammar(s, g, &last_err);
 }
+/* The mask of the session's next replies (bits NULL: none; n_vocab bits). */
+int EXPORT(lw_chat_set_mask)(lean_chat_session *s, const uint32_t *bits, int32_t n_vocab) {
+    const lean_mask mask = {bits, n_vocab};
+    return lean_chat_session_set_mask(s, bits ? &mask : NULL, &last_err);
+}
 
 /* An adapter from size bytes of its file (copied: the worker frees them after). */
 int EXPORT(lw_lora_load)(const lean_model *m, const void *data, size_t size, lean_lora **out) {

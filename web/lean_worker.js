@@ -874,6 +874,9 @@ async function chatOnce(o, reqId) {
     }
     if (state.chatGrammar) ex.lw_grammar_free(state.chatGrammar);
     state.chatGrammar = grammar;
+    // and to this turn's allowed ids (o.allowedIds; none: every id), as generate's
+    const nVocab = state.modelInfo.nVocab, mask = allowedMask(o.allowedIds, nVocab);
+    await withMem([mask ?? []], (bits) => call('lw_chat_set_mask', s, mask ? bits : 0, nVocab));
     let text = '';
     const t0 = performance.now();
     let t1 = 0, nPrefill = 0;

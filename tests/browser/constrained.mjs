@@ -21,7 +21,8 @@
 //   - a bad schema rejects naming its place;
 //   - generate({ allowedIds }) (raw masks): the greedy reply's own ids allowed give that reply,
 //     without its first id every id comes from the list, one id allowed (sampled) is drawn every
-//     time; a non-id or an empty list rejects.
+//     time; a non-id or an empty list rejects; chat(text, { allowedIds: [300] }): id 300's text
+//     six times (lean_chat_session_set_mask).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 
@@ -139,6 +140,10 @@ export async function constrainedChecks(page, t, ref, backend, jspi, h) {
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: 4, ignoreEog: true, allowedIds: [7], ...DRAW });
     check(!r.error && same(r.ids, [7, 7, 7, 7]), `${t}: generate({ allowedIds: [7] }), sampled: 7 every time`,
           r.error ? r.error.message : `got ${fmt(r.ids)}`);
+    const six = await call(page, 'detokenize', [300, 300, 300, 300, 300, 300], { skipSpecial: true });
+    r = await call(page, 'chat', 'Who are you?', { maxTokens: 6, allowedIds: [300], ...DRAW });
+    check(!r.error && !six.error && r.text === six.text, `${t}: chat(text, { allowedIds: [300] }): id 300 six times, ${JSON.stringify(r.text)}`,
+          r.error?.message ?? six.error?.message ?? `got ${JSON.stringify(r.text)}, want ${JSON.stringify(six.text)}`);
     r = await call(page, 'generate', { ids: PROMPT, allowedIds: [3, 1e9] });
     const empty = await call(page, 'generate', { ids: PROMPT, allowedIds: [] });
     check(r.error && /1000000000/.test(r.error.message) && empty.error && /allowedIds/.test(empty.error.message),
