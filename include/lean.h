@@ -340,7 +340,9 @@ LEAN_API lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids,
  * computes, for each adapted W and input x,
  *     y = W x + sum over adapters: s * B (A x),   s = scale * alpha / rank (scale when alpha = 0)
  * as llama.cpp and PEFT do: nothing is merged into W, so adapters are switched between calls at
- * no cost, on several contexts of one model each with its own set.
+ * no cost, on several contexts of one model each with its own set. An adapter of
+ * token_embd.weight (llama.cpp's flipped pair: lora_a ne [rank, n_vocab], lora_b ne [rank,
+ * n_embd]) adds s * B A[t] to the embedding of id t, the lookup only (a tied output is not adapted).
  *
  *   lean_lora *a;
  *   lean_lora_load_file(m, "adapter.gguf", &a, &err);   // checked against m
@@ -350,7 +352,7 @@ LEAN_API lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids,
  *   lean_lora_free(a);                                    // once no context uses it
  *
  * A file that does not fit the model is refused with LEAN_ERR_MODEL (or LEAN_ERR_UNSUPPORTED
- * for a LoRA lean does not run, e.g. one on token_embd.weight), the message naming the tensor:
+ * for one lean does not read: an adapter.type other than lora, a tensor type), the message naming the tensor:
  * a weight the model lacks, shapes that do not match it, a lora_a without its lora_b, another
  * architecture. The adapter keeps its own copy of the file's bytes, and m must outlive it. */
 typedef struct lean_lora lean_lora;
