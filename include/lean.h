@@ -340,7 +340,9 @@ LEAN_API lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids,
  * computes, for each adapted W and input x,
  *     y = W x + sum over adapters: s * B (A x),   s = scale * alpha / rank (scale when alpha = 0)
  * as llama.cpp and PEFT do: nothing is merged into W, so adapters are switched between calls at
- * no cost, on several contexts of one model each with its own set.
+ * no cost, on several contexts of one model each with its own set. An adapter of
+ * token_embd.weight (llama.cpp's flipped pair: lora_a ne [rank, n_vocab], lora_b ne [rank,
+ * n_embd]) adds s * B A[t] to the embedding of id t, the lookup only (a tied output is not adapted).
  *
  *   lean_lora *a;
  *   lean_lora_load_file(m, "adapter.gguf", &a, &err);   // checked against m
@@ -350,7 +352,7 @@ LEAN_API lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids,
  *   lean_lora_free(a);                                    // once no context uses it
  *
  * A file that does not fit the model is refused with LEAN_ERR_MODEL (or LEAN_ERR_UNSUPPORTED
- * for a LoRA lean does not run, e.g. one on token_embd.weight), the message naming the tensor:
+ * for one lean does not read: an adapter.type other than lora, a tensor type), the message naming the tensor:
  * a weight the model lacks, shapes that do not match it, a lora_a without its lora_b, another
  * architecture. The adapter keeps its own copy of the file's bytes, and m must outlive it. */
 typedef struct lean_lora lean_lora;
@@ -1058,6 +1060,27 @@ LEAN_API lean_status lean_chat_session_set_sampling(lean_chat_session *s, const 
  * draws an end-of-generation token, which the grammar allows only once it is complete (or at
  * the usual limits). Not during a turn (LEAN_ERR_ARG). A dead end fails the step with g's error. */
 LEAN_API lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g, lean_error *err);
+/* Raw logit masks on the replies (lean_mask; lean_gen_next_masked on a context): every draw
+ * that follows is held to the ids mask allows (copied; NULL: none), with the grammar where one
+ * is set; the mask stays for the turns that follow until set again.
+ *
+ *     lean_chat_session_set_mask(s, &(lean_mask){bits, n_vocab}, &err);   // a whole reply
+ *     lean_chat_submit(s, "Yes or no?", &err);
+ *     do {                                         // or a mask per draw, through the pump:
+ *         lean_chat_session_set_mask(s, &next_mask, &err);                // before each step
+ *         lean_chat_step(s, &text, &n, &more, &err);
+ *     } while (more);
+ *
+ * Between turns (and while the prompt is prefilled) it sets the mask of the reply to come;
+ * during a reply begun with a mask it replaces the mask from the next draw on (NULL: the rest
+ * unmasked). A reply still ends on an end-of-generation id only where the mask allows one
+ * (lean_token_is_eog), else at n_predict, a stop string or a full context. Errors, nothing
+ * changed: LEAN_ERR_ARG for a mask whose n_vocab is not the model's, bits NULL, a bit set past
+ * n_vocab or no bit set, during a reply begun without a mask (on the GPU its steps ran ahead),
+ * or while a step is LEAN_PENDING; LEAN_ERR_NOMEM. On the GPU a masked reply draws resident
+ * but reads one id back per step, as lean_gen_next_masked does. A mask that allows only ids of
+ * non-finite logits (or none the grammar allows) fails the step, as lean_gen_next_masked does. */
+LEAN_API lean_status lean_chat_session_set_mask(lean_chat_session *s, const lean_mask *mask, lean_error *err);
 /* Between turns: the LoRA adapters of the turns that follow, as lean_ctx_set_loras on the
  * session's context (not owned; n = 0 removes them). The KV cache was computed without them, so
  * the next turn prefills the whole conversation again. LEAN_ERR_ARG during a turn; on failure

@@ -3,7 +3,7 @@
 the forward pass with them, for lean's LoRA tests (docs/lora.md).
 
     python3 scripts/make_lora.py adapter MODEL.gguf OUT.gguf [--rank R] [--alpha A] [--seed S]
-                                 [--type f32|f16] [--targets q,k,v,o,gate,up,down,output]
+                                 [--type f32|f16] [--targets q,k,v,o,gate,up,down,output,embd]
         a random adapter for any model lean reads (its header names the weights and shapes)
     python3 scripts/make_lora.py adapters DIR        numpy only; `make test-data` runs it
         the test adapters of the parity fixtures (build/fixtures/NAME-f32.gguf) into DIR,
@@ -19,6 +19,11 @@ adapted weight W (GGUF ne [cols, rows]) W.lora_a with ne [cols, rank] and W.lora
 is 0). A is drawn with std 1 / sqrt(cols), B with std strength / (s sqrt(rank)) so that s B A
 has entries of about strength / sqrt(cols), the size of the fixtures' own weights: an adapter
 that moves the logits well past any tolerance (PEFT starts B at zero; a test adapter must not).
+The embedding (target embd) is llama.cpp's flipped pair: token_embd.weight.lora_a with ne
+[rank, n_vocab] (PEFT's lora_embedding_A transposed, as convert_lora_to_gguf.py writes it) and
+lora_b with ne [rank, n_embd]; token t's embedding gets s B A[t] (llama.cpp's build_inp_embd,
+PEFT's Embedding: lora_B @ lora_A[:, t] * scaling), and a tied output is not adapted by it. A
+is drawn with std 1, B so that s B A[t] has entries of about strength / sqrt(n_embd).
 
 The numpy forward is written from the math (forward_ref.c's header states it), not from lean's
 code: RMSNorm, q/k/v (+ qwen2 biases, qwen3 per-head q/k norms), RoPE (llama: pairs (2i, 2i+1)
@@ -42,8 +47,9 @@ DATA = os.path.join(HERE, "..", "tests", "data", "lora")
 FIXTURES = ["llama", "llama-tied", "qwen2", "qwen2-untied", "qwen3", "qwen3-tied"]
 # The test cases: (adapter label, rank, alpha, type, targets, seed offset); CASES: (name, [(label, scale)])
 ADAPTERS = [("a", 8, 16.0, "f32", "q,k,v,o,gate,up,down,output", 0),
-            ("b", 4, 0.0, "f16", "q,v,down,output", 1)]
-CASES = [("a", [("a", 1.0)]), ("ab", [("a", 0.75), ("b", -0.5)])]
+            ("b", 4, 0.0, "f16", "q,v,down,output,embd", 1),
+            ("e", 8, 4.0, "f16", "embd,k,up", 2)]
+CASES = [("a", [("a", 1.0)]), ("ab", [("a", 0.75), ("b", -0.5)]), ("eb", [("e", 1.0), ("b", 0.5)])]
 POSITIONS = [4, 8, 16]
 TOPK = 21
 
@@ -77,6 +83,12 @@ def make_adapter(model_path, out_path, rank, alpha, seed, ttype, targets, streng
     w.add_float32("adapter.lora.alpha", alpha)
     s = alpha / rank if alpha else 1.0
     dt, tid = (np.float32, gguf.F32) if ttype == "f32" else (np.float16, gguf.F16)
+    if "embd" in targets.split(","):
+        d, n_vocab = tensors["token_embd.weight"]["ne"][:2]
+        a = rng.standard_normal((n_vocab, rank)).astype(dt)
+        b = (rng.standard_normal((d, rank)) * strength / (s * np.sqrt(rank) * np.sqrt(d))).astype(dt)
+        w.add_tensor("token_embd.weight.lora_a", tid, [rank, n_vocab], a.tobytes())
+        w.add_tensor("token_embd.weight.lora_b", tid, [rank, d], b.tobytes())
     for name in weight_names(kv, tensors, targets.split(",")):
         cols, rows = tensors[name]["ne"][:2]
         a = (rng.standard_normal((rank, cols)) / np.sqrt(cols)).astype(dt)
@@ -150,6 +162,12 @@ def forward(model_path, ids, loras):
         return out
 
     x = W["token_embd.weight"][ids]
+    for alpha, pairs, scale in loras:  # the embedding's flipped pair: A (n_vocab, rank), B (n_embd, rank)
+        p = pairs.get("token_embd.weight")
+        if p is not None:
+            rank = p["lora_a"].shape[1]
+            s = scale * alpha / rank if alpha else scale
+            x = x + s * (p["lora_a"][ids] @ p["lora_b"].T)
     mask = np.triu(np.full((n, n), -np.inf), 1)
     for il in range(n_layer):
         p = f"blk.{il}."

@@ -1,5 +1,6 @@
 /* gpu_test.h — how every GPU test program starts: the LEAN_TEST_GPU=0 skip, the F32 path,
- * then the device (EGL's platform: testlib.c).
+ * then the device (EGL's platform: testlib.c); and the contexts of a test that sweeps the
+ * backends, the GPU among them (be_spec, test_ctx).
  * Header-only, not in testlib.c: testlib.c is also built for wasm, where there is no GPU. */
 #ifndef LEAN_GPU_TEST_H
 #define LEAN_GPU_TEST_H
@@ -86,6 +87,32 @@ static inline lean_status test_gpu_argmax_create(lean_gpu *g, lean_gpu_buf *x, l
     if (st == LEAN_OK) st = lean_gpu_bindgroup_create(g, op->pipe, b, 2, "argmax", &op->bg, err);
     free(text);
     return st;
+}
+
+/* A backend a sweep runs: lean_ctx_params.backend and .exact. */
+typedef struct be_spec {
+    const char *name;
+    bool exact;
+} be_spec;
+
+/* A context of m on b: n_ctx positions, prefill chunks of n_batch; NULL after a failed CHECK. */
+static inline lean_ctx *test_ctx(const lean_model *m, const be_spec *b, int32_t n_ctx, int32_t n_batch) {
+    lean_ctx_params p = lean_ctx_default_params();
+    p.backend = b->name;
+    p.exact = b->exact;
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    lean_ctx *c = NULL;
+    lean_error err = {0};
+    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_OK, "%s (exact %d): %s", b->name, b->exact, err.msg);
+    return c;
+}
+
+/* The first i < n where ids a[i] and b[i] differ, or -1. */
+static inline int test_first_diff(const int32_t *a, const int32_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return i;
+    return -1;
 }
 
 #endif

@@ -3,8 +3,9 @@
  * SHA-256 the one tests/data/fixtures/NAME.txt records) and its adapters DIR/NAME-LABEL.gguf,
  * each adapter's SHA-256 ("adapter LABEL HEX"), the prompt, and per case ("case NAME N
  * LABEL:SCALE...") the top-21 logits at three prompt positions, then "end".
- *   numpy: tests/data/lora/NAME.txt, a float64 forward from the math, adapters a and b in
- *          build/lora/ (make_lora.py; `make test-data`), two cases;
+ *   numpy: tests/data/lora/NAME.txt, a float64 forward from the math, adapters a, b and e in
+ *          build/lora/ (make_lora.py; `make test-data`), three cases (b and e adapt the
+ *          embedding too);
  *   PEFT:  tests/data/lora/peft/peft-NAME.txt, transformers + PEFT, adapter "peft" converted as
  *          convert_lora_to_gguf.py does, committed beside it (scripts/lora_peft_reference.py
  *          made both on the H200 machine; they cannot be remade without torch + peft), one case.
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+enum { LORA_REF_MAX = 3 }; /* adapters in a reference, and cases */
 
 /* the parity models the adapters are made for */
 static const char *const LORA_NAMES[] = {"llama", "llama-tied", "qwen2", "qwen2-untied", "qwen3", "qwen3-tied"};
@@ -39,7 +42,7 @@ static const lora_source LORA_PEFT = {"PEFT", "tests/data/lora/peft/peft-%s.txt"
 typedef struct ref_case {
     char name[16];
     int n_terms;
-    int adapter[2]; /* indices into ref_file's adapters */
+    int adapter[2]; /* indices into ref_file's adapters (a case has up to 2 terms) */
     float scale[2];
     int n_pos;
     int pos[3];
@@ -49,9 +52,9 @@ typedef struct ref_case {
 
 typedef struct ref_file {
     int n_adapters;
-    char label[2][16], sha[2][65];
+    char label[LORA_REF_MAX][16], sha[LORA_REF_MAX][65];
     int prompt[16], n_prompt;
-    ref_case cases[2];
+    ref_case cases[LORA_REF_MAX];
     int n_cases;
 } ref_file;
 
@@ -68,14 +71,14 @@ static bool read_ref(const lora_source *src, const char *name, ref_file *r) {
         char lb[16], hex[65];
         ref_case *c = r->n_cases ? &r->cases[r->n_cases - 1] : NULL;
         if (sscanf(line, "adapter %15s %64s", lb, hex) == 2) {
-            ok = r->n_adapters < 2 && strlen(hex) == 64;
+            ok = r->n_adapters < LORA_REF_MAX && strlen(hex) == 64;
             if (ok) snprintf(r->label[r->n_adapters], 16, "%s", lb), memcpy(r->sha[r->n_adapters++], hex, 65);
         } else if (!strncmp(line, "prompt ", 7)) {
             char *p = line + 7, *e;
             r->n_prompt = (int)strtol(p, &e, 10);
             for (int i = 0; i < r->n_prompt && i < 16; i++) r->prompt[i] = (int)strtol(e, &e, 10);
         } else if (!strncmp(line, "case ", 5)) {
-            ok = r->n_cases < 2;
+            ok = r->n_cases < LORA_REF_MAX;
             c = &r->cases[r->n_cases++];
             char t[2][32] = {{0}};
             const int n = ok ? sscanf(line, "case %15s %d %31s %31s", c->name, &c->n_terms, t[0], t[1]) : 0;
@@ -128,9 +131,9 @@ static lean_model *lora_ref_model(const char *name) {
  * the reference's hashes, loaded into ad; false, with each problem CHECKed, when the reference is
  * incomplete or any adapter is missing, altered or refused. */
 static bool lora_ref_open(const lora_source *src, const char *name, const lean_model *m, ref_file *r,
-                          lean_lora *ad[2]) {
+                          lean_lora *ad[LORA_REF_MAX]) {
     char path[160];
-    ad[0] = ad[1] = NULL;
+    for (int i = 0; i < LORA_REF_MAX; i++) ad[i] = NULL;
     if (!read_ref(src, name, r)) {
         snprintf(path, sizeof path, src->ref, name);
         CHECK(0, "%s: missing, malformed or incomplete", path);
@@ -147,7 +150,7 @@ static bool lora_ref_open(const lora_source *src, const char *name, const lean_m
         all &= st == LEAN_OK;
     }
     if (!all)
-        for (int i = 0; i < 2; i++) lean_lora_free(ad[i]), ad[i] = NULL;
+        for (int i = 0; i < LORA_REF_MAX; i++) lean_lora_free(ad[i]), ad[i] = NULL;
     return all;
 }
 

@@ -1118,6 +1118,108 @@ done:
     lean_chat_session_free(b);
 }
 
+/* lean_chat_session_set_mask: a mask set between turns holds the whole reply (copied: the
+ * caller's bits may change after); without an end-of-generation id in it the reply runs to
+ * n_predict; masks set before each lean_chat_step force the ids drawn one by one (the hot
+ * sampling of base_params would land elsewhere: 64 likely ids at temperature 3); refusals
+ * (another n_vocab, bits NULL, no bit set, a reply begun without a mask, a mask on an unmasked
+ * reply) change nothing; NULL removes it. */
+static bool tail_in(lean_chat_session *s, int n, const int32_t *set, int n_set, int32_t *tail) {
+    int32_t n_ids;
+    const int32_t *ids = lean_chat_session_ids(s, &n_ids);
+    if (n_ids < n) return false;
+    bool all = true;
+    for (int i = 0; i < n; i++) {
+        const int32_t id = ids[n_ids - n + i];
+        bool in = false;
+        for (int k = 0; k < n_set; k++) in |= id == set[k];
+        all &= in;
+        if (tail) tail[i] = id;
+    }
+    return all;
+}
+
+static void test_set_mask(void) {
+    lean_chat_session_params p = base_params(11);
+    p.n_predict = 8;
+    lean_chat_session *s = make_session(model, &p);
+    if (!s) return;
+    lean_error err;
+    const int32_t V = lean_model_n_vocab(model);
+    const size_t words = LEAN_MASK_WORDS(V);
+    uint32_t *bits = calloc(words + 1, sizeof *bits);
+    const int32_t allowed[4] = {65, 66, 67, 300};
+    for (int i = 0; i < 4; i++) {
+        CHECK(!lean_token_is_eog(tok, allowed[i]), "id %d ends a generation", allowed[i]);
+        lean_mask_allow(bits, allowed[i]);
+    }
+    lean_mask mask = {bits, V};
+    lean_chat_turn_stats st;
+    CHECK(lean_chat_session_set_mask(s, &mask, &err) == LEAN_OK, "%s", err.msg);
+    memset(bits, 0, words * sizeof *bits); /* the session holds its copy */
+    lean_mask_allow(bits, 1);
+    CHECK(lean_chat_turn(s, "Hi", NULL, NULL, &st, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(st.stop == LEAN_CHAT_STOP_LIMIT && st.n_generated == 8, "a masked reply: stop %d after %d ids", st.stop,
+          st.n_generated);
+    /* the last drawn id is not in the cache: the 7 before it are */
+    CHECK(tail_in(s, 7, allowed, 4, NULL), "a reply drew an id its mask does not allow");
+
+    /* refusals: nothing changes (the next reply is still held to allowed) */
+    mask = (lean_mask){bits, V + 1};
+    CHECK(lean_chat_session_set_mask(s, &mask, &err) == LEAN_ERR_ARG && strstr(err.msg, "vocabulary"), "%s", err.msg);
+    mask = (lean_mask){bits, V - 1};
+    CHECK(lean_chat_session_set_mask(s, &mask, &err) == LEAN_ERR_ARG, "a mask of n_vocab - 1 ids taken");
+    mask = (lean_mask){NULL, V};
+    CHECK(lean_chat_session_set_mask(s, &mask, &err) == LEAN_ERR_ARG && strstr(err.msg, "NULL"), "%s", err.msg);
+    memset(bits, 0, words * sizeof *bits);
+    mask = (lean_mask){bits, V};
+    CHECK(lean_chat_session_set_mask(s, &mask, &err) == LEAN_ERR_ARG && strstr(err.msg, "no id"), "%s", err.msg);
+    CHECK(lean_chat_turn(s, "More", NULL, NULL, &st, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(st.n_generated == 8 && tail_in(s, 7, allowed, 4, NULL), "after refusals the reply left its mask");
+
+    /* a mask per draw through the pump: id 100 + 7 k at draw k */
+    int32_t want[8], got[7];
+    for (int k = 0; k < 8; k++) want[k] = 100 + 7 * k;
+    CHECK(lean_chat_submit(s, "Count", &err) == LEAN_OK, "%s", err.msg);
+    for (int more = 1, steps = 0; more && steps < 64; steps++) {
+        lean_chat_session_stats(s, &st);
+        memset(bits, 0, words * sizeof *bits);
+        lean_mask_allow(bits, want[st.n_generated < 8 ? st.n_generated : 7]);
+        const char *t;
+        size_t n;
+        if (lean_chat_session_set_mask(s, &mask, &err) != LEAN_OK || lean_chat_step(s, &t, &n, &more, &err) != LEAN_OK) {
+            CHECK(0, "a step under per-draw masks: %s", err.msg);
+            break;
+        }
+    }
+    lean_chat_session_stats(s, &st);
+    const bool forced = tail_in(s, 7, want, 8, got) && !memcmp(got, want, sizeof got);
+    CHECK(st.n_generated == 8 && forced, "per-draw masks: %d ids, the cache's last 7 not 100, 107, ... 142",
+          st.n_generated);
+
+    /* NULL removes it: an unmasked reply; a mask then refused while it draws */
+    CHECK(lean_chat_session_set_mask(s, NULL, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_chat_submit(s, "Free", &err) == LEAN_OK, "%s", err.msg);
+    lean_status refused = LEAN_OK;
+    for (int more = 1, steps = 0; more && steps < 64; steps++) {
+        const char *t;
+        size_t n;
+        lean_chat_session_stats(s, &st);
+        mask = (lean_mask){bits, V};
+        lean_mask_allow(bits, 65);
+        if (st.n_generated == 2) refused = lean_chat_session_set_mask(s, &mask, &err);
+        if (lean_chat_step(s, &t, &n, &more, &err) != LEAN_OK) break;
+    }
+    CHECK(refused == LEAN_ERR_ARG && strstr(err.msg, "without a mask"), "a mask set on an unmasked reply: %d %s",
+          refused, err.msg);
+    lean_chat_session_stats(s, &st);
+    CHECK(st.n_generated >= 3 && !tail_in(s, st.n_generated - 1, allowed, 4, NULL) &&
+              !tail_in(s, st.n_generated - 1, want, 8, NULL),
+          "the unmasked reply of %d ids stayed inside an earlier mask", st.n_generated);
+    free(bits);
+    lean_chat_session_free(s);
+}
+
 int main(void) {
     test_injection_vocabs();
     test_tmp_path(model_path, sizeof model_path, "tiny.gguf");
@@ -1134,6 +1236,7 @@ int main(void) {
 #endif
         test_overflow();
         test_set_messages();
+        test_set_mask();
         test_templates_and_params();
         test_alloc_failures();
         test_injection();

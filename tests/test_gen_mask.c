@@ -25,24 +25,8 @@
 #define N_GEN 24
 #define N_CTX 64
 
-typedef struct be_spec {
-    const char *name;
-    bool exact;
-} be_spec;
 static const be_spec backends[] = {{"cpu-ref", true}, {"cpu", true}, {"cpu", false}, {"gpu", true}};
 static size_t n_be = sizeof backends / sizeof backends[0]; /* without the GPU when LEAN_TEST_GPU=0 */
-
-static lean_ctx *new_ctx(const lean_model *m, const be_spec *b) {
-    lean_ctx_params p = lean_ctx_default_params();
-    p.backend = b->name;
-    p.exact = b->exact;
-    p.n_ctx = N_CTX;
-    p.n_batch = 8;
-    lean_ctx *c = NULL;
-    lean_error err = {0};
-    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_OK, "%s (exact %d): %s", b->name, b->exact, err.msg);
-    return c;
-}
 
 static lean_sampler *sampler(int32_t V, bool greedy, const int32_t *prompt) {
     lean_sampler_params sp = lean_sampler_default_params();
@@ -113,12 +97,6 @@ static bool run(lean_ctx *c, const int32_t *prompt, int32_t V, bool greedy, mask
     return st == LEAN_OK;
 }
 
-static int first_diff(const int32_t *a, const int32_t *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (a[i] != b[i]) return i;
-    return -1;
-}
-
 /* An unmasked generation's ids (lean_gen_begin, lean_gen_next). */
 static bool plain(lean_ctx *c, const int32_t *prompt, int32_t V, bool greedy, int32_t *out) {
     lean_error err = {0};
@@ -158,11 +136,11 @@ static void test_ids(lean_ctx *const *ctx, const int32_t *prompt, int32_t V) {
                       i, a[i]);
             }
             free(bits);
-            int d = first_diff(a, h, N_GEN);
+            int d = test_first_diff(a, h, N_GEN);
             CHECK(d < 0, "%s (exact %d) greedy %d: masked generation vs the step-by-step loop differ at %d: %d / %d",
                   be->name, be->exact, greedy, d, d < 0 ? 0 : a[d], d < 0 ? 0 : h[d]);
             if (b == 0) memcpy(ref, a, sizeof ref);
-            d = first_diff(a, ref, N_GEN);
+            d = test_first_diff(a, ref, N_GEN);
             CHECK(!be->exact || d < 0, "%s (exact) greedy %d: differs from cpu-ref at %d", be->name, greedy, d);
             /* one allowed id forces it */
             if (run(ctx[b], prompt, V, greedy, MASK_ONE, true, one, NULL))
@@ -171,9 +149,9 @@ static void test_ids(lean_ctx *const *ctx, const int32_t *prompt, int32_t V) {
                           greedy, forced_id(i, V), one[i], i);
             /* NULL masks: an unmasked generation's ids */
             if (run(ctx[b], prompt, V, greedy, MASK_NONE, true, none, NULL) && plain(ctx[b], prompt, V, greedy, un)) {
-                d = first_diff(none, un, N_GEN);
+                d = test_first_diff(none, un, N_GEN);
                 CHECK(d < 0, "%s greedy %d: NULL masks vs no masks differ at %d", be->name, greedy, d);
-                CHECK(first_diff(none, a, N_GEN) >= 0, "%s greedy %d: the masks changed nothing", be->name, greedy);
+                CHECK(test_first_diff(none, a, N_GEN) >= 0, "%s greedy %d: the masks changed nothing", be->name, greedy);
             }
         }
     }
@@ -264,7 +242,7 @@ int main(void) {
     int32_t prompt[N_PROMPT];
     tiny_ids(prompt, N_PROMPT, V, 3);
     lean_ctx *ctx[sizeof backends / sizeof backends[0]] = {NULL};
-    for (size_t b = 0; b < n_be; b++) ctx[b] = new_ctx(m, &backends[b]);
+    for (size_t b = 0; b < n_be; b++) ctx[b] = test_ctx(m, &backends[b], N_CTX, 8);
     test_ids(ctx, prompt, V);
     for (size_t b = 0; b < n_be; b++)
         if (ctx[b]) test_refusals(ctx[b], &backends[b], prompt, V);

@@ -2,9 +2,10 @@
  * src/gpu/forward.c), held to the numpy and PEFT references and cpu-ref as test_lora.c holds
  * the CPU.
  *
- * For the six parity models in F32 and their two numpy adapters (lora_ref.h; `make test-data`),
- * both cases (a alone; a * 0.75 + b * -0.5), and their PEFT adapter (committed; its one case at
- * scale 1), at prompt positions 4, 8 and 16, the GPU's exact path:
+ * For the six parity models in F32 and their three numpy adapters (lora_ref.h; `make test-data`),
+ * the three cases (a alone; a * 0.75 + b * -0.5; e + b * 0.5, b and e adapting the embedding
+ * too: lora_gather.wgsl), and their PEFT adapter (committed; its one case at scale 1), at prompt
+ * positions 4, 8 and 16, the GPU's exact path:
  *   - prefill (the tiled kernels; a stacked gate, up computed plain, then swiglu_rows): the
  *     recorded top-21 within 1e-3 of the reference's, its argmax, every logit within 1e-3 of
  *     cpu-ref's with the same adapters;
@@ -13,7 +14,7 @@
  *     1e-3 of cpu-ref's.
  * Switching without reload: the adapters removed give the model's bits again; scale 0 the
  * model's logits within 1e-5. A resident greedy reply (lean_gen_*, the draw on the GPU) under
- * adapter a: cpu-ref's ids. A quantized base (q8_0, q4_k): the GPU within 1e-3 of cpu-ref.
+ * adapter a, and under the last case (the embedding's terms read the drawn ids): cpu-ref's ids. A quantized base (q8_0, q4_k): the GPU within 1e-3 of cpu-ref.
  * Out of memory: every allocation of a set failing in turn ends in a clean error that keeps the
  * adapters in force.
  * lean-test: webgpu (in wasm32 only the webgpu stage runs it: a JavaScript host with WebGPU) */
@@ -91,7 +92,7 @@ static bool greedy(lean_ctx *c, const int32_t *ids, int n, int32_t V, int32_t *o
 static void check_source(const lora_source *src, const char *name, const lean_model *m, lean_ctx *cr, lean_ctx *cg,
                          bool first) {
     ref_file r;
-    lean_lora *ad[2];
+    lean_lora *ad[LORA_REF_MAX];
     if (!lora_ref_open(src, name, m, &r, ad)) return;
     const char *who = src->who;
     const int V = lean_model_n_vocab(m);
@@ -137,6 +138,15 @@ static void check_source(const lora_source *src, const char *name, const lean_mo
         if (greedy(cr, ids, 8, V, want) && greedy(cg, ids, 8, V, reply))
             CHECK(!memcmp(want, reply, sizeof want), "%s: the gpu's greedy reply under the adapter is not cpu-ref's",
                   name);
+        /* and under the last case (e and b: the embedding's terms on the ids the GPU draws) */
+        const ref_case *last = &r.cases[r.n_cases - 1];
+        lean_lora *use[2];
+        for (int i = 0; i < last->n_terms; i++) use[i] = ad[last->adapter[i]];
+        set(cr, use, last->scale, last->n_terms);
+        set(cg, use, last->scale, last->n_terms);
+        if (greedy(cr, ids, 8, V, want) && greedy(cg, ids, 8, V, reply))
+            CHECK(!memcmp(want, reply, sizeof want), "%s: the gpu's greedy reply under case %s is not cpu-ref's",
+                  name, last->name);
         /* removed: the model's bits; scale 0: its values */
         set(cg, NULL, NULL, 0);
         logits_at(cg, ids, 16, false, got);
@@ -147,7 +157,7 @@ static void check_source(const lora_source *src, const char *name, const lean_mo
               max_diff(got, base, V));
     }
     set(cr, NULL, NULL, 0), set(cg, NULL, NULL, 0); /* before the adapters go */
-    for (int i = 0; i < 2; i++) lean_lora_free(ad[i]);
+    for (int i = 0; i < LORA_REF_MAX; i++) lean_lora_free(ad[i]);
     free(ref), free(got), free(base);
 }
 

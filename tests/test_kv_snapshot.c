@@ -32,25 +32,9 @@
 #define K_STOP 7 /* ids drawn before the snapshot */
 #define N_CTX 64
 
-typedef struct be_spec {
-    const char *name;
-    bool exact;
-} be_spec;
 static const be_spec backends[] = {{"cpu-ref", true}, {"cpu", false}, {"cpu", true}, {"gpu", true}, {"gpu", false}};
 #define N_BE (sizeof backends / sizeof backends[0])
 static size_t n_be = N_BE; /* without the GPU ones when LEAN_TEST_GPU=0 */
-
-static lean_ctx *new_ctx(const lean_model *m, const be_spec *b, int32_t n_ctx) {
-    lean_ctx_params p = lean_ctx_default_params();
-    p.backend = b->name;
-    p.exact = b->exact;
-    p.n_ctx = n_ctx;
-    p.n_batch = 8;
-    lean_ctx *c = NULL;
-    lean_error err = {0};
-    CHECK(lean_ctx_create(m, &p, &c, &err) == LEAN_OK, "%s (exact %d): %s", b->name, b->exact, err.msg);
-    return c;
-}
 
 static lean_model *load(const char *arch, uint32_t type, char *path, size_t cap) {
     tiny_spec sp = tiny_default(arch);
@@ -105,12 +89,6 @@ static bool gen(lean_ctx *c, const int32_t *prompt, int32_t V, bool greedy, int 
     return st == LEAN_OK;
 }
 
-static int first_diff(const int32_t *a, const int32_t *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (a[i] != b[i]) return i;
-    return -1;
-}
-
 /* ---- continue: stop, save, restore elsewhere, go on ---- */
 
 static void test_continue(const char *tag, lean_ctx *a, lean_ctx *b, const int32_t *prompt, int32_t V) {
@@ -150,7 +128,7 @@ static void test_continue(const char *tag, lean_ctx *a, lean_ctx *b, const int32
         for (int i = K_STOP; !st && i < N_REPLY; i++) st = lean_gen_next(b, &got[i], &err);
         lean_gen_end(b);
         lean_sampler_free(smp);
-        const int at = first_diff(got, want, N_REPLY);
+        const int at = test_first_diff(got, want, N_REPLY);
         CHECK(st == LEAN_OK && at < 0, "%s %s: the restored reply differs at id %d (%d, never stopped %d): %s", tag,
               kind, at, at >= 0 ? got[at] : 0, at >= 0 ? want[at] : 0, err.msg);
         free(snap);
@@ -222,7 +200,7 @@ static void test_across(const char *arch, lean_ctx **a, lean_ctx **b, const int3
             for (int k = 0; !st && k < N_REPLY; k++) st = lean_gen_next(to, &got[k], &err);
             lean_gen_end(to);
             lean_sampler_free(smp);
-            const int at = first_diff(got, want, N_REPLY);
+            const int at = test_first_diff(got, want, N_REPLY);
             CHECK(st == LEAN_OK && at < 0, "%s: %s's snapshot on %s: greedy reply differs at %d (%s)", arch,
                   way ? backends[i].name : "cpu-ref", way ? "cpu-ref" : backends[i].name, at, err.msg);
             free(snap);
@@ -262,8 +240,8 @@ static uint8_t *edited(const uint8_t *snap, size_t n, size_t at, uint32_t value,
 static void test_refusals(const lean_model *m, const lean_model *other_arch, const lean_model *other_type) {
     lean_error err = {0};
     const be_spec ref = backends[0];
-    lean_ctx *c = new_ctx(m, &ref, N_CTX), *d = new_ctx(m, &ref, N_CTX), *small = new_ctx(m, &ref, 4);
-    lean_ctx *o1 = new_ctx(other_arch, &ref, N_CTX), *o2 = new_ctx(other_type, &ref, N_CTX);
+    lean_ctx *c = test_ctx(m, &ref, N_CTX, 8), *d = test_ctx(m, &ref, N_CTX, 8), *small = test_ctx(m, &ref, 4, 8);
+    lean_ctx *o1 = test_ctx(other_arch, &ref, N_CTX, 8), *o2 = test_ctx(other_type, &ref, N_CTX, 8);
     if (!c || !d || !small || !o1 || !o2) goto done;
     int32_t ids[8];
     tiny_ids(ids, 8, lean_model_n_vocab(m), 3);
@@ -374,7 +352,7 @@ static void test_same_file(const lean_model *m, const char *path) {
     lean_error err = {0};
     lean_model *again = NULL;
     CHECK(lean_model_load_file(path, &again, &err) == LEAN_OK, "%s", err.msg);
-    lean_ctx *c = new_ctx(m, &backends[0], N_CTX), *d = again ? new_ctx(again, &backends[0], N_CTX) : NULL;
+    lean_ctx *c = test_ctx(m, &backends[0], N_CTX, 8), *d = again ? test_ctx(again, &backends[0], N_CTX, 8) : NULL;
     int32_t ids[5];
     tiny_ids(ids, 5, lean_model_n_vocab(m), 5);
     size_t n = 0;
@@ -404,7 +382,7 @@ int main(void) {
         lean_ctx *a[N_BE] = {0}, *b[N_BE] = {0};
         for (size_t i = 0; i < n_be; i++) /* a second GPU device (~2 s on llvmpipe) for llama only */
             if (k == 0 || strcmp(backends[i].name, "gpu") || backends[i].exact)
-                a[i] = new_ctx(m, &backends[i], N_CTX), b[i] = new_ctx(m, &backends[i], N_CTX);
+                a[i] = test_ctx(m, &backends[i], N_CTX, 8), b[i] = test_ctx(m, &backends[i], N_CTX, 8);
         for (size_t i = 0; i < n_be; i++) {
             char tag[64];
             snprintf(tag, sizeof tag, "%s %s%s", archs[k], backends[i].name, backends[i].exact ? " exact" : "");

@@ -1,11 +1,12 @@
 /* test_lora.c — LoRA adapters (src/core/lora.c; the forward hooks of cpu/forward_ref.c and
  * cpu/forward.c).
  *
- * Reference: for the six parity models (build/fixtures/NAME-f32.gguf) and two adapters each
- * (build/lora/NAME-{a,b}.gguf, made by scripts/make_lora.py: a of rank 8 with alpha 16 on every
- * 2-D weight in F32, b of rank 4 without alpha on q, v, down and output in F16; each file's
- * SHA-256 checked against tests/data/lora/NAME.txt), what numpy computes in float64 from the
- * math (tests/data/lora/NAME.txt: a alone, and a * 0.75 + b * -0.5) at prompt positions 4, 8
+ * Reference: for the six parity models (build/fixtures/NAME-f32.gguf) and three adapters each
+ * (build/lora/NAME-{a,b,e}.gguf, made by scripts/make_lora.py: a of rank 8 with alpha 16 on every
+ * 2-D weight in F32, b of rank 4 without alpha on q, v, down, output and the embedding in F16, e
+ * of rank 8 with alpha 4 on the embedding, k and up in F16; each file's SHA-256 checked against
+ * tests/data/lora/NAME.txt), what numpy computes in float64 from the math (tests/data/lora/NAME.txt:
+ * a alone, a * 0.75 + b * -0.5, and e + b * 0.5: two terms on the embedding) at prompt positions 4, 8
  * and 16: cpu-ref within 1e-3 on the recorded top-21 and the same argmax, and the same logits
  * far (> 0.1) from the model's without adapters, so the test sees the adapter. The CPU kernels,
  * exact, within 1e-3 of numpy too with its argmax, the same bits for 1 thread and prefill chunks
@@ -15,7 +16,8 @@
  * takes the adapters as F32 does: the exact kernels within 1e-3 of cpu-ref.
  * Switching: removing the adapters gives the model's bits again, scale 0 its values; two
  * contexts of one model with different adapters do not disturb each other.
- * Refusals (adapters written here with gguf_writer for a tiny model): each misfit named.
+ * Refusals (adapters written here with gguf_writer for a tiny model): each misfit named; the
+ * embedding's flipped pair taken, a pair shaped as a matmul's refused.
  * Chat sessions (lean_chat_session_set_loras): adapters set between turns are the adapters set
  * before the first (the same greedy reply, the cache computed without them dropped: nothing
  * reused), removing them gives the model's reply again, not during a turn.
@@ -76,7 +78,7 @@ static bool same_bits(const float *a, const float *b, int n) { return memcmp(a, 
  * thread and chunks of 16 and with 3 threads and chunks of 5, and its fast kernels */
 static void check_source(const lora_source *src, const char *name, const lean_model *m, lean_ctx *const all[4]) {
     ref_file r;
-    lean_lora *ad[2];
+    lean_lora *ad[LORA_REF_MAX];
     if (!lora_ref_open(src, name, m, &r, ad)) return;
     const char *who = src->who;
     lean_ctx *cr = all[0];
@@ -147,7 +149,7 @@ static void check_source(const lora_source *src, const char *name, const lean_mo
     for (int i = 0; i < n_vocab; i++) eq &= ref[i] == base[i];
     CHECK(eq, "%s: an adapter of scale 0 changes the logits", name);
     set(cr, NULL, NULL, 0);
-    for (int i = 0; i < 2; i++) lean_lora_free(ad[i]);
+    for (int i = 0; i < LORA_REF_MAX; i++) lean_lora_free(ad[i]);
     free(ref), free(base), free(got);
 }
 
@@ -300,8 +302,17 @@ static void test_refusals(void) {
          LEAN_ERR_MODEL, "expected [64, rank]"},
         {"no lora_b", "adapter", "lora", "llama", Q ".lora_a", NULL, 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,
          "no " Q ".lora_b"},
-        {"embedding", "adapter", "lora", "llama", "token_embd.weight.lora_a", "token_embd.weight.lora_b", 4, 97, 64, 4,
-         LEAN_TYPE_F32, LEAN_ERR_UNSUPPORTED, "'token_embd.weight.lora_a'"},
+#define E "token_embd.weight"
+        /* the embedding's pair flipped, as llama.cpp reads it: A ne [rank, n_vocab], B ne [rank, n_embd] */
+        {"good embedding", "adapter", "lora", "llama", E ".lora_a", E ".lora_b", 4, 97, 4, 64, LEAN_TYPE_F32, LEAN_OK,
+         ""},
+        {"embedding as a matmul", "adapter", "lora", "llama", E ".lora_a", E ".lora_b", 64, 4, 4, 97, LEAN_TYPE_F32,
+         LEAN_ERR_MODEL, "'" E "' (97 rows, 64 cols): " E ".lora_a is [64, 4]"},
+        {"embedding ranks differ", "adapter", "lora", "llama", E ".lora_a", E ".lora_b", 4, 97, 5, 64, LEAN_TYPE_F32,
+         LEAN_ERR_MODEL, "expected [rank, 97] and [rank, 64]"},
+        {"embedding of another vocabulary", "adapter", "lora", "llama", E ".lora_a", E ".lora_b", 4, 96, 4, 64,
+         LEAN_TYPE_F32, LEAN_ERR_MODEL, E ".lora_a is [4, 96]"},
+#undef E
         {"tied output", "adapter", "lora", "llama", "output.weight.lora_a", "output.weight.lora_b", 64, 4, 4, 97,
          LEAN_TYPE_F32, LEAN_ERR_MODEL, "tied"},
         {"no tensors", "adapter", "lora", "llama", NULL, NULL, 64, 4, 4, 64, LEAN_TYPE_F32, LEAN_ERR_MODEL,

@@ -43,10 +43,11 @@ const LOAD_STAGES = {
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => o?.[k] !== undefined).map((k) => [k, o[k]]));
 // A reply held to a grammar: { grammar: GBNF text } or { jsonSchema: a schema, object or JSON text }
-// (docs/grammar.md), for the worker: the schema as JSON text.
+// (docs/grammar.md), for the worker: the schema as JSON text; and to { allowedIds: token ids }.
 const constraint = (o) => ({
     ...pick(o, ['grammar']),
     ...(o?.jsonSchema != null ? { jsonSchema: typeof o.jsonSchema === 'string' ? o.jsonSchema : JSON.stringify(o.jsonSchema) } : {}),
+    ...(o?.allowedIds != null ? { allowedIds: Array.from(o.allowedIds) } : {}),
 });
 // An adapter's file as bytes: { url } (fetched relative to the page), { data } (an ArrayBuffer,
 // typed array, File or Blob); copied, so the caller keeps its buffer.
@@ -208,9 +209,12 @@ export class Lean {
     }
 
     // { ids | prompt, maxTokens = 32, temperature (0/absent: greedy), topK, topP, repeatPenalty,
-    //   repeatLastN, seed, ignoreEog, grammar | jsonSchema, signal, onToken(id, text) } -> { ids, text }
+    //   repeatLastN, seed, ignoreEog, grammar | jsonSchema, allowedIds, signal, onToken(id, text) }
+    //   -> { ids, text }
     // With grammar (GBNF) or jsonSchema, only ids that keep the reply inside it are drawn, and it
-    // ends once the grammar is complete (an end-of-generation id, not in ids).
+    // ends once the grammar is complete (an end-of-generation id, not in ids). With allowedIds
+    // (token ids), every id drawn is one of them (with a grammar, allowed by both); the reply ends
+    // on an end-of-generation id only if one is listed.
     async generate(o = {}) {
         const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), ...constraint(o), stream: !!o.onToken };
         if (o.ids) args.ids = Array.from(o.ids);
@@ -237,7 +241,7 @@ export class Lean {
     // [{ role, content }, ...] ending with the user's message (which then becomes the one
     // chat(text) continues). The KV cache keeps what the turns share.
     // opts: { maxTokens, signal, system, temperature, topK, topP, repeatPenalty, repeatLastN, seed,
-    //         grammar | jsonSchema (this reply held to it, as in generate) }
+    //         grammar | jsonSchema, allowedIds (this reply held to it, as in generate) }
     async *chat(input, opts = {}) {
         let messages;
         if (typeof input === 'string') {

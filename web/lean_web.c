@@ -165,6 +165,15 @@ int EXPORT(lw_gen_begin)(lean_ctx *c, lean_sampler *s, int32_t max_ids) {
     return lean_gen_begin(c, s, max_ids, &last_err);
 }
 int EXPORT(lw_gen_next)(lean_ctx *c, int32_t *id) { return lean_gen_next(c, id, &last_err); }
+/* A generation whose every draw is held to a mask of allowed ids (generate's allowedIds). */
+int EXPORT(lw_gen_begin_masked)(lean_ctx *c, lean_sampler *s, int32_t max_ids) {
+    return lean_gen_begin_masked(c, s, max_ids, &last_err);
+}
+/* The next id among those bits (LEAN_MASK_WORDS(n_vocab) words) allows. */
+int EXPORT(lw_gen_next_masked)(lean_ctx *c, const uint32_t *bits, int32_t n_vocab, int32_t *id) {
+    const lean_mask mask = {bits, n_vocab};
+    return lean_gen_next_masked(c, &mask, id, &last_err);
+}
 void EXPORT(lw_gen_end)(lean_ctx *c) { lean_gen_end(c); }
 
 /* ---- text (the model's tokenizer) ---- */
@@ -285,6 +294,11 @@ void EXPORT(lw_grammar_free)(lean_grammar *g) { lean_grammar_free(g); }
 int EXPORT(lw_sampler_set_grammar)(lean_sampler *s, lean_grammar *g) { return lean_sampler_set_grammar(s, g, &last_err); }
 int EXPORT(lw_chat_set_grammar)(lean_chat_session *s, lean_grammar *g) {
     return lean_chat_session_set_grammar(s, g, &last_err);
+}
+/* The mask of the session's next replies (bits NULL: none; n_vocab bits). */
+int EXPORT(lw_chat_set_mask)(lean_chat_session *s, const uint32_t *bits, int32_t n_vocab) {
+    const lean_mask mask = {bits, n_vocab};
+    return lean_chat_session_set_mask(s, bits ? &mask : NULL, &last_err);
 }
 
 /* An adapter from size bytes of its file (copied: the worker frees them after). */

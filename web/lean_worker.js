@@ -27,6 +27,7 @@ import { leanWasmName } from './wasm_features.mjs';
 const LEAN_ERR_DEVICE = 8;
 // The pump's status (lean.h LEAN_PENDING, added by the no-JSPI work); never returned with JSPI.
 const LEAN_PENDING = 9;
+const LEAN_ERR_ARG = 6; // lean.h
 const TOKENIZE_ADD_SPECIAL = 1, TOKENIZE_PARSE_SPECIAL = 2, DETOKENIZE_SKIP_SPECIAL = 1;
 const CACHE_NAME = 'lean-models-v1'; // bump when the cache's layout changes
 const STOPS = ['none', 'eog', 'string', 'limit', 'context', 'abort', 'callback'];
@@ -40,6 +41,7 @@ let memory = null;
 // Exports that may wait on the GPU: through WebAssembly.promising under JSPI.
 const GPU_CALLS = [
     'lw_ctx_create', 'lw_ctx_free', 'lw_ctx_truncate', 'lw_prefill', 'lw_gen_begin', 'lw_gen_next', 'lw_gen_end',
+    'lw_gen_begin_masked', 'lw_gen_next_masked',
     'lw_loader_push', 'lw_loader_end', 'lw_loader_free', 'lw_model_free', 'lw_chat_create', 'lw_chat_free', 'lw_chat_reset', 'lw_chat_submit', 'lw_chat_step',
     'lw_chat_set_messages', 'lw_chat_set_sampling', 'lw_ctx_set_loras', 'lw_chat_set_loras',
 ];
@@ -595,6 +597,25 @@ async function setLoras({ loras }) {
     return made.length;
 }
 
+// ---- masks (generate's allowedIds) ----
+
+// The bitset of n_vocab bits (lean_mask: bit id % 32 of word id / 32) that allows the ids of
+// allowed, as int32 words for withMem; null for none. Refused, naming the id: an empty list,
+// or an entry that is not an id of the model (lean_gen_next_masked's contract, checked here
+// so that the message names the list's own entry).
+function allowedMask(allowed, nVocab) {
+    if (allowed == null) return null;
+    if (!Array.isArray(allowed) || allowed.length === 0)
+        throw new LeanError(LEAN_ERR_ARG, 'allowedIds: expected a non-empty array of token ids');
+    const words = new Int32Array(Math.ceil(nVocab / 32));
+    for (const id of allowed) {
+        if (!Number.isInteger(id) || id < 0 || id >= nVocab)
+            throw new LeanError(LEAN_ERR_ARG, `allowedIds: ${id} is not a token id of this model (0 .. ${nVocab - 1})`);
+        words[id >> 5] |= 1 << (id & 31);
+    }
+    return words;
+}
+
 // ---- grammars (generate and chat's grammar or jsonSchema) ----
 
 // A grammar for o.grammar (GBNF text) or o.jsonSchema (a schema's JSON text), or 0 for none.
@@ -712,7 +733,8 @@ async function generateOnce(o, reqId) {
     let text = '', smp = 0, ts = 0, grammar = 0, stop = 'limit';
     const t0 = performance.now();
     let t1 = t0;
-    await withMem([ids, 16], async (idsPtr, scratch) => {
+    const mask = allowedMask(o.allowedIds, nVocab); // a bad one fails before any work
+    await withMem([ids, 16, mask ?? []], async (idsPtr, scratch, maskPtr) => {
         try {
             grammar = await grammarOf(o); // a bad one fails before any work
             await call('lw_prefill', ctx, idsPtr + 4 * common, ids.length - common, state.logits);
@@ -727,7 +749,7 @@ async function generateOnce(o, reqId) {
                 ts = i32(scratch, 1)[0];
             }
             if (maxTokens > 0) {
-                await call('lw_gen_begin', ctx, smp, maxTokens);
+                await call(mask ? 'lw_gen_begin_masked' : 'lw_gen_begin', ctx, smp, maxTokens);
                 // the hot loop: no call() wrappers, no views made, the event loop every YIELD_MS
                 const nText = hasText ? ex.lw_n_tokens(state.model) : 0;
                 for (let i = 0; i < maxTokens; i++) {
@@ -735,7 +757,8 @@ async function generateOnce(o, reqId) {
                         stop = 'abort';
                         break;
                     }
-                    const st = await step(reqId, ex.lw_gen_next, ctx, scratch);
+                    const st = mask ? await step(reqId, ex.lw_gen_next_masked, ctx, maskPtr, nVocab, scratch)
+                                    : await step(reqId, ex.lw_gen_next, ctx, scratch);
                     if (st === LEAN_PENDING) { // aborted while it waited: nothing drawn
                         stop = 'abort';
                         break;
@@ -851,6 +874,9 @@ async function chatOnce(o, reqId) {
     }
     if (state.chatGrammar) ex.lw_grammar_free(state.chatGrammar);
     state.chatGrammar = grammar;
+    // and to this turn's allowed ids (o.allowedIds; none: every id), as generate's
+    const nVocab = state.modelInfo.nVocab, mask = allowedMask(o.allowedIds, nVocab);
+    await withMem([mask ?? []], (bits) => call('lw_chat_set_mask', s, mask ? bits : 0, nVocab));
     let text = '';
     const t0 = performance.now();
     let t1 = 0, nPrefill = 0;

@@ -21,6 +21,7 @@
  *           submit · step · turn / abort / accessors
  */
 #include "core/chat.h"
+#include "core/sampler.h" /* sampler_check_mask */
 
 #include <stdatomic.h>
 #include <string.h>
@@ -50,6 +51,8 @@ struct lean_chat_session {
     lean_ctx *ctx;
     lean_sampler *smp;
     lean_grammar *grammar;      /* nullable, not owned: every reply is held to it */
+    uint32_t *mask;             /* (LEAN_MASK_WORDS(n_vocab)) lean_chat_session_set_mask's copy, once set */
+    bool masked;                /* the draws that follow are held to mask */
     lean_text_stream *ts;
     bool ts_dirty;              /* ids were pushed since the last flush */
     float *logits;              /* (n_vocab) after ids[n_ids - 1] */
@@ -70,6 +73,7 @@ struct lean_chat_session {
     int32_t *prompt;            /* (cap_prompt) the rendering's ids: n_prompt of them */
     int32_t n_prompt, cap_prompt;
     int32_t next;               /* the last drawn id, not yet decoded; -1 = none */
+    bool gen_masked;            /* the reply's generation was begun with lean_gen_begin_masked */
     chat_buf pend;              /* text from the stream not handed out yet (a stop string may start in it) */
     chat_buf reply;             /* text handed out this turn: the assistant's message */
     chat_buf out;               /* text handed out by the last step */
@@ -222,6 +226,7 @@ void lean_chat_session_free(lean_chat_session *s) {
     lean_free(s->stops);
     lean_free(s->tpl_owned);
     lean_free(s->logits);
+    lean_free(s->mask);
     lean_free(s->ids);
     lean_free(s->prompt);
     lean_free(s->pend.p);
@@ -462,7 +467,9 @@ static lean_status finish(lean_chat_session *s, int reason, lean_error *err) {
  * an end-of-generation id, a stop string or n_predict, else keeps the id as s->next. */
 static lean_status draw(lean_chat_session *s, lean_error *err) {
     int32_t id;
-    lean_status st = lean_gen_next(s->ctx, &id, err);
+    const lean_mask mask = {s->mask, s->n_vocab};
+    lean_status st = s->gen_masked ? lean_gen_next_masked(s->ctx, s->masked ? &mask : NULL, &id, err)
+                                   : lean_gen_next(s->ctx, &id, err);
     if (st != LEAN_OK) return st;
     if (s->next >= 0) {
         s->ids[s->n_ids++] = s->next;
@@ -511,8 +518,9 @@ static lean_status step(lean_chat_session *s, lean_error *err) {
         lean_sampler_reset(s->smp);
         if ((s->grammar && (st = lean_grammar_reset(s->grammar, err)) != LEAN_OK) ||
             (st = lean_sampler_accept(s->smp, s->ids, s->n_ids, err)) != LEAN_OK ||
-            (st = lean_gen_begin(s->ctx, s->smp, s->n_predict, err)) != LEAN_OK)
+            (st = (s->masked ? lean_gen_begin_masked : lean_gen_begin)(s->ctx, s->smp, s->n_predict, err)) != LEAN_OK)
             return st;
+        s->gen_masked = s->masked;
         s->phase = PHASE_GEN;
         s->next = -1;
         return draw(s, err);
@@ -625,6 +633,26 @@ lean_status lean_chat_session_set_grammar(lean_chat_session *s, lean_grammar *g,
     lean_status st = lean_sampler_set_grammar(s->smp, g, err);
     if (st == LEAN_OK) s->grammar = g;
     return st;
+}
+
+lean_status lean_chat_session_set_mask(lean_chat_session *s, const lean_mask *mask, lean_error *err) {
+    if (!s) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_mask: NULL session");
+    if (s->phase == PHASE_GEN && !s->gen_masked)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_mask: this reply began without a mask (set one "
+                         "before the turn's first draw)");
+    if (s->pending) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_chat_session_set_mask: a step is pending: step it first");
+    if (!mask) {
+        s->masked = false;
+        return LEAN_OK;
+    }
+    lean_status st = sampler_check_mask(s->n_vocab, mask, "lean_chat_session_set_mask", err);
+    if (st != LEAN_OK) return st;
+    const size_t words = LEAN_MASK_WORDS(s->n_vocab);
+    if (!s->mask && !(s->mask = lean_malloc(words * sizeof *s->mask)))
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_chat_session_set_mask: %zu words", words);
+    memcpy(s->mask, mask->bits, words * sizeof *s->mask);
+    s->masked = true;
+    return LEAN_OK;
 }
 
 lean_status lean_chat_session_set_loras(lean_chat_session *s, lean_lora *const *loras, const float *scales, int32_t n,

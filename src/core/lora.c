@@ -9,9 +9,11 @@
  * and the tensors, each NAME.lora_a (rank, cols) or NAME.lora_b (rows, rank) for a 2-D weight
  * NAME (rows, cols) of the model (shapes here are (ne[1], ne[0]) as in model.h), both present,
  * of one rank, of a type lean reads with whole blocks per row. *_norm.weight tensors are
- * skipped, as llama.cpp skips them. Then it makes a context's set (lora.h) from adapters and
- * scales. What it does not: compute (the backends' forward passes add the terms), or LoRA on
- * token_embd.weight (refused by name).
+ * skipped, as llama.cpp skips them. token_embd.weight's pair is llama.cpp's embedding LoRA,
+ * A and B flipped: lora_a (n_vocab, rank), lora_b (n_embd, rank) (convert_lora_to_gguf.py
+ * transposes PEFT's lora_embedding_A for it; llama.cpp's build_inp_embd reads it so); it adapts
+ * the lookup only, not a tied output. Then it makes a context's set (lora.h) from adapters and
+ * scales. What it does not: compute (the backends' forward passes add the terms).
  *
  * Sections: adapter (load, checks) · sets
  */
@@ -59,6 +61,7 @@ static bool ends_with(const char *s, const char *suffix) {
 
 /* The site of the model's 2-D weight called base, or -1. */
 static int32_t site_of(const lean_model *m, const char *base) {
+    if (strcmp(base, m->tok_embd.name) == 0) return lora_site_embd(&m->hp);
     if (!m->tied_output && strcmp(base, m->output.name) == 0) return lora_site_output(&m->hp);
     int il;
     int used = 0;
@@ -72,6 +75,7 @@ static int32_t site_of(const lean_model *m, const char *base) {
 
 /* The weight a site adapts. */
 static const lean_tensor *weight_of(const lean_model *m, int32_t site) {
+    if (site == lora_site_embd(&m->hp)) return &m->tok_embd;
     if (site == lora_site_output(&m->hp)) return &m->output;
     const lean_layer *L = &m->layers[site / LORA_N_SLOTS];
     const lean_tensor *ws[LORA_N_SLOTS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
@@ -134,7 +138,7 @@ static lean_status check_keys(const lean_model *m, const gguf_file *f, float *al
 static lean_status check_tensors(lean_lora *a, lean_error *err) {
     const lean_model *m = a->m;
     const gguf_file *f = a->gguf;
-    const int32_t n_sites = lora_site_output(&m->hp) + 1;
+    const int32_t n_sites = lora_n_sites(&m->hp);
     int32_t *at = lean_malloc(sizeof *at * (size_t)n_sites); /* site -> its pair, or -1 */
     a->pairs = lean_calloc(f->n_tensors ? (size_t)f->n_tensors : 1, sizeof *a->pairs);
     if (!at || !a->pairs) {
@@ -155,10 +159,6 @@ static lean_status check_tensors(lean_lora *a, lean_error *err) {
         }
         char base[GGUF_MAX_NAME + 1];
         snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - strlen(".lora_a")), name);
-        if (strcmp(base, "token_embd.weight") == 0) {
-            st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "LoRA tensor '%s': lean applies no LoRA to the embedding", name);
-            break;
-        }
         const int32_t site = site_of(m, base);
         if (site < 0) {
             st = LEAN_FAIL(err, LEAN_ERR_MODEL, "LoRA tensor '%s': the model has no weight '%s'%s", name, base,
@@ -181,16 +181,23 @@ static lean_status check_tensors(lean_lora *a, lean_error *err) {
                            p->a.name ? p->a.name : p->b.name, w->name, p->a.name ? "lora_b" : "lora_a");
             break;
         }
-        /* A (rank, cols) with W's cols; B (rows, rank) with W's rows */
-        if (p->a.ne[0] != w->ne[0] || p->b.ne[1] != w->ne[1] || p->a.ne[1] != p->b.ne[0])
+        /* A (rank, cols) and B (rows, rank) of W (rows, cols): ne [cols, rank] and [rank, rows]; the
+         * embedding's pair flipped: A (n_vocab, rank), B (n_embd, rank), ne [rank, rows] and [rank, cols] */
+        const bool embd = p->site == lora_site_embd(&m->hp);
+        const int64_t rank = embd ? p->a.ne[0] : p->a.ne[1]; /* <= the file's bytes: the reader bounds every shape */
+        const bool fits = embd ? p->a.ne[1] == w->ne[1] && p->b.ne[1] == w->ne[0] && p->b.ne[0] == rank
+                               : p->a.ne[0] == w->ne[0] && p->b.ne[1] == w->ne[1] && p->b.ne[0] == rank;
+        if (!fits)
             st = LEAN_FAIL(err, LEAN_ERR_MODEL,
                            "LoRA for '%s' (%lld rows, %lld cols): %s is [%lld, %lld] and %s is [%lld, %lld] (ne), "
-                           "expected [%lld, rank] and [rank, %lld]",
+                           "expected %s%lld%s and [rank, %lld]%s",
                            w->name, (long long)w->ne[1], (long long)w->ne[0], p->a.name, (long long)p->a.ne[0],
                            (long long)p->a.ne[1], p->b.name, (long long)p->b.ne[0], (long long)p->b.ne[1],
-                           (long long)w->ne[0], (long long)w->ne[1]);
-        a->pairs[k].rank = (int32_t)p->a.ne[1]; /* <= the file's bytes: the reader bounds every shape */
-        if (p->a.ne[1] > a->max_rank) a->max_rank = (int32_t)p->a.ne[1];
+                           embd ? "[rank, " : "[", (long long)(embd ? w->ne[1] : w->ne[0]), embd ? "]" : ", rank]",
+                           (long long)(embd ? w->ne[0] : w->ne[1]),
+                           embd ? " (the embedding's A and B are flipped)" : "");
+        a->pairs[k].rank = (int32_t)rank;
+        if (rank > a->max_rank) a->max_rank = (int32_t)rank;
     }
     if (st == LEAN_OK && a->n_pairs == 0)
         st = LEAN_FAIL(err, LEAN_ERR_MODEL, "the adapter has no NAME.lora_a / NAME.lora_b tensors");
@@ -276,7 +283,7 @@ lean_status lora_set_make(const lean_model *m, lean_lora *const *loras, const fl
         if (!isfinite(scales[i])) return LEAN_FAIL(err, LEAN_ERR_ARG, "LoRA set: scale %d is %g", i, scales[i]);
         n_terms += loras[i]->n_pairs;
     }
-    const int32_t n_sites = lora_site_output(&m->hp) + 1;
+    const int32_t n_sites = lora_n_sites(&m->hp);
     lora_set *set = lean_calloc(1, sizeof *set);
     int32_t *fill = lean_calloc((size_t)n_sites + 1, sizeof *fill);
     if (set) {

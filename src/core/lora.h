@@ -1,7 +1,9 @@
 /* lora.h — LoRA adapters (lean.h, "LoRA adapters"): what a backend sees of a context's set.
  *
  * A lean_lora is one adapter file checked against its model: for each adapted weight, the
- * views of its A (rank, cols) and B (rows, rank) in the adapter's own bytes. A lora_set is
+ * views of its A (rank, cols) and B (rows, rank) in the adapter's own bytes; for the embedding
+ * (rows n_vocab, cols n_embd: a lookup, not a product) A is (n_vocab, rank) and B (n_embd,
+ * rank), as llama.cpp keeps them, and token id's row gets s * B A[id]. A lora_set is
  * what lean_ctx_set_loras made of the adapters and scales a context applies: per adapted
  * weight ("site"), the terms s * B (A x) to add to W x, in the order the adapters were given.
  * The context owns the set; a backend reads it (backend.h, set_lora) until the next one. */
@@ -13,20 +15,24 @@
 /* The weights of a layer an adapter may adapt, in lean_layer's order. */
 enum { LORA_WQ, LORA_WK, LORA_WV, LORA_WO, LORA_GATE, LORA_UP, LORA_DOWN, LORA_N_SLOTS };
 
-/* Site of (layer il, slot); the output matrix is site lora_site_output(hp). */
+/* Site of (layer il, slot); the output matrix is site lora_site_output(hp), the embedding
+ * (token_embd.weight's lookup) lora_site_embd(hp), the last of lora_n_sites(hp). */
 static inline int32_t lora_site(int32_t il, int slot) { return il * LORA_N_SLOTS + slot; }
 static inline int32_t lora_site_output(const lean_hparams *hp) { return hp->n_layer * LORA_N_SLOTS; }
+static inline int32_t lora_site_embd(const lean_hparams *hp) { return hp->n_layer * LORA_N_SLOTS + 1; }
+static inline int32_t lora_n_sites(const lean_hparams *hp) { return hp->n_layer * LORA_N_SLOTS + 2; }
 
-/* One adapter's addition to one weight: y += scale * B (A x). */
+/* One adapter's addition to one weight: y += scale * B (A x); to the embedding of id,
+ * x += scale * B A[id]. */
 typedef struct lora_term {
-    const lean_tensor *a; /* (rank, cols): A x is (rank) */
+    const lean_tensor *a; /* (rank, cols): A x is (rank); the embedding's: (n_vocab, rank) */
     const lean_tensor *b; /* (rows, rank) */
     int32_t rank;
     float scale;          /* the adapter's scale * alpha / rank (llama.cpp's get_scale) */
 } lora_term;
 
 typedef struct lora_set {
-    int32_t n_sites;   /* n_layer * LORA_N_SLOTS + 1 */
+    int32_t n_sites;   /* lora_n_sites(hp) */
     int32_t *first;    /* (n_sites + 1): the terms of site i are terms[first[i] .. first[i + 1]) */
     lora_term *terms;
     int32_t max_rank;      /* the largest rank of any term */

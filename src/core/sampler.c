@@ -881,6 +881,21 @@ lean_status lean_sampler_sample(lean_sampler *s, const float *logits, int32_t po
     return st;
 }
 
+lean_status sampler_check_mask(int32_t n_vocab, const lean_mask *mask, const char *who, lean_error *err) {
+    const int32_t V = n_vocab;
+    if (!mask->bits) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: the mask's bits are NULL", who);
+    if (mask->n_vocab != V)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: a mask of %d ids for a vocabulary of %d", who, mask->n_vocab, V);
+    const size_t words = LEAN_MASK_WORDS(V);
+    const uint32_t past = V % 32 ? ~0u << (V % 32) : 0; /* the last word's bits past n_vocab */
+    if (mask->bits[words - 1] & past)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: the mask allows id %d, past the vocabulary of %d", who,
+                         (int32_t)(32 * (words - 1)) + __builtin_ctz(mask->bits[words - 1] & past), V);
+    for (size_t w = 0; w < words; w++)
+        if (mask->bits[w]) return LEAN_OK;
+    return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: the mask allows no id (all %d bits clear)", who, V);
+}
+
 lean_status sampler_grammar_mask(lean_sampler *s, const lean_mask *mask, const uint32_t **bits, lean_error *err) {
     *bits = mask ? mask->bits : NULL;
     if (!s->grammar) return LEAN_OK;

@@ -62,6 +62,9 @@ const lean_grammar *sampler_grammar(const lean_sampler *s);
  * grammar's LEAN_ERR_ARG at a dead end. sampler_grammar_take moves the grammar on by the id
  * drawn (nothing without a grammar). lean_sampler_sample is these around sample_reference. */
 lean_status sampler_grammar_mask(lean_sampler *s, const lean_mask *mask, const uint32_t **bits, lean_error *err);
+/* LEAN_OK when mask fits a vocabulary of n_vocab ids (lean.h, lean_gen_next_masked: its n_vocab,
+ * bits not NULL, no bit past n_vocab, some bit set); else LEAN_ERR_ARG, the message led by who. */
+lean_status sampler_check_mask(int32_t n_vocab, const lean_mask *mask, const char *who, lean_error *err);
 lean_status sampler_grammar_take(lean_sampler *s, int32_t id, lean_error *err);
 
 /* ---- transformers' processors, in place on x[n_vocab] (float32, torch CPU semantics) ---- */

@@ -502,30 +502,13 @@ lean_status lean_gen_next(lean_ctx *c, int32_t *id, lean_error *err) {
     return LEAN_OK;
 }
 
-/* LEAN_OK when mask fits the model (lean.h: n_vocab its, no bit past it, some bit set). */
-static lean_status check_mask(const lean_ctx *c, const lean_mask *mask, lean_error *err) {
-    const int32_t V = c->m->hp.n_vocab;
-    if (!mask->bits) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: the mask's bits are NULL");
-    if (mask->n_vocab != V)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: a mask of %d ids for a vocabulary of %d",
-                         mask->n_vocab, V);
-    const size_t words = LEAN_MASK_WORDS(V);
-    const uint32_t past = V % 32 ? ~0u << (V % 32) : 0; /* the last word's bits past n_vocab */
-    if (mask->bits[words - 1] & past)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: the mask allows id %d, past the vocabulary of %d",
-                         (int32_t)(32 * (words - 1)) + __builtin_ctz(mask->bits[words - 1] & past), V);
-    for (size_t w = 0; w < words; w++)
-        if (mask->bits[w]) return LEAN_OK;
-    return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: the mask allows no id (all %d bits clear)", V);
-}
-
 lean_status lean_gen_next_masked(lean_ctx *c, const lean_mask *mask, int32_t *id, lean_error *err) {
     if (!c || !id) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: NULL argument");
     if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_masked: no generation in progress");
     if (!c->gen.by_caller)
         return LEAN_FAIL(err, LEAN_ERR_ARG,
                          "lean_gen_next_masked: the generation was begun without masks (lean_gen_begin_masked takes them)");
-    lean_status st = mask ? check_mask(c, mask, err) : LEAN_OK;
+    lean_status st = mask ? sampler_check_mask(c->m->hp.n_vocab, mask, "lean_gen_next_masked", err) : LEAN_OK;
     if (st != LEAN_OK) return st;
     c->gen.mask = mask;
     st = lean_gen_next(c, id, err);

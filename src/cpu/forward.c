@@ -19,7 +19,8 @@
  * then the logits of the last token (norm, quantize, Wout by rows). LoRA adapters (core/lora.h) add
  * to a matmul: A x of its terms on the calling thread before the rows are shared out (a small
  * matmul: rank rows, by matmul_exact), then each chunk adds scale * B (A x) to its own rows
- * before the epilogue (ops_ref.h's ref_lora_up), so a row's bits depend on no thread count either. Row chunks are 64 rows
+ * before the epilogue (ops_ref.h's ref_lora_up), so a row's bits depend on no thread count either; the embedding's terms
+ * (a row of A per token, then B) run on the calling thread after the lookup. Row chunks are 64 rows
  * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
@@ -585,6 +586,9 @@ static void forward_rows(lean_backend_state *s, const int32_t *ids, int32_t n, i
     const lean_hparams *hp = &m->hp;
     const embed_arg ea = {.ids = ids, .pos = pos, .rows = rows};
     for_tokens(s, n, embed_token, &ea);
+    int32_t n_terms; /* the embedding's LoRA on the calling thread: rank x n_embd a token */
+    const lora_term *terms = lora_terms(s->lora, lora_site_embd(&s->m->hp), &n_terms);
+    ref_lora_embed(s->x, s->m->hp.n_embd, ids, n, terms, n_terms, s->lora_tmp, s->lora_row);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         attention(s, il, n, pos, rows);
         ffn(s, il, n);

@@ -18,7 +18,8 @@
  * then logits = (rmsnorm(x_last) * output_norm) Wout^T.
  * With LoRA adapters (core/lora.h), each product y = xn W^T above becomes
  *   y = xn W^T + sum over the weight's terms: scale * (xn A^T) B^T
- * added to y before anything else touches it (qwen2's bias, SwiGLU, the residual add).
+ * added to y before anything else touches it (qwen2's bias, SwiGLU, the residual add), and
+ * the embedding of id becomes token_embd[id] + sum over its terms: scale * B A[id].
  *
  * Sections: state · create / destroy · blocks (embed, attention, ffn) · forward · LoRA · table
  */
@@ -140,10 +141,13 @@ static void matmul(lean_backend_state *s, float *out, const float *x, int32_t n,
     ref_lora_up(out, w->ne[1], n, s->lora_tmp, terms, n_terms, 0, w->ne[1], s->lora_row);
 }
 
-/* x (n, n_embd) = the embedding rows of ids. */
+/* x (n, n_embd) = the embedding rows of ids, plus the embedding's LoRA terms. */
 static void embed(lean_backend_state *s, const int32_t *ids, int32_t n) {
     const int32_t d = s->m->hp.n_embd;
     for (int32_t t = 0; t < n; t++) ref_embed_row(s->x + (int64_t)t * d, &s->m->tok_embd, ids[t]);
+    int32_t n_terms;
+    const lora_term *terms = lora_terms(s->lora, lora_site_embd(&s->m->hp), &n_terms);
+    ref_lora_embed(s->x, d, ids, n, terms, n_terms, s->lora_tmp, s->lora_row);
 }
 
 /* xn (n, n_embd) = rmsnorm of each token's x, times w (n_embd). */

@@ -77,6 +77,14 @@ void ref_lora_up(float *y, int64_t y_row_elems, int32_t n_tok, const float *tmp,
     }
 }
 
+void ref_lora_embed(float *x, int64_t n_embd, const int32_t *ids, int32_t n_tok, const lora_term *terms,
+                    int32_t n_terms, float *tmp, float *row) {
+    float *t = tmp;
+    for (int32_t j = 0; j < n_terms; j++)
+        for (int32_t k = 0; k < n_tok; k++, t += terms[j].rank) ref_embed_row(t, terms[j].a, ids[k]); /* A[id] (rank) */
+    ref_lora_up(x, n_embd, n_tok, tmp, terms, n_terms, 0, n_embd, row);
+}
+
 void ref_add_bias(float *x, const float *b, int32_t n_tok, int64_t n) {
     for (int32_t t = 0; t < n_tok; t++)
         for (int64_t i = 0; i < n; i++) x[(int64_t)t * n + i] += b[i];

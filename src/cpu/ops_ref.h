@@ -35,6 +35,12 @@ void ref_lora_down(float *tmp, const float *x, int32_t n_tok, const lora_term *t
 void ref_lora_up(float *y, int64_t y_row_elems, int32_t n_tok, const float *tmp, const lora_term *terms,
                  int32_t n_terms, int64_t r0, int64_t r1, float *row);
 
+/* The embedding's LoRA (core/lora.h, lora_site_embd): x (n_tok, n_embd) += scale_j * B_j A_j[ids[t]]
+ * for each term j, token t: tmp gets each term's (n_tok, rank_j) rows of A as ref_lora_down lays
+ * out its products, then ref_lora_up adds them. row: scratch of max rank floats. */
+void ref_lora_embed(float *x, int64_t n_embd, const int32_t *ids, int32_t n_tok, const lora_term *terms,
+                    int32_t n_terms, float *tmp, float *row);
+
 /* x (n_tok, n) += b (n), b F32. */
 void ref_add_bias(float *x, const float *b, int32_t n_tok, int64_t n);
 

@@ -40,7 +40,7 @@
  * with qkv_post, 2 more a layer with the separate norms), and, generating, the draw's 2-5
  * (sample.h).
  * With LoRA adapters (gpu/lora.h, section "LoRA"), each adapted matmul is followed by its
- * term's two dispatches (Q, K, V's and gate, up's shared), and an adapted layer's decode runs
+ * term's two dispatches (Q, K, V's and gate, up's shared; the embedding's after its gather), and an adapted layer's decode runs
  * its norms, qkv_post and (stacked gate, up) SwiGLU as dispatches of their own.
  *
  * Sections: state · create / destroy (the model's part, a context's) · recording · forward · batch · generation ·
@@ -801,6 +801,7 @@ static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, 
     if (!st) st = lean_gpu_begin(s->g, c, err);
     if (st) return st;
     gpu_get_rows_record(*c, s->embed, n);
+    gpu_lora_record(*c, s->lora, lora_site_embd(&s->m->hp), n);
     for (int32_t il = 0; il < s->m->hp.n_layer; il++) record_layer(*c, s, il, n, pos);
     if (logits) {
         gpu_op_record(*c, &s->norm_out, n);
@@ -1414,6 +1415,8 @@ static gpu_lora_io lora_io(const lean_backend_state *s, int32_t i) {
     const lean_hparams *hp = &s->m->hp;
     const uint32_t d = (uint32_t)hp->n_embd, qd = (uint32_t)lean_q_dim(hp), kvd = (uint32_t)lean_kv_dim(hp),
                    ff = (uint32_t)hp->n_ff;
+    if (i == lora_site_embd(hp)) /* the ids the embedding reads, a generation's draws included */
+        return (gpu_lora_io){.gather = true, .x = s->ids, .y = s->x, .y_stride = d, .rows = d, .max_tok = s->n_batch};
     if (i == lora_site_output(hp))
         return (gpu_lora_io){.x = s->x_last, .x_stride = d, .y = s->logits, .y_stride = (uint32_t)hp->n_vocab,
                              .rows = (uint32_t)hp->n_vocab, .max_tok = 1};

@@ -7,8 +7,10 @@
  * (y += B' t). Sites that read one input and add to adjacent columns of one output (Q, K, V;
  * a stacked gate, up) form a group of one A and one pair of dispatches (lora_group). One t
  * buffer, (max_tok, the largest R), serves every group: each group's down and up run one after
- * the other in the pass. The twins on the CPU: ops_ref.c's ref_lora_down and ref_lora_up (the
- * same sums in another order and grouping).
+ * the other in the pass. The embedding's site (io.gather) keeps its terms' A as (n_vocab, R),
+ * the terms side by side, and lora_gather.wgsl copies row ids[tok] into t in place of lora_down.
+ * The twins on the CPU: ops_ref.c's ref_lora_down, ref_lora_embed and ref_lora_up (the same
+ * sums in another order and grouping).
  * Why F32 copies: an adapter's matrices are rank long on one side (rank 8 on every weight of a
  * 0.5B model: ~1% of its weights), so two small F32 kernels serve every format an adapter may
  * come in, at 4 bytes a weight.
@@ -24,7 +26,7 @@
 
 #include <string.h>
 
-enum { DOWN_WG = 64, UP_WG = 64 };
+enum { DOWN_WG = 64, UP_WG = 64, GATHER_WG = 64 };
 
 /* A group: up to GPU_LORA_GROUP consecutive sites that read one input and add to adjacent
  * columns of one output (Q, K, V into qkv's rows; a stacked gate, up into gu's), so that one
@@ -37,7 +39,7 @@ typedef struct lora_group {
     lean_gpu_buf *a, *b;
     lean_gpu_pipeline *down, *up;
     lean_gpu_bindgroup *down_bg, *up_bg;
-    uint32_t r, up_x;    /* R; lora_up's workgroups over the group's rows */
+    uint32_t r, down_x, up_x; /* R; lora_down's (or lora_gather's) workgroups over R; lora_up's over the rows */
 } lora_group;
 
 struct gpu_lora {
@@ -68,16 +70,18 @@ static int32_t site_rank(const lora_set *set, int32_t i) {
     return r;
 }
 
-/* The host copies of group G's A (R, cols) and B' (its sites' blocks), lean_malloc'd into *a, *b. */
+/* The host copies of group G's A (R, cols) and B' (its sites' blocks), lean_malloc'd into *a, *b;
+ * gather (the embedding's site, G alone): A (cols = n_vocab, R), each term's A (n_vocab, rank)
+ * at its columns. */
 static lean_status group_matrices(const lora_set *set, const gpu_lora_io *io, const lora_group *G, uint64_t cols,
-                                  float **a, float **b, lean_error *err) {
+                                  bool gather, float **a, float **b, lean_error *err) {
     uint64_t b_floats = 0;
     for (int32_t j = 0; j < G->n; j++) b_floats += (uint64_t)io[G->site0 + j].rows * (uint64_t)site_rank(set, G->site0 + j);
     *a = lean_malloc((size_t)G->r * (size_t)cols * sizeof(float));
     *b = lean_malloc((size_t)b_floats * sizeof(float));
     lean_status st = *a && *b ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu lora: %u x %llu + %llu floats", G->r,
                                                     (unsigned long long)cols, (unsigned long long)b_floats);
-    float *bt = NULL; /* one term's B (rows, rank) */
+    float *bt = NULL; /* one term's B (rows, rank); gather: its A (n_vocab, rank) first */
     uint64_t r0 = 0, b0 = 0; /* the site's first row of A, its block's offset in B' */
     for (int32_t j = 0; !st && j < G->n; j++) {
         int32_t n;
@@ -86,15 +90,19 @@ static lean_status group_matrices(const lora_set *set, const gpu_lora_io *io, co
         const uint64_t rows = io[site].rows;
         for (int32_t k = 0, c = 0; !st && k < n; c += terms[k].rank, k++) {
             const lora_term *tm = &terms[k];
-            if ((uint64_t)tm->a->ne[0] != cols || (uint64_t)tm->b->ne[1] != rows) {
+            if ((uint64_t)tm->a->ne[gather ? 1 : 0] != cols || (uint64_t)tm->b->ne[1] != rows) {
                 st = LEAN_FAIL(err, LEAN_ERR_ARG, "gpu lora: '%s' is not (%llu, %llu)", tm->b->name,
                                (unsigned long long)rows, (unsigned long long)cols);
                 break;
             }
-            st = dequant_rows(tm->a, *a + (r0 + (uint64_t)c) * cols, err);
+            const uint64_t bt_rows = gather && cols > rows ? cols : rows;
             lean_free(bt);
-            bt = st ? NULL : lean_malloc((size_t)rows * (size_t)tm->rank * sizeof(float));
-            if (!st && !bt) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu lora: %llu x %d floats", (unsigned long long)rows, tm->rank);
+            bt = lean_malloc((size_t)bt_rows * (size_t)tm->rank * sizeof(float));
+            if (!bt) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu lora: %llu x %d floats", (unsigned long long)bt_rows, tm->rank);
+            if (!st && gather) st = dequant_rows(tm->a, bt, err);
+            for (uint64_t v = 0; !st && gather && v < cols; v++)
+                memcpy(*a + v * G->r + (uint64_t)c, bt + v * (uint64_t)tm->rank, (size_t)tm->rank * sizeof(float));
+            if (!st && !gather) st = dequant_rows(tm->a, *a + (r0 + (uint64_t)c) * cols, err);
             if (!st) st = dequant_rows(tm->b, bt, err);
             for (uint64_t o = 0; !st && o < rows; o++)
                 for (int32_t r = 0; r < tm->rank; r++)
@@ -117,7 +125,7 @@ static lean_status group_create(lean_gpu *g, const lora_set *set, const gpu_lora
         const int32_t site = G->site0 + j;
         int32_t n;
         const lora_term *terms = lora_terms(set, site, &n);
-        if (n > 0) cols = (uint64_t)terms[0].a->ne[0];
+        if (n > 0) cols = (uint64_t)terms[0].a->ne[first->gather ? 1 : 0]; /* gather: n_vocab */
         R[j] = (uint32_t)site_rank(set, site);
         B[j] = (uint32_t)b_floats;
         rows += io[site].rows;
@@ -127,19 +135,20 @@ static lean_status group_create(lean_gpu *g, const lora_set *set, const gpu_lora
     }
     for (int32_t j = G->n; j < GPU_LORA_GROUP; j++) E[j] = (uint32_t)rows; /* empty segments past the last */
     G->up_x = (uint32_t)lean_div_up(rows, UP_WG);
+    G->down_x = first->gather ? (uint32_t)lean_div_up(G->r, GATHER_WG) : G->r;
     const uint32_t max = gpu_max_groups(g);
     if (G->r > max || G->up_x > max || first->max_tok < 1 || (uint32_t)first->max_tok > max)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu lora: rank %u over %llu rows for %d tokens passes %u "
                          "workgroups", G->r, (unsigned long long)rows, first->max_tok, max);
     const uint64_t max_tok = (uint64_t)first->max_tok;
-    lean_status st = gpu_check_binding(g, first->x, 0, max_tok * first->x_stride * 4, "lora x", err);
+    lean_status st = gpu_check_binding(g, first->x, 0, max_tok * (first->gather ? 1 : first->x_stride) * 4, "lora x", err);
     if (!st) st = gpu_check_binding(g, first->y, 0, max_tok * first->y_stride * 4, "lora y", err);
-    if (!st && (first->x_stride < cols || first->y_col + rows > first->y_stride))
+    if (!st && ((!first->gather && first->x_stride < cols) || first->y_col + rows > first->y_stride))
         st = LEAN_FAIL(err, LEAN_ERR_ARG, "gpu lora: %llu x %llu weights into rows of %u at column %u from rows of %u",
                        (unsigned long long)rows, (unsigned long long)cols, first->y_stride, first->y_col,
                        first->x_stride);
     float *a = NULL, *b = NULL;
-    if (!st) st = group_matrices(set, io, G, cols, &a, &b, err);
+    if (!st) st = group_matrices(set, io, G, cols, first->gather, &a, &b, err);
     if (!st) st = lean_gpu_buf_create(g, (uint64_t)G->r * cols * 4, LEAN_GPU_STORAGE, "lora A", &G->a, err);
     if (!st) st = lean_gpu_buf_create(g, b_floats * 4, LEAN_GPU_STORAGE, "lora B", &G->b, err);
     if (!st) st = lean_gpu_buf_write(g, G->a, 0, a, (uint64_t)G->r * cols * 4, err);
@@ -147,16 +156,19 @@ static lean_status group_create(lean_gpu *g, const lora_set *set, const gpu_lora
     lean_free(a);
     lean_free(b);
     const lean_gpu_const kd[] = {{"WG", 'u', DOWN_WG}, {"COLS", 'u', (double)cols}, {"R", 'u', G->r},
-                                 {"X_STRIDE", 'u', first->x_stride}};
+                                 {"X_STRIDE", 'u', first->x_stride}},
+                         kg[] = {{"WG", 'u', GATHER_WG}, {"R", 'u', G->r}};
     const lean_gpu_const ku[] = {{"WG", 'u', UP_WG},  {"ROWS", 'u', (double)rows},  {"R", 'u', G->r},
                                  {"Y_STRIDE", 'u', first->y_stride}, {"Y_COL", 'u', first->y_col},
                                  {"E0", 'u', E[0]},   {"E1", 'u', E[1]},  {"R0", 'u', R[0]}, {"R1", 'u', R[1]},
                                  {"R2", 'u', R[2]},   {"B1", 'u', B[1]},  {"B2", 'u', B[2]}};
-    const char *down_src[] = {lean_gpu_shader("lora_down")}, *up_src[] = {lean_gpu_shader("lora_up")};
-    if (!st) st = lean_gpu_pipeline_create(g, "lora_down", down_src, 1, kd, 4, &G->down, err);
+    const char *down_name = first->gather ? "lora_gather" : "lora_down";
+    const char *down_src[] = {lean_gpu_shader(down_name)}, *up_src[] = {lean_gpu_shader("lora_up")};
+    if (!st) st = lean_gpu_pipeline_create(g, down_name, down_src, 1, first->gather ? kg : kd, first->gather ? 2 : 4,
+                                           &G->down, err);
     if (!st) st = lean_gpu_pipeline_create(g, "lora_up", up_src, 1, ku, 12, &G->up, err);
     const lean_gpu_bind bd[] = {{G->a, 0, 0}, {first->x, 0, 0}, {t, 0, 0}}, bu[] = {{G->b, 0, 0}, {t, 0, 0}, {first->y, 0, 0}};
-    if (!st) st = lean_gpu_bindgroup_create(g, G->down, bd, 3, "lora_down", &G->down_bg, err);
+    if (!st) st = lean_gpu_bindgroup_create(g, G->down, bd, 3, down_name, &G->down_bg, err);
     if (!st) st = lean_gpu_bindgroup_create(g, G->up, bu, 3, "lora_up", &G->up_bg, err);
     return st;
 }
@@ -166,7 +178,7 @@ static lean_status group_create(lean_gpu *g, const lora_set *set, const gpu_lora
 /* Whether site j (after i, the group's last so far) joins i's group: the same input, its
  * columns right after i's in the same output rows. */
 static bool joins(const gpu_lora_io *i, const gpu_lora_io *j) {
-    return j->x == i->x && j->x_stride == i->x_stride && j->y == i->y && j->y_stride == i->y_stride &&
+    return !i->gather && !j->gather && j->x == i->x && j->x_stride == i->x_stride && j->y == i->y && j->y_stride == i->y_stride &&
            j->y_col == i->y_col + i->rows && j->max_tok == i->max_tok;
 }
 
@@ -211,7 +223,7 @@ bool gpu_lora_on(const gpu_lora *l, int32_t site) { return l && l->group_of[site
 void gpu_lora_record(lean_gpu_cmd *c, const gpu_lora *l, int32_t site, int32_t n_tok) {
     if (!l || l->group_at[site] < 0) return;
     const lora_group *G = &l->groups[l->group_at[site]];
-    lean_gpu_dispatch(c, G->down, G->down_bg, G->r, (uint32_t)n_tok, 1);
+    lean_gpu_dispatch(c, G->down, G->down_bg, G->down_x, (uint32_t)n_tok, 1);
     lean_gpu_dispatch(c, G->up, G->up_bg, G->up_x, (uint32_t)n_tok, 1);
 }
 

@@ -10,8 +10,11 @@
 
 /* Where a site reads and adds, for calls of up to max_tok tokens: x (max_tok, x_stride) holds
  * the weight's input at column 0 of each token's row; y (max_tok, y_stride) its product at
- * columns y_col .. y_col + rows. Widths in floats. */
+ * columns y_col .. y_col + rows. Widths in floats. The embedding's site (gather) reads the
+ * tokens' ids from x instead (max_tok u32; x_stride unused): its first dispatch is
+ * lora_gather.wgsl's rows of A, not lora_down's product. */
 typedef struct gpu_lora_io {
+    bool gather;
     lean_gpu_buf *x;
     uint32_t x_stride;
     lean_gpu_buf *y;

@@ -18,7 +18,11 @@
 //     and parses with the schema's required keys; generate({ grammar }) (GBNF): `lean run
 //     --grammar`'s ids;
 //   - chat(text, { jsonSchema }): `lean chat --json-schema`'s reply, parsed;
-//   - a bad schema rejects naming its place.
+//   - a bad schema rejects naming its place;
+//   - generate({ allowedIds }) (raw masks): the greedy reply's own ids allowed give that reply,
+//     without its first id every id comes from the list, one id allowed (sampled) is drawn every
+//     time; a non-id or an empty list rejects; chat(text, { allowedIds: [300] }): id 300's text
+//     six times (lean_chat_session_set_mask).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 
@@ -120,4 +124,29 @@ export async function constrainedChecks(page, t, ref, backend, jspi, h) {
     r = await call(page, 'generate', { ids: PROMPT, jsonSchema: { type: 'object', properties: { a: { type: 7 } } } });
     check(r.error && /#\/properties\/a/.test(r.error.message), `${t}: a malformed schema rejects: '${r.error?.message}'`,
           r.error ? r.error.message : 'no error');
+    // raw masks (allowedIds; on the GPU the resident draw under the mask): the greedy reply's own
+    // ids allowed give that reply; without its first id, another first id from the list; one id
+    // allowed, seeded at temperature 1, only that id; a bad list rejects naming the entry
+    const free = await call(page, 'generate', { ids: PROMPT, maxTokens: 8, ignoreEog: true });
+    const own = [...new Set(free.ids ?? [])];
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: 8, ignoreEog: true, allowedIds: own });
+    check(!free.error && !r.error && same(r.ids, free.ids), `${t}: generate({ allowedIds: the greedy reply's ids }): that reply (${r.secs})`,
+          free.error?.message ?? r.error?.message ?? `got ${fmt(r.ids)}, unmasked ${fmt(free.ids)}`);
+    const others = [...own.filter((id) => id !== free.ids?.[0]), 3, 5].filter((id) => id !== free.ids?.[0]);
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: 8, ignoreEog: true, allowedIds: others });
+    check(!r.error && r.ids.length === 8 && r.ids[0] !== free.ids?.[0] && r.ids.every((id) => others.includes(id)),
+          `${t}: generate({ allowedIds } without the greedy first id): every id from the list (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, allowed ${fmt(others)}`);
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: 4, ignoreEog: true, allowedIds: [7], ...DRAW });
+    check(!r.error && same(r.ids, [7, 7, 7, 7]), `${t}: generate({ allowedIds: [7] }), sampled: 7 every time`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}`);
+    const six = await call(page, 'detokenize', [300, 300, 300, 300, 300, 300], { skipSpecial: true });
+    r = await call(page, 'chat', 'Who are you?', { maxTokens: 6, allowedIds: [300], ...DRAW });
+    check(!r.error && !six.error && r.text === six.text, `${t}: chat(text, { allowedIds: [300] }): id 300 six times, ${JSON.stringify(r.text)}`,
+          r.error?.message ?? six.error?.message ?? `got ${JSON.stringify(r.text)}, want ${JSON.stringify(six.text)}`);
+    r = await call(page, 'generate', { ids: PROMPT, allowedIds: [3, 1e9] });
+    const empty = await call(page, 'generate', { ids: PROMPT, allowedIds: [] });
+    check(r.error && /1000000000/.test(r.error.message) && empty.error && /allowedIds/.test(empty.error.message),
+          `${t}: allowedIds with a non-id rejects ('${r.error?.message}'), and an empty list`,
+          r.error ? empty.error?.message ?? 'an empty list taken' : 'no error');
 }
