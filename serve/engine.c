@@ -8,17 +8,26 @@
  *   1. take cancellations (a connection closed, the server stopping) and new jobs into free
  *      slots; look for clients that hung up (a poll of their sockets);
  *   2. prefill one chunk of each new job's prompt past its cached prefix (continuous
- *      batching: new requests join between decode steps, a long prompt over several);
- *   3. for every active slot: draw the next id from its logits, hand its text out (held back
- *      while it could still grow into a stop string), finish the job on an end-of-generation
- *      id, a stop string, max_tokens or a full context;
- *   4. decode the drawn ids of the slots that go on: one lean_decode_batch for all of them.
+ *      batching: new requests join between steps, a long prompt over several); a prompt
+ *      done, the slot's generation begins (lean_gen_begin with the job's sampler);
+ *   3. one step for every generating slot: one lean_gen_next_batch decodes each slot's last
+ *      id and draws its next (on the GPU the draws stay there: only the ids come back);
+ *   4. each slot's new id: hand its text out (held back while it could still grow into a
+ *      stop string), finish the job on an end-of-generation id, a stop string, max_tokens, a
+ *      full context or a grammar that is done (lean_gen_end; the slot leaves the batch).
  *
- * The reply of a job does not depend on the others: each slot has its own cache and sampler,
- * the draw depends on (seed, position, logits, history) only, the CPU kernels give the
- * same logits for any prefill chunking (lean.h), so a reused prefix is the same bits as a
- * fresh prefill, and a batched decode the same bits as one alone (lean_decode_batch).
- * tests/serve/load.mjs holds every seeded reply under load to the same request made alone.
+ * The cache of a slot holds its ids but the last one handed out: that one is decoded by the
+ * next step (lean.h, lean_gen_next_batch), so a finished slot keeps the ids up to it, and the
+ * prefix cache matches against exactly those.
+ *
+ * The reply of a job does not depend on the others: each slot has its own cache and sampler
+ * (seed, penalties, grammar), the draw depends on (seed, position, logits, history) only, the
+ * CPU kernels give the same logits for any prefill chunking (lean.h), so a reused prefix is
+ * the same bits as a fresh prefill, and lean_gen_next_batch hands each context the ids it
+ * would draw alone. A step fails as a whole (lean.h: a failure midway leaves the contexts
+ * unknown), so what can fail one slot alone is looked for before it: a grammar that is done
+ * or at a dead end. tests/serve/load.mjs holds every seeded reply under load to the same
+ * request made alone.
  *
  * Sections: slots, text out (stop strings), the loop, start and stop. */
 #define _GNU_SOURCE /* POLLRDHUP */
@@ -37,12 +46,11 @@ struct serve_slot {
     lean_ctx *ctx;
     int32_t *ids;           /* (n_ctx) the ids in the KV cache, n_ids = lean_ctx_pos */
     int32_t n_ids;
-    float *logits;          /* (n_vocab) the next draw's */
     lean_text_stream *ts;
     serve_job *job;         /* NULL: free */
     lean_sampler *smp;      /* the job's */
-    int prefill;            /* 1: the job is new; 2: its prompt is being prefilled; 0: drawing */
-    int32_t next;           /* the drawn id the next step decodes, -1 none */
+    int prefill;            /* 1: the job is new; 2: its prompt is being prefilled; 0: generating */
+    int32_t last;           /* the last id handed out, which the next step decodes; -1 none */
     char *reply;            /* the reply text so far; [0, n_out) handed out */
     size_t n_reply, cap_reply, n_out;
     uint64_t used;          /* srv->n_jobs when it last took a job: least recently used first */
@@ -59,21 +67,21 @@ static lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_e
     }
     srv->n_slots = n;
     srv->n_ctx = lean_ctx_n_ctx(ctxs[0]);
-    srv->batch_ctx = calloc((size_t)n, sizeof *srv->batch_ctx);
-    srv->batch_ids = calloc((size_t)n, sizeof *srv->batch_ids);
-    srv->batch_slot = calloc((size_t)n, sizeof *srv->batch_slot);
-    srv->batch_logits = malloc(sizeof *srv->batch_logits * (size_t)n * (size_t)srv->n_vocab);
-    for (int i = 0; i < n; i++) srv->slots[i].ctx = ctxs[i], srv->slots[i].next = -1;
-    if (!srv->batch_ctx || !srv->batch_ids || !srv->batch_slot || !srv->batch_logits) {
+    srv->step_ctx = calloc((size_t)n, sizeof *srv->step_ctx);
+    srv->step_ids = calloc((size_t)n, sizeof *srv->step_ids);
+    srv->step_slot = calloc((size_t)n, sizeof *srv->step_slot);
+    srv->logits = malloc(sizeof *srv->logits * (size_t)srv->n_vocab);
+    srv->mask = malloc(sizeof *srv->mask * LEAN_MASK_WORDS(srv->n_vocab));
+    for (int i = 0; i < n; i++) srv->slots[i].ctx = ctxs[i], srv->slots[i].last = -1;
+    if (!srv->step_ctx || !srv->step_ids || !srv->step_slot || !srv->logits || !srv->mask) {
         err->status = LEAN_ERR_NOMEM;
-        snprintf(err->msg, sizeof err->msg, "no memory for a batch of %d slots", n);
+        snprintf(err->msg, sizeof err->msg, "no memory for a step of %d slots", n);
         return err->status;
     }
     for (int i = 0; i < n; i++) {
         serve_slot *s = &srv->slots[i];
         s->ids = malloc(sizeof *s->ids * (size_t)srv->n_ctx);
-        s->logits = malloc(sizeof *s->logits * (size_t)srv->n_vocab);
-        if (!s->ids || !s->logits) {
+        if (!s->ids) {
             err->status = LEAN_ERR_NOMEM;
             snprintf(err->msg, sizeof err->msg, "no memory for slot %d's buffers", i);
             return err->status;
@@ -95,14 +103,14 @@ static void engine_free(serve_server *srv) {
         lean_text_stream_free(s->ts);
         lean_sampler_free(s->smp);
         free(s->ids);
-        free(s->logits);
         free(s->reply);
     }
     free(srv->slots);
-    free(srv->batch_ctx);
-    free(srv->batch_ids);
-    free(srv->batch_slot);
-    free(srv->batch_logits);
+    free(srv->step_ctx);
+    free(srv->step_ids);
+    free(srv->step_slot);
+    free(srv->logits);
+    free(srv->mask);
     srv->slots = NULL;
 }
 
@@ -200,18 +208,26 @@ static void slot_finish(serve_server *srv, serve_slot *s, const char *finish, in
     s->job = NULL;
     srv->n_busy--;
     pthread_mutex_unlock(&srv->mu);
+    /* the cache keeps the ids but the last one handed out (lean_gen_end drops what the GPU ran
+     * ahead); after a failed prefill or step the rows past what the slot knows are unknown */
+    lean_gen_end(s->ctx);
+    if (lean_ctx_pos(s->ctx) != s->n_ids) {
+        lean_error e2;
+        if (lean_ctx_pos(s->ctx) < s->n_ids) s->n_ids = lean_ctx_pos(s->ctx);
+        lean_ctx_truncate(s->ctx, s->n_ids, &e2);
+    }
     lean_sampler_free(s->smp);
     s->smp = NULL;
-    s->next = -1;
+    s->last = -1;
 }
 
 /* ---- the loop ---- */
 
 /* Prefills one chunk (the context's n_batch ids) of the slot's job past its cached prefix, so
- * a long prompt does not stall the other slots' steps; 0, or -1 having finished the job.
- * At least the last prompt id is computed: its logits make the first draw. Split prefills
- * are the same bits as one (lean.h: any chunking). */
-static int slot_prefill(serve_server *srv, serve_slot *s) {
+ * a long prompt does not stall the other slots' steps, and begins the generation after the
+ * last (or finishes the job on a failure). At least the last prompt id is computed: its logits
+ * make the first draw. Split prefills are the same bits as one (lean.h: any chunking). */
+static void slot_prefill(serve_server *srv, serve_slot *s) {
     serve_job *j = s->job;
     lean_error err;
     lean_status st = LEAN_OK;
@@ -231,33 +247,28 @@ static int slot_prefill(serve_server *srv, serve_slot *s) {
         if (st == LEAN_OK) s->n_ids = keep;
     }
     int32_t left = j->n_prompt - s->n_ids, n = left < lean_ctx_n_batch(s->ctx) ? left : lean_ctx_n_batch(s->ctx);
-    if (st == LEAN_OK) st = lean_prefill(s->ctx, j->prompt + s->n_ids, n, n == left ? s->logits : NULL, &err);
+    /* the last chunk's logits are what lean_gen_begin draws from; the library keeps them */
+    if (st == LEAN_OK) st = lean_prefill(s->ctx, j->prompt + s->n_ids, n, n == left ? srv->logits : NULL, &err);
+    if (st == LEAN_OK) {
+        memcpy(s->ids + s->n_ids, j->prompt + s->n_ids, sizeof *s->ids * (size_t)n);
+        s->n_ids += n;
+    }
+    if (st == LEAN_OK && n == left) {
+        st = lean_gen_begin(s->ctx, s->smp, j->max_tokens > 0 ? j->max_tokens : 0, &err);
+        s->prefill = 0;
+    }
     if (st != LEAN_OK) {
         s->prefill = 0;
-        if (lean_ctx_pos(s->ctx) < s->n_ids) s->n_ids = lean_ctx_pos(s->ctx);
-        lean_ctx_truncate(s->ctx, s->n_ids, &err); /* a failed prefill's rows are unknown */
         slot_finish(srv, s, NULL, st == LEAN_ERR_ARG ? 400 : 500, err.msg);
-        return -1;
     }
-    memcpy(s->ids + s->n_ids, j->prompt + s->n_ids, sizeof *s->ids * (size_t)n);
-    s->n_ids += n;
-    if (n == left) s->prefill = 0;
-    return 0;
 }
 
-/* Draws the slot's next id and hands its text out; the slot either has s->next to decode
- * or its job finished. */
-static void slot_draw(serve_server *srv, serve_slot *s) {
+/* Hands out the slot's new id (its sampler has taken it): its text, and the job's end on an
+ * end-of-generation id, a stop string, max_tokens or a full context; else the next step
+ * decodes it. */
+static void slot_take(serve_server *srv, serve_slot *s, int32_t id) {
     serve_job *j = s->job;
     lean_error err;
-    int32_t id;
-    int32_t pos = lean_ctx_pos(s->ctx);
-    /* response_format: the sampler draws under the grammar's mask and moves it on; once nothing
-     * may follow, the reply is over (an end-of-generation id would be the only draw left) */
-    if (j->grammar && lean_grammar_done(j->grammar)) return slot_finish(srv, s, "stop", 0, NULL);
-    lean_status st = lean_sampler_sample(s->smp, s->logits, pos, NULL, &id, &err);
-    if (st == LEAN_OK) st = lean_sampler_accept(s->smp, &id, 1, &err);
-    if (st != LEAN_OK) return slot_finish(srv, s, NULL, 500, err.msg); /* also a grammar's dead end */
     if (lean_token_is_eog(srv->tok, id)) return slot_finish(srv, s, "stop", 0, NULL);
     const char *t;
     size_t n;
@@ -268,37 +279,48 @@ static void slot_draw(serve_server *srv, serve_slot *s) {
     int nomem = 0;
     if (slot_text(srv, s, t, n, 0, &nomem)) return slot_finish(srv, s, "stop", 0, NULL);
     if (nomem) return slot_finish(srv, s, NULL, 500, "no memory for the reply text");
-    if ((j->max_tokens > 0 && j->n_gen >= j->max_tokens) || pos + 1 >= srv->n_ctx)
+    /* the id would be decoded at position n_ids; max_tokens ids are lean_gen_begin's limit */
+    if ((j->max_tokens > 0 && j->n_gen >= j->max_tokens) || s->n_ids + 1 >= srv->n_ctx)
         return slot_finish(srv, s, "length", 0, NULL);
-    s->next = id;
+    s->last = id;
 }
 
-/* One decode step for every slot with a drawn id, in one lean_decode_batch: the weights are
- * read once for all of them, and each slot's logits are the bits it would get alone. */
-static void decode_step(serve_server *srv) {
+/* One step for every generating slot, in one lean_gen_next_batch: the weights are read once
+ * for all of them, each slot's last id is decoded and its next drawn by its own sampler, the
+ * ids it would get alone. A step fails for all its slots (lean.h), so what fails one slot
+ * alone, a grammar's dead end, is found before it: the grammar's mask is cached, the draw
+ * then takes it without computing it again (grammar.c). */
+static void gen_step(serve_server *srv) {
     int n = 0;
+    lean_error err;
     for (int i = 0; i < srv->n_slots; i++) {
         serve_slot *s = &srv->slots[i];
-        if (!s->job || s->next < 0) continue;
-        srv->batch_ctx[n] = s->ctx, srv->batch_ids[n] = s->next, srv->batch_slot[n] = i;
+        if (!s->job || s->prefill) continue;
+        const serve_job *j = s->job;
+        /* response_format: once nothing may follow the grammar, the reply is over (an
+         * end-of-generation id would be the only draw left) */
+        if (j->grammar && lean_grammar_done(j->grammar)) {
+            slot_finish(srv, s, "stop", 0, NULL);
+            continue;
+        }
+        if (j->grammar && lean_grammar_mask(j->grammar, srv->mask, srv->n_vocab, NULL, &err) != LEAN_OK) {
+            slot_finish(srv, s, NULL, 500, err.msg);
+            continue;
+        }
+        srv->step_ctx[n] = s->ctx, srv->step_slot[n] = i;
         n++;
     }
     if (n == 0) return;
-    lean_error err;
-    lean_status st = lean_decode_batch(srv->batch_ctx, srv->batch_ids, n, srv->batch_logits, &err);
+    lean_status st = lean_gen_next_batch(srv->step_ctx, n, srv->step_ids, &err);
     for (int b = 0; b < n; b++) {
-        serve_slot *s = &srv->slots[srv->batch_slot[b]];
-        /* on failure each context is either advanced or as it was: its position says which */
-        if (st != LEAN_OK || lean_ctx_pos(s->ctx) != s->n_ids + 1) {
-            lean_error e2;
-            lean_ctx_truncate(s->ctx, s->n_ids < lean_ctx_pos(s->ctx) ? s->n_ids : lean_ctx_pos(s->ctx), &e2);
-            s->n_ids = lean_ctx_pos(s->ctx);
-            slot_finish(srv, s, NULL, 500, st != LEAN_OK ? err.msg : "the batched decode did not advance this slot");
+        serve_slot *s = &srv->slots[srv->step_slot[b]];
+        if (st != LEAN_OK) { /* slot_finish makes the cache what the slot knows */
+            slot_finish(srv, s, NULL, 500, err.msg);
             continue;
         }
-        memcpy(s->logits, srv->batch_logits + (size_t)b * (size_t)srv->n_vocab, sizeof *s->logits * (size_t)srv->n_vocab);
-        s->ids[s->n_ids++] = s->next;
-        s->next = -1;
+        if (s->last >= 0) s->ids[s->n_ids++] = s->last; /* in the cache now */
+        s->last = -1;
+        slot_take(srv, s, srv->step_ids[b]);
     }
 }
 
@@ -399,10 +421,9 @@ static void *engine_main(void *arg) {
         if (stopping) break;
         for (int i = 0; i < srv->n_slots; i++) {
             serve_slot *s = &srv->slots[i];
-            if (s->job && s->prefill && slot_prefill(srv, s) != 0) continue;
-            if (s->job && !s->prefill) slot_draw(srv, s);
+            if (s->job && s->prefill) slot_prefill(srv, s);
         }
-        decode_step(srv);
+        gen_step(srv);
     }
     engine_free(srv);
     return NULL;

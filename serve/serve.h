@@ -4,8 +4,9 @@
  *   job.c        a job's life: made for a request, shared by its connection and the engine
  *   engine.c     the slots and the one thread that computes: a queue of jobs, the prefix
  *                cache (a job takes the free slot whose KV shares most of its prompt), the
- *                prefill of a new job between steps, one decode step for every active slot,
- *                sampling, stop strings, the text handed to the waiting connection
+ *                prefill of a new job between steps, one step for every generating slot
+ *                (lean_gen_next_batch: decode and draw), stop strings, the text handed to
+ *                the waiting connection
  *   api.c        the OpenAI API as JSON (jansson): requests read into jobs, replies and
  *                stream chunks written, OpenAI-style error objects
  *   http.c       libmicrohttpd: routes, request bodies, server-sent events, static files
@@ -82,10 +83,11 @@ typedef struct serve_server {
 
     serve_slot *slots;
     int n_slots;
-    lean_ctx **batch_ctx;         /* (n_slots) one decode step's contexts, ids, slots, logits */
-    int32_t *batch_ids;
-    int *batch_slot;
-    float *batch_logits;          /* (n_slots, n_vocab) */
+    lean_ctx **step_ctx;          /* (n_slots) one step's contexts, their slots, the ids drawn */
+    int *step_slot;
+    int32_t *step_ids;
+    float *logits;                /* (n_vocab) a prompt's last logits (lean_gen_begin draws from the library's copy) */
+    uint32_t *mask;               /* (LEAN_MASK_WORDS(n_vocab)) a grammar's mask, looked at before a step */
 
     pthread_mutex_t mu;
     pthread_cond_t wake;          /* the engine: a job was queued or cancelled, or stop */

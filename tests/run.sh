@@ -274,7 +274,7 @@ stage_native() {
     run_tests build "" $built
     # make install into a temporary DESTDIR, a program built against it through pkg-config
     run_prog test_install bash tests/install.sh build
-    # lean serve through npm's openai client, and its load test (~5 s; tests/serve/run.mjs)
+    # lean serve through npm's openai client, its load test, and on the GPU (~50 s; tests/serve/run.mjs)
     run_prog serve node tests/serve/run.mjs build
     stage_end
 }

@@ -228,6 +228,41 @@ export async function apiTests({ url, lean, model, modelId, nCtx, check }) {
     check(after.requests_cancelled === before + 2 && after.slots_idle === 8,
           'a cancelled stream and a vanished client: both jobs cancelled, every slot free again',
           JSON.stringify(after));
+    // a stream cancelled midway leaves its slot's cache exactly the ids it holds (the last id
+    // drawn is decoded by the next step, which never comes): a prompt going on from the cut
+    // reply reuses its rows past the prompt and gets the reply `lean run` makes from scratch
+    const cutPrompt = 'Once upon a time, in a quiet town,';
+    const ac2 = new AbortController();
+    let cutText = '';
+    try {
+        const cs = await client.completions.create({ model: modelId, prompt: cutPrompt, max_tokens: 900, seed: 5,
+                                                     temperature: 0.8, stream: true }, { signal: ac2.signal });
+        for await (const c of cs) if ((cutText += c.choices[0]?.text ?? '').length > 40) ac2.abort();
+    } catch { /* the abort */ }
+    await settle(url, (h) => h.requests_cancelled >= before + 3);
+    const goOn = cutPrompt + cutText;
+    const cutIds = (await raw(url, '/tokenize', post({ content: cutPrompt, add_special: true }))).json.tokens;
+    const reused = await client.completions.create({ model: modelId, prompt: goOn, max_tokens: 12, temperature: 0 });
+    const goOnRun = execFileSync(lean, ['run', '-m', model, '--backend', 'cpu', '-p', goOn, '-q', '-n', '12', '--temp', '0'],
+                                 { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+    check(reused.usage.prompt_tokens_details.cached_tokens > cutIds.length && reused.choices[0].text === goOnRun,
+          'a stream cancelled midway: its reply\'s rows reused, the text `lean run` prints',
+          JSON.stringify([reused.usage.prompt_tokens_details.cached_tokens, cutIds.length, reused.choices[0].text, goOnRun]));
+    // and a reply ended by max_tokens: its last id was drawn, never decoded; a prompt going on
+    // past the whole reply reuses all but that id, and gets `lean run`'s reply
+    const cut16 = await client.completions.create({ model: modelId, prompt: cutPrompt, max_tokens: 16, seed: 6,
+                                                   temperature: 0.8 });
+    const past = cutPrompt + cut16.choices[0].text + ' and';
+    const pastIds = (await raw(url, '/tokenize', post({ content: past, add_special: true }))).json.tokens;
+    const pastReply = await client.completions.create({ model: modelId, prompt: past, max_tokens: 12, temperature: 0 });
+    const pastRun = execFileSync(lean, ['run', '-m', model, '--backend', 'cpu', '-p', past, '-q', '-n', '12', '--temp', '0'],
+                                 { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+    const pastCached = pastReply.usage.prompt_tokens_details.cached_tokens;
+    check(cut16.choices[0].finish_reason === 'length' && pastCached === cutIds.length + 15 &&
+          pastIds.length > pastCached + 1 && pastReply.choices[0].text === pastRun,
+          'a reply ended by max_tokens: the prompt and all its ids but the last reused, the text `lean run` prints',
+          JSON.stringify([cut16.choices[0].finish_reason, pastCached, cutIds.length, pastIds.length,
+                          pastReply.choices[0].text, pastRun]));
     // a client that never reads its stream holds no slot: the reply is made at the engine's pace
     const doneBefore = (await settle(url)).requests_done; // settled: no job of the tests above pending
     const slow = net.connect(new URL(url).port, '127.0.0.1', () => {

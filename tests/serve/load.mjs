@@ -1,6 +1,7 @@
 // load.mjs — the loopback load test of `lean serve` (called by run.mjs): 200 requests from 32
 // concurrent clients over 24 distinct requests (chat and completions, streamed and not, greedy
-// and seeded, one and two turns), every tenth a stream cancelled after its first text. Each
+// and seeded, one and two turns, a few held to a JSON grammar beside the free ones in the same
+// decode steps), every tenth a stream cancelled after its first text. Each
 // request is first made alone, one at a time; under load every reply that was not cancelled
 // must be that same reply (text, finish_reason, completion_tokens): nothing lost, nothing mixed
 // between clients. Prints p50/p99 latency and the aggregate tokens/s (measures, asserts nothing
@@ -16,7 +17,9 @@ function distinct(i) {
     const messages = [{ role: 'system', content: 'You answer briefly.' }];
     if (i % 5 === 0) messages.push({ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello there.' });
     messages.push({ role: 'user', content: `Question ${i}: what is ${i} + ${i}?` });
-    return { path: '/v1/chat/completions', body: { messages, max_tokens, seed, temperature, stream } };
+    // response_format: the grammar's mask on one slot's draws, none on the others'
+    const format = i % 4 === 1 ? { response_format: { type: 'json_object' } } : {};
+    return { path: '/v1/chat/completions', body: { messages, max_tokens, seed, temperature, stream, ...format } };
 }
 
 // One request; with cancel, a stream is aborted once its first text arrives.

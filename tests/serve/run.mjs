@@ -13,7 +13,9 @@
 //             aggregate tokens/s printed;
 // and the server must stop cleanly on SIGTERM (exit status 0); then
 //   lora.mjs  a second server with --lora / --lora-scaled: replies equal `lean run --lora`'s,
-//             in every slot; a misfit adapter refused at start.
+//             in every slot; a misfit adapter refused at start;
+//   gpu.mjs   a server on the GPU (the draws on the device): requests at once, one under a
+//             grammar, each the reply made alone (LEAN_TEST_GPU=0 or a sanitizer build skips).
 //
 //   node tests/serve/run.mjs [BUILD_DIR]     (default build: BUILD_DIR/lean is the server)
 //
@@ -24,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { apiTests } from './api.mjs';
 import { formatTests } from './format.mjs';
+import { gpuTests } from './gpu.mjs';
 import { loadTest } from './load.mjs';
 import { loraTests, startServer } from './lora.mjs';
 
@@ -71,6 +74,15 @@ try {
     await loraTests({ lean, model, dir, check });
 } catch (e) {
     check(false, 'the LoRA tests ran to the end', e.stack || e);
+}
+if (process.env.LEAN_TEST_GPU === '0' || /asan/.test(build)) {
+    console.log(`gpu: skipped (${process.env.LEAN_TEST_GPU === '0' ? 'LEAN_TEST_GPU=0' : 'a sanitizer build'})`);
+} else {
+    try {
+        await gpuTests({ lean, model, check });
+    } catch (e) {
+        check(false, 'the GPU tests ran to the end', e.stack || e);
+    }
 }
 fs.rmSync(dir, { recursive: true, force: true });
 console.log(`serve: ${passed} passed, ${failed} failed`);
