@@ -36,7 +36,6 @@
 
 #if defined(__x86_64__)
 
-#include "core/formats_layout.h" /* get_scale_q3_k */
 #include "cpu/x86_tiles.h"
 
 #include <cpuid.h>
@@ -325,9 +324,18 @@ AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     }
     if (f == K_Q3) {
         u->d = f16(b + 108);
-        int16_t s[16];
-        for (int k = 0; k < 16; k++) s[k] = (int16_t)get_scale_q3_k(k, b + 96);
-        u->m16 = _mm256_loadu_si256((const __m256i *)s);
+        /* the 16 six-bit scales in registers (formats.c's table; a scalar decode through memory
+         * stalls store-to-load forwarding, as Q4_K's mins did): scale k's low nibble from byte
+         * k % 8 (high nibble for k >= 8), its top 2 bits from bits 2 (k / 4) of byte 8 + k % 4 */
+        uint64_t lo8;
+        uint32_t hi4;
+        memcpy(&lo8, b + 96, 8), memcpy(&hi4, b + 104, 4);
+        const __m128i lo = _mm_cvtsi64_si128((long long)lo8), n4 = _mm_set1_epi8(0x0f);
+        const __m128i nib = _mm_unpacklo_epi64(_mm_and_si128(lo, n4), _mm_and_si128(_mm_srli_epi16(lo, 4), n4));
+        const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi4), _mm_setr_epi32(0, 2, 4, 6)),
+                                          _mm_set1_epi8(0x03));
+        const __m128i s6 = _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+        u->m16 = _mm256_cvtepi8_epi16(s6);
         k_unpack_q23(b + 32, b, u->m16, u);
         return;
     }
