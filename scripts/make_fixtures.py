@@ -326,19 +326,6 @@ def write_models(outdir):
     return out
 
 
-def recorded_sha256(path):
-    """{fmt: sha256} from a committed <name>.txt."""
-    out, fmt = {}, None
-    with open(path) as fh:
-        for line in fh:
-            w = line.split()
-            if w and w[0] == "format":
-                fmt = w[1]
-            elif w and w[0] == "sha256":
-                out[fmt] = w[1]
-    return out
-
-
 def main_models(outdir):
     """Rebuilds the files and fails unless each is the one the reference was made from."""
     made = write_models(outdir)
@@ -371,6 +358,12 @@ def recorded_cases(path):
             if w and w[0] == "end":
                 fmt = None
     return out
+
+
+def recorded_sha256(path):
+    """{fmt: sha256} from a committed <name>.txt."""
+    return {fmt: next(line.split()[1] for line in lines if line.startswith("sha256 "))
+            for fmt, lines in recorded_cases(path).items()}
 
 
 def main_reference(outdir, only):

@@ -32,6 +32,7 @@
 #include "core/formats_layout.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -246,6 +247,23 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     return scale;
 }
 
+/* The first x[i] of largest |x| into *max; false (and all L = 0) for a group whose largest |x|
+ * is below GROUP_MAX_EPS (make_qx_quants' and make_q3_quants' start). */
+static bool first_absmax(int n, const float *x, float *max, uint8_t *L) {
+    float amax = 0;
+    *max = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            *max = x[i];
+        }
+    }
+    if (amax >= GROUP_MAX_EPS) return true;
+    for (int i = 0; i < n; i++) L[i] = 0;
+    return false;
+}
+
 /* ggml's make_qx_quants with rmse_type = 1 and no importance weights (weights x^2):
  * a symmetric fit x[i] ~ scale * (L[i] - nmax), L[i] in [0, 2 * nmax - 1]. Starts from
  * the grid that maps the largest |x| to -nmax, then tries the 18 grids
@@ -253,18 +271,8 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
  * sumlx^2 / suml2 (least weighted squared error). Returns the scale (0 for a group
  * whose largest |x| is below GROUP_MAX_EPS, with all L = 0). */
 static float make_qx_quants(int n, int nmax, const float *x, uint8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.0f;
-    }
+    float max;
+    if (!first_absmax(n, x, &max, L)) return 0.0f;
     float iscale = (float)-nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
@@ -302,18 +310,8 @@ static float make_qx_quants(int n, int nmax, const float *x, uint8_t *L) {
  * the weighted (x^2) least squares puts it, keeping a move when it raises sumlx^2 / suml2.
  * Writes L[i] + nmax, returns the scale (0 and all L = 0 for an all-zero group). */
 static float make_q3_quants(int n, int nmax, const float *x, uint8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.0f;
-    }
+    float max;
+    if (!first_absmax(n, x, &max, L)) return 0.0f;
     const float iscale = (float)-nmax / max;
     int l8[QK_K / 16];
     float sumlx = 0, suml2 = 0;
