@@ -11,9 +11,9 @@ Two commands:
                                                      tests/data/fixtures/<name>.txt as they are
 
 The Q2_K and Q3_K references (added after the others) are made on the GPU machine by
-    python3 scripts/make_fixtures.py reference $OUT q2_k q3_k
-then $OUT/*.txt is copied to tests/data/fixtures/ and tests/fixture.h's FIXTURE_N_FORMATS
-set to len(FORMATS). Until a format has a reference, `models` builds its files and says so.
+    python3 scripts/make_fixtures.py reference /tmp/fx q2_k q3_k && cp /tmp/fx/*.txt $OUT/
+(the models stay in /tmp/fx: ~0.3 GB), then $OUT/*.txt is copied to tests/data/fixtures/ and
+tests/fixture.h's FIXTURE_N_FORMATS set to len(FORMATS). Until a format has a reference, `models` builds its files and says so.
 
 For each model (VARIANTS: llama, qwen2 and qwen3, each with an untied output matrix and
 with the output tied to the embedding) it makes the weights of a small random HF model
