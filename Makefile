@@ -269,7 +269,9 @@ build/lora/.made: build/fixtures/.made scripts/make_lora.py scripts/gguf.py $(wi
 build/vocab/.made: scripts/make_vocabs.sh scripts/tokenizer_to_gguf.py scripts/gguf.py
 	bash scripts/make_vocabs.sh
 	touch $@
-build/fixtures/.made: $(FIXTURE_DEPS)
+# the fixtures' quantizer (quants.py) checked first against every vector file, ggml's q2_k / q3_k too
+build/fixtures/.made: $(FIXTURE_DEPS) scripts/make_format_vectors.py $(wildcard tests/data/formats/*.bin)
+	$(PYTHON) scripts/make_format_vectors.py --check
 	$(PYTHON) scripts/make_fixtures.py models build/fixtures
 	touch $@
 

@@ -14,7 +14,7 @@ static const char *const usage_gen =
     "  --preset P   smollm2-135m, smollm2-360m, smollm2-1.7b, qwen2.5-0.5b, qwen3-0.6b,\n"
     "               llama-3.2-1b, tiny-llama, tiny-qwen2, tiny-qwen3\n"
     "  --type T     a type for every matrix (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,\n"
-    "               q4_k, q5_k, q6_k) or q4_k_m (llama.cpp's mixed layout)\n"
+    "               q2_k, q3_k, q4_k, q5_k, q6_k) or q4_k_m (llama.cpp's mixed layout)\n"
     "  --vocab FILE a GGUF whose tokenizer is copied in (default: a byte-level stand-in)\n"
     "  --seed S     random seed (default 1)\n"
     "  --layers N   fewer layers than the preset's (default: the preset's)\n"

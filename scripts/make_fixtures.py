@@ -3,14 +3,23 @@
 
 Two commands:
     python3 scripts/make_fixtures.py models DIR      numpy only; the test suite runs it
-    python3 scripts/make_fixtures.py reference DIR   needs torch + transformers (the H200
-                                                     machine; CPU is enough, ~100 s)
+    python3 scripts/make_fixtures.py reference DIR [FMT...]
+                                                     needs torch + transformers (the H200
+                                                     machine; CPU is enough, ~100 s); with
+                                                     FMTs, only those formats' references
+                                                     are made, the others' cases copied from
+                                                     tests/data/fixtures/<name>.txt as they are
+
+The Q2_K and Q3_K references (added after the others) are made on the GPU machine by
+    python3 scripts/make_fixtures.py reference /tmp/fx q2_k q3_k && cp /tmp/fx/*.txt $OUT/
+(the models stay in /tmp/fx: ~0.3 GB), then $OUT/*.txt is copied to tests/data/fixtures/ and
+tests/fixture.h's FIXTURE_N_FORMATS set to len(FORMATS). Until a format has a reference, `models` builds its files and says so.
 
 For each model (VARIANTS: llama, qwen2 and qwen3, each with an untied output matrix and
 with the output tied to the embedding) it makes the weights of a small random HF model
 (4 layers, a vocabulary of 4096) from numpy's frozen legacy RandomState stream (the same
 numbers on every numpy version), writes them as GGUF in every format lean reads (FORMATS,
-the 11 of src/core/formats.c) the way real converters do, and (reference) records what
+the 13 of src/core/formats.c) the way real converters do, and (reference) records what
 transformers computes from the weights each file actually holds:
 
   * llama files store attn_q / attn_k rows permuted for interleaved RoPE
@@ -49,7 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf  # noqa: E402  (scripts/gguf.py: our pure-python GGUF writer)
 import quants  # noqa: E402  (scripts/quants.py: independent numpy (de)quantizers)
 
-FORMATS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]
+FORMATS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k", "q3_k"]
 N_PROMPT, N_GEN, TOPK = 16, 32, 20
 DECODE_STEPS = [1, 2, 3, 4, 8, 16, 24, 32]  # ids of the continuation decoded at a recorded point
 MIN_GAP = 1e-3
@@ -317,46 +326,66 @@ def write_models(outdir):
     return out
 
 
-def recorded_sha256(path):
-    """{fmt: sha256} from a committed <name>.txt."""
+def main_models(outdir):
+    """Rebuilds the files and fails unless each is the one the reference was made from."""
+    made = write_models(outdir)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
+    bad, unreferenced = [], set()
+    for name in VARIANTS:
+        want = recorded_sha256(os.path.join(here, f"{name}.txt"))
+        for fmt in FORMATS:
+            if fmt not in want:
+                unreferenced.add(fmt)
+            elif want[fmt] != made[name, fmt][1]:
+                bad.append(f"{name}-{fmt}.gguf: sha256 {made[name, fmt][1]}, reference made from {want[fmt]}")
+    if bad:
+        sys.exit("make_fixtures.py: rebuilt fixture files differ from the reference's:\n  " + "\n  ".join(bad))
+    print(f"make_fixtures.py: {len(made)} fixture models in {outdir}, sha256 as recorded" +
+          (f" (no reference yet for {', '.join(sorted(unreferenced))}: see the header)" if unreferenced else ""))
+
+
+def recorded_cases(path):
+    """{fmt: the lines of its case, "format" to "end"} from a committed <name>.txt."""
     out, fmt = {}, None
     with open(path) as fh:
         for line in fh:
             w = line.split()
             if w and w[0] == "format":
                 fmt = w[1]
-            elif w and w[0] == "sha256":
-                out[fmt] = w[1]
+                out[fmt] = []
+            if fmt is not None:
+                out[fmt].append(line)
+            if w and w[0] == "end":
+                fmt = None
     return out
 
 
-def main_models(outdir):
-    """Rebuilds the files and fails unless each is the one the reference was made from."""
-    made = write_models(outdir)
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
-    bad = []
-    for name in VARIANTS:
-        want = recorded_sha256(os.path.join(here, f"{name}.txt"))
-        for fmt in FORMATS:
-            if want.get(fmt) != made[name, fmt][1]:
-                bad.append(f"{name}-{fmt}.gguf: sha256 {made[name, fmt][1]}, reference made from {want.get(fmt)}")
-    if bad:
-        sys.exit("make_fixtures.py: rebuilt fixture files differ from the reference's:\n  " + "\n  ".join(bad))
-    print(f"make_fixtures.py: {len(made)} fixture models in {outdir}, sha256 as recorded")
+def recorded_sha256(path):
+    """{fmt: sha256} from a committed <name>.txt."""
+    return {fmt: next(line.split()[1] for line in lines if line.startswith("sha256 "))
+            for fmt, lines in recorded_cases(path).items()}
 
 
-def main_reference(outdir):
+def main_reference(outdir, only):
     import torch
     import transformers
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_num_threads(4)
+    unknown = [f for f in only if f not in FORMATS]
+    assert not unknown, f"unknown formats {unknown}: {FORMATS}"
     made = write_models(outdir)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
     for name in VARIANTS:
         arch, a = shapes(name)
         result = dict(name=name, arch=arch, tied=a["tied"], formats={},
                       made_with=f"transformers {transformers.__version__}, torch {torch.__version__}")
+        kept = recorded_cases(os.path.join(here, f"{name}.txt")) if only else {}
         for fmt in FORMATS:
             held, sha = made[name, fmt]
+            if only and fmt not in only:
+                assert fmt in kept and kept[fmt][1].split() == ["sha256", sha], f"{name} {fmt}: no reference to keep"
+                result["formats"][fmt] = dict(lines=kept[fmt])
+                continue
             model = build_hf(arch, a, held)
             # The first seeded prompt that passes (see the docstring).
             for attempt in range(100):
@@ -387,6 +416,9 @@ def write_text(path, r, penalty=None):
         if len(r["formats"]) != len(FORMATS):
             fh.write(f"cases {len(r['formats'])}\n")
         for fmt, f in r["formats"].items():
+            if "lines" in f:  # a case kept from the committed file
+                fh.writelines(f["lines"])
+                continue
             fh.write(f"format {fmt}\n")
             if "model" in f:
                 fh.write(f"model {f['model']}\n")
@@ -402,6 +434,9 @@ def write_text(path, r, penalty=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("models", "reference"):
-        sys.exit("usage: make_fixtures.py models|reference DIR")
-    (main_models if sys.argv[1] == "models" else main_reference)(sys.argv[2])
+    if len(sys.argv) < 3 or sys.argv[1] not in ("models", "reference") or (sys.argv[1] == "models" and len(sys.argv) > 3):
+        sys.exit("usage: make_fixtures.py models DIR | reference DIR [FMT...]")
+    if sys.argv[1] == "models":
+        main_models(sys.argv[2])
+    else:
+        main_reference(sys.argv[2], sys.argv[3:])

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make_format_vectors.py - writes the tensor-format test vectors in tests/data/formats/.
 
-For each of the 11 types (scripts/quants.py's TYPES) one file <type>.bin holds cases made
+For 11 of the 13 types (scripts/quants.py's TYPES but q2_k and q3_k, whose files are made
+by ggml's own C: scripts/ggml_kquant_vectors.sh) one file <type>.bin holds cases made
 by the independent numpy implementation in scripts/quants.py; tests/test_formats.c checks
 lean's C against them bit for bit:
   * quantize cases: seeded inputs of several shape classes, their numpy-quantized bytes
@@ -12,6 +13,8 @@ lean's C against them bit for bit:
     /usr/bin/python3 scripts/make_format_vectors.py            # rewrite tests/data/formats
     python3 scripts/make_format_vectors.py --out /tmp/v --scale 50 --seed 7
     build/tests/test_formats /tmp/v                              # a big local stress run
+    /usr/bin/python3 scripts/make_format_vectors.py --check      # quants.py against every file
+                                                                 # (ggml's q2_k / q3_k included)
 
 The inputs come only from PCG64's raw 64-bit stream and exact float arithmetic (no
 transcendental functions, no numpy sampling methods), so the same seed writes the same
@@ -209,9 +212,12 @@ def random_f16_finite(r, n):
     return np.where(inf_nan, h & 0xBFFF, h).astype(np.uint16)  # exponent 31 -> 15
 
 
+# files written by ggml's own C (scripts/ggml_kquant_vectors.sh), not by this script
+GGML_MADE = ("q2_k", "q3_k")
+
 # byte offsets of the f16 scale fields in each block
 F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0],
-              "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
+              "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
 
 
 def raw_blocks(name, r, nblocks, fill=None):
@@ -274,14 +280,48 @@ def make_type(name, seed, scale):
     return head + b"".join(cases)
 
 
+def check(d, names):
+    """quants.py against the files in d: each quantize case's bytes from its inputs, every
+    case's floats from its blocks, bit for bit; returns the number of differences."""
+    bad = 0
+    for name in names:
+        with open(os.path.join(d, name + ".bin"), "rb") as f:
+            buf = f.read()
+        _, _, be, bb, count = struct.unpack_from("<5I", buf, 4)
+        off = 24
+        for _ in range(count):
+            label = buf[off:off + 16].rstrip(b"\0").decode()
+            kind, n = struct.unpack_from("<II", buf, off + 16)
+            off += 24
+            x = None
+            if kind == 0:
+                x, off = np.frombuffer(buf, "<f4", n, off), off + 4 * n
+            q, off = buf[off:off + n // be * bb], off + n // be * bb
+            y, off = np.frombuffer(buf, "<u4", n, off), off + 4 * n
+            if x is not None and quants.quantize(name, x) != q:
+                print("%s/%s: numpy quantize differs" % (name, label))
+                bad += 1
+            if not np.array_equal(quants.dequantize(name, q, n).view(np.uint32), y):
+                print("%s/%s: numpy dequantize differs" % (name, label))
+                bad += 1
+        print("%-5s %3d cases checked" % (name, count))
+    return bad
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(root, "tests", "data", "formats"))
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--scale", type=int, default=1, help="multiply every case's size")
-    ap.add_argument("--types", default=",".join(quants.TYPES), help="comma-separated type names")
+    ap.add_argument("--types", default=",".join(t for t in quants.TYPES if t not in GGML_MADE),
+                    help="comma-separated type names")
+    ap.add_argument("--check", action="store_true", help="check quants.py against --out's files of every type")
     args = ap.parse_args()
+    if args.check:
+        bad = check(args.out, quants.TYPES)
+        print("%d differences" % bad)
+        sys.exit(1 if bad else 0)
     os.makedirs(args.out, exist_ok=True)
     total = 0
     for name in args.types.split(","):

@@ -1,5 +1,5 @@
 """quants.py - an independent numpy implementation of the ggml/GGUF tensor formats
-F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 
 It exists to check lean's C (src/core/formats.c, src/dev/quantize.c) from the outside: it is
 written from the block layouts and ggml's reference algorithms (dequantize_row_*,
@@ -42,6 +42,8 @@ TYPES = {
     "q5_0": (6, 32, 22),
     "q5_1": (7, 32, 24),
     "q8_0": (8, 32, 34),
+    "q2_k": (10, 256, 84),
+    "q3_k": (11, 256, 110),
     "q4_k": (12, 256, 144),
     "q5_k": (13, 256, 176),
     "q6_k": (14, 256, 210),
@@ -228,9 +230,11 @@ def _dq_legacy(b, kind):
 
 # ---------------------------------------------------------------- K-quant scale searches
 
-def _make_qkx2(X, W, nmax, rmin, rdelta, nstep):
-    """ggml make_qkx2_quants (use_mad = false) on every row of X (G, n) with weights W.
-    Returns (scale (G,), the_min (G,), L (G, n) ints in [0, nmax])."""
+def _make_qkx2(X, W, nmax, rmin, rdelta, nstep, use_mad=False):
+    """ggml make_qkx2_quants on every row of X (G, n) with weights W (use_mad: weighted
+    |err| instead of err^2, Q2_K's). Returns (scale (G,), the_min (G,), L (G, n) ints in
+    [0, nmax])."""
+    err = np.abs if use_mad else (lambda d: d * d)
     n = X.shape[1]
     mn, mx = _first_min_max(X)
     sum_w = W[:, 0].astype(F)
@@ -246,7 +250,7 @@ def _make_qkx2(X, W, nmax, rmin, rdelta, nstep):
     scale = F(1) / iscale
     L = np.clip(_nearest_int(iscale[:, None] * (X - mn[:, None])), 0, nmax)
     diff = scale[:, None] * L.astype(F) + mn[:, None] - X
-    best = _seqsum(F(0), W * (diff * diff))
+    best = _seqsum(F(0), W * err(diff))
 
     for step in range(nstep + 1):
         iscale = (F(rmin) + F(rdelta) * F(step) + fn) / (mx - mn)
@@ -262,7 +266,7 @@ def _make_qkx2(X, W, nmax, rmin, rdelta, nstep):
         this_min = np.where(pos, F(0), this_min).astype(F)
         this_scale = np.where(pos, sum_xl / sum_l2, this_scale).astype(F)
         diff = this_scale[:, None] * lf + this_min[:, None] - X
-        cur = _seqsum(F(0), W * (diff * diff))
+        cur = _seqsum(F(0), W * err(diff))
         better = (D > 0) & (cur < best) & ~flat
         L = np.where(better[:, None], La, L)
         best = np.where(better, cur, best).astype(F)
@@ -304,6 +308,130 @@ def _make_qx(X, nmax):
     L = np.where(zero[:, None], 0, L)
     scale = np.where(zero, F(0), scale).astype(F)
     return scale, L
+
+
+def _make_q3(X, nmax):
+    """ggml make_q3_quants with do_rmse (w = x^2) on every row of X (G, n): the grid mapping
+    the first largest |x| to -nmax, then 5 sweeps moving one quant at a time to its least
+    squares value when that raises sumlx^2 / suml2 (a sweep that changes nothing leaves the
+    next ones nothing to do, so ggml's early exit is not needed). Returns (scale (G,),
+    L (G, n) ints in [0, 2 nmax - 1])."""
+    amax = np.max(np.abs(X), axis=1)
+    zero = amax < GROUP_MAX_EPS
+    w = X * X
+    l = np.clip(_nearest_int((F(-nmax) / _first_absmax(X))[:, None] * X), -nmax, nmax - 1)
+    lf = l.astype(F)
+    sumlx = _seqsum(F(0), w * X * lf)
+    suml2 = _seqsum(F(0), w * lf * lf)
+    for _ in range(5):
+        for i in range(X.shape[1]):
+            wi, xi, li = w[:, i], X[:, i], l[:, i].astype(F)
+            slx = sumlx - wi * xi * li
+            sl2 = suml2 - wi * li * li
+            new = np.clip(_nearest_int(xi * sl2 / slx), -nmax, nmax - 1)
+            nf = new.astype(F)
+            slx_n = slx + wi * xi * nf
+            sl2_n = sl2 + wi * nf * nf
+            take = ((slx > 0) & (new != l[:, i]) & (sl2_n > 0) &
+                    (slx_n * slx_n * suml2 > sumlx * sumlx * sl2_n))
+            l[:, i] = np.where(take, new, l[:, i])
+            sumlx = np.where(take, slx_n, sumlx).astype(F)
+            suml2 = np.where(take, sl2_n, suml2).astype(F)
+    scale = np.where(suml2 > 0, sumlx / suml2, F(0)).astype(F)
+    return np.where(zero, F(0), scale).astype(F), np.where(zero[:, None], 0, l + nmax)
+
+
+# ---------------------------------------------------------------- Q2_K, Q3_K
+# 256 weights, 16 sub-blocks of 16; weight e = 128h + 32k + l has its 2 low bits at bits 2k
+# of qs[32h + l]. Q2_K (84 bytes): scales[16] @0 (low nibble scale, high nibble min),
+# qs[64] @16, d (f16) @80, dmin (f16) @82; weight = d sc q - dmin m. Q3_K (110 bytes):
+# hmask[32] @0 (bit e//32 of hmask[e%32]: the third bit), qs[64] @32, 16 six-bit scales
+# in 12 bytes @96 (low nibble of byte j%8 at bit 4(j//8), top 2 bits at bit 2(j//4) of
+# byte 8 + j%4, stored + 32), d (f16) @108; weight = d (s - 32) (q2 + 4 hbit - 4).
+
+def _pack_2bit(L):
+    Lq = L.reshape(-1, 2, 4, 32).astype(np.uint8) & 3          # (half, k, l)
+    return (Lq[:, :, 0] | (Lq[:, :, 1] << 2) | (Lq[:, :, 2] << 4) | (Lq[:, :, 3] << 6)).reshape(-1, 64)
+
+
+def _unpack_2bit(qs):
+    q = qs.reshape(-1, 2, 1, 32).astype(np.int32)
+    return np.concatenate([(q >> (2 * k)) & 3 for k in range(4)], axis=2).reshape(-1, 256)
+
+
+def _q_q2_k(x):
+    xs = x.reshape(-1, 16, 16)
+    nb = xs.shape[0]
+    X = xs.reshape(-1, 16)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scales, mins, L = _make_qkx2(X, np.abs(X), 3, -0.5, 0.1, 15, use_mad=True)
+    scales, mins, L = scales.reshape(nb, 16), mins.reshape(nb, 16), L.reshape(nb, 16, 16)
+    max_scale = np.zeros(nb, dtype=F)
+    max_min = np.zeros(nb, dtype=F)
+    for j in range(16):
+        max_scale = np.where(scales[:, j] > max_scale, scales[:, j], max_scale).astype(F)
+        max_min = np.where(mins[:, j] > max_min, mins[:, j], max_min).astype(F)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ls = np.where((max_scale > 0)[:, None], _nearest_int((F(15) / max_scale)[:, None] * scales), 0)
+        lm = np.where((max_min > 0)[:, None], _nearest_int((F(15) / max_min)[:, None] * mins) << 4, 0)
+    sc = ((ls | lm) & 0xFF).astype(np.uint8)                    # int -> uint8_t, as ggml stores
+    dbits, d = _f16_scale(np.where(max_scale > 0, max_scale / F(15), F(0)).astype(F))
+    mbits, dmin = _f16_scale(np.where(max_min > 0, max_min / F(15), F(0)).astype(F))
+    dd = d[:, None] * (sc & 0x0F).astype(F)
+    dm = dmin[:, None] * (sc >> 4).astype(F)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Lr = np.clip(_nearest_int((xs + dm[:, :, None]) / dd[:, :, None]), 0, 3)
+    L = np.where((dd == 0)[:, :, None], L, Lr)
+    return np.concatenate([sc, _pack_2bit(L), _le16(dbits[:, None]), _le16(mbits[:, None])], axis=1).tobytes()
+
+
+def _dq_q2_k(b):
+    nb = b.shape[0]
+    d = f16_bits_to_f32(_rd16(b, 80))
+    dmin = f16_bits_to_f32(_rd16(b, 82))
+    sc = b[:, 0:16].astype(np.int32)
+    dl = np.repeat(d[:, None] * (sc & 0x0F).astype(F), 16, axis=1)
+    ml = np.repeat(dmin[:, None] * (sc >> 4).astype(F), 16, axis=1)
+    return dl * _unpack_2bit(b[:, 16:80]).astype(F) - ml
+
+
+def _q_q3_k(x):
+    xs = x.reshape(-1, 16, 16)
+    nb = xs.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scales, L = _make_q3(xs.reshape(-1, 16), 4)
+    scales, L = scales.reshape(nb, 16), L.reshape(nb, 16, 16)
+    max_scale = _first_absmax(scales)
+    nz = max_scale != 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        iscale = np.where(nz, F(-32) / max_scale, F(0)).astype(F)
+        l8 = ((_nearest_int(iscale[:, None] * scales) + 128) & 0xFF) - 128  # int -> int8_t
+        u = np.where(nz[:, None], np.clip(l8, -32, 31) + 32, 0)
+        dbits, d = _f16_scale(np.where(nz, F(1) / iscale, F(0)).astype(F))
+        dd = d[:, None] * (u - 32).astype(F)
+        Lr = np.clip(_nearest_int(xs / dd[:, :, None]), -4, 3) + 4
+    L = np.where((dd == 0)[:, :, None], L, Lr).reshape(nb, 256)
+    hmask = np.zeros((nb, 32), dtype=np.uint8)
+    for m in range(8):
+        hmask |= ((L[:, 32 * m:32 * m + 32] >> 2) & 1).astype(np.uint8) << m
+    s = np.zeros((nb, 12), dtype=np.int32)
+    for j in range(16):
+        s[:, j % 8] |= (u[:, j] & 0x0F) << (4 * (j // 8))
+        s[:, 8 + j % 4] |= (u[:, j] >> 4) << (2 * (j // 4))
+    return np.concatenate([hmask, _pack_2bit(L), s.astype(np.uint8), _le16(dbits[:, None])], axis=1).tobytes()
+
+
+def _dq_q3_k(b):
+    nb = b.shape[0]
+    d = f16_bits_to_f32(_rd16(b, 108))
+    s = b[:, 96:108].astype(np.int32)
+    u = np.stack([((s[:, j % 8] >> (4 * (j // 8))) & 0x0F) | (((s[:, 8 + j % 4] >> (2 * (j // 4))) & 3) << 4)
+                  for j in range(16)], axis=1)
+    hm = b[:, 0:32].astype(np.int32)
+    hbit = np.concatenate([(hm >> m) & 1 for m in range(8)], axis=1)   # weight e: bit e//32 of hmask[e%32]
+    q = _unpack_2bit(b[:, 32:96]) + 4 * hbit - 4
+    dl = np.repeat(d[:, None] * (u - 32).astype(F), 16, axis=1)
+    return dl * q.astype(F)
 
 
 # ---------------------------------------------------------------- Q4_K, Q5_K
@@ -492,7 +620,7 @@ def quantize(type_name, x):
         return b""
     if key in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0"):
         return _q_legacy(x, key)
-    return {"q4_k": _q_q4_k, "q5_k": _q_q5_k, "q6_k": _q_q6_k}[key](x)
+    return {"q2_k": _q_q2_k, "q3_k": _q_q3_k, "q4_k": _q_q4_k, "q5_k": _q_q5_k, "q6_k": _q_q6_k}[key](x)
 
 
 def dequantize(type_name, data, n):
@@ -514,6 +642,8 @@ def dequantize(type_name, data, n):
         y = _dq_legacy(b, key)
     elif key == "q6_k":
         y = _dq_q6_k(b)
+    elif key in ("q2_k", "q3_k"):
+        y = (_dq_q2_k if key == "q2_k" else _dq_q3_k)(b)
     else:
         y = _dq_k45(b, key == "q5_k")
     return np.ascontiguousarray(y, dtype=F).reshape(n)

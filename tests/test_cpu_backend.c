@@ -169,6 +169,7 @@ static void test_invariance(void) {
         {"qwen3 q4_1/f16", spec("qwen3", LEAN_TYPE_Q4_1, LEAN_TYPE_F16, 0)},
         {"llama q4_k/q6_k", spec("llama", LEAN_TYPE_Q4_K, LEAN_TYPE_Q6_K, 1)},
         {"qwen3 q5_k/q8_0", spec("qwen3", LEAN_TYPE_Q5_K, LEAN_TYPE_Q8_0, 1)},
+        {"llama q2_k/q3_k", spec("llama", LEAN_TYPE_Q2_K, LEAN_TYPE_Q3_K, 1)},
         {"llama bf16/f32", spec("llama", LEAN_TYPE_BF16, LEAN_TYPE_F32, 0)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -238,10 +239,10 @@ static void test_reference(void) {
            "| model format table | max error / bound | rms error / sigma | greedy = cpu-ref at decided steps "
            "| near-ties waived (picked anyway) |\n|---|---|---|---|---|\n");
     for (size_t ai = 0; ai < 3; ai++) {
-        for (size_t ti = 0; ti < 11; ti++) {
-            const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
-                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                      LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+        for (size_t ti = 0; ti < 13; ti++) {
+            const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_0,
+                                      LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1, LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K,
+                                      LEAN_TYPE_Q6_K, LEAN_TYPE_Q2_K, LEAN_TYPE_Q3_K};
             const uint32_t t = types[ti];
             const bool k = lean_type_traits_get(t)->block_elems == LEAN_QK_K, quant = !is_float_type(t);
             tiny_spec sp = spec(archs[ai], t, t, quant); /* quantized: 256 wide (see the top) */

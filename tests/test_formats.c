@@ -5,8 +5,9 @@
  *   2. f16 / bf16 scalars: all 65536 halves, every f16 tie, strided sweeps of all f32
  *      bit patterns against independent references, and a table of edge cases
  *   3. the vectors in tests/data/formats/<type>.bin (scripts/make_format_vectors.py,
- *      made by the independent numpy code in scripts/quants.py): C quantize == numpy
- *      bytes and C dequantize == numpy floats, bit for bit, for all 11 types
+ *      made by the independent numpy code in scripts/quants.py; q2_k and q3_k by ggml's
+ *      own C, scripts/ggml_kquant_vectors.sh): C quantize == the vector's bytes and
+ *      C dequantize == its floats, bit for bit, for all 13 types
  *   4. quantize -> dequantize error within a per-format bound (a sanity check)
  *
  * Usage: build/tests/test_formats [VECTOR_DIR]  (default tests/data/formats), so a
@@ -254,7 +255,7 @@ static void test_scalars(void) {
     CHECK(bits_of(lean_bf16_to_f32(0x7f81)) == 0x7f810000u, "bf16 decode keeps a signaling NaN as is");
 }
 
-/* ================================================================ 3. the numpy vectors */
+/* ================================================================ 3. the vectors */
 
 static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -326,20 +327,20 @@ static int test_vector_file(const char *dir, int type_id, const char *name) {
             memset(q, 0xa5, qbytes);
             lean_quantizer_of((uint32_t)type_id)(x, q, n);
             int64_t bad = first_diff(q, want_q, qbytes, t->block_bytes);
-            CHECK(bad < 0, "%s/%s: C quantize differs from numpy, first in block %lld", name, label, (long long)bad);
+            CHECK(bad < 0, "%s/%s: C quantize differs from the vector, first in block %lld", name, label, (long long)bad);
             if (bad >= 0) {
                 dump_block("C", q + bad * t->block_bytes, t->block_bytes);
-                dump_block("numpy", want_q + bad * t->block_bytes, t->block_bytes);
+                dump_block("vector", want_q + bad * t->block_bytes, t->block_bytes);
             }
         }
         uint8_t *src = kind == 0 ? blocks : blocks + 1;
         memcpy(src, want_q, qbytes);
         t->dequant(src, y, n);
         int64_t bad = first_diff((const uint8_t *)y, want_y, 4ull * n, 4);
-        CHECK(bad < 0, "%s/%s: C dequantize differs from numpy, first at element %lld", name, label, (long long)bad);
+        CHECK(bad < 0, "%s/%s: C dequantize differs from the vector, first at element %lld", name, label, (long long)bad);
         if (bad >= 0) {
             uint32_t w = rd32(want_y + 4 * bad);
-            fprintf(stderr, "  C %08x (%g), numpy %08x (%g)\n", bits_of(y[bad]), y[bad], w, float_of(w));
+            fprintf(stderr, "  C %08x (%g), vector %08x (%g)\n", bits_of(y[bad]), y[bad], w, float_of(w));
         }
         free(x), free(y), free(q), free(blocks);
         n_cases++;
@@ -370,7 +371,7 @@ static void test_error_bounds(void) {
     /* relative RMS error of quantize -> dequantize on N(0,1)-like data; the bounds are
      * about 1.5x what ggml's quantizers reach (f16 0.00021, q8_0 0.0052,
      * q4_0 0.084, q4_1 0.077, q5_0 0.041, q5_1 0.037, q4_k 0.070, q5_k 0.036, q6_k 0.017;
-     * q2_k and q3_k: 1.5x what dev/quantize.c reaches, 0.280 and 0.151) */
+     * q2_k 0.291, q3_k 0.149) */
     static const struct {
         int id;
         double rel_rms;

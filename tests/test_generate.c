@@ -278,7 +278,8 @@ static void test_recipes(void) {
     static const struct { const char *recipe; uint32_t type, ftype; } single[] = {
         {"q8_0", LEAN_TYPE_Q8_0, 7}, {"q4_0", LEAN_TYPE_Q4_0, 2}, {"q4_1", LEAN_TYPE_Q4_1, 3},
         {"q5_0", LEAN_TYPE_Q5_0, 8}, {"q5_1", LEAN_TYPE_Q5_1, 9}, {"Q4_K", LEAN_TYPE_Q4_K, 14},
-        {"q5_k", LEAN_TYPE_Q5_K, 16}, {"q6_k", LEAN_TYPE_Q6_K, 18},
+        {"q5_k", LEAN_TYPE_Q5_K, 16}, {"q6_k", LEAN_TYPE_Q6_K, 18}, {"q2_k", LEAN_TYPE_Q2_K, 10},
+        {"Q3_K", LEAN_TYPE_Q3_K, 11},
     };
     for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
         if (!gen_open("tiny-llama", single[i].recipe, 3, 0, &o)) continue;
@@ -476,6 +477,7 @@ static void test_quantize_file(void) {
     /* quantize(generate(f32), R) == generate(R), byte for byte */
     static const struct { const char *preset, *recipe; } same[] = {
         {"tiny-llama", "q4_k_m"}, {"tiny-qwen2", "q4_k_m"}, {"tiny-qwen3", "q5_0"}, {"tiny-qwen2", "bf16"},
+        {"tiny-llama", "q2_k"}, {"tiny-qwen3", "q3_k"},
     };
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
         CHECK(gen(same[i].preset, "f32", 11, 0, NULL, f32, &err) == LEAN_OK, "%s", err.msg);
@@ -484,7 +486,7 @@ static void test_quantize_file(void) {
         CHECK(same_bytes(direct, viaq), "%s %s: quantize_file(f32) == generate", same[i].preset, same[i].recipe);
     }
     /* re-quantizing to the recipe a file already has changes nothing */
-    CHECK(lean_quantize_file(direct, viaq, same[3].recipe, &err) == LEAN_OK, "%s", err.msg);
+    CHECK(lean_quantize_file(direct, viaq, same[sizeof same / sizeof same[0] - 1].recipe, &err) == LEAN_OK, "%s", err.msg);
     CHECK(same_bytes(direct, viaq), "same recipe: same bytes");
 
     CHECK(lean_quantize_file(f32, f32, "q8_0", &err) == LEAN_ERR_ARG, "in == out refused");
@@ -592,7 +594,7 @@ static void test_bad_params(void) {
               strstr(err.msg, "smollm2-135m"),
           "unknown preset: %s", err.msg);
     CHECK(gen(NULL, "q8_0", 1, 0, NULL, path, &err) == LEAN_ERR_ARG, "no preset");
-    CHECK(gen("tiny-llama", "q3_k", 1, 0, NULL, path, &err) == LEAN_ERR_ARG && strstr(err.msg, "q3_k") &&
+    CHECK(gen("tiny-llama", "q3_k_m", 1, 0, NULL, path, &err) == LEAN_ERR_ARG && strstr(err.msg, "q3_k_m") &&
               strstr(err.msg, "q4_k_m"),
           "unknown recipe: %s", err.msg);
     CHECK(gen("tiny-llama", NULL, 1, 0, NULL, path, &err) == LEAN_ERR_ARG, "no recipe");
@@ -712,6 +714,12 @@ static void test_real_presets(void) {
             CHECK(f[15] > 1.0f && f[15] < f[16] && f[16] < f[17] && f[17] < 32.0f, "rope_freqs smooth: %g %g %g",
                   f[15], f[16], f[17]);
         }
+        close_gguf(&o);
+    }
+    /* Q3_K (and Q2_K) on rows of 576 falls back to Q4_0, as llama.cpp's tensor_type_fallback */
+    if (gen_open("smollm2-135m", "q3_k", 1, 1, &o)) {
+        check_tensor(&o, "token_embd.weight", 576, 49152, LEAN_TYPE_Q4_0);
+        check_tensor(&o, "blk.0.ffn_down.weight", 1536, 576, LEAN_TYPE_Q3_K);
         close_gguf(&o);
     }
 }

@@ -268,7 +268,7 @@ AVX2_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_r
 #undef LT
 }
 
-/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+/* ---- Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * A super-block of a row is first unpacked (kblock: 8 chunks of 32 unsigned quants in
  * element order, with the i16 multipliers of each chunk's pairs), then dotted with each
  * token of the tile: isum = sum_k vpmaddwd(vpmaddubsw(q_k, a_k), sc_k), 8 int32 lanes.
@@ -278,17 +278,67 @@ AVX2_INLINE void matmul_legacy(int f, int64_t cols, const uint8_t *w, size_t w_r
  *   Q6_K:        chunk k holds sub-blocks 2k (elements 0..15) and 2k + 1 (16..31), scales
  *                sc[2k] in the low 128-bit lane and sc[2k + 1] in the high one; the -32
  *                offset is 32 sum_g sc[g] bsums[g] = vpmaddwd(sc (16 x i16), bsums) << 5,
- *                taken from isum; acc += d dx isum. */
+ *                taken from isum; acc += d dx isum.
+ *   Q2_K:        chunk k as Q6_K's (sub-blocks 2k, 2k + 1; q in [0, 3], bits 2 (k % 4) of the
+ *                32 bytes of qs half k / 4); the 16 mins give msum = vpmaddwd(m, bsums), then
+ *                as Q4_K.
+ *   Q3_K:        as Q6_K with q = q3 + 4 in [0, 7] (the hmask bit as bit 2) and an offset of 4:
+ *                isum - vpmaddwd(s, bsums) << 2. */
 
 typedef struct kblock {
     __m256i q[8];
     __m256i sc[8];
-    __m256i m16; /* Q4_K/Q5_K: the mins, each twice; Q6_K: the 16 scales */
+    __m256i m16; /* Q4_K/Q5_K: the mins, each twice; Q2_K: the 16 mins; Q6_K, Q3_K: the 16 scales */
     float d, dmin;
 } kblock;
 
+/* Q2_K, Q3_K: chunk k's 32 quants (bits 2 (k % 4) of qs[32 (k / 4) + l]; Q3_K: hmask[l] bit k
+ * as bit 2) and its two sub-blocks' i16 multipliers from s16 (the 16 scales, lanes in order). */
+AVX2_INLINE void k_unpack_q23(const uint8_t *qs, const uint8_t *hm, __m256i s16, kblock *u) {
+    const __m256i m3 = _mm256_set1_epi8(0x03), four = _mm256_set1_epi8(0x04);
+    __m128i s8[2] = {_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1)};
+    const __m256i hb = hm ? _mm256_loadu_si256((const __m256i *)hm) : _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        for (int k = 0; k < 4; k++) {
+            const int c = 4 * h + k;
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * k), m3);
+            if (hm) q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hb, c), 2), four));
+            u->q[c] = q;
+            const __m128i lo = _mm_shuffle_epi8(s8[c / 4], _mm_set1_epi16((short)(0x0100 + 0x0404 * (c % 4)))),
+                          hi = _mm_shuffle_epi8(s8[c / 4], _mm_set1_epi16((short)(0x0302 + 0x0404 * (c % 4))));
+            u->sc[c] = _mm256_set_m128i(hi, lo);
+        }
+    }
+}
+
 AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03);
+    if (f == K_Q2) {
+        u->d = f16(b + 80);
+        u->dmin = f16(b + 82);
+        const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+        u->m16 = _mm256_srli_epi16(sm, 4);
+        k_unpack_q23(b + 16, NULL, _mm256_and_si256(sm, _mm256_set1_epi16(0x0f)), u);
+        return;
+    }
+    if (f == K_Q3) {
+        u->d = f16(b + 108);
+        /* the 16 six-bit scales in registers (formats.c's table; a scalar decode through memory
+         * stalls store-to-load forwarding, as Q4_K's mins did): scale k's low nibble from byte
+         * k % 8 (high nibble for k >= 8), its top 2 bits from bits 2 (k / 4) of byte 8 + k % 4 */
+        uint64_t lo8;
+        uint32_t hi4;
+        memcpy(&lo8, b + 96, 8), memcpy(&hi4, b + 104, 4);
+        const __m128i lo = _mm_cvtsi64_si128((long long)lo8), n4 = _mm_set1_epi8(0x0f);
+        const __m128i nib = _mm_unpacklo_epi64(_mm_and_si128(lo, n4), _mm_and_si128(_mm_srli_epi16(lo, 4), n4));
+        const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi4), _mm_setr_epi32(0, 2, 4, 6)),
+                                          _mm_set1_epi8(0x03));
+        const __m128i s6 = _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+        u->m16 = _mm256_cvtepi8_epi16(s6);
+        k_unpack_q23(b + 32, b, u->m16, u);
+        return;
+    }
     if (f == K_Q6) {
         u->d = f16(b + 208);
         const int8_t *sc = (const int8_t *)(b + 192);
@@ -343,8 +393,9 @@ AVX2_INLINE __m256 k_finish(int f, const kblock *u, const lean_q8_k *a, __m256i 
     const __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
     const __m256i off = _mm256_madd_epi16(u->m16, bs);
     if (f == K_Q6) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+    if (f == K_Q3) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 2));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(u->d * a->d), _mm256_cvtepi32_ps(isum), acc);
-    if (f != K_Q6) acc = _mm256_fnmadd_ps(_mm256_set1_ps(u->dmin * a->d), _mm256_cvtepi32_ps(off), acc);
+    if (f != K_Q6 && f != K_Q3) acc = _mm256_fnmadd_ps(_mm256_set1_ps(u->dmin * a->d), _mm256_cvtepi32_ps(off), acc);
     return acc;
 }
 
@@ -390,6 +441,8 @@ AVX2_INLINE void matmul_k(MATMUL_PARAMS) {
 }
 
 QUANT_ENTRY_POINTS(AVX2)
+static AVX2 void matmul_q2_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q2, MATMUL_PASS); }
+static AVX2 void matmul_q3_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q3, MATMUL_PASS); }
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * Every weight is the reference dequantizer's float (formats.c), made in two instructions a
@@ -805,7 +858,8 @@ static const lean_kernels table = {
     .matmul = {[LEAN_TYPE_F32] = matmul_f32, [LEAN_TYPE_F16] = matmul_f16, [LEAN_TYPE_BF16] = matmul_bf16,
                [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
-               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+               [LEAN_TYPE_Q2_K] = matmul_q2_k, [LEAN_TYPE_Q3_K] = matmul_q3_k, [LEAN_TYPE_Q4_K] = matmul_q4_k,
+               [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
     .matmul_packed = {[LEAN_TYPE_Q4_K] = matmul_ks_q4_k, [LEAN_TYPE_Q5_K] = matmul_ks_q5_k},
     EXACT_TABLE,
     .attn_scores = attn_scores, .attn_accum = attn_accum, .exp_sum = exp_sum, .swiglu = swiglu,

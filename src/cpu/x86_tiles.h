@@ -30,10 +30,11 @@
 
 /* The quantized formats as the kernels' f argument, and their block sizes in bytes. */
 enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-enum { K_Q4, K_Q5, K_Q6, K_Q4_KS, K_Q5_KS }; /* _KS: cpu/repack.h's layout, the scales decoded */
+/* _KS: cpu/repack.h's layout, the scales decoded; K_Q2, K_Q3: AVX2 only (AVX-512 takes its) */
+enum { K_Q4, K_Q5, K_Q6, K_Q4_KS, K_Q5_KS, K_Q2, K_Q3 };
 static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q4_K_BYTES + 4,
-                                      LEAN_Q5_K_BYTES + 4};
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES,     LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q4_K_BYTES + 4,
+                                      LEAN_Q5_K_BYTES + 4, LEAN_Q2_K_BYTES, LEAN_Q3_K_BYTES};
 
 /* The quantized formats' table entries of a file (ATTR: its target attribute), each its
  * matmul_legacy or matmul_k of one format; matmul_ks_*: matmul_k on the KS copy (matmul_packed). */

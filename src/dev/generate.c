@@ -7,7 +7,8 @@
  * types for Q4_K_M / Q5_K_M), so llama.cpp and other engines run the same file. Checked
  * against llama.cpp itself: it loads and runs every preset, and its llama_model_quantize
  * of a generated F32 file gives tensors byte-identical to what this file writes for
- * Q4_K_M and Q5_K_M (types and data), and for Q8_0, Q6_K, F16, BF16.
+ * Q4_K_M and Q5_K_M (types and data), and for Q8_0, Q6_K, F16, BF16 (Q2_K and Q3_K: the
+ * quantizers are held to ggml's bytes by test_formats, the files were not run there).
  *
  * Memory: nothing big is ever held. The header (keys, tensor infos) is built in a
  * gguf_writer (a few MB with a 150k-token vocabulary), every tensor declared without
@@ -109,7 +110,8 @@ static const gen_preset *find_preset(const char *name) {
  * A recipe is one type for every 2-D weight matrix (token_embd and output included), or
  * a llama.cpp mix. Norms, biases and rope_freqs (1-D) are always F32. file_type is the
  * llama_ftype value llama.cpp writes as general.file_type; llama.cpp has no "all Q4_K"
- * ftype, so the single K types carry the _S value, as `llama-quantize --pure` files do.
+ * ftype, so the single K types carry the _S value (Q2_K its own), as `llama-quantize --pure`
+ * files do. llama.cpp's Q2_K_S and Q3_K_S/M/L mixes are not among the recipes.
  *
  * The _K_M mixes follow llama.cpp src/llama-quant.cpp, llama_tensor_get_type_impl:
  *   - output.weight, and token_embd.weight when tied: Q6_K, or Q8_0 when the row length
@@ -118,7 +120,8 @@ static const gen_preset *find_preset(const char *name) {
  *     else the default (Q4_K for Q4_K_M, Q5_K for Q5_K_M);
  *   - everything else (untied token_embd included): the default;
  * then tensor_type_fallback: a row length the type's block does not divide falls back
- * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, and to F16 if even that does not divide.
+ * Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, and to F16 if even that
+ * does not divide.
  * Single-type recipes get the same fallback (llama.cpp throws for the legacy types there;
  * F16 is lean's choice, never met at the presets' shapes). */
 enum { MIX_NONE, MIX_K_M };
@@ -135,6 +138,7 @@ static const gen_recipe recipes[] = {
     {"bf16", LEAN_TYPE_BF16, 32, MIX_NONE},  {"q8_0", LEAN_TYPE_Q8_0, 7, MIX_NONE},
     {"q4_0", LEAN_TYPE_Q4_0, 2, MIX_NONE},   {"q4_1", LEAN_TYPE_Q4_1, 3, MIX_NONE},
     {"q5_0", LEAN_TYPE_Q5_0, 8, MIX_NONE},   {"q5_1", LEAN_TYPE_Q5_1, 9, MIX_NONE},
+    {"q2_k", LEAN_TYPE_Q2_K, 10, MIX_NONE},  {"q3_k", LEAN_TYPE_Q3_K, 11, MIX_NONE},
     {"q4_k", LEAN_TYPE_Q4_K, 14, MIX_NONE},  {"q5_k", LEAN_TYPE_Q5_K, 16, MIX_NONE},
     {"q6_k", LEAN_TYPE_Q6_K, 18, MIX_NONE},  {"q4_k_m", LEAN_TYPE_Q4_K, 15, MIX_K_M},
     {"q5_k_m", LEAN_TYPE_Q5_K, 17, MIX_K_M},
@@ -202,6 +206,8 @@ static uint32_t fallback_type(uint32_t type, int64_t ncols) {
     if (ncols % block_elems(type) == 0) return type;
     uint32_t r;
     switch (type) {
+    case LEAN_TYPE_Q2_K:
+    case LEAN_TYPE_Q3_K: r = LEAN_TYPE_Q4_0; break;
     case LEAN_TYPE_Q4_K: r = LEAN_TYPE_Q5_0; break;
     case LEAN_TYPE_Q5_K: r = LEAN_TYPE_Q5_1; break;
     case LEAN_TYPE_Q6_K: r = LEAN_TYPE_Q8_0; break;

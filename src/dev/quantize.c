@@ -32,6 +32,7 @@
 #include "core/formats_layout.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -173,15 +174,15 @@ static void quantize_q5_1(const float *src, void *dst, int64_t n) { quantize_min
 
 /* ================================================================ 5. the K-quant scale searches */
 
-/* ggml's make_qkx2_quants with use_mad = false: fits x[i] ~ scale * L[i] - the_min
- * with L[i] in [0, nmax], minimizing sum weights[i] * err^2. It starts from the
+/* ggml's make_qkx2_quants: fits x[i] ~ scale * L[i] - the_min with L[i] in [0, nmax],
+ * minimizing sum weights[i] * err^2 (or * |err| with use_mad, Q2_K's). It starts from the
  * min/max grid, then tries nstep + 1 grids iscale = (rmin + rdelta * is + nmax) /
  * (max - min), solving the weighted least squares for (scale, min) on each and keeping
  * the best. Returns the scale; *the_min >= 0 is the minimum's magnitude. Laux is
  * scratch for n quants. Note that min moves with each improvement and later grids use
  * the new one, exactly as in ggml. */
 static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep, int use_mad) {
     float min = x[0];
     float max = x[0];
     float sum_w = weights[0];
@@ -206,7 +207,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
         int l = nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)clamp_int(l, 0, nmax);
         float diff = scale * (float)L[i] + min - x[i];
-        diff = diff * diff;
+        diff = use_mad ? fabsf(diff) : diff * diff;
         best_error += weights[i] * diff;
     }
     for (int is = 0; is <= nstep; is++) {
@@ -231,7 +232,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
                 float diff = this_scale * (float)Laux[i] + this_min - x[i];
-                diff = diff * diff;
+                diff = use_mad ? fabsf(diff) : diff * diff;
                 cur_error += weights[i] * diff;
             }
             if (cur_error < best_error) {
@@ -246,6 +247,23 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     return scale;
 }
 
+/* The first x[i] of largest |x| into *max; false (and all L = 0) for a group whose largest |x|
+ * is below GROUP_MAX_EPS (make_qx_quants' and make_q3_quants' start). */
+static bool first_absmax(int n, const float *x, float *max, uint8_t *L) {
+    float amax = 0;
+    *max = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            *max = x[i];
+        }
+    }
+    if (amax >= GROUP_MAX_EPS) return true;
+    for (int i = 0; i < n; i++) L[i] = 0;
+    return false;
+}
+
 /* ggml's make_qx_quants with rmse_type = 1 and no importance weights (weights x^2):
  * a symmetric fit x[i] ~ scale * (L[i] - nmax), L[i] in [0, 2 * nmax - 1]. Starts from
  * the grid that maps the largest |x| to -nmax, then tries the 18 grids
@@ -253,18 +271,8 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
  * sumlx^2 / suml2 (least weighted squared error). Returns the scale (0 for a group
  * whose largest |x| is below GROUP_MAX_EPS, with all L = 0). */
 static float make_qx_quants(int n, int nmax, const float *x, uint8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.0f;
-    }
+    float max;
+    if (!first_absmax(n, x, &max, L)) return 0.0f;
     float iscale = (float)-nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
@@ -297,6 +305,46 @@ static float make_qx_quants(int n, int nmax, const float *x, uint8_t *L) {
     return scale;
 }
 
+/* ggml's make_q3_quants with do_rmse (Q3_K): the grid that maps the largest |x| to -nmax,
+ * then up to 5 sweeps that move one L[i] at a time (L[i] in [-nmax, nmax - 1]) to where
+ * the weighted (x^2) least squares puts it, keeping a move when it raises sumlx^2 / suml2.
+ * Writes L[i] + nmax, returns the scale (0 and all L = 0 for an all-zero group). */
+static float make_q3_quants(int n, int nmax, const float *x, uint8_t *L) {
+    float max;
+    if (!first_absmax(n, x, &max, L)) return 0.0f;
+    const float iscale = (float)-nmax / max;
+    int l8[QK_K / 16];
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        l8[i] = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l8[i];
+        suml2 += w * (float)l8[i] * (float)l8[i];
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)l8[i];
+            if (!(slx > 0)) continue;
+            float sl2 = suml2 - w * (float)l8[i] * (float)l8[i];
+            int new_l = clamp_int(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (new_l == l8[i]) continue;
+            slx += w * x[i] * (float)new_l;
+            sl2 += w * (float)new_l * (float)new_l;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                l8[i] = new_l;
+                sumlx = slx;
+                suml2 = sl2;
+                n_changed++;
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(l8[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 /* The scales of a Q4_K or Q5_K super-block: per 32-weight sub-block a (scale, min) fit,
  * then the 6-bit quantization of the 8 scales and 8 mins against the super-block's d and
  * dmin, then the quants again against the rounded scales. Writes d, dmin and the 12
@@ -315,7 +363,7 @@ static void quantize_k_scales(const float *x, uint8_t *block, uint8_t *L, int nm
         for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xs[l]);
-        scales[j] = make_qkx2_quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep);
+        scales[j] = make_qkx2_quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, 0);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -377,13 +425,15 @@ static void quantize_q5_k(const float *src, void *dst, int64_t n) { quantize_k45
  * the super-scale d, the quants again against the rounded scales, then packed: weight e's
  * low 4 bits and high 2 bits as formats.c's table places them. */
 
-/* A super-block's 16 symmetric sub-block fits (make_qx_quants with nmax) into scales and L;
- * returns the largest |scale|, *max_scale that scale with its sign (Q6_K, Q3_K). */
-static float fit_sub16(const float *src, int nmax, uint8_t *L, float *scales, float *max_scale) {
+/* A super-block's 16 symmetric sub-block fits (fit: make_qx_quants for Q6_K, make_q3_quants
+ * for Q3_K, with nmax) into scales and L; returns the largest |scale|, *max_scale that scale
+ * with its sign. */
+static float fit_sub16(const float *src, int nmax, float (*fit)(int, int, const float *, uint8_t *), uint8_t *L,
+                       float *scales, float *max_scale) {
     float max_abs_scale = 0;
     *max_scale = 0;
     for (int ib = 0; ib < QK_K / 16; ib++) {
-        scales[ib] = make_qx_quants(16, nmax, src + 16 * ib, L + 16 * ib);
+        scales[ib] = fit(16, nmax, src + 16 * ib, L + 16 * ib);
         if (fabsf(scales[ib]) > max_abs_scale) {
             max_abs_scale = fabsf(scales[ib]);
             *max_scale = scales[ib];
@@ -398,7 +448,7 @@ static void quantize_q6_k(const float *src, void *dst, int64_t n) {
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q6_K_BYTES, src += QK_K) {
         float max_scale;
-        if (fit_sub16(src, 32, L, scales, &max_scale) < GROUP_MAX_EPS) { /* an all-zero block (d = +0) */
+        if (fit_sub16(src, 32, make_qx_quants, L, scales, &max_scale) < GROUP_MAX_EPS) { /* an all-zero block (d = +0) */
             memset(b, 0, LEAN_Q6_K_BYTES);
             continue;
         }
@@ -433,11 +483,10 @@ static void quantize_q6_k(const float *src, void *dst, int64_t n) {
 }
 
 /* ================================================================ 8. Q2_K, Q3_K
- * ggml's quantize_row_q2_K_ref and q3_K_ref in shape, not held to their bytes: Q2_K fits each
- * 16-weight sub-block with make_qkx2_quants (ggml passes use_mad, which this port lacks), Q3_K
- * with make_qx_quants (ggml: make_q3_quants); then the scales (and mins) to 4 or 6 bits
- * against the super-scales, the quants again against the rounded scales, and the packing of
- * formats.c's tables. They make test weights; lean reads any file's blocks the same way. */
+ * ggml's quantize_row_q2_K_ref and q3_K_ref: Q2_K fits each 16-weight sub-block with
+ * make_qkx2_quants (use_mad), Q3_K with make_q3_quants; then the scales (and mins) to 4 or
+ * 6 bits against the super-scales, the quants again against the rounded scales, and the
+ * packing of formats.c's tables. */
 
 /* weight e's 2 low bits into qs: qs[32h + l] holds e = 128h + 32k + l at bits 2k */
 static void pack_2bit(const uint8_t *L, uint8_t *qs) {
@@ -452,19 +501,21 @@ static void quantize_q2_k(const float *src, void *dst, int64_t n) {
     uint8_t L[QK_K], Laux[16];
     float weights[16], mins[QK_K / 16], scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q2_K_BYTES, src += QK_K) {
-        float max_scale = 0, max_min = 0;
+        float max_scale = 0, max_min = 0; /* the mins are subtracted, so the scales are positive */
         for (int j = 0; j < QK_K / 16; j++) {
             for (int l = 0; l < 16; l++) weights[l] = fabsf(src[16 * j + l]);
-            scales[j] = make_qkx2_quants(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15);
+            scales[j] = make_qkx2_quants(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, 1);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
+        /* ggml stores nearest_int's int into the uint8_t scale byte (mod 256), the min's
+         * shifted left 4 over it, uncapped */
         const float is = max_scale > 0 ? 15.f / max_scale : 0.f, im = max_min > 0 ? 15.f / max_min : 0.f;
         for (int j = 0; j < QK_K / 16; j++)
-            b[j] = (uint8_t)(clamp_int(nearest_int(is * scales[j]), 0, 15) |
-                             (clamp_int(nearest_int(im * mins[j]), 0, 15) << 4));
-        store_f16(b + 80, max_scale / 15.f);
-        store_f16(b + 82, max_min / 15.f);
+            b[j] = (uint8_t)(max_scale > 0 ? nearest_int(is * scales[j]) : 0) |
+                   (uint8_t)(max_min > 0 ? (unsigned)nearest_int(im * mins[j]) << 4 : 0);
+        store_f16(b + 80, max_scale > 0 ? max_scale / 15.f : 0.f);
+        store_f16(b + 82, max_min > 0 ? max_min / 15.f : 0.f);
         for (int j = 0; j < QK_K / 16; j++) {
             const float d = load_f16(b + 80) * (float)(b[j] & 0x0f);
             if (d == 0.0f) continue; /* keeps the quants of the fit above */
@@ -482,12 +533,13 @@ static void quantize_q3_k(const float *src, void *dst, int64_t n) {
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; i++, b += LEAN_Q3_K_BYTES, src += QK_K) {
         float max_scale;
-        const float amax = fit_sub16(src, 4, L, scales, &max_scale);
+        fit_sub16(src, 4, make_q3_quants, L, scales, &max_scale);
         memset(b, 0, LEAN_Q3_K_BYTES);
-        if (amax < GROUP_MAX_EPS) continue; /* an all-zero block: every scale -32, d = +0 */
-        const float iscale = -32.f / max_scale;
-        for (int j = 0; j < QK_K / 16; j++) put_scale_q3_k(j, b + 96, clamp_int(nearest_int(iscale * scales[j]), -32, 31));
-        store_f16(b + 108, 1 / iscale);
+        const float iscale = max_scale != 0.0f ? -32.f / max_scale : 0.f;
+        if (max_scale != 0.0f) /* else every scale byte 0 (scale -32) and d = +0 */
+            for (int j = 0; j < QK_K / 16; j++)
+                put_scale_q3_k(j, b + 96, clamp_int(nearest_int(iscale * scales[j]), -32, 31));
+        store_f16(b + 108, max_scale != 0.0f ? 1 / iscale : 0.f);
         for (int j = 0; j < QK_K / 16; j++) {
             const float d = load_f16(b + 108) * (float)get_scale_q3_k(j, b + 96);
             if (d == 0.0f) continue; /* keeps the quants of the fit above */

@@ -177,6 +177,14 @@ fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u
 struct BI8 { q: array<u32, 8>, d: f32, m: f32, sc: vec2<i32>, z: i32, k: u32 }
 // a block's inputs: d_x, s the sum of its 32 quants, h the sum of the first 16
 struct XB { d: f32, s: i32, h: i32 }
+// where 8-bit block b of a row lies in its K super-block (Q6_K, Q3_K, Q2_K: b % 8 = 4h + n):
+// bk the super-block, base its first word (words a super-block), h its 128-column half, n the
+// 32-column quarter of that half
+struct KAt { bk: u32, base: u32, h: u32, n: u32 }
+fn k_at(row: u32, b: u32, words: u32) -> KAt {
+    let bk = row * BPR + (b >> 3u);
+    return KAt(bk, words * bk, (b >> 2u) & 1u, b & 3u);
+}
 fn bs_zero(w: BI8, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y - w.z * x.s); }
 fn bs_min(w: BI8, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y) + w.m * (x.d * f32(x.s)); }
 fn bs_two(w: BI8, p: vec2<i32>, x: XB) -> f32 {
@@ -259,18 +267,15 @@ fn bi_q5_k(row: u32, b: u32) -> BI8 { return bi_k45(row, b, 5u); }
 // (n < 2) or high nibbles of ql[64h + 32 (n % 2) ..], bits 2n, 2n + 1 of qh[32h ..]; its two
 // 16-column halves' scales sc[8h + 2n], sc[8h + 2n + 1] (dq_q6_k's)
 fn bi_q6_k(row: u32, b: u32) -> BI8 {
-    let bk = row * BPR + (b >> 3u);
-    let base = 52u * bk;
-    let h = (b >> 2u) & 1u;
-    let n = b & 3u;
+    let at = k_at(row, b, 52u);
     var q: array<u32, 8>;
     for (var m = 0u; m < 8u; m++) {
-        let ql = (wd(base + 16u * h + 8u * (n & 1u) + m) >> (4u * (n >> 1u))) & 0x0f0f0f0fu;
-        q[m] = ql | (((wd(base + 32u + 8u * h + m) >> (2u * n)) & 0x03030303u) << 4u);
+        let ql = (wd(at.base + 16u * at.h + 8u * (at.n & 1u) + m) >> (4u * (at.n >> 1u))) & 0x0f0f0f0fu;
+        q[m] = ql | (((wd(at.base + 32u + 8u * at.h + m) >> (2u * at.n)) & 0x03030303u) << 4u);
     }
-    let si = 8u * h + 2u * n;
-    let sw = wd(base + 48u + (si >> 2u));
-    return BI8(q, split_scale(bk), 0.0, vec2<i32>(byte_i(sw, si & 3u), byte_i(sw, (si & 3u) + 1u)), 32, 0u);
+    let si = 8u * at.h + 2u * at.n;
+    let sw = wd(at.base + 48u + (si >> 2u));
+    return BI8(q, split_scale(at.bk), 0.0, vec2<i32>(byte_i(sw, si & 3u), byte_i(sw, (si & 3u) + 1u)), 32, 0u);
 }
 
 // ---- chunk dots: acc + (chunk c of a row) . x, matmul_vec's arithmetic ----
@@ -454,17 +459,14 @@ fn dq_q3_k(row: u32, c: u32) {
 // (b % 8 = 4h + n), sub-blocks 2 (b % 8) and 2 (b % 8) + 1: bits 2n of qs[32h ..] (Q3_K: with
 // bit 4h + n of hmask[0 .. 31] as the third bit, q + 4 in [0, 7], z = 4: the two form)
 fn bi_q3_k(row: u32, b: u32) -> BI8 {
-    let bk = row * BPR + (b >> 3u);
-    let base = 27u * bk;
-    let h = (b >> 2u) & 1u;
-    let n = b & 3u;
+    let at = k_at(row, b, 27u);
     var q: array<u32, 8>;
     for (var m = 0u; m < 8u; m++) {
-        q[m] = ((wd(base + 8u + 8u * h + m) >> (2u * n)) & 0x03030303u) |
-               (((wd(base + m) >> (4u * h + n)) & 0x01010101u) << 2u);
+        q[m] = ((wd(at.base + 8u + 8u * at.h + m) >> (2u * at.n)) & 0x03030303u) |
+               (((wd(at.base + m) >> (4u * at.h + at.n)) & 0x01010101u) << 2u);
     }
     let k = 2u * (b & 7u);
-    return BI8(q, split_scale(bk), 0.0, vec2<i32>(scale_q3_k(base, k), scale_q3_k(base, k + 1u)), 4, 0u);
+    return BI8(q, split_scale(at.bk), 0.0, vec2<i32>(scale_q3_k(at.base, k), scale_q3_k(at.base, k + 1u)), 4, 0u);
 }
 // Q2_K: two scales and two mins a block, the weights d sc_h q - dmin m_h (a 16-column half h):
 // sc holds (sc_0, sc_1), m dmin, z the mins m_0 | m_1 << 8
@@ -474,14 +476,12 @@ fn bs_two_min(w: BI8, p: vec2<i32>, x: XB) -> f32 {
     return (w.d * x.d) * f32(w.sc.x * p.x + w.sc.y * p.y) - (w.m * x.d) * f32(mins);
 }
 fn bi_q2_k(row: u32, b: u32) -> BI8 {
-    let base = (row * BPR + (b >> 3u)) * 21u;
-    let h = (b >> 2u) & 1u;
-    let n = b & 3u;
+    let at = k_at(row, b, 21u);
     var q: array<u32, 8>;
-    for (var m = 0u; m < 8u; m++) { q[m] = (wd(base + 4u + 8u * h + m) >> (2u * n)) & 0x03030303u; }
+    for (var m = 0u; m < 8u; m++) { q[m] = (wd(at.base + 4u + 8u * at.h + m) >> (2u * at.n)) & 0x03030303u; }
     let k = 2u * (b & 7u);
-    let s = wd(base + (k >> 2u)) >> (8u * (k & 3u)); // bytes k, k + 1 (k even: one word)
-    let dm = unpack2x16float(wd(base + 20u));
+    let s = wd(at.base + (k >> 2u)) >> (8u * (k & 3u)); // bytes k, k + 1 (k even: one word)
+    let dm = unpack2x16float(wd(at.base + 20u));
     return BI8(q, dm.x, dm.y, vec2<i32>(i32(s & 0xfu), i32((s >> 8u) & 0xfu)),
                i32(((s >> 4u) & 0xfu) | (((s >> 12u) & 0xfu) << 8u)), 0u);
 }
