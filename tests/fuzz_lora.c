@@ -9,8 +9,9 @@
  *          build/liblean_dev.a build/liblean.a -lm -lpthread && /tmp/seeds tests/data/fuzz_lora
  *
  * Each input is an adapter file for one fixed model (llama, 2 layers, n_embd 32, n_ff 64, kv_dim
- * 16, an untied output of 16 rows; F32). The model is made here from a GGUF header alone — the
- * fuzzer's library has no backends, and the reader needs only the model's names and shapes —
+ * 16, a token_embd and an untied output of 16 rows; F32). The model is made here from a GGUF
+ * header alone — the fuzzer's library has no backends, and the reader needs only the model's
+ * names and shapes —
  * so the views have no data. lean_lora_load_memory must return LEAN_OK with at least one
  * adapted weight, each of rank >= 1, or an error with a message; a load that succeeds must
  * succeed again on a copy (the adapter keeps no pointer into the caller's bytes). ASan finds
@@ -64,6 +65,7 @@ static void model_init(void) {
     if (model.gguf) return;
     gguf_writer *w = gguf_writer_new();
     gguf_w_str(w, "general.architecture", "llama");
+    add(w, "token_embd.weight", D, V); /* every model has one (model.c refuses a file without) */
     add(w, "output.weight", D, V);
     char name[64];
     for (int il = 0; il < NL; il++)
@@ -82,6 +84,7 @@ static void model_init(void) {
     model.hp = (lean_hparams){.arch = LEAN_ARCH_LLAMA, .n_vocab = V, .n_embd = D, .n_layer = NL, .n_head = 2,
                               .n_head_kv = 1, .head_dim = KV, .n_ff = FF};
     model.layers = layers;
+    tensor(&model.tok_embd, model.gguf, "token_embd.weight");
     tensor(&model.output, model.gguf, "output.weight");
     for (int il = 0; il < NL; il++) {
         lean_tensor *ts[] = {&layers[il].wq,     &layers[il].wk,   &layers[il].wv,    &layers[il].wo,
