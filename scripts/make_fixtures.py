@@ -10,10 +10,11 @@ Two commands:
                                                      are made, the others' cases copied from
                                                      tests/data/fixtures/<name>.txt as they are
 
-The Q2_K and Q3_K references (added after the others) are made on the GPU machine by
+The Q2_K and Q3_K references were added after the others, by
     python3 scripts/make_fixtures.py reference /tmp/fx q2_k q3_k && cp /tmp/fx/*.txt $OUT/
-(the models stay in /tmp/fx: ~0.3 GB), then $OUT/*.txt is copied to tests/data/fixtures/ and
-tests/fixture.h's FIXTURE_N_FORMATS set to len(FORMATS). Until a format has a reference, `models` builds its files and says so.
+on the GPU machine (the models stay in /tmp/fx: ~0.3 GB), which makes only those formats' cases
+and keeps the committed others unchanged; a new format is added the same way, with
+tests/fixture.h's FIXTURE_N_FORMATS set to len(FORMATS).
 
 For each model (VARIANTS: llama, qwen2 and qwen3, each with an untied output matrix and
 with the output tied to the embedding) it makes the weights of a small random HF model

@@ -43,9 +43,8 @@
 #define FIXTURE_MAX_IDS 64
 #define FIXTURE_TOPK 20      /* ids whose set is compared; the file holds one more */
 #define FIXTURE_MAX_POINTS 32
-/* formats per model in every fixture file: 13 (make_fixtures.py's FORMATS) once the Q2_K / Q3_K
- * references are made (docs/parity.md) */
-#define FIXTURE_N_FORMATS 11
+/* formats per model in every fixture file: make_fixtures.py's FORMATS */
+#define FIXTURE_N_FORMATS 13
 
 static const char *const FIXTURE_NAMES[] = {"llama", "llama-tied", "qwen2", "qwen2-untied", "qwen3", "qwen3-tied", "demo"};
 #define FIXTURE_N_NAMES ((int)(sizeof FIXTURE_NAMES / sizeof FIXTURE_NAMES[0]))
