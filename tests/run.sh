@@ -51,8 +51,8 @@
 # Exit status 1 if anything failed.
 #
 # Two lanes: after data and the builds both lanes read (build/, build-wasm*, build-web), the
-# GPU stages of the wasm32 build (webgpu browser) run in a lane of their own beside the others
-# (native asan wasm wasm-mt neon fuzz), each lane's stages in the order given; lane B's output
+# GPU stages of the wasm32 build and fuzz (webgpu browser fuzz) run in a lane of their own beside
+# the others (native asan wasm wasm-mt neon), each lane's stages in the order given; lane B's output
 # is printed after lane A's (see "two lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
 # stages and webgpu's test_exact sweep half the parity fixtures (tests/fixture.h's
 # LEAN_TEST_FIXTURES=pairs: every format on every architecture still); native sweeps them all.
@@ -535,8 +535,8 @@ stage_ledger() {
 }
 
 # ---- two lanes ----
-# The GPU stages of the wasm32 build (LANE_B: webgpu, browser) run one after another in a lane
-# of their own, beside the other stages in theirs, once data has run and everything both lanes
+# The GPU stages of the wasm32 build and fuzz (LANE_B: webgpu, browser, fuzz) run one after
+# another in a lane of their own, beside the other stages in theirs, once data has run and everything both lanes
 # read is built: build/ (build/lean), build-wasm, build-wasm-mt and build-web, in turn, before
 # the split (PREBUILD: each stage's make; a failure there and the stages run in turn instead,
 # each building what it needs, as with LANES=1). After it, no two lanes' makes write one
@@ -544,10 +544,12 @@ stage_ledger() {
 # build-fuzz). On CI's two CPUs a stage rarely keeps both busy (one thread most of the time:
 # Node, Deno, qemu, the sanitizers), so the lanes overlap where one stage would leave a CPU
 # idle. Lane B's output is held and printed after lane A's, whole; the sums and the ledger add
-# up as if the stages had run in turn. LANES=1: one after another, in the order given (data
+# up as if the stages had run in turn. fuzz (~1.5 min, its own build-fuzz/) is in lane B, the
+# shorter (docs/runs/2026-12-06-ci-time.md: lane A native+asan+wasm*+neon ~75 min against lane
+# B's ~64 in the last full run). LANES=1: one after another, in the order given (data
 # first, as always).
 LANES=${LANES:-2}
-LANE_B=(webgpu browser)
+LANE_B=(webgpu browser fuzz)
 declare -A PREBUILD=([native]="all" [wasm]="wasm wasm-relaxed" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
                      [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
 
