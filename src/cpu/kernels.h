@@ -236,7 +236,7 @@ const lean_kernels *lean_kernels_avx512(void); /* x86_avx512.c: AVX-512 F/BW/VL 
                                                   quantized formats */
 const lean_kernels *lean_kernels_neon(void);    /* arm_neon.c: the matmuls, attention */
 const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, attention */
-const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1, Q2_K .. Q6_K */
+const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1, Q2_K, Q4_K .. Q6_K */
 
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "relaxed", "simd128"), or the
  * best the CPU runs for NULL / "auto", each empty entry filled from the next table in the order
