@@ -60,7 +60,8 @@ static double time_matmul(lean_matmul_fn mm, const void *w, size_t wrb, const vo
 int main(int argc, char **argv) {
     static const uint32_t types[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                      LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+                                     LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K, LEAN_TYPE_Q2_K,
+                                     LEAN_TYPE_Q3_K};
     static const char *names[] = {"avx512", "avx2", "neon", "relaxed", "simd128"};
     const int32_t toks[] = {1, 16};
     float *f = malloc(sizeof(float) * COLS * 16), *y = malloc(sizeof(float) * ROWS * 16);

@@ -165,21 +165,26 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+/* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K (lean_q8_k activations) ----
  * A super-block is unpacked into 16 int8 vectors in element order with one int32 scale per
- * group of `per` vectors (Q4_K / Q5_K: 2, a 32-weight sub-block; Q6_K: 1, its 16-weight
- * sub-blocks, weights q - 32). isum = sum over groups of scale * (the group's products);
- * Q4_K / Q5_K also msum = sum_j m[j] (bsums[2j] + bsums[2j + 1]). The float step is the
- * generic kernel's. */
+ * group of `per` vectors (Q4_K / Q5_K: 2, a 32-weight sub-block; Q6_K, Q2_K, Q3_K: 1, their
+ * 16-weight sub-blocks; weights Q6_K q - 32, Q3_K q3 in [-4, 3], Q2_K q in [0, 3]).
+ * isum = sum over groups of scale * (the group's products); Q4_K / Q5_K also
+ * msum = sum_j m[j] (bsums[2j] + bsums[2j + 1]), Q2_K msum = sum_s m[s] bsums[s]. The float
+ * step is the generic kernel's. */
 
-enum { K_Q4, K_Q5, K_Q6 };
+enum { K_Q4, K_Q5, K_Q6, K_Q2, K_Q3 };
 
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q2_K_BYTES,
+                                      LEAN_Q3_K_BYTES};
+
+/* the formats with mins (w = d sc q - dmin m) */
+INLINE bool k_has_min(int f) { return f == K_Q4 || f == K_Q5 || f == K_Q2; }
 
 typedef struct kblock {
     int8x16_t q[16];
-    int32_t sc[16]; /* sc[g]: the scale of the group that starts at vector g */
-    int16x8_t m16;  /* Q4_K / Q5_K: the 8 mins */
+    int32_t sc[16];    /* sc[g]: the scale of the group that starts at vector g */
+    int16x8_t m16[2];  /* Q4_K / Q5_K: the 8 mins in m16[0]; Q2_K: the 16 mins */
     float d, dmin;
 } kblock;
 
@@ -207,7 +212,7 @@ INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
     }
     int16_t mins[8];
     for (int j = 0; j < 8; j++) mins[j] = m[j];
-    u->m16 = vld1q_s16(mins);
+    u->m16[0] = vld1q_s16(mins);
 }
 
 /* Q6_K (block: ql 128, qh 64, 16 int8 scales, d): in half h, byte l < 32 of ql (and ql + 32)
@@ -236,19 +241,54 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     }
 }
 
-/* msum = sum_j m[j] (bsums[2j] + bsums[2j + 1]) */
-INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
-    const int16x8_t pairs = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
-    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(u->m16), vget_low_s16(pairs)), u->m16, pairs));
+/* Q2_K (block: 16 scale / min bytes, qs 64, d, dmin), Q3_K (hmask 32, qs 64, 12 scale bytes, d):
+ * elements 16p .. 16p + 15 of chunk c (32 weights, c = 4h + k) are bits 2k, 2k + 1 of
+ * qs[32h + 16p ..]; Q3_K's third bit of element l of the chunk is bit c of hmask[l], and the
+ * quant less 4 where it is clear. As int8 (Q2_K [0, 3], Q3_K [-4, 3]). */
+INLINE int8x16_t k23_quants(int f, const uint8_t *b, int c, int p) {
+    const uint8_t *qs = b + (f == K_Q2 ? 16 : 32) + 32 * (c / 4) + 16 * p;
+    uint8x16_t q = vandq_u8(vshlq_u8(vld1q_u8(qs), vdupq_n_s8((int8_t)(-2 * (c % 4)))), vdupq_n_u8(3));
+    if (f == K_Q3) {
+        const uint8x16_t hb = vandq_u8(vshlq_u8(vld1q_u8(b + 16 * p), vdupq_n_s8((int8_t)-c)), vdupq_n_u8(1));
+        q = vsubq_u8(vorrq_u8(q, vshlq_n_u8(hb, 2)), vdupq_n_u8(4));
+    }
+    return vreinterpretq_s8_u8(q);
+}
+
+/* Q2_K's sub-block s: scale b[s] & 15, min b[s] >> 4; Q3_K's: get_scale_q3_k (formats_layout.h) */
+INLINE void k23_unpack(int f, const uint8_t *b, kblock *u) {
+    for (int c = 0; c < 8; c++) u->q[2 * c] = k23_quants(f, b, c, 0), u->q[2 * c + 1] = k23_quants(f, b, c, 1);
+    if (f == K_Q2) {
+        u->d = f16(b + 80), u->dmin = f16(b + 82);
+        const uint8x16_t m = vshrq_n_u8(vld1q_u8(b), 4);
+        u->m16[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
+        u->m16[1] = vreinterpretq_s16_u16(vmovl_high_u8(m));
+        for (int s = 0; s < 16; s++) u->sc[s] = b[s] & 0x0f;
+    } else {
+        u->d = f16(b + 108), u->dmin = 0.0f;
+        for (int s = 0; s < 16; s++) u->sc[s] = get_scale_q3_k(s, b + 96);
+    }
+}
+
+/* Q4_K / Q5_K: msum = sum_j m[j] (bsums[2j] + bsums[2j + 1]); Q2_K: sum_s m[s] bsums[s] */
+INLINE int32_t k_msum(int f, const kblock *u, const lean_q8_k *a) {
+    const int16x8_t b0 = vld1q_s16(a->bsums), b1 = vld1q_s16(a->bsums + 8);
+    if (f == K_Q2) {
+        const int32x4_t lo = vmlal_high_s16(vmull_s16(vget_low_s16(u->m16[0]), vget_low_s16(b0)), u->m16[0], b0);
+        return vaddvq_s32(vmlal_high_s16(vmlal_s16(lo, vget_low_s16(u->m16[1]), vget_low_s16(b1)), u->m16[1], b1));
+    }
+    const int16x8_t pairs = vpaddq_s16(b0, b1);
+    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(u->m16[0]), vget_low_s16(pairs)), u->m16[0], pairs));
 }
 
 INLINE void k_tile(int f, TILE_ARGS) {
-    const int per = f == K_Q6 ? 1 : 2;
+    const int per = f == K_Q4 || f == K_Q5 ? 2 : 1;
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
         kblock u;
         const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
         if (f == K_Q6) k6_unpack(blk, &u);
+        else if (f == K_Q2 || f == K_Q3) k23_unpack(f, blk, &u);
         else k45_unpack(f, blk, &u);
         for (int j = 0; j < nt; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
@@ -259,8 +299,8 @@ INLINE void k_tile(int f, TILE_ARGS) {
                 acc = vmlaq_n_s32(acc, p, u.sc[g]);
             }
             const int32_t isum = vaddvq_s32(acc);
-            const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
-            sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
+            const int32_t msum = k_has_min(f) ? k_msum(f, &u, a) : 0;
+            sum[j] = lean_k_step(sum[j], u.d, u.dmin, k_has_min(f), a->d, isum, msum);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
@@ -269,12 +309,13 @@ INLINE void k_tile(int f, TILE_ARGS) {
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * The generic exact kernel's operations in its order, so its bits: each weight is the
  * reference dequantizer's float (formats.c), made by its operations (Q8_0 q d; Q4_0 / Q5_0
- * (q - z) d; Q4_1 / Q5_1 q d + m; Q4_K / Q5_K (d sc) q - dmin m; Q6_K (d sc) (q - 32)) 4 at a
+ * (q - z) d; Q4_1 / Q5_1 q d + m; Q4_K / Q5_K / Q2_K (d sc) q - dmin m; Q6_K (d sc) (q - 32);
+ * Q3_K (d s) q3) 4 at a
  * time from the int8 quants widened and converted (exact); its product with the activation is
  * added into lane e % 8 of the 8 partial sums (lo: lanes 0..3, hi: 4..7), element by element,
  * a multiply then an add (no FMA: see the top); then combine8. A block is made 32 weights at
- * a time (a chunk: a legacy block, a K sub-block, Q6_K's weights 32c .. 32c + 31) once per
- * tile of up to 4 tokens. */
+ * a time (a chunk: a legacy block, a Q4_K / Q5_K sub-block, Q6_K's, Q2_K's or Q3_K's weights
+ * 32c .. 32c + 31, two sub-blocks) once per tile of up to 4 tokens. */
 
 /* 16 int8 lanes -> 4 float vectors (elements 0..3, 4..7, 8..11, 12..15), exactly */
 INLINE void i8_to_f32(int8x16_t b, float32x4_t *dst) {
@@ -288,11 +329,15 @@ INLINE void i8_to_f32(int8x16_t b, float32x4_t *dst) {
 /* Chunk c of the block at b (legacy formats: c = 0; K-quants: ks its scales) -> w[v], the
  * weights of elements 32c + 4v .. 32c + 4v + 3 as the reference dequantizer makes them. */
 INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, float32x4_t w[8]) {
-    int8x16_t lo, hi; /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
-    float s0, s1, m;  /* their scales; the minimum (added: _1 formats; subtracted: K) */
+    int8x16_t lo, hi;    /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
+    float s0, s1, m0, m1; /* their scales; minimums (added: _1 formats; subtracted: K) */
     if (f < X_Q4_K) { /* X_Q4_0 .. X_Q8_0 are L_Q4_0 .. L_Q8_0 */
         const lblock u = legacy_unpack(f, b);
-        lo = u.lo, hi = u.hi, s0 = s1 = u.d, m = u.m;
+        lo = u.lo, hi = u.hi, s0 = s1 = u.d, m0 = m1 = u.m;
+    } else if (f == X_Q2_K || f == X_Q3_K) { /* X_Q2_K - X_Q4_K is K_Q2 (kernels.h) */
+        lo = k23_quants(f - X_Q4_K, b, c, 0), hi = k23_quants(f - X_Q4_K, b, c, 1);
+        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1];
+        m0 = f == X_Q2_K ? ks->m[2 * c] : 0.0f, m1 = f == X_Q2_K ? ks->m[2 * c + 1] : 0.0f;
     } else if (f == X_Q6_K) { /* half h, quarter k: ql's nibble k / 2 at 64h + 32 (k % 2), qh's bits 2k */
         const int h = c / 4, k = c % 4;
         const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
@@ -304,7 +349,7 @@ INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, float
             q[p] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(l, vshlq_n_u8(hb, 4)), vdupq_n_u8(32)));
         }
         lo = q[0], hi = q[1];
-        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1], m = 0.0f;
+        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1], m0 = m1 = 0.0f;
     } else { /* Q4_K / Q5_K sub-block c: nibble c % 2 of qs[32 (c / 2) ..], fifth bit bit c of qh[l] */
         const uint8_t *qs = b + (f == X_Q5_K ? 48 : 16) + 32 * (c / 2);
         int8x16_t q[2];
@@ -318,14 +363,14 @@ INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, float
             q[p] = vreinterpretq_s8_u8(v);
         }
         lo = q[0], hi = q[1];
-        s0 = s1 = ks->d[c], m = ks->m[c];
+        s0 = s1 = ks->d[c], m0 = m1 = ks->m[c];
     }
     i8_to_f32(lo, w), i8_to_f32(hi, w + 4);
-    const float32x4_t mv = vdupq_n_f32(m);
     for (int v = 0; v < 8; v++) {
+        const float32x4_t mv = vdupq_n_f32(v < 4 ? m0 : m1);
         w[v] = vmulq_n_f32(w[v], v < 4 ? s0 : s1);
         if (f == X_Q4_1 || f == X_Q5_1) w[v] = vaddq_f32(w[v], mv);
-        else if (f == X_Q4_K || f == X_Q5_K) w[v] = vsubq_f32(w[v], mv);
+        else if (f == X_Q4_K || f == X_Q5_K || f == X_Q2_K) w[v] = vsubq_f32(w[v], mv);
     }
 }
 

@@ -11,7 +11,7 @@
  *                      time: every aarch64 CPU has NEON; -march=armv8.2-a+dotprod adds sdot)
  *   wasm_simd128.c     wasm simd128 (wasm32, chosen at compile time: the wasm build passes
  *                      -msimd128, as wasm has no run-time feature test)
- *   wasm_relaxed.c     wasm relaxed SIMD's integer dot product for the 4- to 6-bit formats
+ *   wasm_relaxed.c     wasm relaxed SIMD's integer dot product for the quantized formats
  *                      (the relaxed build, -mrelaxed-simd; its other entries are simd128's)
  * The 128-bit tables compute every output in the generic table's order of float operations
  * (the integer sums, exact, in any order), so they give its bits (same_as_generic, tested).
@@ -71,6 +71,7 @@
 #define LEAN_KERNELS_H
 
 #include "core/formats.h"
+#include "core/formats_layout.h" /* get_scale_q3_k */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -134,16 +135,29 @@ static inline void lean_k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m)
 }
 
 /* The exact kernels' formats (kernels.h "exact"), as the tiles' f argument of every ISA file,
- * in the order of their legacy and K block sizes (X_Q4_K + k is their K_Q4 + k). */
-enum { X_Q4_0, X_Q4_1, X_Q5_0, X_Q5_1, X_Q8_0, X_Q4_K, X_Q5_K, X_Q6_K };
+ * in the order of their legacy and K block sizes (X_Q4_K + k is their K_Q4 + k). X_Q2_K and
+ * X_Q3_K: the 128-bit files only (the x86 tables take the generic kernel's). */
+enum { X_Q4_0, X_Q4_1, X_Q5_0, X_Q5_1, X_Q8_0, X_Q4_K, X_Q5_K, X_Q6_K, X_Q2_K, X_Q3_K };
 
 /* A K super-block's scales as floats, made as the reference dequantizer (formats.c) makes
- * them: Q4_K / Q5_K d sc[j] and dmin m[j] (sub-block j of 32); Q6_K d sc[s] (of 16). */
+ * them: Q4_K / Q5_K d sc[j] and dmin m[j] (sub-block j of 32); Q6_K, Q3_K d sc[s] (of 16);
+ * Q2_K d sc[s] and dmin m[s] (of 16). */
 typedef struct lean_kscale {
-    float d[16], m[8];
+    float d[16], m[16];
 } lean_kscale;
 
 static inline void lean_kscale_of(int f, const uint8_t *b, lean_kscale *ks) {
+    if (f == X_Q2_K) {
+        const float d = lean_f16_to_f32((uint16_t)(b[80] | (b[81] << 8)));
+        const float dmin = lean_f16_to_f32((uint16_t)(b[82] | (b[83] << 8)));
+        for (int s = 0; s < 16; s++) ks->d[s] = d * (float)(b[s] & 0x0f), ks->m[s] = dmin * (float)(b[s] >> 4);
+        return;
+    }
+    if (f == X_Q3_K) {
+        const float d = lean_f16_to_f32((uint16_t)(b[108] | (b[109] << 8)));
+        for (int s = 0; s < 16; s++) ks->d[s] = d * (float)get_scale_q3_k(s, b + 96);
+        return;
+    }
     if (f == X_Q6_K) {
         const float d = lean_f16_to_f32((uint16_t)(b[208] | (b[209] << 8)));
         for (int s = 0; s < 16; s++) ks->d[s] = d * (float)(int8_t)b[192 + s];
@@ -222,7 +236,7 @@ const lean_kernels *lean_kernels_avx512(void); /* x86_avx512.c: AVX-512 F/BW/VL 
                                                   quantized formats */
 const lean_kernels *lean_kernels_neon(void);    /* arm_neon.c: the matmuls, attention */
 const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, attention */
-const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1, Q4_K .. Q6_K */
+const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1, Q2_K, Q4_K .. Q6_K */
 
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "relaxed", "simd128"), or the
  * best the CPU runs for NULL / "auto", each empty entry filled from the next table in the order

@@ -105,7 +105,8 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
 /* The table of a 128-bit ISA file (arm_neon.c, wasm_simd128.c) and the function NAME_FN that
  * returns it. The file defines four tile families, each a lean_tile_fn with the format as its
  * first argument: float_tile (W_F32, W_F16, W_BF16), legacy_tile (L_Q4_0 ... L_Q8_0),
- * k_tile (K_Q4, K_Q5, K_Q6) and x_tile (X_Q4_0 ... X_Q6_K: float activations, matmul_exact);
+ * k_tile (K_Q4, K_Q5, K_Q6, K_Q2, K_Q3) and x_tile (X_Q4_0 ... X_Q3_K: float activations,
+ * matmul_exact);
  * and attn_scores, attn_accum. Every format's entry is then lean_matmul_tiles over
  * tile_<format>, except where LEGACY or KQUANT (the macros that make the legacy and the
  * K-quant formats' entries: TILED_QFORMAT, or one with its arguments that defines the same
@@ -130,6 +131,8 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
     KQUANT(q4_k, k, K_Q4)                                                                            \
     KQUANT(q5_k, k, K_Q5)                                                                            \
     KQUANT(q6_k, k, K_Q6)                                                                            \
+    KQUANT(q2_k, k, K_Q2)                                                                            \
+    KQUANT(q3_k, k, K_Q3)                                                                            \
     TILED_FORMAT(exact_q4_0, x_tile, X_Q4_0)                                                         \
     TILED_FORMAT(exact_q4_1, x_tile, X_Q4_1)                                                         \
     TILED_FORMAT(exact_q5_0, x_tile, X_Q5_0)                                                         \
@@ -138,6 +141,8 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
     TILED_FORMAT(exact_q4_k, x_tile, X_Q4_K)                                                         \
     TILED_FORMAT(exact_q5_k, x_tile, X_Q5_K)                                                         \
     TILED_FORMAT(exact_q6_k, x_tile, X_Q6_K)                                                         \
+    TILED_FORMAT(exact_q2_k, x_tile, X_Q2_K)                                                         \
+    TILED_FORMAT(exact_q3_k, x_tile, X_Q3_K)                                                         \
     static const lean_kernels table = {                                                              \
         .name = NAME,                                                                                \
         .same_as_generic = true,                                                                     \
@@ -146,11 +151,13 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
                    [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,                   \
                    [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,                   \
                    [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k,                   \
-                   [LEAN_TYPE_Q6_K] = matmul_q6_k},                                                  \
+                   [LEAN_TYPE_Q6_K] = matmul_q6_k, [LEAN_TYPE_Q2_K] = matmul_q2_k,                   \
+                   [LEAN_TYPE_Q3_K] = matmul_q3_k},                                                  \
         .matmul_exact = {[LEAN_TYPE_Q8_0] = matmul_exact_q8_0, [LEAN_TYPE_Q4_0] = matmul_exact_q4_0,   \
                          [LEAN_TYPE_Q4_1] = matmul_exact_q4_1, [LEAN_TYPE_Q5_0] = matmul_exact_q5_0,   \
                          [LEAN_TYPE_Q5_1] = matmul_exact_q5_1, [LEAN_TYPE_Q4_K] = matmul_exact_q4_k,   \
-                         [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k},  \
+                         [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k,   \
+                         [LEAN_TYPE_Q2_K] = matmul_exact_q2_k, [LEAN_TYPE_Q3_K] = matmul_exact_q3_k},  \
         .attn_scores = attn_scores,                                                                  \
         .attn_accum = attn_accum,                                                                    \
     };                                                                                               \

@@ -13,7 +13,7 @@
  * their domain. relaxed_dot_i8x16_i7x16_add_s multiplies an int8 lane by a lane that must be in
  * [0, 127] (with the top bit set, an engine may read it signed or unsigned), sums pairs into
  * int16 (x86's pmaddubsw saturates) and then fours into int32. The raw quants of Q4_0 .. Q6_K
- * are in [0, 63] (wasm_shared.h) and the activations in [-127, 127], so every pair sum is below
+ * and Q2_K are in [0, 63] (wasm_shared.h) and the activations in [-127, 127], so every pair sum is below
  * 2 * 127 * 63 < 2^15: exact everywhere, the integer block sums are those of simd128, and the
  * float step (kernels_shared.h) is the generic one: the generic table's bits (same_as_generic,
  * tested). Q8_0's weights are signed (-128 included), so they are split into two such operands:
@@ -23,7 +23,8 @@
  *
  * The integer sums: isum = sum (q - z) a = sum q a - z s (legacy: s the block's activation sum,
  * lean_q8_32.s); K-quants sum q a per sub-block, times its scale (int32 lanes); Q6_K subtracts
- * 32 sum sc[s] bsums[s]. Magnitudes as in wasm_simd128.c (|sum| < 2^28 a super-block).
+ * 32 sum sc[s] bsums[s]. Q3_K is simd128's: this table's was 0.9x of it (decode and prefill,
+ * tools/kernel_bench.c; docs/runs/2026-12-06-q23-simd.md). Magnitudes as in wasm_simd128.c (|sum| < 2^28 a super-block).
  *
  * Sections: legacy formats · K-quants · table
  */
@@ -89,15 +90,15 @@ INLINE void legacy_dot4(int f, const uint8_t *const blk[4], const lean_q8_32 *a,
 
 LEGACY_ROWS4_FAMILY(legacy_offset(f))
 
-/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+/* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K (lean_q8_k activations) ----
  * A super-block's 256 raw quants in element order (16 vectors), each sub-block's scale as an
- * int32 splat; Q4_K / Q5_K also the mins (msum = [m0 m0 .. m7 m7] . bsums), Q6_K its 16 int8
- * scales as int16 (for 32 sum sc[s] bsums[s]). */
+ * int32 splat; Q4_K / Q5_K also the mins (msum = [m0 m0 .. m7 m7] . bsums), Q2_K its 16 mins
+ * (msum = m . bsums), Q6_K its 16 int8 scales as int16 (for 32 sum sc[s] bsums[s]). */
 
 typedef struct kblock {
     v128_t q[16];
-    v128_t sc[16];   /* Q4_K / Q5_K: sub-block s / 2's scale in sc[s]; Q6_K: sub-block s's */
-    v128_t m16[2];   /* Q4_K / Q5_K: the mins, each twice; Q6_K: the scales; int16 */
+    v128_t sc[16];   /* Q4_K / Q5_K: sub-block s / 2's scale in sc[s]; the others: sub-block s's */
+    v128_t m16[2];   /* Q4_K / Q5_K: the mins, each twice; Q2_K: the mins; Q6_K: the scales; int16 */
     float d, dmin;
 } kblock;
 
@@ -129,13 +130,21 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     u->m16[0] = wasm_v128_load(s16), u->m16[1] = wasm_v128_load(s16 + 8);
 }
 
-/* A super-block's sum q sc . a (int32 lanes, not yet added) and its side sum (Q4_K / Q5_K:
- * the mins . bsums; Q6_K: sc . bsums). Q4_K / Q5_K: the two halves of a sub-block share a scale,
- * so their dots are chained and multiplied once. */
+/* Q2_K (layout: wasm_shared.h, k23_raw) */
+INLINE void k2_unpack(const uint8_t *b, kblock *u) {
+    for (int s = 0; s < 16; s++) u->sc[s] = wasm_i32x4_splat(k23_scale(K_Q2, b, s));
+    for (int c = 0; c < 8; c++) u->q[2 * c] = k23_raw(K_Q2, b, c, 0), u->q[2 * c + 1] = k23_raw(K_Q2, b, c, 1);
+    u->d = f16(b + 80), u->dmin = f16(b + 82);
+    q2_mins16(b, u->m16);
+}
+
+/* A super-block's sum q sc . a (int32 lanes, not yet added) and its side sum (Q4_K / Q5_K / Q2_K:
+ * the mins . bsums; Q6_K: sc . bsums). Q4_K / Q5_K: the two halves of a sub-block share a
+ * scale, so their dots are chained and multiplied once. */
 INLINE void k_dot(int f, const kblock *u, const lean_q8_k *a, v128_t *acc, v128_t *side) {
     const v128_t zero = wasm_i32x4_splat(0);
     v128_t s = zero;
-    if (f == K_Q6)
+    if (f != K_Q4 && f != K_Q5)
         for (int k = 0; k < 16; k++) /* 16 elements a sub-block */
             s = wasm_i32x4_add(s, wasm_i32x4_mul(rdot(a->qs + 16 * k, u->q[k], zero), u->sc[k]));
     else
@@ -148,6 +157,7 @@ INLINE void k_dot(int f, const kblock *u, const lean_q8_k *a, v128_t *acc, v128_
 
 INLINE void k_unpack(int f, const uint8_t *blk, kblock *u) {
     if (f == K_Q6) k6_unpack(blk, u);
+    else if (f == K_Q2) k2_unpack(blk, u);
     else k45_unpack(f, blk, u);
 }
 
@@ -204,13 +214,14 @@ ROWS4_FORMAT(q8_0, legacy, L_Q8_0)
 ROWS4_FORMAT(q4_k, k, K_Q4)
 ROWS4_FORMAT(q5_k, k, K_Q5)
 ROWS4_FORMAT(q6_k, k, K_Q6)
+ROWS4_FORMAT(q2_k, k, K_Q2)
 
 static const lean_kernels table = {
     .name = "relaxed",
     .same_as_generic = true,
     .matmul = {[LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1, [LEAN_TYPE_Q5_0] = matmul_q5_0,
                [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_K] = matmul_q4_k,
-               [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+               [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k, [LEAN_TYPE_Q2_K] = matmul_q2_k},
 };
 
 const lean_kernels *lean_kernels_relaxed(void) { return &table; }

@@ -2,7 +2,8 @@
  * and the weights' raw quants, unpacked from their blocks with simd128 alone.
  *
  * "Raw" quants are the stored values, the format's offset not yet subtracted: Q4_0 / Q4_1 and
- * the Q4_K nibbles in [0, 15], Q5_0 / Q5_1 / Q5_K in [0, 31], Q6_K in [0, 63]. They fit in
+ * the Q4_K nibbles in [0, 15], Q5_0 / Q5_1 / Q5_K in [0, 31], Q6_K in [0, 63], Q2_K in [0, 3],
+ * Q3_K in [0, 7] (q3 + 4: the third bit as bit 2). They fit in
  * 7 bits, which is what relaxed SIMD's i8 x i7 dot product needs of one operand.
  * Included only where __wasm_simd128__ is defined.
  */
@@ -145,11 +146,15 @@ INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
         lean_matmul_tiles(tile_##fmt, MATMUL_PASS);                                                  \
     }
 
-/* ---- Q4_K, Q5_K, Q6_K ---- */
+/* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K ---- */
 
-enum { K_Q4, K_Q5, K_Q6 };
+enum { K_Q4, K_Q5, K_Q6, K_Q2, K_Q3 };
 
-static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q2_K_BYTES,
+                                      LEAN_Q3_K_BYTES};
+
+/* the formats with mins (w = d sc q - dmin m) */
+INLINE bool k_has_min(int f) { return f == K_Q4 || f == K_Q5 || f == K_Q2; }
 
 /* Q4_K / Q5_K (block: d, dmin, 12 scale bytes, [qh 32 bytes], qs 128 bytes): sub-blocks j and
  * j + 1 (j even) are the low and high nibbles of the same 32 qs bytes; Q5_K's fifth bit of
@@ -182,5 +187,27 @@ INLINE void k6_raw(const uint8_t *b, int h, int g, v128_t e[4]) {
     e[2] = wasm_v128_or(wasm_u8x16_shr(la, 4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(qh, 4), m3), 4));
     e[3] = wasm_v128_or(wasm_u8x16_shr(lb, 4), wasm_i8x16_shl(wasm_u8x16_shr(qh, 6), 4));
 }
+
+/* Q2_K (block: 16 scale / min bytes, qs 64, d, dmin), Q3_K (hmask 32, qs 64, 12 scale bytes, d):
+ * elements 16p .. 16p + 15 of chunk c (32 weights, c = 4h + k; sub-block 2c + p) are bits 2k,
+ * 2k + 1 of qs[32h + 16p ..]; Q3_K's third bit of element l of the chunk is bit c of hmask[l]
+ * (q3 = q - 4 where it is clear). Raw: Q3_K's bit as bit 2. The 16-bit shifts move no bit of
+ * a byte's neighbour into the bits kept (and take a count that is not a constant). */
+INLINE v128_t k23_raw(int f, const uint8_t *b, int c, int p) {
+    const v128_t raw = wasm_v128_load(b + (f == K_Q2 ? 16 : 32) + 32 * (c / 4) + 16 * p);
+    const v128_t q = wasm_v128_and(wasm_u16x8_shr(raw, (uint32_t)(2 * (c % 4))), wasm_i8x16_splat(3));
+    if (f == K_Q2) return q;
+    const v128_t hb = wasm_v128_and(wasm_u16x8_shr(wasm_v128_load(b + 16 * p), (uint32_t)c), wasm_i8x16_splat(1));
+    return wasm_v128_or(q, wasm_i16x8_shl(hb, 2));
+}
+
+/* Q2_K's 16 mins (the scale bytes' high nibbles) as int16 lanes -> m[0], m[1] */
+INLINE void q2_mins16(const uint8_t *b, v128_t m[2]) {
+    const v128_t s = hi_nibbles(wasm_v128_load(b));
+    m[0] = wasm_u16x8_extend_low_u8x16(s), m[1] = wasm_u16x8_extend_high_u8x16(s);
+}
+
+/* sub-block s's scale: Q2_K the scale byte's low nibble, Q3_K get_scale_q3_k (formats_layout.h) */
+INLINE int k23_scale(int f, const uint8_t *b, int s) { return f == K_Q2 ? b[s] & 0x0f : get_scale_q3_k(s, b + 96); }
 
 #endif

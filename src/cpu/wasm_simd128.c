@@ -21,7 +21,7 @@
  * Integer block sums: the weights are unpacked once per row and tile of tokens into int16
  * lanes in element order, the format's offset subtracted (Q4_0 q - 8, Q5_0 q - 16, Q6_K q - 32)
  * and, for the K-quants, the sub-block scale multiplied in (|q sc| <= 31 * 63 (Q5_K),
- * 32 * 128 (Q6_K): int16); each token's int8 activations are widened to int16 and
+ * 32 * 128 (Q6_K), 4 * 32 (Q3_K): int16); each token's int8 activations are widened to int16 and
  * i32x4.dot_i16x8_s sums the products in pairs into 4 int32 lanes (|sum| < 2^27 per
  * super-block: no overflow), added across lanes per block.
  *
@@ -259,14 +259,15 @@ INLINE void legacy_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const u
 
 INLINE void legacy_tile(int f, TILE_ARGS) { BY_NT(legacy_tile_n); }
 
-/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+/* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K (lean_q8_k activations) ----
  * A super-block is unpacked into 32 int16 vectors in element order, each weight q sc[sub-block]
- * (Q6_K: (q - 32) sc). Then isum = sum q a; Q4_K / Q5_K also msum = sum_j m[j] (sum of a over
- * sub-block j) = [m0 m0 m1 m1 .. m7 m7] . bsums. The float step is the generic kernel's. */
+ * (Q6_K: (q - 32) sc; Q3_K: q3 s). Then isum = sum q a; Q4_K / Q5_K also msum = sum_j m[j] (sum
+ * of a over sub-block j) = [m0 m0 m1 m1 .. m7 m7] . bsums, Q2_K msum = [m0 .. m15] . bsums. The
+ * float step is the generic kernel's. */
 
 typedef struct kblock {
     v128_t q[32];  /* 256 scaled weights, int16 */
-    v128_t m16[2]; /* Q4_K / Q5_K: the mins, each twice, int16 */
+    v128_t m16[2]; /* Q4_K / Q5_K: the mins, each twice; Q2_K: the 16 mins; int16 */
     float d, dmin;
 } kblock;
 
@@ -305,7 +306,19 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
     }
 }
 
-/* msum = [m0 m0 m1 m1 .. m7 m7] . bsums */
+/* Q2_K, Q3_K (layout: wasm_shared.h, k23_raw) */
+INLINE void k23_unpack(int f, const uint8_t *b, kblock *u) {
+    for (int c = 0; c < 8; c++)
+        for (int p = 0; p < 2; p++) {
+            const v128_t q = k23_raw(f, b, c, p);
+            widen_scaled(u->q + 2 * (2 * c + p), f == K_Q3 ? wasm_i8x16_sub(q, wasm_i8x16_splat(4)) : q,
+                         (int16_t)k23_scale(f, b, 2 * c + p));
+        }
+    if (f == K_Q2) u->d = f16(b + 80), u->dmin = f16(b + 82), q2_mins16(b, u->m16);
+    else u->d = f16(b + 108), u->dmin = 0.0f;
+}
+
+/* msum = m16 . bsums */
 INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
     const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
     return hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1)));
@@ -319,12 +332,13 @@ INLINE void k_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_
         kblock u;
         const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
         if (f == K_Q6) k6_unpack(blk, &u);
+        else if (f == K_Q2 || f == K_Q3) k23_unpack(f, blk, &u);
         else k45_unpack(f, blk, &u);
         for (int j = 0; j < NT; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
             const int32_t isum = dot_q_a(u.q, a->qs, 16);
-            const int32_t msum = f == K_Q6 ? 0 : k_msum(&u, a);
-            sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, msum);
+            const int32_t msum = k_has_min(f) ? k_msum(&u, a) : 0;
+            sum[j] = lean_k_step(sum[j], u.d, u.dmin, k_has_min(f), a->d, isum, msum);
         }
     }
     for (int j = 0; j < NT; j++) y[j * ldy] = sum[j];
@@ -335,12 +349,13 @@ INLINE void k_tile(int f, TILE_ARGS) { BY_NT(k_tile_n); }
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * The generic exact kernel's operations in its order, so its bits: each weight is the
  * reference dequantizer's float (formats.c), made by its operations (Q8_0 q d; Q4_0 / Q5_0
- * (q - z) d; Q4_1 / Q5_1 q d + m; Q4_K / Q5_K (d sc) q - dmin m; Q6_K (d sc) (q - 32)) 4 at a
+ * (q - z) d; Q4_1 / Q5_1 q d + m; Q4_K / Q5_K / Q2_K (d sc) q - dmin m; Q6_K (d sc) (q - 32);
+ * Q3_K (d s) q3) 4 at a
  * time from the int8 quants widened and converted (exact); its product with the activation is
  * added into lane e % 8 of the 8 partial sums (lo: lanes 0..3, hi: 4..7), element by element,
  * a multiply then an add (simd128 has no FMA); then combine8. A block is made 32 weights at
- * a time (a chunk: a legacy block, a K sub-block, Q6_K's weights 32c .. 32c + 31) once per
- * tile of up to 4 tokens. */
+ * a time (a chunk: a legacy block, a Q4_K / Q5_K sub-block, Q6_K's, Q2_K's or Q3_K's weights
+ * 32c .. 32c + 31, two sub-blocks) once per tile of up to 4 tokens. */
 
 /* int32 lanes in [-2^22, 2^22) -> floats, exactly: the bits of 1.5 * 2^23 + i, less 1.5 * 2^23.
  * (LLVM 14 folds an extend then f32x4.convert_i32x4 into a conversion from int16 that it
@@ -361,11 +376,16 @@ INLINE void i8_to_f32(v128_t b, v128_t *dst) {
 /* Chunk c of the block at b (legacy formats: c = 0; K-quants: ks its scales) -> w[v], the
  * weights of elements 32c + 4v .. 32c + 4v + 3 as the reference dequantizer makes them. */
 INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, v128_t w[8]) {
-    v128_t lo, hi;     /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
-    float s0, s1, m;   /* their scales; the minimum (added: _1 formats; subtracted: K) */
+    v128_t lo, hi;        /* the int8 quants of elements 0..15, 16..31 (offset subtracted) */
+    float s0, s1, m0, m1; /* their scales; minimums (added: _1 formats; subtracted: K) */
     if (f < X_Q4_K) { /* X_Q4_0 .. X_Q8_0 are L_Q4_0 .. L_Q8_0 */
         legacy_quants(f, b, &lo, &hi);
-        s0 = s1 = f16(b), m = f == X_Q4_1 || f == X_Q5_1 ? f16(b + 2) : 0.0f;
+        s0 = s1 = f16(b), m0 = m1 = f == X_Q4_1 || f == X_Q5_1 ? f16(b + 2) : 0.0f;
+    } else if (f == X_Q2_K || f == X_Q3_K) { /* X_Q2_K - X_Q4_K is K_Q2 (kernels.h) */
+        const v128_t off = wasm_i8x16_splat(f == X_Q3_K ? 4 : 0);
+        lo = wasm_i8x16_sub(k23_raw(f - X_Q4_K, b, c, 0), off), hi = wasm_i8x16_sub(k23_raw(f - X_Q4_K, b, c, 1), off);
+        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1];
+        m0 = f == X_Q2_K ? ks->m[2 * c] : 0.0f, m1 = f == X_Q2_K ? ks->m[2 * c + 1] : 0.0f;
     } else if (f == X_Q6_K) { /* half h, quarter k: ql's nibble k / 2 at 64h + 32 (k % 2), qh's bits 2k */
         const int h = c / 4, k = c % 4;
         const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
@@ -378,7 +398,7 @@ INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, v128_
             q[p] = wasm_i8x16_sub(wasm_v128_or(l, wasm_i8x16_shl(hb, 4)), wasm_i8x16_splat(32));
         }
         lo = q[0], hi = q[1];
-        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1], m = 0.0f;
+        s0 = ks->d[2 * c], s1 = ks->d[2 * c + 1], m0 = m1 = 0.0f;
     } else { /* Q4_K / Q5_K sub-block c: nibble c % 2 of qs[32 (c / 2) ..], fifth bit bit c of qh[l] */
         const uint8_t *qs = b + (f == X_Q5_K ? 48 : 16) + 32 * (c / 2);
         v128_t q[2];
@@ -391,14 +411,14 @@ INLINE void x_chunk(int f, const uint8_t *b, const lean_kscale *ks, int c, v128_
             }
         }
         lo = q[0], hi = q[1];
-        s0 = s1 = ks->d[c], m = ks->m[c];
+        s0 = s1 = ks->d[c], m0 = m1 = ks->m[c];
     }
     i8_to_f32(lo, w), i8_to_f32(hi, w + 4);
-    const v128_t mv = wasm_f32x4_splat(m);
     for (int v = 0; v < 8; v++) {
+        const v128_t mv = wasm_f32x4_splat(v < 4 ? m0 : m1);
         w[v] = wasm_f32x4_mul(w[v], wasm_f32x4_splat(v < 4 ? s0 : s1));
         if (f == X_Q4_1 || f == X_Q5_1) w[v] = wasm_f32x4_add(w[v], mv);
-        else if (f == X_Q4_K || f == X_Q5_K) w[v] = wasm_f32x4_sub(w[v], mv);
+        else if (f == X_Q4_K || f == X_Q5_K || f == X_Q2_K) w[v] = wasm_f32x4_sub(w[v], mv);
     }
 }
 

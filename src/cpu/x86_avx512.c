@@ -82,12 +82,6 @@ AVX512_INLINE float hsum(__m512 v) {
 /* [a | b]: two 256-bit halves. */
 AVX512_INLINE __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
-AVX512_INLINE uint32_t load_u32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations): 16 rows in the lanes ----
  * A 32-weight block needs one float step per (row, token); with a block per 8 lanes that step
  * cost as much as the integer work. So here the 16 int32 lanes are 16 rows: a 16-row tile's
