@@ -7,8 +7,11 @@
  * GB/s (10^9 bytes a second) for every thread count asked for. Decode of a model that
  * does not fit in the caches reads every weight once per token, so
  *   roofline tok/s = bandwidth / bytes read per token.
- * What it does not: writes, copies or latency (a decode streams reads), NUMA placement,
- * huge pages. With -s smaller than the last-level cache it measures that cache instead (a
+ * What it does not: writes, copies or latency (a decode streams reads), NUMA placement.
+ * --huge asks for transparent huge pages (madvise): lean's repacked CPU weights sit on them
+ * (cpu/repack.c), and on a KVM guest a 4 KiB-page read is ~1.4x slower than a huge-page one
+ * (docs/runs/2026-12-06-cpu-decode-q4.md), so quote --huge as those weights' roofline.
+ * With -s smaller than the last-level cache it measures that cache instead (a
  * model that fits there can beat the DRAM roofline; say which one you quote).
  *
  * Sections: options -> the kernel (8 independent vector accumulators, so one core issues
@@ -28,14 +31,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
 static const char *const usage =
-    "usage: bandwidth [-s MIB] [-t THREADS[,THREADS...]] [-r PASSES] [--json]\n"
+    "usage: bandwidth [-s MIB] [-t THREADS[,THREADS...]] [-r PASSES] [--huge] [--json]\n"
     "Streaming-read bandwidth: THREADS threads sum a buffer of MIB MiB (default 2048), PASSES\n"
     "times (default 10); prints the best and the median GB/s (10^9 bytes/s) per thread count\n"
-    "(default: 1 up to the number of online CPUs).\n";
+    "(default: 1 up to the number of online CPUs). --huge: the buffer on transparent huge pages\n"
+    "(Linux madvise; lean's repacked CPU weights are), else on whatever pages malloc gives.\n";
 
 #define MAX_THREADS 256
 
@@ -142,7 +149,7 @@ static int fail_usage(const char *msg, const char *arg) {
 
 int main(int argc, char **argv) {
     long size_mib = 2048, passes = 10, threads[64];
-    int n_list = 0, json = 0;
+    int n_list = 0, json = 0, huge = 0;
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (n_cpu < 1) n_cpu = 1;
     for (int i = 1; i < argc; i++) {
@@ -150,6 +157,10 @@ int main(int argc, char **argv) {
         if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) return printf("%s", usage), 0;
         if (strcmp(o, "--json") == 0) {
             json = 1;
+            continue;
+        }
+        if (strcmp(o, "--huge") == 0) {
+            huge = 1;
             continue;
         }
         if (i + 1 >= argc) return fail_usage("needs a value (or is unknown):", o);
@@ -177,10 +188,15 @@ int main(int argc, char **argv) {
 
     const size_t bytes = (size_t)size_mib << 20, n_vec = bytes / sizeof(v4u64);
     v4u64 *buf = NULL;
-    if (posix_memalign((void **)&buf, 4096, bytes) != 0) {
+    if (posix_memalign((void **)&buf, huge ? (size_t)2 << 20 : 4096, bytes) != 0) {
         fprintf(stderr, "bandwidth: cannot allocate %ld MiB\n", size_mib);
         return 1;
     }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (huge && madvise(buf, bytes, MADV_HUGEPAGE) != 0) fprintf(stderr, "bandwidth: madvise(MADV_HUGEPAGE) refused\n");
+#else
+    if (huge) fprintf(stderr, "bandwidth: --huge: no transparent huge pages on this system\n");
+#endif
     /* Written first, with non-zero data: untouched pages would all read the one zero page. */
     uint64_t *w = (uint64_t *)buf;
     for (size_t i = 0; i < bytes / 8; i++) w[i] = i * 0x9E3779B97F4A7C15ull;
@@ -188,7 +204,7 @@ int main(int argc, char **argv) {
     double *t = malloc(sizeof *t * (size_t)passes);
     if (!t) return fprintf(stderr, "bandwidth: out of memory\n"), 1;
     uint64_t sum = 0;
-    if (!json) printf("buffer %ld MiB, %ld passes, %ld CPUs online\n", size_mib, passes, n_cpu);
+    if (!json) printf("buffer %ld MiB%s, %ld passes, %ld CPUs online\n", size_mib, huge ? " (huge pages asked)" : "", passes, n_cpu);
     for (int k = 0; k < n_list; k++) {
         int nt = (int)threads[k];
         if (one_pass(buf, n_vec, nt, &sum) < 0) return fprintf(stderr, "bandwidth: barrier failed\n"), 1; /* warm-up */
@@ -197,8 +213,8 @@ int main(int argc, char **argv) {
         double med = passes % 2 ? t[passes / 2] : (t[passes / 2 - 1] + t[passes / 2]) / 2;
         double best_gbps = (double)bytes / t[0] / 1e9, med_gbps = (double)bytes / med / 1e9;
         if (json)
-            printf("{\"threads\":%d,\"buffer_bytes\":%zu,\"passes\":%ld,\"best_gbps\":%.3f,\"median_gbps\":%.3f}\n",
-                   nt, bytes, passes, best_gbps, med_gbps);
+            printf("{\"threads\":%d,\"buffer_bytes\":%zu,\"huge\":%s,\"passes\":%ld,\"best_gbps\":%.3f,\"median_gbps\":%.3f}\n",
+                   nt, bytes, huge ? "true" : "false", passes, best_gbps, med_gbps);
         else
             printf("threads %3d: best %7.2f GB/s, median %7.2f GB/s (%.1f ms a pass)\n", nt, best_gbps, med_gbps,
                    med * 1e3);

@@ -9,6 +9,9 @@
 
 #include <stddef.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 /* ---- the layout ---- */
 
@@ -89,8 +92,8 @@ static const size_t layer_mats[] = {offsetof(lean_layer, wq),     offsetof(lean_
 
 struct lean_packed {
     size_t n;          /* 7 n_layer + 1 */
-    void **raw;        /* (n) each copy's allocation, or NULL */
-    const void **mats; /* the copies, 64-byte aligned within raw */
+    void **raw;        /* (n) the allocation that starts with copy k, or NULL */
+    const void **mats; /* the copies, 64-byte aligned within those */
 };
 
 static const lean_tensor *mat_at(const lean_model *m, int64_t k) {
@@ -98,22 +101,47 @@ static const lean_tensor *mat_at(const lean_model *m, int64_t k) {
     return (const lean_tensor *)((const char *)&m->layers[k / N_LAYER_MATS] + layer_mats[k % N_LAYER_MATS]);
 }
 
+/* The copies of one packed_add go in one allocation, aligned to 2 MiB and marked for
+ * transparent huge pages where the OS has them (Linux: madvise, a hint that may be refused):
+ * decode streams every copy once a token, and with 4 KiB pages a KVM guest's one-token Q4_0
+ * matmul read its weights 1.3-1.4x slower (TLB misses walk two page tables), measured in
+ * docs/runs/2026-12-06-cpu-decode-q4.md. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define COPY_ALIGN 64
+
+static bool want_copy(const lean_packed *p, const lean_tensor *t, int64_t k, const bool *want) {
+    return !p->mats[k] && t->data && t->type < LEAN_N_TYPE_IDS && want[t->type] && lean_repack_has(t->type);
+}
+
+static uint64_t copy_bytes(const lean_tensor *t) {
+    return (lean_repack_bytes(t->type, t->ne[1], t->ne[0]) + COPY_ALIGN - 1) & ~(uint64_t)(COPY_ALIGN - 1);
+}
+
 /* Copies the matrices of the types in want that p lacks. */
 static lean_status packed_add(const lean_model *m, lean_packed *p, const bool *want, lean_error *err) {
-    for (int64_t k = 0; k <= (int64_t)N_LAYER_MATS * m->hp.n_layer; k++) {
+    const int64_t n_mats = (int64_t)N_LAYER_MATS * m->hp.n_layer + 1;
+    uint64_t total = 0;
+    int64_t first = -1;
+    for (int64_t k = 0; k < n_mats; k++)
+        if (want_copy(p, mat_at(m, k), k, want)) total += copy_bytes(mat_at(m, k)), first = first < 0 ? k : first;
+    if (first < 0) return LEAN_OK;
+    void *raw = total + HUGE_PAGE <= SIZE_MAX ? lean_malloc((size_t)(total + HUGE_PAGE)) : NULL;
+    if (!raw)
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "cpu: allocating the repacked copies of the weights (%llu bytes)",
+                         (unsigned long long)total);
+    uint8_t *at = (uint8_t *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    (void)madvise(at, (size_t)total & ~(size_t)4095, MADV_HUGEPAGE); /* before the copies touch it */
+#endif
+    p->raw[first] = raw; /* the allocation is freed through the first copy in it */
+    for (int64_t k = first; k < n_mats; k++) {
         const lean_tensor *t = mat_at(m, k);
-        if (p->mats[k] || !t->data || t->type >= LEAN_N_TYPE_IDS || !want[t->type] || !lean_repack_has(t->type))
-            continue;
-        const uint64_t n = lean_repack_bytes(t->type, t->ne[1], t->ne[0]);
-        void *raw = n + 64 <= SIZE_MAX ? lean_malloc((size_t)n + 64) : NULL;
-        if (!raw)
-            return LEAN_FAIL(err, LEAN_ERR_NOMEM, "cpu: allocating the repacked copy of '%s' (%llu bytes)", t->name,
-                             (unsigned long long)n);
-        void *at = (void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+        if (!want_copy(p, t, k, want)) continue;
         uint64_t rb = 0;
         lean_type_bytes(t->type, (uint64_t)t->ne[0], &rb);
         lean_repack(t->type, t->ne[1], t->ne[0], t->data, (size_t)rb, at);
-        p->raw[k] = raw, p->mats[k] = at;
+        p->mats[k] = at;
+        at += copy_bytes(t);
     }
     return LEAN_OK;
 }

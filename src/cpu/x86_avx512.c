@@ -201,8 +201,16 @@ AVX512_INLINE void legacy_unpack16(int f, const uint8_t *w, size_t wrb, int64_t 
 /* An R16 matrix is one contiguous stream; a software prefetch this far ahead of the block
  * being read lifted a one-token Q4_0 matvec from 0.72 to 0.83-0.85 of a streaming read, where
  * one group ahead (16 rows, 8 KiB at 896 columns) stayed at 0.72
- * (docs/runs/2026-12-05-cpu-decode-roofline.md). */
-#define R16_AHEAD 1024
+ * (docs/runs/2026-12-05-cpu-decode-roofline.md). 2048 with the copies on huge pages (repack.c)
+ * and the first R16_AHEAD bytes of a tile asked for before its first block (a decode call is
+ * 64 rows, 18-170 KiB: its start was read on demand): 0.76 -> 0.80-0.85 of a huge-page read
+ * (docs/runs/2026-12-06-cpu-decode-q4.md). */
+#define R16_AHEAD 2048
+
+/* The first R16_AHEAD bytes at p, before a tile's first block (the loop asks for the rest). */
+AVX512_INLINE void prefetch_start(const uint8_t *p) {
+    for (size_t o = 0; o < R16_AHEAD; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
 
 /* Block b of the R16 group at g (cpu/repack.h): legacy_unpack16's tile, from wide loads. */
 AVX512_INLINE void legacy_load16(int f, const uint8_t *g, int64_t b, rtile *u) {
@@ -276,6 +284,7 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
     __m512 acc[8];
     UNROLL
     for (int j = 0; j < TT; j++) acc[j] = _mm512_setzero_ps();
+    if (packed) prefetch_start(w + (size_t)r * wrb);
     for (int64_t b = 0; b < cols / 32; b++) {
         if (U) {
             legacy_block16(f, TT, &U[b], x, xrb, t, b, acc);
@@ -291,6 +300,28 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
     for (int j = 0; j < TT; j++) _mm512_mask_storeu_ps(y + (int64_t)(t + j) * ldy + r, keep, acc[j]);
 }
 
+/* One token, rows r .. r + 31 of an R16 matrix: legacy_tile16's arithmetic for two groups, read
+ * in step, i.e. two streams from memory where a group at a time is one (one-token Q4_0 matmul
+ * in decode's 64-row calls, smollm2-135m shapes: 0.80-0.85 -> 0.84-0.89 of the read; at
+ * qwen2.5-0.5b's, within the noise: docs/runs/2026-12-06-cpu-decode-q4.md). */
+AVX512_INLINE void legacy_pair16(int f, int64_t cols, const uint8_t *w, size_t wrb, int64_t r, const uint8_t *x,
+                                 float *y) {
+    __m512 acc0[8], acc1[8];
+    acc0[0] = _mm512_setzero_ps(), acc1[0] = _mm512_setzero_ps();
+    const uint8_t *g0 = w + (size_t)r * wrb, *g1 = g0 + 16 * wrb;
+    prefetch_start(g0);
+    prefetch_start(g1);
+    for (int64_t b = 0; b < cols / 32; b++) {
+        rtile u0, u1;
+        legacy_load16(f, g0, b, &u0);
+        legacy_load16(f, g1, b, &u1);
+        legacy_block16(f, 1, &u0, x, 0, 0, b, acc0);
+        legacy_block16(f, 1, &u1, x, 0, 0, b, acc1);
+    }
+    _mm512_storeu_ps(y + r, acc0[0]);
+    _mm512_storeu_ps(y + r + 16, acc1[0]);
+}
+
 /* packed: w in the R16 layout, r0 a multiple of 16; its blocks load as cheaply from there as
  * from a stack cache, so it makes none. */
 AVX512_INLINE void matmul_legacy_any(int f, bool packed, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0,
@@ -300,6 +331,11 @@ AVX512_INLINE void matmul_legacy_any(int f, bool packed, int64_t cols, const uin
     const bool cache = !packed && n_tok > 8 && nb <= CACHE_BLOCKS;
     rtile U[CACHE_BLOCKS];
     for (int64_t r = r0; r < r1; r += 16) {
+        if (packed && n_tok == 1 && r + 32 <= r1) { /* decode: two groups in step */
+            legacy_pair16(f, cols, w, w_row_bytes, r, x, y);
+            r += 16;
+            continue;
+        }
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
         if (cache)
             for (int64_t b = 0; b < nb; b++) legacy_unpack16(f, w, w_row_bytes, r, nr, b, &U[b]);
