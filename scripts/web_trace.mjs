@@ -9,9 +9,10 @@
 //   timer.NAME setTimeout (by delay), setInterval (the map nudge's timer), setImmediate (the
 //              polls dawn.node makes while a request is open)
 // and times: ms per id inside submit_list (its replay of a step's recording and the submit)
-// and inside queue.submit (the difference: the host's recording work), inside wasm calls (the pump only: under JSPI a call's time
-// includes its waits), each mapAsync's time to resolve, and from a map resolving to the next
-// call into wasm (the host's latency in picking a read-back up).
+// and inside queue.submit (the difference: the host's recording work), inside wasm calls (the
+// pump only: under JSPI a call's time includes its waits), each mapAsync's time to resolve,
+// and from a map resolving to the next call into wasm (the host's latency in picking a
+// read-back up).
 // Installed before lean_worker.js's first line runs, so every object it makes is counted.
 import process from 'node:process';
 
@@ -73,7 +74,8 @@ if (process.env.LEAN_WEB_TRACE === '1') {
                     e.beginComputePass = (pd) => {
                         inc('gpu.beginComputePass');
                         const pass = beginComputePass(pd);
-                        for (const m of ['setPipeline', 'setBindGroup', 'dispatchWorkgroups']) count(pass, m, `gpu.${m}`);
+                        for (const m of ['setPipeline', 'setBindGroup', 'dispatchWorkgroups'])
+                            count(pass, m, `gpu.${m}`);
                         return pass;
                     };
                     return e;
@@ -137,12 +139,18 @@ if (process.env.LEAN_WEB_TRACE === '1') {
         const n = m?.ok && m.result?.ids && m.result.stats?.nGenerated;
         if (n > 2) {
             const per = Object.fromEntries([...counts].sort().map(([k, v]) => [k, +(v / n).toFixed(2)]));
-            console.error(`web_trace: per id (${n} ids, decode ${m.result.stats.decodeTokensPerSecond.toFixed(1)} ids/s): ` +
-                `${JSON.stringify(per)}; ms per id in ${[...ms].map(([k, v]) => `${k} ${(v / n).toFixed(3)}`).join(', ')}; in wasm ${(t.inWasm / n).toFixed(3)} ms/id (pump only); ` +
-                `${t.maps} maps, ${(t.mapMs / Math.max(t.maps, 1)).toFixed(2)} ms each to resolve; resolved to picked up ` +
-                `${(t.pickup / Math.max(t.pickups, 1)).toFixed(3)} ms (${t.pickups})`);
+            const inside = [...ms].map(([k, v]) => `${k} ${(v / n).toFixed(3)}`).join(', ');
+            const rate = m.result.stats.decodeTokensPerSecond.toFixed(1);
+            console.error(`web_trace: per id (${n} ids, decode ${rate} ids/s): ${JSON.stringify(per)}; ` +
+                `ms per id in ${inside}; in wasm ${(t.inWasm / n).toFixed(3)} ms/id (pump only); ` +
+                `${t.maps} maps, ${(t.mapMs / Math.max(t.maps, 1)).toFixed(2)} ms each to resolve; ` +
+                `resolved to picked up ${(t.pickup / Math.max(t.pickups, 1)).toFixed(3)} ms (${t.pickups})`);
         }
-        if (m?.ok) counts.clear(), ms.clear(), Object.assign(t, { inWasm: 0, mapMs: 0, maps: 0, pickup: 0, pickups: 0 });
+        if (m?.ok) {
+            counts.clear();
+            ms.clear();
+            Object.assign(t, { inWasm: 0, mapMs: 0, maps: 0, pickup: 0, pickups: 0 });
+        }
         return postMessage(m, ...rest);
     };
 }

@@ -55,7 +55,7 @@ export function leanWebGPU({ pump = true } = {}) {
     const objects = new Map(); // id -> GPU object
     const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
     const futures = new Map(); // id -> { settled, status, value, message, done }
-    const nudged = new Map(); // device -> { active: its maps being nudged, since, nudges, quick: such maps in a row, lazy }
+    const nudged = new Map(); // device -> { active: its maps nudged, since, nudges, quick: quick maps in a row, lazy }
     let nudging = 0, nudge = null; // maps being nudged, on any device; the timer while there are
     const blocking = new Set(); // without JSPI: the futures C looked at unsettled (settle() waits for them)
     let interrupted = false; // interrupt(): waits on maps end now
