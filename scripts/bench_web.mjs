@@ -4,6 +4,7 @@
 //
 //   make web && deno run -A scripts/bench_web.mjs MODEL [--backend gpu|cpu|auto] [-p 128]
 //       [-n 128] [-r 3] [--seed 42] [--no-jspi] [--exact] [--json]
+//       [--trace]
 //
 // What it runs, after Lean.load(the file's bytes, { backend, jspi, exact, nCtx }):
 //   warm-up  generate 2 ids after the decode prompt, untimed (the pipelines' first use)
@@ -29,15 +30,18 @@
 // imports build-web/lean_worker.js unchanged (Lean.load creates its Worker through the global
 // Worker, which this script replaces for that one URL). On a machine without a GPU Dawn finds
 // only OpenGL ES: LEAN_DAWN_FLAGS=backend=opengles EGL_PLATFORM=surfaceless.
+// --trace: scripts/web_trace.mjs counts in the worker, per id handed out, the calls between
+// JS and wasm, the navigator.gpu calls and timers, and times the maps (a line per generate on
+// stderr; the worker is then always scripts/bench_web_worker.mjs).
 // Exit status: 0; 1 when repetitions chose different ids or a call failed; 2 usage.
 import process from 'node:process';
 
-const usage = 'usage: deno run -A scripts/bench_web.mjs MODEL [--backend gpu|cpu|auto] [-p P] [-n N] [-r R] [--seed S] [--no-jspi] [--exact] [--json]';
+const usage = 'usage: deno run -A scripts/bench_web.mjs MODEL [--backend gpu|cpu|auto] [-p P] [-n N] [-r R] [--seed S] [--no-jspi] [--exact] [--json] [--trace]';
 const BENCH_PROMPT = 8; // cli/cmd_bench.c's
 const STREAM_PP = 1n, STREAM_PROMPT = 3n;
 
 function parseArgs(argv) {
-    const a = { backend: 'gpu', p: 128, n: 128, r: 3, seed: 42n, jspi: true, exact: false, json: false, model: '' };
+    const a = { backend: 'gpu', p: 128, n: 128, r: 3, seed: 42n, jspi: true, exact: false, json: false, trace: false, model: '' };
     const num = (v, name) => {
         if (!/^\d+$/.test(v ?? '')) throw new Error(`${name} wants a number, not '${v}'`);
         return Number(v);
@@ -52,6 +56,7 @@ function parseArgs(argv) {
         else if (o === '--no-jspi') a.jspi = false;
         else if (o === '--exact') a.exact = true;
         else if (o === '--json') a.json = true;
+        else if (o === '--trace') a.trace = true;
         else if (!o.startsWith('-') && !a.model) a.model = o;
         else throw new Error(`unknown argument '${o}'`);
     }
@@ -106,7 +111,8 @@ async function main() {
         console.error(`bench_web.mjs: ${e.message}\n${usage}`);
         return 2;
     }
-    if (process.env.LEAN_DAWN_NODE) {
+    if (a.trace) process.env.LEAN_WEB_TRACE = '1';
+    if (process.env.LEAN_DAWN_NODE || a.trace) {
         const shim = new URL('./bench_web_worker.mjs', import.meta.url);
         const Base = globalThis.Worker;
         globalThis.Worker = class extends Base {

@@ -36,12 +36,15 @@ const UNSET = 0xffffffff; // a query index C leaves out
 // (docs/runs/2026-12-05-firefox-map-nudge.md). Other hosts resolve a map once the GPU is done,
 // and a timer submitting there is only noise in the step loop (a suspect in the H200's decode
 // stalls: docs/runs/2026-12-05-browser-gpu-h200.md), so a device is nudged only once a map on
-// it has waited MAP_NUDGE_AFTER_MS (past any decode block of a fast GPU); a device whose map
-// then resolves within MAP_LAZY_MS of the first nudge is one that needs it, and every later map
-// on it is nudged from its start, as every map is in Firefox, whose need was measured.
+// it has waited MAP_NUDGE_AFTER_MS (past any decode block of a fast GPU); a device whose maps
+// then resolve within MAP_LAZY_MS of the first nudge MAP_LAZY_SEEN times in a row is one that
+// needs it, and every later map on it is nudged from its start, as every map is in Firefox,
+// whose need was measured. One such map proves nothing: a 40-46 ms prefill (smollm2-1.7b's
+// pp128 on an H100) ends there by chance (docs/runs/2026-12-06-web-pump.md).
 const MAP_NUDGE_MS = 2;
 const MAP_NUDGE_AFTER_MS = 40;
 const MAP_LAZY_MS = 3 * MAP_NUDGE_MS;
+const MAP_LAZY_SEEN = 3;
 const LAZY_HOST = /Firefox\//.test(globalThis.navigator?.userAgent ?? '');
 
 export function leanWebGPU({ pump = true } = {}) {
@@ -52,7 +55,7 @@ export function leanWebGPU({ pump = true } = {}) {
     const objects = new Map(); // id -> GPU object
     const meta = new Map(); // id -> what C needs beside it (device events, a buffer's mapping)
     const futures = new Map(); // id -> { settled, status, value, message, done }
-    const nudged = new Map(); // device -> { active: its maps being nudged, since, nudges, lazy }
+    const nudged = new Map(); // device -> { active: its maps nudged, since, nudges, quick: quick maps in a row, lazy }
     let nudging = 0, nudge = null; // maps being nudged, on any device; the timer while there are
     const blocking = new Set(); // without JSPI: the futures C looked at unsettled (settle() waits for them)
     let interrupted = false; // interrupt(): waits on maps end now
@@ -109,7 +112,7 @@ export function leanWebGPU({ pump = true } = {}) {
     // lazy device, else once it has waited MAP_NUDGE_AFTER_MS (MAP_NUDGE_MS says why)
     const nudgeWhile = (d, p) => {
         let n = nudged.get(d);
-        if (!n) nudged.set(d, (n = { active: 0, since: 0, nudges: 0, lazy: LAZY_HOST }));
+        if (!n) nudged.set(d, (n = { active: 0, since: 0, nudges: 0, quick: 0, lazy: LAZY_HOST }));
         let active = false;
         const begin = () => {
             active = true;
@@ -120,8 +123,9 @@ export function leanWebGPU({ pump = true } = {}) {
         const done = () => {
             clearTimeout(timer);
             if (!active) return;
-            // resolved right after the nudges began: this host waits for queue activity
-            if (n.nudges > 0 && performance.now() - n.since <= MAP_LAZY_MS) n.lazy = true;
+            // resolved right after the nudges began, again and again: this host waits for queue activity
+            if (n.nudges > 0) n.quick = performance.now() - n.since <= MAP_LAZY_MS ? n.quick + 1 : 0;
+            if (n.quick >= MAP_LAZY_SEEN) n.lazy = true;
             n.active--;
             if (--nudging === 0) clearInterval(nudge), (nudge = null);
         };
