@@ -389,8 +389,12 @@ static lean_status decode_each(lean_ctx *c, int32_t id, bool logits, lean_error 
     return st;
 }
 
-/* The passes of lean_decode_batch over checked contexts. */
-static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
+/* The passes of lean_decode_batch over checked contexts; logits (nullable): (n, n_vocab) every
+ * row's. keep: each row's logits in its context's c->logits too (what a host generation begun
+ * later draws from); without it a batched pass leaves them in logits alone (has_logits false),
+ * and a backend without one in c->logits alone. */
+static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, bool keep,
+                               lean_error *err) {
     lean_status st = LEAN_OK;
     const size_t n_vocab = (size_t)ctx[0]->m->hp.n_vocab;
     for (int32_t done = 0; done < n;) {
@@ -411,10 +415,10 @@ static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t
         for (int32_t i = done; i < done + rows; i++) {
             lean_ctx *c = ctx[i];
             c->pos++;
-            c->has_logits = logits != NULL;
+            c->has_logits = logits != NULL && (keep || !be->forward_batch);
             /* the caller's row to the context's copy (a host generation draws from it), or back */
-            if (logits && be->forward_batch) memcpy(c->logits, logits + i * n_vocab, sizeof *logits * n_vocab);
-            else if (logits) memcpy(logits + i * n_vocab, c->logits, sizeof *logits * n_vocab);
+            if (logits && keep && be->forward_batch) memcpy(c->logits, logits + i * n_vocab, sizeof *logits * n_vocab);
+            else if (logits && keep) memcpy(logits + i * n_vocab, c->logits, sizeof *logits * n_vocab);
         }
         done += rows;
     }
@@ -423,7 +427,7 @@ static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t
 
 lean_status lean_decode_batch(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, lean_error *err) {
     lean_status st = check_rows("lean_decode_batch", ctx, n, ids, check_decode_row, err);
-    return st != LEAN_OK ? st : decode_rows(ctx, ids, n, logits, err);
+    return st != LEAN_OK ? st : decode_rows(ctx, ids, n, logits, true, err);
 }
 
 /* ---- generation ---- */
@@ -576,18 +580,25 @@ static lean_status gen_batch_resident(lean_ctx *const *ctx, int32_t n, int32_t *
 }
 
 /* On the host: the last ids handed out decoded together (lean_decode_batch's passes), then
- * each row's draw from its logits. */
+ * each row's draw from its logits: a decoded row's in the pass's buffer when the backend has
+ * batched passes (not copied to c->logits: a generation's next step writes them again), else
+ * in c->logits, as a row's first draw (its prefill's). */
 static lean_status gen_batch_host(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
+    const size_t n_vocab = (size_t)ctx[0]->m->hp.n_vocab;
+    const bool pass = ctx[0]->be->forward_batch != NULL;
     lean_ctx **dec = lean_malloc(sizeof *dec * (size_t)n);
     int32_t *last = lean_malloc(sizeof *last * (size_t)n), d = 0;
-    float *logits = lean_malloc(sizeof *logits * (size_t)n * (size_t)ctx[0]->m->hp.n_vocab);
-    lean_status st = dec && last && logits ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_gen_next_batch: %d rows", n);
+    float *logits = NULL;
+    lean_status st = dec && last ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_gen_next_batch: %d rows", n);
     for (int32_t i = 0; st == LEAN_OK && i < n; i++)
         if (ctx[i]->gen.n_out > 0) dec[d] = ctx[i], last[d++] = ctx[i]->gen.last;
-    if (st == LEAN_OK && d) st = decode_rows(dec, last, d, logits, err); /* each row's logits to its c->logits */
-    for (int32_t i = 0; st == LEAN_OK && i < n; i++) {
+    if (st == LEAN_OK && d && !(logits = lean_malloc(sizeof *logits * (size_t)d * n_vocab)))
+        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_gen_next_batch: the logits of %d rows", d);
+    if (st == LEAN_OK && d) st = decode_rows(dec, last, d, logits, false, err);
+    for (int32_t i = 0, j = 0; st == LEAN_OK && i < n; i++) {
         lean_ctx *c = ctx[i];
-        st = lean_sampler_sample(c->gen.smp, c->logits, c->pos, NULL, &ids[i], err);
+        const float *row = pass && c->gen.n_out > 0 ? logits + (size_t)j++ * n_vocab : c->logits;
+        st = lean_sampler_sample(c->gen.smp, row, c->pos, NULL, &ids[i], err);
         if (st == LEAN_OK) st = lean_sampler_accept(c->gen.smp, &ids[i], 1, err);
         c->gen.n_out++; /* decode_rows moved pos past the id it decoded */
         c->gen.last = ids[i];

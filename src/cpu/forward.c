@@ -10,6 +10,7 @@
  *   Wq Wk Wv                    rows of one of the three   q, the K and V cache rows
  *   bias, q/k norm, RoPE        a token                    q, K
  *   attention                   (head, token tile)         att
+ *                               (KV head, row) batched
  *   quantize                    a token                    the activations of Wo
  *   Wo, x += .                  rows                       x
  *   norm + quantize             a token                    xn, the activations of Wgate/Wup
@@ -40,14 +41,16 @@
  * A batched pass (forward_batch, lean_decode_batch) runs the same regions over n rows that
  * belong to n sequences, one token each: the matmuls over the n rows together (the weights
  * read once), row t's new key and value written to its own sequence's cache at its own
- * position, its attention over that cache (one chunk per head and row). A row's arithmetic is
+ * position, its attention over that cache (one chunk per KV head and row: the query heads
+ * that share a KV head read its keys and values once). A row's arithmetic is
  * the same as in a forward call of it alone (the kernels' contract, and attention's below), so
  * a sequence's logits do not depend on the batch. The first sequence's state does the work:
  * its threads, its scratch (kb, vb hold the rows' new keys and values on their way).
  *
  * Attention streams the softmax (one pass over the keys, in blocks of ATTN_KB keys, with a
- * running maximum and sum): one query per (head, token), ATTN_TQ tokens per tile so a block
- * of keys is read once per tile while it sits in L1. A query's arithmetic depends only on
+ * running maximum and sum): one query per (head, token); a tile is ATTN_TQ tokens of one head
+ * (a forward call) or one row's heads of one KV head (a batched pass), so a block of keys and
+ * values is read once per tile while it sits in L1. A query's arithmetic depends only on
  * its own keys (block boundaries at multiples of ATTN_KB from position 0), never on the
  * tile it was computed in.
  *
@@ -93,7 +96,7 @@ struct lean_backend_state {
     float *gate, *up; /* (n_batch, n_ff) FFN hidden; gate becomes silu(gate) * up */
     float *rope_cos;  /* (n_batch, head_dim / 2) */
     float *rope_sin;  /* (n_batch, head_dim / 2) */
-    float *attn_tmp;  /* (n_threads, 2 * ATTN_TQ + ATTN_KB): per-thread m, l, scores */
+    float *attn_tmp;  /* (n_threads, attn_tmp_elems) per thread: m and l of each query, scores */
     float *kb, *vb;   /* (n_batch, kv_dim) a batched pass's new keys and values, before their caches */
     void *act[LEAN_N_ACT_TYPES]; /* (n_batch, act row of max_cols) quantized activations; F32 unused */
     const lora_set *lora; /* the context's adapters (NULL: none) */
@@ -101,6 +104,13 @@ struct lean_backend_state {
     float *lora_row;  /* (n_threads, lora_row_cap) a dequantized row of A or B per thread */
     int64_t lora_row_cap; /* max(max_cols, lora->max_rank) */
 };
+
+/* A thread's attention scratch: m and l of a tile's queries (ATTN_TQ tokens of one head, or
+ * one row's group of heads), then a block's scores. */
+static int64_t attn_tmp_elems(const lean_hparams *hp) {
+    const int32_t group = hp->n_head / hp->n_head_kv, q_max = group > ATTN_TQ ? group : ATTN_TQ;
+    return 2 * (int64_t)q_max + ATTN_KB;
+}
 
 static const float *f32(const lean_tensor *t) { return (const float *)t->data; }
 
@@ -223,7 +233,7 @@ static lean_status cpu_create_config(const lean_model *m, lean_backend_model *bm
         (st = alloc_f32(&s->up, B, ff, "activations", err)) ||
         (st = alloc_f32(&s->rope_cos, B, half, "RoPE angles", err)) ||
         (st = alloc_f32(&s->rope_sin, B, half, "RoPE angles", err)) ||
-        (st = alloc_f32(&s->attn_tmp, nt, 2 * ATTN_TQ + ATTN_KB, "attention scratch", err)) ||
+        (st = alloc_f32(&s->attn_tmp, nt, (uint64_t)attn_tmp_elems(hp), "attention scratch", err)) ||
         (st = alloc_f32(&s->kb, B, kvd, "batch keys", err)) || (st = alloc_f32(&s->vb, B, kvd, "batch values", err))) {
         cpu_destroy(s);
         return st;
@@ -458,66 +468,72 @@ typedef struct attn_job {
     const batch_rows *rows; /* non-NULL: a batched pass, each row over its own cache */
 } attn_job;
 
-/* Queries of head h for tokens [t0, t1) (at most ATTN_TQ) over the cache kc, vc, streaming
- * over their keys; token t is at position pos0 + t - t0 (it sees keys 0 .. that position). */
-static void attend_tile(lean_backend_state *s, const float *kc, const float *vc, int32_t pos0, int32_t h, int32_t t0,
-                        int32_t t1, float *tmp) {
+/* Queries of heads [h0, h1) (one head, or the heads that share one KV head) for tokens
+ * [t0, t1) over the cache kc, vc, streaming over their keys; token t is at position
+ * pos0 + t - t0 (it sees keys 0 .. that position). A block of keys and values is read once
+ * for all (h1 - h0) x (t1 - t0) queries (at most attn_q_max). */
+static void attend_tile(lean_backend_state *s, const float *kc, const float *vc, int32_t pos0, int32_t h0, int32_t h1,
+                        int32_t t0, int32_t t1, float *tmp) {
     const lean_hparams *hp = &s->m->hp;
-    const int32_t hd = hp->head_dim, q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp);
-    const int64_t kv_off = (int64_t)(h / (hp->n_head / hp->n_head_kv)) * hd;
+    const int32_t hd = hp->head_dim, q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), nt = t1 - t0;
+    const int64_t kv_off = (int64_t)(h0 / (hp->n_head / hp->n_head_kv)) * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *mx = tmp, *l = tmp + ATTN_TQ, *sc = tmp + 2 * ATTN_TQ;
-    for (int32_t t = t0; t < t1; t++) {
-        mx[t - t0] = -INFINITY;
-        l[t - t0] = 0.0f;
-        memset(s->att + (int64_t)t * q_dim + (int64_t)h * hd, 0, sizeof(float) * (size_t)hd);
+    const int32_t n_q = (h1 - h0) * nt; /* query i: head h0 + i / nt, token t0 + i % nt */
+    float *mx = tmp, *l = tmp + n_q, *sc = tmp + 2 * n_q;
+    for (int32_t i = 0; i < n_q; i++) {
+        mx[i] = -INFINITY;
+        l[i] = 0.0f;
+        memset(s->att + (int64_t)(t0 + i % nt) * q_dim + (int64_t)(h0 + i / nt) * hd, 0, sizeof(float) * (size_t)hd);
     }
-    const int32_t n_keys_max = pos0 + t1 - t0; /* the last token sees positions 0..pos0+t1-t0-1 */
+    const int32_t n_keys_max = pos0 + nt; /* the last token sees positions 0..pos0+t1-t0-1 */
     for (int32_t k0 = 0; k0 < n_keys_max; k0 += ATTN_KB) {
         const float *kb = kc + (int64_t)k0 * kv_dim + kv_off, *vb = vc + (int64_t)k0 * kv_dim + kv_off;
-        for (int32_t t = t0; t < t1; t++) {
-            const int32_t n_keys = pos0 + t - t0 + 1;
+        for (int32_t i = 0; i < n_q; i++) {
+            const int32_t t = t0 + i % nt, h = h0 + i / nt, n_keys = pos0 + t - t0 + 1;
             if (k0 >= n_keys) continue;
             const int32_t nb = n_keys - k0 < ATTN_KB ? n_keys - k0 : ATTN_KB;
             const float *qh = s->q + (int64_t)t * q_dim + (int64_t)h * hd;
             float *o = s->att + (int64_t)t * q_dim + (int64_t)h * hd;
             s->k.attn_scores(qh, kb, kv_dim, nb, hd, sc);
             float bmax = -INFINITY;
-            for (int32_t i = 0; i < nb; i++) {
-                sc[i] *= scale;
-                bmax = sc[i] > bmax ? sc[i] : bmax;
+            for (int32_t j = 0; j < nb; j++) {
+                sc[j] *= scale;
+                bmax = sc[j] > bmax ? sc[j] : bmax;
             }
-            const float m_old = mx[t - t0], m_new = bmax > m_old ? bmax : m_old;
+            const float m_old = mx[i], m_new = bmax > m_old ? bmax : m_old;
             const float c = expf(m_old - m_new); /* 0 for the first block */
             const float sum = s->k.exp_sum(sc, nb, m_new);
-            l[t - t0] = l[t - t0] * c + sum;
-            mx[t - t0] = m_new;
+            l[i] = l[i] * c + sum;
+            mx[i] = m_new;
             s->k.attn_accum(o, c, vb, kv_dim, sc, nb, hd);
         }
     }
-    for (int32_t t = t0; t < t1; t++) {
-        float *o = s->att + (int64_t)t * q_dim + (int64_t)h * hd;
-        const float inv = 1.0f / l[t - t0];
-        for (int32_t i = 0; i < hd; i++) o[i] *= inv;
+    for (int32_t i = 0; i < n_q; i++) {
+        float *o = s->att + (int64_t)(t0 + i % nt) * q_dim + (int64_t)(h0 + i / nt) * hd;
+        const float inv = 1.0f / l[i];
+        for (int32_t j = 0; j < hd; j++) o[j] *= inv;
     }
 }
 
-/* Chunk c: head c / n_tiles, token tile c % n_tiles; in a batched pass, head c / n, row c % n
- * over its own sequence's cache. */
+/* Chunk c: head c / n_tiles, token tile c % n_tiles; in a batched pass, KV head c / n and its
+ * group of query heads, row c % n over its own sequence's cache (the row's keys read once for
+ * the group: a forward call's decode keeps a chunk per head, to share one token among threads). */
 static void attn_chunk(void *vj, int64_t c, int32_t ith) {
     const attn_job *j = vj;
-    float *tmp = j->s->attn_tmp + (int64_t)ith * (2 * ATTN_TQ + ATTN_KB);
+    float *tmp = j->s->attn_tmp + (int64_t)ith * attn_tmp_elems(&j->s->m->hp);
     if (j->rows) {
-        const int32_t h = (int32_t)(c / j->n), t = (int32_t)(c % j->n);
+        const int32_t group = j->s->m->hp.n_head / j->s->m->hp.n_head_kv;
+        const int32_t g = (int32_t)(c / j->n), t = (int32_t)(c % j->n);
         const lean_backend_state *q = j->rows->seq[t];
         const int64_t layer = (int64_t)j->il * q->n_ctx * lean_kv_dim(&q->m->hp);
-        attend_tile(j->s, q->k_cache + layer, q->v_cache + layer, j->rows->pos[t], h, t, t + 1, tmp);
+        attend_tile(j->s, q->k_cache + layer, q->v_cache + layer, j->rows->pos[t], g * group, (g + 1) * group, t, t + 1,
+                    tmp);
         return;
     }
     const int32_t n_tiles = (j->n + ATTN_TQ - 1) / ATTN_TQ;
     const int32_t h = (int32_t)(c / n_tiles), tile = (int32_t)(c % n_tiles);
     const int32_t t0 = tile * ATTN_TQ, t1 = t0 + ATTN_TQ < j->n ? t0 + ATTN_TQ : j->n;
-    attend_tile(j->s, j->kc, j->vc, j->pos + t0, h, t0, t1, tmp);
+    attend_tile(j->s, j->kc, j->vc, j->pos + t0, h, h + 1, t0, t1, tmp);
 }
 
 /* ---- forward ---- */
@@ -557,7 +573,8 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos,
     for_tokens(s, n, qk_token, &qa);
 
     attn_job aj = {.s = s, .kc = kc, .vc = vc, .il = il, .n = n, .pos = pos, .rows = rows};
-    lean_pool_run(s->pool, (int64_t)hp->n_head * (rows ? n : (n + ATTN_TQ - 1) / ATTN_TQ), attn_chunk, &aj);
+    const int64_t n_chunks = rows ? (int64_t)hp->n_head_kv * n : (int64_t)hp->n_head * ((n + ATTN_TQ - 1) / ATTN_TQ);
+    lean_pool_run(s->pool, n_chunks, attn_chunk, &aj);
 
     act_src ain = {.src = s->att, .cols = q_dim};
     mm_group o = {.s = s, .n_tok = n, .n_items = 1, .epilogue = EPI_RESIDUAL, .items = {{&L->wo, s->proj, d, lora_site(il, LORA_WO), NULL}}};
