@@ -8,7 +8,7 @@
  *   same bits   for every kernel table this CPU runs and every format: the logits after a
  *               prompt and after each of a few decode steps are the same bits for 1, 2 and 3
  *               threads and for prefill batches of 1, 5 and the whole prompt;
- *   same reply  for every one of the 11 formats (tiny models, tiny_model.h, the three
+ *   same reply  for every one of the 13 formats (tiny models, tiny_model.h, the three
  *               architectures in turn), one seeded sampled reply (lean_gen_*, temperature 1.5,
  *               top-k 40, top-p 0.95, repetition penalty 1.1) and one greedy reply: the same
  *               ids on cpu-ref, on every CPU table exact, and on the GPU's exact path (WebGPU:
@@ -36,7 +36,8 @@
 
 static const uint32_t formats[] = {LEAN_TYPE_F32,  LEAN_TYPE_F16,  LEAN_TYPE_BF16, LEAN_TYPE_Q8_0,
                                    LEAN_TYPE_Q4_0, LEAN_TYPE_Q4_1, LEAN_TYPE_Q5_0, LEAN_TYPE_Q5_1,
-                                   LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K};
+                                   LEAN_TYPE_Q4_K, LEAN_TYPE_Q5_K, LEAN_TYPE_Q6_K, LEAN_TYPE_Q2_K,
+                                   LEAN_TYPE_Q3_K};
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
 static const char *isa_names[] = {"cpu-generic", "cpu-avx2", "cpu-avx512", "cpu-neon", "cpu-simd128"};
