@@ -814,7 +814,8 @@ LEAN_API void lean_gen_end(lean_ctx *c);
  * ctx[i]'s next id, with the last ids handed out decoded in one forward pass as
  * lean_decode_batch does (its rules: one model, one backend, passes of min(64, n_batch) rows
  * led by their first context). Each context keeps its own sampler (settings, seed, penalties,
- * grammar) and gets the ids lean_gen_next would give it alone. A generation joins by
+ * grammar; a raw mask per draw through lean_gen_next_batch_masked, below) and gets the ids
+ * lean_gen_next would give it alone. A generation joins by
  * lean_gen_begin on its prefilled context and leaves by lean_gen_end, between calls; ctx[i]
  * need not have drawn as many ids as the others. On the GPU the draws stay resident: each
  * context's sampler draws from its row on the device and only the n ids come back (a context
