@@ -814,7 +814,8 @@ LEAN_API void lean_gen_end(lean_ctx *c);
  * ctx[i]'s next id, with the last ids handed out decoded in one forward pass as
  * lean_decode_batch does (its rules: one model, one backend, passes of min(64, n_batch) rows
  * led by their first context). Each context keeps its own sampler (settings, seed, penalties,
- * grammar) and gets the ids lean_gen_next would give it alone. A generation joins by
+ * grammar; a raw mask per draw through lean_gen_next_batch_masked, below) and gets the ids
+ * lean_gen_next would give it alone. A generation joins by
  * lean_gen_begin on its prefilled context and leaves by lean_gen_end, between calls; ctx[i]
  * need not have drawn as many ids as the others. On the GPU the draws stay resident: each
  * context's sampler draws from its row on the device and only the n ids come back (a context
@@ -858,6 +859,18 @@ LEAN_API lean_status lean_gen_next_batch(lean_ctx *const *ctx, int32_t n, int32_
  * the same mask. */
 LEAN_API lean_status lean_gen_begin_masked(lean_ctx *c, lean_sampler *smp, int32_t max_ids, lean_error *err);
 LEAN_API lean_status lean_gen_next_masked(lean_ctx *c, const lean_mask *mask, int32_t *id, lean_error *err);
+/* lean_gen_next_batch with a mask per context: ids[i] is drawn among those masks[i] allows, the
+ * id lean_gen_next_masked(ctx[i], masks[i], ...) would give ctx[i] alone. masks NULL, or
+ * masks[i] NULL: that draw unmasked (lean_gen_next_batch is this with masks NULL); masks are
+ * read during the call only. Contexts begun with lean_gen_begin and with lean_gen_begin_masked
+ * may share a batch; on the GPU the masked rows draw resident, each mask going down
+ * (n_vocab / 8 bytes) beside the pass. Errors, found before anything runs, naming the index:
+ * lean_gen_next_batch's, and LEAN_ERR_ARG for masks[i] on a generation begun without masks, or
+ * whose n_vocab is not the model's, bits NULL, a bit set past n_vocab, or no bit set (as
+ * lean_gen_next_masked). A mask that allows only ids of non-finite logits fails the draw midway,
+ * as a grammar's dead end does. */
+LEAN_API lean_status lean_gen_next_batch_masked(lean_ctx *const *ctx, int32_t n, const lean_mask *const *masks,
+                                                int32_t *ids, lean_error *err);
 
 /* ---- KV snapshots and forks (src/core/kv_snapshot.c) ----
  * A context's KV cache (the keys and values of its lean_ctx_pos positions) saved as bytes in

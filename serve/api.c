@@ -6,9 +6,11 @@
  * What a request may hold (docs/serve.md has the table): messages (chat) or prompt
  * (completions), model, max_tokens / max_completion_tokens, temperature, top_p, top_k,
  * repeat_penalty, repeat_last_n, seed, stop, stream, stream_options.include_usage,
- * response_format (a grammar the reply is held to: json_object, json_schema). Keys it
+ * response_format (a grammar the reply is held to: json_object, json_schema), logit_bias
+ * (-100 and 100: a mask every draw is held to). Keys it
  * does not know are ignored, as OpenAI's clients send extras; those whose meaning lean cannot
- * honour (n > 1, logprobs, tools, penalties other than repeat_penalty) are refused, not
+ * honour (n > 1, logprobs, tools, penalties other than repeat_penalty, logit_bias values
+ * between -100 and 100 other than 0) are refused, not
  * silently dropped. Defaults are llama.cpp's (lean_sampler_default_params), as llama-server's.
  *
  * Errors: 400 invalid_request_error (malformed JSON naming line and column, a field of the
@@ -113,7 +115,7 @@ static int refuse_unsupported(json_t *o, api_reply *fail) {
         double neutral; /* a number's; NAN: false, null or an empty array */
     } keys[] = {{"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0}, {"min_p", 0},
                 {"logprobs", NAN}, {"top_logprobs", 0}, {"tools", NAN}, {"functions", NAN}, {"echo", NAN},
-                {"suffix", NAN}, {"logit_bias", NAN}};
+                {"suffix", NAN}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         json_t *v = json_object_get(o, keys[i].key);
         if (!v || json_is_null(v) || json_is_false(v)) continue;
@@ -310,6 +312,65 @@ static int parse_response_format(const serve_server *srv, json_t *req, serve_job
     return -1;
 }
 
+/* logit_bias: {"id": value}, value in [-100, 100]. As OpenAI defines the ends, -100 bans the id
+ * and 100 selects among the ids given 100 only; 0 changes nothing. Both ends become the job's
+ * mask (lean_gen_next_batch_masked: on every backend, resident on the GPU); a value between
+ * would add to the logit, which lean's sampler (and the GPU's) has no stage for: refused. */
+static int parse_logit_bias(const serve_server *srv, json_t *req, serve_job *j, api_reply *fail) {
+    json_t *lb = json_object_get(req, "logit_bias"), *v;
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return *fail = api_error(400, "invalid_type", "logit_bias", "'logit_bias' must be an object of token ids to "
+                                 "numbers in [-100, 100]"),
+               -1;
+    const size_t words = LEAN_MASK_WORDS(srv->n_vocab);
+    uint32_t *ban = calloc(words, sizeof *ban), *only = calloc(words, sizeof *only);
+    int n_ban = 0, n_only = 0, rc = -1;
+    const char *key;
+    if (!ban || !only) {
+        *fail = api_error(500, NULL, NULL, "no memory for logit_bias");
+        goto out;
+    }
+    json_object_foreach(lb, key, v) {
+        char *end;
+        const long long id = strtoll(key, &end, 10);
+        if (!*key || *end || key[0] == '-' || key[0] == '+' || key[0] == ' ' || id >= srv->n_vocab) {
+            *fail = api_error(400, "invalid_value", "logit_bias",
+                              "logit_bias key '%s' is not a token id of this model (an integer in [0, %d))", key,
+                              srv->n_vocab);
+            goto out;
+        }
+        const double x = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(x >= -100 && x <= 100)) {
+            *fail = api_error(400, "invalid_value", "logit_bias", "logit_bias['%s'] must be a number in [-100, 100]", key);
+            goto out;
+        }
+        if (x != -100 && x != 0 && x != 100) {
+            *fail = api_error(400, "unsupported_value", "logit_bias",
+                              "logit_bias['%s'] is %g: lean serve applies -100 (never this id) and 100 (only ids "
+                              "given 100), not the values between", key, x);
+            goto out;
+        }
+        if (x == -100) lean_mask_allow(ban, (int32_t)id), n_ban++;
+        if (x == 100) lean_mask_allow(only, (int32_t)id), n_only++;
+    }
+    int any = 0;
+    for (size_t w = 0; w < words; w++) { /* the allowed: the ids given 100 (all if none), less the banned */
+        const uint32_t past = w + 1 == words && srv->n_vocab % 32 ? ~0u << (srv->n_vocab % 32) : 0;
+        only[w] = (n_only ? only[w] : ~past) & ~ban[w];
+        any |= only[w] != 0;
+    }
+    if (!any) {
+        *fail = api_error(400, "invalid_value", "logit_bias", "logit_bias leaves no token id to draw");
+        goto out;
+    }
+    if (n_ban || n_only) j->allow = only, only = NULL; /* else all zeros: no mask */
+    rc = 0;
+out:
+    free(ban), free(only);
+    return rc;
+}
+
 int api_parse_job(const serve_server *srv, job_kind kind, const char *body, size_t n, serve_job **out,
                   api_reply *fail) {
     json_t *req = parse_object(body, n, fail);
@@ -342,7 +403,7 @@ int api_parse_job(const serve_server *srv, job_kind kind, const char *body, size
         get_real(req, "top_p", 0, 1, &j->sampling.top_p, fail) || get_int(req, "top_k", 0, INT32_MAX, &top_k, fail) ||
         get_real(req, "repeat_penalty", 1e-6, 1e6, &j->sampling.repeat_penalty, fail) ||
         get_int(req, "repeat_last_n", -1, INT32_MAX, &last_n, fail) || get_int(req, "seed", INT64_MIN, INT64_MAX, &seed, fail) ||
-        parse_stop(req, j, fail) || parse_response_format(srv, req, j, fail))
+        parse_stop(req, j, fail) || parse_response_format(srv, req, j, fail) || parse_logit_bias(srv, req, j, fail))
         goto out;
     j->max_tokens = (int32_t)max_tokens;
     j->sampling.top_k = (int32_t)top_k;

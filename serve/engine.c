@@ -10,8 +10,9 @@
  *   2. prefill one chunk of each new job's prompt past its cached prefix (continuous
  *      batching: new requests join between steps, a long prompt over several); a prompt
  *      done, the slot's generation begins (lean_gen_begin with the job's sampler);
- *   3. one step for every generating slot: one lean_gen_next_batch decodes each slot's last
- *      id and draws its next (on the GPU the draws stay there: only the ids come back);
+ *   3. one step for every generating slot: one lean_gen_next_batch_masked decodes each slot's
+ *      last id and draws its next, under its logit_bias mask if it has one (on the GPU the
+ *      draws stay there: only the ids come back);
  *   4. each slot's new id: hand its text out (held back while it could still grow into a
  *      stop string), finish the job on an end-of-generation id, a stop string, max_tokens, a
  *      full context or a grammar that is done (lean_gen_end; the slot leaves the batch).
@@ -70,10 +71,13 @@ static lean_status engine_init(serve_server *srv, lean_ctx **ctxs, int n, lean_e
     srv->step_ctx = calloc((size_t)n, sizeof *srv->step_ctx);
     srv->step_ids = calloc((size_t)n, sizeof *srv->step_ids);
     srv->step_slot = calloc((size_t)n, sizeof *srv->step_slot);
+    srv->step_allow = calloc((size_t)n, sizeof *srv->step_allow);
+    srv->step_mask = calloc((size_t)n, sizeof *srv->step_mask);
     srv->logits = malloc(sizeof *srv->logits * (size_t)srv->n_vocab);
     srv->mask = malloc(sizeof *srv->mask * LEAN_MASK_WORDS(srv->n_vocab));
     for (int i = 0; i < n; i++) srv->slots[i].ctx = ctxs[i], srv->slots[i].last = -1;
-    if (!srv->step_ctx || !srv->step_ids || !srv->step_slot || !srv->logits || !srv->mask) {
+    if (!srv->step_ctx || !srv->step_ids || !srv->step_slot || !srv->step_allow || !srv->step_mask || !srv->logits ||
+        !srv->mask) {
         err->status = LEAN_ERR_NOMEM;
         snprintf(err->msg, sizeof err->msg, "no memory for a step of %d slots", n);
         return err->status;
@@ -108,6 +112,8 @@ static void engine_free(serve_server *srv) {
     free(srv->slots);
     free(srv->step_ctx);
     free(srv->step_ids);
+    free(srv->step_allow);
+    free(srv->step_mask);
     free(srv->step_slot);
     free(srv->logits);
     free(srv->mask);
@@ -254,7 +260,9 @@ static void slot_prefill(serve_server *srv, serve_slot *s) {
         s->n_ids += n;
     }
     if (st == LEAN_OK && n == left) {
-        st = lean_gen_begin(s->ctx, s->smp, j->max_tokens > 0 ? j->max_tokens : 0, &err);
+        /* logit_bias: every draw under the job's mask */
+        st = (j->allow ? lean_gen_begin_masked : lean_gen_begin)(s->ctx, s->smp, j->max_tokens > 0 ? j->max_tokens : 0,
+                                                                  &err);
         s->prefill = 0;
     }
     if (st != LEAN_OK) {
@@ -285,11 +293,18 @@ static void slot_take(serve_server *srv, serve_slot *s, int32_t id) {
     s->last = id;
 }
 
-/* One step for every generating slot, in one lean_gen_next_batch: the weights are read once
- * for all of them, each slot's last id is decoded and its next drawn by its own sampler, the
- * ids it would get alone. A step fails for all its slots (lean.h), so what fails one slot
- * alone, a grammar's dead end, is found before it: the grammar's mask is cached, the draw
- * then takes it without computing it again (grammar.c). */
+/* 1 when masks a and b (LEAN_MASK_WORDS(n_vocab) words) allow an id in common. */
+static int mask_meets(const uint32_t *a, const uint32_t *b, int32_t n_vocab) {
+    for (size_t w = 0; w < LEAN_MASK_WORDS(n_vocab); w++)
+        if (a[w] & b[w]) return 1;
+    return 0;
+}
+
+/* One step for every generating slot, in one lean_gen_next_batch_masked: the weights are read
+ * once for all of them, each slot's last id is decoded and its next drawn by its own sampler
+ * (under its logit_bias mask), the ids it would get alone. A step fails for all its slots (lean.h), so what fails one slot
+ * alone, a grammar's dead end (or one logit_bias makes), is found before it: the grammar's
+ * mask is cached, the draw then takes it without computing it again (grammar.c). */
 static void gen_step(serve_server *srv) {
     int n = 0;
     lean_error err;
@@ -307,11 +322,17 @@ static void gen_step(serve_server *srv) {
             slot_finish(srv, s, NULL, 500, err.msg);
             continue;
         }
+        if (j->grammar && j->allow && !mask_meets(srv->mask, j->allow, srv->n_vocab)) {
+            slot_finish(srv, s, NULL, 500, "logit_bias bans every token the response_format allows next");
+            continue;
+        }
+        srv->step_allow[n] = (lean_mask){j->allow, srv->n_vocab};
+        srv->step_mask[n] = j->allow ? &srv->step_allow[n] : NULL;
         srv->step_ctx[n] = s->ctx, srv->step_slot[n] = i;
         n++;
     }
     if (n == 0) return;
-    lean_status st = lean_gen_next_batch(srv->step_ctx, n, srv->step_ids, &err);
+    lean_status st = lean_gen_next_batch_masked(srv->step_ctx, n, srv->step_mask, srv->step_ids, &err);
     for (int b = 0; b < n; b++) {
         serve_slot *s = &srv->slots[srv->step_slot[b]];
         if (st != LEAN_OK) { /* slot_finish makes the cache what the slot knows */

@@ -36,6 +36,7 @@ void job_unref_locked(serve_job *j) {
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);
     lean_grammar_free(j->grammar);
+    free(j->allow);
     free(j->prompt);
     free(j->text);
     pthread_cond_destroy(&j->cv);

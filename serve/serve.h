@@ -40,6 +40,8 @@ typedef struct serve_job {
     int n_stop;
     lean_grammar *grammar;        /* response_format's, owned; NULL: free text. Used by the
                                      engine thread only once queued */
+    uint32_t *allow;              /* logit_bias's mask (LEAN_MASK_WORDS(n_vocab) words, malloc'd):
+                                     the ids every draw may take; NULL: no logit_bias */
     int fd;                       /* the client's socket, watched for a hang-up; -1 none */
     char id[48];                  /* "chatcmpl-..." / "cmpl-..." */
     int64_t created_s;
@@ -86,6 +88,8 @@ typedef struct serve_server {
     lean_ctx **step_ctx;          /* (n_slots) one step's contexts, their slots, the ids drawn */
     int *step_slot;
     int32_t *step_ids;
+    lean_mask *step_allow;        /* (n_slots) one step's logit_bias masks, and the pointers the */
+    const lean_mask **step_mask;  /*   step takes (NULL: a slot without one) */
     float *logits;                /* (n_vocab) a prompt's last logits (lean_gen_begin draws from the library's copy) */
     uint32_t *mask;               /* (LEAN_MASK_WORDS(n_vocab)) a grammar's mask, looked at before a step */
 

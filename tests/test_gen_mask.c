@@ -10,10 +10,15 @@
  *   no mask     a masked generation given NULL masks draws the ids of an unmasked one;
  *   refusals    an empty mask, one of n_vocab - 1 or n_vocab + 1 ids, a bit set past the
  *               vocabulary, bits NULL, a mask on a generation begun without masks: LEAN_ERR_ARG
- *               naming it, nothing drawn (the next draw is the one the run would have made).
+ *               naming it, nothing drawn (the next draw is the one the run would have made);
+ *   batched     lean_gen_next_batch_masked over four generations (per-step masks seeded, one
+ *               id greedy, NULL masks, and one begun unmasked beside them; one leaving early):
+ *               each row the ids of the same masked generation alone, on the GPU through the
+ *               batched pass; bad masks refused naming the index, nothing drawn.
  *
  * lean-test: webgpu (in wasm32 the webgpu stage runs it: the CPU backends and navigator.gpu) */
 #include "core/test_hooks.h"
+#include "gpu/test_hooks.h"
 #include "gpu_test.h"
 #include "tiny_model.h"
 
@@ -224,6 +229,104 @@ static void test_refusals(lean_ctx *c, const be_spec *be, const int32_t *prompt,
     free(logits);
 }
 
+/* ---- batched ---- */
+
+#define N_ROWS 4
+/* Row r's masks, draw and end: masked per step (seeded), one id (greedy; leaves after 10 ids),
+ * NULL masks (seeded), begun with lean_gen_begin (seeded: masks[3] stays NULL). */
+static const mask_kind row_kind[N_ROWS] = {MASK_SUBSET, MASK_ONE, MASK_NONE, MASK_NONE};
+static const bool row_greedy[N_ROWS] = {false, true, false, false};
+static const int row_stop[N_ROWS] = {N_GEN, 10, N_GEN, N_GEN};
+
+/* Refusals of a batched call (good: the masks of a call that draws), each naming its index;
+ * nothing moves. */
+static void batch_refusals(lean_ctx *const *ctx, const lean_mask *const *good, int32_t V, const char *what) {
+    lean_error err = {0};
+    int32_t ids[N_ROWS], pos[N_ROWS];
+    uint32_t *none = calloc(LEAN_MASK_WORDS(V), sizeof *none);
+    const lean_mask empty = {none, V}, shorter = {good[0]->bits, V - 1}, no_bits = {NULL, V};
+    const struct {
+        int row;
+        const lean_mask *mask;
+        const char *says;
+    } cases[] = {
+        {0, &empty, "masks[0]: the mask allows no id"},
+        {1, &shorter, "masks[1]: a mask of 299 ids for a vocabulary of 300"},
+        {2, &no_bits, "masks[2]: the mask's bits are NULL"},
+        {3, good[0], "masks[3] is for ctx[3], whose generation was begun without masks"},
+    };
+    for (int r = 0; r < N_ROWS; r++) pos[r] = lean_ctx_pos(ctx[r]);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const lean_mask *m[N_ROWS];
+        memcpy(m, good, sizeof m);
+        m[cases[k].row] = cases[k].mask;
+        refused(lean_gen_next_batch_masked(ctx, N_ROWS, m, ids, &err), &err, cases[k].says, what);
+    }
+    for (int r = 0; r < N_ROWS; r++)
+        CHECK(lean_ctx_pos(ctx[r]) == pos[r], "%s: a refused batch moved ctx[%d] %d -> %d", what, r, pos[r],
+              lean_ctx_pos(ctx[r]));
+    free(none);
+}
+
+static void test_batch(const lean_model *m, const be_spec *be, lean_ctx *alone_ctx, const int32_t *prompt, int32_t V) {
+    int32_t alone[N_ROWS][N_GEN], got[N_ROWS][N_GEN];
+    lean_ctx *ctx[N_ROWS] = {0};
+    lean_sampler *smp[N_ROWS] = {0};
+    uint32_t *bits[N_ROWS] = {0};
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    lean_error err = {0};
+    bool ok = logits != NULL;
+    char what[64];
+    snprintf(what, sizeof what, "batched %s%s", be->name, be->exact ? " exact" : "");
+    for (int r = 0; ok && r < N_ROWS; r++) /* alone */
+        ok = r < 3 ? run(alone_ctx, prompt, V, row_greedy[r], row_kind[r], true, alone[r], NULL)
+                   : plain(alone_ctx, prompt, V, row_greedy[r], alone[r]);
+    for (int r = 0; ok && r < N_ROWS; r++) {
+        ctx[r] = test_ctx(m, be, N_CTX, 8);
+        smp[r] = sampler(V, row_greedy[r], prompt);
+        bits[r] = malloc(LEAN_MASK_WORDS(V) * sizeof *bits[r]);
+        ok = ctx[r] && bits[r] && lean_prefill(ctx[r], prompt, N_PROMPT, logits, &err) == LEAN_OK &&
+             (r < 3 ? lean_gen_begin_masked(ctx[r], smp[r], N_GEN, &err) : lean_gen_begin(ctx[r], smp[r], N_GEN, &err)) ==
+                 LEAN_OK;
+    }
+    for (int i = 0; ok && i < N_GEN; i++) {
+        lean_ctx *in[N_ROWS];
+        const lean_mask *masks[N_ROWS];
+        lean_mask mk[N_ROWS];
+        int which[N_ROWS], n = 0;
+        for (int r = 0; r < N_ROWS; r++) {
+            if (i >= row_stop[r]) continue;
+            const uint32_t *b = make_mask(row_kind[r], i, i ? got[r][i - 1] : -1, V, bits[r]);
+            mk[n] = (lean_mask){b, V};
+            masks[n] = b ? &mk[n] : NULL, in[n] = ctx[r], which[n++] = r;
+        }
+        if (i == 2) batch_refusals(in, masks, V, what); /* all four rows in, masks[0] a subset */
+        int32_t ids[N_ROWS];
+        ok = lean_gen_next_batch_masked(in, n, masks, ids, &err) == LEAN_OK;
+        for (int k = 0; ok && k < n; k++) got[which[k]][i] = ids[k];
+        for (int r = 0; r < N_ROWS; r++)
+            if (i + 1 == row_stop[r] && r == 1) lean_gen_end(ctx[r]); /* leaves early */
+    }
+    CHECK(ok, "%s: %s", what, err.msg);
+    for (int r = 0; ok && r < N_ROWS; r++) {
+        const int d = test_first_diff(alone[r], got[r], row_stop[r]);
+        CHECK(d < 0, "%s: row %d (kind %d, greedy %d) differs from its generation alone at %d: %d / %d", what, r,
+              row_kind[r], row_greedy[r], d, d < 0 ? 0 : alone[r][d], d < 0 ? 0 : got[r][d]);
+    }
+    if (ok) CHECK(test_first_diff(got[1], (int32_t[]){forced_id(0, V), forced_id(1, V)}, 2) < 0,
+                  "%s: the one-id mask did not force its ids", what);
+    int64_t led = 0;
+    for (int r = 0; !strcmp(be->name, "gpu") && r < N_ROWS; r++)
+        led += ctx[r] ? lean_backend_gpu_batch_rows(lean_ctx_backend_state(ctx[r])) : 0;
+    CHECK(strcmp(be->name, "gpu") || !ok || led > 2 * N_GEN, "%s: %lld rows went through a batched pass", what,
+          (long long)led);
+    for (int r = 0; r < N_ROWS; r++) {
+        if (ctx[r]) lean_gen_end(ctx[r]);
+        lean_ctx_free(ctx[r]), lean_sampler_free(smp[r]), free(bits[r]);
+    }
+    free(logits);
+}
+
 int main(void) {
     if (test_gpu_skipped("test_gen_mask (its GPU context)")) n_be--;
     char path[256];
@@ -245,7 +348,7 @@ int main(void) {
     for (size_t b = 0; b < n_be; b++) ctx[b] = test_ctx(m, &backends[b], N_CTX, 8);
     test_ids(ctx, prompt, V);
     for (size_t b = 0; b < n_be; b++)
-        if (ctx[b]) test_refusals(ctx[b], &backends[b], prompt, V);
+        if (ctx[b]) test_refusals(ctx[b], &backends[b], prompt, V), test_batch(m, &backends[b], ctx[b], prompt, V);
     for (size_t b = 0; b < n_be; b++) lean_ctx_free(ctx[b]);
     lean_model_free(m);
     unlink(path);

@@ -552,8 +552,25 @@ static lean_status check_gen_row(lean_ctx *const *ctx, int32_t i, const int32_t 
     return LEAN_OK;
 }
 
+/* lean_gen_next_batch_masked's checks of masks[i] (after check_rows: ctx[i] is one of the batch's
+ * generations), as lean_gen_next_masked makes them. */
+static lean_status check_masks(lean_ctx *const *ctx, int32_t n, const lean_mask *const *masks, lean_error *err) {
+    static const char fn[] = "lean_gen_next_batch_masked";
+    for (int32_t i = 0; masks && i < n; i++) {
+        if (!masks[i]) continue;
+        if (!ctx[i]->gen.by_caller)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: masks[%d] is for ctx[%d], whose generation was begun without "
+                             "masks (lean_gen_begin_masked takes them)", fn, i, i);
+        char who[64];
+        snprintf(who, sizeof who, "%s: masks[%d]", fn, i);
+        lean_status st = sampler_check_mask(ctx[i]->m->hp.n_vocab, masks[i], who, err);
+        if (st != LEAN_OK) return st;
+    }
+    return LEAN_OK;
+}
+
 /* Resident: the backend draws every row's id in passes of up to BATCH_PASS rows, each row's
- * grammar mask with it. */
+ * mask (the caller's, the grammar's, both) with it. */
 static lean_status gen_batch_resident(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
     lean_status st = LEAN_OK;
     for (int32_t done = 0; st == LEAN_OK && done < n;) {
@@ -564,7 +581,7 @@ static lean_status gen_batch_resident(lean_ctx *const *ctx, int32_t n, int32_t *
         for (int32_t i = 0; st == LEAN_OK && i < rows; i++) {
             lean_ctx *c = ctx[done + i];
             states[i] = c->state, masks[i] = NULL;
-            if (c->gen.masked) st = sampler_grammar_mask(c->gen.smp, NULL, &masks[i], err);
+            if (c->gen.masked) st = sampler_grammar_mask(c->gen.smp, c->gen.mask, &masks[i], err);
         }
         if (st == LEAN_OK) st = ctx[done]->be->gen_next_batch(states, masks, rows, ids + done, err);
         for (int32_t i = 0; st == LEAN_OK && i < rows; i++) {
@@ -598,7 +615,7 @@ static lean_status gen_batch_host(lean_ctx *const *ctx, int32_t n, int32_t *ids,
     for (int32_t i = 0, j = 0; st == LEAN_OK && i < n; i++) {
         lean_ctx *c = ctx[i];
         const float *row = pass && c->gen.n_out > 0 ? logits + (size_t)j++ * n_vocab : c->logits;
-        st = lean_sampler_sample(c->gen.smp, row, c->pos, NULL, &ids[i], err);
+        st = lean_sampler_sample(c->gen.smp, row, c->pos, c->gen.mask, &ids[i], err);
         if (st == LEAN_OK) st = lean_sampler_accept(c->gen.smp, &ids[i], 1, err);
         c->gen.n_out++; /* decode_rows moved pos past the id it decoded */
         c->gen.last = ids[i];
@@ -608,9 +625,19 @@ static lean_status gen_batch_host(lean_ctx *const *ctx, int32_t n, int32_t *ids,
 }
 
 lean_status lean_gen_next_batch(lean_ctx *const *ctx, int32_t n, int32_t *ids, lean_error *err) {
-    lean_status st = check_rows("lean_gen_next_batch", ctx, n, ids, check_gen_row, err);
+    return lean_gen_next_batch_masked(ctx, n, NULL, ids, err);
+}
+
+lean_status lean_gen_next_batch_masked(lean_ctx *const *ctx, int32_t n, const lean_mask *const *masks, int32_t *ids,
+                                       lean_error *err) {
+    lean_status st = check_rows(masks ? "lean_gen_next_batch_masked" : "lean_gen_next_batch", ctx, n, ids,
+                                check_gen_row, err);
+    if (st == LEAN_OK) st = check_masks(ctx, n, masks, err);
     if (st != LEAN_OK) return st;
-    return ctx[0]->gen.resident ? gen_batch_resident(ctx, n, ids, err) : gen_batch_host(ctx, n, ids, err);
+    for (int32_t i = 0; masks && i < n; i++) ctx[i]->gen.mask = masks[i]; /* read during the call only */
+    st = ctx[0]->gen.resident ? gen_batch_resident(ctx, n, ids, err) : gen_batch_host(ctx, n, ids, err);
+    for (int32_t i = 0; masks && i < n; i++) ctx[i]->gen.mask = NULL;
+    return st;
 }
 
 /* ---- profile ---- */

@@ -1305,9 +1305,7 @@ static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32
     bool pass = n <= GPU_KV_PAGE_SLOTS && batch_fits(s0);
     for (int32_t i = 0; i < n; i++) {
         const gpu_gen *G = &s[i]->gen;
-        if (!G->on || G->n_out >= G->limit || (G->masked && !masks[i]))
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has %s", i,
-                             G->on && G->n_out < G->limit ? "no mask for its masked draw" : "no draw left");
+        if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has no draw left", i);
         pass &= s[i]->lora == NULL; /* adapters: each context's own forward adds them */
     }
     lean_backend_state *ds[GPU_KV_PAGE_SLOTS]; /* the rows to decode, at pos */

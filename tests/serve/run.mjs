@@ -8,6 +8,8 @@
 //             parameters, an oversized body, a wrong method or path, a vanished client);
 //   format.mjs response_format: replies held to JSON or a JSON schema parse and validate, the
 //             CLI's own text under a schema, bad schemas refused with 400s;
+//   bias.mjs  logit_bias: -100 bans (20 seeded replies batched beside unbiased ones), 100
+//             forces, bad values refused with 400s;
 //   load.mjs  the loopback load test: 200 requests from 32 concurrent clients, some cancelled
 //             midway; every reply equal to the same request made alone; p50/p99 latency and
 //             aggregate tokens/s printed;
@@ -25,6 +27,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { apiTests } from './api.mjs';
+import { logitBiasTests } from './bias.mjs';
 import { formatTests } from './format.mjs';
 import { gpuTests } from './gpu.mjs';
 import { loadTest } from './load.mjs';
@@ -63,6 +66,7 @@ console.log(`lean serve at ${url}`);
 try {
     await apiTests({ url, lean, model, modelId: 'tiny', nCtx: 1024, check });
     await formatTests({ url, lean, model, modelId: 'tiny', check });
+    await logitBiasTests({ url, modelId: 'tiny', check });
     await loadTest({ url, check });
 } catch (e) {
     check(false, 'the tests ran to the end', e.stack || e);
