@@ -43,6 +43,8 @@ typedef struct lean_gpu_info {
     char backend[16];       /* "Vulkan", "OpenGLES", "Metal", "D3D12", "WebGPU" (browser) */
     char feature_level[16]; /* "core" or "compatibility" */
     bool software;          /* adapterType CPU (llvmpipe, SwiftShader): `auto` prefers the CPU backend */
+    bool robust;            /* bounds checks on every access: navigator.gpu's devices (web.c); native
+                             * Dawn opens with disable_robustness */
     bool shader_f16, subgroups, timestamp_query; /* granted on the device */
     bool packed_dot; /* WGSL's packed_4x8_integer_dot_product (dot4I8Packed): the instance has it */
     uint32_t subgroup_min_size, subgroup_max_size; /* 0 when unknown */
