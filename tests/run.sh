@@ -54,7 +54,7 @@
 # GPU stages of the wasm32 build and fuzz (webgpu browser fuzz) run in a lane of their own beside
 # the others (native asan wasm wasm-mt neon), each lane's stages in the order given; lane B's output
 # is printed after lane A's (see "two lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
-# stages and webgpu's test_exact sweep half the parity fixtures (tests/fixture.h's
+# stages and webgpu's test_exact and test_gpu_forward sweep half the parity fixtures (tests/fixture.h's
 # LEAN_TEST_FIXTURES=pairs: every format on every architecture still); native sweeps them all.
 #
 # Usage: tests/run.sh [STAGE...]   (default: data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
@@ -343,7 +343,9 @@ stage_webgpu() {
     build wasm-webgpu wasm-webgpu web build/lean || built=0
     qargs=()
     wasm_set=webgpu
-    fixture_pairs=test_exact # the wasm32 CPU tables' exact parity (the f16 sweep stays whole)
+    # the wasm32 CPU tables' exact parity, and test_gpu_forward's f16 sweep: with 13 formats its
+    # whole sweep ran past the 1800 s guard on CI's 2 shared CPUs (1139 s with 11 formats)
+    fixture_pairs="test_exact test_gpu_forward"
     xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
     XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
     fixture_pairs=
