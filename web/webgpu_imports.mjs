@@ -122,7 +122,8 @@ export function leanWebGPU({ pump = true } = {}) {
         const timer = n.lazy ? (begin(), null) : setTimeout(begin, MAP_NUDGE_AFTER_MS);
         const done = () => {
             clearTimeout(timer);
-            if (!active) return;
+            // settled before any nudge: this host needs none, so the run of quick maps is broken
+            if (!active) return void (n.quick = 0);
             // resolved right after the nudges began, again and again: this host waits for queue activity
             if (n.nudges > 0) n.quick = performance.now() - n.since <= MAP_LAZY_MS ? n.quick + 1 : 0;
             if (n.quick >= MAP_LAZY_SEEN) n.lazy = true;

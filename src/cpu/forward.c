@@ -471,7 +471,7 @@ typedef struct attn_job {
 /* Queries of heads [h0, h1) (one head, or the heads that share one KV head) for tokens
  * [t0, t1) over the cache kc, vc, streaming over their keys; token t is at position
  * pos0 + t - t0 (it sees keys 0 .. that position). A block of keys and values is read once
- * for all (h1 - h0) x (t1 - t0) queries (at most attn_q_max). */
+ * for all (h1 - h0) x (t1 - t0) queries (at most attn_tmp_elems' q_max). */
 static void attend_tile(lean_backend_state *s, const float *kc, const float *vc, int32_t pos0, int32_t h0, int32_t h1,
                         int32_t t0, int32_t t1, float *tmp) {
     const lean_hparams *hp = &s->m->hp;

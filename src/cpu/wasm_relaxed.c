@@ -171,7 +171,7 @@ INLINE void k_tile(int f, TILE_ARGS) {
             v128_t acc, sv;
             k_dot(f, &u, a, &acc, &sv);
             const int32_t side = hsum_i32(sv), isum = hsum_i32(acc) - (f == K_Q6 ? 32 * side : 0);
-            sum[j] = lean_k_step(sum[j], u.d, u.dmin, f != K_Q6, a->d, isum, f == K_Q6 ? 0 : side);
+            sum[j] = lean_k_step(sum[j], u.d, u.dmin, k_has_min(f), a->d, isum, f == K_Q6 ? 0 : side);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];

@@ -149,6 +149,9 @@ INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
 /* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K ---- */
 
 enum { K_Q4, K_Q5, K_Q6, K_Q2, K_Q3 };
+/* the X_ formats from Q4_K on (kernels.h) are these, in order: f - X_Q4_K picks one */
+_Static_assert(X_Q5_K - X_Q4_K == K_Q5 && X_Q6_K - X_Q4_K == K_Q6 && X_Q2_K - X_Q4_K == K_Q2 && X_Q3_K - X_Q4_K == K_Q3,
+               "kernels.h's X_ order");
 
 static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q2_K_BYTES,
                                       LEAN_Q3_K_BYTES};
