@@ -243,8 +243,11 @@ static const int row_stop[N_ROWS] = {N_GEN, 10, N_GEN, N_GEN};
 static void batch_refusals(lean_ctx *const *ctx, const lean_mask *const *good, int32_t V, const char *what) {
     lean_error err = {0};
     int32_t ids[N_ROWS], pos[N_ROWS];
-    uint32_t *none = calloc(LEAN_MASK_WORDS(V), sizeof *none);
-    const lean_mask empty = {none, V}, shorter = {good[0]->bits, V - 1}, no_bits = {NULL, V};
+    uint32_t *none = calloc(LEAN_MASK_WORDS(V), sizeof *none), *past = malloc(LEAN_MASK_WORDS(V) * sizeof *past);
+    memcpy(past, good[0]->bits, LEAN_MASK_WORDS(V) * sizeof *past);
+    past[V / 32] |= 1u << (V % 32); /* V % 32 != 0: id V lies in the last word */
+    const lean_mask empty = {none, V}, shorter = {good[0]->bits, V - 1}, longer = {good[0]->bits, V + 1},
+                    no_bits = {NULL, V}, beyond = {past, V};
     const struct {
         int row;
         const lean_mask *mask;
@@ -252,7 +255,9 @@ static void batch_refusals(lean_ctx *const *ctx, const lean_mask *const *good, i
     } cases[] = {
         {0, &empty, "masks[0]: the mask allows no id"},
         {1, &shorter, "masks[1]: a mask of 299 ids for a vocabulary of 300"},
+        {1, &longer, "masks[1]: a mask of 301 ids for a vocabulary of 300"},
         {2, &no_bits, "masks[2]: the mask's bits are NULL"},
+        {2, &beyond, "masks[2]: the mask allows id 300, past the vocabulary of 300"},
         {3, good[0], "masks[3] is for ctx[3], whose generation was begun without masks"},
     };
     for (int r = 0; r < N_ROWS; r++) pos[r] = lean_ctx_pos(ctx[r]);
@@ -265,7 +270,7 @@ static void batch_refusals(lean_ctx *const *ctx, const lean_mask *const *good, i
     for (int r = 0; r < N_ROWS; r++)
         CHECK(lean_ctx_pos(ctx[r]) == pos[r], "%s: a refused batch moved ctx[%d] %d -> %d", what, r, pos[r],
               lean_ctx_pos(ctx[r]));
-    free(none);
+    free(none), free(past);
 }
 
 static void test_batch(const lean_model *m, const be_spec *be, lean_ctx *alone_ctx, const int32_t *prompt, int32_t V) {
