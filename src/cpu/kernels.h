@@ -135,8 +135,7 @@ static inline void lean_k4_scales64(const uint8_t *q, uint64_t *sc, uint64_t *m)
 }
 
 /* The exact kernels' formats (kernels.h "exact"), as the tiles' f argument of every ISA file,
- * in the order of their legacy and K block sizes (X_Q4_K + k is their K_Q4 + k). X_Q2_K and
- * X_Q3_K: the 128-bit files only (the x86 tables take the generic kernel's). */
+ * in the order of their legacy and K block sizes (X_Q4_K + k is their K_Q4 + k). */
 enum { X_Q4_0, X_Q4_1, X_Q5_0, X_Q5_1, X_Q8_0, X_Q4_K, X_Q5_K, X_Q6_K, X_Q2_K, X_Q3_K };
 
 /* A K super-block's scales as floats, made as the reference dequantizer (formats.c) makes

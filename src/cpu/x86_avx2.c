@@ -324,18 +324,7 @@ AVX2_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     }
     if (f == K_Q3) {
         u->d = f16(b + 108);
-        /* the 16 six-bit scales in registers (formats.c's table; a scalar decode through memory
-         * stalls store-to-load forwarding, as Q4_K's mins did): scale k's low nibble from byte
-         * k % 8 (high nibble for k >= 8), its top 2 bits from bits 2 (k / 4) of byte 8 + k % 4 */
-        uint64_t lo8;
-        uint32_t hi4;
-        memcpy(&lo8, b + 96, 8), memcpy(&hi4, b + 104, 4);
-        const __m128i lo = _mm_cvtsi64_si128((long long)lo8), n4 = _mm_set1_epi8(0x0f);
-        const __m128i nib = _mm_unpacklo_epi64(_mm_and_si128(lo, n4), _mm_and_si128(_mm_srli_epi16(lo, 4), n4));
-        const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi4), _mm_setr_epi32(0, 2, 4, 6)),
-                                          _mm_set1_epi8(0x03));
-        const __m128i s6 = _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
-        u->m16 = _mm256_cvtepi8_epi16(s6);
+        u->m16 = _mm256_cvtepi8_epi16(q3k_scales(b + 96));
         k_unpack_q23(b + 32, b, u->m16, u);
         return;
     }
@@ -441,8 +430,6 @@ AVX2_INLINE void matmul_k(MATMUL_PARAMS) {
 }
 
 QUANT_ENTRY_POINTS(AVX2)
-static AVX2 void matmul_q2_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q2, MATMUL_PASS); }
-static AVX2 void matmul_q3_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q3, MATMUL_PASS); }
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * Every weight is the reference dequantizer's float (formats.c), made in two instructions a
@@ -450,13 +437,14 @@ static AVX2 void matmul_q3_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q3, MATMUL_PASS); }
  * one rounded addition, so with finite scales Q4_0's (float)(q - 8) * d is fma(q, d, -8 d) (q d
  * and 8 d exact: an f16's 11 bits times 5), Q4_1's q d + m is fma(q, d, m), Q4_K's (d sc) q -
  * dmin m is fma(q, d sc, -(dmin m)) (d sc: 17 bits; times q: 22), Q6_K's (d sc)(q - 32) is
- * fma(q, d sc, -32 d sc), Q8_0's q d one multiply. An infinite or NaN scale makes every one of
+ * fma(q, d sc, -32 d sc), Q2_K's (d sc) q - dmin m (q < 4: 19 bits) as Q4_K's, Q3_K's (d s) q3 as
+ * Q6_K's with q = q3 + 4 and -4 d s, Q8_0's q d one multiply. An infinite or NaN scale makes every one of
  * its block's fma weights NaN or infinite, hence the output it feeds; so an output that is not
  * finite is computed again the reference's way (x_dot_ref: its operations, the same chain),
  * and the fma shortcut never shows. Quants: 4 bits widened from the block's nibbles (masked or
  * shifted); Q5_0 / Q5_1's fifth bit shifted to each lane's sign and chosen with vblendvps (Q5_0:
- * (q - 16) d is lo d with it, (lo - 16) d without); Q5_K's and Q6_K's unpacked a super-block at
- * a time into bytes in element order (the 8-bit path's k_unpack), then widened.
+ * (q - 16) d is lo d with it, (lo - 16) d without); Q5_K's, Q6_K's, Q2_K's and Q3_K's unpacked a
+ * super-block at a time into bytes in element order (the 8-bit path's k_unpack), then widened.
  * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
  * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
  * hsum: the same in every tile shape, row range and batch. 4 tokens or fewer: 4 rows x TT
@@ -500,6 +488,26 @@ AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
     }
     p->d = p->z = _mm256_setzero_ps(); /* unused by K blocks; set so no compiler sees them read unset */
     p->qh = _mm256_setzero_si256();
+    if (f == X_Q2_K || f == X_Q3_K) { /* the 8-bit path's unpacking: quants, Q3_K's scales (q = q3 + 4) */
+        kblock kb;
+        const bool two = f == X_Q2_K;
+        k_unpack(two ? K_Q2 : K_Q3, b, &kb);
+        const __m256i s16 = two ? _mm256_and_si256(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b)),
+                                                   _mm256_set1_epi16(0x0f))
+                                : kb.m16;
+        const __m256 d = bcast_f16(b + (two ? 80 : 108)), nm = _mm256_xor_ps(bcast_f16(b + 82), _mm256_set1_ps(-0.0f));
+        for (int h = 0; h < 2; h++) {
+            const __m128i sh = h ? _mm256_extracti128_si256(s16, 1) : _mm256_castsi256_si128(s16);
+            const __m128i mh = h ? _mm256_extracti128_si256(kb.m16, 1) : _mm256_castsi256_si128(kb.m16);
+            const __m256 ds = _mm256_mul_ps(d, cvt(_mm256_cvtepi16_epi32(sh)));
+            _mm256_storeu_ps(p->kd + 8 * h, ds);
+            _mm256_storeu_ps(p->kz + 8 * h, two ? _mm256_mul_ps(nm, cvt(_mm256_cvtepi16_epi32(mh)))
+                                                : _mm256_mul_ps(ds, _mm256_set1_ps(-4.0f)));
+        }
+        for (int k = 0; k < 8; k++) p->qv[k] = kb.q[k];
+        p->q = (const uint8_t *)p->qv;
+        return;
+    }
     if (f == X_Q6_K) {
         const __m256 d = bcast_f16(b + 208);
         for (int h = 0; h < 2; h++) {
@@ -526,11 +534,11 @@ AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
 
 /* Vector v of a block (x_prep's order): its first element, and its scale group. */
 AVX2_INLINE int x_elem(int f, int v) {
-    if (f < X_Q4_K) return 8 * v;
+    if (f < X_Q4_K || f >= X_Q2_K) return 8 * v;
     const int u = v / 8, i = v % 8;
     return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * (i / 2) + 8 * (i % 2) : 64 * u + 8 * i;
 }
-AVX2_INLINE int x_group(int f, int e) { return f == X_Q6_K ? e / 16 : e / 32; }
+AVX2_INLINE int x_group(int f, int e) { return f == X_Q4_K || f == X_Q5_K ? e / 32 : e / 16; }
 
 /* Q5_0 / Q5_1: the fifth bits of elements e .. e + 7 (bit e + l of qh) in the lanes' sign bits. */
 AVX2_INLINE __m256 fifth_signs(const xblk *p, int e) {
@@ -549,7 +557,7 @@ AVX2_INLINE __m256 nibbles_at(int f, const xblk *p, int e) {
 /* The quants of elements e .. e + 7 of a prepared block as floats. */
 AVX2_INLINE __m256 x_quants(int f, const xblk *p, int e) {
     if (f == X_Q8_0) return cvt(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->q + e))));
-    if (f == X_Q5_K || f == X_Q6_K) return cvt(u8x8(p->q + e));
+    if (f >= X_Q5_K) return cvt(u8x8(p->q + e));
     const __m256 lo = nibbles_at(f, p, e);
     if (f != X_Q5_0 && f != X_Q5_1) return lo;
     return _mm256_add_ps(lo, _mm256_blendv_ps(_mm256_setzero_ps(), _mm256_set1_ps(16.0f), fifth_signs(p, e)));
@@ -587,6 +595,7 @@ static AVX2 __attribute__((noinline)) float x_dot_ref(int f, int64_t cols, const
             case X_Q5_1: w = _mm256_add_ps(_mm256_mul_ps(q, p.d), p.z); break;
             case X_Q8_0: w = _mm256_mul_ps(q, p.d); break;
             case X_Q6_K: w = _mm256_mul_ps(_mm256_set1_ps(ks.d[g]), _mm256_sub_ps(q, _mm256_set1_ps(32.0f))); break;
+            case X_Q3_K: w = _mm256_mul_ps(_mm256_set1_ps(ks.d[g]), _mm256_sub_ps(q, _mm256_set1_ps(4.0f))); break;
             default: w = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(ks.d[g]), q), _mm256_set1_ps(ks.m[g])); break;
             }
             acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + b * xblock_elems[f] + e), acc);

@@ -12,11 +12,11 @@
  * one float step per block for 16 rows at once (details at the section). Measured here, one
  * thread, Q4_0 1536 x 576 x 64 tokens from L2: 38-45 GMAC/s with the previous 4 x 4 tiles of
  * two blocks per vector, 117-145 GMAC/s this way; decode (one token) the same from DRAM.
- * K-quants (Q4_K Q5_K Q6_K), 64 weights per vector: the super-block is unpacked as in the AVX2
+ * K-quants (Q2_K Q3_K Q4_K Q5_K Q6_K), 64 weights per vector: the super-block is unpacked as in the AVX2
  * file (4 zmm of quants, the i16 multiplier of every pair), then per token
  *   isum = sum over 4 vectors of vpdpwssd(isum, vpmaddubsw(q, a), sc)
  * (the 16 sums of a 4 x 4 tile built vector by vector, each row's vector loaded once) and the
- * mins / Q6_K's -32 offset from the bsums (vpmaddwd), then one float step.
+ * mins / Q6_K's -32 and Q3_K's -4 offsets from the bsums (vpmaddwd), then one float step.
  *
  * K-quant tiles: 4 rows x 4 tokens (16 accumulators of the 32 registers) when a call has 4
  * tokens or more, else 4 x 1 (8 x 1 was slower from DRAM: more streams); 1 x 4 and 1 x 1 at the
@@ -368,32 +368,69 @@ static AVX512 void matmul_r16_q5_0(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q5_0,
 static AVX512 void matmul_r16_q5_1(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q5_1, MATMUL_PASS); }
 static AVX512 void matmul_r16_q8_0(LEAN_MATMUL_ARGS) { matmul_legacy_r16(L_Q8_0, MATMUL_PASS); }
 
-/* ---- Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
+/* ---- Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (lean_q8_k activations) ----
  * kblock: the super-block's 256 quants as 4 vectors of 64 (element order), and for each the
  * i16 multiplier of every vpmaddubsw pair: Q4_K / Q5_K: sub-block 2p in the low half, 2p + 1
- * in the high half; Q6_K: its four 16-weight sub-blocks' scales, 8 lanes each. */
+ * in the high half; Q6_K, Q2_K, Q3_K: its four 16-weight sub-blocks' scales, 8 lanes each.
+ * The offsets from the bsums as in x86_avx2.c: Q6_K's -32 and Q3_K's -4 (q = q3 + 4 in [0, 7])
+ * taken from isum, the Q4_K / Q5_K / Q2_K mins as a second float step. */
 
 typedef struct kblock {
     __m512i q[4];
     __m512i sc[4];
-    __m256i m16; /* Q4_K/Q5_K: the mins, each twice; Q6_K: the 16 scales */
+    __m256i m16; /* Q4_K/Q5_K: the mins, each twice; Q2_K: the 16 mins; Q6_K, Q3_K: the 16 scales */
     float d, dmin;
 } kblock;
 
+/* u->sc[p] lanes 8g .. 8g + 7 <- scale 4p + g of s16 (16 i16 scales, one per 16 weights: Q6_K,
+ * Q2_K, Q3_K), so that vector p's 4 sub-blocks of 16 each take their own. */
+AVX512_INLINE void k_scales16(__m256i s16, kblock *u) {
+    const __m512i s = _mm512_castsi256_si512(s16);
+    const __m512i g = _mm512_setr_epi64(0, 0, 0x0001000100010001, 0x0001000100010001, 0x0002000200020002,
+                                        0x0002000200020002, 0x0003000300030003, 0x0003000300030003);
+    for (int p = 0; p < 4; p++) u->sc[p] = _mm512_permutexvar_epi16(_mm512_add_epi16(g, _mm512_set1_epi16((short)(4 * p))), s);
+}
+
+/* Q2_K, Q3_K: vector p holds elements 64p .. 64p + 63 (sub-blocks 4p .. 4p + 3): 2-bit quants k
+ * = 2 (p % 2) (elements 64p ..) and k + 1 (64p + 32 ..) of the 32 bytes of qs half p / 2, and
+ * (Q3_K, hm not NULL) the third bit, hmask[l] bit 4 (p / 2) + k, as bit 2. */
+AVX512_INLINE void k_unpack_q23(const uint8_t *qs, const uint8_t *hm, kblock *u) {
+    const __m512i m3 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
+    const __m256i hb = hm ? _mm256_loadu_si256((const __m256i *)hm) : _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+        const int k = 2 * (p % 2), c = 4 * (p / 2) + k;
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (p / 2)));
+        __m512i q = _mm512_and_si512(join(_mm256_srli_epi16(raw, 2 * k), _mm256_srli_epi16(raw, 2 * k + 2)), m3);
+        if (hm) {
+            const __m512i h = join(_mm256_srli_epi16(hb, c), _mm256_srli_epi16(hb, c + 1));
+            q = _mm512_or_si512(q, _mm512_and_si512(_mm512_slli_epi16(h, 2), four));
+        }
+        u->q[p] = q;
+    }
+}
+
 AVX512_INLINE void k_unpack(int f, const uint8_t *b, kblock *u) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(0x03);
+    if (f == K_Q2) {
+        u->d = f16(b + 80);
+        u->dmin = f16(b + 82);
+        const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+        u->m16 = _mm256_srli_epi16(sm, 4);
+        k_scales16(_mm256_and_si256(sm, _mm256_set1_epi16(0x0f)), u);
+        k_unpack_q23(b + 16, NULL, u);
+        return;
+    }
+    if (f == K_Q3) {
+        u->d = f16(b + 108);
+        u->m16 = _mm256_cvtepi8_epi16(q3k_scales(b + 96));
+        k_scales16(u->m16, u);
+        k_unpack_q23(b + 32, b, u);
+        return;
+    }
     if (f == K_Q6) {
         u->d = f16(b + 208);
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192))));
-        u->m16 = _mm512_castsi512_si256(sc16);
-        for (int p = 0; p < 4; p++) { /* lanes 8g .. 8g + 7 <- scale 4p + g */
-            const __m512i idx = _mm512_set_epi16(4 * p + 3, 4 * p + 3, 4 * p + 3, 4 * p + 3, 4 * p + 3, 4 * p + 3,
-                                                 4 * p + 3, 4 * p + 3, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2,
-                                                 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 1, 4 * p + 1,
-                                                 4 * p + 1, 4 * p + 1, 4 * p + 1, 4 * p + 1, 4 * p + 1, 4 * p + 1,
-                                                 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p, 4 * p);
-            u->sc[p] = _mm512_permutexvar_epi16(idx, sc16);
-        }
+        u->m16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+        k_scales16(u->m16, u);
         for (int h = 0; h < 2; h++) {
             const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h)); /* [ql0 | ql1] */
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
@@ -442,8 +479,9 @@ AVX512_INLINE __m512 k_finish(int f, const kblock *u, const lean_q8_k *a, __m512
     const __m256i off = _mm256_madd_epi16(u->m16, _mm256_loadu_si256((const __m256i *)a->bsums));
     const __m512i off512 = _mm512_inserti64x4(_mm512_setzero_si512(), off, 0);
     if (f == K_Q6) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(off512, 5));
+    if (f == K_Q3) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(off512, 2));
     acc = _mm512_fmadd_ps(_mm512_set1_ps(u->d * a->d), _mm512_cvtepi32_ps(isum), acc);
-    if (f != K_Q6) acc = _mm512_fnmadd_ps(_mm512_set1_ps(u->dmin * a->d), _mm512_cvtepi32_ps(off512), acc);
+    if (f != K_Q6 && f != K_Q3) acc = _mm512_fnmadd_ps(_mm512_set1_ps(u->dmin * a->d), _mm512_cvtepi32_ps(off512), acc);
     return acc;
 }
 
@@ -497,7 +535,7 @@ QUANT_ENTRY_POINTS(AVX512)
  * table of floats, e.g. Q4_0's T[k] = (float)(k - 8) * d, and the quants index it (vpermps,
  * vpermt2ps: one instruction for 16 weights); Q8_0 and Q6_K convert and multiply. A row's
  * vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair, a
- * Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
+ * Q6_K / Q2_K / Q3_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
  * hsum: the same in every tile shape, row range and batch, so an output depends on cols alone.
  * Tiles of 4 rows x 4 tokens share each vector of activations and weights (8 loads for 16
  * FMAs); decode is 4 rows x 1 token (four chains in flight), 2..4 tokens 4 rows x TT. A batch
@@ -554,9 +592,33 @@ AVX512_INLINE void xq_legacy(int f, const uint8_t *b, __m512 w[2]) {
 /* Unit u (0..3) of a K super-block -> w[0..3] at elements off(f, u, i) (k_off).
  * Q4_K / Q5_K: sub-blocks 2u (the low nibbles of qs[32u ..]) and 2u + 1 (the high), tables
  * T[k] = (d sc) k - dmin m (32 entries with Q5_K's fifth bit, bit j of qh[l]).
+ * Q2_K / Q3_K: sub-blocks 4u + i (16 weights each), tables T[k] = (d sc) k - dmin m (Q2_K) and
+ * (d s) (k - 4) (Q3_K, the third bit as bit 2 of k), indexed by the quants' byte shifted, the
+ * bits above k's (the next quants) landing in the table's repeats.
  * Q6_K: half h = u / 2, l = 16 (u % 2) ..: the four quants of ql[l], ql[l + 32], qh[l], each
  * (d sc) (q - 32) at 128 h + 32 i + l. */
 AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const lean_kscale *ks, int u, __m512 w[4]) {
+    if (f == X_Q2_K || f == X_Q3_K) { /* vector i: sub-block 4u + i, 2-bit quants k of l = 16 (i % 2) .. */
+        const bool three = f == X_Q3_K;
+        const __m512 c = three ? _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3)
+                               : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+        const int h = u / 2;
+        for (int p = 0; p < 2; p++) {
+            const __m512i raw = u8x16(b + (three ? 32 : 16) + 32 * h + 16 * p);
+            const __m512i hb = three ? _mm512_slli_epi32(u8x16(b + 16 * p), 2) : _mm512_setzero_si512();
+            for (int kk = 0; kk < 2; kk++) {
+                const int i = 2 * kk + p, k = 2 * (u % 2) + kk, s = 4 * u + i;
+                __m512i idx = _mm512_srl_epi32(raw, _mm_cvtsi32_si128(2 * k)); /* low 2 bits: q (T repeats every 4) */
+                if (three) /* bit 2 <- the third bit, hmask[l] bit 4h + k (T repeats every 8): 3 ? idx : hb' */
+                    idx = _mm512_ternarylogic_epi32(idx, _mm512_srl_epi32(hb, _mm_cvtsi32_si128(4 * h + k)),
+                                                    _mm512_set1_epi32(3), 0xe4);
+                const __m512 dj = _mm512_set1_ps(ks->d[s]);
+                w[i] = _mm512_permutexvar_ps(idx, three ? _mm512_mul_ps(dj, c)
+                                                        : _mm512_sub_ps(_mm512_mul_ps(dj, c), _mm512_set1_ps(ks->m[s])));
+            }
+        }
+        return;
+    }
     if (f == X_Q6_K) {
         const int h = u / 2, g = u % 2;
         const uint8_t *ql = b + 64 * h + 16 * g, *qh = b + 128 + 32 * h + 16 * g;
@@ -745,7 +807,8 @@ static const lean_kernels table = {
     .name = "avx512",
     .matmul = {[LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1,
                [LEAN_TYPE_Q5_0] = matmul_q5_0, [LEAN_TYPE_Q5_1] = matmul_q5_1,
-               [LEAN_TYPE_Q4_K] = matmul_q4_k, [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
+               [LEAN_TYPE_Q2_K] = matmul_q2_k, [LEAN_TYPE_Q3_K] = matmul_q3_k, [LEAN_TYPE_Q4_K] = matmul_q4_k,
+               [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k},
     .matmul_packed = {[LEAN_TYPE_Q8_0] = matmul_r16_q8_0, [LEAN_TYPE_Q4_0] = matmul_r16_q4_0,
                       [LEAN_TYPE_Q4_1] = matmul_r16_q4_1, [LEAN_TYPE_Q5_0] = matmul_r16_q5_0,
                       [LEAN_TYPE_Q5_1] = matmul_r16_q5_1, [LEAN_TYPE_Q4_K] = matmul_ks_q4_k,

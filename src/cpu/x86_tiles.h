@@ -24,13 +24,16 @@
 
 #include "cpu/kernels.h"
 
+#include <immintrin.h>
+#include <string.h>
+
 /* A matmul entry point's arguments (kernels.h's LEAN_MATMUL_ARGS), passed on with the
  * pointers as bytes. */
 #define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
 
 /* The quantized formats as the kernels' f argument, and their block sizes in bytes. */
 enum { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
-/* _KS: cpu/repack.h's layout, the scales decoded; K_Q2, K_Q3: AVX2 only (AVX-512 takes its) */
+/* _KS: cpu/repack.h's layout, the scales decoded */
 enum { K_Q4, K_Q5, K_Q6, K_Q4_KS, K_Q5_KS, K_Q2, K_Q3 };
 static const size_t legacy_bytes[] = {18, 20, 22, 24, 34};
 static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES,     LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES, LEAN_Q4_K_BYTES + 4,
@@ -47,6 +50,8 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES,     LEAN_Q5_K_BYTES, LEAN
     static ATTR void matmul_q4_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q4, MATMUL_PASS); }                      \
     static ATTR void matmul_q5_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q5, MATMUL_PASS); }                      \
     static ATTR void matmul_q6_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q6, MATMUL_PASS); }                      \
+    static ATTR void matmul_q2_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q2, MATMUL_PASS); }                      \
+    static ATTR void matmul_q3_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q3, MATMUL_PASS); }                      \
     static ATTR void matmul_ks_q4_k(LEAN_MATMUL_ARGS) { /* w_row_bytes: the KS row's */                 \
         w_row_bytes = (size_t)(cols / LEAN_QK_K) * kblock_bytes[K_Q4_KS];                              \
         matmul_k(K_Q4_KS, MATMUL_PASS);                                                                 \
@@ -56,10 +61,26 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES,     LEAN_Q5_K_BYTES, LEAN
         matmul_k(K_Q5_KS, MATMUL_PASS);                                                                 \
     }
 
+/* Q3_K's 16 six-bit scales (formats.c's table) as int8, in registers (a scalar decode through
+ * memory stalls store-to-load forwarding, as Q4_K's mins did): scale k's low nibble from byte
+ * k % 8 of q (high nibble for k >= 8), its top 2 bits from bits 2 (k / 4) of byte 8 + k % 4.
+ * Target avx2: inlined into both files' functions, whose targets include it. */
+static inline __attribute__((always_inline, target("avx2"))) __m128i q3k_scales(const uint8_t *q) {
+    uint64_t lo8;
+    uint32_t hi4;
+    memcpy(&lo8, q, 8), memcpy(&hi4, q + 8, 4);
+    const __m128i lo = _mm_cvtsi64_si128((long long)lo8), n4 = _mm_set1_epi8(0x0f);
+    const __m128i nib = _mm_unpacklo_epi64(_mm_and_si128(lo, n4), _mm_and_si128(_mm_srli_epi16(lo, 4), n4));
+    const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi4), _mm_setr_epi32(0, 2, 4, 6)),
+                                      _mm_set1_epi8(0x03));
+    return _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+}
+
 /* The exact kernels' blocks' weights and bytes (by kernels.h's X_ formats), and their table
  * entries (ATTR: the file's target attribute). */
-static const int xblock_elems[] = {32, 32, 32, 32, 32, LEAN_QK_K, LEAN_QK_K, LEAN_QK_K};
-static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES};
+static const int xblock_elems[] = {32, 32, 32, 32, 32, LEAN_QK_K, LEAN_QK_K, LEAN_QK_K, LEAN_QK_K, LEAN_QK_K};
+static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_Q5_K_BYTES, LEAN_Q6_K_BYTES,
+                                      LEAN_Q2_K_BYTES, LEAN_Q3_K_BYTES};
 
 #define EXACT_ENTRY_POINTS(ATTR)                                                                    \
     static ATTR void matmul_exact_q4_0(LEAN_MATMUL_ARGS) { matmul_x(X_Q4_0, MATMUL_PASS); }              \
@@ -69,12 +90,15 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
     static ATTR void matmul_exact_q8_0(LEAN_MATMUL_ARGS) { matmul_x(X_Q8_0, MATMUL_PASS); }              \
     static ATTR void matmul_exact_q4_k(LEAN_MATMUL_ARGS) { matmul_x(X_Q4_K, MATMUL_PASS); }              \
     static ATTR void matmul_exact_q5_k(LEAN_MATMUL_ARGS) { matmul_x(X_Q5_K, MATMUL_PASS); }              \
-    static ATTR void matmul_exact_q6_k(LEAN_MATMUL_ARGS) { matmul_x(X_Q6_K, MATMUL_PASS); }
+    static ATTR void matmul_exact_q6_k(LEAN_MATMUL_ARGS) { matmul_x(X_Q6_K, MATMUL_PASS); }              \
+    static ATTR void matmul_exact_q2_k(LEAN_MATMUL_ARGS) { matmul_x(X_Q2_K, MATMUL_PASS); }              \
+    static ATTR void matmul_exact_q3_k(LEAN_MATMUL_ARGS) { matmul_x(X_Q3_K, MATMUL_PASS); }
 #define EXACT_TABLE                                                                                 \
     .matmul_exact = {[LEAN_TYPE_Q8_0] = matmul_exact_q8_0, [LEAN_TYPE_Q4_0] = matmul_exact_q4_0,       \
                      [LEAN_TYPE_Q4_1] = matmul_exact_q4_1, [LEAN_TYPE_Q5_0] = matmul_exact_q5_0,       \
                      [LEAN_TYPE_Q5_1] = matmul_exact_q5_1, [LEAN_TYPE_Q4_K] = matmul_exact_q4_k,       \
-                     [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k}
+                     [LEAN_TYPE_Q5_K] = matmul_exact_q5_k, [LEAN_TYPE_Q6_K] = matmul_exact_q6_k,       \
+                     [LEAN_TYPE_Q2_K] = matmul_exact_q2_k, [LEAN_TYPE_Q3_K] = matmul_exact_q3_k}
 
 /* The end of a tile: y of rows r .. r + RT - 1, tokens t .. t + TT - 1 = the lane sums of
  * acc[i][j] (HSUM: the file's fixed-order horizontal sum). */
