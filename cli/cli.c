@@ -182,11 +182,39 @@ static int parse_double(const char *s, double *out) {
     return 0;
 }
 
+/* --logit-bias ID+B / ID-B (llama.cpp's): one more entry of the process's one list (a command
+ * parses one set of sampling flags). */
+static int parse_logit_bias(const char *usage, const char *v, lean_sampler_params *p) {
+    static lean_logit_bias list[CLI_MAX_LOGIT_BIAS];
+    char *end;
+    errno = 0;
+    const long long id = strtoll(v, &end, 10);
+    double b;
+    if (errno || end == v || v[0] == '-' || v[0] == '+' || (*end != '+' && *end != '-') || end[1] == '+' ||
+        end[1] == '-' || parse_double(end + 1, &b) != 0 || id > INT32_MAX)
+        return usage_error(usage, "--logit-bias expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1), got '%s'", v);
+    if (*end == '-') b = -b;
+    if (!(b >= -100 && b <= 100))
+        return usage_error(usage, "--logit-bias %s: the bias %g must be in [-100, 100]", v, b);
+    if (p->n_logit_bias >= CLI_MAX_LOGIT_BIAS)
+        return usage_error(usage, "--logit-bias: at most %d of them", CLI_MAX_LOGIT_BIAS);
+    for (int32_t k = 0; k < p->n_logit_bias; k++)
+        if (p->logit_bias[k].id == id) return usage_error(usage, "--logit-bias: token id %lld is given twice", id);
+    list[p->n_logit_bias] = (lean_logit_bias){(int32_t)id, (float)b};
+    p->logit_bias = list;
+    p->n_logit_bias++;
+    return 0;
+}
+
 int parse_sampling_flag(const char *usage, int argc, char **argv, int *i, lean_sampler_params *p) {
     const char *o = argv[*i];
     if (strcmp(o, "--greedy") == 0) {
         p->greedy = 1;
         return 0;
+    }
+    if (strcmp(o, "--logit-bias") == 0) {
+        if (*i + 1 >= argc) return usage_error(usage, "'%s' needs a value", o);
+        return parse_logit_bias(usage, argv[++*i], p);
     }
     const bool is_seed = strcmp(o, "--seed") == 0 || strcmp(o, "-s") == 0;
     double *real = strcmp(o, "--temp") == 0             ? &p->temperature
@@ -221,11 +249,13 @@ int parse_sampling_flag(const char *usage, int argc, char **argv, int *i, lean_s
 
 void print_sampling(const lean_sampler_params *p, uint64_t seed) {
     if (p->greedy || p->temperature == 0) {
-        fprintf(stderr, "sampling: greedy, repeat-penalty %g (last %d)\n", p->repeat_penalty, p->repeat_last_n);
+        fprintf(stderr, "sampling: greedy, repeat-penalty %g (last %d)%s\n", p->repeat_penalty, p->repeat_last_n,
+                p->n_logit_bias ? ", logit bias" : "");
         return;
     }
-    fprintf(stderr, "sampling: seed %llu, temp %g, top-k %d, top-p %g, repeat-penalty %g (last %d)\n",
-            (unsigned long long)seed, p->temperature, p->top_k, p->top_p, p->repeat_penalty, p->repeat_last_n);
+    fprintf(stderr, "sampling: seed %llu, temp %g, top-k %d, top-p %g, repeat-penalty %g (last %d)%s\n",
+            (unsigned long long)seed, p->temperature, p->top_k, p->top_p, p->repeat_penalty, p->repeat_last_n,
+            p->n_logit_bias ? ", logit bias" : "");
 }
 
 /* ---- input ---- */

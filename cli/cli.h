@@ -82,7 +82,8 @@ lean_status load_model(const char *path, lean_model **out, lean_error *err);
 /* ---- sampling flags, shared by `lean run` and `lean chat` (llama.cpp's names) ---- */
 /* Their help lines, for a command's usage text. */
 #define SAMPLING_USAGE                                                                       \
-    "sampling (transformers' order: penalty, temperature, top-k, top-p; defaults llama.cpp's):\n" \
+    "sampling (transformers' order: logit bias, penalty, temperature, top-k, top-p; defaults\n" \
+    "llama.cpp's):\n"                                                                          \
     "  --temp T             temperature (default 0.8; 0 = greedy)\n"                         \
     "  --top-k K            keep the K most likely ids (default 40; 0 = off)\n"             \
     "  --top-p P            keep the fewest most likely ids whose probability reaches P\n"   \
@@ -93,10 +94,15 @@ lean_status load_model(const char *path, lean_model **out, lean_error *err);
     "                       -1 = the whole history, 0 = off)\n"                             \
     "  -s, --seed S         seed of the draws (default -1: pick one, printed on stderr);\n"  \
     "                       the same seed gives the same reply on every backend\n"          \
-    "  --greedy             always the most likely id (the lowest id on ties)\n"
+    "  --greedy             always the most likely id (the lowest id on ties)\n"              \
+    "  --logit-bias ID+B    add B (in [-100, 100]) to id ID's logit before everything else;\n" \
+    "                       ID-B subtracts (llama.cpp's spelling: 15043+1, 15043-1.5);\n"   \
+    "                       repeatable, each id once; -100 all but bans (not a mask)\n"
 /* If argv[*i] is a sampling flag, stores it (and its value, advancing *i) in *p and returns
+ * (--logit-bias: an entry of a list in static storage, at most CLI_MAX_LOGIT_BIAS, p pointing at it)
  * 0; returns -1 when argv[*i] is not a sampling flag; on a bad or out-of-range value prints a
  * usage error (with usage) and returns its exit status, 2. */
+#define CLI_MAX_LOGIT_BIAS 1024
 int parse_sampling_flag(const char *usage, int argc, char **argv, int *i, lean_sampler_params *p);
 /* One stderr line saying how ids are chosen (the seed included, so a run can be replayed). */
 void print_sampling(const lean_sampler_params *p, uint64_t seed);

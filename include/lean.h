@@ -627,9 +627,10 @@ LEAN_API void lean_chat_messages_free(lean_chat_message *messages, size_t n);
 
 /* ---- sampling (src/core/sampler.c) ---- */
 
-/* Choosing the next id from logits with transformers' semantics and order:
- * repetition penalty (RepetitionPenaltyLogitsProcessor), temperature, top-k, top-p, draw;
- * the argmax after the penalty when greedy. The same seed gives the same ids on every
+/* Choosing the next id from logits with transformers' semantics and order: logit bias
+ * (SequenceBiasLogitsProcessor with single ids; llama.cpp's logit_bias, also first in its
+ * chain), repetition penalty (RepetitionPenaltyLogitsProcessor), temperature, top-k, top-p,
+ * draw; the argmax after the bias and the penalty when greedy. The same seed gives the same ids on every
  * backend: the draw for a position depends only on (seed, position, logits, history), never
  * on what ran before. It is not torch's random stream (so not transformers' exact ids for a
  * seed); the distribution is transformers' (sampler.c lists every deviation: float32
@@ -656,6 +657,17 @@ LEAN_API void lean_chat_messages_free(lean_chat_message *messages, size_t n);
  * so that they round to float32 where Python's floats do in transformers (0.9 -> 1 - 0.9). */
 #define LEAN_SEED_RANDOM UINT64_MAX /* a seed chosen at create time; see lean_sampler_seed */
 
+/* One additive logit bias (OpenAI's and llama.cpp's logit_bias): value is added to id's raw
+ * logit, in logit units (natural-log odds), before every other step: the penalty then sees
+ * the biased logit, and the temperature divides it. Purely additive: -100 makes an id all but
+ * impossible (its weight is at most e^-100 of another's at temperature 1) but does not remove
+ * it the way a mask does; for a hard ban or exclusive choice use a lean_mask (lean serve maps
+ * OpenAI's -100 and 100 to one). */
+typedef struct lean_logit_bias {
+    int32_t id;            /* in [0, n_vocab); each id at most once in a list */
+    float value;           /* finite, in [-100, 100] (OpenAI's range); 0 adds nothing */
+} lean_logit_bias;
+
 typedef struct lean_sampler_params {
     double temperature;    /* >= 0; 0 = greedy (the argmax); default 0.8 */
     int32_t top_k;         /* >= 0; keep the k most likely ids; 0 = off; default 40 */
@@ -666,10 +678,14 @@ typedef struct lean_sampler_params {
     int32_t repeat_last_n; /* the window: the last n accepted ids; -1 = the whole history
                               (prompt included, as transformers does); 0 = off; default 64 */
     uint64_t seed;         /* keys the draws; LEAN_SEED_RANDOM (default) = pick one */
-    int32_t greedy;        /* nonzero: always the argmax after the penalty and mask */
+    int32_t greedy;        /* nonzero: always the argmax after the bias, penalty and mask */
+    const lean_logit_bias *logit_bias; /* n_logit_bias entries in any order (nullable when 0);
+                              read by lean_sampler_create only (copied); default none */
+    int32_t n_logit_bias;  /* >= 0 */
 } lean_sampler_params;
 LEAN_API lean_sampler_params lean_sampler_default_params(void);
-/* LEAN_OK if every parameter is in range; otherwise LEAN_ERR_ARG naming it and its value. */
+/* LEAN_OK if every parameter is in range; otherwise LEAN_ERR_ARG naming it and its value
+ * (a bias's id is checked against the vocabulary by lean_sampler_create, which knows it). */
 LEAN_API lean_status lean_sampler_params_check(const lean_sampler_params *p, lean_error *err);
 
 /* Logit masks for constrained decoding: a packed bitset of n_vocab bits, bit (id % 32) of
@@ -684,7 +700,9 @@ static inline int lean_mask_allows(const uint32_t *bits, int32_t id) { return (b
 
 typedef struct lean_grammar lean_grammar; /* "grammars" below */
 
-/* One sequence's sampler: its parameters, its seed and the history the penalty sees. */
+/* One sequence's sampler: its parameters (the logit bias list copied), its seed and the
+ * history the penalty sees. LEAN_ERR_ARG for a parameter out of range (lean_sampler_params_check),
+ * a bias id outside [0, n_vocab) or listed twice. */
 typedef struct lean_sampler lean_sampler;
 LEAN_API lean_status lean_sampler_create(const lean_sampler_params *p, int32_t n_vocab,
                                          lean_sampler **out, lean_error *err);

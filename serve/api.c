@@ -7,10 +7,9 @@
  * (completions), model, max_tokens / max_completion_tokens, temperature, top_p, top_k,
  * repeat_penalty, repeat_last_n, seed, stop, stream, stream_options.include_usage,
  * response_format (a grammar the reply is held to: json_object, json_schema), logit_bias
- * (-100 and 100: a mask every draw is held to). Keys it
+ * (-100 and 100: a mask every draw is held to; values between: added to the logits). Keys it
  * does not know are ignored, as OpenAI's clients send extras; those whose meaning lean cannot
- * honour (n > 1, logprobs, tools, penalties other than repeat_penalty, logit_bias values
- * between -100 and 100 other than 0) are refused, not
+ * honour (n > 1, logprobs, tools, penalties other than repeat_penalty) are refused, not
  * silently dropped. Defaults are llama.cpp's (lean_sampler_default_params), as llama-server's.
  *
  * Errors: 400 invalid_request_error (malformed JSON naming line and column, a field of the
@@ -314,8 +313,10 @@ static int parse_response_format(const serve_server *srv, json_t *req, serve_job
 
 /* logit_bias: {"id": value}, value in [-100, 100]. As OpenAI defines the ends, -100 bans the id
  * and 100 selects among the ids given 100 only; 0 changes nothing. Both ends become the job's
- * mask (lean_gen_next_batch_masked: on every backend, resident on the GPU); a value between
- * would add to the logit, which lean's sampler (and the GPU's) has no stage for: refused. */
+ * mask (lean_gen_next_batch_masked: on every backend, resident on the GPU), so they hold
+ * whatever the logits' scale and the temperature; a value between is added to the id's logit
+ * before the penalty and the temperature (the sampler's logit_bias, lean.h), as llama-server
+ * and OpenAI add it. */
 static int parse_logit_bias(const serve_server *srv, json_t *req, serve_job *j, api_reply *fail) {
     json_t *lb = json_object_get(req, "logit_bias"), *v;
     if (!lb || json_is_null(lb)) return 0;
@@ -325,9 +326,11 @@ static int parse_logit_bias(const serve_server *srv, json_t *req, serve_job *j, 
                -1;
     const size_t words = LEAN_MASK_WORDS(srv->n_vocab);
     uint32_t *ban = calloc(words, sizeof *ban), *only = calloc(words, sizeof *only);
-    int n_ban = 0, n_only = 0, rc = -1;
+    uint32_t *seen = calloc(words, sizeof *seen);
+    lean_logit_bias *add = malloc(sizeof *add * (json_object_size(lb) + 1));
+    int n_ban = 0, n_only = 0, n_add = 0, rc = -1;
     const char *key;
-    if (!ban || !only) {
+    if (!ban || !only || !seen || !add) {
         *fail = api_error(500, NULL, NULL, "no memory for logit_bias");
         goto out;
     }
@@ -345,12 +348,12 @@ static int parse_logit_bias(const serve_server *srv, json_t *req, serve_job *j, 
             *fail = api_error(400, "invalid_value", "logit_bias", "logit_bias['%s'] must be a number in [-100, 100]", key);
             goto out;
         }
-        if (x != -100 && x != 0 && x != 100) {
-            *fail = api_error(400, "unsupported_value", "logit_bias",
-                              "logit_bias['%s'] is %g: lean serve applies -100 (never this id) and 100 (only ids "
-                              "given 100), not the values between", key, x);
+        if (lean_mask_allows(seen, (int32_t)id)) { /* "7" and "007" */
+            *fail = api_error(400, "invalid_value", "logit_bias", "logit_bias gives token id %lld twice ('%s')", id, key);
             goto out;
         }
+        lean_mask_allow(seen, (int32_t)id);
+        if (x > -100 && x < 100 && x != 0) add[n_add++] = (lean_logit_bias){(int32_t)id, (float)x};
         if (x == -100) lean_mask_allow(ban, (int32_t)id), n_ban++;
         if (x == 100) lean_mask_allow(only, (int32_t)id), n_only++;
     }
@@ -365,9 +368,12 @@ static int parse_logit_bias(const serve_server *srv, json_t *req, serve_job *j, 
         goto out;
     }
     if (n_ban || n_only) j->allow = only, only = NULL; /* else all zeros: no mask */
+    if (n_add) j->bias = add, add = NULL;
+    j->sampling.logit_bias = j->bias;
+    j->sampling.n_logit_bias = n_add;
     rc = 0;
 out:
-    free(ban), free(only);
+    free(ban), free(only), free(seen), free(add);
     return rc;
 }
 

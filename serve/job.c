@@ -37,6 +37,7 @@ void job_unref_locked(serve_job *j) {
     free(j->stop);
     lean_grammar_free(j->grammar);
     free(j->allow);
+    free(j->bias);
     free(j->prompt);
     free(j->text);
     pthread_cond_destroy(&j->cv);

@@ -42,6 +42,8 @@ typedef struct serve_job {
                                      engine thread only once queued */
     uint32_t *allow;              /* logit_bias's mask (LEAN_MASK_WORDS(n_vocab) words, malloc'd):
                                      the ids every draw may take; NULL: no logit_bias */
+    lean_logit_bias *bias;        /* logit_bias's values between -100 and 100 (sampling.logit_bias,
+                                     n_logit_bias of them), malloc'd; NULL: none */
     int fd;                       /* the client's socket, watched for a hang-up; -1 none */
     char id[48];                  /* "chatcmpl-..." / "cmpl-..." */
     int64_t created_s;

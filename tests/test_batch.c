@@ -196,7 +196,7 @@ static void test_reply(const lean_model *m, const run_cfg *rc, int32_t V, const 
 }
 
 /* lean_gen_next_batch: N_SEQ generations, each its own sampler settings (greedy; temperature
- * with top-k; top-p; a repeat penalty; a high temperature), joining at different steps (each
+ * with top-k and a logit bias; top-p; a repeat penalty and another bias; a high temperature), joining at different steps (each
  * prefilled, lean_gen_begin, then in the next call), leaving early (lean_gen_end) or at their
  * max_ids; on the GPU one sequence first runs ahead alone (lean_gen_next queues steps) before it
  * joins. Every sequence's ids are those of lean_gen_next alone with the same settings; on the
@@ -204,10 +204,12 @@ static void test_reply(const lean_model *m, const run_cfg *rc, int32_t V, const 
 #define GEN_IDS 10
 static const int gen_join[N_SEQ] = {0, 0, 2, 3, 1}, gen_stop[N_SEQ] = {GEN_IDS, 6, GEN_IDS, 5, GEN_IDS};
 static lean_sampler_params gen_params(int s) {
+    static const lean_logit_bias b1[2] = {{3, 2.5f}, {7, -1.5f}}, b3[3] = {{1, 4.0f}, {2, 0.75f}, {9, -3.0f}};
     lean_sampler_params sp = lean_sampler_default_params();
     sp.seed = 500 + (uint64_t)s;
     if (s == 0) sp.greedy = 1;
-    if (s == 1) sp.temperature = 0.9, sp.top_k = 5, sp.top_p = 1.0;
+    if (s == 1) sp.temperature = 0.9, sp.top_k = 5, sp.top_p = 1.0, sp.logit_bias = b1, sp.n_logit_bias = 2;
+    if (s == 3) sp.logit_bias = b3, sp.n_logit_bias = 3; /* each row its own bias, as its own penalty */
     if (s == 2) sp.temperature = 1.0, sp.top_k = 0, sp.top_p = 0.7;
     if (s == 3) sp.temperature = 0.7, sp.repeat_penalty = 1.3;
     if (s == 4) sp.temperature = 2.0, sp.top_k = 0;

@@ -236,6 +236,41 @@ static void test_stderr(void) {
     result_free(&r);
 }
 
+/* --logit-bias ID+B / ID-B (llama.cpp's): +60 on an id makes the greedy ids that id; -60 on the
+ * first greedy id moves the reply off it; the same seeded reply on cpu-ref and the CPU kernels;
+ * bad values are usage errors naming the flag. */
+static void test_logit_bias(void) {
+    const char *run = "run -q -m build/fixtures/llama-q8_0.gguf --ids 1,2,3 -n 4 --temp 0";
+    result plain = lean("%s --backend cpu", run), up = lean("%s --backend cpu --logit-bias 77+60", run);
+    CHECK(plain.rc == 0 && up.rc == 0 && !strcmp(up.out, "77 77 77 77\n") && strcmp(plain.out, up.out),
+          "--logit-bias 77+60, greedy: '%s' (unbiased '%s')", up.out, plain.out);
+    int first = -1;
+    sscanf(plain.out, "%d", &first);
+    result down = lean("%s --backend cpu --logit-bias %d-60", run, first);
+    int got = -2;
+    sscanf(down.out, "%d", &got);
+    CHECK(down.rc == 0 && got >= 0 && got != first, "--logit-bias %d-60: '%s'", first, down.out);
+    result_free(&plain), result_free(&up), result_free(&down);
+    const char *seeded = "run -q -m build/fixtures/llama-q8_0.gguf --ids 1,2,3 -n 8 --temp 1.5 --seed 7 "
+                         "--logit-bias 77+2.5 --logit-bias 3941-1.25 --logit-bias 12+0.5";
+    result a = lean("%s --backend cpu-ref", seeded), b = lean("%s --backend cpu --exact", seeded);
+    CHECK(a.rc == 0 && b.rc == 0 && a.out[0] && !strcmp(a.out, b.out), "seeded with a bias: cpu-ref '%s', cpu '%s'",
+          a.out, b.out);
+    result_free(&a), result_free(&b);
+    const struct {
+        const char *arg, *says;
+    } bad[] = {{"12", "TOKEN_ID+BIAS"}, {"12+", "TOKEN_ID+BIAS"}, {"x+1", "TOKEN_ID+BIAS"}, {"-3+1", "TOKEN_ID+BIAS"},
+               {"12+101", "[-100, 100]"}, {"12-inf", "[-100, 100]"}, {"99999999+1", "outside the vocabulary"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        result r = lean("%s --backend cpu --logit-bias %s", run, bad[i].arg);
+        CHECK(r.rc != 0 && strstr(r.err, bad[i].says), "--logit-bias %s: %d '%s'", bad[i].arg, r.rc, r.err);
+        result_free(&r);
+    }
+    result r = lean("%s --backend cpu --logit-bias 5+1 --logit-bias 5-2", run);
+    CHECK(r.rc == 2 && strstr(r.err, "token id 5 is given twice"), "--logit-bias twice: %d '%s'", r.rc, r.err);
+    result_free(&r);
+}
+
 /* --lora / --lora-scaled (docs/lora.md; the adapters of `make test-data`): an adapter changes
  * the greedy ids, scale 0 gives the model's, several add up the same on cpu-ref, the CPU's
  * exact kernels and the GPU's, a misfit is named, a bad SCALE is a usage error, FILE:SCALE is llama.cpp's
@@ -371,6 +406,7 @@ int main(int argc, char **argv) {
     test_version();
     test_aliases(text_model, vocab);
     test_stderr();
+    test_logit_bias();
     test_lora_flags();
     test_bench_lora();
     if (text_model) test_chat_lora(text_model);

@@ -10,7 +10,8 @@
  *               threads and for prefill batches of 1, 5 and the whole prompt;
  *   same reply  for every one of the 13 formats (tiny models, tiny_model.h, the three
  *               architectures in turn), one seeded sampled reply (lean_gen_*, temperature 1.5,
- *               top-k 40, top-p 0.95, repetition penalty 1.1) and one greedy reply: the same
+ *               top-k 40, top-p 0.95, repetition penalty 1.1), the same with a logit bias on a
+ *               few ids (it must change the reply), and one greedy reply: the same
  *               ids on cpu-ref, on every CPU table exact, and on the GPU's exact path (WebGPU:
  *               Dawn natively, navigator.gpu under Deno in the webgpu stage; LEAN_TEST_GPU=0
  *               skips it, saying so); and its FNV-1a hash equal to the one recorded in
@@ -121,10 +122,16 @@ static uint64_t fnv1a(const int32_t *ids, int n) {
     return h;
 }
 
+enum { SEEDED, GREEDY, BIASED, N_MODES };
+static const char *const mode_name[N_MODES] = {"seeded", "greedy", "biased"};
+
 /* N_REPLY ids after the prompt through lean_gen_* (the draw on the GPU for the GPU backend),
- * seeded sampling or greedy. */
-static bool reply(lean_ctx *c, const int32_t *prompt, int32_t V, bool greedy, int32_t *out) {
+ * seeded sampling, greedy, or seeded sampling with a logit bias on a few ids. */
+static bool reply(lean_ctx *c, const int32_t *prompt, int32_t V, int mode, int32_t *out) {
+    const bool greedy = mode == GREEDY;
+    const lean_logit_bias bias[4] = {{5 % V, 3.0f}, {11 % V, -2.5f}, {(V - 1) % V, 1.75f}, {40 % V, 0.6f}};
     lean_sampler_params sp = lean_sampler_default_params();
+    if (mode == BIASED) sp.logit_bias = bias, sp.n_logit_bias = V > 40 ? 4 : 1;
     sp.temperature = greedy ? 0.0 : 1.5; /* hot: the draws leave the argmax */
     sp.top_k = 40;
     sp.top_p = 0.95;
@@ -150,12 +157,16 @@ static char *recorded; /* tests/data/exact_replies.txt */
 static void test_same_reply(const lean_model *m, uint32_t type, const int32_t *prompt, bool gpu) {
     const char *fmt = lean_type_name((int)type);
     const int32_t V = lean_model_n_vocab(m);
-    for (int greedy = 0; greedy < 2; greedy++) {
+    int32_t seeded[N_REPLY] = {0};
+    for (int mode = 0; mode < N_MODES; mode++) {
         int32_t want[N_REPLY], got[N_REPLY];
         lean_ctx *c = new_ctx(m, "cpu-ref", true, 1, 0, NULL);
-        const bool ok = c && reply(c, prompt, V, greedy, want);
+        const bool ok = c && reply(c, prompt, V, mode, want);
         lean_ctx_free(c);
         if (!ok) continue;
+        if (mode == SEEDED) memcpy(seeded, want, sizeof seeded);
+        if (mode == BIASED) /* else a bias lost everywhere alike would go unseen */
+            CHECK(memcmp(seeded, want, sizeof seeded) != 0, "%s: the logit bias left the seeded reply as it was", fmt);
         char ran[128] = "cpu-ref";
         const char *names[N_ISA + 2];
         size_t nn = 0;
@@ -167,18 +178,18 @@ static void test_same_reply(const lean_model *m, uint32_t type, const int32_t *p
             const bool is_gpu = !strcmp(names[i], "gpu"); /* no GPU is a failure (gpu_test.h) */
             c = new_ctx(m, names[i], true, !strcmp(names[i], "cpu") ? 3 : 0, 0, is_gpu ? NULL : &unsupported);
             if (!c) continue;
-            if (reply(c, prompt, V, greedy, got)) {
+            if (reply(c, prompt, V, mode, got)) {
                 int at = -1;
                 for (int k = N_REPLY - 1; k >= 0; k--)
                     if (got[k] != want[k]) at = k;
                 CHECK(at < 0, "%s %s reply, exact: %s differs from cpu-ref at id %d (%d, cpu-ref %d)", fmt,
-                      greedy ? "greedy" : "seeded", names[i], at, at >= 0 ? got[at] : 0, at >= 0 ? want[at] : 0);
+                      mode_name[mode], names[i], at, at >= 0 ? got[at] : 0, at >= 0 ? want[at] : 0);
                 if (strlen(ran) + strlen(names[i]) + 3 < sizeof ran) strcat(strcat(ran, ", "), names[i]);
             }
             lean_ctx_free(c);
         }
         char line[96];
-        snprintf(line, sizeof line, "exact %-4s %-6s reply fnv1a64 %016llx", fmt, greedy ? "greedy" : "seeded",
+        snprintf(line, sizeof line, "exact %-4s %-6s reply fnv1a64 %016llx", fmt, mode_name[mode],
                  (unsigned long long)fnv1a(want, N_REPLY));
         printf("%s on %s\n", line, ran);
         CHECK(recorded && strstr(recorded, line), "'%s' is not in tests/data/exact_replies.txt", line);

@@ -125,8 +125,13 @@ static lean_sampler_params sampling(int kind) {
     case 1: p.temperature = 1.5, p.top_k = 64, p.top_p = 1.0; break;
     case 2: p.temperature = 0.9, p.top_k = 20, p.top_p = 0.9, p.repeat_penalty = 1.3, p.repeat_last_n = 8; break;
     case 3: p.temperature = 0.7, p.top_k = 64, p.top_p = 0.8, p.repeat_penalty = 1.5, p.repeat_last_n = -1; break;
-    default: p.temperature = 1.2, p.top_k = 0, p.top_p = 0.9, p.repeat_penalty = 1.2; break; /* the wide draw */
+    case 4: p.temperature = 1.2, p.top_k = 0, p.top_p = 0.9, p.repeat_penalty = 1.2; break; /* the wide draw */
+    case 5: p.temperature = 0.9, p.top_k = 40, p.top_p = 0.95, p.repeat_penalty = 1.2; break;
+    default: p.temperature = 1.1, p.top_k = 0, p.top_p = 0.9; break;
     }
+    /* 5 and 6: a logit bias (the capped and the wide draw); ids under every tiny vocabulary */
+    static const lean_logit_bias bias[4] = {{2, 3.5f}, {5, -2.0f}, {9, 1.25f}, {13, -0.5f}};
+    if (kind >= 5) p.logit_bias = bias, p.n_logit_bias = 4;
     return p;
 }
 
@@ -149,7 +154,7 @@ static void test_against_host(const char *arch, uint32_t type) {
     if (!m) return;
     const int32_t V = lean_model_n_vocab(m);
     lean_ctx *c = new_ctx(m, 128);
-    for (int kind = 0; kind < 5 && c; kind++) {
+    for (int kind = 0; kind < 7 && c; kind++) {
         lean_sampler_params sp = sampling(kind);
         run a, h;
         gen_run(c, m, &sp, 40, 0, true, &a);

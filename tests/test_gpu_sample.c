@@ -281,6 +281,55 @@ static void test_masks(int32_t n_vocab) {
     free(work);
 }
 
+/* The logit bias: made with one (cfg's), then changed, turned off and on again on the same
+ * sampler (gpu_sampler_set_bias), each draw held to sample_reference's with the same list;
+ * with a mask too; greedy with +100 on an id draws it. */
+static void test_bias(int32_t n_vocab) {
+    float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * SAMPLER_WORK_FLOATS(n_vocab));
+    uint32_t *bits = malloc(4 * LEAN_MASK_WORDS(n_vocab));
+    int32_t hist[24];
+    lean_logit_bias b[3][6];
+    for (int l = 0; l < 3; l++) /* distinct ids a list (a stride of a prime over the vocabulary) */
+        for (int i = 0; i < 6; i++)
+            b[l][i] = (lean_logit_bias){(int32_t)(((uint32_t)l * 101u + (uint32_t)i * 7919u) % (uint32_t)n_vocab),
+                                        l == 2 && i == 0 ? 100.0f : 6.0f * rnd_unit()};
+    const int32_t n_list = n_vocab < 6 ? 1 : 6;
+    static const int picks[] = {0, 1, 6, 15, 17, 19}; /* greedy (plain, penalized), capped, penalized, wide (top-p) */
+    for (size_t pi = 0; pi < sizeof picks / sizeof *picks; pi++) {
+        const setting *t = &settings[picks[pi]];
+        sampler_cfg cfg = cfg_of(t->temp, t->top_k, t->top_p, t->penalty, t->last_n, 0xb1a5 + pi);
+        cfg.bias = b[0];
+        cfg.n_bias = n_list;
+        rig r;
+        if (!rig_make(&r, &cfg, n_vocab)) break;
+        bool ok = true;
+        for (int step = 0; step < 5 && ok; step++) { /* list 0, 1, none, 2 (+100 first), 2 under a mask */
+            const int l = step == 0 ? 0 : step == 1 ? 1 : 2;
+            lean_error err;
+            ok = gpu_sampler_set_bias(r.s, b[l], step == 2 ? 0 : n_list, &err) == LEAN_OK;
+            CHECK(ok, "set_bias: %s", err.msg);
+            make_logits(x, n_vocab, step % 2 ? L_TIES : L_RANDOM);
+            make_history(hist, 24, n_vocab);
+            for (uint32_t w = 0; w < LEAN_MASK_WORDS(n_vocab); w++) bits[w] = rnd() | 1u; /* id 0 stays allowed */
+            if (n_vocab % 32) bits[LEAN_MASK_WORDS(n_vocab) - 1] &= ~(~0u << (n_vocab % 32));
+            char what[160];
+            snprintf(what, sizeof what, "n_vocab %d, bias list %d (step %d), temp %g top-k %d top-p %g penalty %g/%d",
+                     n_vocab, l, step, t->temp, t->top_k, t->top_p, t->penalty, t->last_n);
+            if (ok) ok = compare_masked(what, &r, x, step == 4 ? bits : NULL, n_vocab, hist, 24, rnd() % 100000, work);
+            if (ok && step == 3 && picks[pi] == 0) { /* greedy, +100 on b[2][0]'s id: drawn */
+                uint32_t id = GPU_SAMPLE_NO_ID;
+                gpu_sampler_reset(r.s, 5, NULL, 0, &err);
+                gpu_draw(&r, x, n_vocab, &id);
+                CHECK(id == (uint32_t)b[2][0].id, "greedy with +100 on %d: drew %u", b[2][0].id, id);
+            }
+        }
+        rig_free(&r);
+    }
+    free(bits);
+    free(x);
+    free(work);
+}
+
 /* One logits vector, many seeds x positions: only the draw changes. */
 static void test_seeds(int32_t n_vocab) {
     float *x = malloc(sizeof *x * (size_t)n_vocab), *work = malloc(sizeof *work * SAMPLER_WORK_FLOATS(n_vocab));
@@ -325,6 +374,12 @@ static void test_errors(void) {
     CHECK(gpu_sampler_reset(s, 0, bad, 2, &err) == LEAN_ERR_ARG && strstr(err.msg, "history[1] = 100"),
           "a history id outside the vocabulary: %s", err.msg);
     CHECK(gpu_sampler_reset(s, 0, NULL, 1, &err) == LEAN_ERR_ARG, "history NULL");
+    const lean_logit_bias far = {100, 1.0f}, huge = {3, 200.0f};
+    CHECK(gpu_sampler_set_bias(s, &far, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "id 100"),
+          "a bias id outside the vocabulary: %s", err.msg);
+    CHECK(gpu_sampler_set_bias(s, &huge, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "200"), "a bias of 200: %s",
+          err.msg);
+    CHECK(gpu_sampler_set_bias(s, NULL, 1, &err) == LEAN_ERR_ARG, "bias NULL");
     gpu_sampler_free(s);
     lean_gpu_buf_free(logits);
     lean_gpu_buf_free(out);
@@ -351,6 +406,9 @@ int main(void) {
     test_masks(1000);
     test_masks(1025);
     test_masks(50257);
+    test_bias(1);
+    test_bias(1000);
+    test_bias(50257);
     test_errors();
     lean_gpu_close(G);
     return test_finish("test_gpu_sample");

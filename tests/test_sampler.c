@@ -1110,6 +1110,142 @@ static void test_penalty(void) {
           "resident penalty %a vs %a", pos0 >= 0 ? tr.logit[pos0] : 0.0f, want);
 }
 
+/* The logit bias: added first (before the penalty, the temperature, top-k, top-p, the argmax),
+ * each value once, in float32; a reference computed here by hand from known logits. */
+static void test_bias(void) {
+    /* hf_logit_bias: x[id] + value, nothing else touched */
+    float x[6] = {1.0f, -2.0f, 0.5f, 3.0f, -0.0f, 7.0f};
+    const lean_logit_bias hb[3] = {{1, 2.5f}, {4, -1.25f}, {5, 0.1f}};
+    hf_logit_bias(x, hb, 3);
+    CHECK(x[0] == 1.0f && x[1] == 0.5f && x[2] == 0.5f && x[3] == 3.0f && x[4] == -1.25f && x[5] == 7.0f + 0.1f,
+          "hf_logit_bias: %g %g %g %g %g %g", x[0], x[1], x[2], x[3], x[4], x[5]);
+
+    /* The order: bias, then penalty. Id 2 at -1, bias +4, penalty 2 in the window: (-1 + 4) / 2
+     * = 1.5 (penalty first would give -1 * 2 + 4 = 2); id 0 at 1.2 (unbiased, unpenalized),
+     * id 1 at 2.0 biased by -1.5 (0.5), the rest at 0. */
+    float logits[8] = {1.2f, 2.0f, -1.0f, 0, 0, 0, 0, 0}, work[SAMPLER_WORK_FLOATS(8)];
+    const lean_logit_bias bias[2] = {{2, 4.0f}, {1, -1.5f}};
+    sampler_cfg cfg = make_cfg(1.0, 8, 1.0, 2.0, -1, 9);
+    cfg.bias = bias;
+    cfg.n_bias = 2;
+    const int32_t pen[1] = {2};
+    sample_trace tr;
+    int32_t id = -1;
+    CHECK(sample_reference(&cfg, logits, 8, NULL, pen, 1, 0, work, &id, &tr, NULL) == LEAN_OK, "biased draw");
+    CHECK(tr.n_cand == 8 && tr.ids[0] == 2 && tr.logit[0] == 1.5f && tr.ids[1] == 0 && tr.logit[1] == 1.2f &&
+              tr.ids[2] == 1 && tr.logit[2] == 0.5f,
+          "bias then penalty: candidates %d (%g), %d (%g), %d (%g); want 2 (1.5), 0 (1.2), 1 (0.5)", tr.ids[0],
+          tr.logit[0], tr.ids[1], tr.logit[1], tr.ids[2], tr.logit[2]);
+    /* the weights are those of the biased logits: exp(l - 1.5) */
+    CHECK(tr.weight[0] == 1.0f && tr.weight[1] == sampler_exp(1.2f - 1.5f) && tr.weight[2] == sampler_exp(0.5f - 1.5f),
+          "weights %g %g %g", tr.weight[0], tr.weight[1], tr.weight[2]);
+    /* hf_process (transformers' chain) on the same settings: the same biased, penalized logits */
+    float hx[8];
+    memcpy(hx, logits, sizeof hx);
+    const int32_t hh[2] = {2, 2};
+    hf_process(&cfg, hx, 8, NULL, hh, 2, NULL);
+    CHECK(hx[2] == 1.5f && hx[1] == 0.5f && hx[0] == 1.2f, "hf_process with a bias: %g %g %g", hx[2], hx[1], hx[0]);
+
+    /* Every draw with a bias equals the unbiased draw over logits biased by hand (the capped
+     * and the wide draw, under a mask too), trace for trace. */
+    enum { V = 500 };
+    static float lg[V], pre[V], wk[SAMPLER_WORK_FLOATS(V)];
+    uint32_t u = 99, mask[LEAN_MASK_WORDS(V)] = {0};
+    for (int i = 0; i < V; i++) {
+        u = u * 1664525u + 1013904223u;
+        lg[i] = (float)(u >> 8) * 0x1p-21f - 4.0f;
+        if (i % 5) lean_mask_allow(mask, i);
+    }
+    const lean_logit_bias many[5] = {{7, 3.3f}, {123, -0.7f}, {250, 6.0f}, {499, 1.9f}, {31, -100.0f}};
+    memcpy(pre, lg, sizeof pre);
+    for (int k = 0; k < 5; k++) pre[many[k].id] += many[k].value;
+    const struct {
+        double t;
+        int32_t k;
+        double p;
+    } rows[] = {{0.8, 40, 0.95}, {1.3, 64, 1.0}, {0.9, 0, 0.9}, {1.0, 100, 1.0}, {0, 0, 1}};
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+        for (int masked = 0; masked < 2; masked++)
+            for (uint32_t pos = 0; pos < 20; pos++) {
+                sampler_cfg c = make_cfg(rows[r].t, rows[r].k, rows[r].p, 1.2, -1, 77 + pos);
+                const int32_t ph[3] = {7, 250, 3};
+                sample_trace a, b;
+                int32_t ia = -1, ib = -2;
+                sample_reference(&c, pre, V, masked ? mask : NULL, ph, 3, pos, wk, &ia, &a, NULL);
+                c.bias = many;
+                c.n_bias = 5;
+                sample_reference(&c, lg, V, masked ? mask : NULL, ph, 3, pos, wk, &ib, &b, NULL);
+                char diff[200] = "";
+                CHECK(ia == ib && sample_trace_same(&a, &b, diff, sizeof diff),
+                      "row %zu masked %d pos %u: biased by hand %d, by the sampler %d (%s)", r, masked, pos, ia, ib, diff);
+            }
+
+    /* Greedy: +100 on an id picks it; -100 on the argmax gives the runner-up; 0 adds nothing. */
+    lean_sampler_params p = lean_sampler_default_params();
+    p.greedy = 1;
+    lean_logit_bias one = {321, 100.0f};
+    p.logit_bias = &one;
+    p.n_logit_bias = 1;
+    int32_t best = 0, second = -1;
+    for (int i = 1; i < V; i++)
+        if (lg[i] > lg[best]) best = i;
+    for (int i = 0; i < V; i++)
+        if (i != best && (second < 0 || lg[i] > lg[second])) second = i;
+    for (int b = 0; b < 3; b++) {
+        one = b == 0 ? (lean_logit_bias){321, 100.0f} : b == 1 ? (lean_logit_bias){best, -100.0f} : (lean_logit_bias){best, 0.0f};
+        const int32_t want = b == 0 ? 321 : b == 1 ? second : best;
+        lean_sampler *smp = NULL;
+        lean_error err = {0};
+        id = -1;
+        if (lean_sampler_create(&p, V, &smp, &err) == LEAN_OK) lean_sampler_sample(smp, lg, 3, NULL, &id, &err);
+        CHECK(id == want, "greedy with bias (%d, %g): %d, want %d (%s)", one.id, one.value, id, want, err.msg);
+        lean_sampler_free(smp);
+    }
+    /* The list is copied at create: the caller's may change after. */
+    lean_logit_bias mine[2] = {{10, 100.0f}, {11, 50.0f}};
+    p.logit_bias = mine;
+    p.n_logit_bias = 2;
+    lean_sampler *smp = NULL;
+    lean_sampler_create(&p, V, &smp, NULL);
+    mine[0].value = -100.0f;
+    id = -1;
+    if (smp) lean_sampler_sample(smp, lg, 0, NULL, &id, NULL);
+    CHECK(id == 10, "the sampler kept the caller's list, not a copy: %d", id);
+    lean_sampler_free(smp);
+
+    /* Bad lists: each refused with a message naming what is wrong. */
+    const struct {
+        lean_logit_bias b[2];
+        int32_t n;
+        const char *says;
+    } bad[] = {
+        {{{V, 1.0f}}, 1, "outside the vocabulary"},
+        {{{-1, 1.0f}}, 1, "negative"},
+        {{{3, NAN}}, 1, "finite"},
+        {{{3, INFINITY}}, 1, "finite"},
+        {{{3, -INFINITY}}, 1, "finite"},
+        {{{3, 100.5f}}, 1, "[-100, 100]"},
+        {{{3, -101.0f}}, 1, "[-100, 100]"},
+        {{{3, 1.0f}, {3, 2.0f}}, 2, "twice"},
+        {{{3, 0.0f}, {3, 2.0f}}, 2, "twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        p.logit_bias = bad[i].b;
+        p.n_logit_bias = bad[i].n;
+        lean_error err = {0};
+        smp = (lean_sampler *)&err;
+        const lean_status st = lean_sampler_create(&p, V, &smp, &err);
+        CHECK(st == LEAN_ERR_ARG && !smp && strstr(err.msg, bad[i].says) && strstr(err.msg, "logit_bias"),
+              "bad bias %zu: status %d, '%s' (want '%s')", i, st, err.msg, bad[i].says);
+    }
+    p.logit_bias = NULL;
+    p.n_logit_bias = 2;
+    lean_error err = {0};
+    CHECK(lean_sampler_params_check(&p, &err) == LEAN_ERR_ARG && strstr(err.msg, "NULL"), "NULL list: %s", err.msg);
+    p.n_logit_bias = -1;
+    CHECK(lean_sampler_params_check(&p, &err) == LEAN_ERR_ARG && strstr(err.msg, ">= 0"), "-1 entries: %s", err.msg);
+}
+
 static void test_params(void) {
     lean_sampler_params d = lean_sampler_default_params();
     CHECK(d.temperature == 0.8 && d.top_k == 40 && d.top_p == 0.95 && d.repeat_penalty == 1.0 &&
@@ -1167,6 +1303,9 @@ static void test_alloc_failures(void) {
     lean_sampler_params p = lean_sampler_default_params();
     p.repeat_penalty = 1.1;
     p.repeat_last_n = -1;
+    const lean_logit_bias bias[2] = {{3, 1.5f}, {9, -2.0f}};
+    p.logit_bias = bias;
+    p.n_logit_bias = 2;
     int32_t ids[300];
     for (int i = 0; i < 300; i++) ids[i] = i % 50;
     int clean = 1;
@@ -1197,6 +1336,7 @@ int main(void) {
     test_masks();
     test_greedy();
     test_penalty();
+    test_bias();
     test_params();
     test_alloc_failures();
     return test_finish("test_sampler");

@@ -1,7 +1,8 @@
 /* sampler.c — choosing the next id: transformers' semantics, one computation for every backend.
  *
  * What it does. Two computations over the same parameters (sampler.h):
- *   - hf_*: transformers' RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
+ *   - hf_*: transformers' SequenceBiasLogitsProcessor (one-id sequences: the logit bias),
+ *     RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
  *     TopKLogitsWarper and TopPLogitsWarper, transcribed in float32 with torch's CPU
  *     rounding. They define the distribution; tests/test_sampler.c holds them to
  *     transformers' own output bit for bit (tests/data/sampler, scripts/make_sampler_fixtures.py).
@@ -33,11 +34,14 @@
  *      a few passes over the vocabulary, up to ~70 when top-p keeps more than 64 ids.
  *   5. Ranking happens on the penalized logits before temperature (scaling by a positive
  *      constant keeps the order; only float ties created by that rounding could differ).
- *   6. A NaN or infinite logit (after the penalty) counts as masked out.
+ *   6. A NaN or infinite logit (after the bias and the penalty) counts as masked out.
+ *   7. The logit bias is added only where its value is nonzero (transformers adds a dense
+ *      tensor, turning a -0 logit into +0 everywhere): the order is the same, -0 == +0.
  *
  * Sections:
  *   1. parameters      defaults, checks, the derived float32 constants
- *   2. transformers    hf_repetition_penalty, hf_temperature, hf_top_k, hf_top_p, hf_process
+ *   2. transformers    hf_logit_bias, hf_repetition_penalty, hf_temperature, hf_top_k, hf_top_p,
+ *                      hf_process
  *   3. resident arithmetic   Philox4x32-10 on u32, the uniform, the polynomial exp
  *   4. top-k network   a bitonic sorting/merging network over blocks of 64; the wide
  *                      draw's keys, masses and threshold search
@@ -80,6 +84,8 @@ lean_sampler_params lean_sampler_default_params(void) {
         .repeat_last_n = 64,
         .seed = LEAN_SEED_RANDOM,
         .greedy = 0,
+        .logit_bias = NULL,
+        .n_logit_bias = 0,
     };
 }
 
@@ -99,6 +105,16 @@ lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_
         return LEAN_FAIL(err, LEAN_ERR_ARG,
                          "repeat_last_n %d: must be >= -1 (-1 = the whole history, 0 = off)",
                          p->repeat_last_n);
+    if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias: %d entries%s", p->n_logit_bias,
+                         p->n_logit_bias < 0 ? ": must be >= 0" : " but the list is NULL");
+    for (int32_t i = 0; i < p->n_logit_bias; i++) {
+        const lean_logit_bias b = p->logit_bias[i];
+        if (b.id < 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d is negative", i, b.id);
+        if (!(b.value >= -100.0f && b.value <= 100.0f))
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d] (id %d): value %g must be finite and in [-100, 100]",
+                             i, b.id, (double)b.value);
+    }
     sampler_cfg c = {0};
     c.greedy = p->greedy != 0 || p->temperature == 0;
     c.penalty = (float)p->repeat_penalty;
@@ -122,6 +138,8 @@ lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_
     c.use_top_p = p->top_p < 1;
     c.repeat_last_n = p->repeat_last_n;
     c.seed = p->seed;
+    c.bias = p->logit_bias;
+    c.n_bias = p->n_logit_bias;
     *out = c;
     return LEAN_OK;
 }
@@ -147,6 +165,10 @@ lean_status lean_sampler_params_check(const lean_sampler_params *p, lean_error *
  *                      float32 for the comparison); keep the last (most likely) one.
  * The softmax is the one thing not transcribed bit for bit: torch's vectorised exp is its
  * own; here each probability is the float32 rounding of a double-precision softmax. */
+
+void hf_logit_bias(float *x, const lean_logit_bias *bias, int32_t n_bias) {
+    for (int32_t i = 0; i < n_bias; i++) x[bias[i].id] = x[bias[i].id] + bias[i].value;
+}
 
 void hf_repetition_penalty(float *x, int32_t n_vocab, const int32_t *ids, int32_t n_ids, float penalty) {
     (void)n_vocab;
@@ -220,6 +242,7 @@ lean_status hf_top_p(float *x, int32_t n_vocab, double top_p, lean_error *err) {
 
 lean_status hf_process(const sampler_cfg *cfg, float *x, int32_t n_vocab, const uint32_t *mask_bits,
                        const int32_t *history, int32_t n_history, lean_error *err) {
+    hf_logit_bias(x, cfg->bias, cfg->n_bias);
     if (mask_bits)
         for (int32_t i = 0; i < n_vocab; i++)
             if (!lean_mask_allows(mask_bits, i)) x[i] = -INFINITY;
@@ -586,6 +609,8 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
                              sample_trace *trace, lean_error *err) {
     float *a = work;
     memcpy(a, logits, sizeof *a * (size_t)n_vocab);
+    for (int32_t i = 0; i < cfg->n_bias; i++)
+        if (cfg->bias[i].value != 0) a[cfg->bias[i].id] += cfg->bias[i].value;
     if (cfg->use_penalty)
         for (int32_t i = 0; i < n_penalty_ids; i++) {
             const float v = a[penalty_ids[i]];
@@ -741,9 +766,35 @@ struct lean_sampler {
     uint32_t gen;
     int32_t *distinct;  /* (n_vocab) the window's distinct ids */
     float *work;        /* (SAMPLER_WORK_FLOATS) penalized logits, the wide draw's weights */
+    lean_logit_bias *bias; /* (cfg.n_bias) the params' bias, sorted by id, zeros dropped; cfg.bias */
     lean_grammar *grammar; /* nullable, not owned: every draw is masked by it and moves it on */
     uint32_t *gbits;    /* (LEAN_MASK_WORDS(n_vocab)) the grammar's mask, and the caller's */
 };
+
+static int cmp_bias_id(const void *a, const void *b) {
+    const int32_t x = ((const lean_logit_bias *)a)->id, y = ((const lean_logit_bias *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* cfg's bias list (checked by sampler_config but for the vocabulary) into out, sorted by id,
+ * entries of value 0 dropped; cfg->n_bias becomes their count. LEAN_ERR_ARG for an id past
+ * n_vocab or listed twice. */
+static lean_status copy_bias(sampler_cfg *cfg, int32_t n_vocab, lean_logit_bias *out, lean_error *err) {
+    for (int32_t i = 0; i < cfg->n_bias; i++)
+        if (cfg->bias[i].id >= n_vocab)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d is outside the vocabulary [0, %d)", i,
+                             cfg->bias[i].id, n_vocab);
+    if (cfg->n_bias > 0) memcpy(out, cfg->bias, sizeof *out * (size_t)cfg->n_bias);
+    qsort(out, (size_t)cfg->n_bias, sizeof *out, cmp_bias_id);
+    int32_t n = 0;
+    for (int32_t i = 0; i < cfg->n_bias; i++) {
+        if (i > 0 && out[i].id == out[i - 1].id)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias: id %d is listed twice", out[i].id);
+        if (out[i].value != 0) out[n++] = out[i];
+    }
+    cfg->n_bias = n;
+    return LEAN_OK;
+}
 
 /* A seed for LEAN_SEED_RANDOM from the clock, an address and a counter (splitmix64). */
 static uint64_t pick_seed(const void *addr) {
@@ -773,10 +824,18 @@ lean_status lean_sampler_create(const lean_sampler_params *p, int32_t n_vocab, l
     s->stamp = lean_calloc((size_t)n_vocab, sizeof *s->stamp);
     s->distinct = lean_calloc((size_t)n_vocab, sizeof *s->distinct);
     s->work = lean_calloc(SAMPLER_WORK_FLOATS(n_vocab), sizeof *s->work);
-    if (!s->stamp || !s->distinct || !s->work) {
+    s->bias = lean_malloc(sizeof *s->bias * (size_t)(cfg.n_bias > 0 ? cfg.n_bias : 1));
+    if (!s->stamp || !s->distinct || !s->work || !s->bias) {
         lean_sampler_free(s);
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "sampler scratch for %d ids", n_vocab);
     }
+    st = copy_bias(&cfg, n_vocab, s->bias, err);
+    if (st != LEAN_OK) {
+        lean_sampler_free(s);
+        return st;
+    }
+    s->cfg.bias = s->bias;
+    s->cfg.n_bias = cfg.n_bias;
     *out = s;
     return LEAN_OK;
 }
@@ -787,6 +846,7 @@ void lean_sampler_free(lean_sampler *s) {
     lean_free(s->stamp);
     lean_free(s->distinct);
     lean_free(s->work);
+    lean_free(s->bias);
     lean_free(s->gbits);
     lean_free(s);
 }

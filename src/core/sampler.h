@@ -41,6 +41,10 @@ typedef struct sampler_cfg {
     float top_p_f;        /* (float)top_p: sample_reference's p */
     int32_t repeat_last_n;/* -1 = the whole history */
     uint64_t seed;        /* resolved (never LEAN_SEED_RANDOM) */
+    const lean_logit_bias *bias; /* n_bias (id, value): value added to x[id] first; not owned:
+                           * the params' list from sampler_config, the lean_sampler's copy
+                           * (ids checked, sorted, no zeros) in sampler_get_cfg */
+    int32_t n_bias;
 } sampler_cfg;
 
 /* Checks p (every range, with the value in the message) and fills *out. A random seed
@@ -69,6 +73,8 @@ lean_status sampler_grammar_take(lean_sampler *s, int32_t id, lean_error *err);
 
 /* ---- transformers' processors, in place on x[n_vocab] (float32, torch CPU semantics) ---- */
 
+/* SequenceBiasLogitsProcessor with one-id sequences: x[id] = x[id] + value for each entry. */
+void hf_logit_bias(float *x, const lean_logit_bias *bias, int32_t n_bias);
 /* RepetitionPenaltyLogitsProcessor: for every distinct id in ids[0..n_ids) (duplicates are
  * harmless: gather/scatter penalizes each id once), x = x < 0 ? x * penalty : x / penalty.
  * O(n_ids^2) deduplication: a test reference, not a run-time path. */
@@ -83,8 +89,8 @@ lean_status hf_top_k(float *x, int32_t n_vocab, int32_t k, lean_error *err);
  * are float32 roundings of a double-precision softmax, summed in double as torch's CPU
  * cumsum does. Allocates; LEAN_ERR_NOMEM only. */
 lean_status hf_top_p(float *x, int32_t n_vocab, double top_p, lean_error *err);
-/* The whole chain as transformers' generate() builds it for these settings, after setting
- * masked-out ids to -inf (mask_bits nullable): penalty (if on), then, unless greedy,
+/* The whole chain as transformers' generate() builds it for these settings: the logit bias,
+ * masked-out ids set to -inf (mask_bits nullable), penalty (if on), then, unless greedy,
  * temperature, top-k (if top_k > 0) and top-p (if top_p < 1). history: the penalty's window. */
 lean_status hf_process(const sampler_cfg *cfg, float *x, int32_t n_vocab, const uint32_t *mask_bits,
                        const int32_t *history, int32_t n_history, lean_error *err);
@@ -129,7 +135,8 @@ typedef struct sample_trace {
  * holding another backend's sampler to sample_reference. */
 bool sample_trace_same(const sample_trace *a, const sample_trace *b, char *msg, size_t cap);
 
-/* The resident sampler. logits[n_vocab] are read, never written; work holds
+/* The resident sampler: x = logits + bias (cfg->bias; an entry of value 0 adds nothing, so -0
+ * stays -0), then the penalty, the mask, the draw. logits[n_vocab] are read, never written; work holds
  * SAMPLER_WORK_FLOATS(n_vocab) floats (scratch). penalty_ids: the distinct ids of the penalty window. mask_bits (nullable): a
  * packed bitset of allowed ids. pos: the position keying the random draw (the position the
  * drawn token will occupy). trace (nullable) receives the intermediate values.

@@ -1150,6 +1150,7 @@ static int32_t gen_pace(lean_backend_state *s, bool greedy, double step_ms) {
     return n >= hi ? hi : n <= lo ? lo : (int32_t)n;
 }
 
+/* Whether a sampler made for a serves b, but for the bias (set on every generation). */
 static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
     return a->greedy == b->greedy && a->use_penalty == b->use_penalty && a->penalty == b->penalty &&
            a->inv_penalty == b->inv_penalty && a->temperature == b->temperature &&
@@ -1184,7 +1185,10 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
         st = gpu_sampler_create(s->g, cfg, s->m->hp.n_vocab, s->logits, 0, s->ids, 0, &G->smp, err);
         if (st) return st;
         G->cfg = *cfg;
+        G->cfg.bias = NULL; /* the caller's; same_cfg leaves the bias to gpu_sampler_set_bias */
+        G->cfg.n_bias = 0;
     }
+    st = gpu_sampler_set_bias(G->smp, cfg->bias, cfg->n_bias, err);
     for (int k = 0; !st && k < GEN_SLOTS; k++) /* the missing ones: an earlier call may have failed midway */
         if (!G->slot[k])
             st = lean_gpu_buf_create(s->g, GEN_BLOCK_MAX * 4, LEAN_GPU_READBACK, "generated ids", &G->slot[k], err);

@@ -11,6 +11,8 @@
  * top-p needs top-k's mass first), and sample_pick walks the last level's block sums.
  * A mask (lean_mask's bitset, gpu_sampler_set_mask) lives in the history buffer: the vocabulary
  * kernels treat an id whose bit is clear as they treat a non-finite logit (sampler.c's ALLOWED).
+ * The logit bias (gpu_sampler_set_bias) lives there too, dense: the vocabulary kernels add an
+ * id's nonzero word to its logit before the penalty, as sample_reference adds its sparse list.
  * What it does not: reading ids back (the caller's), choosing when to sample (forward.c).
  *
  * Buffers (u32 words):
@@ -21,7 +23,8 @@
  *                  (key hi, key lo, weight) | per block 16 x (count, sum) | its state (12)
  *   hist           [0] position of the next draw [1] ring head [2] ring fill [3] unused;
  *                  with the penalty on: counts (n_vocab) and the ring (ring_len); then the
- *                  mask (LEAN_MASK_WORDS(n_vocab), from mask_off; read only with F_MASK)
+ *                  mask (LEAN_MASK_WORDS(n_vocab), from mask_off; read only with F_MASK); then
+ *                  the bias (n_vocab f32, 0 where none, from bias_off; read only with F_BIAS)
  *
  * Sections: layout · making the kernels · create, reset, record, trace · the adapter check · free
  */
@@ -42,7 +45,7 @@
 #define HIST_STATE 4      /* words before the counts in hist */
 
 /* Params flags (sample_common.wgsl) */
-enum { F_PENALTY = 1, F_TOP_P = 2, F_WIDE = 4, F_GREEDY = 8, F_MASK = 16 };
+enum { F_PENALTY = 1, F_TOP_P = 2, F_WIDE = 4, F_GREEDY = 8, F_MASK = 16, F_BIAS = 32 };
 
 typedef struct kernel {
     lean_gpu_pipeline *pipe; /* owned by the lean_gpu (cached by source) */
@@ -69,7 +72,11 @@ struct gpu_sampler {
     uint32_t *host;     /* (mask_off words) what gpu_sampler_reset uploads */
     uint64_t hist_words;
     uint32_t mask_off;  /* words in hist: the mask */
-    uint32_t params[12]; /* what the params uniform holds (F_MASK follows gpu_sampler_set_mask) */
+    uint32_t bias_off;  /* words in hist: the dense bias */
+    lean_logit_bias *bias; /* (cfg.n_bias) the list on the device, cfg.bias; NULL when none */
+    float *dense;       /* (n_vocab) its dense form, made on the first bias */
+    uint32_t params[12]; /* what the params uniform holds (F_MASK follows gpu_sampler_set_mask,
+                          * F_BIAS gpu_sampler_set_bias) */
 };
 
 /* ---- layout ---- */
@@ -116,7 +123,7 @@ static lean_status make_kernel(gpu_sampler *s, const char *label, const char *lo
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling shaders for '%s' are not in this build", label);
-    lean_gpu_const all[16]; /* the most consts a kernel gets (make_end's 12), and WG */
+    lean_gpu_const all[16]; /* the most consts a kernel gets (make_end's 13), and WG */
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
     all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
     lean_gpu_bind binds[4] = {{s->scratch, 0, 0}, {s->params_buf, 0, 0}};
@@ -164,11 +171,12 @@ static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_pla
         const lean_gpu_const k[] = {
             {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
             {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', greedy ? GREEDY_CHUNK : CHUNK}, {"FAN", 'u', FAN},
-            {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}, {"MASK_OFF", 'u', s->mask_off}};
+            {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}, {"MASK_OFF", 'u', s->mask_off},
+            {"BIAS_OFF", 'u', s->bias_off}};
         const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
         const char *loader = l == 0 ? "sample_vocab" : greedy ? "sample_lists" : NULL;
         const char *kern = greedy ? "sample_argmax" : l == 0 ? "sample_topk" : "sample_merge";
-        lean_status st = make_kernel(s, label, loader, kern, k, 8, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
+        lean_status st = make_kernel(s, label, loader, kern, k, 9, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
         if (st != LEAN_OK) return st;
         s->n_levels = l + 1;
     }
@@ -182,20 +190,21 @@ static lean_status make_end(gpu_sampler *s, const vocab_src *v, lean_gpu_buf *ou
         {"N_VOCAB", 'u', s->n_vocab},          {"LOGITS_OFF", 'u', v->logits_off},  {"FINAL_OFF", 'u', s->final_off},
         {"TRACE_OFF", 'u', s->trace_off},      {"OUT_INDEX", 'u', out_index},       {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
         {"N_BLOCKS", 'u', s->n_blocks},        {"WIDE_OFF", 'u', s->wide_off},      {"WSTATE_OFF", 'u', s->wstate_off},
-        {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}, {"MASK_OFF", 'u', s->mask_off}};
+        {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}, {"MASK_OFF", 'u', s->mask_off},
+        {"BIAS_OFF", 'u', s->bias_off}};
     lean_status st = LEAN_OK;
     if (s->params[4] & F_WIDE) {
         const lean_gpu_bind vocab[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
-        st = make_kernel(s, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 12, vocab, 2,
+        st = make_kernel(s, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 13, vocab, 2,
                          lean_div_up((uint64_t)s->n_vocab, WG), &s->wprep, err);
         if (st == LEAN_OK)
-            st = make_kernel(s, "sample_wide_count", NULL, "sample_wide_count", k, 12, NULL, -1,
+            st = make_kernel(s, "sample_wide_count", NULL, "sample_wide_count", k, 13, NULL, -1,
                              lean_div_up(s->n_blocks, WG), &s->wcount, err);
         if (st == LEAN_OK)
-            st = make_kernel(s, "sample_wide_digit", NULL, "sample_wide_digit", k, 12, NULL, 0, 1, &s->wdigit, err);
+            st = make_kernel(s, "sample_wide_digit", NULL, "sample_wide_digit", k, 13, NULL, 0, 1, &s->wdigit, err);
     }
     const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
-    if (st == LEAN_OK) st = make_kernel(s, "sample_pick", NULL, "sample_pick", k, 12, extra, 2, 1, &s->pick, err);
+    if (st == LEAN_OK) st = make_kernel(s, "sample_pick", NULL, "sample_pick", k, 13, extra, 2, 1, &s->pick, err);
     return st;
 }
 
@@ -241,11 +250,14 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
     s->out = out;
     s->out_index = out_index;
     s->cfg = *cfg;
+    s->cfg.bias = NULL; /* gpu_sampler_set_bias below */
+    s->cfg.n_bias = 0;
     s->n_vocab = n_vocab;
     s->list_len = cfg->greedy ? 1 : SAMPLER_K_CAP;
     s->ring_len = cfg->use_penalty && cfg->repeat_last_n > 0 ? (uint32_t)cfg->repeat_last_n : 0;
     s->mask_off = HIST_STATE + (cfg->use_penalty ? (uint32_t)n_vocab + s->ring_len : 0);
-    s->hist_words = (uint64_t)s->mask_off + LEAN_MASK_WORDS(n_vocab);
+    s->bias_off = s->mask_off + (uint32_t)LEAN_MASK_WORDS(n_vocab);
+    s->hist_words = (uint64_t)s->bias_off + (uint64_t)n_vocab;
     level_plan lv[MAX_LEVELS];
     uint64_t words = 0;
     const int n_levels = plan_tree(n_vocab, cfg->greedy, lv, &words);
@@ -285,6 +297,7 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
         st = lean_gpu_buf_create(g, scratch_words * 4, LEAN_GPU_STORAGE, "sample scratch", &s->scratch, err);
     if (st == LEAN_OK) st = make_tree(s, &v, lv, n_levels, err);
     if (st == LEAN_OK) st = make_end(s, &v, out, out_index, err);
+    if (st == LEAN_OK) st = gpu_sampler_set_bias(s, cfg->bias, cfg->n_bias, err);
     if (st != LEAN_OK) goto fail;
     *res = s;
     return LEAN_OK;
@@ -319,15 +332,49 @@ lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *histo
     return lean_gpu_buf_write(s->g, s->hist, 0, h, (uint64_t)s->mask_off * 4, err);
 }
 
+/* Turns one of the params' flags on or off (a write of the word when it changes). */
+static lean_status set_flag(gpu_sampler *s, uint32_t flag, bool on, lean_error *err) {
+    const uint32_t flags = on ? s->params[4] | flag : s->params[4] & ~flag;
+    if (flags == s->params[4]) return LEAN_OK;
+    lean_status st = lean_gpu_buf_write(s->g, s->params_buf, 16, &flags, 4, err); /* word 4: flags */
+    if (st == LEAN_OK) s->params[4] = flags;
+    return st;
+}
+
 lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_error *err) {
-    const uint32_t flags = bits ? s->params[4] | F_MASK : s->params[4] & ~(uint32_t)F_MASK;
     lean_status st = LEAN_OK;
     if (bits) st = lean_gpu_buf_write(s->g, s->hist, 4ull * s->mask_off, bits, 4 * LEAN_MASK_WORDS(s->n_vocab), err);
-    if (st == LEAN_OK && flags != s->params[4]) {
-        st = lean_gpu_buf_write(s->g, s->params_buf, 16, &flags, 4, err); /* word 4: flags */
-        if (st == LEAN_OK) s->params[4] = flags;
+    return st == LEAN_OK ? set_flag(s, F_MASK, bits != NULL, err) : st;
+}
+
+lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, int32_t n, lean_error *err) {
+    if (n < 0 || (n > 0 && !bias)) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_set_bias: %d entries", n);
+    for (int32_t i = 0; i < n; i++)
+        if (bias[i].id < 0 || bias[i].id >= s->n_vocab || !(bias[i].value >= -100.0f && bias[i].value <= 100.0f))
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d, value %g (ids in [0, %d), values in [-100, 100])",
+                             i, bias[i].id, (double)bias[i].value, s->n_vocab);
+    if (n == s->cfg.n_bias && (n == 0 || memcmp(bias, s->bias, sizeof *bias * (size_t)n) == 0))
+        return set_flag(s, F_BIAS, n > 0, err); /* already on the device */
+    lean_logit_bias *copy = lean_malloc(sizeof *copy * (size_t)(n > 0 ? n : 1));
+    if (!s->dense) s->dense = lean_calloc((size_t)s->n_vocab, sizeof *s->dense);
+    if (!copy || !s->dense) {
+        lean_free(copy);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "the GPU sampler's bias (%d ids)", s->n_vocab);
     }
-    return st;
+    for (int32_t i = 0; i < s->cfg.n_bias; i++) s->dense[s->bias[i].id] = 0;
+    if (n > 0) memcpy(copy, bias, sizeof *copy * (size_t)n);
+    for (int32_t i = 0; i < n; i++) s->dense[bias[i].id] = bias[i].value != 0 ? bias[i].value : 0.0f;
+    lean_free(s->bias);
+    s->bias = copy;
+    s->cfg.bias = copy;
+    s->cfg.n_bias = n;
+    lean_status st = n > 0 ? lean_gpu_buf_write(s->g, s->hist, 4ull * s->bias_off, s->dense, 4ull * (uint64_t)s->n_vocab, err)
+                           : LEAN_OK;
+    if (st != LEAN_OK) { /* unknown on the device: written whole next time */
+        memset(s->dense, 0, sizeof *s->dense * (size_t)s->n_vocab);
+        s->cfg.n_bias = 0;
+    }
+    return st == LEAN_OK ? set_flag(s, F_BIAS, n > 0, err) : st;
 }
 
 void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s) {
@@ -492,6 +539,9 @@ lean_status gpu_sampler_check_begin(lean_gpu *g, gpu_sampler_check_run **out, le
     p.repeat_penalty = 1.3;
     p.repeat_last_n = CHECK_HIST;
     p.seed = 0x5a3b1e;
+    static const lean_logit_bias bias[] = {{3, 2.75f}, {17, -1.3f}, {500, 4.1f}, {999, 0.37f}};
+    p.logit_bias = bias; /* the bias's addition too: ids among the best (logits in [-8, 8)) */
+    p.n_logit_bias = 4;
     sampler_cfg cfg;
     lean_status st = sampler_config(&p, &cfg, err);
     if (st != LEAN_OK) return st;
@@ -565,5 +615,7 @@ void gpu_sampler_free(gpu_sampler *s) {
     lean_gpu_buf_free(s->scratch);
     lean_gpu_buf_free(s->hist);
     lean_free(s->host);
+    lean_free(s->bias);
+    lean_free(s->dense);
     lean_free(s);
 }

@@ -45,12 +45,19 @@ lean_status gpu_sampler_reset(gpu_sampler *s, uint32_t pos, const int32_t *histo
  * NULL: no mask (the state after create). Queues a write of n_vocab / 8 bytes (and of the
  * params' flags word when masking turns on or off), ordered before later submits. */
 lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_error *err);
+/* Sets the logit bias of the draws recorded after this call: n (id, value) pairs, each id in
+ * [0, n_vocab) at most once, values in [-100, 100] (lean_logit_bias; the list is copied), added
+ * to the logits before the penalty as sample_reference adds cfg->bias. n = 0: none. Queues a
+ * write of n_vocab * 4 bytes when the list differs from the one on the device (and of the
+ * params' flags word when the bias turns on or off), ordered before later submits.
+ * gpu_sampler_create sets cfg's. */
+lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, int32_t n, lean_error *err);
 /* Records one draw: the top-k tree (or the argmax tree when greedy), the wide draw's passes
  * (top_k 0 or > 64: keys and weights, 16 or 32 threshold levels of two dispatches), the pick.
  * 2-5 dispatches for a 152k vocabulary (36-70 for the wide draw); no allocation. */
 void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s);
 /* Whether this adapter's arithmetic reproduces sample_reference: a few draws over a fixed
- * 1000-id vocabulary (penalty, temperature, top-p; top-k 64, and top-k 0: the wide draw) compared
+ * 1000-id vocabulary (bias, penalty, temperature, top-p; top-k 64, and top-k 0: the wide draw) compared
  * with the CPU's, traces bit for bit (WGSL lets + and * round either way and some drivers
  * ignore the FMA fence). LEAN_ERR_UNSUPPORTED naming the first difference: sample on the CPU.
  * Blocking; a few milliseconds. In two halves for the pump (gpu.h, lean_gpu_settle): _begin

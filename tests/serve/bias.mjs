@@ -5,9 +5,12 @@
 //     server's batched step: slots with a mask beside slots without), none of the 20 is either;
 //   - 100 selects: a reply of 6 tokens with one id at 100 is that token 6 times, seeded and hot;
 //   - 0 changes nothing: the reply of the same request without logit_bias;
+//   - values between are added to the logits: -8 on the likeliest first token makes it rarer in
+//     the 20 seeded replies (completions) and -60 on both leaves neither (chat, beside a ban
+//     through -100 on another id); +60 on one token makes greedy replies that token; a biased
+//     request's reply is the same when sent again (seeded);
 //   - refused, 400 naming logit_bias: not an object, a key that is not an id, an id past the
-//     vocabulary, a value past [-100, 100] or not a number, a value between (lean applies the
-//     ends only).
+//     vocabulary, a value past [-100, 100] or not a number, one id given twice ("7", "007").
 import OpenAI from 'openai';
 
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -63,6 +66,36 @@ export async function logitBiasTests({ url, modelId, check }) {
     check(zero.choices[0].text === plain.choices[0].text, 'logit_bias 0: the reply without it',
           JSON.stringify([zero.choices[0].text, plain.choices[0].text]));
 
+    // ---- values between: added to the logits ----
+    const count = (rs, t) => rs.filter((r) => r.choices[0].text === t).length;
+    const top = firsts.reduce((a, b) => (count(free, a) >= count(free, b) ? a : b));
+    const topId = await idOf(top);
+    const lowered = await Promise.all(seeds.map((seed) =>
+        client.completions.create({ ...one, seed, logit_bias: { [topId]: -8 } })));
+    check(count(lowered, top) < count(free, top), 'logit_bias -8: the likeliest first token is drawn less often',
+          JSON.stringify([top, count(free, top), count(lowered, top)]));
+    const again = await client.completions.create({ ...one, seed: 3, max_tokens: 6, logit_bias: { [forced]: 2.5 } });
+    const again2 = await client.completions.create({ ...one, seed: 3, max_tokens: 6, logit_bias: { [forced]: 2.5 } });
+    check(again.choices[0].text === again2.choices[0].text, 'logit_bias 2.5: the same seeded reply twice',
+          JSON.stringify([again.choices[0].text, again2.choices[0].text]));
+    const greedy = await client.completions.create({ model: modelId, prompt, temperature: 0, max_tokens: 4,
+                                                     logit_bias: { [forced]: 60 } });
+    check(greedy.choices[0].text === word.repeat(4), 'logit_bias +60, greedy: the biased token every time',
+          JSON.stringify(greedy.choices[0].text));
+    const chatOne = { model: modelId, messages: [{ role: 'user', content: 'Hi' }], temperature: 1, top_k: 2, top_p: 1,
+                      max_tokens: 1 };
+    const chatFree = await Promise.all(seeds.slice(0, 8).map((seed) => client.chat.completions.create({ ...chatOne, seed })));
+    const chatFirsts = [...new Set(chatFree.map((r) => r.choices[0].message.content))];
+    const chatIds = await Promise.all(chatFirsts.map(idOf));
+    const lb = Object.fromEntries(chatIds.filter((id) => id >= 0).map((id) => [String(id), -60]));
+    lb[forced] = -100; // a ban beside the additive values: the mask and the bias together
+    const chatHeld = await Promise.all(seeds.slice(0, 8).map((seed) =>
+        client.chat.completions.create({ ...chatOne, seed, logit_bias: lb })));
+    const chatTexts = chatHeld.map((r) => r.choices[0].message.content);
+    check(chatIds.every((id) => id >= 0) && chatTexts.every((t) => !chatFirsts.includes(t) && t !== word),
+          'logit_bias -60 in chat: neither of the likeliest first tokens (nor the banned one)',
+          JSON.stringify([chatFirsts, chatTexts]));
+
     // ---- refused: 400 naming logit_bias ----
     const refused = async (what, lb, pattern) => {
         try {
@@ -79,5 +112,5 @@ export async function logitBiasTests({ url, modelId, check }) {
     await refused('logit_bias an id past the vocabulary: 400', { 99999999: -100 }, /'99999999' is not a token id .*\[0, \d+\)/);
     await refused('logit_bias a value over 100: 400', { [forced]: 101 }, /must be a number in \[-100, 100\]/);
     await refused('logit_bias a value that is not a number: 400', { [forced]: 'ban' }, /must be a number in \[-100, 100\]/);
-    await refused('logit_bias a value between the ends: 400', { [forced]: 5 }, /-100 .* and 100/);
+    await refused('logit_bias one id twice: 400', { [String(forced)]: 5, ['00' + forced]: -5 }, /gives token id \d+ twice/);
 }

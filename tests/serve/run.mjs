@@ -9,7 +9,7 @@
 //   format.mjs response_format: replies held to JSON or a JSON schema parse and validate, the
 //             CLI's own text under a schema, bad schemas refused with 400s;
 //   bias.mjs  logit_bias: -100 bans (20 seeded replies batched beside unbiased ones), 100
-//             forces, bad values refused with 400s;
+//             forces, values between added to the logits, bad values refused with 400s;
 //   load.mjs  the loopback load test: 200 requests from 32 concurrent clients, some cancelled
 //             midway; every reply equal to the same request made alone; p50/p99 latency and
 //             aggregate tokens/s printed;

@@ -36,6 +36,7 @@ const F_TOP_P = 2u;    // top-p applies
 const F_WIDE = 4u;     // the wide draw (top_k 0 or > 64): sample_wide_*.wgsl
 const F_GREEDY = 8u;   // argmax: the final list has one entry
 const F_MASK = 16u;    // a mask in the history buffer holds the draw (sample_vocab.wgsl)
+const F_BIAS = 32u;    // a logit bias in the history buffer (sample_vocab.wgsl)
 
 // Lists of candidates, the trace and the wide draw's keys, weights and sums; layout in sample.c. Binding 0, so
 // the later tree levels, which use nothing else, need no other binding.
