@@ -47,10 +47,8 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* Tile loops have constant trip counts once inlined; unrolled, their arrays live in registers. */
-#define UNROLL _Pragma("GCC unroll 8")
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#define AVX2_INLINE static inline X86_INLINE __attribute__((target("avx2,fma,f16c")))
 
 /* ---- helpers ---- */
 

@@ -46,9 +46,7 @@
 
 #define TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 #define AVX512 __attribute__((target(TARGET)))
-#define AVX512_INLINE static inline __attribute__((always_inline, target(TARGET)))
-/* Tile loops have constant trip counts once inlined; unrolled, their arrays live in registers. */
-#define UNROLL _Pragma("GCC unroll 8")
+#define AVX512_INLINE static inline X86_INLINE __attribute__((target(TARGET)))
 
 /* ---- helpers ---- */
 

@@ -27,6 +27,19 @@
 #include <immintrin.h>
 #include <string.h>
 
+/* The kernels' helpers are always inlined and their tile loops unrolled (UNROLL): a tile's shape
+ * is then constant and its accumulator arrays live in registers. A sanitized build (make asan:
+ * -DLEAN_SANITIZE) leaves both to the compiler, whose ASan + UBSan compile of the forced form
+ * takes minutes (docs/runs/2026-12-06-ci-time-2.md). The same operations run in the same order,
+ * so the outputs are the same bits, with every load and operation still checked. */
+#if defined(LEAN_SANITIZE)
+#define X86_INLINE
+#define UNROLL
+#else
+#define X86_INLINE __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+#endif
+
 /* A matmul entry point's arguments (kernels.h's LEAN_MATMUL_ARGS), passed on with the
  * pointers as bytes. */
 #define MATMUL_PASS cols, (const uint8_t *)w, w_row_bytes, r0, r1, (const uint8_t *)x, x_row_bytes, n_tok, y, y_row_elems
@@ -65,7 +78,7 @@ static const size_t kblock_bytes[] = {LEAN_Q4_K_BYTES,     LEAN_Q5_K_BYTES, LEAN
  * memory stalls store-to-load forwarding, as Q4_K's mins did): scale k's low nibble from byte
  * k % 8 of q (high nibble for k >= 8), its top 2 bits from bits 2 (k / 4) of byte 8 + k % 4.
  * Target avx2: inlined into both files' functions, whose targets include it. */
-static inline __attribute__((always_inline, target("avx2"))) __m128i q3k_scales(const uint8_t *q) {
+static inline X86_INLINE __attribute__((target("avx2"))) __m128i q3k_scales(const uint8_t *q) {
     uint64_t lo8;
     uint32_t hi4;
     memcpy(&lo8, q, 8), memcpy(&hi4, q + 8, 4);
@@ -103,8 +116,8 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
 /* The end of a tile: y of rows r .. r + RT - 1, tokens t .. t + TT - 1 = the lane sums of
  * acc[i][j] (HSUM: the file's fixed-order horizontal sum). */
 #define STORE_TILE(RT, TT, HSUM)                                                                    \
-    _Pragma("GCC unroll 8") for (int i = 0; i < (RT); i++)                                          \
-        _Pragma("GCC unroll 8") for (int j = 0; j < (TT); j++)                                      \
+    UNROLL for (int i = 0; i < (RT); i++)                                                           \
+        UNROLL for (int j = 0; j < (TT); j++)                                                       \
             y[(int64_t)(t + j) * ldy + r + i] = HSUM(acc[i][j])
 
 #define NO_PREP(r) ((void)(r))
@@ -128,7 +141,7 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
     kblock u[4];                                                                                    \
     const kblock *ui[4];                                                                            \
     const lean_q8_k *a[4];                                                                          \
-    _Pragma("GCC unroll 8") for (int i = 0; i < (RT); i++) {                                        \
+    UNROLL for (int i = 0; i < (RT); i++) {                                                         \
         if (U) {                                                                                    \
             ui[i] = &U[(size_t)i * (size_t)(cols / LEAN_QK_K) + (size_t)(b)];                       \
             continue;                                                                               \
@@ -136,7 +149,7 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
         K_UNPACK_AT(w + (size_t)(r + i) * wrb + (size_t)(b) * kblock_bytes[f], &u[i]);              \
         ui[i] = &u[i];                                                                              \
     }                                                                                               \
-    _Pragma("GCC unroll 8") for (int j = 0; j < (TT); j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + (b)
+    UNROLL for (int j = 0; j < (TT); j++) a[j] = (const lean_q8_k *)(x + (size_t)(t + j) * xrb) + (b)
 
 #define EDGE_ROWS(TILE)                                                                             \
     for (; r < r1; r++) {                                                                           \
