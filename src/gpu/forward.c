@@ -1497,6 +1497,7 @@ static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text,
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s) { return s->logits; }
 int64_t lean_backend_gpu_batch_rows(lean_backend_state *s) { return s->batch_rows; }
+int32_t lean_backend_gpu_gen_ahead(lean_backend_state *s) { return s->gen.on ? s->gen.n_sub - s->gen.n_out : 0; }
 
 static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const lean_gpu_info *in = lean_gpu_get_info(s->g);
