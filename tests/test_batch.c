@@ -14,7 +14,8 @@
  *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
  *               every row must have gone through a batched pass (test_hooks.h counts them),
  *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
- *               each context alone;
+ *               each context alone (and its generations, each row stepping alone inside
+ *               lean_gen_next_batch one step ahead, the ids of lean_gen_next alone);
  *               for Q4_0, Q8_0, Q4_K, F16 tiny models of the three architectures;
  *   same reply  a seeded sampled reply drawn from the batch's logits (lean_sampler_sample)
  *               is the reply lean_gen_* gives the sequence alone (the draw on the GPU for the
@@ -487,7 +488,27 @@ static void test_gpu_lora(void) {
         CHECK(!memcmp(want, got, sizeof(float) * 2 * (size_t)V), "gpu with an adapter: a batched row differs");
         CHECK(lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[2])) == 0, "an adapted batch took the batched pass");
     }
-    for (int i = 0; i < 4; i++) lean_ctx_free(c[i]);
+    /* generations from there: c[2], c[3] step alone inside lean_gen_next_batch, one step ahead */
+    lean_sampler *smp[4] = {0};
+    int32_t ids[4][6], two[2];
+    int behind = 0;
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.seed = 77; /* sampled, one seed for all four */
+    for (int i = 0; ok && i < 4; i++)
+        ok = lean_sampler_create(&sp, V, &smp[i], &err) == LEAN_OK && lean_gen_begin(c[i], smp[i], 6, &err) == LEAN_OK;
+    for (int k = 0; ok && k < 6; k++) {
+        ok = lean_gen_next(c[0], &ids[0][k], &err) == LEAN_OK && lean_gen_next(c[1], &ids[1][k], &err) == LEAN_OK &&
+             lean_gen_next_batch(c + 2, 2, two, &err) == LEAN_OK;
+        ids[2][k] = two[0], ids[3][k] = two[1];
+        for (int i = 2; ok && i < 4; i++) behind += lean_backend_gpu_gen_ahead(lean_ctx_backend_state(c[i])) != (k < 5);
+    }
+    CHECK(ok, "gpu generations with an adapter: %s", err.msg);
+    if (ok) {
+        CHECK(!memcmp(ids[0], ids[2], sizeof ids[0]) && !memcmp(ids[1], ids[3], sizeof ids[1]),
+              "gpu with an adapter: a batched generation's ids differ from lean_gen_next's alone");
+        CHECK(behind == 0, "gpu with an adapter: %d batched rows not one step ahead", behind);
+    }
+    for (int i = 0; i < 4; i++) lean_gen_end(c[i]), lean_ctx_free(c[i]), lean_sampler_free(smp[i]);
     free(want), free(got);
 done:
     lean_lora_free(ad);
