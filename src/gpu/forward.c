@@ -169,7 +169,6 @@ typedef struct gpu_batch {
     gpu_get_rows *embed;     /* ids -> x, n rows */
     lean_gpu_buf *drawn;     /* (rows_max) u32: a batched draw's rows' last ids, gathered (gen_next_batch) */
     gpu_get_rows *embed_drawn; /* drawn -> x, n rows */
-    lean_gpu_buf *drawn_rb;  /* READBACK (rows_max) u32: the ids a batched draw hands out */
     gpu_op norm_out;         /* x -> xn, every row: the final norm */
     int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
     lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
@@ -874,7 +873,7 @@ static void batch_free(lean_backend_state *s) {
     gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->drawn_rb};
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -905,9 +904,6 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
         if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
         if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
         if (!st) st = new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
-        if (!st)
-            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)b->rows_max, LEAN_GPU_READBACK, "batch drawn read-back",
-                                     &b->drawn_rb, err);
         if (!st)
             st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, b->step, b->drawn, s->x, &b->embed_drawn, err);
         if (!st)
