@@ -836,8 +836,15 @@ LEAN_API void lean_gen_end(lean_ctx *c);
  * lean_gen_next would give it alone. A generation joins by
  * lean_gen_begin on its prefilled context and leaves by lean_gen_end, between calls; ctx[i]
  * need not have drawn as many ids as the others. On the GPU the draws stay resident: each
- * context's sampler draws from its row on the device and only the n ids come back (a context
- * so advanced then runs no step ahead of its caller, also in lean_gen_next).
+ * context's sampler draws from its row on the device and only the n ids come back, and the
+ * backend runs one step ahead, as lean_gen_next does: before a call waits for its ids it
+ * submits the next step of every context whose draws take no mask (nothing the caller decides
+ * changes that draw), so the GPU decodes step t + 1 while the host reads step t's ids. The
+ * caller does nothing for it: the set of contexts may change between calls, a context may step
+ * alone with lean_gen_next (it is then served its queued step first, and runs one step ahead
+ * there too), and lean_gen_end drops the step in flight (its cache row lies past lean_ctx_pos).
+ * A masked generation (a grammar, lean_gen_begin_masked) runs no step ahead: its next mask may
+ * depend on the id just drawn.
  *
  *     for (;;) {                                       // active[0..n): contexts in generation
  *         lean_gen_next_batch(active, n, next, &err);  // next[i]: active[i]'s id

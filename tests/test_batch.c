@@ -14,11 +14,17 @@
  *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
  *               every row must have gone through a batched pass (test_hooks.h counts them),
  *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
- *               each context alone;
+ *               each context alone (and its generations, each row stepping alone inside
+ *               lean_gen_next_batch one step ahead, the ids of lean_gen_next alone);
  *               for Q4_0, Q8_0, Q4_K, F16 tiny models of the three architectures;
  *   same reply  a seeded sampled reply drawn from the batch's logits (lean_sampler_sample)
  *               is the reply lean_gen_* gives the sequence alone (the draw on the GPU for the
  *               GPU backend);
+ *   run-ahead   lean_gen_next_batch's ids beside a step already queued (the GPU submits each
+ *               unmasked row's next step before it waits): a generation ended mid-batch and
+ *               continued by hand (its logits alone's), begun again and rejoining, one stepping
+ *               alone between batched calls, one stopping at its max_ids; ids equal alone's,
+ *               and every GPU row one step ahead after each call (test_hooks.h);
  *   refusals    NULL, n < 1, a context twice, another model, another backend, another
  *               setting (exact beside not, another table; GPU contexts on two devices), a
  *               generation in progress, a full context, an id outside the vocabulary: each a
@@ -280,6 +286,90 @@ static void test_gen_batch(const lean_model *m, const run_cfg *rc, int32_t V, co
     free(first);
 }
 
+/* The GPU's run-ahead (forward.c, "generation, batched"): after a batched call every row not
+ * masked with ids left has its next step submitted, so what the caller does between calls meets
+ * a step in flight. RA_CALLS calls over three sequences, each call's script the same batched and
+ * alone (lean_gen_next in place of each batched call): sequence 0 (greedy) ends after RA_END's
+ * call (an EOS or a cancel: lean_gen_end drops its step), decodes its last id by hand (the logits
+ * must be those alone), begins again and rejoins; sequence 1 steps alone with lean_gen_next
+ * between batched calls (its queued step served first) and rejoins; sequence 2 joins late and
+ * stops at its max_ids (nothing may run past them). Ids and logits equal alone's; on the GPU
+ * lean_backend_gpu_gen_ahead shows every batched row one step ahead until its max_ids. */
+#define RA_CALLS 8
+#define RA_END 3
+#define RA_MAX 4 /* sequence 2's max_ids */
+enum { RA_NONE, RA_BATCH, RA_ALONE };
+static int ra_action(int q, int k) {
+    if (q == 1 && (k == 3 || k == 4)) return RA_ALONE;
+    if (q == 2) return k >= 2 && k < 2 + RA_MAX ? RA_BATCH : RA_NONE;
+    return RA_BATCH;
+}
+
+/* One run of the script; batched false: every RA_BATCH as lean_gen_next. ids[q][...] the ids in
+ * order (n[q] of them), logits: sequence 0's after its last id decoded by hand. *behind: batched
+ * GPU rows found not one step ahead. */
+static bool ra_run(const lean_model *m, const run_cfg *rc, int32_t V, bool batched, int32_t ids[3][RA_CALLS],
+                   int n[3], float *logits, int *behind) {
+    static const int param[3] = {0, 1, 3};
+    lean_ctx *ctx[3] = {0};
+    lean_sampler *smp[3] = {0};
+    lean_error err = {0};
+    bool ok = true;
+    const bool gpu = batched && !strcmp(rc->backend, "gpu");
+    for (int k = 0; ok && k < RA_CALLS; k++) {
+        lean_ctx *in[3];
+        int which[3], b = 0;
+        for (int q = 0; ok && q < 3; q++) {
+            const int act = ra_action(q, k);
+            if (act != RA_NONE && !ctx[q]) { /* joins: prefilled, begun */
+                int32_t p[MAX_PROMPT];
+                prompt_of(param[q], V, p);
+                const lean_sampler_params sp = gen_params(param[q]);
+                ctx[q] = new_ctx(m, rc, 1, 0);
+                ok = ctx[q] && lean_sampler_create(&sp, V, &smp[q], &err) == LEAN_OK &&
+                     lean_sampler_accept(smp[q], p, prompt_len[param[q]], &err) == LEAN_OK &&
+                     lean_prefill(ctx[q], p, prompt_len[param[q]], logits, &err) == LEAN_OK &&
+                     lean_gen_begin(ctx[q], smp[q], q == 2 ? RA_MAX : 0, &err) == LEAN_OK;
+            }
+            if (ok && (act == RA_ALONE || (act == RA_BATCH && !batched)))
+                ok = lean_gen_next(ctx[q], &ids[q][n[q]++], &err) == LEAN_OK;
+            else if (act == RA_BATCH) in[b] = ctx[q], which[b++] = q;
+        }
+        int32_t got[3];
+        ok = ok && (!b || lean_gen_next_batch(in, b, got, &err) == LEAN_OK);
+        for (int i = 0; ok && i < b; i++) ids[which[i]][n[which[i]]++] = got[i];
+        for (int i = 0; ok && gpu && i < b; i++) /* one step ahead, none past max_ids */
+            *behind += lean_backend_gpu_gen_ahead(lean_ctx_backend_state(in[i])) != (which[i] == 2 && n[2] == RA_MAX ? 0 : 1);
+        if (ok && k == RA_END) { /* sequence 0 stops, continues by hand, begins again */
+            lean_gen_end(ctx[0]);
+            ok = lean_decode(ctx[0], ids[0][n[0] - 1], logits, &err) == LEAN_OK &&
+                 lean_gen_begin(ctx[0], smp[0], 0, &err) == LEAN_OK;
+        }
+    }
+    CHECK(ok, "run-ahead %s, %s: %s", rc->backend, batched ? "batched" : "alone", err.msg);
+    for (int q = 0; q < 3; q++) {
+        if (ctx[q]) lean_gen_end(ctx[q]);
+        lean_ctx_free(ctx[q]), lean_sampler_free(smp[q]);
+    }
+    return ok;
+}
+
+static void test_gen_runahead(const lean_model *m, const run_cfg *rc, int32_t V, const char *what) {
+    int32_t alone[3][RA_CALLS], got[3][RA_CALLS];
+    int n_alone[3] = {0}, n_got[3] = {0}, behind = 0;
+    float *want = malloc(sizeof(float) * (size_t)V), *logits = malloc(sizeof(float) * (size_t)V);
+    if (want && logits && ra_run(m, rc, V, false, alone, n_alone, want, &behind) &&
+        ra_run(m, rc, V, true, got, n_got, logits, &behind)) {
+        for (int q = 0; q < 3; q++)
+            CHECK(n_got[q] == n_alone[q] && !memcmp(alone[q], got[q], sizeof(int32_t) * (size_t)n_got[q]),
+                  "%s: run-ahead sequence %d's ids differ from alone's", what, q);
+        CHECK(!memcmp(want, logits, sizeof(float) * (size_t)V),
+              "%s: the logits of the last id decoded by hand after lean_gen_end differ from alone's", what);
+        CHECK(behind == 0, "%s: %d batched rows were not one step ahead (or ran past max_ids)", what, behind);
+    }
+    free(want), free(logits);
+}
+
 /* ---- refusals ---- */
 
 static void test_refusals(const lean_model *m, const lean_model *other, int32_t V) {
@@ -400,7 +490,27 @@ static void test_gpu_lora(void) {
         CHECK(!memcmp(want, got, sizeof(float) * 2 * (size_t)V), "gpu with an adapter: a batched row differs");
         CHECK(lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[2])) == 0, "an adapted batch took the batched pass");
     }
-    for (int i = 0; i < 4; i++) lean_ctx_free(c[i]);
+    /* generations from there: c[2], c[3] step alone inside lean_gen_next_batch, one step ahead */
+    lean_sampler *smp[4] = {0};
+    int32_t ids[4][6], two[2];
+    int behind = 0;
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.seed = 77; /* sampled, one seed for all four */
+    for (int i = 0; ok && i < 4; i++)
+        ok = lean_sampler_create(&sp, V, &smp[i], &err) == LEAN_OK && lean_gen_begin(c[i], smp[i], 6, &err) == LEAN_OK;
+    for (int k = 0; ok && k < 6; k++) {
+        ok = lean_gen_next(c[0], &ids[0][k], &err) == LEAN_OK && lean_gen_next(c[1], &ids[1][k], &err) == LEAN_OK &&
+             lean_gen_next_batch(c + 2, 2, two, &err) == LEAN_OK;
+        ids[2][k] = two[0], ids[3][k] = two[1];
+        for (int i = 2; ok && i < 4; i++) behind += lean_backend_gpu_gen_ahead(lean_ctx_backend_state(c[i])) != (k < 5);
+    }
+    CHECK(ok, "gpu generations with an adapter: %s", err.msg);
+    if (ok) {
+        CHECK(!memcmp(ids[0], ids[2], sizeof ids[0]) && !memcmp(ids[1], ids[3], sizeof ids[1]),
+              "gpu with an adapter: a batched generation's ids differ from lean_gen_next's alone");
+        CHECK(behind == 0, "gpu with an adapter: %d batched rows not one step ahead", behind);
+    }
+    for (int i = 0; i < 4; i++) lean_gen_end(c[i]), lean_ctx_free(c[i]), lean_sampler_free(smp[i]);
     free(want), free(got);
 done:
     lean_lora_free(ad);
@@ -492,7 +602,7 @@ int main(void) {
                      rcs[i].backend, rcs[i].exact ? " exact" : "", rcs[i].threads0, rcs[i].n_batch0);
             if (run_alone(m, &rcs[i], V, alone)) run_batched(m, &rcs[i], V, alone, what);
             if (i < 2 || (f == 0 && !strcmp(rcs[i].backend, "gpu"))) test_reply(m, &rcs[i], V, what);
-            if (f == 0 && (i == 0 || !strcmp(rcs[i].backend, "gpu"))) test_gen_batch(m, &rcs[i], V, what);
+            if (f == 0 && (i == 0 || !strcmp(rcs[i].backend, "gpu"))) test_gen_batch(m, &rcs[i], V, what), test_gen_runahead(m, &rcs[i], V, what);
             printf("%s: checked\n", what);
         }
         if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V);

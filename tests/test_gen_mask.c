@@ -14,7 +14,8 @@
  *   batched     lean_gen_next_batch_masked over four generations (per-step masks seeded, one
  *               id greedy, NULL masks, and one begun unmasked beside them; one leaving early):
  *               each row the ids of the same masked generation alone, on the GPU through the
- *               batched pass; bad masks refused naming the index, nothing drawn.
+ *               batched pass, the unmasked row one step ahead after each call and the masked
+ *               ones none (test_hooks.h); bad masks refused naming the index, nothing drawn.
  *
  * lean-test: webgpu (in wasm32 the webgpu stage runs it: the CPU backends and navigator.gpu) */
 #include "core/test_hooks.h"
@@ -281,6 +282,7 @@ static void test_batch(const lean_model *m, const be_spec *be, lean_ctx *alone_c
     float *logits = malloc(sizeof(float) * (size_t)V);
     lean_error err = {0};
     bool ok = logits != NULL;
+    int behind = 0; /* GPU rows whose steps ran ahead other than one (plain) or none (masked) */
     char what[64];
     snprintf(what, sizeof what, "batched %s%s", be->name, be->exact ? " exact" : "");
     for (int r = 0; ok && r < N_ROWS; r++) /* alone */
@@ -309,10 +311,13 @@ static void test_batch(const lean_model *m, const be_spec *be, lean_ctx *alone_c
         int32_t ids[N_ROWS];
         ok = lean_gen_next_batch_masked(in, n, masks, ids, &err) == LEAN_OK;
         for (int k = 0; ok && k < n; k++) got[which[k]][i] = ids[k];
+        for (int k = 0; ok && !strcmp(be->name, "gpu") && k < n; k++) /* the run-ahead: plain rows only */
+            behind += lean_backend_gpu_gen_ahead(lean_ctx_backend_state(in[k])) != (which[k] < 3 || i + 1 == N_GEN ? 0 : 1);
         for (int r = 0; r < N_ROWS; r++)
             if (i + 1 == row_stop[r] && r == 1) lean_gen_end(ctx[r]); /* leaves early */
     }
     CHECK(ok, "%s: %s", what, err.msg);
+    CHECK(behind == 0, "%s: %d rows not one step ahead (plain) or none (masked)", what, behind);
     for (int r = 0; ok && r < N_ROWS; r++) {
         const int d = test_first_diff(alone[r], got[r], row_stop[r]);
         CHECK(d < 0, "%s: row %d (kind %d, greedy %d) differs from its generation alone at %d: %d / %d", what, r,

@@ -114,7 +114,9 @@ typedef struct lean_backend {
     /* Optional (NULL: session.c steps each generation alone): gen_next of n resident
      * generations (states that passed batch_check with s[0]) in one pass, ids[i] s[i]'s; masks[i]
      * as gen_next's mask (NULL where s[i]'s generation is not masked, or this draw of it is not).
-     * The same ids as gen_next of each alone. Never LEAN_PENDING. */
+     * The same ids as gen_next of each alone. Never LEAN_PENDING. Like gen_next it may run steps
+     * of a generation not masked ahead of the caller (gen_end drops them), and a state may come
+     * to it with steps queued by gen_next or an earlier call. */
     lean_status (*gen_next_batch)(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
                                   int32_t *ids, lean_error *err);
 

@@ -83,7 +83,7 @@ typedef struct gpu_gen {
     double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
     bool on, greedy;
     bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
-    bool stepwise;          /* advanced by batched steps (gen_next_batch): no step runs ahead */
+    bool stepwise;          /* advanced by batched steps (gen_next_batch): blocks of one, one step ahead */
     int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */
@@ -169,7 +169,6 @@ typedef struct gpu_batch {
     gpu_get_rows *embed;     /* ids -> x, n rows */
     lean_gpu_buf *drawn;     /* (rows_max) u32: a batched draw's rows' last ids, gathered (gen_next_batch) */
     gpu_get_rows *embed_drawn; /* drawn -> x, n rows */
-    lean_gpu_buf *drawn_rb;  /* READBACK (rows_max) u32: the ids a batched draw hands out */
     gpu_op norm_out;         /* x -> xn, every row: the final norm */
     int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
     lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
@@ -874,7 +873,7 @@ static void batch_free(lean_backend_state *s) {
     gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->drawn_rb};
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -905,9 +904,6 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
         if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
         if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
         if (!st) st = new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
-        if (!st)
-            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)b->rows_max, LEAN_GPU_READBACK, "batch drawn read-back",
-                                     &b->drawn_rb, err);
         if (!st)
             st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, b->step, b->drawn, s->x, &b->embed_drawn, err);
         if (!st)
@@ -1253,16 +1249,12 @@ static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask,
     return LEAN_OK;
 }
 
-static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
+/* Hands out the next id, taking the oldest block submitted when none is ready (one must be). */
+static lean_status gen_take(lean_backend_state *s, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
-    if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
-    if (G->n_out == G->n_read) { /* submit blocks up to the flight, then take the oldest */
-        lean_status st = LEAN_OK;
-        const int32_t flight = G->masked || G->stepwise ? 1 : G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
-        while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, mask, err);
-        if (st) return st;
+    if (G->n_out == G->n_read) {
         const int k = G->b_read % GEN_SLOTS;
-        st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)G->slot_n[k] * 4, err);
+        lean_status st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)G->slot_n[k] * 4, err);
         if (st == LEAN_PENDING) return st; /* pump mode: every step stays submitted, the map in flight */
         G->mapping[k] = false;
         if (st) return st;
@@ -1282,6 +1274,18 @@ static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int
     return LEAN_OK;
 }
 
+static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
+    gpu_gen *G = &s->gen;
+    if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
+    if (G->n_out == G->n_read) { /* submit blocks up to the flight (stepwise: one step ahead), then take */
+        lean_status st = LEAN_OK;
+        const int32_t flight = G->masked ? 1 : G->stepwise || G->greedy ? GEN_GREEDY_FLIGHT : G->pace;
+        while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, mask, err);
+        if (st) return st;
+    }
+    return gen_take(s, id, err);
+}
+
 static void gpu_gen_end(lean_backend_state *s) {
     gpu_gen *G = &s->gen;
     if (s->logits_wait) lean_gpu_map_drop(s->logits_rb);
@@ -1293,43 +1297,33 @@ static void gpu_gen_end(lean_backend_state *s) {
 }
 
 /* ---- generation, batched ----
- * gen_next_batch (backend.h): n resident generations one id further each in one pass. The rows
- * whose last drawn id is still to be decoded (every row past its first draw) go through the
- * batched pass (section "batch"), their ids gathered on the GPU from each context's id buffer,
- * where its sampler wrote them; each row's logits are copied to its context's logits, where its
- * own sampler (its settings, its penalties' history, its mask) draws, as its resident step
- * would: the ids of lean_gen_next alone. Only the n ids come back, in one map. A generation so
- * advanced runs no step ahead of its caller from then on (stepwise), so a row already ahead
- * (steps queued by gen_next) is served from its queue, and where the pass does not fit (see
- * the batch section; more rows than its rows_max) each row steps alone. */
+ * gen_next_batch (backend.h): n resident generations one id further each. A batched step
+ * (batch_step) submits step G->n_sub of each of its rows in one pass: the rows whose last
+ * drawn id is still to be decoded (every row past its first draw) go through the batched pass
+ * (section "batch"), their ids gathered on the GPU from each context's id buffer, where its
+ * sampler wrote them; each row's logits are copied to its context's logits, where its own
+ * sampler (its settings, its penalties' history, its mask) draws, as its resident step would:
+ * the ids of lean_gen_next alone. Each id is copied into its row's own read-back slot, a block
+ * of one, and mapped there: a step so submitted is in the generation's own queue, which
+ * gen_take, gpu_gen_next and gpu_gen_end serve and drop as they do lean_gen_next's.
+ * The run-ahead: a call first submits the step of the rows with none queued (each under its
+ * mask), then, before it waits, the step after of the rows not masked (nothing the caller
+ * decides changes their next draw), and then takes each row's oldest id. In steady state the
+ * first step is empty and the GPU decodes step t + 1 while the host reads step t's ids, as
+ * lean_gen_next's blocks do. A row that leaves (gpu_gen_end) drops its step in flight (its
+ * cache row lies past the caller's position); a row that joins, or a masked row, has none and
+ * takes the first step; a row further ahead (lean_gen_next's blocks) is served from its queue
+ * until it is one step ahead. Where the pass does not fit (see the batch section; more rows
+ * than its rows_max) each row steps alone, one step ahead where not masked. */
 
-static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
-                                      int32_t *ids, lean_error *err) {
-    lean_backend_state *s0 = s[0];
-    bool pass = n <= GPU_KV_PAGE_SLOTS && batch_fits(s0);
-    for (int32_t i = 0; i < n; i++) {
-        const gpu_gen *G = &s[i]->gen;
-        if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has no draw left", i);
-        pass &= s[i]->lora == NULL; /* adapters: each context's own forward adds them */
-    }
+/* Submits step G->n_sub of each r[0..m) (the draw under masks[k] where masked) in one pass. */
+static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const *r, const uint32_t *const *masks,
+                              int32_t m, lean_error *err) {
     lean_backend_state *ds[GPU_KV_PAGE_SLOTS]; /* the rows to decode, at pos */
-    int32_t pos[GPU_KV_PAGE_SLOTS], in[GPU_KV_PAGE_SLOTS], d = 0, m = 0; /* in[0..m): the pass's rows */
-    lean_status st = LEAN_OK;
-    for (int32_t i = 0; !st && i < n; i++) {
-        gpu_gen *G = &s[i]->gen;
-        G->stepwise = true;
-        if (!pass || G->n_sub != G->n_out) { /* alone, or ahead: its queue */
-            st = gpu_gen_next(s[i], masks[i], &ids[i], err);
-            if (st == LEAN_PENDING)
-                st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "lean_gen_next_batch cannot wait for the GPU in this host "
-                               "(no JSPI): use lean_gen_next");
-            continue;
-        }
-        in[m++] = i;
-        if (G->n_out > 0) ds[d] = s[i], pos[d++] = G->pos0 + G->n_out - 1;
-    }
-    if (st || !m) return st;
-    st = batch_prepare(s0, d > 0 ? d : 1, err);
+    int32_t pos[GPU_KV_PAGE_SLOTS], d = 0;
+    for (int32_t k = 0; k < m; k++)
+        if (r[k]->gen.n_sub > 0) ds[d] = r[k], pos[d++] = r[k]->gen.pos0 + r[k]->gen.n_sub - 1;
+    lean_status st = batch_prepare(s0, d > 0 ? d : 1, err);
     const gpu_batch *b = s0->batch;
     batch_groups gr;
     uint32_t step[4];
@@ -1337,7 +1331,7 @@ static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
     if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
     for (int32_t k = 0; !st && k < m; k++)
-        if (s[in[k]]->gen.masked) st = gpu_sampler_set_mask(s[in[k]]->gen.smp, masks[in[k]], err);
+        if (r[k]->gen.masked) st = gpu_sampler_set_mask(r[k]->gen.smp, masks[k], err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
     if (st) return st;
@@ -1351,21 +1345,54 @@ static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32
         for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
     }
     for (int32_t k = 0; k < m; k++) {
-        gpu_sampler_record(c, s[in[k]]->gen.smp);
-        lean_gpu_copy(c, s[in[k]]->ids, 0, b->drawn_rb, 4 * (uint64_t)k, 4);
+        gpu_gen *G = &r[k]->gen;
+        gpu_sampler_record(c, G->smp);
+        lean_gpu_copy(c, r[k]->ids, 0, G->slot[G->b_sub % GEN_SLOTS], 0, 4);
     }
     st = lean_gpu_submit_step(c, err);
     if (!st) s0->batch_rows += d;
-    uint32_t got[GPU_KV_PAGE_SLOTS];
-    if (!st) st = lean_gpu_map_begin(b->drawn_rb, err);
-    if (!st) st = batch_wait(b->drawn_rb, got, 4 * (uint64_t)m, err);
-    for (int32_t k = 0; !st && k < m; k++) {
-        lean_backend_state *r = s[in[k]];
-        if (got[k] == GPU_SAMPLE_NO_ID || got[k] >= (uint32_t)r->m->hp.n_vocab)
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d: no id has a finite logit at position %d", in[k],
-                             r->gen.pos0 + r->gen.n_out);
-        ids[in[k]] = (int32_t)got[k];
-        r->gen.n_sub++, r->gen.n_read++, r->gen.n_out++;
+    const double t = now_ms();
+    for (int32_t k = 0; !st && k < m; k++) { /* each row's block of one, as gen_submit_block's */
+        gpu_gen *G = &r[k]->gen;
+        const int i = G->b_sub % GEN_SLOTS;
+        st = lean_gpu_map_begin(G->slot[i], err);
+        if (st) return st; /* only lean_gen_end follows a failure */
+        G->mapping[i] = true;
+        G->slot_n[i] = 1;
+        G->slot_t0_ms[i] = t;
+        G->b_sub++, G->n_sub++;
+    }
+    return st;
+}
+
+static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
+                                      int32_t *ids, lean_error *err) {
+    lean_backend_state *s0 = s[0];
+    bool pass = n <= GPU_KV_PAGE_SLOTS && batch_fits(s0);
+    for (int32_t i = 0; i < n; i++) {
+        const gpu_gen *G = &s[i]->gen;
+        if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has no draw left", i);
+        pass &= s[i]->lora == NULL; /* adapters: each context's own forward adds them */
+    }
+    lean_backend_state *r[GPU_KV_PAGE_SLOTS];
+    const uint32_t *rm[GPU_KV_PAGE_SLOTS];
+    int32_t m = 0;
+    lean_status st = LEAN_OK;
+    for (int32_t i = 0; pass && i < n; i++) /* the rows with no step queued: this draw's step */
+        if (s[i]->gen.n_sub == s[i]->gen.n_out) r[m] = s[i], rm[m++] = masks[i];
+    if (m) st = batch_step(s0, r, rm, m, err);
+    m = 0;
+    for (int32_t i = 0; pass && i < n; i++) { /* the run-ahead: the step after, where not masked */
+        const gpu_gen *G = &s[i]->gen;
+        if (!G->masked && G->n_sub == G->n_out + 1 && G->n_sub < G->limit) r[m] = s[i], rm[m++] = NULL;
+    }
+    if (!st && m) st = batch_step(s0, r, rm, m, err);
+    for (int32_t i = 0; !st && i < n; i++) {
+        s[i]->gen.stepwise = true;
+        st = pass ? gen_take(s[i], &ids[i], err) : gpu_gen_next(s[i], masks[i], &ids[i], err);
+        if (st == LEAN_PENDING)
+            st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "lean_gen_next_batch cannot wait for the GPU in this host "
+                           "(no JSPI): use lean_gen_next");
     }
     return st;
 }
@@ -1470,6 +1497,7 @@ static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text,
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s) { return s->logits; }
 int64_t lean_backend_gpu_batch_rows(lean_backend_state *s) { return s->batch_rows; }
+int32_t lean_backend_gpu_gen_ahead(lean_backend_state *s) { return s->gen.on ? s->gen.n_sub - s->gen.n_out : 0; }
 
 static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {
     const lean_gpu_info *in = lean_gpu_get_info(s->g);

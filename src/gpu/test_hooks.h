@@ -14,6 +14,9 @@ lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s);
 /* On a lean_backend_gpu state: the rows of the batched passes it has led (lean_decode_batch in
  * one pass, not row by row). */
 int64_t lean_backend_gpu_batch_rows(lean_backend_state *s);
+/* On a lean_backend_gpu state: the steps of its generation submitted past the ids handed out
+ * (run ahead); 0 without a generation. */
+int32_t lean_backend_gpu_gen_ahead(lean_backend_state *s);
 
 /* The most bytes of queue writes that were pending between two submits on g (lean_gpu_buf_write
  * keeps it at most 8 MiB) since g was opened or the last reset; reset starts counting afresh. */
