@@ -478,24 +478,41 @@ AVX2_INLINE __m256 bcast_f16(const uint8_t *p) { /* the f16 at p, exactly, in 8 
 typedef struct xblk {
     const uint8_t *q;       /* legacy, Q4_K: the packed nibbles (Q8_0: the int8 quants); else qv */
     __m256i qh;             /* Q5_0 / Q5_1: the fifth bits, in every lane */
-    __m256i nib[2];         /* Q4_0: the low and the high nibbles with a 0x43 byte (q4_bytes) */
+    __m256i nib[2];         /* Q4_0, Q5_0: the quants of elements 0..15, 16..31 (q4_bytes) */
     __m256 d, z;            /* legacy: w = fma(q, d, z) */
     float kd[16], kz[16];   /* K, per sub-block: w = fma(q, kd, kz) */
     __m256i qv[8];          /* Q5_K, Q6_K: the quants, a byte each, in element order */
 } xblk;
 
-/* Q4_0: each quant as the float 128 + q, built by one vpshufb a vector (q4_vec) from a block's
- * bytes arranged here: the 16 bytes of nibbles in both 128-bit halves, of which the low half
- * keeps dwords 0 and 2 (elements 0..3 and 8..11 of a nibble half) and the high half dwords 1
- * and 3 (4..7, 12..15); the others hold 0x43430430, which leaves a byte 0x43 after the mask
- * (byte 2) and after the shift by 4 (byte 0): the exponent byte of 128.0. Then w =
- * fma(128 + q, d, -136 d) = (q - 8) d, exact as Q4_0's fma below (x_vec). */
-AVX2_INLINE void q4_bytes(const uint8_t *qs, __m256i nib[2]) {
+/* Q4_0, Q5_0: each quant as the float 128 + q, built by one vpshufb a vector (q4_vec) from a
+ * block's bytes arranged here: the 16 bytes of nibbles in both 128-bit halves, of which the low
+ * half keeps dwords 0 and 2 (elements 0..3 and 8..11 of a nibble half) and the high half dwords
+ * 1 and 3 (4..7, 12..15); the others hold 0x43430430, which leaves a byte 0x43 after the mask
+ * (byte 2) and after the shift by 4 (byte 0): the exponent byte of 128.0. Q5_0's fifth bits
+ * (qh: bit j of the u32 for element j) are or-ed in as 0x10 (fifth_bits' test, in this order).
+ * Then w = fma(128 + q, d, -136 d) = (q - 8) d, or -144 d for Q5_0's (q - 16) d: exact as the
+ * fma of x_vec below. */
+AVX2_INLINE void q4_bytes(const uint8_t *qs, const uint8_t *qh, __m256i nib[2]) {
     const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     const __m256i r = _mm256_blend_epi32(raw, _mm256_set1_epi32(0x43430430), 0x5a);
     const __m256i keep = _mm256_setr_epi32(0x0f0f0f0f, -1, 0x0f0f0f0f, -1, -1, 0x0f0f0f0f, -1, 0x0f0f0f0f);
     nib[0] = _mm256_and_si256(r, keep);
     nib[1] = _mm256_and_si256(_mm256_srli_epi16(r, 4), keep);
+    if (!qh) return;
+    uint32_t h32;
+    memcpy(&h32, qh, sizeof h32);
+    const __m256i hv = _mm256_set1_epi32((int)h32);
+    /* byte p of nibble half h: the qh byte of its element (2 h + 0 or 1; -128: a C byte, 0),
+     * then all bits but the element's set, so 0xff exactly where its fifth bit is */
+    const __m256i at = _mm256_setr_epi32(0, -1, 0x01010101, -1, -1, 0, -1, 0x01010101);
+    const __m256i others = _mm256_setr_epi32((int)0xf7fbfdfeu, 0, (int)0xf7fbfdfeu, 0, 0, 0x7fbfdfef, 0, 0x7fbfdfef);
+    for (int h = 0; h < 2; h++) {
+        const __m256i idx = _mm256_or_si256(_mm256_add_epi8(at, _mm256_set1_epi8((char)(2 * h))),
+                                            _mm256_cmpeq_epi32(at, _mm256_set1_epi32(-1)));
+        __m256i t = _mm256_or_si256(_mm256_shuffle_epi8(hv, idx), others);
+        t = _mm256_and_si256(_mm256_cmpeq_epi8(t, _mm256_set1_epi8(-1)), _mm256_set1_epi8(0x10));
+        nib[h] = _mm256_or_si256(nib[h], t);
+    }
 }
 
 /* Q4_0's elements e .. e + 7 (e a multiple of 8) as the floats 128 + q: each lane's bytes
@@ -513,12 +530,15 @@ AVX2_INLINE __m256 q4_vec(const xblk *p, int e) {
 }
 
 AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
-    if (f == X_Q4_0) {
+    if (f == X_Q4_0 || f == X_Q5_0) {
+        const bool five = f == X_Q5_0;
         p->d = bcast_f16(b);
-        p->z = _mm256_mul_ps(p->d, _mm256_set1_ps(-136.0f));
-        p->q = b + 2;
-        p->qh = _mm256_setzero_si256(); /* unused; set so no compiler sees it read unset */
-        q4_bytes(b + 2, p->nib);
+        p->z = _mm256_mul_ps(p->d, _mm256_set1_ps(five ? -144.0f : -136.0f));
+        p->q = b + (five ? 6 : 2);
+        uint32_t qh = 0;
+        if (five) memcpy(&qh, b + 2, sizeof qh);
+        p->qh = _mm256_set1_epi32((int)qh); /* for x_quants (x_dot_ref) */
+        q4_bytes(p->q, five ? b + 2 : NULL, p->nib);
         return;
     }
     if (f < X_Q4_K) {
@@ -594,9 +614,7 @@ AVX2_INLINE __m256 x_quants(int f, const xblk *p, int e) {
 
 /* Elements e .. e + 7 of a prepared block: the reference's floats while its scales are finite. */
 AVX2_INLINE __m256 x_vec(int f, const xblk *p, int e) {
-    if (f == X_Q5_0) /* (q - 16) d: with the fifth bit set, q - 16 is the low 4 bits */
-        return _mm256_fmadd_ps(nibbles_at(f, p, e), p->d, _mm256_blendv_ps(p->z, _mm256_setzero_ps(), fifth_signs(p, e)));
-    if (f == X_Q4_0) return _mm256_fmadd_ps(q4_vec(p, e), p->d, p->z); /* (128 + q) d - 136 d */
+    if (f == X_Q4_0 || f == X_Q5_0) return _mm256_fmadd_ps(q4_vec(p, e), p->d, p->z); /* (128 + q) d - (128 + 8) d */
     const __m256 q = x_quants(f, p, e);
     if (f == X_Q8_0) return _mm256_mul_ps(q, p->d);
     if (f < X_Q4_K) return _mm256_fmadd_ps(q, p->d, p->z);
