@@ -453,9 +453,10 @@ static AVX2 void matmul_q3_k(LEAN_MATMUL_ARGS) { matmul_k(K_Q3, MATMUL_PASS); }
  * fma(q, d sc, -32 d sc), Q8_0's q d one multiply. An infinite or NaN scale makes every one of
  * its block's fma weights NaN or infinite, hence the output it feeds; so an output that is not
  * finite is computed again the reference's way (x_dot_ref: its operations, the same chain),
- * and the fma shortcut never shows. Quants: 4 bits widened from the block's nibbles (masked or
- * shifted); Q5_0 / Q5_1's fifth bit shifted to each lane's sign and chosen with vblendvps (Q5_0:
- * (q - 16) d is lo d with it, (lo - 16) d without); Q5_K's and Q6_K's unpacked a super-block at
+ * and the fma shortcut never shows. Quants: Q4_0 / Q5_0's as the float 128 + q, one vpshufb a
+ * vector (q4_bytes), then fma(128 + q, d, -(128 + 8) d); other 4 bits widened from the block's
+ * nibbles (masked or shifted); Q5_1's fifth bit shifted to each lane's sign and chosen with
+ * vblendvps; Q5_K's and Q6_K's unpacked a super-block at
  * a time into bytes in element order (the 8-bit path's k_unpack), then widened.
  * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
  * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
