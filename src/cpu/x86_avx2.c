@@ -439,10 +439,11 @@ QUANT_ENTRY_POINTS(AVX2)
  * Q6_K's with q = q3 + 4 and -4 d s, Q8_0's q d one multiply. An infinite or NaN scale makes every one of
  * its block's fma weights NaN or infinite, hence the output it feeds; so an output that is not
  * finite is computed again the reference's way (x_dot_ref: its operations, the same chain),
- * and the fma shortcut never shows. Quants: 4 bits widened from the block's nibbles (masked or
- * shifted); Q5_0 / Q5_1's fifth bit shifted to each lane's sign and chosen with vblendvps (Q5_0:
- * (q - 16) d is lo d with it, (lo - 16) d without); Q5_K's, Q6_K's, Q2_K's and Q3_K's unpacked a
- * super-block at a time into bytes in element order (the 8-bit path's k_unpack), then widened.
+ * and the fma shortcut never shows. Quants: Q4_0 / Q5_0's as the float 128 + q, one vpshufb a
+ * vector (q4_bytes), then fma(128 + q, d, -(128 + 8) d); other 4 bits widened from the block's
+ * nibbles (masked or shifted); Q5_1's fifth bit shifted to each lane's sign and chosen with
+ * vblendvps; Q5_K's, Q6_K's, Q2_K's and Q3_K's unpacked a super-block at a time into bytes in
+ * element order (the 8-bit path's k_unpack), then widened.
  * A row's vectors come in a fixed sequence (units: a legacy block, a Q4_K / Q5_K sub-block pair,
  * a Q6_K quarter), and each (row, token) output is one FMA chain over them in that sequence, then
  * hsum: the same in every tile shape, row range and batch. 4 tokens or fewer: 4 rows x TT
@@ -464,12 +465,69 @@ AVX2_INLINE __m256 bcast_f16(const uint8_t *p) { /* the f16 at p, exactly, in 8 
 typedef struct xblk {
     const uint8_t *q;       /* legacy, Q4_K: the packed nibbles (Q8_0: the int8 quants); else qv */
     __m256i qh;             /* Q5_0 / Q5_1: the fifth bits, in every lane */
+    __m256i nib[2];         /* Q4_0, Q5_0: the quants of elements 0..15, 16..31 (q4_bytes) */
     __m256 d, z;            /* legacy: w = fma(q, d, z) */
     float kd[16], kz[16];   /* K, per sub-block: w = fma(q, kd, kz) */
     __m256i qv[8];          /* Q5_K, Q6_K: the quants, a byte each, in element order */
 } xblk;
 
+/* Q4_0, Q5_0: each quant as the float 128 + q, built by one vpshufb a vector (q4_vec) from a
+ * block's bytes arranged here: the 16 bytes of nibbles in both 128-bit halves, of which the low
+ * half keeps dwords 0 and 2 (elements 0..3 and 8..11 of a nibble half) and the high half dwords
+ * 1 and 3 (4..7, 12..15); the others hold 0x43430430, which leaves a byte 0x43 after the mask
+ * (byte 2) and after the shift by 4 (byte 0): the exponent byte of 128.0. Q5_0's fifth bits
+ * (qh: bit j of the u32 for element j) are or-ed in as 0x10 (fifth_bits' test, in this order).
+ * Then w = fma(128 + q, d, -136 d) = (q - 8) d, or -144 d for Q5_0's (q - 16) d: exact as the
+ * fma of x_vec below. */
+AVX2_INLINE void q4_bytes(const uint8_t *qs, const uint8_t *qh, __m256i nib[2]) {
+    const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    const __m256i r = _mm256_blend_epi32(raw, _mm256_set1_epi32(0x43430430), 0x5a);
+    const __m256i keep = _mm256_setr_epi32(0x0f0f0f0f, -1, 0x0f0f0f0f, -1, -1, 0x0f0f0f0f, -1, 0x0f0f0f0f);
+    nib[0] = _mm256_and_si256(r, keep);
+    nib[1] = _mm256_and_si256(_mm256_srli_epi16(r, 4), keep);
+    if (!qh) return;
+    uint32_t h32;
+    memcpy(&h32, qh, sizeof h32);
+    const __m256i hv = _mm256_set1_epi32((int)h32);
+    /* byte p of nibble half h: the qh byte of its element (2 h + 0 or 1; -128: a C byte, 0),
+     * then all bits but the element's set, so 0xff exactly where its fifth bit is */
+    const __m256i at = _mm256_setr_epi32(0, -1, 0x01010101, -1, -1, 0, -1, 0x01010101);
+    const __m256i others = _mm256_setr_epi32((int)0xf7fbfdfeu, 0, (int)0xf7fbfdfeu, 0, 0, 0x7fbfdfef, 0, 0x7fbfdfef);
+    for (int h = 0; h < 2; h++) {
+        const __m256i idx = _mm256_or_si256(_mm256_add_epi8(at, _mm256_set1_epi8((char)(2 * h))),
+                                            _mm256_cmpeq_epi32(at, _mm256_set1_epi32(-1)));
+        __m256i t = _mm256_or_si256(_mm256_shuffle_epi8(hv, idx), others);
+        t = _mm256_and_si256(_mm256_cmpeq_epi8(t, _mm256_set1_epi8(-1)), _mm256_set1_epi8(0x10));
+        nib[h] = _mm256_or_si256(nib[h], t);
+    }
+}
+
+/* Q4_0's elements e .. e + 7 (e a multiple of 8) as the floats 128 + q: each lane's bytes
+ * [zero, zero, the quant, 0x43] picked from q4_bytes' nibbles. */
+AVX2_INLINE __m256 q4_vec(const xblk *p, int e) {
+#define Q4_LANE(data, c) (int)(0x8080u | (unsigned)(data) << 16 | (unsigned)(c) << 24)
+#define Q4_IDX(d0, d1, c0, c1)                                                                      \
+    _mm256_setr_epi32(Q4_LANE(d0, c0), Q4_LANE(d0 + 1, c0), Q4_LANE(d0 + 2, c0), Q4_LANE(d0 + 3, c0),   \
+                      Q4_LANE(d1, c1), Q4_LANE(d1 + 1, c1), Q4_LANE(d1 + 2, c1), Q4_LANE(d1 + 3, c1))
+    const int hi = e / 16, odd = (e / 8) % 2;
+    const __m256i idx = hi ? (odd ? Q4_IDX(8, 12, 4, 0) : Q4_IDX(0, 4, 4, 0)) : (odd ? Q4_IDX(8, 12, 6, 2) : Q4_IDX(0, 4, 6, 2));
+#undef Q4_IDX
+#undef Q4_LANE
+    return _mm256_castsi256_ps(_mm256_shuffle_epi8(p->nib[hi], idx));
+}
+
 AVX2_INLINE void x_prep(int f, const uint8_t *b, xblk *p) {
+    if (f == X_Q4_0 || f == X_Q5_0) {
+        const bool five = f == X_Q5_0;
+        p->d = bcast_f16(b);
+        p->z = _mm256_mul_ps(p->d, _mm256_set1_ps(five ? -144.0f : -136.0f));
+        p->q = b + (five ? 6 : 2);
+        uint32_t qh = 0;
+        if (five) memcpy(&qh, b + 2, sizeof qh);
+        p->qh = _mm256_set1_epi32((int)qh); /* for x_quants (x_dot_ref) */
+        q4_bytes(p->q, five ? b + 2 : NULL, p->nib);
+        return;
+    }
     if (f < X_Q4_K) {
         const bool min = f == X_Q4_1 || f == X_Q5_1, five = f == X_Q5_0 || f == X_Q5_1;
         p->d = bcast_f16(b);
@@ -563,8 +621,7 @@ AVX2_INLINE __m256 x_quants(int f, const xblk *p, int e) {
 
 /* Elements e .. e + 7 of a prepared block: the reference's floats while its scales are finite. */
 AVX2_INLINE __m256 x_vec(int f, const xblk *p, int e) {
-    if (f == X_Q5_0) /* (q - 16) d: with the fifth bit set, q - 16 is the low 4 bits */
-        return _mm256_fmadd_ps(nibbles_at(f, p, e), p->d, _mm256_blendv_ps(p->z, _mm256_setzero_ps(), fifth_signs(p, e)));
+    if (f == X_Q4_0 || f == X_Q5_0) return _mm256_fmadd_ps(q4_vec(p, e), p->d, p->z); /* (128 + q) d - (128 + 8) d */
     const __m256 q = x_quants(f, p, e);
     if (f == X_Q8_0) return _mm256_mul_ps(q, p->d);
     if (f < X_Q4_K) return _mm256_fmadd_ps(q, p->d, p->z);
@@ -649,12 +706,23 @@ AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
                 }
             continue;
         }
+        /* decode streams the rows from DRAM: each block's lines asked for PREFETCH_BYTES ahead as
+         * it is read (a tile's rows all at once filled the line buffers, the loop waiting on them) */
+        UNROLL
+        for (int i = 0; i < RT; i++)
+            for (size_t o = 0; o < xblock_bytes[f]; o += 64) prefetch_ahead(w + (size_t)i * wrb + (size_t)b * xblock_bytes[f] + o);
         xblk p[4];
+        if (f < X_Q4_K) { /* a row's block made and used before the next row's (what is live fits) */
+            UNROLL
+            for (int i = 0; i < RT; i++) {
+                x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p[i]);
+                x_rows(f, 1, TT, 4, &p[i], xs, e0, 0, &acc[i]);
+            }
+            continue;
+        }
         UNROLL
         for (int i = 0; i < RT; i++) x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p[i]);
-        if (f < X_Q4_K) x_rows(f, RT, TT, 4, p, xs, e0, 0, acc);
-        else
-            for (int u = 0; u < 4; u++) x_rows(f, RT, TT, 8, p, xs, e0, u, acc);
+        for (int u = 0; u < 4; u++) x_rows(f, RT, TT, 8, p, xs, e0, u, acc);
     }
     bool finite = true;
     UNROLL
@@ -680,7 +748,7 @@ AVX2_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m256 *cache
 
 /* x86_tiles.h's schedule over x_unpack and x_tile */
 AVX2_INLINE void matmul_x(MATMUL_PARAMS) {
-    EXACT_MATMUL(__m256, 8);
+    EXACT_MATMUL(__m256, 8, false); /* x_tile prefetches block by block */
 }
 
 EXACT_ENTRY_POINTS(AVX2)

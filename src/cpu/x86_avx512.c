@@ -732,7 +732,7 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
 
 /* x86_tiles.h's schedule over x_unpack and x_tile */
 AVX512_INLINE void matmul_x(MATMUL_PARAMS) {
-    EXACT_MATMUL(__m512, 16);
+    EXACT_MATMUL(__m512, 16, true);
 }
 
 EXACT_ENTRY_POINTS(AVX512)
