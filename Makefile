@@ -32,8 +32,7 @@ TEST_SRC = $(wildcard tests/test_*.c)
 
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/shaders.o
 # liblean.so's objects: each file again with -fPIC (pic/), or, where CFLAGS has -fPIC already
-# (`make asan`: its sanitized compiles are the suite's slowest, x86_avx512.c's minutes), the
-# static library's own.
+# (`make asan`: sanitized compiles are the suite's slowest), the static library's own.
 PIC_OBJ  = $(if $(filter -fPIC,$(CFLAGS)),$(LIB_OBJ),$(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/gen/shaders.o)
 DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)

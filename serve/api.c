@@ -21,6 +21,7 @@
 #include "serve.h"
 
 #include <jansson.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -337,7 +338,7 @@ static int parse_logit_bias(const serve_server *srv, json_t *req, serve_job *j, 
     json_object_foreach(lb, key, v) {
         char *end;
         const long long id = strtoll(key, &end, 10);
-        if (!*key || *end || key[0] == '-' || key[0] == '+' || key[0] == ' ' || id >= srv->n_vocab) {
+        if (!isdigit((unsigned char)key[0]) || *end || id >= srv->n_vocab) { /* digits only: no sign, no space */
             *fail = api_error(400, "invalid_value", "logit_bias",
                               "logit_bias key '%s' is not a token id of this model (an integer in [0, %d))", key,
                               srv->n_vocab);

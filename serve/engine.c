@@ -9,7 +9,8 @@
  *      slots; look for clients that hung up (a poll of their sockets);
  *   2. prefill one chunk of each new job's prompt past its cached prefix (continuous
  *      batching: new requests join between steps, a long prompt over several); a prompt
- *      done, the slot's generation begins (lean_gen_begin with the job's sampler);
+ *      done, the slot's generation begins (lean_gen_begin with the job's sampler, or
+ *      lean_gen_begin_masked when the job has a logit_bias mask);
  *   3. one step for every generating slot: one lean_gen_next_batch_masked decodes each slot's
  *      last id and draws its next, under its logit_bias mask if it has one (on the GPU the
  *      draws stay there: only the ids come back);

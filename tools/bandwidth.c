@@ -9,8 +9,8 @@
  *   roofline tok/s = bandwidth / bytes read per token.
  * What it does not: writes, copies or latency (a decode streams reads), NUMA placement.
  * --huge asks for transparent huge pages (madvise): lean's repacked CPU weights sit on them
- * (cpu/repack.c), and on a KVM guest a 4 KiB-page read is ~1.4x slower than a huge-page one
- * (docs/runs/2026-12-06-cpu-decode-q4.md), so quote --huge as those weights' roofline.
+ * (cpu/repack.c), and a 4 KiB-page read can be slower (a KVM guest's TLB misses; docs/runs/
+ * 2026-12-06-cpu-decode-q4.md), so quote --huge as those weights' roofline.
  * With -s smaller than the last-level cache it measures that cache instead (a
  * model that fits there can beat the DRAM roofline; say which one you quote).
  *

@@ -333,7 +333,7 @@ lean_status lean_decode(lean_ctx *c, int32_t id, float *logits, lean_error *err)
 
 /* The checks every batched call (fn) makes of each ctx[i], before anything runs, the call's own
  * (own: LEAN_OK, or the failure it set) between the common ones and the backend's. */
-typedef lean_status (*row_check)(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err);
+typedef lean_status (*row_check)(const char *fn, lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err);
 static lean_status check_rows(const char *fn, lean_ctx *const *ctx, int32_t n, const int32_t *ids, row_check own,
                               lean_error *err) {
     if (!ctx || !ids || n < 1) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: %s", fn, n < 1 ? "n must be >= 1" : "NULL argument");
@@ -349,7 +349,7 @@ static lean_status check_rows(const char *fn, lean_ctx *const *ctx, int32_t n, c
             st = LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] is %s, ctx[0] %s (one model, one backend)", fn, i,
                            c->m != ctx[0]->m ? "of another model" : c->be->name,
                            c->m != ctx[0]->m ? "not" : ctx[0]->be->name);
-        } else if ((st = own(ctx, i, ids, err)) != LEAN_OK) {
+        } else if ((st = own(fn, ctx, i, ids, err)) != LEAN_OK) {
             /* st and err say what is wrong */
         } else if (c->be->batch_check && (st = c->be->batch_check(ctx[0]->state, c->state, i, err)) != LEAN_OK) {
             /* st and err say what differs */
@@ -363,17 +363,17 @@ static lean_status check_rows(const char *fn, lean_ctx *const *ctx, int32_t n, c
 }
 
 /* lean_decode_batch's own checks of ctx[i]. */
-static lean_status check_decode_row(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
+static lean_status check_decode_row(const char *fn, lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
     const lean_ctx *c = ctx[i];
     if (c->pending.on || c->gen.on)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ctx[%d] has %s", i,
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] has %s", fn, i,
                          c->pending.on ? "a prefill pending (call it again first)"
                                        : "a generation in progress (lean_gen_end first)");
     if (c->pos >= c->n_ctx)
-        return LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_decode_batch: ctx[%d] is full (%d tokens of %d)", i, c->pos,
+        return LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "%s: ctx[%d] is full (%d tokens of %d)", fn, i, c->pos,
                          c->n_ctx);
     if (ids[i] < 0 || ids[i] >= c->m->hp.n_vocab)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_decode_batch: ids[%d] = %d is outside the vocabulary [0, %d)", i,
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ids[%d] = %d is outside the vocabulary [0, %d)", fn, i,
                          ids[i], c->m->hp.n_vocab);
     return LEAN_OK;
 }
@@ -536,18 +536,18 @@ void lean_gen_end(lean_ctx *c) {
 /* ---- batched generation ---- */
 
 /* lean_gen_next_batch's own checks of ctx[i] (ids: the output, unread). */
-static lean_status check_gen_row(lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
+static lean_status check_gen_row(const char *fn, lean_ctx *const *ctx, int32_t i, const int32_t *ids, lean_error *err) {
     (void)ids;
     const lean_ctx *c = ctx[i];
-    if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] has no generation in progress", i);
+    if (!c->gen.on) return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] has no generation in progress", fn, i);
     if (c->gen.n_out >= c->gen.limit)
-        return c->gen.by_context ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "lean_gen_next_batch: ctx[%d]'s next draw "
-                                             "would be at position %d, past n_ctx %d", i,
+        return c->gen.by_context ? LEAN_FAIL(err, LEAN_ERR_CONTEXT_FULL, "%s: ctx[%d]'s next draw "
+                                             "would be at position %d, past n_ctx %d", fn, i,
                                              c->gen.start + c->gen.n_out, c->n_ctx)
-                                 : LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d]'s %d ids (max_ids) "
-                                             "are all drawn", i, c->gen.limit);
+                                 : LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d]'s %d ids (max_ids) "
+                                             "are all drawn", fn, i, c->gen.limit);
     if (c->gen.resident != ctx[0]->gen.resident)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gen_next_batch: ctx[%d] draws on the %s, ctx[0] on the %s", i,
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "%s: ctx[%d] draws on the %s, ctx[0] on the %s", fn, i,
                          c->gen.resident ? "backend" : "host", ctx[0]->gen.resident ? "backend" : "host");
     return LEAN_OK;
 }

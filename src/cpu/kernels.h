@@ -11,8 +11,8 @@
  *                      time: every aarch64 CPU has NEON; -march=armv8.2-a+dotprod adds sdot)
  *   wasm_simd128.c     wasm simd128 (wasm32, chosen at compile time: the wasm build passes
  *                      -msimd128, as wasm has no run-time feature test)
- *   wasm_relaxed.c     wasm relaxed SIMD's integer dot product for the quantized formats
- *                      (the relaxed build, -mrelaxed-simd; its other entries are simd128's)
+ *   wasm_relaxed.c     wasm relaxed SIMD's integer dot product for the quantized formats but
+ *                      Q3_K (the relaxed build, -mrelaxed-simd; its other entries are simd128's)
  * The 128-bit tables compute every output in the generic table's order of float operations
  * (the integer sums, exact, in any order), so they give its bits (same_as_generic, tested).
  * A file implements the signatures below for the formats it has; a NULL entry is filled from
@@ -235,7 +235,7 @@ const lean_kernels *lean_kernels_avx512(void); /* x86_avx512.c: AVX-512 F/BW/VL 
                                                   quantized formats */
 const lean_kernels *lean_kernels_neon(void);    /* arm_neon.c: the matmuls, attention */
 const lean_kernels *lean_kernels_simd128(void); /* wasm_simd128.c: the matmuls, attention */
-const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q5_1, Q2_K, Q4_K .. Q6_K */
+const lean_kernels *lean_kernels_relaxed(void); /* wasm_relaxed.c: Q4_0 .. Q8_0, Q2_K, Q4_K .. Q6_K */
 
 /* The table named `name` ("generic", "avx2", "avx512", "neon", "relaxed", "simd128"), or the
  * best the CPU runs for NULL / "auto", each empty entry filled from the next table in the order

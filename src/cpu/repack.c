@@ -103,9 +103,8 @@ static const lean_tensor *mat_at(const lean_model *m, int64_t k) {
 
 /* The copies of one packed_add go in one allocation, aligned to 2 MiB and marked for
  * transparent huge pages where the OS has them (Linux: madvise, a hint that may be refused):
- * decode streams every copy once a token, and with 4 KiB pages a KVM guest's one-token Q4_0
- * matmul read its weights 1.3-1.4x slower (TLB misses walk two page tables), measured in
- * docs/runs/2026-12-06-cpu-decode-q4.md. */
+ * decode streams every copy once a token, and on 4 KiB pages its TLB misses cost (a KVM guest
+ * walks two page tables; docs/runs/2026-12-06-cpu-decode-q4.md). */
 #define HUGE_PAGE ((size_t)2 << 20)
 #define COPY_ALIGN 64
 

@@ -23,8 +23,8 @@
  *
  * The integer sums: isum = sum (q - z) a = sum q a - z s (legacy: s the block's activation sum,
  * lean_q8_32.s); K-quants sum q a per sub-block, times its scale (int32 lanes); Q6_K subtracts
- * 32 sum sc[s] bsums[s]. Q3_K is simd128's: this table's was 0.9x of it (decode and prefill,
- * tools/kernel_bench.c; docs/runs/2026-12-06-q23-simd.md). Magnitudes as in wasm_simd128.c (|sum| < 2^28 a super-block).
+ * 32 sum sc[s] bsums[s]. Q3_K is simd128's: this table's own was slower
+ * (docs/runs/2026-12-06-q23-simd.md). Magnitudes as in wasm_simd128.c (|sum| < 2^28 a super-block).
  *
  * Sections: legacy formats · K-quants · table
  */

@@ -196,13 +196,10 @@ AVX512_INLINE void legacy_unpack16(int f, const uint8_t *w, size_t wrb, int64_t 
     }
 }
 
-/* An R16 matrix is one contiguous stream; a software prefetch this far ahead of the block
- * being read lifted a one-token Q4_0 matvec from 0.72 to 0.83-0.85 of a streaming read, where
- * one group ahead (16 rows, 8 KiB at 896 columns) stayed at 0.72
- * (docs/runs/2026-12-05-cpu-decode-roofline.md). 2048 with the copies on huge pages (repack.c)
- * and the first R16_AHEAD bytes of a tile asked for before its first block (a decode call is
- * 64 rows, 18-170 KiB: its start was read on demand): 0.76 -> 0.80-0.85 of a huge-page read
- * (docs/runs/2026-12-06-cpu-decode-q4.md). */
+/* An R16 matrix is one contiguous stream: bytes a software prefetch runs ahead of the block
+ * being read, and asks for at a tile's start (a decode call's tile, 18-170 KiB, would otherwise
+ * begin on demand). Measured in docs/runs/2026-12-05-cpu-decode-roofline.md and
+ * 2026-12-06-cpu-decode-q4.md. */
 #define R16_AHEAD 2048
 
 /* The first R16_AHEAD bytes at p, before a tile's first block (the loop asks for the rest). */
@@ -299,9 +296,8 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
 }
 
 /* One token, rows r .. r + 31 of an R16 matrix: legacy_tile16's arithmetic for two groups, read
- * in step, i.e. two streams from memory where a group at a time is one (one-token Q4_0 matmul
- * in decode's 64-row calls, smollm2-135m shapes: 0.80-0.85 -> 0.84-0.89 of the read; at
- * qwen2.5-0.5b's, within the noise: docs/runs/2026-12-06-cpu-decode-q4.md). */
+ * in step, i.e. two streams from memory where a group at a time is one (why: docs/runs/
+ * 2026-12-06-cpu-decode-q4.md). */
 AVX512_INLINE void legacy_pair16(int f, int64_t cols, const uint8_t *w, size_t wrb, int64_t r, const uint8_t *x,
                                  float *y) {
     __m512 acc0[8], acc1[8];

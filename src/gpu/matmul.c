@@ -201,9 +201,8 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
  * lean_gpu_int8; F32, F16 and BF16 weights keep float arithmetic. */
 static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
     const bool float_w = w->type == LEAN_TYPE_F32 || w->type == LEAN_TYPE_F16 || w->type == LEAN_TYPE_BF16;
-    /* Q4_0's 8-bit kernel under bounds checks on NVIDIA ran at 0.27x its unchecked speed, the
-     * float kernel checked at 0.57x (an H100, docs/runs/2026-12-06-gpu-h100-robustness.md):
-     * the cause not found, a browser there takes the float kernel */
+    /* a browser's bounds checks slow Q4_0's 8-bit kernel on NVIDIA more than the float kernel
+     * (docs/runs/2026-12-06-gpu-h100-robustness.md, 2026-12-06-h100-session24.md) */
     const lean_gpu_info *in = lean_gpu_get_info(g);
     if (w->type == LEAN_TYPE_Q4_0 && in->robust && strncmp(in->vendor, "nvidia", 6) == 0) return false;
     return lean_gpu_int8(g) && (w->n_parts > 0 || !float_w);
