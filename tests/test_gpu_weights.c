@@ -495,12 +495,10 @@ static void test_modes(uint32_t type, lean_gpu_buf *step, bool every_mode) {
 
 /* Whether a mixed stack's part of type sums as its own matrix bit for bit at n_tok: a Q8_0
  * part's chunks are in the nibble order (so its sums are the reference's to rounding), except
- * on the 8-bit prefill, which puts its quants back in column order; there Q4_1 and Q5_1 parts
- * are not held to it: their block's two products (formats.wgsl's min form) may be fused
- * differently in the two kernels (measured on llvmpipe), so only to the bound of all rows. */
+ * on the 8-bit prefill, which puts its quants back in column order and pins every block's
+ * multiply-adds with fma (formats.wgsl's forms), so there every part is. */
 static bool part_own_bits(uint32_t type, int32_t n_tok) {
-    if (I8 && n_tok > 1) return type != LEAN_TYPE_Q4_1 && type != LEAN_TYPE_Q5_1;
-    return type != LEAN_TYPE_Q8_0;
+    return (I8 && n_tok > 1) || type != LEAN_TYPE_Q8_0;
 }
 
 /* A stack of 32-weight block formats (a q4_k_m file's Q5_0 Wq, Wk and Q8_0 Wv): the matmul

@@ -461,7 +461,6 @@ static void fill_adapter_info(lean_gpu *g) {
     gpu_sv_copy(g->description, sizeof g->description, ai.description);
     /* Dawn reports llvmpipe under OpenGL ES as adapterType Unknown, not CPU: know it by name. */
     in->software = ai.adapterType == WGPUAdapterType_CPU || is_software_rasterizer(in->adapter);
-    in->robust = ai.backendType == WGPUBackendType_WebGPU;
     in->subgroup_min_size = ai.subgroupMinSize;
     in->subgroup_max_size = ai.subgroupMaxSize;
     g->w.AdapterInfoFreeMembers(ai);

@@ -43,8 +43,6 @@ typedef struct lean_gpu_info {
     char backend[16];       /* "Vulkan", "OpenGLES", "Metal", "D3D12", "WebGPU" (browser) */
     char feature_level[16]; /* "core" or "compatibility" */
     bool software;          /* adapterType CPU (llvmpipe, SwiftShader): `auto` prefers the CPU backend */
-    bool robust;            /* bounds checks on every access: navigator.gpu's devices (web.c); native
-                             * Dawn opens with disable_robustness */
     bool shader_f16, subgroups, timestamp_query; /* granted on the device */
     bool packed_dot; /* WGSL's packed_4x8_integer_dot_product (dot4I8Packed): the instance has it */
     uint32_t subgroup_min_size, subgroup_max_size; /* 0 when unknown */
@@ -86,7 +84,7 @@ typedef struct lean_gpu_options {
     uint32_t attn_ksplits;  /* attention_tiled's key splits, 1 to 8 (0: GPU_ATTN_KSPLITS) */
     bool no_subgroups;      /* reduce.wgsl's trees where the device has subgroups */
     bool no_kv_epilogue;    /* decode's qkv_post as a dispatch, as on a device without the storage
-                             * buffers for the Q, K, V matmuls to do its work */
+                             * buffers for the Q, K, V matmuls to do its work (exact turns it on) */
     bool no_resident;       /* no resident generation: the host draws (gen_begin declines) */
     uint32_t gen_pace;      /* a resident generation's depth fixed, as for a step of 25 ms / gen_pace
                              * (16: greedy blocks of 16 ids, 8 sampled steps in flight), so that

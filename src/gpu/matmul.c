@@ -201,11 +201,14 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
  * lean_gpu_int8; F32, F16 and BF16 weights keep float arithmetic. */
 static bool tile_i8(lean_gpu *g, const gpu_weight *w) {
     const bool float_w = w->type == LEAN_TYPE_F32 || w->type == LEAN_TYPE_F16 || w->type == LEAN_TYPE_BF16;
-    /* a browser's bounds checks slow Q4_0's 8-bit kernel on NVIDIA more than the float kernel
-     * (docs/runs/2026-12-06-gpu-h100-robustness.md, 2026-12-06-h100-session24.md) */
-    const lean_gpu_info *in = lean_gpu_get_info(g);
-    if (w->type == LEAN_TYPE_Q4_0 && in->robust && strncmp(in->vendor, "nvidia", 6) == 0) return false;
     return lean_gpu_int8(g) && (w->n_parts > 0 || !float_w);
+}
+
+/* Whether w's block_step reads the first 16 quants' sum (formats.wgsl's bs_two, bs_two_min), so
+ * matmul_tiled_i8 keeps it (tiled_i8_halves.wgsl; else tiled_i8_sums.wgsl). A mixed stack's
+ * parts are 32-weight block formats, which do not. */
+static bool i8_halves(const gpu_weight *w) {
+    return w->n_parts == 0 && (w->type == LEAN_TYPE_Q2_K || w->type == LEAN_TYPE_Q3_K || w->type == LEAN_TYPE_Q6_K);
 }
 
 /* Whether matmul_tiled issues each group's loads one group ahead (matmul_tiled.wgsl's PF), for a
@@ -302,7 +305,7 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     const gpu_mm_out part_out = {.mode = GPU_MM_SET};
     const gpu_mm_out *tile_out = split ? &part_out : out;
     const bool i8 = tile_i8(g, w); /* its own arithmetic; else tiled_f32's or tiled_f16's */
-    const char *arith = i8 ? NULL : lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32";
+    const char *arith = i8 ? (i8_halves(w) ? "tiled_i8_halves" : "tiled_i8_sums") : lean_gpu_f16(g) ? "tiled_f16" : "tiled_f32";
     if (st == LEAN_OK)
         st = gpu_weight_pipeline(g, w, i8 ? "matmul_tiled_i8" : "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode], arith,
                            k, n, &m->tiled, err);

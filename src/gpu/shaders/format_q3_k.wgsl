@@ -13,7 +13,7 @@ fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
 // matmul_tiled_i8's 32-column blocks: 32 quants q + 4 in [0, 7] in two 16-column sub-blocks, the weights
 // d s (q - 4) (formats.wgsl's two form)
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q3_k(row, b); }
-fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_two(w, p, x); }
+fn block_step(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 { return bs_two(w, p, x, acc); }
 
 // matmul_vec's chunk dot: the chunk decoded, then dotted with x run by run
 alias VRAW = VR_dq;

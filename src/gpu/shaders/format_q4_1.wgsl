@@ -12,7 +12,7 @@ fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
 
 // matmul_tiled_i8's 32-column blocks: 32 quants, the weights d q + m (formats.wgsl's min form)
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q4_1(row, b); }
-fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_min(w, p, x); }
+fn block_step(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 { return bs_min(w, p, x, acc); }
 
 // matmul_vec's chunk dot: the quants dotted with x, then the block's scale and min (an
 // operation a weight fewer than decoding; docs/runs/2026-12-04-gpu-h200-dots.md)

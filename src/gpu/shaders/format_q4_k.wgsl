@@ -13,7 +13,7 @@ fn group_chunk(r: GRAW, k: u32) { gd_any(r, k); }
 // matmul_tiled_i8's 32-column blocks: a sub-block's 32 quants, the weights (d sc) q - dmin mn
 // (formats.wgsl's min form)
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q4_k(row, b); }
-fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_min(w, p, x); }
+fn block_step(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 { return bs_min(w, p, x, acc); }
 
 // matmul_vec's chunk dot: the chunk decoded, then dotted with x run by run
 alias VRAW = VR_dq;

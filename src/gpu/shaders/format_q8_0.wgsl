@@ -12,7 +12,7 @@ fn group_chunk(r: GRAW, k: u32) { gd_q8_0(r, k); }
 
 // matmul_tiled_i8's 32-column blocks: 32 quants, the weights (q - 0) d (formats.wgsl's zero form)
 fn block_i8(row: u32, b: u32) -> BI8 { return bi_q8_0(row, b); }
-fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_zero(w, p, x); }
+fn block_step(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 { return bs_zero(w, p, x, acc); }
 
 // matmul_vec's chunk dot: the chunk decoded, then dotted with x run by run (a dot of the
 // quants first was slower here: docs/runs/2026-12-04-gpu-h200-dots.md)

@@ -159,7 +159,7 @@ fn gd_q8_0(r: GRAW, k: u32) { dq_q8(bitcast<f32>(r[4]), r[2u * k], r[2u * k + 1u
 
 // ---- 8-bit blocks for integer dot products (matmul_tiled_i8): every quantized format ----
 // The format file also names, for its format:
-//   fn block_i8(row: u32, b: u32) -> BI8       fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32
+//   fn block_i8(row: u32, b: u32) -> BI8       fn block_step(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32
 // block_i8 loads the row's 32-column block b (columns 32b .. 32b + 31, whatever the format's own
 // block: a K-quant's super-block holds 8 of them) as its 32 quants, 8-bit, four a word in column
 // order (word m: columns 4m .. 4m + 3), and what its weights are made of; block_step is the
@@ -185,12 +185,20 @@ fn k_at(row: u32, b: u32, words: u32) -> KAt {
     let bk = row * BPR + (b >> 3u);
     return KAt(bk, words * bk, (b >> 2u) & 1u, b & 3u);
 }
-fn bs_zero(w: BI8, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y - w.z * x.s); }
-fn bs_min(w: BI8, p: vec2<i32>, x: XB) -> f32 { return (w.d * x.d) * f32(p.x + p.y) + w.m * (x.d * f32(x.s)); }
-fn bs_two(w: BI8, p: vec2<i32>, x: XB) -> f32 {
-    return (w.d * x.d) * f32(w.sc.x * (p.x - w.z * x.h) + w.sc.y * (p.y - w.z * (x.s - x.h)));
+// Each form returns acc plus its term, every multiply-add an explicit fma: a driver free to fuse
+// would fuse a form differently where it is inlined behind bs_any's branch (a mixed stack) than
+// alone, and a stack's part would not be its own matrix's bits (NVIDIA did so).
+fn bs_zero(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 { return fma(w.d * x.d, f32(p.x + p.y - w.z * x.s), acc); }
+fn bs_min(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 {
+    return acc + fma(w.d * x.d, f32(p.x + p.y), w.m * (x.d * f32(x.s)));
 }
-fn bs_any(w: BI8, p: vec2<i32>, x: XB) -> f32 { if (w.k == 1u) { return bs_min(w, p, x); } return bs_zero(w, p, x); }
+fn bs_two(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 {
+    return fma(w.d * x.d, f32(w.sc.x * (p.x - w.z * x.h) + w.sc.y * (p.y - w.z * (x.s - x.h))), acc);
+}
+fn bs_any(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 {
+    if (w.k == 1u) { return bs_min(w, p, x, acc); }
+    return bs_zero(w, p, x, acc);
+}
 fn bi_zero(q: array<u32, 8>, d: f32, z: i32) -> BI8 { return BI8(q, d, 0.0, vec2<i32>(1), z, 0u); }
 fn bi_min(q: array<u32, 8>, d: f32, m: f32) -> BI8 { return BI8(q, d, m, vec2<i32>(1), 0, 1u); }
 
@@ -471,9 +479,9 @@ fn bi_q3_k(row: u32, b: u32) -> BI8 {
 // Q2_K: two scales and two mins a block, the weights d sc_h q - dmin m_h (a 16-column half h):
 // sc holds (sc_0, sc_1), m dmin, z the mins m_0 | m_1 << 8
 //   (d d_x) (sc_0 p0 + sc_1 p1) - (dmin d_x) (m_0 h + m_1 (s - h))
-fn bs_two_min(w: BI8, p: vec2<i32>, x: XB) -> f32 {
+fn bs_two_min(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 {
     let mins = (w.z & 0xff) * x.h + (w.z >> 8u) * (x.s - x.h);
-    return (w.d * x.d) * f32(w.sc.x * p.x + w.sc.y * p.y) - (w.m * x.d) * f32(mins);
+    return acc + fma(w.d * x.d, f32(w.sc.x * p.x + w.sc.y * p.y), -((w.m * x.d) * f32(mins)));
 }
 fn bi_q2_k(row: u32, b: u32) -> BI8 {
     let at = k_at(row, b, 21u);

@@ -3,10 +3,10 @@
 // of 32 columns, d = max |x| / 127, quants x * 127 / max |x| rounded half to even), each
 // 32-weight block's products summed exactly in i32 by dot4I8Packed (in two 16-column halves),
 // then one float step a block, the format's block_step (formats.wgsl: its three forms), e.g.
-//   acc += (d_w * d_x) * f32(sum q_w q_x - ZERO * sum q_x)     (ZERO = 8 for Q4_0, 0 for Q8_0)
+//   acc = fma(d_w * d_x, f32(sum q_w q_x - ZERO * sum q_x), acc)   (ZERO = 8 for Q4_0, 0 for Q8_0)
 // block by block in column order: for Q8_0 and Q4_0 the CPU backend's arithmetic
-// (lean_legacy_step), up to the quantizer's two divisions (WGSL allows them 2.5 ulp) and a
-// multiply-add the driver may fuse. The K-quants take x in 32-column blocks too (the CPU's
+// (lean_legacy_step), up to the quantizer's two divisions (WGSL allows them 2.5 ulp) and the
+// fma, which the CPU rounds twice. The K-quants take x in 32-column blocks too (the CPU's
 // Q8_K has 256), so their sums are not the CPU backend's. Y is not the F32 path's: each 8-bit
 // input errs by up to d_x / 2 (tests/test_cpu_backend.c says what that does to a model's
 // logits; test_gpu_weights holds each matmul to it).
@@ -14,7 +14,8 @@
 // Shape, workgroup index, split and output as matmul_tiled.wgsl (the same constants and
 // bindings, from tiled_common.wgsl). Each 128-column step first quantizes X[tokens of the
 // tile][columns of the step] into workgroup memory: one (token, block) a lane, 32 quants as 8
-// words (2 vec4) plus (d, sum of the quants) and the first 16's sum; then every invocation
+// words (2 vec4) plus (d, sum of the quants) and the first 16's sum (kept by tiled_i8_halves.wgsl
+// where block_step reads it, dropped by tiled_i8_sums.wgsl elsewhere); then every invocation
 // takes each 32-column block of its TR rows once (formats.wgsl's block_i8) and dots it with its
 // TT tokens' quants: 8 dot4I8Packed, a few integer operations and 3 or more float operations
 // for 32 multiply-adds, where matmul_tiled issues 32 fmas.
@@ -23,7 +24,6 @@ const BPS: u32 = KSTEP / 32u; // blocks per step
 
 var<workgroup> xq: array<vec4<u32>, 2u * TILE_T * BPS>; // (token, block) e: xq[2e], xq[2e + 1]
 var<workgroup> xd: array<vec2<f32>, TILE_T * BPS>;      // e: (d, sum of its quants)
-var<workgroup> xh: array<i32, TILE_T * BPS>;            // e: the sum of its first 16 quants
 const NB: u32 = COLS / 32u; // 32-column blocks a row
 
 @compute @workgroup_size(WG)
@@ -46,14 +46,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 let x0 = xq[2u * e];
                 let x1 = xq[2u * e + 1u];
                 let dx = xd[e];
-                let x = XB(dx.x, i32(dx.y), xh[e]);
+                let x = XB(dx.x, i32(dx.y), xh_get(e));
                 for (var i = 0u; i < TR; i++) {
                     let q = w[i].q;
                     let p = vec2<i32>(dot4I8Packed(q[0], x0.x) + dot4I8Packed(q[1], x0.y) + dot4I8Packed(q[2], x0.z) +
                                           dot4I8Packed(q[3], x0.w),
                                       dot4I8Packed(q[4], x1.x) + dot4I8Packed(q[5], x1.y) + dot4I8Packed(q[6], x1.z) +
                                           dot4I8Packed(q[7], x1.w));
-                    acc[i * TT + j] += block_step(w[i], p, x);
+                    acc[i * TT + j] = block_step(w[i], p, x, acc[i * TT + j]);
                 }
             }
         }
@@ -89,5 +89,5 @@ fn x_quantize(e: u32, t: u32, col: u32, n_tok: u32) {
     xq[2u * e] = vec4<u32>(q[0], q[1], q[2], q[3]);
     xq[2u * e + 1u] = vec4<u32>(q[4], q[5], q[6], q[7]);
     xd[e] = vec2<f32>(d, f32(sum));
-    xh[e] = half;
+    xh_put(e, half);
 }
