@@ -3,8 +3,8 @@
 // own server has stopped). Every check is on what the server answers and on /health:
 //   - a full queue: with the slot and the queue taken by long streams, the next request is
 //     503 server_busy as an OpenAI error object;
-//   - a client gone while its request waits in the queue: the queue empties at once, while the
-//     slot's stream goes on; a client gone mid-stream: its slot is free again; then a request
+//   - a client gone while its request (a stream, then a whole reply) waits in the queue: the
+//     queue empties at once, while the slot's stream goes on; a client gone mid-stream: its slot is free again; then a request
 //     is served as before;
 //   - a client that sends its headers and half its body, then stalls: other requests are
 //     served meanwhile, no slot is taken, and the connection is closed after --timeout;
@@ -117,16 +117,23 @@ export async function errorTests({ lean, model, check: report }) {
               busy.json.error.type === 'server_error',
               'errors: a request past --max-queue: 503 server_busy, an OpenAI error object', `${busy.status} ${busy.text}`);
 
-        // ---- clients gone: the queued one leaves the queue while A goes on; A frees the slot ----
+        // ---- clients gone: queued ones leave the queue while A goes on; A frees the slot ----
         b.destroy();
         const h2 = await healthUntil(url, (h) => h.queued === 0);
         check(h2.queued === 0 && h2.slots_processing === 1 && !/data: \[DONE\]/.test(a.data()),
-              'errors: a client gone while queued leaves the queue at once, the slot\'s stream goes on',
+              'errors: a stream\'s client gone while queued: it leaves the queue at once, the slot\'s stream goes on',
               JSON.stringify(h2));
+        const c = rawPost(url, '/v1/completions', { ...long, stream: false }); /* whole: its thread waits on the job */
+        const c1 = await healthUntil(url, (h) => h.queued === 1);
+        c.destroy();
+        const c2 = await healthUntil(url, (h) => h.queued === 0);
+        check(c1.queued === 1 && c2.queued === 0 && c2.slots_processing === 1 && !/data: \[DONE\]/.test(a.data()),
+              'errors: a whole reply\'s client gone while queued: it leaves the queue at once too',
+              JSON.stringify([c1, c2]));
         a.destroy();
-        const h3 = await healthUntil(url, (h) => idle(h) && h.requests_cancelled >= h0.requests_cancelled + 2);
-        check(h3.slots_idle === 1 && h3.queued === 0 && h3.requests_cancelled === h0.requests_cancelled + 2,
-              'errors: a client gone mid-stream: its slot free, both jobs counted cancelled', JSON.stringify(h3));
+        const h3 = await healthUntil(url, (h) => idle(h) && h.requests_cancelled >= h0.requests_cancelled + 3);
+        check(h3.slots_idle === 1 && h3.queued === 0 && h3.requests_cancelled === h0.requests_cancelled + 3,
+              'errors: a client gone mid-stream: its slot free, the three jobs counted cancelled', JSON.stringify(h3));
         const after = await post('/v1/completions', short);
         check(after.status === 200 && after.json.choices[0].text === alone,
               'errors: after the 503 and the cancellations a request is served, the same reply', after.text);
@@ -163,7 +170,7 @@ export async function errorTests({ lean, model, check: report }) {
               JSON.stringify(waiting.data()));
         waiting.destroy();
         const h5 = await healthUntil(url, idle);
-        check(h5.slots_idle === 1 && h5.queued === 0 && h5.requests_cancelled === h0.requests_cancelled + 2,
+        check(h5.slots_idle === 1 && h5.queued === 0 && h5.requests_cancelled === h0.requests_cancelled + 3,
               'errors: every slot idle at the end, no other job cancelled', JSON.stringify(h5));
     } finally {
         check((await srv.stop()).code === 0, 'errors: the server stops cleanly on SIGTERM');
