@@ -5,8 +5,9 @@
  * used one among equals): the prefix cache. A conversation sent again with one more turn
  * finds its earlier turns there and prefills only what is new. The engine's loop:
  *
- *   1. take cancellations (a connection closed, the server stopping) and new jobs into free
- *      slots; look for clients that hung up (a poll of their sockets);
+ *   1. take cancellations (a connection closed, the server stopping), drop queued jobs whose
+ *      clients went away (every QUEUE_POLL_MS), take new jobs into free slots; look for
+ *      clients of slots that hung up (a poll of their sockets);
  *   2. prefill one chunk of each new job's prompt past its cached prefix (continuous
  *      batching: new requests join between steps, a long prompt over several); a prompt
  *      done, the slot's generation begins (lean_gen_begin with the job's sampler, or
@@ -354,6 +355,36 @@ static int hung_up(int fd) {
     return 0;
 }
 
+/* A queued job's socket is polled at most this often: one poll(2) per queued job, and the
+ * queue may hold --max-queue of them. */
+#define QUEUE_POLL_MS 100
+
+/* Drops the queued jobs whose client went away (cancelled, or its socket hung up), under
+ * srv->mu: a request given up while it waits leaves the queue now, not when a slot frees. */
+static void drop_gone_queued(serve_server *srv) {
+    serve_job *prev = NULL;
+    for (serve_job *j = srv->queue_head, *next; j; j = next) {
+        next = j->next;
+        if (!j->cancelled && !(j->fd >= 0 && hung_up(j->fd))) {
+            prev = j;
+            continue;
+        }
+        if (prev) prev->next = next;
+        else srv->queue_head = next;
+        if (srv->queue_tail == j) srv->queue_tail = prev;
+        srv->n_queued--;
+        j->next = NULL;
+        j->cancelled = j->done = 1;
+        j->t_done_ms = now_ms();
+        srv->n_done++, srv->n_cancelled++;
+        if (srv->verbosity >= 0)
+            fprintf(stderr, "lean serve: queued: cancelled, %d prompt ids, %.0f ms\n", j->n_prompt,
+                    j->t_done_ms - j->t_queued_ms);
+        pthread_cond_broadcast(&j->cv);
+        job_unref_locked(j);
+    }
+}
+
 /* What engine_start hands its thread. */
 typedef struct engine_args {
     serve_server *srv;
@@ -394,6 +425,7 @@ static void *engine_main(void *arg) {
         engine_free(srv);
         return NULL;
     }
+    double queue_polled_ms = 0;
     for (;;) {
         pthread_mutex_lock(&srv->mu);
         for (;;) {
@@ -412,6 +444,10 @@ static void *engine_main(void *arg) {
             srv->queue_head = srv->queue_tail = NULL;
             for (int i = 0; i < srv->n_slots; i++)
                 if (srv->slots[i].job) srv->slots[i].job->cancelled = 1;
+        }
+        if (srv->queue_head && now_ms() - queue_polled_ms >= QUEUE_POLL_MS) {
+            drop_gone_queued(srv);
+            queue_polled_ms = now_ms();
         }
         /* new jobs into free slots, in arrival order */
         while (srv->queue_head && !srv->stopping) {

@@ -1,7 +1,8 @@
 /* http.c — the HTTP side of `lean serve`, over libmicrohttpd (Debian's libmicrohttpd).
  *
  * A thread per connection (MHD_USE_THREAD_PER_CONNECTION): a request's body is gathered (at
- * most srv->max_body_bytes: more is 413), then routed:
+ * most srv->max_body_bytes: more is 413; a connection silent for srv->timeout_s is closed by
+ * libmicrohttpd), then routed:
  *
  *   POST /v1/chat/completions, /v1/completions (also without /v1)  a job for the engine
  *   GET  /v1/models (also /models), /health                        api.c
@@ -13,9 +14,10 @@
  * A job's connection thread waits on the job: for a whole reply until it is done, for a
  * stream (server-sent events, chunked) in the content reader, which hands out each piece of
  * text as the engine makes it final. A client that goes away is seen by the engine (its
- * socket hung up) or here (the response freed before the job was done): either cancels the
- * job and frees its slot at the next step. The job's fd is set to -1 here before
- * libmicrohttpd closes the socket, so the engine never polls a number reused since.
+ * socket hung up, also while the job is queued) or here (the response freed before the job
+ * was done): either cancels the job and frees its slot at the next step (or takes it out of
+ * the queue). The job's fd is set to -1 here before libmicrohttpd closes the socket, so the
+ * engine never polls a number reused since.
  *
  * Sections: replies, request bodies, streams, static files, routing, start and stop. */
 #include "serve.h"
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -278,16 +281,29 @@ static enum MHD_Result route(serve_http *h, struct MHD_Connection *c, const char
     return send_reply(c, api_error(404, "not_found", NULL, "no such endpoint: %s %s", method, url));
 }
 
+/* 413: the body is over --max-body. */
+static enum MHD_Result too_big(serve_http *h, struct MHD_Connection *c) {
+    return send_reply(c, api_error(413, "request_too_large", NULL, "the request body is over %zu bytes",
+                                   h->srv->max_body_bytes));
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     serve_http *h = cls;
     conn *k = *con_cls;
     (void)version;
-    if (!k) { /* the headers: a body announced past the limit is refused before it is read */
+    if (!k) { /* the headers: a body announced past the limit is refused. A client waiting for
+               * "100 Continue" is answered now (libmicrohttpd reads none of the body); one already
+               * sending would meet a closed socket (EPIPE, never the reply), so its body is read
+               * and dropped, then answered */
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->srv->max_body_bytes) k->too_big = 1;
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        if (cl && strtoull(cl, NULL, 10) > h->srv->max_body_bytes) {
+            if (expect && strcasecmp(expect, "100-continue") == 0) return too_big(h, c);
+            k->too_big = 1;
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -295,9 +311,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
-    if (k->too_big)
-        return send_reply(c, api_error(413, "request_too_large", NULL, "the request body is over %zu bytes",
-                                       h->srv->max_body_bytes));
+    if (k->too_big) return too_big(h, c);
     if (strcmp(method, "OPTIONS") == 0) {
         struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (!r) return MHD_NO;

@@ -14,6 +14,10 @@
 //             midway; every reply equal to the same request made alone; p50/p99 latency and
 //             aggregate tokens/s printed;
 // and the server must stop cleanly on SIGTERM (exit status 0); then
+//   errors.mjs a server of one slot, a queue of one and --timeout 2: a full queue is 503, a
+//             client gone while queued or mid-stream frees the queue and the slot, a sender
+//             stalled halfway through its body is closed while others are served, bodies
+//             past --max-body (chunked, or announced with Expect: 100-continue) are 413;
 //   lora.mjs  a second server with --lora / --lora-scaled: replies equal `lean run --lora`'s,
 //             in every slot; a misfit adapter refused at start;
 //   gpu.mjs   a server on the GPU (the draws on the device): requests at once, one under a
@@ -27,6 +31,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { apiTests } from './api.mjs';
+import { errorTests } from './errors.mjs';
 import { logitBiasTests } from './bias.mjs';
 import { formatTests } from './format.mjs';
 import { gpuTests } from './gpu.mjs';
@@ -74,6 +79,11 @@ try {
 const { code, signal } = await server.stop();
 check(code === 0, 'lean serve stops cleanly on SIGTERM', `exit ${code} ${signal || ''}`);
 if (failed) console.log(server.log().split('\n').slice(-40).join('\n'));
+try {
+    await errorTests({ lean, model, check });
+} catch (e) {
+    check(false, 'the error tests ran to the end', e.stack || e);
+}
 try {
     await loraTests({ lean, model, dir, check });
 } catch (e) {
