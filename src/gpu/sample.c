@@ -348,11 +348,8 @@ lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_erro
 }
 
 lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, int32_t n, lean_error *err) {
-    if (n < 0 || (n > 0 && !bias)) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_set_bias: %d entries", n);
-    for (int32_t i = 0; i < n; i++)
-        if (bias[i].id < 0 || bias[i].id >= s->n_vocab || !(bias[i].value >= -100.0f && bias[i].value <= 100.0f))
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d, value %g (ids in [0, %d), values in [-100, 100])",
-                             i, bias[i].id, (double)bias[i].value, s->n_vocab);
+    lean_status st = sampler_check_bias(bias, n, s->n_vocab, err);
+    if (st != LEAN_OK) return st;
     if (n == s->cfg.n_bias && (n == 0 || memcmp(bias, s->bias, sizeof *bias * (size_t)n) == 0))
         return set_flag(s, F_BIAS, n > 0, err); /* already on the device */
     lean_logit_bias *copy = lean_malloc(sizeof *copy * (size_t)(n > 0 ? n : 1));
@@ -368,8 +365,8 @@ lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, in
     s->bias = copy;
     s->cfg.bias = copy;
     s->cfg.n_bias = n;
-    lean_status st = n > 0 ? lean_gpu_buf_write(s->g, s->hist, 4ull * s->bias_off, s->dense, 4ull * (uint64_t)s->n_vocab, err)
-                           : LEAN_OK;
+    st = n > 0 ? lean_gpu_buf_write(s->g, s->hist, 4ull * s->bias_off, s->dense, 4ull * (uint64_t)s->n_vocab, err)
+               : LEAN_OK;
     if (st != LEAN_OK) { /* unknown on the device: written whole next time */
         memset(s->dense, 0, sizeof *s->dense * (size_t)s->n_vocab);
         s->cfg.n_bias = 0;
