@@ -723,7 +723,8 @@ static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
            a->seed == b->seed;
 }
 
-/* The sampler for cfg (made once per settings) and the read-back slots (made once). */
+/* The sampler for cfg (made once per settings; again for a bias on one made without room for
+ * it) and the read-back slots (made once). */
 static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, lean_error *err) {
     gpu_gen *G = &s->gen;
     int *checked = &s->bm->sampler_checked; /* the device's arithmetic: one verdict for every context */
@@ -741,7 +742,7 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
     }
     if (*checked < 0)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: this adapter's arithmetic does not reproduce the CPU's draw");
-    if (G->smp && !same_cfg(&G->cfg, cfg)) {
+    if (G->smp && (!same_cfg(&G->cfg, cfg) || (cfg->n_bias > 0 && !gpu_sampler_takes_bias(G->smp)))) {
         gpu_sampler_free(G->smp);
         G->smp = NULL;
     }
