@@ -1,5 +1,5 @@
 /* test_batch.c — lean_decode_batch (src/core/session.c; the batched passes of the CPU kernels
- * in src/cpu/forward.c and of the GPU in src/gpu/forward.c): several sequences of one model advanced together, each at its own
+ * in src/cpu/forward.c and of the GPU in src/gpu/forward_batch.c): several sequences of one model advanced together, each at its own
  * position over its own KV cache, held to three things:
  *
  *   same bits   a sequence's logits after every batched step are the bits of the same steps
@@ -30,7 +30,7 @@
  *               generation in progress, a full context, an id outside the vocabulary: each a
  *               clear error that changes nothing.
  *
- * lean-test: native-only (CI time: the batched pass is forward.c's C, the same in every build,
+ * lean-test: native-only (CI time: the batched passes are C, the same in every build,
  * and each kernel's independence from the tokens alongside is test_kernels', which wasm runs) */
 #include "core/test_hooks.h"
 #include "gpu/test_hooks.h"
@@ -286,7 +286,7 @@ static void test_gen_batch(const lean_model *m, const run_cfg *rc, int32_t V, co
     free(first);
 }
 
-/* The GPU's run-ahead (forward.c, "generation, batched"): after a batched call every row not
+/* The GPU's run-ahead (forward_batch.c, "generation, batched"): after a batched call every row not
  * masked with ids left has its next step submitted, so what the caller does between calls meets
  * a step in flight. RA_CALLS calls over three sequences, each call's script the same batched and
  * alone (lean_gen_next in place of each batched call): sequence 0 (greedy) ends after RA_END's

@@ -174,6 +174,18 @@ static void test_against_host(const char *arch, uint32_t type) {
             run_free(&a), run_free(&h);
         }
     }
+    /* kind 5's settings without its bias, then with it: the context's GPU sampler, made with no
+     * room for a bias, is made again (else lean_gen_begin fails) */
+    for (int with = 0; with < 2 && c; with++) {
+        lean_sampler_params sp = sampling(5);
+        if (!with) sp.logit_bias = NULL, sp.n_logit_bias = 0;
+        run a, h;
+        gen_run(c, m, &sp, 40, 0, true, &a);
+        gen_run(c, m, &sp, 40, 0, false, &h);
+        snprintf(what, sizeof what, "%s kind 5 %s its bias", arch, with ? "with" : "without");
+        same_runs(what, &a, &h, V);
+        run_free(&a), run_free(&h);
+    }
     lean_ctx_free(c);
     lean_model_free(m);
     unlink(path);

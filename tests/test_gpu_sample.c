@@ -302,7 +302,8 @@ static void test_bias(int32_t n_vocab) {
         cfg.n_bias = n_list;
         rig r;
         if (!rig_make(&r, &cfg, n_vocab)) break;
-        bool ok = true;
+        bool ok = gpu_sampler_takes_bias(r.s);
+        CHECK(ok, "made with a bias, no room for one");
         for (int step = 0; step < 5 && ok; step++) { /* list 0, 1, none, 2 (+100 first), 2 under a mask */
             const int l = step == 0 ? 0 : step == 1 ? 1 : 2;
             lean_error err;
@@ -380,6 +381,10 @@ static void test_errors(void) {
     CHECK(gpu_sampler_set_bias(s, &huge, 1, &err) == LEAN_ERR_ARG && strstr(err.msg, "200"), "a bias of 200: %s",
           err.msg);
     CHECK(gpu_sampler_set_bias(s, NULL, 1, &err) == LEAN_ERR_ARG, "bias NULL");
+    const lean_logit_bias fine = {3, 1.0f}; /* made without a bias: no room for one */
+    CHECK(!gpu_sampler_takes_bias(s) && gpu_sampler_set_bias(s, &fine, 1, &err) == LEAN_ERR_ARG &&
+              strstr(err.msg, "without a bias"), "a bias on a sampler made without one: %s", err.msg);
+    CHECK(gpu_sampler_set_bias(s, NULL, 0, &err) == LEAN_OK, "no bias on it: %s", err.msg);
     gpu_sampler_free(s);
     lean_gpu_buf_free(logits);
     lean_gpu_buf_free(out);

@@ -89,6 +89,23 @@ lean_sampler_params lean_sampler_default_params(void) {
     };
 }
 
+lean_status sampler_check_bias(const lean_logit_bias *bias, int32_t n, int32_t n_vocab, lean_error *err) {
+    if (n < 0 || (n > 0 && !bias))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias: %d entries%s", n,
+                         n < 0 ? ": must be >= 0" : " but the list is NULL");
+    for (int32_t i = 0; i < n; i++) {
+        const lean_logit_bias b = bias[i];
+        if (b.id < 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d is negative", i, b.id);
+        if (n_vocab > 0 && b.id >= n_vocab)
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d is outside the vocabulary [0, %d)", i, b.id,
+                             n_vocab);
+        if (!(b.value >= -100.0f && b.value <= 100.0f))
+            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d] (id %d): value %g must be finite and in [-100, 100]",
+                             i, b.id, (double)b.value);
+    }
+    return LEAN_OK;
+}
+
 lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_error *err) {
     if (!p) return LEAN_FAIL(err, LEAN_ERR_ARG, "sampler parameters are NULL");
     /* Written so that NaN fails every check. */
@@ -105,16 +122,8 @@ lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_
         return LEAN_FAIL(err, LEAN_ERR_ARG,
                          "repeat_last_n %d: must be >= -1 (-1 = the whole history, 0 = off)",
                          p->repeat_last_n);
-    if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias: %d entries%s", p->n_logit_bias,
-                         p->n_logit_bias < 0 ? ": must be >= 0" : " but the list is NULL");
-    for (int32_t i = 0; i < p->n_logit_bias; i++) {
-        const lean_logit_bias b = p->logit_bias[i];
-        if (b.id < 0) return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d is negative", i, b.id);
-        if (!(b.value >= -100.0f && b.value <= 100.0f))
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d] (id %d): value %g must be finite and in [-100, 100]",
-                             i, b.id, (double)b.value);
-    }
+    lean_status st = sampler_check_bias(p->logit_bias, p->n_logit_bias, 0, err);
+    if (st != LEAN_OK) return st;
     sampler_cfg c = {0};
     c.greedy = p->greedy != 0 || p->temperature == 0;
     c.penalty = (float)p->repeat_penalty;
@@ -610,7 +619,8 @@ lean_status sample_reference(const sampler_cfg *cfg, const float *logits, int32_
     float *a = work;
     memcpy(a, logits, sizeof *a * (size_t)n_vocab);
     for (int32_t i = 0; i < cfg->n_bias; i++)
-        if (cfg->bias[i].value != 0) a[cfg->bias[i].id] += cfg->bias[i].value;
+        if (cfg->bias[i].value != 0) /* rule 7: lean_sampler's list has no zeros, sampler_config's may */
+            a[cfg->bias[i].id] += cfg->bias[i].value;
     if (cfg->use_penalty)
         for (int32_t i = 0; i < n_penalty_ids; i++) {
             const float v = a[penalty_ids[i]];
@@ -780,10 +790,8 @@ static int cmp_bias_id(const void *a, const void *b) {
  * entries of value 0 dropped; cfg->n_bias becomes their count. LEAN_ERR_ARG for an id past
  * n_vocab or listed twice. */
 static lean_status copy_bias(sampler_cfg *cfg, int32_t n_vocab, lean_logit_bias *out, lean_error *err) {
-    for (int32_t i = 0; i < cfg->n_bias; i++)
-        if (cfg->bias[i].id >= n_vocab)
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d is outside the vocabulary [0, %d)", i,
-                             cfg->bias[i].id, n_vocab);
+    lean_status st = sampler_check_bias(cfg->bias, cfg->n_bias, n_vocab, err);
+    if (st != LEAN_OK) return st;
     if (cfg->n_bias > 0) memcpy(out, cfg->bias, sizeof *out * (size_t)cfg->n_bias);
     qsort(out, (size_t)cfg->n_bias, sizeof *out, cmp_bias_id);
     int32_t n = 0;

@@ -47,6 +47,11 @@ typedef struct sampler_cfg {
     int32_t n_bias;
 } sampler_cfg;
 
+/* Checks a logit bias list of n entries: n >= 0, the list there when n > 0, each id >= 0 and
+ * (n_vocab > 0) below n_vocab, each value finite in [-100, 100]. Every check of a bias list
+ * is this one (sampler_config, lean_sampler_create, gpu_sampler_set_bias). */
+lean_status sampler_check_bias(const lean_logit_bias *bias, int32_t n, int32_t n_vocab, lean_error *err);
+
 /* Checks p (every range, with the value in the message) and fills *out. A random seed
  * request stays LEAN_SEED_RANDOM in out->seed; lean_sampler_create resolves it. */
 lean_status sampler_config(const lean_sampler_params *p, sampler_cfg *out, lean_error *err);

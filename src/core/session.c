@@ -391,12 +391,14 @@ static lean_status decode_each(lean_ctx *c, int32_t id, bool logits, lean_error 
 
 /* The passes of lean_decode_batch over checked contexts; logits (nullable): (n, n_vocab) every
  * row's. keep: each row's logits in its context's c->logits too (what a host generation begun
- * later draws from); without it a batched pass leaves them in logits alone (has_logits false),
- * and a backend without one in c->logits alone. */
+ * later draws from); without it (a host generation's draw follows: logits always computed) a
+ * batched pass leaves them in logits alone (has_logits false), and a backend without one in
+ * c->logits alone (logits unused: NULL). */
 static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t n, float *logits, bool keep,
                                lean_error *err) {
     lean_status st = LEAN_OK;
     const size_t n_vocab = (size_t)ctx[0]->m->hp.n_vocab;
+    const bool want = logits != NULL || !keep;
     for (int32_t done = 0; done < n;) {
         const lean_backend *be = ctx[done]->be;
         const int32_t most = ctx[done]->n_batch < BATCH_PASS ? ctx[done]->n_batch : BATCH_PASS;
@@ -409,13 +411,13 @@ static lean_status decode_rows(lean_ctx *const *ctx, const int32_t *ids, int32_t
             for (int32_t i = 0; i < rows; i++) states[i] = ctx[done + i]->state, pos[i] = ctx[done + i]->pos;
             st = be->forward_batch(states, ids + done, pos, rows, out, err);
         } else {
-            st = decode_each(ctx[done], ids[done], out != NULL, err);
+            st = decode_each(ctx[done], ids[done], want, err);
         }
         if (st != LEAN_OK) return st;
         for (int32_t i = done; i < done + rows; i++) {
             lean_ctx *c = ctx[i];
             c->pos++;
-            c->has_logits = logits != NULL && (keep || !be->forward_batch);
+            c->has_logits = want && (keep || !be->forward_batch);
             /* the caller's row to the context's copy (a host generation draws from it), or back */
             if (logits && keep && be->forward_batch) memcpy(c->logits, logits + i * n_vocab, sizeof *logits * n_vocab);
             else if (logits && keep) memcpy(logits + i * n_vocab, c->logits, sizeof *logits * n_vocab);
@@ -609,7 +611,7 @@ static lean_status gen_batch_host(lean_ctx *const *ctx, int32_t n, int32_t *ids,
     lean_status st = dec && last ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_gen_next_batch: %d rows", n);
     for (int32_t i = 0; st == LEAN_OK && i < n; i++)
         if (ctx[i]->gen.n_out > 0) dec[d] = ctx[i], last[d++] = ctx[i]->gen.last;
-    if (st == LEAN_OK && d && !(logits = lean_malloc(sizeof *logits * (size_t)d * n_vocab)))
+    if (st == LEAN_OK && pass && d && !(logits = lean_malloc(sizeof *logits * (size_t)d * n_vocab)))
         st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "lean_gen_next_batch: the logits of %d rows", d);
     if (st == LEAN_OK && d) st = decode_rows(dec, last, d, logits, false, err);
     for (int32_t i = 0, j = 0; st == LEAN_OK && i < n; i++) {

@@ -18,7 +18,8 @@
  * steps on the GPU: each step decodes the id drawn last (its embedding reads it from the id
  * buffer the sampler wrote), draws the next with sample.h's sampler, and copies the id into a
  * mappable slot; the host maps a slot at a time while later steps run (section "generation").
- * What it does not: check ids (lean_ctx does).
+ * What it does not: check ids (lean_ctx does); the batched calls (lean_decode_batch,
+ * lean_gen_next_batch), which are forward_batch.c's. The state both share is forward_impl.h's.
  *
  * Per layer, the dispatches, in forward_ref.c's order (buffers in brackets):
  *   1 [Wq; Wk; Wv] [x -> qkv: q | k | v per token]: the attention RMSNorm computed by the
@@ -43,17 +44,11 @@
  * term's two dispatches (Q, K, V's and gate, up's shared; the embedding's after its gather), and an adapted layer's decode runs
  * its norms, qkv_post and (stacked gate, up) SwiGLU as dispatches of their own.
  *
- * Sections: state · create / destroy (the model's part, a context's) · recording · forward · batch · generation ·
- * LoRA · profile · test accessors · table (each call holding the device's lock)
+ * Sections: create / destroy (the model's part, a context's) · recording · forward · generation · LoRA ·
+ * profile · test accessors · table (each call holding the device's lock)
  */
-#include "core/backend.h"
-
-#include "gpu/kvpool.h"
-#include "gpu/lora.h"
-#include "gpu/ops.h"
-#include "gpu/sample.h"
+#include "gpu/forward_impl.h"
 #include "gpu/test_hooks.h"
-#include "gpu/weights.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -61,159 +56,7 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- state ---- */
-
-/* Read-back blocks and how much work runs ahead of the host (the generation section says why). */
-#define GEN_BLOCK_MAX 16      /* greedy ids per block, at most */
-#define GEN_GREEDY_FLIGHT 2   /* greedy blocks in flight */
-#define GEN_SAMPLED_FLIGHT 8  /* sampled blocks (one id each) in flight, at most */
-#define GEN_SLOTS 8           /* max(GEN_GREEDY_FLIGHT, GEN_SAMPLED_FLIGHT) */
-#define GEN_AHEAD_MS 25.0     /* the GPU time one greedy block (sampled: the flight) aims at */
-
-/* A resident generation: steps 0 .. limit - 1; step j draws the id for position pos0 + j
- * (after decoding step j - 1's id at pos0 + j - 1, for j > 0). Steps go in blocks, block b
- * into slot b % GEN_SLOTS; a slot is mapped once its block's last step is submitted and is not
- * written again until it has been taken. Block sizes follow the measured step time (gen_pace). */
-typedef struct gpu_gen {
-    gpu_sampler *smp;       /* made for cfg; kept across generations with the same settings */
-    sampler_cfg cfg;
-    lean_gpu_buf *slot[GEN_SLOTS]; /* READBACK, GEN_BLOCK_MAX ids each */
-    bool mapping[GEN_SLOTS];
-    int32_t slot_n[GEN_SLOTS];     /* ids in the slot's block */
-    double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
-    bool on, greedy;
-    bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
-    bool stepwise;          /* advanced by batched steps (gen_next_batch): blocks of one, one step ahead */
-    int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
-    int32_t pos0, limit;
-    int32_t n_sub;          /* steps submitted */
-    int32_t b_sub, b_read;  /* blocks submitted, blocks taken */
-    int32_t n_read;         /* ids read back: the last block taken is ready[0 .. ready_n) */
-    int32_t n_out;          /* ids handed out */
-    int32_t ready_n;
-    double taken_ms;        /* when the last block was taken (gen_begin: when it began) */
-    int32_t ready[GEN_BLOCK_MAX];
-} gpu_gen;
-
-/* Stacked matrices (gpu_weight_upload_stacked), used when their parts stack
- * (gpu_weight_stackable: one format, or 32-weight block formats such as a q4_k_m file's Q5_0
- * Wq, Wk and Q8_0 Wv at rows no multiple of 256): W_QKV = [Wq; Wk; Wv], one matmul into qkv,
- * or [Wq; Wk] when only those two do (q4_k_m's Wv is Q6_K on some layers where Wq, Wk are
- * Q4_K); W_GATE_UP = [Wgate; Wup], one SWIGLU matmul. The parts stacked stay empty (and a
- * stack whose parts do not stack). */
-enum { W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP, N_MATRICES };
-
-/* Q, K and V's matmuls in recording order: the stack (it starts at column 0 of qkv's rows),
- * then the parts not in it (at columns 0, q_dim, q_dim + kv_dim). */
-static const int QKV_ORDER[] = {W_QKV, W_Q, W_K, W_V};
-
-/* A layer's weights: the model's, uploaded once for all its contexts. */
-typedef struct gpu_layer_weights {
-    gpu_weight w[N_MATRICES];      /* the layer's matrices, in the file's formats */
-    lean_gpu_buf *attn_norm, *ffn_norm; /* (n_embd) F32 */
-    lean_gpu_buf *bqkv;    /* qwen2: (q_dim + 2 kv_dim) F32, bq | bk | bv, as qkv's rows */
-    lean_gpu_buf *qk_norm; /* qwen3: (2, head_dim) F32 q_norm, k_norm; a uniform (qkv_post) */
-} gpu_layer_weights;
-
-/* The model-level part (backend.h): the device and every weight, shared by the model's
- * contexts. A context's call holds lock while it uses the device, so contexts of several
- * threads take turns on it (one queue, one set of error scopes, one buffer list). */
-struct lean_backend_model {
-    const lean_model *m;
-    lean_gpu *g;
-    lean_mutex lock;
-    atomic_int refs;             /* the model's (until it lets go) and one per context */
-    const char *thread;          /* on OpenGL (ES), the opening thread's thread_tag; else NULL */
-    int sampler_checked;         /* gpu_sampler_check on g: 0 not yet, 1 passed, -1 failed */
-    gpu_sampler_check_run *check; /* that check in flight (pump mode: it returned LEAN_PENDING) */
-    gpu_layer_weights *layers;   /* n_layer */
-    gpu_kv_pool pool;            /* every context's KV cache and RoPE table (kvpool.h) */
-    gpu_weight tok_embd, output; /* output unused (tok_embd serves) when tied */
-    lean_gpu_buf *output_norm;   /* (n_embd) F32 */
-    struct stream_plan *stream;  /* a GPU-only load's uploads in progress (until model_finish) */
-};
-
-/* A layer's part of one sequence: its KV cache and its kernels over the model's weights. */
-typedef struct gpu_layer {
-    gpu_matmul *mm[N_MATRICES]; /* over gpu_layer_weights' w[] */
-    /* (n_ctx, kv_dim) F32, keys after RoPE: the (n_layer, n_ctx, kv_dim) cache as one buffer
-     * per layer, so no binding exceeds the storage binding limit for long contexts; views of
-     * the context's slot of the model's KV pool (s->kv owns them) */
-    lean_gpu_buf *k_cache, *v_cache;
-    gpu_op norm_attn, qkv_post; /* norm_attn, norm_ffn: prefill's only where norm_in_matmul */
-    gpu_op norm_ffn, swiglu; /* swiglu: only without W_GATE_UP */
-    gpu_attention attn;
-    bool norm_in_matmul; /* decode's Q, K, V and gate, up matmuls norm their input themselves */
-    bool kv_in_matmul;   /* decode's Q, K, V matmuls do qkv_post's work (gpu_mm_kv) */
-    /* What adapters on the layer need where an epilogue would read the product before they add
-     * to it (section "LoRA"; made on the first set that needs them): at QKV_ORDER's indices,
-     * decode's matmuls without the q|k|v epilogue (kv_in_matmul; make_plain_qkv, also the
-     * batched pass's), qkv_post after them; at
-     * W_GATE_UP, the stack as a plain matmul into gu, swiglu_rows after it. */
-    gpu_matmul *lora_mm[N_MATRICES];
-    gpu_op swiglu_rows;
-} gpu_layer;
-
-/* The batched pass's kernels over one KV page (section "batch"), made by the leader the first
- * time its rows lie there. */
-typedef struct gpu_batch_page {
-    uint64_t id;                /* the page's (gpu_kv_page.id): pages go, their ids are never reused */
-    lean_gpu_buf *rows;         /* UNIFORM (rows_max vec4<u32>): batch_rows.wgsl, written each pass */
-    gpu_attention_rows *layers; /* n_layer */
-} gpu_batch_page;
-
-/* The batched decode pass's own kernels and buffers (section "batch"), made on the first
- * lean_decode_batch that a context leads (its rows: s->x, xn, qkv, gate, up's first n). */
-typedef struct gpu_batch {
-    lean_gpu_buf *step;      /* uniform {n, 0, 0, 0}: the embedding's row count */
-    gpu_get_rows *embed;     /* ids -> x, n rows */
-    lean_gpu_buf *drawn;     /* (rows_max) u32: a batched draw's rows' last ids, gathered (gen_next_batch) */
-    gpu_get_rows *embed_drawn; /* drawn -> x, n rows */
-    gpu_op norm_out;         /* x -> xn, every row: the final norm */
-    int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
-    lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
-    gpu_matmul **wo;         /* n_layer: x += Wo att over the rows of att */
-    gpu_batch_page *pages;   /* n_pages, one per KV page its rows have lain in (live ones) */
-    int32_t n_pages;
-    int32_t rows;            /* what mm_out and the logits hold */
-    gpu_matmul *mm_out;      /* xn -> logits, rows */
-    lean_gpu_buf *logits, *logits_rb; /* (rows, n_vocab); READBACK */
-} gpu_batch;
-
-/* One sequence on the model's device. B = n_batch; widths as in forward_ref.c. */
-struct lean_backend_state {
-    lean_backend_model *bm;     /* the model's part: a reference */
-    const lean_model *m;
-    lean_gpu *g;                /* bm->g */
-    int32_t n_ctx, n_batch;
-    gpu_layer *layers;          /* n_layer */
-    gpu_kv_slot kv;             /* its KV cache: a slot of the model's pool (kvpool.h) */
-    lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position: its KV page's */
-    lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
-    lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
-    lean_gpu_buf *ids;          /* (B) u32 */
-    lean_gpu_buf *x, *xn;       /* (B, n_embd) residual (Wo and Wdown add into it), normed input */
-    lean_gpu_buf *qkv;          /* (B, q_dim + 2 kv_dim): q | k | v per token; q roped in place */
-    lean_gpu_buf *att;          /* (B, q_dim) + attention partials (gpu_attention_out_floats) */
-    lean_gpu_buf *gate, *up;    /* (B, n_ff) */
-    lean_gpu_buf *part;         /* prefill matmuls' partial sums (gpu_mm_out), NULL if none splits */
-    lean_gpu_buf *x_last;       /* (n_embd) the last token, normed */
-    lean_gpu_buf *logits;       /* (n_vocab) */
-    lean_gpu_buf *logits_rb;    /* (n_vocab) READBACK: a forward call's logits, mapped */
-    bool logits_wait;           /* pump mode: a forward's logits map is in flight (gpu_forward) */
-    gpu_get_rows *embed;
-    gpu_op norm_out;
-    gpu_matmul *mm_out;
-    gpu_gen gen;
-    gpu_lora *lora;             /* the adapters in force (set_lora), NULL: none */
-    const lora_set *lora_set;   /* what lora was made of (the context's, alive until the next set) */
-    lean_gpu_buf *gu;           /* (B, 2 n_ff) g | u of a stacked gate, up with adapters; NULL until then */
-    gpu_batch *batch;           /* NULL until it leads a batched pass */
-    int64_t batch_rows;         /* the rows of the batched passes it has led (test_hooks.h) */
-};
-
 static void gen_free(lean_backend_state *s);
-static void batch_free(lean_backend_state *s);
 
 /* ---- create / destroy: the model's part, then a context's ---- */
 
@@ -252,7 +95,7 @@ static void free_layer(gpu_layer *L) {
 /* Frees s's objects on the device (with bm's lock held) and s. */
 static void free_state(lean_backend_state *s) {
     gen_free(s);
-    batch_free(s);
+    gpu_batch_free(s);
     if (s->layers)
         for (int32_t il = 0; il < s->m->hp.n_layer; il++) free_layer(&s->layers[il]);
     lean_free(s->layers);
@@ -277,8 +120,8 @@ static void gpu_destroy(lean_backend_state *s) {
 }
 
 /* *out = a zeroed storage buffer of a * b floats (or u32s). */
-static lean_status new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const char *label, lean_gpu_buf **out,
-                           lean_error *err) {
+lean_status gpu_new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const char *label, lean_gpu_buf **out,
+                        lean_error *err) {
     uint64_t bytes;
     if (!lean_mul_u64(a, b, &bytes) || !lean_mul_u64(bytes, 4, &bytes))
         return LEAN_FAIL(err, LEAN_ERR_NOMEM, "%s: %llu x %llu floats overflow", label, (unsigned long long)a,
@@ -335,13 +178,13 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     if ((st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step", &s->step, err)) ||
         (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step1", &s->step1, err)) ||
         (st = lean_gpu_buf_write(s->g, s->step1, 0, (const uint32_t[4]){1, 0, 0, 0}, 16, err)) ||
-        (st = new_buf(s, B, 1, "ids", &s->ids, err)) || (st = new_buf(s, B, d, "x", &s->x, err)) ||
-        (st = new_buf(s, B, d, "xn", &s->xn, err)) ||
-        (st = new_buf(s, B, qd + 2 * kvd, "qkv", &s->qkv, err)) ||
-        (st = new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
-        (st = new_buf(s, B, ff, "gate", &s->gate, err)) || (st = new_buf(s, B, ff, "up", &s->up, err)) ||
-        (st = new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
-        (st = new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
+        (st = gpu_new_buf(s, B, 1, "ids", &s->ids, err)) || (st = gpu_new_buf(s, B, d, "x", &s->x, err)) ||
+        (st = gpu_new_buf(s, B, d, "xn", &s->xn, err)) ||
+        (st = gpu_new_buf(s, B, qd + 2 * kvd, "qkv", &s->qkv, err)) ||
+        (st = gpu_new_buf(s, gpu_attention_out_floats(hp, s->n_ctx, s->n_batch), 1, "att", &s->att, err)) ||
+        (st = gpu_new_buf(s, B, ff, "gate", &s->gate, err)) || (st = gpu_new_buf(s, B, ff, "up", &s->up, err)) ||
+        (st = gpu_new_buf(s, d, 1, "x_last", &s->x_last, err)) ||
+        (st = gpu_new_buf(s, (uint64_t)hp->n_vocab, 1, "logits", &s->logits, err)) ||
         (st = lean_gpu_buf_create(s->g, 4ull * (uint64_t)hp->n_vocab, LEAN_GPU_READBACK, "logits read-back",
                                   &s->logits_rb, err)))
         return st;
@@ -349,7 +192,7 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
      * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
     const uint64_t part = part_floats(s->g, hp, s->n_batch);
     if (part && part * 4 <= gpu_binding_max_bytes(s->g) &&
-        (st = new_buf(s, part, 1, "matmul parts", &s->part, err)))
+        (st = gpu_new_buf(s, part, 1, "matmul parts", &s->part, err)))
         return st;
     return LEAN_OK;
 }
@@ -373,8 +216,8 @@ static gpu_mm_out qkv_out(const lean_backend_state *s, const gpu_layer_weights *
 /* Layer il's Q, K, V matmuls without decode's q|k|v epilogue (lora_mm at QKV_ORDER's indices,
  * where the layer has it: kv_in_matmul), made once: decode's kernel, over up to n_batch rows
  * where they take rows (gpu_matmul_rows_fit), for adapters (section "LoRA": the terms are added
- * before qkv_post) and the batched pass (section "batch": it writes several positions). */
-static lean_status make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *err) {
+ * before qkv_post) and the batched pass (forward_batch.c: it writes several positions). */
+lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *err) {
     gpu_layer *L = &s->layers[il];
     const gpu_layer_weights *W = &s->bm->layers[il];
     const gpu_mm_in in = normed_input(s, L, W->attn_norm);
@@ -818,8 +661,8 @@ static lean_status begin_forward(lean_backend_state *s, int32_t n, int32_t pos, 
 /* The logits come back through logits_rb, copied and mapped with the forward pass. Pump mode:
  * LEAN_PENDING leaves the map in flight (logits_wait), and the call made again (the same ids,
  * n, pos: session.c) only takes it. */
-static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
-                               lean_error *err) {
+lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
+                        lean_error *err) {
     if (n < 1 || n > s->n_batch || pos < 0 || pos > s->n_ctx - n)
         return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d tokens at position %d (n_batch %d, n_ctx %d)", n, pos,
                          s->n_batch, s->n_ctx);
@@ -842,281 +685,6 @@ static lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_
     return st;
 }
 
-/* ---- batch ----
- * lean_decode_batch's pass over n sequences, one token each (backend.h's forward_batch), led by
- * s[0]: rows 0 .. n - 1 of its x, xn, qkv, gate and up hold the n sequences' tokens, and every
- * matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's bits
- * decode's, one dispatch a matrix for all the rows). A sequence's cache is its slot of the
- * model's KV pool (kvpool.h), so per layer and per KV page the rows' caches lie in, one qkv_post
- * and one attention dispatch (and a merge past GPU_ATTN_MIN_CHUNK keys) take every row of the
- * page at its own position in its own slot (gpu_attention_rows: the positions and slots in a
- * small uniform, batch_rows.wgsl), into the batch's att rows, and Wo reads them there. A layer
- * is then its decode dispatches over the rows plus 2 (3) a page; rows made together lie in few
- * pages (kvpool.h's growth rule: 32 contexts, 6). The logits of every row come back in one copy
- * and one map. Decode's q|k|v epilogue writes one position, so the pass has Q, K, V matmuls
- * without it (make_plain_qkv) and runs qkv_post, the same expressions (matmul_out.wgsl). A model
- * whose rows do not start on a vec4 (gpu_matmul_rows_fit), or whose logits of n rows pass a
- * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after
- * another instead (batch_each). */
-
-static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
-    for (int32_t il = 0; p->layers && il < n_layer; il++) gpu_attention_rows_free(&p->layers[il]);
-    lean_free(p->layers);
-    lean_gpu_buf_free(p->rows);
-    *p = (gpu_batch_page){0};
-}
-
-static void batch_free(lean_backend_state *s) {
-    gpu_batch *b = s->batch;
-    if (!b) return;
-    const int32_t n_layer = s->m->hp.n_layer;
-    for (int32_t i = 0; i < b->n_pages; i++) batch_page_free(&b->pages[i], n_layer);
-    lean_free(b->pages);
-    for (int32_t il = 0; b->wo && il < n_layer; il++) gpu_matmul_free(b->wo[il]);
-    lean_free(b->wo);
-    gpu_get_rows_free(b->embed);
-    gpu_get_rows_free(b->embed_drawn);
-    gpu_op_free(&b->norm_out);
-    gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
-    lean_free(b);
-    s->batch = NULL;
-}
-
-/* Whether every matrix of the model takes rows (gpu_matmul_rows_fit). */
-static bool batch_fits(const lean_backend_state *s) {
-    const lean_backend_model *bm = s->bm;
-    bool fits = gpu_matmul_rows_fit(s->m->tied_output ? &bm->tok_embd : &bm->output);
-    for (int32_t il = 0; fits && il < s->m->hp.n_layer; il++)
-        for (int i = 0; fits && i < N_MATRICES; i++)
-            fits = !bm->layers[il].w[i].buf || gpu_matmul_rows_fit(&bm->layers[il].w[i]);
-    return fits;
-}
-
-/* s's batch kernels (made once), and its logits for n rows (remade for more rows). */
-static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *err) {
-    const lean_model *m = s->m;
-    const lean_backend_model *bm = s->bm;
-    const int32_t n_layer = m->hp.n_layer;
-    lean_status st = LEAN_OK;
-    if (!s->batch) {
-        gpu_batch *b = s->batch = lean_calloc(1, sizeof *b);
-        if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's kernels");
-        b->rows_max = s->n_batch < GPU_KV_PAGE_SLOTS ? s->n_batch : GPU_KV_PAGE_SLOTS;
-        b->wo = lean_calloc((size_t)n_layer, sizeof *b->wo);
-        if (!b->wo) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's %d layers", n_layer);
-        if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
-        if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
-        if (!st) st = new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
-        if (!st)
-            st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, b->step, b->drawn, s->x, &b->embed_drawn, err);
-        if (!st)
-            st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
-                                    &b->norm_out, err);
-        if (!st) st = new_buf(s, gpu_attention_rows_out_floats(&m->hp, b->rows_max), 1, "batch attention", &b->att, err);
-        const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
-        for (int32_t il = 0; !st && il < n_layer; il++)
-            st = gpu_matmul_create_rows(s->g, &bm->layers[il].w[W_O], b->rows_max, &(gpu_mm_in){.x = b->att},
-                                        &residual, &b->wo[il], err);
-        for (int32_t il = 0; !st && il < n_layer; il++)
-            if (s->layers[il].kv_in_matmul) st = make_plain_qkv(s, il, err);
-    }
-    gpu_batch *b = s->batch;
-    if (!st && b->rows < n) {
-        const uint64_t n_vocab = (uint64_t)m->hp.n_vocab;
-        gpu_matmul_free(b->mm_out);
-        lean_gpu_buf_free(b->logits);
-        lean_gpu_buf_free(b->logits_rb);
-        b->mm_out = NULL, b->logits = b->logits_rb = NULL, b->rows = 0;
-        st = new_buf(s, (uint64_t)n, n_vocab, "batch logits", &b->logits, err);
-        if (!st)
-            st = lean_gpu_buf_create(s->g, 4 * (uint64_t)n * n_vocab, LEAN_GPU_READBACK, "batch logits read-back",
-                                     &b->logits_rb, err);
-        if (!st)
-            st = gpu_matmul_create_rows(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n,
-                                        &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits}, &b->mm_out, err);
-        if (!st) b->rows = n;
-    }
-    if (st) batch_free(s);
-    return st;
-}
-
-/* Drops the leader's kernels over pages gone (their ids are never seen again). */
-static void batch_prune(lean_backend_state *s) {
-    gpu_batch *b = s->batch;
-    for (int32_t i = 0; i < b->n_pages;) {
-        const gpu_kv_page *live = s->bm->pool.pages;
-        while (live && live->id != b->pages[i].id) live = live->next;
-        if (live) {
-            i++;
-            continue;
-        }
-        batch_page_free(&b->pages[i], s->m->hp.n_layer);
-        b->pages[i] = b->pages[--b->n_pages];
-    }
-}
-
-/* *at = the index of the leader s's kernels over KV page kp in its list, made on first use
- * (appended: the indices of the others stay). */
-static lean_status batch_page(lean_backend_state *s, const gpu_kv_page *kp, int32_t *at, lean_error *err) {
-    gpu_batch *b = s->batch;
-    const int32_t n_layer = s->m->hp.n_layer;
-    for (int32_t i = 0; i < b->n_pages; i++)
-        if (b->pages[i].id == kp->id) return *at = i, LEAN_OK;
-    gpu_batch_page *grown = lean_realloc(b->pages, sizeof *grown * (size_t)(b->n_pages + 1));
-    if (!grown) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's KV pages");
-    b->pages = grown;
-    gpu_batch_page *p = &b->pages[b->n_pages];
-    *p = (gpu_batch_page){.id = kp->id};
-    p->layers = lean_calloc((size_t)n_layer, sizeof *p->layers);
-    lean_status st = p->layers ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's layers");
-    if (!st) st = lean_gpu_buf_create(s->g, 16 * (uint64_t)b->rows_max, LEAN_GPU_UNIFORM, "batch rows", &p->rows, err);
-    for (int32_t il = 0; !st && il < n_layer; il++)
-        st = gpu_attention_rows_create(s->g, &s->m->hp, p->rows, b->rows_max, s->qkv, kp->k[il], kp->v[il], kp->rope,
-                                       s->bm->layers[il].qk_norm, b->att, &p->layers[il], err);
-    if (st) {
-        batch_page_free(p, n_layer);
-        return st;
-    }
-    *at = b->n_pages++;
-    return LEAN_OK;
-}
-
-/* The pass's rows grouped by KV page: group g holds n[g] rows, the greatest position max_pos[g],
- * its kernels page[g] (their rows uniform written here). */
-typedef struct batch_groups {
-    int32_t count;
-    const gpu_batch_page *page[GPU_KV_PAGE_SLOTS];
-    int32_t n[GPU_KV_PAGE_SLOTS], max_pos[GPU_KV_PAGE_SLOTS];
-} batch_groups;
-
-static lean_status batch_group(lean_backend_state *lead, lean_backend_state *const *s, const int32_t *pos, int32_t n,
-                               batch_groups *gr, lean_error *err) {
-    const gpu_kv_page *kp[GPU_KV_PAGE_SLOTS];
-    int32_t of[GPU_KV_PAGE_SLOTS], at[GPU_KV_PAGE_SLOTS]; /* row i's group; group g's index in the list */
-    gr->count = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t g = 0;
-        while (g < gr->count && kp[g] != s[i]->kv.page) g++;
-        if (g == gr->count) kp[gr->count++] = s[i]->kv.page;
-        of[i] = g;
-    }
-    batch_prune(lead);
-    lean_status st = LEAN_OK;
-    for (int32_t g = 0; !st && g < gr->count; g++) st = batch_page(lead, kp[g], &at[g], err);
-    for (int32_t g = 0; !st && g < gr->count; g++) {
-        uint32_t rows[GPU_KV_PAGE_SLOTS][4]; /* batch_rows.wgsl's entries */
-        gr->page[g] = &lead->batch->pages[at[g]];
-        gr->n[g] = 0, gr->max_pos[g] = 0;
-        for (int32_t i = 0; i < n; i++) {
-            if (of[i] != g) continue;
-            uint32_t *e = rows[gr->n[g]++];
-            e[0] = (uint32_t)i, e[1] = (uint32_t)pos[i], e[2] = gpu_kv_slot_base(&s[i]->kv);
-            e[3] = gpu_attention_chunk(pos[i]);
-            gr->max_pos[g] = pos[i] > gr->max_pos[g] ? pos[i] : gr->max_pos[g];
-        }
-        st = lean_gpu_buf_write(lead->g, gr->page[g]->rows, 0, rows, 16 * (uint64_t)gr->n[g], err);
-    }
-    return st;
-}
-
-/* Layer il of the pass (see the section's top). */
-static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, const batch_groups *gr, int32_t n,
-                               int32_t il) {
-    const gpu_layer *L = &s0->layers[il];
-    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_attn, n);
-    for (int k = 0; k < 4; k++) {
-        const gpu_matmul *mm = L->kv_in_matmul ? L->lora_mm[QKV_ORDER[k]] : L->mm[QKV_ORDER[k]];
-        if (mm) gpu_matmul_record_rows(c, mm, n);
-    }
-    for (int32_t g = 0; g < gr->count; g++)
-        gpu_attention_rows_record(c, &gr->page[g]->layers[il], gr->n[g], gr->max_pos[g]);
-    gpu_matmul_record_rows(c, s0->batch->wo[il], n);
-    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_ffn, n);
-    if (L->mm[W_GATE_UP]) {
-        gpu_matmul_record_rows(c, L->mm[W_GATE_UP], n);
-    } else {
-        gpu_matmul_record_rows(c, L->mm[W_GATE], n);
-        gpu_matmul_record_rows(c, L->mm[W_UP], n);
-        gpu_op_record(c, &L->swiglu, n);
-    }
-    gpu_matmul_record_rows(c, L->mm[W_DOWN], n);
-}
-
-/* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
-static lean_status batch_wait(lean_gpu_buf *rb, void *dst, uint64_t bytes, lean_error *err) {
-    lean_status st = lean_gpu_map_take(rb, dst, bytes, err);
-    if (st != LEAN_PENDING) return st;
-    lean_gpu_map_drop(rb);
-    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
-                     "lean_decode_batch cannot wait for the GPU in this host (no JSPI): use lean_decode");
-}
-
-/* The rows one after another, each its own forward (where the pass does not fit). */
-static lean_status batch_each(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
-                              float *logits, lean_error *err) {
-    const uint64_t n_vocab = (uint64_t)s[0]->m->hp.n_vocab;
-    lean_status st = LEAN_OK;
-    for (int32_t i = 0; !st && i < n; i++) {
-        float *row = logits ? logits + (uint64_t)i * n_vocab : NULL;
-        st = gpu_forward(s[i], &ids[i], 1, pos[i], row, err);
-        if (st == LEAN_PENDING) {
-            st = batch_wait(s[i]->logits_rb, row, n_vocab * 4, err);
-            s[i]->logits_wait = false;
-        }
-    }
-    return st;
-}
-
-static lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, const int32_t *pos, int32_t n,
-                                     float *logits, lean_error *err) {
-    lean_backend_state *s0 = s[0];
-    for (int32_t i = 0; i < n; i++)
-        if (s[i]->gen.on || s[i]->logits_wait || pos[i] < 0 || pos[i] >= s[i]->n_ctx)
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d at position %d (n_ctx %d)%s", i, pos[i],
-                             s[i]->n_ctx, s[i]->gen.on || s[i]->logits_wait ? " during a generation" : "");
-    if (n > s0->n_batch)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: %d batch rows past the first's n_batch %d", n, s0->n_batch);
-    bool adapted = false; /* adapters (section "LoRA") are added by each context's own forward */
-    for (int32_t i = 0; i < n; i++) adapted |= s[i]->lora != NULL;
-    lean_status st = batch_fits(s0) && !adapted && n <= GPU_KV_PAGE_SLOTS ? batch_prepare(s0, n, err)
-                                                                           : LEAN_ERR_UNSUPPORTED;
-    if (st == LEAN_ERR_UNSUPPORTED) return batch_each(s, ids, pos, n, logits, err);
-    const gpu_batch *b = s0->batch;
-    batch_groups gr;
-    uint32_t step[4];
-    gpu_step_words(n, 0, step);
-    /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
-    if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
-    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    if (!st) st = batch_group(s0, s, pos, n, &gr, err);
-    lean_gpu_cmd *c = NULL;
-    if (!st) st = lean_gpu_begin(s0->g, &c, err);
-    if (st) return st;
-    gpu_get_rows_record(c, b->embed, n);
-    for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, n, il);
-    const uint64_t bytes = (uint64_t)n * (uint64_t)s0->m->hp.n_vocab * 4;
-    if (logits) {
-        gpu_op_record(c, &b->norm_out, n);
-        gpu_matmul_record_rows(c, b->mm_out, n);
-        lean_gpu_copy(c, b->logits, 0, b->logits_rb, 0, bytes);
-    }
-    st = lean_gpu_submit_step(c, err);
-    if (!st) s0->batch_rows += n;
-    if (!st && logits) st = lean_gpu_map_begin(b->logits_rb, err);
-    return st || !logits ? st : batch_wait(b->logits_rb, logits, bytes, err);
-}
-
-/* One pass, one device: the contexts of one model part (the same device and options). */
-static lean_status gpu_batch_check(const lean_backend_state *first, const lean_backend_state *s, int32_t i,
-                                   lean_error *err) {
-    if (s->bm == first->bm) return LEAN_OK;
-    return LEAN_FAIL(err, LEAN_ERR_ARG,
-                     "lean_decode_batch: ctx[%d] is on another GPU device than ctx[0] (other device options, or "
-                     "another thread's OpenGL device): one batch, one device", i);
-}
-
 /* ---- generation ----
  *
  * Why these block sizes: steps are queued ahead of the host so the GPU never waits for it: a
@@ -1134,7 +702,7 @@ static lean_status gpu_batch_check(const lean_backend_state *first, const lean_b
  * waits for its mask, which follows the id drawn before; it writes n_vocab / 8 bytes of mask and
  * reads back one id, never the logits. */
 
-static double now_ms(void) {
+double gpu_now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
@@ -1160,7 +728,8 @@ static bool same_cfg(const sampler_cfg *a, const sampler_cfg *b) {
            a->seed == b->seed;
 }
 
-/* The sampler for cfg (made once per settings) and the read-back slots (made once). */
+/* The sampler for cfg (made once per settings; again for a bias on one made without room for
+ * it) and the read-back slots (made once). */
 static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, lean_error *err) {
     gpu_gen *G = &s->gen;
     int *checked = &s->bm->sampler_checked; /* the device's arithmetic: one verdict for every context */
@@ -1178,7 +747,7 @@ static lean_status gen_prepare(lean_backend_state *s, const sampler_cfg *cfg, le
     }
     if (*checked < 0)
         return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "gpu: this adapter's arithmetic does not reproduce the CPU's draw");
-    if (G->smp && !same_cfg(&G->cfg, cfg)) {
+    if (G->smp && (!same_cfg(&G->cfg, cfg) || (cfg->n_bias > 0 && !gpu_sampler_takes_bias(G->smp)))) {
         gpu_sampler_free(G->smp);
         G->smp = NULL;
     }
@@ -1216,7 +785,7 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
     G->pos0 = pos;
     G->limit = max_ids;
     G->n_sub = G->n_read = G->n_out = G->b_sub = G->b_read = G->ready_n = 0;
-    G->taken_ms = now_ms();
+    G->taken_ms = gpu_now_ms();
     return LEAN_OK;
 }
 
@@ -1243,7 +812,7 @@ static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask,
     const int k = G->b_sub % GEN_SLOTS;
     const int32_t want = G->greedy && !G->masked && !G->stepwise ? G->pace : 1, left = G->limit - G->n_sub;
     const int32_t n = want < left ? want : left;
-    G->slot_t0_ms[k] = now_ms();
+    G->slot_t0_ms[k] = gpu_now_ms();
     lean_status st = LEAN_OK;
     for (int32_t i = 0; !st && i < n; i++) st = gen_submit(s, i, mask, err);
     if (!st) st = lean_gpu_map_begin(G->slot[k], err);
@@ -1255,7 +824,7 @@ static lean_status gen_submit_block(lean_backend_state *s, const uint32_t *mask,
 }
 
 /* Hands out the next id, taking the oldest block submitted when none is ready (one must be). */
-static lean_status gen_take(lean_backend_state *s, int32_t *id, lean_error *err) {
+lean_status gpu_gen_take(lean_backend_state *s, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (G->n_out == G->n_read) {
         const int k = G->b_read % GEN_SLOTS;
@@ -1264,7 +833,7 @@ static lean_status gen_take(lean_backend_state *s, int32_t *id, lean_error *err)
         G->mapping[k] = false;
         if (st) return st;
         /* the block ran from its submit or the last take, whichever came later, until now */
-        const double t = now_ms(), t0 = G->slot_t0_ms[k] > G->taken_ms ? G->slot_t0_ms[k] : G->taken_ms;
+        const double t = gpu_now_ms(), t0 = G->slot_t0_ms[k] > G->taken_ms ? G->slot_t0_ms[k] : G->taken_ms;
         G->pace = gen_pace(s, G->greedy, (t - t0) / G->slot_n[k]);
         G->taken_ms = t;
         G->ready_n = G->slot_n[k];
@@ -1279,7 +848,7 @@ static lean_status gen_take(lean_backend_state *s, int32_t *id, lean_error *err)
     return LEAN_OK;
 }
 
-static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
+lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: no draw left in this generation");
     if (G->n_out == G->n_read) { /* submit blocks up to the flight (stepwise: one step ahead), then take */
@@ -1288,7 +857,7 @@ static lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int
         while (!st && G->n_sub < G->limit && G->b_sub - G->b_read < flight) st = gen_submit_block(s, mask, err);
         if (st) return st;
     }
-    return gen_take(s, id, err);
+    return gpu_gen_take(s, id, err);
 }
 
 static void gpu_gen_end(lean_backend_state *s) {
@@ -1299,107 +868,6 @@ static void gpu_gen_end(lean_backend_state *s) {
         if (G->mapping[k]) lean_gpu_map_drop(G->slot[k]);
     memset(G->mapping, 0, sizeof G->mapping);
     G->on = false;
-}
-
-/* ---- generation, batched ----
- * gen_next_batch (backend.h): n resident generations one id further each. A batched step
- * (batch_step) submits step G->n_sub of each of its rows in one pass: the rows whose last
- * drawn id is still to be decoded (every row past its first draw) go through the batched pass
- * (section "batch"), their ids gathered on the GPU from each context's id buffer, where its
- * sampler wrote them; each row's logits are copied to its context's logits, where its own
- * sampler (its settings, its penalties' history, its mask) draws, as its resident step would:
- * the ids of lean_gen_next alone. Each id is copied into its row's own read-back slot, a block
- * of one, and mapped there: a step so submitted is in the generation's own queue, which
- * gen_take, gpu_gen_next and gpu_gen_end serve and drop as they do lean_gen_next's.
- * The run-ahead: a call first submits the step of the rows with none queued (each under its
- * mask), then, before it waits, the step after of the rows not masked (nothing the caller
- * decides changes their next draw), and then takes each row's oldest id. In steady state the
- * first step is empty and the GPU decodes step t + 1 while the host reads step t's ids, as
- * lean_gen_next's blocks do. A row that leaves (gpu_gen_end) drops its step in flight (its
- * cache row lies past the caller's position); a row that joins, or a masked row, has none and
- * takes the first step; a row further ahead (lean_gen_next's blocks) is served from its queue
- * until it is one step ahead. Where the pass does not fit (see the batch section; more rows
- * than its rows_max) each row steps alone, one step ahead where not masked. */
-
-/* Submits step G->n_sub of each r[0..m) (the draw under masks[k] where masked) in one pass. */
-static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const *r, const uint32_t *const *masks,
-                              int32_t m, lean_error *err) {
-    lean_backend_state *ds[GPU_KV_PAGE_SLOTS]; /* the rows to decode, at pos */
-    int32_t pos[GPU_KV_PAGE_SLOTS], d = 0;
-    for (int32_t k = 0; k < m; k++)
-        if (r[k]->gen.n_sub > 0) ds[d] = r[k], pos[d++] = r[k]->gen.pos0 + r[k]->gen.n_sub - 1;
-    lean_status st = batch_prepare(s0, d > 0 ? d : 1, err);
-    const gpu_batch *b = s0->batch;
-    batch_groups gr;
-    uint32_t step[4];
-    gpu_step_words(d, 0, step);
-    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
-    for (int32_t k = 0; !st && k < m; k++)
-        if (r[k]->gen.masked) st = gpu_sampler_set_mask(r[k]->gen.smp, masks[k], err);
-    lean_gpu_cmd *c = NULL;
-    if (!st) st = lean_gpu_begin(s0->g, &c, err);
-    if (st) return st;
-    const uint64_t row_bytes = 4 * (uint64_t)s0->m->hp.n_vocab;
-    if (d) {
-        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, ds[j]->ids, 0, b->drawn, 4 * (uint64_t)j, 4);
-        gpu_get_rows_record(c, b->embed_drawn, d);
-        for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, d, il);
-        gpu_op_record(c, &b->norm_out, d);
-        gpu_matmul_record_rows(c, b->mm_out, d);
-        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
-    }
-    for (int32_t k = 0; k < m; k++) {
-        gpu_gen *G = &r[k]->gen;
-        gpu_sampler_record(c, G->smp);
-        lean_gpu_copy(c, r[k]->ids, 0, G->slot[G->b_sub % GEN_SLOTS], 0, 4);
-    }
-    st = lean_gpu_submit_step(c, err);
-    if (!st) s0->batch_rows += d;
-    const double t = now_ms();
-    for (int32_t k = 0; !st && k < m; k++) { /* each row's block of one, as gen_submit_block's */
-        gpu_gen *G = &r[k]->gen;
-        const int i = G->b_sub % GEN_SLOTS;
-        st = lean_gpu_map_begin(G->slot[i], err);
-        if (st) return st; /* only lean_gen_end follows a failure */
-        G->mapping[i] = true;
-        G->slot_n[i] = 1;
-        G->slot_t0_ms[i] = t;
-        G->b_sub++, G->n_sub++;
-    }
-    return st;
-}
-
-static lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,
-                                      int32_t *ids, lean_error *err) {
-    lean_backend_state *s0 = s[0];
-    bool pass = n <= GPU_KV_PAGE_SLOTS && batch_fits(s0);
-    for (int32_t i = 0; i < n; i++) {
-        const gpu_gen *G = &s[i]->gen;
-        if (!G->on || G->n_out >= G->limit) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu: batch row %d has no draw left", i);
-        pass &= s[i]->lora == NULL; /* adapters: each context's own forward adds them */
-    }
-    lean_backend_state *r[GPU_KV_PAGE_SLOTS];
-    const uint32_t *rm[GPU_KV_PAGE_SLOTS];
-    int32_t m = 0;
-    lean_status st = LEAN_OK;
-    for (int32_t i = 0; pass && i < n; i++) /* the rows with no step queued: this draw's step */
-        if (s[i]->gen.n_sub == s[i]->gen.n_out) r[m] = s[i], rm[m++] = masks[i];
-    if (m) st = batch_step(s0, r, rm, m, err);
-    m = 0;
-    for (int32_t i = 0; pass && i < n; i++) { /* the run-ahead: the step after, where not masked */
-        const gpu_gen *G = &s[i]->gen;
-        if (!G->masked && G->n_sub == G->n_out + 1 && G->n_sub < G->limit) r[m] = s[i], rm[m++] = NULL;
-    }
-    if (!st && m) st = batch_step(s0, r, rm, m, err);
-    for (int32_t i = 0; !st && i < n; i++) {
-        s[i]->gen.stepwise = true;
-        st = pass ? gen_take(s[i], &ids[i], err) : gpu_gen_next(s[i], masks[i], &ids[i], err);
-        if (st == LEAN_PENDING)
-            st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "lean_gen_next_batch cannot wait for the GPU in this host "
-                           "(no JSPI): use lean_gen_next");
-    }
-    return st;
 }
 
 static void gen_free(lean_backend_state *s) {
@@ -1429,10 +897,10 @@ static lean_status make_lora_variants(lean_backend_state *s, int32_t il, const l
     const lean_hparams *hp = &s->m->hp;
     lean_status st = LEAN_OK;
     if (L->kv_in_matmul && (set_on(set, il, LORA_WQ) || set_on(set, il, LORA_WK) || set_on(set, il, LORA_WV)))
-        st = make_plain_qkv(s, il, err);
+        st = gpu_make_plain_qkv(s, il, err);
     if (W->w[W_GATE_UP].buf && (set_on(set, il, LORA_GATE) || set_on(set, il, LORA_UP))) {
         const gpu_mm_in in = normed_input(s, L, W->ffn_norm);
-        if (!st && !s->gu) st = new_buf(s, (uint64_t)s->n_batch, 2 * (uint64_t)hp->n_ff, "gate|up", &s->gu, err);
+        if (!st && !s->gu) st = gpu_new_buf(s, (uint64_t)s->n_batch, 2 * (uint64_t)hp->n_ff, "gate|up", &s->gu, err);
         if (!st && !L->lora_mm[W_GATE_UP])
             st = gpu_matmul_create(s->g, &W->w[W_GATE_UP], s->n_batch, s->step, &in,
                                    &(gpu_mm_out){.y = s->gu, .part = s->part}, &L->lora_mm[W_GATE_UP], err);
@@ -1444,7 +912,7 @@ static lean_status make_lora_variants(lean_backend_state *s, int32_t il, const l
     return st;
 }
 
-/* Where site i reads and adds (gpu_lora_io), by the layout of section "state". */
+/* Where site i reads and adds (gpu_lora_io), by the layout of forward_impl.h's state. */
 static gpu_lora_io lora_io(const lean_backend_state *s, int32_t i) {
     const lean_hparams *hp = &s->m->hp;
     const uint32_t d = (uint32_t)hp->n_embd, qd = (uint32_t)lean_q_dim(hp), kvd = (uint32_t)lean_kv_dim(hp),

@@ -23,8 +23,9 @@
  *                  (key hi, key lo, weight) | per block 16 x (count, sum) | its state (12)
  *   hist           [0] position of the next draw [1] ring head [2] ring fill [3] unused;
  *                  with the penalty on: counts (n_vocab) and the ring (ring_len); then the
- *                  mask (LEAN_MASK_WORDS(n_vocab), from mask_off; read only with F_MASK); then
- *                  the bias (n_vocab f32, 0 where none, from bias_off; read only with F_BIAS)
+ *                  mask (LEAN_MASK_WORDS(n_vocab), from mask_off; read only with F_MASK); then,
+ *                  made with a bias, the bias (n_vocab f32, 0 where none, from bias_off; read
+ *                  only with F_BIAS)
  *
  * Sections: layout · making the kernels · create, reset, record, trace · the adapter check · free
  */
@@ -257,7 +258,7 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
     s->ring_len = cfg->use_penalty && cfg->repeat_last_n > 0 ? (uint32_t)cfg->repeat_last_n : 0;
     s->mask_off = HIST_STATE + (cfg->use_penalty ? (uint32_t)n_vocab + s->ring_len : 0);
     s->bias_off = s->mask_off + (uint32_t)LEAN_MASK_WORDS(n_vocab);
-    s->hist_words = (uint64_t)s->bias_off + (uint64_t)n_vocab;
+    s->hist_words = (uint64_t)s->bias_off + (cfg->n_bias > 0 ? (uint64_t)n_vocab : 0);
     level_plan lv[MAX_LEVELS];
     uint64_t words = 0;
     const int n_levels = plan_tree(n_vocab, cfg->greedy, lv, &words);
@@ -347,12 +348,14 @@ lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_erro
     return st == LEAN_OK ? set_flag(s, F_MASK, bits != NULL, err) : st;
 }
 
+bool gpu_sampler_takes_bias(const gpu_sampler *s) { return s->hist_words > s->bias_off; }
+
 lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, int32_t n, lean_error *err) {
-    if (n < 0 || (n > 0 && !bias)) return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_set_bias: %d entries", n);
-    for (int32_t i = 0; i < n; i++)
-        if (bias[i].id < 0 || bias[i].id >= s->n_vocab || !(bias[i].value >= -100.0f && bias[i].value <= 100.0f))
-            return LEAN_FAIL(err, LEAN_ERR_ARG, "logit_bias[%d]: id %d, value %g (ids in [0, %d), values in [-100, 100])",
-                             i, bias[i].id, (double)bias[i].value, s->n_vocab);
+    lean_status st = sampler_check_bias(bias, n, s->n_vocab, err);
+    if (st != LEAN_OK) return st;
+    if (n > 0 && !gpu_sampler_takes_bias(s))
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "gpu_sampler_set_bias: the sampler was made without a bias (no room "
+                         "for one)");
     if (n == s->cfg.n_bias && (n == 0 || memcmp(bias, s->bias, sizeof *bias * (size_t)n) == 0))
         return set_flag(s, F_BIAS, n > 0, err); /* already on the device */
     lean_logit_bias *copy = lean_malloc(sizeof *copy * (size_t)(n > 0 ? n : 1));
@@ -368,8 +371,8 @@ lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, in
     s->bias = copy;
     s->cfg.bias = copy;
     s->cfg.n_bias = n;
-    lean_status st = n > 0 ? lean_gpu_buf_write(s->g, s->hist, 4ull * s->bias_off, s->dense, 4ull * (uint64_t)s->n_vocab, err)
-                           : LEAN_OK;
+    st = n > 0 ? lean_gpu_buf_write(s->g, s->hist, 4ull * s->bias_off, s->dense, 4ull * (uint64_t)s->n_vocab, err)
+               : LEAN_OK;
     if (st != LEAN_OK) { /* unknown on the device: written whole next time */
         memset(s->dense, 0, sizeof *s->dense * (size_t)s->n_vocab);
         s->cfg.n_bias = 0;

@@ -50,8 +50,10 @@ lean_status gpu_sampler_set_mask(gpu_sampler *s, const uint32_t *bits, lean_erro
  * to the logits before the penalty as sample_reference adds cfg->bias. n = 0: none. Queues a
  * write of n_vocab * 4 bytes when the list differs from the one on the device (and of the
  * params' flags word when the bias turns on or off), ordered before later submits.
- * gpu_sampler_create sets cfg's. */
+ * gpu_sampler_create sets cfg's, and makes room for a bias only when cfg has one: n > 0 on a
+ * sampler made without is LEAN_ERR_ARG (gpu_sampler_takes_bias says which it is). */
 lean_status gpu_sampler_set_bias(gpu_sampler *s, const lean_logit_bias *bias, int32_t n, lean_error *err);
+bool gpu_sampler_takes_bias(const gpu_sampler *s);
 /* Records one draw: the top-k tree (or the argmax tree when greedy), the wide draw's passes
  * (top_k 0 or > 64: keys and weights, 16 or 32 threshold levels of two dispatches), the pick.
  * 2-5 dispatches for a 152k vocabulary (36-70 for the wide draw); no allocation. */
