@@ -23,7 +23,7 @@
 #   browser build-web/   `make web`: the browser build in Debian's Chromium and Firefox ESR,
 #                        headless, driven by puppeteer-core (npm ci; package.json) through
 #                        tests/browser/run.mjs, one program per browser: greedy and seeded ids
-#                        against the native CLI's, chat, abort, no JSPI, grammars and LoRA
+#                        against the native CLI's (a logit bias too), chat, abort, no JSPI, grammars and LoRA
 #                        on both rungs, a stalled load's timeout, the chat page;
 #                        tests/web_threads_start.mjs (a host thread that never starts); then
 #                        webgpu's GPU test programs inside Chromium, whose SwiftShader has

@@ -209,7 +209,7 @@ async function generateAll(h, ctx, smp, max) {
 async function chatSession(h, temperature, seed) {
     const s = await h.make('lw_chat_create', h.model, h.cstr('gpu'), 512, 16, 0, 1);
     h.x.host_gen_pace(h.x.lw_chat_ctx(s), PACE);
-    await h.ok('lw_chat_set_sampling', s, temperature, 40, 0.95, 1, 64, seed, 40);
+    await h.ok('lw_chat_set_sampling', s, temperature, 40, 0.95, 1, 64, seed, 0, 0, 40); // no logit bias
     return s;
 }
 
@@ -248,14 +248,14 @@ async function run(jspi) {
         out.prefill = h.logits();
         await h.ok('lw_prefill', ctx, h.ints([out.prefill.argmax]), 1, h.logitsPtr);
         out.decode = h.logits();
-        let smp = await h.make('lw_sampler_create', h.model, 0, 0, 1, 1, 64, 0); // greedy
+        let smp = await h.make('lw_sampler_create', h.model, 0, 0, 1, 1, 64, 0, 0, 0); // greedy, no logit bias
         out.greedy = await generate(h, ctx, smp, 40, 40); // past two 16-id blocks: maps in flight at the end
         out.resident = out.greedy.resident;
         h.x.lw_sampler_free(smp);
         await h.drop('lw_ctx_free', ctx);
         ctx = await h.ctx(256, 8);
         await h.ok('lw_prefill', ctx, h.ints(prompt), prompt.length, h.logitsPtr);
-        smp = await h.make('lw_sampler_create', h.model, 0.8, 40, 0.95, 1.1, 64, 7);
+        smp = await h.make('lw_sampler_create', h.model, 0.8, 40, 0.95, 1.1, 64, 7, 0, 0);
         await h.ok('lw_sampler_accept', smp, h.ints(prompt), prompt.length);
         out.seeded = await generate(h, ctx, smp, 64, 12); // stopped early: eight steps in flight dropped
         out.resident &&= out.seeded.resident;
@@ -296,7 +296,7 @@ async function run(jspi) {
         // a grammar: {"n": an integer, "ok": a boolean}, drawn on the GPU under its mask
         ctx = await h.ctx(128, 8);
         await h.ok('lw_prefill', ctx, h.ints([1, 2, 3]), 3, h.logitsPtr);
-        smp = await h.make('lw_sampler_create', h.model, 1.0, 0, 1, 1, 64, 11); // the wide draw
+        smp = await h.make('lw_sampler_create', h.model, 1.0, 0, 1, 1, 64, 11, 0, 0); // the wide draw
         const gbnf = 'root ::= "{\\"n\\": " "-"? [0-9]{1,6} ", \\"ok\\": " ("true" | "false") "}"';
         if (h.x.host_sampler_grammar(smp, h.model, h.cstr(gbnf), gerr) !== LEAN_OK)
             throw new Error(`host_sampler_grammar: ${h.readStr(gerr + 4)}`);

@@ -9,7 +9,8 @@
 //   - the CPU rung runs the module web/wasm_features.mjs picks (lean-relaxed.wasm under Deno 2)
 //   - greedy ids of two fixture models through Lean.generate on the 'cpu' rung equal
 //     `lean run --ids` on the CPU, and on 'gpu' (exact) equal `lean run --backend gpu --exact`
-//   - a seeded sampled run equals `lean run --temp ... -s --exact` on the CPU
+//   - a seeded sampled run equals `lean run --temp ... -s --exact` on the CPU, with a logitBias
+//     (pairs, a Map) too: `lean run ... --logit-bias`
 //   - with a vocabulary and a template (a model made by `lean gen`): prompt text, tokenize and
 //     detokenize, two chat turns equal `lean chat`'s replies, the second reusing the cache
 //   - abort (chat and generate) stops early and the next call still gives the same reply; on
@@ -79,8 +80,17 @@ for (const file of ['build/fixtures/llama-q4_k.gguf', 'build/fixtures/qwen2-q8_0
     // A draw can turn on a logit's last bits, and the 8-bit kernels round differently per ISA
     // (simd128 here, AVX-512 natively): the seeded reply is held on the exact path.
     const exact = await Lean.load(bytes, { backend: 'cpu', exact: true });
-    same((await exact.generate({ ids: PROMPT, maxTokens: 24, ...SAMPLING })).ids.join(' '),
-        await lean('run', '-m', file, ...ids, '--backend', 'cpu', '--exact', ...samplingArgs), `${file}: cpu exact seeded`);
+    const seeded = (await exact.generate({ ids: PROMPT, maxTokens: 24, ...SAMPLING })).ids;
+    same(seeded.join(' '), await lean('run', '-m', file, ...ids, '--backend', 'cpu', '--exact', ...samplingArgs), `${file}: cpu exact seeded`);
+    // logitBias as [id, value] pairs and as a Map (the browsers give OpenAI's object): the
+    // seeded first id pushed out, another id up; lean run --logit-bias's ids
+    const bias = [[seeded[0], -100], [seeded[0] === 9 ? 10 : 9, 3.5]];
+    const wantBias = await lean('run', '-m', file, ...ids, '--backend', 'cpu', '--exact', ...samplingArgs,
+        '--logit-bias', `${bias[0][0]}-100`, '--logit-bias', `${bias[1][0]}+3.5`);
+    check(wantBias.split(' ')[0] !== String(seeded[0]), `${file}: lean run --logit-bias ${seeded[0]}-100 keeps the first id`);
+    for (const logitBias of [bias, new Map(bias)])
+        same((await exact.generate({ ids: PROMPT, maxTokens: 24, ...SAMPLING, logitBias })).ids.join(' '), wantBias,
+            `${file}: cpu exact seeded, logitBias ${logitBias instanceof Map ? 'a Map' : 'pairs'}`);
     await exact.free();
 
     const gpu = await Lean.load(bytes, { backend: 'gpu', exact: true });

@@ -12,7 +12,7 @@
 //   #model-url #model-file #backend #threads #load       the loader (#load submits #loader)
 //   #progress (<progress>, value/max 0..1) #progress-text  while loading
 //   #info-model #info-backend (= lean.info.backend) #info-detail #info-adapter #info-threads #info-jspi #info-fallback
-//   #system #greedy #temperature #top-k #top-p #repeat-penalty #seed #max-tokens   (in details#settings)
+//   #system #greedy #temperature #top-k #top-p #repeat-penalty #seed #max-tokens #logit-bias   (in details#settings)
 //   #prompt #send #stop #regenerate #new-chat
 //   #messages > li.msg[data-role=user|assistant]; an assistant's li holds .reply (the streamed text)
 //     and .stats; li[data-done] once it ended: lean.stats.stop, or "stopped" when Stop ended it
@@ -29,7 +29,7 @@ const app = $('app');
 const ui = {};
 for (const id of ['status', 'error', 'error-text', 'error-close', 'loader', 'model-url', 'model-file',
     'backend', 'threads', 'load', 'progress-box', 'progress', 'progress-text', 'info', 'system',
-    'greedy', 'temperature', 'top-k', 'top-p', 'repeat-penalty', 'seed', 'max-tokens', 'messages',
+    'greedy', 'temperature', 'top-k', 'top-p', 'repeat-penalty', 'seed', 'max-tokens', 'logit-bias', 'messages',
     'composer', 'prompt', 'send', 'stop', 'regenerate', 'new-chat']) ui[id] = $(id);
 
 const params = new URLSearchParams(location.search);
@@ -171,11 +171,15 @@ function clearChat() {
   ui.messages.replaceChildren();
 }
 
-// The sampling options of one reply; greedy sends none, so the reply is lean's greedy one.
+// The sampling options of one reply; greedy sends none, so the reply is lean's greedy one (the
+// logit bias applies to both: JSON { "id": bias }; text that is not JSON goes to lean.js as it
+// is, which rejects it, so the turn fails with lean's message like any other).
 function options() {
   const num = (id, fallback) => { const v = parseFloat(ui[id].value); return Number.isFinite(v) ? v : fallback; };
   const o = { maxTokens: Math.max(1, Math.round(num('max-tokens', 512))) };
   if (ui.system.value.trim()) o.system = ui.system.value;
+  const bias = ui['logit-bias'].value.trim();
+  if (bias) { try { o.logitBias = JSON.parse(bias); } catch { o.logitBias = bias; } }
   if (!ui.greedy.checked) {
     o.temperature = num('temperature', 0.7);
     o.topK = Math.round(num('top-k', 40));

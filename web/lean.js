@@ -42,6 +42,22 @@ const LOAD_STAGES = {
 // Where the page's sampling names meet the worker's (the same names: kept in one list).
 const SAMPLING = ['temperature', 'topK', 'topP', 'repeatPenalty', 'repeatLastN', 'seed'];
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => o?.[k] !== undefined).map((k) => [k, o[k]]));
+// The sampling fields for the worker, logitBias as [id, value] pairs: given as OpenAI's object
+// { "15": -5, "42": 3.5 } (keys: token ids in decimal), an array of [id, value] pairs or a Map.
+// The worker and lean_sampler_create check the ids and values, naming the bad one.
+function sampling(o) {
+    const s = pick(o, SAMPLING), b = o?.logitBias;
+    if (b == null) return s;
+    const pair = (e) => {
+        if (!Array.isArray(e) || e.length !== 2) throw new TypeError(`logitBias: ${JSON.stringify(e)} is not an [id, bias] pair`);
+        return e;
+    };
+    if (b instanceof Map || Array.isArray(b)) s.logitBias = Array.from(b, pair);
+    else if (typeof b === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(b)))
+        s.logitBias = Object.entries(b).map(([k, v]) => [/^-?\d+$/.test(k) ? Number(k) : k, v]);
+    else throw new TypeError(`logitBias: expected { id: bias }, [[id, bias], ...] or a Map, got ${b?.constructor?.name ?? typeof b}`);
+    return s;
+}
 // A reply held to a grammar: { grammar: GBNF text } or { jsonSchema: a schema, object or JSON text }
 // (docs/grammar.md), for the worker: the schema as JSON text; and to { allowedIds: token ids }.
 const constraint = (o) => ({
@@ -209,14 +225,16 @@ export class Lean {
     }
 
     // { ids | prompt, maxTokens = 32, temperature (0/absent: greedy), topK, topP, repeatPenalty,
-    //   repeatLastN, seed, ignoreEog, grammar | jsonSchema, allowedIds, signal, onToken(id, text) }
-    //   -> { ids, text }
+    //   repeatLastN, seed, logitBias, ignoreEog, grammar | jsonSchema, allowedIds, signal,
+    //   onToken(id, text) } -> { ids, text }
+    // logitBias ({ "15": -5 }, [[15, -5]] or a Map; values in [-100, 100]) adds to those ids'
+    // logits before every other step, greedy too: -100 all but bans an id (allowedIds bans).
     // With grammar (GBNF) or jsonSchema, only ids that keep the reply inside it are drawn, and it
     // ends once the grammar is complete (an end-of-generation id, not in ids). With allowedIds
     // (token ids), every id drawn is one of them (with a grammar, allowed by both); the reply ends
     // on an end-of-generation id only if one is listed.
     async generate(o = {}) {
-        const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog', ...SAMPLING]), ...constraint(o), stream: !!o.onToken };
+        const args = { ...pick(o, ['prompt', 'maxTokens', 'ignoreEog']), ...sampling(o), ...constraint(o), stream: !!o.onToken };
         if (o.ids) args.ids = Array.from(o.ids);
         // after an abort no id reaches onToken, and the result ends where onToken stopped: the
         // worker may have sent a few more before it saw the abort (its cache keeps them, exact)
@@ -241,7 +259,7 @@ export class Lean {
     // [{ role, content }, ...] ending with the user's message (which then becomes the one
     // chat(text) continues). The KV cache keeps what the turns share.
     // opts: { maxTokens, signal, system, temperature, topK, topP, repeatPenalty, repeatLastN, seed,
-    //         grammar | jsonSchema, allowedIds (this reply held to it, as in generate) }
+    //         logitBias, grammar | jsonSchema, allowedIds (this reply held to them, as in generate) }
     async *chat(input, opts = {}) {
         let messages;
         if (typeof input === 'string') {
@@ -256,7 +274,7 @@ export class Lean {
         const queue = [];
         let wake = null, done = false, failure = null, shown = '';
         const notify = () => wake?.();
-        const args = { messages, ...pick(opts, ['maxTokens', ...SAMPLING]), ...constraint(opts) };
+        const args = { messages, ...pick(opts, ['maxTokens']), ...sampling(opts), ...constraint(opts) };
         const controller = new AbortController();
         opts.signal?.addEventListener('abort', () => controller.abort(), { once: true });
         if (opts.signal?.aborted) controller.abort();

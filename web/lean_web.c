@@ -7,7 +7,8 @@
  * worker can call it again unchanged when it answers LEAN_PENDING (the pump: a GPU wait in a
  * host without JSPI). The message of the last failure is lw_error_msg(): the worker is one
  * thread, and it reads the message before its next call. Seeds cross as doubles (exact below
- * 2^53); a negative one asks for a random seed.
+ * 2^53); a negative one asks for a random seed. A logit bias crosses as (pointer, count) of
+ * lean_logit_bias {int32 id, float value}, 8 bytes each, copied by the sampler.
  *
  * Sections: errors and buffers · model · contexts and generation · text · chat sessions ·
  * grammars and adapters
@@ -35,7 +36,8 @@ void *EXPORT(lw_alloc)(size_t n) { return malloc(n ? n : 1); }
 void EXPORT(lw_free)(void *p) { free(p); }
 
 static lean_sampler_params sampling(double temperature, int32_t top_k, double top_p, double repeat_penalty,
-                                    int32_t repeat_last_n, double seed) {
+                                    int32_t repeat_last_n, double seed, const lean_logit_bias *bias,
+                                    int32_t n_bias) {
     lean_sampler_params sp = lean_sampler_default_params();
     sp.temperature = temperature;
     sp.top_k = top_k;
@@ -44,6 +46,8 @@ static lean_sampler_params sampling(double temperature, int32_t top_k, double to
     sp.repeat_last_n = repeat_last_n;
     sp.seed = seed < 0 ? LEAN_SEED_RANDOM : (uint64_t)seed;
     sp.greedy = temperature <= 0;
+    sp.logit_bias = bias;
+    sp.n_logit_bias = n_bias;
     return sp;
 }
 
@@ -152,8 +156,10 @@ int EXPORT(lw_prefill)(lean_ctx *c, const int32_t *ids, int32_t n, float *logits
 }
 
 int EXPORT(lw_sampler_create)(const lean_model *m, double temperature, int32_t top_k, double top_p,
-                              double repeat_penalty, int32_t repeat_last_n, double seed, lean_sampler **out) {
-    const lean_sampler_params sp = sampling(temperature, top_k, top_p, repeat_penalty, repeat_last_n, seed);
+                              double repeat_penalty, int32_t repeat_last_n, double seed, const lean_logit_bias *bias,
+                              int32_t n_bias, lean_sampler **out) {
+    const lean_sampler_params sp =
+        sampling(temperature, top_k, top_p, repeat_penalty, repeat_last_n, seed, bias, n_bias);
     return lean_sampler_create(&sp, lean_model_n_vocab(m), out, &last_err);
 }
 void EXPORT(lw_sampler_free)(lean_sampler *s) { lean_sampler_free(s); }
@@ -259,8 +265,10 @@ int EXPORT(lw_chat_set_messages)(lean_chat_session *s, const char *json, size_t 
     return st;
 }
 int EXPORT(lw_chat_set_sampling)(lean_chat_session *s, double temperature, int32_t top_k, double top_p,
-                                 double repeat_penalty, int32_t repeat_last_n, double seed, int32_t n_predict) {
-    const lean_sampler_params sp = sampling(temperature, top_k, top_p, repeat_penalty, repeat_last_n, seed);
+                                 double repeat_penalty, int32_t repeat_last_n, double seed,
+                                 const lean_logit_bias *bias, int32_t n_bias, int32_t n_predict) {
+    const lean_sampler_params sp =
+        sampling(temperature, top_k, top_p, repeat_penalty, repeat_last_n, seed, bias, n_bias);
     return lean_chat_session_set_sampling(s, &sp, n_predict, &last_err);
 }
 int EXPORT(lw_chat_submit)(lean_chat_session *s, const char *user_text) {

@@ -616,6 +616,27 @@ function allowedMask(allowed, nVocab) {
     return words;
 }
 
+// ---- logit bias (generate and chat's logitBias) ----
+
+// o.logitBias ([id, value] pairs from lean.js) as lean_logit_bias entries for withMem: int32
+// words, two an entry (the id, the value's float32 bits); null for none. Refused here only what
+// the C side cannot see: an id that is not an int32 integer, a value that is not a number. An id
+// past the vocabulary, a value outside [-100, 100] or not finite, an id given twice:
+// lean_sampler_create refuses them, naming the entry (logit_bias[i], in the order given).
+function biasEntries(pairs) {
+    if (pairs == null || pairs.length === 0) return null;
+    const words = new Int32Array(2 * pairs.length), values = new Float32Array(words.buffer);
+    pairs.forEach(([id, value], i) => {
+        if (!Number.isInteger(id) || Math.abs(id) > 0x7fffffff)
+            throw new LeanError(LEAN_ERR_ARG, `logitBias: ${JSON.stringify(id)} is not a token id`);
+        if (typeof value !== 'number')
+            throw new LeanError(LEAN_ERR_ARG, `logitBias: id ${id}'s bias ${JSON.stringify(value)} is not a number`);
+        words[2 * i] = id;
+        values[2 * i + 1] = value;
+    });
+    return words;
+}
+
 // ---- grammars (generate and chat's grammar or jsonSchema) ----
 
 // A grammar for o.grammar (GBNF text) or o.jsonSchema (a schema's JSON text), or 0 for none.
@@ -734,14 +755,15 @@ async function generateOnce(o, reqId) {
     const t0 = performance.now();
     let t1 = t0;
     const mask = allowedMask(o.allowedIds, nVocab); // a bad one fails before any work
-    await withMem([ids, 16, mask ?? []], async (idsPtr, scratch, maskPtr) => {
+    const bias = biasEntries(o.logitBias); // as does a bad bias (its C checks: the sampler's, below)
+    await withMem([ids, 16, mask ?? [], bias ?? []], async (idsPtr, scratch, maskPtr, biasPtr) => {
         try {
-            grammar = await grammarOf(o); // a bad one fails before any work
+            grammar = await grammarOf(o);
+            await call('lw_sampler_create', state.model, ...samplingArgs(o), biasPtr, bias ? bias.length / 2 : 0, scratch);
+            smp = i32(scratch, 1)[0];
             await call('lw_prefill', ctx, idsPtr + 4 * common, ids.length - common, state.logits);
             state.ctxIds = ids.slice();
             t1 = performance.now();
-            await call('lw_sampler_create', state.model, ...samplingArgs(o), scratch);
-            smp = i32(scratch, 1)[0];
             if (grammar) await call('lw_sampler_set_grammar', smp, grammar); // lw_gen_* then draw on the host
             await call('lw_sampler_accept', smp, idsPtr, ids.length);
             if (hasText) {
@@ -863,7 +885,9 @@ async function chatOnce(o, reqId) {
     const [t, k, p, r, n, seed] = samplingArgs(o);
     const history = JSON.stringify(msgs.slice(0, -1));
     await withMem([history], (json) => call('lw_chat_set_messages', s, json, encoder.encode(history).length));
-    await call('lw_chat_set_sampling', s, t, k, p, r, n, seed, o.maxTokens ?? 0);
+    const bias = biasEntries(o.logitBias);
+    await withMem([bias ?? []], (b) => call('lw_chat_set_sampling', s, t, k, p, r, n, seed, b, bias ? bias.length / 2 : 0,
+                                             o.maxTokens ?? 0));
     // this turn's grammar (o.grammar, o.jsonSchema; 0: none) replaces the last turn's, freed now
     const grammar = await grammarOf(o);
     try {

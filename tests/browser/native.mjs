@@ -30,10 +30,14 @@ function samplingFlags(s) {
             '--repeat-penalty', String(s.repeatPenalty), '--seed', String(s.seed)];
 }
 
-// runIds: the ids `lean run` generates after the prompt ids, on one backend.
-export function runIds(model, backend, prompt, n, sampling = null, exact = false) {
-    const out = lean(['run', '-m', model, '--ids', prompt.join(','), '-n', String(n),
-                      '--backend', backend, '-q', ...samplingFlags(sampling), ...(exact ? ['--exact'] : [])]);
+// biasFlags(pairs): `--logit-bias ID+B` (or ID-B) for each [id, value] of the API's logitBias.
+export const biasFlags = (pairs) => pairs.flatMap(([id, v]) => ['--logit-bias', `${id}${v < 0 ? '-' : '+'}${Math.abs(v)}`]);
+
+// runIds: the ids `lean run` generates after the prompt ids, on one backend (bias: [id, value]
+// pairs, as logitBias).
+export function runIds(model, backend, prompt, n, sampling = null, exact = false, bias = []) {
+    const out = lean(['run', '-m', model, '--ids', prompt.join(','), '-n', String(n), '--backend', backend, '-q',
+                      ...samplingFlags(sampling), ...(exact ? ['--exact'] : []), ...biasFlags(bias)]);
     return out.trim().split(/\s+/).filter(Boolean).map(Number);
 }
 

@@ -19,9 +19,14 @@
 //     random models a near-tie can go either way between the CPU's 8-bit activations and
 //     the GPU's arithmetic, while wasm and native of one backend compute the same. The first
 //     model on 'gpu' loads once more with { gpuOnly: true } (the weights streamed to the GPU):
-//     the same greedy ids.
+//     the same greedy ids. On the first model, generate's logitBias: { [greedy first id]: -100 }
+//     (OpenAI's object) moves the first id and gives `lean run --greedy --logit-bias ID-100`'s
+//     ids; a seeded sampled reply with a bias given as a Map equals `lean run --temp ..
+//     --logit-bias ..`'s; a bad bias (an id that is not one, past the vocabulary, twice; a value
+//     past 100) rejects naming it, before any work.
 //   - chat on a small random model with SmolLM2's tokenizer and template (`lean gen`): two
 //     streamed greedy turns equal `lean chat`'s replies, the second reusing the KV cache;
+//     chat's logitBias: +100 on one id gives that id's text thrice, a bad bias rejects;
 //     an AbortSignal ends a long reply (stop reason abort), leaving at most 2 GPU steps queued
 //     unread (lean.stats.gpuStepsUnread; Chromium); after it, a new chat equals turn one.
 //   - a lost device (lean.testLoseDevice): under 'auto' the call runs on the CPU, info.fallback
@@ -85,11 +90,20 @@ const guard = (p, what) => Promise.race([p, new Promise((_, reject) =>
 function references() {
     const ref = {};
     for (const m of MODELS)
-        for (const b of BACKENDS)
-            ref[`${m}/${b}`] = {
-                greedy: native.runIds(`build/fixtures/${m}.gguf`, b, PROMPT, N),
-                sampled: native.runIds(`build/fixtures/${m}.gguf`, b, PROMPT, N, SAMPLING, b === 'cpu'),
+        for (const b of BACKENDS) {
+            const file = `build/fixtures/${m}.gguf`, r = ref[`${m}/${b}`] = {
+                greedy: native.runIds(file, b, PROMPT, N),
+                sampled: native.runIds(file, b, PROMPT, N, SAMPLING, b === 'cpu'),
             };
+            if (m !== MODELS[0]) continue;
+            // the logit bias (modelChecks): the greedy first id banned; the seeded reply's second
+            // id pushed down and another id up (both on the exact path on the CPU, as the seeded
+            // reply: the browser reloads exact before them)
+            r.ban = [[r.greedy[0], -100]];
+            r.banned = native.runIds(file, b, PROMPT, N, null, b === 'cpu', r.ban);
+            r.push = [[r.sampled[1], -7.5], [r.sampled[1] === 9 ? 10 : 9, 2.25]];
+            r.pushed = native.runIds(file, b, PROMPT, N, SAMPLING, b === 'cpu', r.push);
+        }
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
@@ -145,6 +159,7 @@ async function modelChecks(page, t, m, b, ref, jspi) {
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, ...SAMPLING });
     check(!r.error && same(r.ids, want.sampled), `${t}: seeded sampled ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
           r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.sampled)}`);
+    if (m === MODELS[0]) await biasChecks(page, t, want);
     if (b !== 'gpu' || m !== MODELS[0]) return;
     // the GPU-only load (weights streamed to the GPU through lean_model_loader; without JSPI its
     // waits go through the pump): the same ids
@@ -152,6 +167,34 @@ async function modelChecks(page, t, m, b, ref, jspi) {
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
     check(!r.error && same(r.ids, want.greedy), `${t} gpuOnly: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
           r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
+}
+
+// generate's logitBias (on the CPU on the exact path, as the references): OpenAI's object
+// banning the greedy first id, a Map on a seeded reply, each against `lean run --logit-bias`;
+// bad ones reject naming what is wrong (lean.js and the worker: not an id, not a number;
+// lean_sampler_create: past the vocabulary, outside [-100, 100], an id twice).
+async function biasChecks(page, t, want) {
+    const [[id0, v0]] = want.ban;
+    let r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, logitBias: { [id0]: v0 } });
+    check(!r.error && r.ids[0] !== want.greedy[0] && same(r.ids, want.banned),
+          `${t}: logitBias { ${id0}: -100 }: first id ${r.ids?.[0]}, not ${id0}; lean run --logit-bias's ids (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.banned)}`);
+    r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, ...SAMPLING, logitBias: want.push, biasAsMap: true });
+    check(!r.error && same(r.ids, want.pushed) && !same(want.pushed, want.sampled), // a bias that changes the reply
+          `${t}: seeded, logitBias a Map ${JSON.stringify(want.push)}: lean run --logit-bias's ids (${r.secs})`,
+          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.pushed)}, unbiased ${fmt(want.sampled)}`);
+    const bad = [[{ abc: 1 }, /logitBias: "abc" is not a token id/], [{ 5: 'x' }, /logitBias: id 5's bias "x" is not a number/],
+                 [{ 1000000000: 1 }, /id 1000000000 is outside the vocabulary/],
+                 [{ 5: 150 }, /\(id 5\): value 150 must be finite and in \[-100, 100\]/],
+                 [[[5, 1], [5, -1]], /id 5 is listed twice/], [7, /logitBias: expected \{ id: bias \}/]];
+    const got = [];
+    for (const [logitBias, want] of bad) {
+        r = await call(page, 'generate', { ids: PROMPT, maxTokens: N, logitBias });
+        got.push(r.error?.message ?? `resolved: ${fmt(r.ids)}`);
+        if (!r.error || !want.test(r.error.message)) break;
+    }
+    check(got.length === bad.length && bad.every(([, re], i) => re.test(got[i])),
+          `${t}: a bad logitBias rejects: ${got.map((m) => `'${m}'`).join(', ')}`, `wanted ${bad[got.length - 1]?.[1]}`);
 }
 
 async function chatChecks(page, t, b, ref, jspi, browser) {
@@ -191,6 +234,16 @@ async function chatChecks(page, t, b, ref, jspi, browser) {
     const r2 = r.error ? r : await call(page, 'chat', CHAT[0], greedy);
     check(!r2.error && r2.text === want[0], `${t}: after the abort, a new chat equals turn 1 (${r2.secs})`,
           r2.error ? r2.error.message : `got ${JSON.stringify(r2.text)}`);
+    // logitBias in a chat turn: +100 on id 300 makes it every id of a greedy reply; a value past
+    // 100 rejects (lean_chat_session_set_sampling), before the turn starts
+    const three = await call(page, 'detokenize', [300, 300, 300], { skipSpecial: true });
+    r = await call(page, 'chat', 'Go on', { maxTokens: 3, temperature: 0, logitBias: { 300: 100 } });
+    check(!r.error && !three.error && r.text === three.text,
+          `${t}: chat(text, { logitBias: { 300: 100 } }): id 300 thrice, ${JSON.stringify(r.text)} (${r.secs})`,
+          r.error?.message ?? three.error?.message ?? `got ${JSON.stringify(r.text)}, want ${JSON.stringify(three.text)}`);
+    r = await call(page, 'chat', 'Go on', { maxTokens: 3, logitBias: { 300: 101 } });
+    check(r.error && /\(id 300\): value 101 must be finite and in \[-100, 100\]/.test(r.error.message),
+          `${t}: chat with a bias of 101 rejects: '${r.error?.message}'`, r.error ? r.error.message : `replied ${JSON.stringify(r.text)}`);
 }
 
 // A lost device (lean.testLoseDevice: GPUDevice.destroy() in the worker, as a GPU reset would).
