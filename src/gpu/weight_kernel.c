@@ -68,7 +68,7 @@ static void mixed_glue(const gpu_weight *w, char *glue, size_t cap, char *name, 
                   "fn chunk_vdot(r: VRAW, acc: f32, x: XRUNS) -> f32 {\n");
     int q = 0; /* block_i8, appended after the chunk dot */
     char bi[768];
-    q += snprintf(bi, sizeof bi, "fn block_step(w: BI8, p: vec2<i32>, x: XB) -> f32 { return bs_any(w, p, x); }\n"
+    q += snprintf(bi, sizeof bi, "fn block_step(w: BI8, p: vec2<i32>, x: XB, acc: f32) -> f32 { return bs_any(w, p, x, acc); }\n"
                                  "fn block_i8(row: u32, b: u32) -> BI8 {\n");
     size_t at = 0;
     bool own = false; /* a part with its own chunk dot */
