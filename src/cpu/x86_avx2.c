@@ -722,7 +722,13 @@ AVX2_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w, s
         }
         UNROLL
         for (int i = 0; i < RT; i++) x_prep(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], &p[i]);
-        for (int u = 0; u < 4; u++) x_rows(f, RT, TT, 8, p, xs, e0, u, acc);
+        if (f == X_Q4_K || f == X_Q5_K) { /* unrolled: constant element and scale indices (rolled, they
+                                            * cost Q4_K ~5%; Q2_K / Q3_K / Q6_K gain nothing, or lose) */
+            UNROLL
+            for (int u = 0; u < 4; u++) x_rows(f, RT, TT, 8, p, xs, e0, u, acc);
+        } else {
+            for (int u = 0; u < 4; u++) x_rows(f, RT, TT, 8, p, xs, e0, u, acc);
+        }
     }
     bool finite = true;
     UNROLL

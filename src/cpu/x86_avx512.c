@@ -649,6 +649,28 @@ AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const lean_kscale *ks, int 
     }
 }
 
+/* lean_kscale_of's floats (each an exact product) made in registers: its scalar decode, 16 scales
+ * a super-block a row, cost Q3_K's exact kernel more than its FMAs (docs/runs/2026-12-06-q23k-x86.md);
+ * Q3_K's by the AVX2 kernels' q3k_scales. */
+AVX512_INLINE void x_kscale(int f, const uint8_t *b, lean_kscale *ks) {
+    if (f == X_Q4_K || f == X_Q5_K) {
+        uint64_t sc, m;
+        lean_k4_scales64(b + 4, &sc, &m);
+        const __m256 d = _mm256_set1_ps(f16(b)), dmin = _mm256_set1_ps(f16(b + 2));
+        _mm256_storeu_ps(ks->d, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)))));
+        _mm256_storeu_ps(ks->m, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)))));
+        return;
+    }
+    if (f == X_Q2_K) {
+        const __m512i sm = u8x16(b);
+        _mm512_storeu_ps(ks->d, _mm512_mul_ps(bcast_f16(b + 80), cvt(_mm512_and_si512(sm, _mm512_set1_epi32(15)))));
+        _mm512_storeu_ps(ks->m, _mm512_mul_ps(bcast_f16(b + 82), cvt(_mm512_srli_epi32(sm, 4))));
+        return;
+    }
+    const __m128i s8 = f == X_Q3_K ? q3k_scales(b + 96) : _mm_loadu_si128((const __m128i *)(b + 192));
+    _mm512_storeu_ps(ks->d, _mm512_mul_ps(bcast_f16(b + (f == X_Q3_K ? 108 : 208)), cvt(_mm512_cvtepi8_epi32(s8))));
+}
+
 /* The element of K unit u's vector i, within its super-block. */
 AVX512_INLINE int k_off(int f, int u, int i) { return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * i : 64 * u + 16 * i; }
 
@@ -690,7 +712,7 @@ AVX512_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
         for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
             lean_kscale ks[4];
             if (!cache)
-                UNROLL for (int i = 0; i < RT; i++) lean_kscale_of(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
+                UNROLL for (int i = 0; i < RT; i++) x_kscale(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
             UNROLL
             for (int u = 0; u < 4; u++) {
                 UNROLL
@@ -721,7 +743,7 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
     for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
         const uint8_t *b = row + (size_t)sb * xblock_bytes[f];
         lean_kscale ks;
-        lean_kscale_of(f, b, &ks);
+        x_kscale(f, b, &ks);
         for (int u = 0; u < 4; u++, cache += 4) xq_kunit(f, b, &ks, u, cache);
     }
 }
