@@ -699,6 +699,7 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
                 st = lean_prefill(ctx[s], prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT, logits + (size_t)s * V, err);
         }
         int32_t *out = r ? ids : first;
+        if (r == a->reps - 1) profile_start(b, c);
         const double t0 = now_ms();
         for (int s = 0; s < S && st == LEAN_OK; s++) st = lean_gen_begin(ctx[s], smps[s], n + 1, err);
         for (int32_t k = 0; k <= n && st == LEAN_OK; k++) {
@@ -710,6 +711,7 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
         if (r && memcmp(first, ids, sizeof *ids * (size_t)S * n_ids) != 0) row->same_ids = 0;
     }
     if (st != LEAN_OK) goto done;
+    profile_keep(b, c, row, n + 1); /* ctx[0] drives the batched passes: their dispatches are its */
     row->st = stat_of(ms, a->reps, scratch);
     row->prompt = prompt, row->n_prompt = BENCH_PROMPT;
     row->ids = first, row->n_ids = (int32_t)n_ids;

@@ -15,7 +15,8 @@
 #          bash scripts/h200_gpu.sh batch MODEL... # aggregate decode (issue 27 item 1): per model one
 #              `lean bench --streams ${STREAMS:-1,8,32} -n ${N:-128} -r ${R:-3}` (lean_decode_batch, the
 #              streams interleaved in every step), then one line: tg (one sequence, lean_gen: the
-#              draw resident), xS tokens/s (medians) and x32/x1, x32/tg side by side; carry .gl
+#              draw resident), xS tokens/s (medians) and x32/x1, x32/tg side by side; BATCH_FLAGS adds
+#              bench flags (--profile: each kernel's time per step); carry .gl
 #              build/webgpu build/vocab (as tests)
 #          MODELS="smollm2-1.7b:q4_0 ..." FLAGS="-p 512 -n 0 -r 2" ROUNDS=2 \
 #              bash scripts/h200_gpu.sh ab head VARIANT... # A/B: the tree and var/VARIANT/ over it
@@ -119,7 +120,7 @@ batch)
     for spec in "$@"; do
         f=$(model_file "$spec") || exit 1
         build-dev/lean bench -m "$f" --backend gpu --json -p 0 --suffix none -n "${N:-128}" -r "${R:-3}" \
-            --streams "${STREAMS:-1,8,32}" >"$out/h200-batch-${spec/:/-}.jsonl" || exit 1
+            --streams "${STREAMS:-1,8,32}" ${BATCH_FLAGS:-} >"$out/h200-batch-${spec/:/-}.jsonl" || exit 1
         python3 - "$spec" "$out/h200-batch-${spec/:/-}.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[2]) if l.startswith('{')]
