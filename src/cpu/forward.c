@@ -22,7 +22,7 @@
  * matmul: rank rows, by matmul_exact), then each chunk adds scale * B (A x) to its own rows
  * before the epilogue (ops_ref.h's ref_lora_up), so a row's bits depend on no thread count either; the embedding's terms
  * (a row of A per token, then B) run on the calling thread after the lookup. Row chunks are 64 rows
- * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
+ * for a decode step, about 1024 rows x tokens for a batch (chunk_rows). A region of one chunk (a
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
  *
