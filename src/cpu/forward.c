@@ -22,7 +22,7 @@
  * matmul: rank rows, by matmul_exact), then each chunk adds scale * B (A x) to its own rows
  * before the epilogue (ops_ref.h's ref_lora_up), so a row's bits depend on no thread count either; the embedding's terms
  * (a row of A per token, then B) run on the calling thread after the lookup. Row chunks are 64 rows
- * for a decode step, 16 rows x the batch's tokens for a prefill. A region of one chunk (a
+ * for a decode step, about 1024 rows x tokens for a batch (chunk_rows). A region of one chunk (a
  * token's norm in a decode step) runs on the calling thread without waking anyone; nothing
  * is allocated after create.
  *
@@ -385,6 +385,23 @@ static void mm_chunk(void *vg, int64_t c, int32_t ith) {
     }
 }
 
+/* Rows per chunk. Decode: 64 (a few microseconds each). A batch: about CHUNK_WORK rows x
+ * tokens (16 rows of a 64-token prefill; 128 rows of an 8-row batched decode step, where 16
+ * made ~4 700 chunks a step of SmolLM2-135M, each claimed and counted through the pool's shared
+ * atomics: docs/runs/2026-12-06-cpu-batch-decode-2.md), but at least 4 chunks a thread where
+ * the group has the rows, so that the threads end together. Any split gives the same bits
+ * (kernels.h's contract). */
+#define CHUNK_WORK 1024
+static int64_t chunk_rows(const mm_group *g) {
+    if (g->n_tok < 4) return 4 * ROW_ALIGN;
+    int64_t rows = 0;
+    for (int i = 0; i < g->n_items; i++)
+        if (i == 0 || !g->paired) rows += g->items[i].w->ne[1];
+    const int64_t by_work = CHUNK_WORK / g->n_tok, by_threads = rows / (4 * lean_pool_size(g->s->pool));
+    const int64_t r = (by_work < by_threads ? by_work : by_threads) / ROW_ALIGN * ROW_ALIGN;
+    return r > ROW_ALIGN ? r : ROW_ALIGN;
+}
+
 /* Quantizes (and first normalizes, if asked) the group's input, then runs the group. */
 static void run_group(mm_group *g, act_src *in) {
     lean_backend_state *s = g->s;
@@ -406,8 +423,7 @@ static void run_group(mm_group *g, act_src *in) {
             tmp += (int64_t)g->n_tok * terms[j].rank;
         }
     }
-    /* Decode: 64-row chunks (a few microseconds each); a batch: 16 rows x its tokens. */
-    g->chunk_rows = g->n_tok < 4 ? 4 * ROW_ALIGN : ROW_ALIGN;
+    g->chunk_rows = chunk_rows(g);
     int64_t n_chunks = 0;
     for (int i = 0; i < g->n_items; i++) {
         g->first_chunk[i] = n_chunks;
