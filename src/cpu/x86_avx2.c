@@ -754,7 +754,7 @@ AVX2_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m256 *cache
 
 /* x86_tiles.h's schedule over x_unpack and x_tile */
 AVX2_INLINE void matmul_x(MATMUL_PARAMS) {
-    EXACT_MATMUL(__m256, 8, false); /* x_tile prefetches block by block */
+    EXACT_MATMUL(__m256, 8); /* x_tile prefetches block by block */
 }
 
 EXACT_ENTRY_POINTS(AVX2)

@@ -622,6 +622,7 @@ AVX512_INLINE void xq_kunit(int f, const uint8_t *b, const lean_kscale *ks, int 
             _mm512_or_si512(_mm512_and_si512(c, k15), _mm512_slli_epi32(bits_at(hb, 2, 3), 4)),
             _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_slli_epi32(bits_at(hb, 4, 3), 4)),
             _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(bits_at(hb, 6, 3), 4))};
+        UNROLL /* rolled, GCC kept w[] on the stack: a store and a load a vector, Q6_K 20% slower */
         for (int i = 0; i < 4; i++)
             w[i] = _mm512_mul_ps(_mm512_set1_ps(ks->d[8 * h + g + 2 * i]),
                                  cvt(_mm512_sub_epi32(q[i], _mm512_set1_epi32(32))));
@@ -674,6 +675,13 @@ AVX512_INLINE void x_kscale(int f, const uint8_t *b, lean_kscale *ks) {
 /* The element of K unit u's vector i, within its super-block. */
 AVX512_INLINE int k_off(int f, int u, int i) { return f == X_Q6_K ? 128 * (u / 2) + 16 * (u % 2) + 32 * i : 64 * u + 16 * i; }
 
+/* A block's lines, PREFETCH_BYTES ahead, asked for as the block is read: a tile's rows all at
+ * once (a burst of up to 70 prefetches) filled the line buffers and the loop waited on them,
+ * 35% of a Q5_0 decode's samples (docs/runs/2026-12-06-exact-cpu-4.md). */
+AVX512_INLINE void x_prefetch(int f, const uint8_t *b) {
+    for (size_t o = 0; o < xblock_bytes[f]; o += 64) prefetch_ahead(b + o);
+}
+
 /* One vector position of RT rows x TT tokens: acc[i][t] += w[i] * x_t[e .. e + 15] (each token's
  * 16 activations loaded once for the RT rows). */
 AVX512_INLINE void xfma(int RT, int TT, const __m512 *w, const float *const *xs, int64_t e, __m512 acc[4][4]) {
@@ -699,6 +707,7 @@ AVX512_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
         for (int64_t b = 0; b < cols / 32; b++) {
             UNROLL
             for (int i = 0; i < RT; i++) {
+                if (!cache) x_prefetch(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f]);
                 if (cache) wv[i][0] = cache[i * cstride + 2 * b], wv[i][1] = cache[i * cstride + 2 * b + 1];
                 else xq_legacy(f, w + (size_t)i * wrb + (size_t)b * xblock_bytes[f], wv[i]);
             }
@@ -712,7 +721,10 @@ AVX512_INLINE void x_tile(int f, int RT, int TT, int64_t cols, const uint8_t *w,
         for (int64_t sb = 0; sb < cols / LEAN_QK_K; sb++) {
             lean_kscale ks[4];
             if (!cache)
-                UNROLL for (int i = 0; i < RT; i++) x_kscale(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
+                UNROLL for (int i = 0; i < RT; i++) {
+                    x_prefetch(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f]);
+                    x_kscale(f, w + (size_t)i * wrb + (size_t)sb * xblock_bytes[f], &ks[i]);
+                }
             UNROLL
             for (int u = 0; u < 4; u++) {
                 UNROLL
@@ -750,7 +762,7 @@ AVX512_INLINE void x_unpack(int f, int64_t cols, const uint8_t *row, __m512 *cac
 
 /* x86_tiles.h's schedule over x_unpack and x_tile */
 AVX512_INLINE void matmul_x(MATMUL_PARAMS) {
-    EXACT_MATMUL(__m512, 16, true);
+    EXACT_MATMUL(__m512, 16);
 }
 
 EXACT_ENTRY_POINTS(AVX512)

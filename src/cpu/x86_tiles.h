@@ -15,7 +15,7 @@
  *                                    ahead; 2 or 3: RB x 2 or RB x 3 tiles; one (decode): 4 x 1
  *                                    tiles; then the rows left
  * K_MATMUL(RB)                       a K-quant matmul's body over the file's k_tile
- * EXACT_MATMUL(VEC, LANES, AHEAD)    an exact matmul's body over the file's x_unpack and x_tile
+ * EXACT_MATMUL(VEC, LANES)           an exact matmul's body over the file's x_unpack and x_tile
  * Every (row, token) output is computed the same way in every tile shape (each file's
  * contract), so the schedule decides speed only, never bits.
  */
@@ -213,9 +213,8 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
  * 4 rows at a time onto the stack (1 when they do not fit), then tiles of 4 rows x 4 tokens (x 1
  * to 3 for the tokens left); 1 to 4 tokens (decode, a batched decode of a few sequences), and
  * rows too long for the stack, 4 x TT tiles made in registers, each weight made once for the
- * TT tokens; the rows left over one at a time. AHEAD: a tile made in registers first asks
- * for all its rows' lines PREFETCH_BYTES ahead (else x_tile prefetches as it goes). X_TILE_TT:
- * x_tile of TT (1 to 4) tokens. */
+ * TT tokens (x_tile prefetching each block's lines as it reads them); the rows left over one
+ * at a time. X_TILE_TT: x_tile of TT (1 to 4) tokens. */
 #define X_TILE_TT(RT, TT)                                                                           \
     do {                                                                                            \
         switch (TT) {                                                                               \
@@ -225,7 +224,7 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
         default: x_tile(f, RT, 4, cols, wr, w_row_bytes, c, cs, xs, yt, y_row_elems); break;       \
         }                                                                                           \
     } while (0)
-#define EXACT_MATMUL(VEC, LANES, AHEAD)                                                        \
+#define EXACT_MATMUL(VEC, LANES)                                                                    \
     do {                                                                                            \
         VEC cache[XCACHE_VECS];                                                                     \
         const int64_t cs = cols / (LANES); /* a cached row's vectors */                             \
@@ -236,8 +235,6 @@ static const size_t xblock_bytes[] = {18, 20, 22, 24, 34, LEAN_Q4_K_BYTES, LEAN_
             if (cached)                                                                             \
                 for (int i = 0; i < RT; i++) x_unpack(f, cols, wr + (size_t)i * w_row_bytes, cache + i * cs); \
             const VEC *c = cached ? cache : NULL;                                                   \
-            if (!cached && (AHEAD)) /* decode streams the rows from DRAM: ask for them PREFETCH_BYTES ahead */ \
-                for (size_t off = 0; off < (size_t)RT * w_row_bytes; off += 64) prefetch_ahead(wr + off); \
             for (int32_t t = 0; t < n_tok;) {                                                       \
                 const int TT = n_tok - t < 4 ? n_tok - t : 4;                                       \
                 const float *xs[4];                                                                 \
