@@ -38,8 +38,9 @@
 //     setLoras, against the CLI's ids (constrained.mjs): on the GPU in Chromium (a tiny
 //     model), and, with JSPI only, on the CPU's exact path in both browsers.
 //   - Lean.load never hangs: a stalled source ends in a TimeoutError naming the stage after
-//     options.stallTimeout, or in an AbortError through options.signal; the page then loads
-//     and runs a model (stallChecks).
+//     options.stallTimeout, or in an AbortError through options.signal; a start stuck in stage
+//     'threads' (testStuckThreads) goes to a new worker, then to one thread; the page then
+//     loads and runs a model (stallChecks).
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
 // its logit bias setting: bad values shown as errors, +100 on one id gives `lean chat
 // --logit-bias`'s reply (pageBiasChecks); screenshots go to build/browser-artifacts/.
@@ -427,8 +428,10 @@ async function pageBiasChecks(page, name, ref) {
 // Lean.load never hangs (lean.js, loadGuard): a source that stops sending after 64 KiB ends
 // the load with a TimeoutError once options.stallTimeout passes without progress, naming the
 // stage and the bytes that came; one with no stall timeout ends with an AbortError when its
-// signal aborts. Then the same page loads a model and runs it (lean run's greedy ids), and
-// loads it again from the Cache API (progress phase 'cache', no 'download').
+// signal aborts. A start made to stick twice in stage 'threads' (testStuckThreads; Firefox's
+// Worker constructor did under load) ends on one thread after two restarts of lean's worker,
+// info.fallback naming each, with lean run's ids. Then the same page loads a model and runs
+// it (lean run's greedy ids), and loads it again from the Cache API (phase 'cache', no 'download').
 async function stallChecks(page, t, ref, jspi) {
     // 6 s: the worker's start (stage 'wasm', compiling the module) must end first, under CI's load too
     let r = await call(page, 'loadStalled', 6000, 0);
@@ -438,7 +441,20 @@ async function stallChecks(page, t, ref, jspi) {
     r = await call(page, 'loadStalled', 0, 6000);
     check(r.error?.name === 'AbortError' && /^Lean.load aborted while/.test(r.error.message) && at.test(r.error.message),
           `${t}: options.signal aborted: '${r.error?.message}' (${r.secs})`, JSON.stringify(r.error ?? r.info));
+    // a start stuck in stage 'threads' (testStuckThreads: the worker's start never ends there, as
+    // Firefox's Worker constructor did under load): after threadStartTimeout a new worker, after
+    // the second stuck start one on one thread; info.fallback says so; lean run's ids
     const m = MODELS[0];
+    r = await call(page, 'load', `/models/${m}.gguf`, 'cpu', 2, { testStuckThreads: 2, threadStartTimeout: 3000 });
+    const restarts = r.info?.fallback?.filter((f) => f.backend === 'cpu-threads') ?? [];
+    if (check(!r.error && r.info.threads === 1 && restarts.length === 2 &&
+              restarts.every((f, i) => f.reason === `the CPU threads did not start in 3 s: lean's worker was restarted${i ? ' on one thread' : ''}`),
+              `${t}: a thread start stuck twice: ${JSON.stringify(restarts.map((f) => f.reason))}, ${r.info?.threads} thread (${r.secs})`,
+              r.error?.message ?? JSON.stringify(r.info))) {
+        r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+        check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy), `${t}: then lean run's greedy ids (${r.secs})`,
+              r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(ref[`${m}/cpu`].greedy)}`);
+    }
     if (!await load(page, `${t} then`, `/models/${m}.gguf`, 'cpu', jspi)) return;
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
     check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy), `${t}: then a load and generate on the same page (${r.secs})`,
