@@ -20,6 +20,9 @@ const CACHE_NAME = 'lean-models-v1'; // lean_worker.js fills it
 // a load never hangs, and the error names the stage it stopped in. A healthy load reports
 // often: each stage as it enters it, bytes a few times a second.
 const LOAD_STALL_MS = 120_000;
+// A start that stays in stage 'threads' this long goes to a new worker (options.threadStartTimeout;
+// Lean.#start says why). Healthy starts took under 7 s at load 12 on 2 cores.
+const THREAD_START_MS = 30_000;
 const FREE_WAIT_MS = 10_000;
 // The stages of a load, in order (the worker's 'stage' messages and the byte phases of its
 // progress messages), as the error names them.
@@ -121,6 +124,10 @@ export class Lean {
     stats = null;
 
     constructor(worker) {
+        this.#attach(worker);
+    }
+
+    #attach(worker) {
         this.#worker = worker;
         worker.onmessage = ({ data }) => {
             if (data.type === 'info') {
@@ -145,7 +152,8 @@ export class Lean {
     // Loads a model. source: a URL (string or URL), a File or Blob, an ArrayBuffer or typed
     // array, or a ReadableStream of bytes (opts.size: its length, when known).
     // opts: { backend: 'auto' | 'gpu' | 'cpu', nCtx, threads, exact, cache, jspi, gpuOnly, softwareGpu,
-    //         onProgress, size, loras (as setLoras takes them), signal, stallTimeout (ms) }
+    //         onProgress, size, loras (as setLoras takes them), signal, stallTimeout (ms),
+    //         threadStartTimeout (ms), testStuckThreads (a test hook: that many starts stick) }
     // signal (an AbortSignal) stops the load, rejecting with an AbortError; with no progress for
     // stallTimeout ms (LOAD_STALL_MS; 0: wait for ever) it rejects with a TimeoutError naming the
     // stage. Either way the worker is terminated, whatever it was waiting on.
@@ -153,7 +161,8 @@ export class Lean {
         opts.signal?.throwIfAborted();
         const worker = new Worker(WORKER_URL, { type: 'module', name: 'lean' });
         const lean = new Lean(worker);
-        const { onProgress, signal, stallTimeout = LOAD_STALL_MS, ...rest } = opts;
+        const { onProgress, signal, stallTimeout = LOAD_STALL_MS, threadStartTimeout = THREAD_START_MS,
+                testStuckThreads = 0, ...rest } = opts;
         const options = pick(rest, ['backend', 'nCtx', 'threads', 'exact', 'cache', 'jspi', 'gpuOnly', 'softwareGpu']);
         // a page without JSPI (or one that deleted it to test the other path) gets a worker without
         options.jspi ??= typeof WebAssembly.Suspending === 'function';
@@ -181,13 +190,15 @@ export class Lean {
                 guard.saw(m);
                 if (m.type === 'progress') onProgress?.(m);
             };
+            // the source goes to the worker once lean.wasm runs there: a restarted start loses nothing
+            await lean.#start(options, guard, onMessage, threadStartTimeout, testStuckThreads);
             lean.info = await guard.race(lean.#request('load', { source: src, opts: options }, { transfer, onMessage }));
             if (opts.loras?.length) {
                 guard.saw({ type: 'stage', stage: 'loras' });
                 await guard.race(lean.setLoras(opts.loras));
             }
         } catch (e) {
-            worker.terminate();
+            lean.#worker.terminate();
             lean.#worker = null;
             throw e;
         } finally {
@@ -208,6 +219,36 @@ export class Lean {
         if (typeof caches === 'undefined') return false;
         if (url === undefined) return caches.delete(CACHE_NAME);
         return (await caches.open(CACHE_NAME)).delete(new URL(url, globalThis.location?.href).href);
+    }
+
+    // Starts lean.wasm in the worker (its stages 'wasm', 'compile', 'threads'). On the CPU rung
+    // the worker starts a Worker per thread, and Firefox's Worker constructor there was seen to
+    // block for good, about 1 start in 100 under load (docs/runs/2026-12-06-browser-thread-start.md):
+    // a start that stays in 'threads' for threadStartMs goes to a new worker, once as asked and
+    // then on one thread, each restart's reason in info.fallback. stuckForTest: how many starts
+    // the worker makes stick (the test of this).
+    async #start(opts, guard, onMessage, threadStartMs, stuckForTest) {
+        const fallback = [];
+        for (let attempt = 0; ; attempt++) {
+            let timer = 0, stuck;
+            const stalled = new Promise((resolve) => (stuck = resolve));
+            const watch = (m) => {
+                onMessage(m);
+                clearTimeout(timer);
+                if (m.type === 'stage' && m.stage === 'threads' && threadStartMs > 0) timer = setTimeout(stuck, threadStartMs);
+            };
+            const started = this.#request('start', { opts, fallback, testStuck: attempt < stuckForTest }, { onMessage: watch });
+            const done = await guard.race(Promise.race([started.then(() => true), stalled.then(() => false)]))
+                .finally(() => clearTimeout(timer));
+            if (done) return;
+            const last = attempt > 0;
+            fallback.push({ backend: 'cpu-threads', reason: `the CPU threads did not start in ${threadStartMs / 1000} s: ` +
+                            `lean's worker was restarted${last ? ' on one thread' : ''}` });
+            this.#worker.terminate();
+            this.#pending.clear(); // the start's answer never comes: nothing waits on it but the race above
+            this.#attach(new Worker(WORKER_URL, { type: 'module', name: 'lean' }));
+            if (last) opts = { ...opts, threads: 1 };
+        }
     }
 
     #request(op, args, { transfer = [], onMessage, signal } = {}) {

@@ -2,7 +2,8 @@
 // blocks. It owns the wasm instance, the model's bytes (in wasm memory) and the contexts.
 //
 // Messages (lean.js is the only client):
-//   in   { id, op, args }   op: load | generate | chat | tokenize | detokenize | resetChat | free
+//   in   { id, op, args }   op: start | load | generate | chat | tokenize | detokenize | resetChat | free
+//                            (start: lean.wasm instantiated, before load hands over the source)
 //        { op: 'abort', target }   stops request `target` between two steps (any time)
 //        { op: 'testLoseDevice' }  destroys the GPU device now, as a GPU reset would (a test hook)
 //   out  { id, ok: true, result } | { id, ok: false, error }      the answer to request id
@@ -46,9 +47,9 @@ const GPU_CALLS = [
     'lw_chat_set_messages', 'lw_chat_set_sampling', 'lw_ctx_set_loras', 'lw_chat_set_loras',
 ];
 
-// jspi false: run as where WebAssembly.Suspending does not exist (Safari; the pump's tests)
-async function instantiate(jspi, opts) {
-    if (ex) return;
+// jspi false: run as where WebAssembly.Suspending does not exist (Safari; the pump's tests);
+// testStuck: the thread start never ends (lean.js's test of restarting a stuck start)
+async function instantiate(jspi, opts, testStuck) {
     if (!jspi) delete WebAssembly.Suspending; // this worker's own global: the page keeps its JSPI
     gpu = leanWebGPU();
     const wasi = wasiImports();
@@ -63,6 +64,10 @@ async function instantiate(jspi, opts) {
     const threads = await cpuThreads(opts);
     if (threads > 1) {
         try {
+            if (testStuck) {
+                stage('threads');
+                await new Promise(() => {});
+            }
             const t = await instantiateThreaded(await fetchWasm('lean-mt.wasm'), imports, { threads, onStage: stage });
             ({ instance, memory } = t);
             state.threads = t.threads;
@@ -657,9 +662,16 @@ async function freeContexts() {
     Object.assign(state, { chat: 0, ctx: 0, logits: 0, ctxIds: [] });
 }
 
-async function load({ source, opts }) {
+// fallback: what lean.js passed over before this worker ([{ backend, reason }], info.fallback)
+async function start({ opts, fallback, testStuck }) {
+    if (ex) throw new Error('lean.wasm is started already in this worker');
+    state.fallback.push(...fallback);
     stage('wasm');
-    await instantiate(opts.jspi !== false, opts);
+    await instantiate(opts.jspi !== false, opts, testStuck);
+}
+
+async function load({ source, opts }) {
+    if (!ex) throw new Error('lean.wasm is not started: start comes before load');
     if (state.model) throw new Error('this worker has a model already');
     state.opts = opts;
     // -Infinity: the first report always goes; a worker can read its first bytes within 50 ms
@@ -970,6 +982,7 @@ async function detokenize({ ids, skipSpecial }) {
 // ---- messages ----
 
 const ops = {
+    start,
     load,
     generate: (a, id) => generate(a, id),
     chat: (a, id) => chat(a, id),
@@ -1005,7 +1018,7 @@ self.onmessage = ({ data }) => {
         try {
             if (broken) throw new Error(`lean.wasm stopped after an earlier trap (${broken}): load the model again`);
             if (!ops[data.op]) throw new Error(`unknown request '${data.op}'`);
-            if (data.op !== 'load' && !state.model) throw new Error('no model is loaded (or it was freed)');
+            if (data.op !== 'start' && data.op !== 'load' && !state.model) throw new Error('no model is loaded (or it was freed)');
             const result = await ops[data.op](data.args ?? {}, data.id);
             post({ id: data.id, ok: true, result });
         } catch (e) {

@@ -26,9 +26,9 @@
 //           (default THREAD_START_MS).
 // Resolves once every host thread has instantiated the module; each starts serving (waiting
 // inside wasm: memory.atomic.wait32) when the library first wants threads. Rejects if a
-// worker fails to start, or is not ready within startTimeout (a load stuck here was seen in
-// Firefox under load: docs/runs/2026-12-05-browser-load-hang.md; the caller then runs on one
-// thread).
+// worker fails to start, or is not ready within startTimeout (the caller then runs on one
+// thread). Firefox's Worker constructor itself can block the caller's thread for good, where no
+// timer here runs: lean.js restarts such a start (docs/runs/2026-12-06-browser-thread-start.md).
 //
 // Needs cross-origin isolation in a page (crossOriginIsolated, SharedArrayBuffer) and a
 // caller off the page's main thread: the caller waits with memory.atomic.wait, which a page's

@@ -44,8 +44,10 @@ export function runIds(model, backend, prompt, n, sampling = null, exact = false
 // chatReplies: the replies of `lean chat` to the user messages, one conversation (each
 // reply is printed followed by a newline; a reply may hold newlines itself, so turn k's
 // reply is what the run with k messages printed after the run with k - 1 messages).
-export function chatReplies(model, backend, messages, n, sampling = null) {
-    const args = ['chat', '-m', model, '-n', String(n), '--backend', backend, '-q', ...samplingFlags(sampling)];
+// bias: [id, value] pairs, as logitBias.
+export function chatReplies(model, backend, messages, n, sampling = null, bias = []) {
+    const args = ['chat', '-m', model, '-n', String(n), '--backend', backend, '-q', ...samplingFlags(sampling),
+                  ...biasFlags(bias)];
     const replies = [];
     let before = '';
     for (let k = 1; k <= messages.length; k++) {

@@ -38,10 +38,12 @@
 //     setLoras, against the CLI's ids (constrained.mjs): on the GPU in Chromium (a tiny
 //     model), and, with JSPI only, on the CPU's exact path in both browsers.
 //   - Lean.load never hangs: a stalled source ends in a TimeoutError naming the stage after
-//     options.stallTimeout, or in an AbortError through options.signal; the page then loads
-//     and runs a model (stallChecks).
+//     options.stallTimeout, or in an AbortError through options.signal; a start stuck in stage
+//     'threads' (testStuckThreads) goes to a new worker, then to one thread; the page then
+//     loads and runs a model (stallChecks).
 // Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
-// screenshots go to build/browser-artifacts/.
+// its logit bias setting: bad values shown as errors, +100 on one id gives `lean chat
+// --logit-bias`'s reply (pageBiasChecks); screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
 // prints "ok ..." or "FAIL ...: why"; each browser ends with "browser_NAME: N passed, N failed"
 // (tests/run.sh sums them). A browser that does not start is a failure, not a skip.
@@ -61,6 +63,8 @@ const CHAT_N = 8;
 const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, repeatPenalty: 1.1, seed: 7 };
 const CHAT_MODEL = 'build/browser/chat-tiny-q8_0.gguf'; // served at /browser-models/
 const CHAT = ['Hello there', 'Tell me a story'];
+// The chat page's logit bias setting: +100 on id 300 makes it every id of a short greedy reply.
+const PAGE_BIAS = [[300, 100]], PAGE_BIAS_N = 3;
 const BIG_MODEL = 'build/browser/big-q8_0.gguf';        // served at /browser-models/; native.bigModel
 const ARTIFACTS = 'build/browser-artifacts';
 const STEP_MS = 600_000;  // a hang guard per browser call (a hung page fails, never waits forever)
@@ -107,6 +111,9 @@ function references() {
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
+    if (wanted('page')) // the page's logit bias setting (pageBiasChecks), on the GPU as the page's model
+        for (const [k, bias] of [['plain', []], ['biased', PAGE_BIAS]])
+            ref[`page/${k}`] = native.chatReplies(CHAT_MODEL, 'gpu', CHAT.slice(0, 1), PAGE_BIAS_N, null, bias)[0];
     for (const b of wanted('constrained') ? BACKENDS : [])  // the GPU's: Chromium's only (runBrowser)
         if (b === 'cpu' || names.includes('chromium')) ref[`constrained/${b}`] = constrainedReferences(CHAT_MODEL, b);
     return ref;
@@ -369,6 +376,8 @@ async function pageCheck(browser, name, url, ref) {
         await page.screenshot({ path: phone, fullPage: true });
         check(wide.page <= wide.view, `${name} page: at 360 px wide it fits (${wide.page} px of content, ${phone})`,
               JSON.stringify(wide));
+        await page.setViewport({ width: 900, height: 800 });
+        await pageBiasChecks(page, name, ref);
     } catch (e) {
         check(false, `${name} page`, e.message);
     } finally {
@@ -376,11 +385,53 @@ async function pageCheck(browser, name, url, ref) {
     }
 }
 
+// The page's logit bias setting (#logit-bias, JSON { "id": bias }), in a new chat: each bad
+// value (not JSON, an id past the vocabulary, a bias of 101) fails the turn with lean's reason
+// shown in the page, no message left and the text back in the box; then the page, still
+// usable, sends it with +100 on id 300: the reply is `lean chat --logit-bias 300+100`'s, which
+// is not the unbiased one (so a setting that were ignored fails here).
+async function pageBiasChecks(page, name, ref) {
+    const send = async (bias) => {
+        await page.$eval('#logit-bias', (el, v) => { el.value = v; }, bias);
+        await page.$eval('#error', (el) => { el.hidden = true; });
+        await page.focus('#prompt');
+        await page.keyboard.press('Enter');
+        await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready' &&
+            (!document.getElementById('error').hidden || document.querySelector('#messages li[data-role=assistant][data-done]')),
+            { timeout: STEP_MS });
+        return page.evaluate(() => ({
+            error: document.getElementById('error').hidden ? null : document.getElementById('error-text').textContent.trim(),
+            messages: document.querySelectorAll('#messages li').length,
+            prompt: document.getElementById('prompt').value,
+            reply: document.querySelector('#messages li[data-role=assistant] .reply')?.textContent ?? null,
+        }));
+    };
+    await page.click('#new-chat');
+    await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready', { timeout: STEP_MS });
+    await page.$eval('#max-tokens', (el, n) => { el.value = String(n); el.dispatchEvent(new Event('change')); }, PAGE_BIAS_N);
+    await page.type('#prompt', CHAT[0]);
+    const bad = [['{"300": 100', /logitBias: expected \{ id: bias \}.* got String/],
+                 ['{"1000000000": 1}', /id 1000000000 is outside the vocabulary/],
+                 ['{"300": 101}', /\(id 300\): value 101 must be finite and in \[-100, 100\]/]];
+    for (const [bias, want] of bad) {
+        const r = await send(bias);
+        check(r.error && want.test(r.error) && r.messages === 0 && r.prompt === CHAT[0],
+              `${name} page: logit bias ${bias} shows '${r.error}', the turn undone`, JSON.stringify(r));
+    }
+    const [[id, v]] = PAGE_BIAS;
+    const r = await send(JSON.stringify({ [id]: v }));
+    check(!r.error && r.reply === ref['page/biased'] && ref['page/biased'] !== ref['page/plain'],
+          `${name} page: then logit bias { "${id}": ${v} } gives lean chat --logit-bias's reply ${JSON.stringify(r.reply)}`,
+          `${JSON.stringify(r)}; lean chat --logit-bias ${JSON.stringify(ref['page/biased'])}, unbiased ${JSON.stringify(ref['page/plain'])}`);
+}
+
 // Lean.load never hangs (lean.js, loadGuard): a source that stops sending after 64 KiB ends
 // the load with a TimeoutError once options.stallTimeout passes without progress, naming the
 // stage and the bytes that came; one with no stall timeout ends with an AbortError when its
-// signal aborts. Then the same page loads a model and runs it (lean run's greedy ids), and
-// loads it again from the Cache API (progress phase 'cache', no 'download').
+// signal aborts. A start made to stick twice in stage 'threads' (testStuckThreads; Firefox's
+// Worker constructor did under load) ends on one thread after two restarts of lean's worker,
+// info.fallback naming each, with lean run's ids. Then the same page loads a model and runs
+// it (lean run's greedy ids), and loads it again from the Cache API (phase 'cache', no 'download').
 async function stallChecks(page, t, ref, jspi) {
     // 6 s: the worker's start (stage 'wasm', compiling the module) must end first, under CI's load too
     let r = await call(page, 'loadStalled', 6000, 0);
@@ -390,7 +441,20 @@ async function stallChecks(page, t, ref, jspi) {
     r = await call(page, 'loadStalled', 0, 6000);
     check(r.error?.name === 'AbortError' && /^Lean.load aborted while/.test(r.error.message) && at.test(r.error.message),
           `${t}: options.signal aborted: '${r.error?.message}' (${r.secs})`, JSON.stringify(r.error ?? r.info));
+    // a start stuck in stage 'threads' (testStuckThreads: the worker's start never ends there, as
+    // Firefox's Worker constructor did under load): after threadStartTimeout a new worker, after
+    // the second stuck start one on one thread; info.fallback says so; lean run's ids
     const m = MODELS[0];
+    r = await call(page, 'load', `/models/${m}.gguf`, 'cpu', 2, { testStuckThreads: 2, threadStartTimeout: 3000 });
+    const restarts = r.info?.fallback?.filter((f) => f.backend === 'cpu-threads') ?? [];
+    if (check(!r.error && r.info.threads === 1 && restarts.length === 2 &&
+              restarts.every((f, i) => f.reason === `the CPU threads did not start in 3 s: lean's worker was restarted${i ? ' on one thread' : ''}`),
+              `${t}: a thread start stuck twice: ${JSON.stringify(restarts.map((f) => f.reason))}, ${r.info?.threads} thread (${r.secs})`,
+              r.error?.message ?? JSON.stringify(r.info))) {
+        r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+        check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy), `${t}: then lean run's greedy ids (${r.secs})`,
+              r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(ref[`${m}/cpu`].greedy)}`);
+    }
     if (!await load(page, `${t} then`, `/models/${m}.gguf`, 'cpu', jspi)) return;
     r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
     check(!r.error && same(r.ids, ref[`${m}/cpu`].greedy), `${t}: then a load and generate on the same page (${r.secs})`,
