@@ -5,7 +5,7 @@
  * against the one transformers' reference was made from before a test may load it.
  *
  * Seven models (FIXTURE_NAMES): llama, qwen2, qwen3 with random weights, each with an untied
- * output matrix and one tied to the embedding (4 layers, vocabulary 4096), in 11 formats; and
+ * output matrix and one tied to the embedding (4 layers, vocabulary 4096), in 13 formats; and
  * the trained demo model (models/lean-demo.gguf, Q8_0). The file, line by line:
  *   arch ARCH / tied 0|1             the model
  *   format FMT                       a case begins: build/fixtures/NAME-FMT.gguf

@@ -1,7 +1,8 @@
 /* test_parity.c — lean's CPU reference against transformers, for every model x format
  * fixture in tests/data/fixtures (made by scripts/make_fixtures.py on a machine with torch +
- * transformers; transformers saw exactly the weights each file holds): 6 models (llama,
- * qwen2, qwen3; output tied and untied), 11 formats.
+ * transformers; transformers saw exactly the weights each file holds): 6 random-weight models
+ * (llama, qwen2, qwen3; output tied and untied) in 13 formats (FIXTURE_N_FORMATS), and the
+ * trained demo model in Q8_0.
  *
  * The GGUF files themselves are rebuilt bit-identically into build/fixtures by
  * `scripts/make_fixtures.py models build/fixtures` (numpy only), which checks each one's
