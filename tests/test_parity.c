@@ -148,5 +148,6 @@ int main(void) {
     test_continuations_vary();
     fixture_parity_header();
     fixture_each_all(fixture_parity, "cpu-ref");
+    fixture_parity_summary("cpu-ref");
     return test_finish("test_parity");
 }
