@@ -15,6 +15,7 @@
 //     detokenize, two chat turns equal `lean chat`'s replies, the second reusing the cache
 //   - abort (chat and generate) stops early and the next call still gives the same reply; on
 //     the GPU (JSPI and pump) nothing reaches the page after it and what follows is exact
+//   - lean.info's arch, nParams and formats (tensors per type) equal `lean info`'s
 //   - a lost device (lean.testLoseDevice) on 'gpu': while ids stream the call rejects saying so;
 //     before a call, the call runs on a new device; the next ids are the same; info says why
 //   - bad input rejects with lean's reason and leaves nothing broken: not GGUF, truncated, an
@@ -60,6 +61,18 @@ const leanChat = async (model, lines, ...args) => {
     return new TextDecoder().decode(out.stdout).split('\n').filter((l) => l.length);
 };
 
+// `lean info FILE`'s architecture, parameter count and tensors per type, in lean.info's terms
+// (formats: { TYPE: tensor count }, the type upper-case as lean.info names it)
+async function leanInfo(file) {
+    const text = await lean('info', file);
+    const field = (name) => text.match(new RegExp(`^${name} +(.*)$`, 'm'))?.[1];
+    const pairs = (field('tensors') ?? '').replace(/^\d+: /, '').split(' ');
+    const formats = {};
+    for (let i = 0; i + 1 < pairs.length; i += 2) formats[pairs[i].toUpperCase()] = Number(pairs[i + 1]);
+    return { arch: field('architecture'), nParams: Number(field('parameters')?.split(' ')[0]), formats };
+}
+const sortedKeys = (o) => JSON.stringify(Object.fromEntries(Object.entries(o ?? {}).sort()));
+
 const PROMPT = [1, 2, 3, 4, 5, 6, 7, 8];
 const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, repeatPenalty: 1.1, seed: 7 };
 const samplingArgs = ['--temp', '0.8', '--top-k', '40', '--top-p', '0.95', '--repeat-penalty', '1.1', '-s', '7'];
@@ -69,6 +82,12 @@ for (const file of ['build/fixtures/llama-q4_k.gguf', 'build/fixtures/qwen2-q8_0
     const ids = ['--ids', PROMPT.join(','), '-n', '24'];
     const cpu = await Lean.load(bytes, { backend: 'cpu' });
     same(cpu.info.backend, 'cpu', `${file}: info.backend`);
+    // the model as lean info describes it (what lean.js reads through lw_model_info)
+    const want = await leanInfo(file);
+    check(want.arch && want.nParams > 0 && Object.keys(want.formats).length > 0, `${file}: no architecture, parameters or tensors read from lean info: ${JSON.stringify(want)}`);
+    same(cpu.info.arch, want.arch, `${file}: info.arch`);
+    same(cpu.info.nParams, want.nParams, `${file}: info.nParams`);
+    same(sortedKeys(cpu.info.formats), sortedKeys(want.formats), `${file}: info.formats`);
     // the module web/wasm_features.mjs chose (Deno 2 has relaxed SIMD: lean-relaxed.wasm)
     const isa = relaxedSimd() ? 'relaxed' : 'simd128';
     check(cpu.info.detail.startsWith(`cpu (${isa},`), `${file}: info.detail '${cpu.info.detail}' is not ${isa}'s`);
