@@ -5,7 +5,7 @@
  * against the one transformers' reference was made from before a test may load it.
  *
  * Seven models (FIXTURE_NAMES): llama, qwen2, qwen3 with random weights, each with an untied
- * output matrix and one tied to the embedding (4 layers, vocabulary 4096), in 11 formats; and
+ * output matrix and one tied to the embedding (4 layers, vocabulary 4096), in 13 formats; and
  * the trained demo model (models/lean-demo.gguf, Q8_0). The file, line by line:
  *   arch ARCH / tied 0|1             the model
  *   format FMT                       a case begins: build/fixtures/NAME-FMT.gguf
@@ -406,10 +406,24 @@ static inline bool fixture_point_check(const fixture_point *pt, const float *log
  *     path over 48 positions);
  * at each point |delta| <= FIXTURE_TOL on all 21 recorded logits and the same top-k id set
  * (fixture_point_check). Prints one parity-table row (fixture_parity_header). */
+static struct {
+    int files, points, points_equal, narrow, ids, ids_equal;
+} fixture_parity_total; /* fixture_parity's runs since the last fixture_parity_summary */
+
 static inline void fixture_parity_header(void) {
     printf("| model | fmt  | max abs delta logit (16 prompt positions) | (8 decode points) | top-k ids equal (k < 20 at a "
            "near-tie) | 32-token continuation equal |\n");
     printf("|---|---|---|---|---|---|\n");
+}
+
+/* One line for the parity table's rows since the last call (what: the backend), for CI's log
+ * (tests/run.sh passes a passing program's "summary: " lines through). */
+static inline void fixture_parity_summary(const char *what) {
+    printf("summary: %s against transformers: %d fixtures, top-k ids equal at %d of %d points (%d compared over k < 20 "
+           "at a near-tie), %d of %d greedy ids transformers'\n", what, fixture_parity_total.files,
+           fixture_parity_total.points_equal, fixture_parity_total.points, fixture_parity_total.narrow,
+           fixture_parity_total.ids_equal, fixture_parity_total.ids);
+    memset(&fixture_parity_total, 0, sizeof fixture_parity_total);
 }
 
 /* transformers' greedy ids under a repetition penalty over the whole history (the prompt
@@ -508,6 +522,8 @@ static inline void fixture_parity(const fixture *c, void *backend) {
           lean_id, first_diff >= 0 ? c->cont[first_diff] : -1);
     printf("| %-12s | %-4s | %.2e | %.2e | %d/%d (%d near-ties) | %s |\n", c->arch, c->fmt, worst[0], worst[1],
            n_sets_equal, n_sets, n_narrow, n_same == c->n_cont ? "yes" : "no");
+    fixture_parity_total.files++, fixture_parity_total.points += n_sets, fixture_parity_total.points_equal += n_sets_equal;
+    fixture_parity_total.narrow += n_narrow, fixture_parity_total.ids += c->n_cont, fixture_parity_total.ids_equal += n_same;
     if (c->n_penalized > 0) fixture_penalty_check(c, ctx, logits, n_vocab);
 done:
     free(logits);

@@ -192,7 +192,7 @@ static bound_result bound_total;
  * BOUND_MIN_DECIDED_PCT percent of their greedy steps decided. */
 static inline void bound_summary(const char *what) {
     const bound_result *t = &bound_total;
-    printf("%s: %d of %d greedy steps decided (%d transformers' pick), %d near-ties waived (%d picked anyway); "
+    printf("summary: %s: %d of %d greedy steps decided (%d transformers' pick), %d near-ties waived (%d picked anyway); "
            "worst max error %.2f of the bound, worst rms error %.2f sigma\n", what, t->decided, t->steps, t->match,
            t->ties, t->ties_match, t->worst_max, t->worst_gain);
     CHECK(100 * t->decided >= BOUND_MIN_DECIDED_PCT * t->steps, "%s: %d of %d greedy steps decided, under %d%%", what,

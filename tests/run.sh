@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — the whole test suite in one command (`make test` runs it).
 #
-# Stages, in order (each prints a header, each program its tally, each stage its sums):
+# Stages, in order (each prints a header, each program its tally and, when it passes, its
+# "summary: " lines (run_prog), each stage its sums):
 #   data    `make test-data`: test inputs rebuilt from committed scripts (the parity
 #           models, checked against their recorded SHA-256); one program, one check
 #   native  build/       the default compiler (gcc): every tests/test_* program,
@@ -178,7 +179,11 @@ children_cpu() {
 }
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
-# run_prog NAME COMMAND...: runs one test program and adds its tally.
+# run_prog NAME COMMAND...: runs one test program and adds its tally. A failing program's whole
+# output is printed; a passing one's tally line, then its own "summary: " lines (a program's
+# totals worth seeing in CI's log: waived near-ties, the load test's latency), indented, at
+# most SUMMARY_MAX of them.
+SUMMARY_MAX=6
 run_prog() {
     local name=$1; shift
     local out rc line p f ledger_ok=1 t0=$SECONDS c0 c1
@@ -203,6 +208,10 @@ run_prog() {
     f=$(printf '%s\n' "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     if [ $rc -eq 0 ]; then
         echo "$line $took"
+        local n_sums
+        n_sums=$(printf '%s\n' "$out" | grep -c '^summary: ')
+        printf '%s\n' "$out" | grep '^summary: ' | head -n "$SUMMARY_MAX" | sed 's/^/  /'
+        [ "$n_sums" -le "$SUMMARY_MAX" ] || echo "  ($((n_sums - SUMMARY_MAX)) more summary lines)"
     else
         printf '%s\n' "$out" # the FAIL lines, the tally and whatever came after it
         # A clean tally with a failing exit: the failure happened outside the CHECKs.

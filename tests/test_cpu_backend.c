@@ -274,7 +274,7 @@ static void test_reference(void) {
         }
     }
     const bound_result *t = &ref_total;
-    printf("the CPU kernels against cpu-ref on tiny models: %d of %d greedy steps decided (each cpu-ref's pick), "
+    printf("summary: the CPU kernels against cpu-ref on tiny models: %d of %d greedy steps decided (each cpu-ref's pick), "
            "%d near-ties waived (%d picked anyway); worst max error %.2f of the bound, worst rms error %.2f sigma\n",
            t->decided, t->steps, t->ties, t->ties_match, t->worst_max, t->worst_gain);
     CHECK(100 * t->decided >= BOUND_MIN_DECIDED_PCT * t->steps, "tiny models: %d of %d greedy steps decided, under %d%%",

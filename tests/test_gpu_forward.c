@@ -483,10 +483,12 @@ int main(int argc, char **argv) {
     const char *archs[] = {"llama", "qwen2", "qwen3"};
     if (subgroups_only) {
         for (int a = 0; a < 3; a++) fixture_each(archs[a], parity_q8_0, "gpu");
+        fixture_parity_summary("gpu (subgroups)");
         for (int a = 0; a < 3; a++) test_greedy(archs[a], LEAN_TYPE_Q8_0, NULL);
         return test_finish("test_gpu_forward");
     }
     fixture_each_all(fixture_parity, "gpu");
+    fixture_parity_summary("gpu");
 
     for (int a = 0; a < 3; a++) {
         test_greedy(archs[a], LEAN_TYPE_F32, NULL);

@@ -1,7 +1,8 @@
 /* test_parity.c — lean's CPU reference against transformers, for every model x format
  * fixture in tests/data/fixtures (made by scripts/make_fixtures.py on a machine with torch +
- * transformers; transformers saw exactly the weights each file holds): 6 models (llama,
- * qwen2, qwen3; output tied and untied), 11 formats.
+ * transformers; transformers saw exactly the weights each file holds): 6 random-weight models
+ * (llama, qwen2, qwen3; output tied and untied) in 13 formats (FIXTURE_N_FORMATS), and the
+ * trained demo model in Q8_0.
  *
  * The GGUF files themselves are rebuilt bit-identically into build/fixtures by
  * `scripts/make_fixtures.py models build/fixtures` (numpy only), which checks each one's
@@ -77,10 +78,76 @@ static void test_hash_check_fails(void) {
     free(bytes);
 }
 
+/* Issue 25's rule for a fixture (scripts/make_fixtures.py's MIN_DISTINCT and MAX_RUN, which
+ * only the torch machine runs): transformers' greedy continuation is not one repeated token,
+ * else lean's equal greedy ids would say little. */
+#define MIN_DISTINCT 8
+#define MAX_RUN 4
+
+/* The number of distinct ids in ids[0..n) and the longest run of one id. */
+static void continuation_shape(const int *ids, int n, int *n_distinct, int *longest) {
+    int run = 0;
+    *n_distinct = *longest = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = ids[j] == ids[i];
+        *n_distinct += !seen;
+        run = i > 0 && ids[i] == ids[i - 1] ? run + 1 : 1;
+        if (run > *longest) *longest = run;
+    }
+}
+
+static bool continuation_varied(const int *ids, int n) {
+    int n_distinct, longest;
+    continuation_shape(ids, n, &n_distinct, &longest);
+    return n_distinct >= MIN_DISTINCT && longest <= MAX_RUN;
+}
+
+/* Every committed continuation in tests/data/fixtures meets the rule, read straight from the
+ * files (no GGUF needed, every case whatever LEAN_TEST_FIXTURES says); and the rule rejects a
+ * stuck continuation, so it can fail. */
+static void test_continuations_vary(void) {
+    const int stuck[] = {5, 7, 7, 7, 7, 7, 9, 1, 2, 3, 4, 6, 8}, few[] = {1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 5, 6, 7};
+    const int edge[] = {1, 2, 2, 2, 2, 3, 4, 5, 6, 7, 8};
+    CHECK(!continuation_varied(stuck, 13), "a run of 5 of one id passes the rule");
+    CHECK(!continuation_varied(few, 13), "7 distinct ids pass the rule");
+    CHECK(continuation_varied(edge, 11), "8 distinct ids with a run of 4 fail the rule");
+    int n_cases = 0, n_varied = 0, fewest = 1 << 30, longest_all = 0;
+    for (int k = 0; k < FIXTURE_N_NAMES; k++) {
+        char path[256], line[4096], fmt[16] = "";
+        snprintf(path, sizeof path, "tests/data/fixtures/%s.txt", FIXTURE_NAMES[k]);
+        FILE *f = fopen(path, "r");
+        CHECK(f != NULL, "cannot open %s", path);
+        int n_here = 0;
+        while (f && fgets(line, sizeof line, f)) {
+            if (sscanf(line, "format %15s", fmt) == 1 || strncmp(line, "continuation ", 13)) continue;
+            int ids[FIXTURE_MAX_IDS], n = 0, used = 0, want = -1;
+            const char *at = line + 13;
+            if (sscanf(at, "%d%n", &want, &used) == 1)
+                for (at += used; n < FIXTURE_MAX_IDS && n < want && sscanf(at, "%d%n", &ids[n], &used) == 1; n++) at += used;
+            CHECK(want > 0 && n == want, "%s %s: malformed continuation line", path, fmt);
+            int n_distinct, longest;
+            continuation_shape(ids, n, &n_distinct, &longest);
+            const bool varied = continuation_varied(ids, n);
+            CHECK(varied, "%s %s: the continuation has %d distinct ids and a run of %d of one id (issue 25: at least %d "
+                  "distinct, no run over %d)", path, fmt, n_distinct, longest, MIN_DISTINCT, MAX_RUN);
+            n_here++, n_cases++, n_varied += varied;
+            if (n_distinct < fewest) fewest = n_distinct;
+            if (longest > longest_all) longest_all = longest;
+        }
+        if (f) fclose(f);
+        CHECK(n_here > 0, "%s: no continuation lines", path);
+    }
+    printf("summary: fixture continuations: %d of %d not one repeated token (at least %d distinct ids, no run over "
+           "%d; fewest %d distinct, longest run %d)\n", n_varied, n_cases, MIN_DISTINCT, MAX_RUN, fewest, longest_all);
+}
+
 int main(void) {
     test_sha256();
     test_hash_check_fails();
+    test_continuations_vary();
     fixture_parity_header();
     fixture_each_all(fixture_parity, "cpu-ref");
+    fixture_parity_summary("cpu-ref");
     return test_finish("test_parity");
 }

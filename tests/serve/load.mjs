@@ -124,7 +124,7 @@ export async function loadTest({ url, check }) {
 
     const ms = done.map((d) => d.ms).sort((a, b) => a - b);
     const tokens = done.reduce((s, d) => s + d.tokens, 0);
-    console.log(`load: ${N_REQUESTS} requests from ${N_CLIENTS} clients (${cancelled} cancelled) in ${wall.toFixed(2)} s: ` +
+    console.log(`summary: load: ${N_REQUESTS} requests from ${N_CLIENTS} clients (${cancelled} cancelled) in ${wall.toFixed(2)} s: ` +
                 `latency p50 ${pct(ms, 0.5).toFixed(0)} ms, p99 ${pct(ms, 0.99).toFixed(0)} ms; ` +
                 `${tokens} tokens, ${(tokens / wall).toFixed(1)} tok/s aggregate (replies not cancelled)`);
 }
