@@ -377,12 +377,91 @@ async function pageCheck(browser, name, url, ref) {
         check(wide.page <= wide.view, `${name} page: at 360 px wide it fits (${wide.page} px of content, ${phone})`,
               JSON.stringify(wide));
         await page.setViewport({ width: 900, height: 800 });
+        await pageTurnChecks(page, name, ref);
         await pageBiasChecks(page, name, ref);
     } catch (e) {
         check(false, `${name} page`, e.message);
     } finally {
         await page.close().catch(() => {});
     }
+}
+
+// The page's buttons and the turns after the first, in the conversation pageCheck began
+// (greedy, CHAT_N tokens): turn one's stats show prefill and decode tokens/s, both positive;
+// a second turn sent with Enter equals lean chat's second reply, and its stats show the KV
+// cache reused (at least turn one's whole prompt: only the new turn's tokens prefilled);
+// Regenerate replaces that reply (two messages each still, the same greedy text again); New
+// chat empties the conversation, and the next message gets lean chat's first reply again (a
+// history left behind would make it a later turn); Stop, clicked once a long reply has begun,
+// ends it (data-done 'stopped', fewer tokens than asked), and the page, ready again, answers
+// the next message.
+async function pageTurnChecks(page, name, ref) {
+    const state = () => page.evaluate(() => {
+        const replies = [...document.querySelectorAll('#messages li[data-role=assistant]')];
+        const last = replies[replies.length - 1], stats = last?.querySelector('.stats');
+        return {
+            app: document.getElementById('app').dataset.state,
+            error: document.getElementById('error').hidden ? null : document.getElementById('error-text').textContent.trim(),
+            messages: document.querySelectorAll('#messages li').length,
+            reply: last?.querySelector('.reply').textContent ?? null,
+            done: last?.dataset.done ?? null,
+            stats: stats ? { ...stats.dataset, text: stats.textContent } : null,
+        };
+    });
+    // Marks the replies there are, then acts (a send or a click); ends when a reply not marked
+    // has ended (or an error shows) and the page is ready again.
+    const turn = async (act) => {
+        await page.$$eval('#messages li', (els) => els.forEach((el) => { el.dataset.seen = ''; }));
+        await act();
+        await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready' &&
+            (!document.getElementById('error').hidden ||
+             document.querySelector('#messages li[data-role=assistant][data-done]:not([data-seen])')), { timeout: STEP_MS });
+        return state();
+    };
+    const send = (text) => turn(async () => { await page.type('#prompt', text); await page.keyboard.press('Enter'); });
+    const maxTokens = (n) => page.$eval('#max-tokens', (el, v) => { el.value = String(v); el.dispatchEvent(new Event('change')); }, n);
+
+    const one = await state();
+    const prefill = Number(one.stats?.prefillTps), decode = Number(one.stats?.decodeTps);
+    check(prefill > 0 && decode > 0 && /prefill \d+(\.\d)? tok\/s · decode \d+(\.\d)? tok\/s/.test(one.stats.text),
+          `${name} page: the reply shows prefill ${prefill.toFixed(1)} and decode ${decode.toFixed(1)} tokens/s`, JSON.stringify(one.stats));
+    const two = await send(CHAT[1]);
+    check(!two.error && two.messages === 4 && two.reply === ref['chat/gpu'][1],
+          `${name} page: a second turn equals lean chat's second reply ${JSON.stringify(two.reply)}`,
+          `${JSON.stringify(two)}; lean chat ${JSON.stringify(ref['chat/gpu'][1])}`);
+    const nPrompt = Number(two.stats?.nPrompt), nReused = Number(two.stats?.nReused);
+    check(nReused >= Number(one.stats?.nPrompt) && nReused < nPrompt,
+          `${name} page: the second turn reuses the KV cache (${nReused} of ${nPrompt} prompt tokens; turn one's prompt ${one.stats?.nPrompt})`,
+          `turn one ${JSON.stringify(one.stats)}, turn two ${JSON.stringify(two.stats)}`);
+    await page.focus('#prompt');
+    const again = await turn(() => page.click('#regenerate'));
+    check(!again.error && again.messages === 4 && again.reply === two.reply,
+          `${name} page: Regenerate replaces the last reply (greedy: the same text, ${again.messages} messages)`,
+          `${JSON.stringify(again)}; before ${JSON.stringify(two.reply)}`);
+    await page.click('#new-chat');
+    await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready', { timeout: STEP_MS });
+    const cleared = await state();
+    const first = await send(CHAT[0]);
+    check(cleared.messages === 0 && !first.error && first.messages === 2 && first.reply === ref['chat/gpu'][0],
+          `${name} page: New chat empties the conversation (${cleared.messages} messages), the next reply is lean chat's first`,
+          `after New chat ${JSON.stringify(cleared)}; then ${JSON.stringify(first)}; lean chat ${JSON.stringify(ref['chat/gpu'][0])}`);
+    const LONG = 128;
+    await maxTokens(LONG);
+    const stopped = await turn(async () => {
+        await page.type('#prompt', CHAT[1]);
+        await page.keyboard.press('Enter');
+        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant]:not([data-seen]) .reply')?.textContent,
+                                   { timeout: STEP_MS });
+        await page.click('#stop');
+    });
+    check(!stopped.error && stopped.done === 'stopped' && !(Number(stopped.stats?.nGenerated) >= LONG),
+          `${name} page: Stop ends a long reply (${stopped.stats?.nGenerated ?? '?'} of ${LONG} tokens, ${JSON.stringify(stopped.reply)})`,
+          JSON.stringify(stopped));
+    await maxTokens(CHAT_N);
+    const after = await send(CHAT[0]);
+    check(!after.error && after.messages === 6 && after.reply.length > 0 && after.done && after.done !== 'stopped',
+          `${name} page: after Stop the page answers the next message (${after.done}: ${JSON.stringify(after.reply)})`,
+          JSON.stringify(after));
 }
 
 // The page's logit bias setting (#logit-bias, JSON { "id": bias }), in a new chat: each bad
