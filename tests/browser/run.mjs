@@ -41,7 +41,9 @@
 //     options.stallTimeout, or in an AbortError through options.signal; a start stuck in stage
 //     'threads' (testStuckThreads) goes to a new worker, then to one thread; the page then
 //     loads and runs a model (stallChecks).
-// Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
+// Then the chat page (web/index.html): a 404, a file not GGUF and a download cut short shown
+// as errors; a model loaded by URL, a message sent, a reply shown; tokens/s shown; a second
+// turn (lean chat's reply, the KV cache reused); Regenerate, New chat and Stop (pageTurnChecks);
 // its logit bias setting: bad values shown as errors, +100 on one id gives `lean chat
 // --logit-bias`'s reply (pageBiasChecks); screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -306,10 +308,11 @@ async function memoryChecks(page, t, ref, jspi) {
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
-// the demo model offered first; a missing model's 404 and a picked file that is not GGUF shown
-// in the page; the chat model by URL on the GPU, one greedy message sent with Enter, the reply
-// shown, a screenshot; the reply equals lean chat's, as the API's does; at a phone's width the
-// page fits, no sideways scrolling.
+// the demo model offered first; a missing model's 404, a picked file that is not GGUF and a
+// download cut short shown in the page; the chat model by URL on the GPU, one greedy message
+// sent with Enter, the reply shown, a screenshot; the reply equals lean chat's, as the API's
+// does; at a phone's width the page fits, no sideways scrolling; then pageTurnChecks and
+// pageBiasChecks.
 async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
     const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
@@ -346,6 +349,16 @@ async function pageCheck(browser, name, url, ref) {
         error = await page.$eval('#error', (el) => el.hidden ? null : document.getElementById('error-text').textContent.trim());
         check(/package\.json/.test(error ?? '') && /magic|GGUF/i.test(error ?? ''), `${name} page: a picked file that is not GGUF shows '${error}'`,
               JSON.stringify(error));
+        // a download cut short (serve_web.mjs --cut: the whole Content-Length, half the bytes):
+        // lean's reason shown, no model
+        await page.goto(`${url}index.html?model=${encodeURIComponent(model.replace('/browser-models/', '/cut/'))}&backend=gpu`);
+        await page.waitForSelector('#load');
+        await page.click('#load');
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        error = await errorText();
+        const cut = await page.$eval('#app', (el) => el.dataset.state);
+        check(/truncated download/.test(error ?? '') && cut === 'empty', `${name} page: a download cut short shows '${error}'`,
+              `error ${JSON.stringify(error)}, state ${cut}`);
         await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
         await page.waitForSelector('#load');
         await page.click('#load');
@@ -450,8 +463,8 @@ async function pageTurnChecks(page, name, ref) {
     const stopped = await turn(async () => {
         await page.type('#prompt', CHAT[1]);
         await page.keyboard.press('Enter');
-        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant]:not([data-seen]) .reply')?.textContent,
-                                   { timeout: STEP_MS });
+        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant]:not([data-seen]) .reply')?.textContent ||
+                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
         await page.click('#stop');
     });
     check(!stopped.error && stopped.done === 'stopped' && !(Number(stopped.stats?.nGenerated) >= LONG),
@@ -614,7 +627,8 @@ let server;
 try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
-    server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora']);
+    server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora'],
+                         ['/cut=build/browser']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {
