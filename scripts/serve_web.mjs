@@ -2,13 +2,16 @@
 // serve_web.mjs — a static file server for the browser build (build-web/), for development
 // and the browser tests. No dependencies: Node's http, fs and path only.
 //
-//   node scripts/serve_web.mjs [--root DIR] [--port N] [--host H] [--mount /PREFIX=DIR]... [--quiet]
+//   node scripts/serve_web.mjs [--root DIR] [--port N] [--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--quiet]
 //
 //   --root DIR            the folder served at / (default build-web)
 //   --port N              the port (default 8080; 0 = any free port)
 //   --host H              the address to bind (default 127.0.0.1: this machine only)
 //   --mount /PREFIX=DIR   also serve DIR under /PREFIX/, e.g. --mount /models=build/fixtures
 //                         for the test models; repeatable; the longest prefix wins
+//   --cut /PREFIX=DIR     as --mount, but each file is a download cut short: the whole file's
+//                         Content-Length, half its bytes, then the connection closed (the
+//                         browser tests' truncated download)
 //   --quiet               no line per request
 //
 // Prints "serving ROOT at http://127.0.0.1:PORT/" once listening (the tests read the URL
@@ -50,7 +53,7 @@ const MIME = {
 function usage(msg) {
     if (msg) {
         process.stderr.write(`serve_web: ${msg}\nusage: node scripts/serve_web.mjs [--root DIR] [--port N] ` +
-                             '[--host H] [--mount /PREFIX=DIR]... [--quiet]\n');
+                             '[--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--quiet]\n');
         process.exit(2);
     }
     const self = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n');
@@ -69,10 +72,10 @@ function parseArgs(argv) {
             o.port = Number(val());
             if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) usage('--port: 0..65535');
         } else if (a === '--host') o.host = val();
-        else if (a === '--mount') {
+        else if (a === '--mount' || a === '--cut') {
             const m = /^(\/[^=]*)=(.+)$/.exec(val());
-            if (!m) usage('--mount takes /PREFIX=DIR');
-            o.mounts.push({ prefix: m[1].replace(/\/+$/, ''), dir: m[2] });
+            if (!m) usage(`${a} takes /PREFIX=DIR`);
+            o.mounts.push({ prefix: m[1].replace(/\/+$/, ''), dir: m[2], cut: a === '--cut' });
         } else if (a === '--quiet') o.quiet = true;
         else if (a === '-h' || a === '--help') usage();
         else usage(`unknown argument '${a}'`);
@@ -80,10 +83,11 @@ function parseArgs(argv) {
     return o;
 }
 
-// resolve(mounts, urlPath): the file a URL path names, or null when it lies outside every
-// served folder. Mounts are sorted longest prefix first; the root is the mount ''.
+// resolve(mounts, urlPath): { file, cut }, the file a URL path names and whether its mount is
+// --cut, or null when it lies outside every served folder. Mounts are sorted longest prefix
+// first; the root is the mount ''.
 function resolve(mounts, urlPath) {
-    for (const { prefix, dir } of mounts) {
+    for (const { prefix, dir, cut } of mounts) {
         if (urlPath !== prefix && !urlPath.startsWith(prefix + '/')) continue;
         const rel = urlPath.slice(prefix.length) || '/';
         const file = path.resolve(dir, '.' + rel);
@@ -92,7 +96,7 @@ function resolve(mounts, urlPath) {
         try { real = fs.realpathSync(file); } catch { return null; }
         const base = fs.realpathSync(dir);
         if (real !== base && !real.startsWith(base + path.sep)) return null;
-        return real;
+        return { file: real, cut: Boolean(cut) };
     }
     return null;
 }
@@ -147,7 +151,8 @@ const server = http.createServer((req, res) => {
         return text(400, 'bad URL\n');
     }
     if (urlPath.includes('\0')) return text(400, 'bad URL\n');
-    let file = resolve(mounts, urlPath);
+    const found = resolve(mounts, urlPath);
+    let file = found?.file;
     let st = file && fs.statSync(file, { throwIfNoEntry: false });
     if (st && st.isDirectory()) {
         if (!urlPath.endsWith('/')) { // relative URLs in index.html need the slash
@@ -170,6 +175,13 @@ const server = http.createServer((req, res) => {
     res.writeHead(r ? 206 : 200, headers);
     if (!opts.quiet) console.log(`${r ? 206 : 200} ${req.method} ${req.url}`);
     if (req.method === 'HEAD' || st.size === 0) return res.end();
+    if (found.cut) { // half the bytes promised, then the connection closed
+        const stream = fs.createReadStream(file, { start, end: start + Math.floor((end - start) / 2) });
+        stream.on('error', () => res.destroy());
+        stream.on('end', () => res.destroy());
+        stream.pipe(res, { end: false });
+        return;
+    }
     const stream = fs.createReadStream(file, { start, end });
     stream.on('error', () => res.destroy());
     stream.pipe(res);

@@ -24,11 +24,13 @@ export function launch(name, protocolTimeout) {
     return puppeteer.launch({ ...BROWSERS[name], protocolTimeout });
 }
 
-// serve(mounts): scripts/serve_web.mjs on a free port with build-web/ at /, tests/browser/ at
-// /test/ and the given '/PREFIX=DIR' mounts; resolves to { url, close() }.
-export function serve(mounts = []) {
+// serve(mounts, cuts): scripts/serve_web.mjs on a free port with build-web/ at /, tests/browser/
+// at /test/, the given '/PREFIX=DIR' mounts and --cut mounts (each download cut short);
+// resolves to { url, close() }.
+export function serve(mounts = [], cuts = []) {
     const args = ['scripts/serve_web.mjs', '--root', 'build-web', '--port', '0', '--quiet', '--mount', '/test=tests/browser'];
     for (const m of mounts) args.push('--mount', m);
+    for (const m of cuts) args.push('--cut', m);
     const srv = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     return new Promise((resolve, reject) => {
         srv.on('exit', (code) => reject(new Error(`serve_web.mjs exited ${code}`)));

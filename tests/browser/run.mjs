@@ -41,7 +41,9 @@
 //     options.stallTimeout, or in an AbortError through options.signal; a start stuck in stage
 //     'threads' (testStuckThreads) goes to a new worker, then to one thread; the page then
 //     loads and runs a model (stallChecks).
-// Then the chat page (web/index.html): a model loaded by URL, a message sent, a reply shown;
+// Then the chat page (web/index.html): a 404, a file not GGUF and a download cut short shown
+// as errors; a model loaded by URL, a message sent, a reply shown; tokens/s shown; a second
+// turn (lean chat's reply, the KV cache reused); Regenerate, New chat and Stop (pageTurnChecks);
 // its logit bias setting: bad values shown as errors, +100 on one id gives `lean chat
 // --logit-bias`'s reply (pageBiasChecks); screenshots go to build/browser-artifacts/.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
@@ -306,10 +308,11 @@ async function memoryChecks(page, t, ref, jspi) {
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
-// the demo model offered first; a missing model's 404 and a picked file that is not GGUF shown
-// in the page; the chat model by URL on the GPU, one greedy message sent with Enter, the reply
-// shown, a screenshot; the reply equals lean chat's, as the API's does; at a phone's width the
-// page fits, no sideways scrolling.
+// the demo model offered first; a missing model's 404, a picked file that is not GGUF and a
+// download cut short shown in the page; the chat model by URL on the GPU, one greedy message
+// sent with Enter, the reply shown, a screenshot; the reply equals lean chat's, as the API's
+// does; at a phone's width the page fits, no sideways scrolling; then pageTurnChecks and
+// pageBiasChecks.
 async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
     const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
@@ -346,6 +349,16 @@ async function pageCheck(browser, name, url, ref) {
         error = await page.$eval('#error', (el) => el.hidden ? null : document.getElementById('error-text').textContent.trim());
         check(/package\.json/.test(error ?? '') && /magic|GGUF/i.test(error ?? ''), `${name} page: a picked file that is not GGUF shows '${error}'`,
               JSON.stringify(error));
+        // a download cut short (serve_web.mjs --cut: the whole Content-Length, half the bytes):
+        // lean's reason shown, no model
+        await page.goto(`${url}index.html?model=${encodeURIComponent(model.replace('/browser-models/', '/cut/'))}&backend=gpu`);
+        await page.waitForSelector('#load');
+        await page.click('#load');
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        error = await errorText();
+        const cut = await page.$eval('#app', (el) => el.dataset.state);
+        check(/truncated download/.test(error ?? '') && cut === 'empty', `${name} page: a download cut short shows '${error}'`,
+              `error ${JSON.stringify(error)}, state ${cut}`);
         await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
         await page.waitForSelector('#load');
         await page.click('#load');
@@ -377,12 +390,91 @@ async function pageCheck(browser, name, url, ref) {
         check(wide.page <= wide.view, `${name} page: at 360 px wide it fits (${wide.page} px of content, ${phone})`,
               JSON.stringify(wide));
         await page.setViewport({ width: 900, height: 800 });
+        await pageTurnChecks(page, name, ref);
         await pageBiasChecks(page, name, ref);
     } catch (e) {
         check(false, `${name} page`, e.message);
     } finally {
         await page.close().catch(() => {});
     }
+}
+
+// The page's buttons and the turns after the first, in the conversation pageCheck began
+// (greedy, CHAT_N tokens): turn one's stats show prefill and decode tokens/s, both positive;
+// a second turn sent with Enter equals lean chat's second reply, and its stats show the KV
+// cache reused (at least turn one's whole prompt: only the new turn's tokens prefilled);
+// Regenerate replaces that reply (two messages each still, the same greedy text again); New
+// chat empties the conversation, and the next message gets lean chat's first reply again (a
+// history left behind would make it a later turn); Stop, clicked once a long reply has begun,
+// ends it (data-done 'stopped', fewer tokens than asked), and the page, ready again, answers
+// the next message.
+async function pageTurnChecks(page, name, ref) {
+    const state = () => page.evaluate(() => {
+        const replies = [...document.querySelectorAll('#messages li[data-role=assistant]')];
+        const last = replies[replies.length - 1], stats = last?.querySelector('.stats');
+        return {
+            app: document.getElementById('app').dataset.state,
+            error: document.getElementById('error').hidden ? null : document.getElementById('error-text').textContent.trim(),
+            messages: document.querySelectorAll('#messages li').length,
+            reply: last?.querySelector('.reply').textContent ?? null,
+            done: last?.dataset.done ?? null,
+            stats: stats ? { ...stats.dataset, text: stats.textContent } : null,
+        };
+    });
+    // Marks the replies there are, then acts (a send or a click); ends when a reply not marked
+    // has ended (or an error shows) and the page is ready again.
+    const turn = async (act) => {
+        await page.$$eval('#messages li', (els) => els.forEach((el) => { el.dataset.seen = ''; }));
+        await act();
+        await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready' &&
+            (!document.getElementById('error').hidden ||
+             document.querySelector('#messages li[data-role=assistant][data-done]:not([data-seen])')), { timeout: STEP_MS });
+        return state();
+    };
+    const send = (text) => turn(async () => { await page.type('#prompt', text); await page.keyboard.press('Enter'); });
+    const maxTokens = (n) => page.$eval('#max-tokens', (el, v) => { el.value = String(v); el.dispatchEvent(new Event('change')); }, n);
+
+    const one = await state();
+    const prefill = Number(one.stats?.prefillTps), decode = Number(one.stats?.decodeTps);
+    check(prefill > 0 && decode > 0 && /prefill \d+(\.\d)? tok\/s · decode \d+(\.\d)? tok\/s/.test(one.stats.text),
+          `${name} page: the reply shows prefill ${prefill.toFixed(1)} and decode ${decode.toFixed(1)} tokens/s`, JSON.stringify(one.stats));
+    const two = await send(CHAT[1]);
+    check(!two.error && two.messages === 4 && two.reply === ref['chat/gpu'][1],
+          `${name} page: a second turn equals lean chat's second reply ${JSON.stringify(two.reply)}`,
+          `${JSON.stringify(two)}; lean chat ${JSON.stringify(ref['chat/gpu'][1])}`);
+    const nPrompt = Number(two.stats?.nPrompt), nReused = Number(two.stats?.nReused);
+    check(nReused >= Number(one.stats?.nPrompt) && nReused < nPrompt,
+          `${name} page: the second turn reuses the KV cache (${nReused} of ${nPrompt} prompt tokens; turn one's prompt ${one.stats?.nPrompt})`,
+          `turn one ${JSON.stringify(one.stats)}, turn two ${JSON.stringify(two.stats)}`);
+    await page.focus('#prompt');
+    const again = await turn(() => page.click('#regenerate'));
+    check(!again.error && again.messages === 4 && again.reply === two.reply,
+          `${name} page: Regenerate replaces the last reply (greedy: the same text, ${again.messages} messages)`,
+          `${JSON.stringify(again)}; before ${JSON.stringify(two.reply)}`);
+    await page.click('#new-chat');
+    await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready', { timeout: STEP_MS });
+    const cleared = await state();
+    const first = await send(CHAT[0]);
+    check(cleared.messages === 0 && !first.error && first.messages === 2 && first.reply === ref['chat/gpu'][0],
+          `${name} page: New chat empties the conversation (${cleared.messages} messages), the next reply is lean chat's first`,
+          `after New chat ${JSON.stringify(cleared)}; then ${JSON.stringify(first)}; lean chat ${JSON.stringify(ref['chat/gpu'][0])}`);
+    const LONG = 128;
+    await maxTokens(LONG);
+    const stopped = await turn(async () => {
+        await page.type('#prompt', CHAT[1]);
+        await page.keyboard.press('Enter');
+        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant]:not([data-seen]) .reply')?.textContent ||
+                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
+        await page.click('#stop');
+    });
+    check(!stopped.error && stopped.done === 'stopped' && !(Number(stopped.stats?.nGenerated) >= LONG),
+          `${name} page: Stop ends a long reply (${stopped.stats?.nGenerated ?? '?'} of ${LONG} tokens, ${JSON.stringify(stopped.reply)})`,
+          JSON.stringify(stopped));
+    await maxTokens(CHAT_N);
+    const after = await send(CHAT[0]);
+    check(!after.error && after.messages === 6 && after.reply.length > 0 && after.done && after.done !== 'stopped',
+          `${name} page: after Stop the page answers the next message (${after.done}: ${JSON.stringify(after.reply)})`,
+          JSON.stringify(after));
 }
 
 // The page's logit bias setting (#logit-bias, JSON { "id": bias }), in a new chat: each bad
@@ -535,7 +627,8 @@ let server;
 try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
-    server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora']);
+    server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora'],
+                         ['/cut=build/browser']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {
