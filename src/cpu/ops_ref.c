@@ -107,8 +107,9 @@ void ref_rope(float *x, int32_t n_heads, int32_t head_dim, lean_rope_style style
             const int32_t i0 = style == LEAN_ROPE_NORM ? 2 * i : i;
             const int32_t i1 = style == LEAN_ROPE_NORM ? 2 * i + 1 : i + half;
             const float a = v[i0], b = v[i1];
-            v[i0] = a * cos_t[i] - b * sin_t[i];
-            v[i1] = a * sin_t[i] + b * cos_t[i];
+            /* explicit fma, as the GPU's kernels write it: no compiler may contract it otherwise */
+            v[i0] = fmaf(a, cos_t[i], -(b * sin_t[i]));
+            v[i1] = fmaf(a, sin_t[i], b * cos_t[i]);
         }
     }
 }

@@ -466,15 +466,12 @@ static lean_status make_ends(lean_backend_state *s, lean_error *err) {
 static atomic_int no_hardware_adapter;
 
 /* The device options a context asks for: the tests' variants (cfg->gpu), profiling, and exact,
- * which keeps every matmul in F32 (no f16 path, no 8-bit prefill) and decode's RoPE and cache
- * writes in qkv_post's dispatch, as a batched step has them: NVIDIA's compiler fuses the QKV
- * matmul's epilogue differently, so a sequence decoded alone was not a batched row's bits. */
+ * which keeps every matmul in F32 (no f16 path, no 8-bit prefill). */
 static lean_gpu_options context_options(const lean_backend_config *cfg) {
     lean_gpu_options opt = cfg->gpu ? *cfg->gpu : (lean_gpu_options){.profile = false};
     opt.profile |= cfg->profile;
     if (cfg->exact) {
         opt.f16 = opt.int8 = LEAN_GPU_OFF;
-        opt.no_kv_epilogue = true;
     }
     return opt;
 }

@@ -55,7 +55,7 @@ fn qkv_write(i: u32, c: u32, x: f32, y: f32) {
     let ai = select(r / 2u, r % half, NEOX == 1u);          // the angle's index
     let cs = ROPE[pos * HEAD_DIM + ai];
     let sn = ROPE[pos * HEAD_DIM + half + ai];
-    var v = y * sn + x * cs; // qkv_post's a sin + b cos, x the second of the pair
-    if (first) { v = x * cs - y * sn; }
+    var v = fma(y, sn, x * cs); // qkv_post_head's fma(a, sin, b cos), x the second of the pair
+    if (first) { v = fma(x, cs, -(y * sn)); }
     if (c < Q_DIM) { Y[i] = v; } else { KC[pos * KV_DIM + c - Q_DIM] = v; }
 }

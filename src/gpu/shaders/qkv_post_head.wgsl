@@ -42,12 +42,15 @@ fn post_head(slot: u32, src: u32, pos: u32, base: u32, lid: u32) {
         }
         let a = hv[i0];
         let b = hv[i1];
+        // explicit fma (ref_rope's): a compiler fusing a * c - b * sn its own way changed the bits
+        let r0 = fma(a, c, -(b * sn));
+        let r1 = fma(a, sn, b * c);
         if (is_k) {
-            kc[d + i0] = a * c - b * sn;
-            kc[d + i1] = a * sn + b * c;
+            kc[d + i0] = r0;
+            kc[d + i1] = r1;
         } else {
-            qkv[d + i0] = a * c - b * sn;
-            qkv[d + i1] = a * sn + b * c;
+            qkv[d + i0] = r0;
+            qkv[d + i1] = r1;
         }
     }
 }
