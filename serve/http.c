@@ -2,7 +2,9 @@
  *
  * A thread per connection (MHD_USE_THREAD_PER_CONNECTION): a request's body is gathered (at
  * most srv->max_body_bytes: more is 413; a connection silent for srv->timeout_s is closed by
- * libmicrohttpd), then routed:
+ * libmicrohttpd, with no reply: it calls no handler first; a body still arriving, trickled,
+ * srv->timeout_s after its headers is closed at its next piece, also with no reply:
+ * libmicrohttpd 0.9.75 refuses a response queued while a body is half read), then routed:
  *
  *   POST /v1/chat/completions, /v1/completions (also without /v1)  a job for the engine
  *   GET  /v1/models (also /models), /health                        api.c
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct serve_http {
@@ -65,7 +68,15 @@ typedef struct conn {
     char *body;
     size_t n, cap;
     int too_big;
+    struct timespec t0; /* the headers' arrival (CLOCK_MONOTONIC): the body's deadline counts from it */
 } conn;
+
+/* Whole seconds since k's headers came. */
+static long long conn_age_s(const conn *k) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)(t.tv_sec - k->t0.tv_sec) - (t.tv_nsec < k->t0.tv_nsec);
+}
 
 /* 0 (past max: dropped, too_big set), or -1 out of memory. */
 static int body_append(conn *k, const char *data, size_t n, size_t max) {
@@ -298,6 +309,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                * and dropped, then answered */
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         *con_cls = k;
+        clock_gettime(CLOCK_MONOTONIC, &k->t0);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
         if (cl && strtoull(cl, NULL, 10) > h->srv->max_body_bytes) {
@@ -307,6 +319,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     if (*upload_size) {
+        /* A trickle keeps libmicrohttpd's idle timer from ever firing: past the deadline the
+         * connection is closed (MHD_queue_response would refuse a 408 here: MHD_NO mid-body). */
+        if (conn_age_s(k) >= (long long)h->srv->timeout_s) return MHD_NO;
         if (body_append(k, upload, *upload_size, h->srv->max_body_bytes) != 0) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;

@@ -78,7 +78,7 @@ typedef struct serve_server {
     uint64_t n_params;            /* /v1/models */
     int64_t created_s;            /* when the server started (/v1/models) */
     size_t max_body_bytes;
-    unsigned timeout_s;           /* a connection idle this long is closed */
+    unsigned timeout_s;           /* closed: idle this long, or a body not whole this long after its headers */
     const char *web_dir;          /* served at /, or NULL */
     int verbosity;                /* -1 quiet, 0 one line per reply */
     lean_lora *const *loras;      /* (n_loras) the adapters every slot applies (--lora), with */

@@ -34,10 +34,11 @@
 #           NEON_V8_TESTS, run under qemu-aarch64 (leak checks off: LSan cannot run there).
 #           Only when the cross compiler and qemu-aarch64 are installed (.ci/run installs them).
 #   fuzz    `make fuzz-run`, bounded; one program, one check. Only when the Makefile has it.
-#   ledger  which GPU variant ran in which stage of this run (VARIANTS below), from the lines
-#           the GPU test programs print (tests/gpu_test.h's test_gpu_variant: "variant NAME:
-#           ran" or "variant NAME: not here: WHY"); one check per variant, failed when it ran
-#           in no stage. Always after the other stages, whatever its place in the list; without
+#   ledger  which GPU variant and CPU kernel table ran in which stage of this run (VARIANTS
+#           and CPU_VARIANTS below), from the lines the test programs print (tests/gpu_test.h's
+#           test_gpu_variant, tests/test_kernels.c, test_pool.c: "variant NAME: ran" or
+#           "variant NAME: not here: WHY"); one check per variant, failed when it ran in no
+#           stage. Always after the other stages, whatever its place in the list; without
 #           it the ledger is printed unchecked.
 # Parity tests (tests/test_parity*) are ordinary test programs and run in every stage.
 #
@@ -91,6 +92,16 @@ stage_name=
 # packed_4x8_integer_dot_product, Dawn over llvmpipe and Deno's wgpu), the profile's kernel
 # times (timestamp-query: Deno's wgpu).
 VARIANTS=(subgroups f16 int8 timestamps)
+# The CPU kernel tables (src/cpu/kernels.h), by backends.c's names, the same ledger's: each
+# table's own 8-bit matmuls (cpu-NAME) and matmul_exact kernels (cpu-NAME-exact), as
+# tests/test_kernels.c prints them for the tables it ran: generic everywhere, avx2 and avx512
+# (cpuid: "not here" on a CPU without them) natively, neon (sdot) and neon-v8 (without) in the
+# neon stage, simd128 in wasm and wasm-mt, relaxed in wasm (build-wasm-relaxed, no exact
+# kernels of its own: simd128's stand in); and wasm-mt, the threaded wasm build's pool running
+# chunks on its host threads (tests/test_pool.c in the wasm-mt stage).
+CPU_VARIANTS=(cpu-generic cpu-generic-exact cpu-avx2 cpu-avx2-exact cpu-avx512 cpu-avx512-exact
+              cpu-neon cpu-neon-v8 cpu-neon-exact cpu-simd128 cpu-simd128-exact cpu-relaxed wasm-mt)
+ALL_VARIANTS=("${VARIANTS[@]}" "${CPU_VARIANTS[@]}")
 # The GPU test programs the browser stage runs inside Chromium, with their arguments. SwiftShader
 # runs them 10 to 20 times slower than Deno's lavapipe, so test_gpu_weights and test_gpu_forward
 # run their --subgroups part only (their main says which); the rest of them, and test_gpu_sample
@@ -145,8 +156,8 @@ ledger_note() {
     while IFS= read -r line; do
         v=$(printf '%s\n' "$line" | sed -E 's/^variant ([^:]*): .*/\1/')
         how=$(printf '%s\n' "$line" | sed -E 's/^variant [^:]*: //')
-        if [[ " ${VARIANTS[*]} " != *" $v "* ]]; then
-            echo "$name: variant '$v' is not one of run.sh's VARIANTS (${VARIANTS[*]})"
+        if [[ " ${ALL_VARIANTS[*]} " != *" $v "* ]]; then
+            echo "$name: variant '$v' is not one of run.sh's VARIANTS or CPU_VARIANTS (${ALL_VARIANTS[*]})"
             bad=1
         elif [ "$how" = ran ]; then
             [[ " ${ledger_ran[$v]:-} " == *" $where "* ]] || ledger_ran[$v]+=" $where"
@@ -526,7 +537,7 @@ prerequisites() {
 # the adapter lacked what it needs.
 ledger_print() {
     local v s
-    for v in "${VARIANTS[@]}"; do
+    for v in "${ALL_VARIANTS[@]}"; do
         echo "variant $v: ran in:${ledger_ran[$v]:- nothing}"
         for s in ${ledger_not[$v]:-}; do echo "variant $v: not here in $s: ${ledger_why["$v $s"]}"; done
     done
@@ -534,10 +545,10 @@ ledger_print() {
 
 # The ledger: one check per variant, failed when no stage of this run ran it.
 stage_ledger() {
-    stage_begin ledger "which GPU variant ran in which stage"
+    stage_begin ledger "which GPU variant and CPU kernel table ran in which stage"
     ledger_print
     local v ok=1
-    for v in "${VARIANTS[@]}"; do
+    for v in "${ALL_VARIANTS[@]}"; do
         if [ -n "${ledger_ran[$v]:-}" ]; then
             count 1 0
         else
@@ -668,7 +679,7 @@ if [ $ledger = 1 ]; then
     stage_ledger
 elif [ ${#ledger_ran[@]} -gt 0 ] || [ ${#ledger_not[@]} -gt 0 ]; then
     echo
-    echo "==== the GPU variants' ledger, not checked (the ledger stage checks it) ===="
+    echo "==== the variants' ledger (GPU, CPU), not checked (the ledger stage checks it) ===="
     ledger_print
 fi
 

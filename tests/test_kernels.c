@@ -398,13 +398,16 @@ static void check_case(const lean_kernels *kt, bool exact, uint32_t type, int64_
     free(w), free(x), free(xq), free(y), free(y2), free(wf), free(zf), free(zrow);
 }
 
-static void test_matmul(const lean_kernels *kt, bool exact) {
+/* Returns how many of the table's own kernels it ran (the ledger's variant lines, main). */
+static int test_matmul(const lean_kernels *kt, bool exact) {
+    int own = 0;
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const uint32_t type = all_types[ti];
         if (!(exact ? kt->matmul_exact : kt->matmul)[type]) { /* another table's stands in (lean_kernels_select) */
             printf("%s: no %s%s kernel of its own\n", kt->name, lean_type_name((int)type), exact ? " exact" : "");
             continue;
         }
+        own++;
         const int64_t *cols;
         int n_cols;
         cols_for(type, &cols, &n_cols);
@@ -412,6 +415,7 @@ static void test_matmul(const lean_kernels *kt, bool exact) {
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
                 check_case(kt, exact, type, shapes[si].rows, cols[ci], shapes[si].n_tok);
     }
+    return own;
 }
 
 /* ---- exact, with a scale that is not finite ----
@@ -641,6 +645,19 @@ static void test_wasm_f16(void) {
 }
 #endif
 
+/* The ledger (tests/run.sh's CPU_VARIANTS): "variant cpu-NAME: ran" for a table whose own
+ * matmuls ran, cpu-NAME-exact for its own matmul_exact; NAME is the table's (backends.c's
+ * cpu-NAME). NEON's 8-bit kernels without sdot (build-neon-v8) are a variant of their own. */
+static void ledger_ran(const char *name, int own, int own_exact) {
+#if defined(__aarch64__) && !defined(__ARM_FEATURE_DOTPROD)
+    const char *v8 = !strcmp(name, "neon") ? "-v8" : "";
+#else
+    const char *v8 = "";
+#endif
+    if (own) printf("variant cpu-%s%s: ran\n", name, v8);
+    if (own_exact) printf("variant cpu-%s-exact: ran\n", name); /* float: no sdot in it */
+}
+
 int main(void) {
 #if defined(__wasm_simd128__)
     test_wasm_f16();
@@ -654,11 +671,17 @@ int main(void) {
         lean_kernels k;
         CHECK(lean_kernels_select(tables[i]->name, &k) == 0, "select %s", tables[i]->name);
         test_quant_same(tables[i]);
-        test_matmul(tables[i], false);
-        test_matmul(tables[i], true);
+        const int own = test_matmul(tables[i], false), own_exact = test_matmul(tables[i], true);
         test_exact_nonfinite(tables[i]);
         if (tables[i]->attn_scores) test_attention(tables[i]);
         if (tables[i]->exp_sum && tables[i]->swiglu) test_exp(tables[i]);
+        ledger_ran(tables[i]->name, own, own_exact);
     }
+#if defined(__x86_64__) /* the x86 tables this build has and this CPU cannot run */
+    if (!tables[1]) printf("variant cpu-avx2: not here: the CPU lacks AVX2, FMA or F16C (cpuid)\n"
+                           "variant cpu-avx2-exact: not here: the CPU lacks AVX2, FMA or F16C (cpuid)\n");
+    if (!tables[2]) printf("variant cpu-avx512: not here: the CPU lacks AVX-512 F/BW/VL or VNNI (cpuid)\n"
+                           "variant cpu-avx512-exact: not here: the CPU lacks AVX-512 F/BW/VL or VNNI (cpuid)\n");
+#endif
     return test_finish("test_kernels");
 }

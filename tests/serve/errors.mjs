@@ -7,7 +7,11 @@
 //     queue empties at once, while the slot's stream goes on; a client gone mid-stream: its slot is free again; then a request
 //     is served as before;
 //   - a client that sends its headers and half its body, then stalls: other requests are
-//     served meanwhile, no slot is taken, and the connection is closed after --timeout;
+//     served meanwhile, no slot is taken, and the connection is closed after --timeout (no
+//     reply: libmicrohttpd's idle timeout calls no handler that could make one);
+//   - one that trickles its body a byte every 400 ms (never silent for --timeout): closed at its
+//     first byte past --timeout, before its body's end, with no reply (libmicrohttpd 0.9.75
+//     refuses a 408 queued mid-body), and a request is served after it;
 //   - a body over --max-body sent chunked (no Content-Length to refuse it by): 413 as JSON; one
 //     announced past it by a client waiting for "100 Continue": 413 before any of it is sent.
 // The long streams are completions of up to the whole context with the end-of-generation ids
@@ -20,8 +24,8 @@ const N_CTX = 2048;
 
 // An HTTP/1.1 POST on its own socket, written as given (head and body may be cut short), so a
 // test can stall it or destroy it: data() is what came back so far, until(re) resolves once it
-// matches re (or the socket closed: false), closed resolves when the server closes it. head:
-// more header lines ("Name: value\r\n").
+// matches re (or the socket closed: false), closed resolves when the server closes it, rest()
+// is the body not yet written (write(s) writes more). head: more header lines ("Name: value\r\n").
 function rawPost(url, path, json, { bodyBytes, head = '' } = {}) {
     const body = Buffer.from(JSON.stringify(json));
     const sock = net.connect(new URL(url).port, '127.0.0.1');
@@ -38,6 +42,8 @@ function rawPost(url, path, json, { bodyBytes, head = '' } = {}) {
     sock.write(body.subarray(0, bodyBytes ?? body.length));
     return {
         data: () => got,
+        rest: () => body.subarray(bodyBytes ?? body.length).toString(),
+        write: (s) => sock.write(s),
         until: (re) => new Promise((resolve) => {
             if (re.test(got)) resolve(true);
             else if (sock.destroyed) resolve(false);
@@ -152,6 +158,22 @@ export async function errorTests({ lean, model, check: report }) {
         check(timedOut && stall.data() === '', 'errors: the stalled connection is closed after --timeout, no reply',
               JSON.stringify(stall.data()));
         stall.destroy();
+
+        // ---- a sender that trickles its body, never silent for --timeout: closed at the deadline ----
+        const trickle = rawPost(url, '/v1/completions', short, { bodyBytes: 20 });
+        const rest = trickle.rest();
+        let sent = 0;
+        while (sent < rest.length &&
+               await Promise.race([trickle.closed.then(() => false), new Promise((r) => setTimeout(() => r(true), 400))]))
+            trickle.write(rest[sent++]);
+        check(sent < rest.length && trickle.data() === '',
+              'errors: a body trickled a byte every 400 ms: closed past --timeout before its end, no reply',
+              JSON.stringify([sent, rest.length, trickle.data()]));
+        trickle.destroy();
+        const servedAfter = await post('/v1/completions', short);
+        const h6 = await healthUntil(url, idle);
+        check(servedAfter.status === 200 && servedAfter.json.choices[0].text === alone && idle(h6),
+              'errors: after the trickler a request is served, no slot left busy', JSON.stringify([servedAfter.text, h6]));
 
         // ---- a body over --max-body without a Content-Length (chunked): read up to the limit, 413 ----
         const big = await post('/v1/completions', ['{"prompt": "', ...Array(8).fill('x'.repeat(1000)), '"}']);
