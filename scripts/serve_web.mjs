@@ -2,7 +2,8 @@
 // serve_web.mjs — a static file server for the browser build (build-web/), for development
 // and the browser tests. No dependencies: Node's http, fs and path only.
 //
-//   node scripts/serve_web.mjs [--root DIR] [--port N] [--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--quiet]
+//   node scripts/serve_web.mjs [--root DIR] [--port N] [--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]...
+//                              [--plain /PREFIX=DIR]... [--quiet]
 //
 //   --root DIR            the folder served at / (default build-web)
 //   --port N              the port (default 8080; 0 = any free port)
@@ -12,12 +13,15 @@
 //   --cut /PREFIX=DIR     as --mount, but each file is a download cut short: the whole file's
 //                         Content-Length, half its bytes, then the connection closed (the
 //                         browser tests' truncated download)
+//   --plain /PREFIX=DIR   as --mount, but without the cross-origin isolation headers below: a
+//                         page served there has no SharedArrayBuffer (the browser tests' page
+//                         on the single-threaded CPU rung, e.g. --plain /plain=build-web)
 //   --quiet               no line per request
 //
 // Prints "serving ROOT at http://127.0.0.1:PORT/" once listening (the tests read the URL
 // from that line), then one line per request unless --quiet. Ctrl-C (SIGINT/SIGTERM) stops it.
 //
-// Every response carries the headers that make a page cross-origin isolated, which is what
+// Every response (but --plain's) carries the headers that make a page cross-origin isolated, which is what
 // SharedArrayBuffer (the threaded CPU build) needs: Cross-Origin-Opener-Policy: same-origin
 // and Cross-Origin-Embedder-Policy: require-corp, plus Cross-Origin-Resource-Policy:
 // same-origin so the page's own fetches (the worker, the .wasm, models) pass require-corp.
@@ -53,7 +57,7 @@ const MIME = {
 function usage(msg) {
     if (msg) {
         process.stderr.write(`serve_web: ${msg}\nusage: node scripts/serve_web.mjs [--root DIR] [--port N] ` +
-                             '[--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--quiet]\n');
+                             '[--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--plain /PREFIX=DIR]... [--quiet]\n');
         process.exit(2);
     }
     const self = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n');
@@ -72,10 +76,10 @@ function parseArgs(argv) {
             o.port = Number(val());
             if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) usage('--port: 0..65535');
         } else if (a === '--host') o.host = val();
-        else if (a === '--mount' || a === '--cut') {
+        else if (a === '--mount' || a === '--cut' || a === '--plain') {
             const m = /^(\/[^=]*)=(.+)$/.exec(val());
             if (!m) usage(`${a} takes /PREFIX=DIR`);
-            o.mounts.push({ prefix: m[1].replace(/\/+$/, ''), dir: m[2], cut: a === '--cut' });
+            o.mounts.push({ prefix: m[1].replace(/\/+$/, ''), dir: m[2], cut: a === '--cut', plain: a === '--plain' });
         } else if (a === '--quiet') o.quiet = true;
         else if (a === '-h' || a === '--help') usage();
         else usage(`unknown argument '${a}'`);
@@ -83,11 +87,11 @@ function parseArgs(argv) {
     return o;
 }
 
-// resolve(mounts, urlPath): { file, cut }, the file a URL path names and whether its mount is
-// --cut, or null when it lies outside every served folder. Mounts are sorted longest prefix
+// resolve(mounts, urlPath): { file, cut, plain }, the file a URL path names and whether its
+// mount is --cut or --plain, or null when it lies outside every served folder. Mounts are sorted longest prefix
 // first; the root is the mount ''.
 function resolve(mounts, urlPath) {
-    for (const { prefix, dir, cut } of mounts) {
+    for (const { prefix, dir, cut, plain } of mounts) {
         if (urlPath !== prefix && !urlPath.startsWith(prefix + '/')) continue;
         const rel = urlPath.slice(prefix.length) || '/';
         const file = path.resolve(dir, '.' + rel);
@@ -96,7 +100,7 @@ function resolve(mounts, urlPath) {
         try { real = fs.realpathSync(file); } catch { return null; }
         const base = fs.realpathSync(dir);
         if (real !== base && !real.startsWith(base + path.sep)) return null;
-        return { file: real, cut: Boolean(cut) };
+        return { file: real, cut: Boolean(cut), plain: Boolean(plain) };
     }
     return null;
 }
@@ -152,6 +156,8 @@ const server = http.createServer((req, res) => {
     }
     if (urlPath.includes('\0')) return text(400, 'bad URL\n');
     const found = resolve(mounts, urlPath);
+    if (found?.plain) for (const h of ['Cross-Origin-Opener-Policy', 'Cross-Origin-Embedder-Policy', 'Cross-Origin-Resource-Policy'])
+        delete isolation[h];
     let file = found?.file;
     let st = file && fs.statSync(file, { throwIfNoEntry: false });
     if (st && st.isDirectory()) {

@@ -78,3 +78,20 @@ export function bigModel(file) {
     lean(['gen', '--preset', 'qwen2.5-0.5b', '--type', 'q8_0', '--layers', '1', '--seed', '1', '-o', file]);
     return file;
 }
+
+// hugeModel: a GGUF whose one tensor (token_embd.weight, F32, 16384 x 65536: 4 GiB) is past
+// what wasm32's memory holds; its data is a hole (a sparse file: the header on disk, a few
+// KiB), which the page must refuse before reading it.
+export const HUGE_TENSOR_BYTES = 16384 * 65536 * 4;
+export function hugeModel(file) {
+    const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
+    const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return b; };
+    const str = (s) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.from(s)]);
+    const head = Buffer.concat([Buffer.from('GGUF'), u32(3), u64(1), u64(1), // version, tensors, keys
+        str('general.architecture'), u32(8), str('llama'),                  // 8: a string
+        str('token_embd.weight'), u32(2), u64(16384), u64(65536), u32(0), u64(0)]); // 2 dims, F32, offset 0
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, head);
+    fs.truncateSync(file, Math.ceil(head.length / 32) * 32 + HUGE_TENSOR_BYTES); // alignment 32
+    return file;
+}

@@ -41,11 +41,15 @@
 //     options.stallTimeout, or in an AbortError through options.signal; a start stuck in stage
 //     'threads' (testStuckThreads) goes to a new worker, then to one thread; the page then
 //     loads and runs a model (stallChecks).
-// Then the chat page (web/index.html): a 404, a file not GGUF and a download cut short shown
-// as errors; a model loaded by URL, a message sent, a reply shown; tokens/s shown; a second
-// turn (lean chat's reply, the KV cache reused); Regenerate, New chat and Stop (pageTurnChecks);
-// its logit bias setting: bad values shown as errors, +100 on one id gives `lean chat
-// --logit-bias`'s reply (pageBiasChecks); screenshots go to build/browser-artifacts/.
+// Then the chat page (web/index.html): a 404, a file not GGUF, a model too big for wasm memory
+// (native.hugeModel) and a download cut short shown as errors; a model loaded by URL, a message
+// sent, a reply shown; tokens/s shown; a second turn (lean chat's reply, the KV cache reused);
+// Regenerate, New chat and Stop (pageTurnChecks); its logit bias setting:
+// bad values shown as errors, +100 on one id gives `lean chat --logit-bias`'s reply
+// (pageBiasChecks); served without cross-origin isolation, a model dropped on it loads with its
+// progress bar rising to 1, on the CPU on one thread saying why, and replies (pageDropChecks);
+// screenshots go to build/browser-artifacts/. A check a browser cannot make prints
+// "NOT MEASURED ..." (the memory group in Chromium), neither a pass nor a failure.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
 // prints "ok ..." or "FAIL ...: why"; each browser ends with "browser_NAME: N passed, N failed"
 // (tests/run.sh sums them). A browser that does not start is a failure, not a skip.
@@ -68,6 +72,7 @@ const CHAT = ['Hello there', 'Tell me a story'];
 // The chat page's logit bias setting: +100 on id 300 makes it every id of a short greedy reply.
 const PAGE_BIAS = [[300, 100]], PAGE_BIAS_N = 3;
 const BIG_MODEL = 'build/browser/big-q8_0.gguf';        // served at /browser-models/; native.bigModel
+const HUGE_MODEL = 'build/browser/huge-f32.gguf';       // native.hugeModel: 4 GiB declared, a sparse file
 const ARTIFACTS = 'build/browser-artifacts';
 const STEP_MS = 600_000;  // a hang guard per browser call (a hung page fails, never waits forever)
 
@@ -81,11 +86,16 @@ const wanted = (g) => only.includes(g);
 for (const n of names) if (!BROWSERS[n]) { console.error(`run.mjs: unknown browser '${n}' (chromium, firefox)`); process.exit(2); }
 if (names.length === 0) names.push(...Object.keys(BROWSERS));
 
-let passed = 0, failed = 0;
+let passed = 0, failed = 0, unmeasured = 0;
 function check(ok, what, why = '') {
     if (ok) { passed++; console.log(`ok   ${what}`); }
     else { failed++; console.log(`FAIL ${what}${why ? ': ' + why : ''}`); }
     return ok;
+}
+// A check this browser cannot make: said plainly, neither a pass nor a failure.
+function notMeasured(what) {
+    unmeasured++;
+    console.log(`NOT MEASURED ${what}`);
 }
 const fmt = (ids) => ids ? `${native.fnv1a64(ids)} [${ids.join(' ')}]` : 'none';
 const same = (a, b) => Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => x === b[i]);
@@ -112,6 +122,7 @@ function references() {
         }
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
+    if (wanted('page')) native.hugeModel(HUGE_MODEL);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
     if (wanted('page')) // the page's logit bias setting (pageBiasChecks), on the GPU as the page's model
         for (const [k, bias] of [['plain', []], ['biased', PAGE_BIAS]])
@@ -284,12 +295,13 @@ async function lostChecks(page, t, ref, jspi) {
 // Too little memory: a model whose token_embd is more than the device's storage binding limit
 // (Firefox's 128 MiB; native.bigModel). 'auto' (softwareGpu) passes over the GPU naming the
 // limit and runs on the CPU (lean run's ids); 'gpu' and a GPU-only load reject, naming it.
-// Chromium's limit is 1 GiB, which holds it: there the check says so and counts nothing.
+// Chromium's limit is 1 GiB, which holds it: there nothing is measured, and the output says so
+// ('NOT MEASURED', counted apart from passes and failures, in the browser's last lines).
 async function memoryChecks(page, t, ref, jspi) {
     const limit = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).limits.maxStorageBufferBindingSize);
     if (limit >= native.BIG_TENSOR_BYTES) {
-        console.log(`note ${t}: not run: the storage binding limit (${limit} bytes) holds the big model's ` +
-                    `${native.BIG_TENSOR_BYTES}-byte token_embd`);
+        notMeasured(`${t}: too little GPU memory: this browser's storage binding limit (${limit} bytes) holds the ` +
+                    `big model's ${native.BIG_TENSOR_BYTES}-byte token_embd (measured in Firefox, whose limit is 128 MiB)`);
         return;
     }
     const url = `/browser-models/${BIG_MODEL.split('/').pop()}`, binding = /storage binding limit/;
@@ -349,6 +361,16 @@ async function pageCheck(browser, name, url, ref) {
         error = await page.$eval('#error', (el) => el.hidden ? null : document.getElementById('error-text').textContent.trim());
         check(/package\.json/.test(error ?? '') && /magic|GGUF/i.test(error ?? ''), `${name} page: a picked file that is not GGUF shows '${error}'`,
               JSON.stringify(error));
+        // a model too big for the device: native.hugeModel's 4 GiB tensor, picked on the CPU rung,
+        // which keeps the model in wasm32's memory: lean's reason shown, the page back to no model
+        await page.$eval('#error', (el) => { el.hidden = true; });
+        await page.select('#backend', 'cpu');
+        await picker.uploadFile(HUGE_MODEL);
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        error = await errorText();
+        const huge = await page.$eval('#app', (el) => el.dataset.state);
+        check(/huge-f32\.gguf/.test(error ?? '') && /keeps the model in wasm memory, which holds 4 GiB at most/.test(error ?? '') &&
+              huge === 'empty', `${name} page: a model too big for wasm memory shows '${error}'`, `error ${JSON.stringify(error)}, state ${huge}`);
         // a download cut short (serve_web.mjs --cut: the whole Content-Length, half the bytes):
         // lean's reason shown, no model
         await page.goto(`${url}index.html?model=${encodeURIComponent(model.replace('/browser-models/', '/cut/'))}&backend=gpu`);
@@ -517,6 +539,78 @@ async function pageBiasChecks(page, name, ref) {
           `${JSON.stringify(r)}; lean chat --logit-bias ${JSON.stringify(ref['page/biased'])}, unbiased ${JSON.stringify(ref['page/plain'])}`);
 }
 
+// The chat page served without cross-origin isolation (serve_web.mjs --plain at /plain/: no
+// SharedArrayBuffer), on the CPU asked for 2 threads: the chat model dropped on the page (a drop
+// event carrying a DataTransfer with the model's bytes as a File, as a file dragged from the
+// desktop) loads (the status names the file); the progress bar, from 0, rises to 1 naming the phase
+// and the bytes ('load 12.3 MiB of 12.3 MiB'), and is hidden once loaded; info names the rung
+// (cpu), one thread and why (info.fallback); the greedy reply equals lean chat's on the CPU.
+async function pageDropChecks(browser, name, url, ref) {
+    const page = await browser.newPage();
+    const file = CHAT_MODEL.split('/').pop();
+    try {
+        if (verbose) page.on('console', (msg) => console.error(`  [console] ${msg.text()}`));
+        page.on('pageerror', (e) => console.error(`  [pageerror] ${e.message}`));
+        await page.goto(`${url}plain/index.html?backend=cpu&threads=2`);
+        await page.waitForSelector('#load');
+        const env = await page.evaluate(async (u, fileName) => {
+            // every change to the progress bar, its text and its box, in order, until the test reads them
+            const box = document.getElementById('progress-box'), bar = document.getElementById('progress');
+            const seen = window.progressSeen = [];
+            new MutationObserver(() => seen.push({ value: bar.hasAttribute('value') ? bar.value : null, hidden: box.hidden,
+                                                   text: document.getElementById('progress-text').textContent }))
+                .observe(box, { attributes: true, childList: true, characterData: true, subtree: true });
+            const bytes = await (await fetch(u)).arrayBuffer();
+            const dt = new DataTransfer();
+            dt.items.add(new File([bytes], fileName));
+            document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+            return { isolated: crossOriginIsolated, sab: typeof SharedArrayBuffer !== 'undefined', size: bytes.byteLength };
+        }, `/browser-models/${file}`, file);
+        await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready' ||
+                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
+        const got = await page.evaluate(() => ({
+            state: document.getElementById('app').dataset.state, status: document.getElementById('status').textContent,
+            error: document.getElementById('error').hidden ? null : document.getElementById('error-text').textContent.trim(),
+            model: document.getElementById('info-model').textContent, backend: document.getElementById('info-backend').textContent,
+            threads: document.getElementById('info-threads').textContent, fallback: document.getElementById('info-fallback').textContent,
+            boxHidden: document.getElementById('progress-box').hidden, seen: window.progressSeen,
+        }));
+        if (!check(got.state === 'ready' && !got.error && got.status === `Ready: ${file} on cpu.`,
+                   `${name} page (not isolated): a model dropped on the page loads ('${got.status}')`, JSON.stringify(got))) return;
+        // the bar's values as the bytes came: from 0 never down to 1, each text naming the phase
+        // and the bytes of the whole; the box hidden at the end
+        const shown = got.seen.filter((r) => !r.hidden && r.value !== null);
+        const texts = shown.map((r) => r.text).filter((t) => t);
+        const bytes = texts.map((t) => /^load ([\d.]+ [KMG]iB) of ([\d.]+ [KMG]iB)$/.exec(t));
+        check(shown.length >= 2 && shown[0].value === 0 && shown.at(-1).value === 1 &&
+              shown.every((r, i) => i === 0 || r.value >= shown[i - 1].value) &&
+              bytes.length > 0 && bytes.every((m) => m && m[2] === bytes[0][2]) && bytes.at(-1)[1] === bytes.at(-1)[2] && got.boxHidden,
+              `${name} page (not isolated): the progress bar rises ${shown.map((r) => r.value.toFixed(2)).join(' ')} ` +
+              `('${texts.at(-1)}'), hidden once loaded`, JSON.stringify({ seen: got.seen, boxHidden: got.boxHidden, size: env.size }));
+        const why = /^cpu-threads: 2 threads: the page is not cross-origin isolated \(COOP\/COEP\): no SharedArrayBuffer$/;
+        check(!env.isolated && !env.sab && got.backend === 'cpu' && got.threads === '1' && why.test(got.fallback),
+              `${name} page (not isolated): backend ${got.backend}, ${got.threads} thread, fallback '${got.fallback}'`,
+              JSON.stringify({ env, got: { ...got, seen: undefined } }));
+        await page.$eval('#settings', (el) => { el.open = true; });
+        await page.$eval('#greedy', (el) => { if (!el.checked) el.click(); });
+        await page.$eval('#max-tokens', (el, n) => { el.value = String(n); el.dispatchEvent(new Event('change')); }, CHAT_N);
+        await page.type('#prompt', CHAT[0]);
+        await page.keyboard.press('Enter');
+        await page.waitForFunction(() => document.querySelector('#messages li[data-role=assistant][data-done]') ||
+                                         !document.getElementById('error').hidden, { timeout: STEP_MS });
+        const r = await page.evaluate(() => ({
+            error: document.getElementById('error').hidden ? null : document.getElementById('error-text').textContent.trim(),
+            reply: document.querySelector('#messages li[data-role=assistant] .reply')?.textContent ?? null,
+        }));
+        check(!r.error && r.reply === ref['chat/cpu'][0], `${name} page (not isolated): the reply equals lean chat's on the CPU ${JSON.stringify(r.reply)}`,
+              `${JSON.stringify(r)}; lean chat ${JSON.stringify(ref['chat/cpu'][0])}`);
+    } catch (e) {
+        check(false, `${name} page (not isolated)`, e.message);
+    } finally {
+        await page.close().catch(() => {});
+    }
+}
+
 // Lean.load never hangs (lean.js, loadGuard): a source that stops sending after 64 KiB ends
 // the load with a TimeoutError once options.stallTimeout passes without progress, naming the
 // stage and the bytes that came; one with no stall timeout ends with an AbortError when its
@@ -577,7 +671,7 @@ async function envChecks(page, tag, jspi) {
 }
 
 async function runBrowser(name, url, ref) {
-    const p0 = passed, f0 = failed;
+    const p0 = passed, f0 = failed, u0 = unmeasured;
     let browser;
     try {
         browser = await launch(name, STEP_MS + 60_000);
@@ -617,9 +711,13 @@ async function runBrowser(name, url, ref) {
                 }
             }
         }
-        if (wanted('page')) await pageCheck(browser, name, url, ref);
+        if (wanted('page')) {
+            await pageCheck(browser, name, url, ref);
+            await pageDropChecks(browser, name, url, ref);
+        }
         await browser.close().catch(() => {});
     }
+    if (unmeasured > u0) console.log(`browser_${name}: ${unmeasured - u0} checks NOT MEASURED in this browser (above)`);
     console.log(`browser_${name}: ${passed - p0} passed, ${failed - f0} failed`);
 }
 
@@ -628,7 +726,7 @@ try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
     server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora'],
-                         ['/cut=build/browser']);
+                         ['/cut=build/browser'], ['/plain=build-web']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {
