@@ -146,7 +146,7 @@ wasm-relaxed:
 # CPU rung on every core with the integer dot products. tests/run.sh's wasm-mt stage runs its
 # kernel and thread tests.
 WASM_MT_RELAXED = $(MAKE) WASM_BUILD=build-wasm-mt-relaxed WASM_THREADS=1 $(WASM_RELAXED_FLAGS)
-WASM_MT_RELAXED_TESTS = test_kernels test_cpu_backend $(basename $(notdir $(WASM_THREADED)))
+WASM_MT_RELAXED_TESTS = test_kernels $(basename $(notdir $(WASM_THREADED)))
 wasm-mt-relaxed:
 	+$(WASM_MT_RELAXED) $(WASM_MT_RELAXED_TESTS:%=build-wasm-mt-relaxed/tests/%.wasm)
 print-wasm-mt-relaxed-tests:

@@ -16,7 +16,7 @@
 #                        16 threads per program (web/threads.mjs over Node's worker_threads),
 #                        and the tests marked "lean-test: threads" (native and here only);
 #                        then build-wasm-mt-relaxed/ (`make wasm-mt-relaxed`, clang-19: relaxed
-#                        SIMD), the same way: test_kernels, test_cpu_backend and the threads tests
+#                        SIMD), the same way: test_kernels and the threads tests
 #   webgpu  build-wasm/  the GPU tests ("lean-test: webgpu") of the wasm32 build, under Deno
 #                        (scripts/setup_deno.sh, from npm): WebGPU through JavaScript
 #                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe
@@ -343,9 +343,9 @@ stage_wasm-mt() {
     wasm_set=threads
     run_tests build-wasm-mt .wasm $built node tests/wasm_run.mjs --threads 16
     wasm_set=plain
-    # The threaded relaxed-SIMD build (make web's lean-mt-relaxed.wasm): its kernel tables, the
-    # thread tests and the threaded forward pass, under Node's TurboFan: Node 20's Liftoff computes
-    # the relaxed dot product wrongly (docs/runs/2026-12-05-wasm-relaxed.md).
+    # The threaded relaxed-SIMD build (make web's lean-mt-relaxed.wasm): its kernel tables and the
+    # thread tests (not test_cpu_backend: over 4 min here), under Node's TurboFan: Node 20's
+    # Liftoff computes the relaxed dot product wrongly (docs/runs/2026-12-05-wasm-relaxed.md).
     local name node_flags=(--no-liftoff)
     case $(node --version 2>/dev/null) in v20.* | v21.*) node_flags+=(--experimental-wasm-relaxed-simd) ;; esac
     if build wasm-mt-relaxed wasm-mt-relaxed; then
