@@ -38,7 +38,7 @@ DEV_OBJ  = $(DEV_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o) $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib cli tests test asan wasm wasm-mt wasm-relaxed wasm-relaxed-bench wasm-webgpu test-wasm fuzz clean
+.PHONY: all lib cli tests test asan wasm wasm-mt wasm-relaxed wasm-mt-relaxed print-wasm-mt-relaxed-tests wasm-relaxed-bench wasm-webgpu test-wasm fuzz clean
 all: lib cli tests
 lib: $(BUILD)/liblean.a $(BUILD)/liblean.so
 cli: $(BUILD)/lean
@@ -138,10 +138,19 @@ wasm-mt:
 # relaxed_madd, which engines fuse or not (other bits). tests/run.sh's wasm stage runs its
 # test_kernels under Node (--experimental-wasm-relaxed-simd before Node 22).
 WASM_RELAXED_CC ?= clang-19
-WASM_RELAXED    = $(MAKE) WASM_BUILD=build-wasm-relaxed WASM_CC=$(WASM_RELAXED_CC) \
-                  WASM_SIMD="-msimd128 -mrelaxed-simd -ffp-contract=off"
+WASM_RELAXED_FLAGS = WASM_CC=$(WASM_RELAXED_CC) WASM_SIMD="-msimd128 -mrelaxed-simd -ffp-contract=off"
+WASM_RELAXED    = $(MAKE) WASM_BUILD=build-wasm-relaxed $(WASM_RELAXED_FLAGS)
 wasm-relaxed:
 	+$(WASM_RELAXED) build-wasm-relaxed/tests/test_kernels.wasm build-wasm-relaxed/lean.wasm
+# The threaded relaxed-SIMD build (build-wasm-mt-relaxed/): make web's lean-mt-relaxed.wasm, the
+# CPU rung on every core with the integer dot products. tests/run.sh's wasm-mt stage runs its
+# kernel and thread tests.
+WASM_MT_RELAXED = $(MAKE) WASM_BUILD=build-wasm-mt-relaxed WASM_THREADS=1 $(WASM_RELAXED_FLAGS)
+WASM_MT_RELAXED_TESTS = test_kernels $(basename $(notdir $(WASM_THREADED)))
+wasm-mt-relaxed:
+	+$(WASM_MT_RELAXED) $(WASM_MT_RELAXED_TESTS:%=build-wasm-mt-relaxed/tests/%.wasm)
+print-wasm-mt-relaxed-tests:
+	@echo $(WASM_MT_RELAXED_TESTS)
 wasm-relaxed-bench:
 	+$(WASM_RELAXED) build-wasm-relaxed/kernel_bench.wasm
 wasm-webgpu: $(WASM_BUILD)/liblean.a $(WASM_WEBGPU:tests/%.c=$(WASM_BUILD)/tests/%.wasm) $(WASM_BUILD)/lean.wasm \
@@ -191,16 +200,20 @@ $(WASM_BUILD)/tests/%.wasm: tests/%.c tests/testlib.c $(wildcard tests/*.h) $(WA
 # lean-mt.wasm is the same reactor from the threaded build (build-wasm-mt/, a make of its own as
 # for wasm-mt): the CPU rung on every core where the page is cross-origin isolated (threads.mjs).
 # lean-relaxed.wasm is lean.wasm from the relaxed-SIMD build (build-wasm-relaxed/, as for
-# wasm-relaxed), which the worker takes where the engine validates relaxed SIMD (wasm_features.mjs).
+# wasm-relaxed), which the worker takes where the engine validates relaxed SIMD (wasm_features.mjs);
+# lean-mt-relaxed.wasm is lean-mt.wasm's reactor from build-wasm-mt-relaxed/ (wasm-mt-relaxed),
+# taken over lean-mt.wasm on the same condition.
 WEB_BUILD ?= build-web
 WEB_WASM  ?= lean.wasm
 WEB_FILES  = $(wildcard web/*.js web/*.mjs web/*.html web/*.css)
-.PHONY: web web-mt web-relaxed
-web: $(WEB_BUILD)/$(WEB_WASM) web-mt web-relaxed $(WEB_FILES:web/%=$(WEB_BUILD)/%) $(WEB_BUILD)/demo/lean-demo.gguf
+.PHONY: web web-mt web-relaxed web-mt-relaxed
+web: $(WEB_BUILD)/$(WEB_WASM) web-mt web-relaxed web-mt-relaxed $(WEB_FILES:web/%=$(WEB_BUILD)/%) $(WEB_BUILD)/demo/lean-demo.gguf
 web-mt:
 	$(MAKE) WASM_BUILD=build-wasm-mt WASM_THREADS=1 WEB_WASM=lean-mt.wasm $(WEB_BUILD)/lean-mt.wasm
 web-relaxed:
 	+$(WASM_RELAXED) WEB_WASM=lean-relaxed.wasm $(WEB_BUILD)/lean-relaxed.wasm
+web-mt-relaxed:
+	+$(WASM_MT_RELAXED) WEB_WASM=lean-mt-relaxed.wasm $(WEB_BUILD)/lean-mt-relaxed.wasm
 $(WEB_BUILD)/$(WEB_WASM): web/lean_web.c include/lean.h $(WASM_BUILD)/liblean.a | $(WASI_SYSROOT)
 	@mkdir -p $(dir $@)
 	$(WASM_CC) $(WASM_FLAGS) $(BASE) $(WASM_CFLAGS) -mexec-model=reactor -o $@ web/lean_web.c \

@@ -14,7 +14,9 @@
 #                        "lean-test: native-only", each run under Node's WASI (tests/wasm_run.mjs)
 #   wasm-mt build-wasm-mt/ the same, threaded (`make wasm-mt`: atomics, shared memory), with
 #                        16 threads per program (web/threads.mjs over Node's worker_threads),
-#                        and the tests marked "lean-test: threads" (native and here only)
+#                        and the tests marked "lean-test: threads" (native and here only);
+#                        then build-wasm-mt-relaxed/ (`make wasm-mt-relaxed`, clang-19: relaxed
+#                        SIMD), the same way: test_kernels and the threads tests
 #   webgpu  build-wasm/  the GPU tests ("lean-test: webgpu") of the wasm32 build, under Deno
 #                        (scripts/setup_deno.sh, from npm): WebGPU through JavaScript
 #                        (src/gpu/web.c, web/webgpu_imports.mjs), wgpu over Mesa's lavapipe
@@ -352,6 +354,17 @@ stage_wasm-mt() {
     wasm_set=threads
     run_tests build-wasm-mt .wasm $built node tests/wasm_run.mjs --threads 16
     wasm_set=plain
+    # The threaded relaxed-SIMD build (make web's lean-mt-relaxed.wasm): its kernel tables and the
+    # thread tests (not test_cpu_backend: over 4 min here), under Node's TurboFan: Node 20's
+    # Liftoff computes the relaxed dot product wrongly (docs/runs/2026-12-05-wasm-relaxed.md).
+    local name node_flags=(--no-liftoff)
+    case $(node --version 2>/dev/null) in v20.* | v21.*) node_flags+=(--experimental-wasm-relaxed-simd) ;; esac
+    if build wasm-mt-relaxed wasm-mt-relaxed; then
+        for name in $("$MAKE" -s --no-print-directory print-wasm-mt-relaxed-tests); do
+            run_prog "$name (relaxed)" node "${node_flags[@]}" tests/wasm_run.mjs --threads 16 \
+                build-wasm-mt-relaxed/tests/$name.wasm
+        done
+    fi
     stage_end
 }
 
@@ -513,8 +526,8 @@ prerequisites() {
         wasm | wasm-mt | webgpu) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs
             need /usr/include/wasm32-wasi/stdio.h wasi-libc
             need "/usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-14-dev-wasm32
-            [ "$s" = wasm-mt ] || { need clang-19 clang-19; need wasm-ld-19 lld-19
-                need "/usr/lib/llvm-19/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-19-dev-wasm32; }
+            need clang-19 clang-19; need wasm-ld-19 lld-19
+            need "/usr/lib/llvm-19/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" libclang-rt-19-dev-wasm32
             [ "$s" = wasm ] || need "/usr/lib/*/libvulkan_lvp.so" mesa-vulkan-drivers ;;
         browser) need clang-14 clang-14; need wasm-ld-14 lld-14; need llvm-ar-14 llvm-14; need node nodejs; need npm npm
             need /usr/include/wasm32-wasi/stdio.h wasi-libc
@@ -577,7 +590,7 @@ stage_ledger() {
 # first, as always).
 LANES=${LANES:-2}
 LANE_B=(webgpu browser fuzz)
-declare -A PREBUILD=([native]="all" [wasm]="wasm wasm-relaxed" [wasm-mt]="wasm-mt" [webgpu]="wasm-webgpu web build/lean"
+declare -A PREBUILD=([native]="all" [wasm]="wasm wasm-relaxed" [wasm-mt]="wasm-mt wasm-mt-relaxed" [webgpu]="wasm-webgpu web build/lean"
                      [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
 
 # lane_state FILE: this (sub)shell's sums and ledger, for lane_merge

@@ -30,7 +30,7 @@
 // Prints "web_api: N passed, N failed" last.
 import { Lean } from '../build-web/lean.js';
 import { leanWebGPU } from '../web/webgpu_imports.mjs';
-import { relaxedSimd } from '../web/wasm_features.mjs';
+import { leanWasmName, relaxedSimd } from '../web/wasm_features.mjs';
 
 let passed = 0, failed = 0;
 const check = (ok, what) => {
@@ -91,6 +91,7 @@ for (const file of ['build/fixtures/llama-q4_k.gguf', 'build/fixtures/qwen2-q8_0
     // the module web/wasm_features.mjs chose (Deno 2 has relaxed SIMD: lean-relaxed.wasm)
     const isa = relaxedSimd() ? 'relaxed' : 'simd128';
     check(cpu.info.detail.startsWith(`cpu (${isa},`), `${file}: info.detail '${cpu.info.detail}' is not ${isa}'s`);
+    same(cpu.info.wasm, leanWasmName(cpu.info.threads > 1), `${file}: info.wasm`);
     same((await cpu.generate({ ids: PROMPT, maxTokens: 24 })).ids.join(' '), await lean('run', '-m', file, ...ids, '--backend', 'cpu'), `${file}: cpu greedy`);
     // the cache kept from the last call: the same prompt again reuses all but one id
     await cpu.generate({ ids: PROMPT, maxTokens: 4 });

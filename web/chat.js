@@ -11,7 +11,7 @@
 //   #app[data-state]   empty (no model) | loading | ready | generating
 //   #model-url #model-file #backend #threads #load       the loader (#load submits #loader)
 //   #progress (<progress>, value/max 0..1) #progress-text  while loading
-//   #info-model #info-backend (= lean.info.backend) #info-detail #info-adapter #info-threads #info-jspi #info-fallback
+//   #info-model #info-backend (= lean.info.backend) #info-detail #info-adapter #info-threads #info-wasm #info-jspi #info-fallback
 //   #system #greedy #temperature #top-k #top-p #repeat-penalty #seed #max-tokens #logit-bias   (in details#settings)
 //   #prompt #send #stop #regenerate #new-chat
 //   #messages > li.msg[data-role=user|assistant]; an assistant's li holds .reply (the streamed text)
@@ -126,6 +126,7 @@ function showInfo(info, label = modelLabel) {
   set('info-detail', info.detail || '—');
   set('info-adapter', info.adapter || '—');
   set('info-threads', info.threads > 0 ? String(info.threads) : '—');
+  set('info-wasm', info.wasm || '—');
   set('info-jspi', info.jspi ? 'yes' : 'no (GPU waits return to JavaScript)');
   const fallback = info.fallback || [];
   set('info-fallback', fallback.length ? fallback.map((f) => `${f.backend}: ${f.reason}`).join('; ') : 'none');

@@ -68,16 +68,19 @@ async function instantiate(jspi, opts, testStuck) {
                 stage('threads');
                 await new Promise(() => {});
             }
-            const t = await instantiateThreaded(await fetchWasm('lean-mt.wasm'), imports, { threads, onStage: stage });
+            const name = leanWasmName(true);
+            const t = await instantiateThreaded(await fetchWasm(name), imports, { threads, onStage: stage });
             ({ instance, memory } = t);
             state.threads = t.threads;
+            state.wasm = name;
         } catch (e) {
             state.fallback.push({ backend: 'cpu-threads', reason: `${threads} threads: ${e.message ?? e}` });
         }
     }
     if (!instance) {
         stage('wasm');
-        const bytes = await fetchWasm(leanWasmName());
+        state.wasm = leanWasmName();
+        const bytes = await fetchWasm(state.wasm);
         stage('compile');
         ({ instance } = await WebAssembly.instantiate(bytes, imports));
         memory = instance.exports.memory;
@@ -96,7 +99,7 @@ async function fetchWasm(name) {
     return resp.arrayBuffer();
 }
 
-// How many threads the CPU rung gets: more than one only with lean-mt.wasm (web/threads.mjs), which
+// How many threads the CPU rung gets: more than one only with the threaded build (web/threads.mjs), which
 // needs a cross-origin isolated page (SharedArrayBuffer) and is taken only when the CPU is the
 // rung (backend 'cpu', or 'auto' without a hardware GPU), since the GPU path runs on lean.wasm.
 // A reason it cannot have them goes to info.fallback.
@@ -242,7 +245,8 @@ const state = {
     info: null,
     opts: null, // Lean.load's options
     backend: 'cpu', // the rung in use: the lean_ctx_params.backend string
-    threads: 1, // the CPU rung's threads (lean-mt.wasm's, else 1)
+    threads: 1, // the CPU rung's threads (the threaded build's, else 1)
+    wasm: '', // the module running (wasm_features.mjs's leanWasmName): info.wasm
     fallback: [], // [{ backend, reason }]
     ctx: 0, ctxIds: [], logits: 0, // generate's context and the ids resident in its cache
     chat: 0, // the chat session (its own context)
@@ -478,7 +482,7 @@ async function createCtx(backend, opts) {
     });
 }
 
-// The CPU rung's threads: what lean-mt.wasm started (cpuThreads), else 1.
+// The CPU rung's threads: what the threaded build started (cpuThreads), else 1.
 function threadsFor(backend) {
     return backend === 'cpu' ? state.threads : 1;
 }
@@ -499,6 +503,7 @@ async function describe() {
         detail,
         adapter,
         threads: state.backend === 'cpu' ? threadsFor('cpu', state.opts) : 0,
+        wasm: state.wasm,
         jspi: gpu.jspi,
         fallback: state.fallback,
     };

@@ -1,10 +1,10 @@
-// wasm_features.mjs — which of `make web`'s two single-threaded builds this engine runs:
-// lean-relaxed.wasm (relaxed SIMD: src/cpu/wasm_relaxed.c's integer dot products) where
-// WebAssembly.validate accepts a function using i32x4.relaxed_dot_i8x16_i7x16_add_s, else
-// lean.wasm (simd128). A module holding one instruction the engine lacks fails to validate as a
-// whole, so the choice is made here, before fetching, not inside the module.
+// wasm_features.mjs — which of `make web`'s builds this engine runs: the relaxed-SIMD one
+// (src/cpu/wasm_relaxed.c's integer dot products: lean-relaxed.wasm, threaded lean-mt-relaxed.wasm)
+// where WebAssembly.validate accepts a function using i32x4.relaxed_dot_i8x16_i7x16_add_s, else
+// the simd128 one (lean.wasm, threaded lean-mt.wasm). A module holding one instruction the engine
+// lacks fails to validate as a whole, so the choice is made here, before fetching, not inside it.
 //   import { leanWasmName } from './wasm_features.mjs';
-//   const bytes = await (await fetch(leanWasmName())).arrayBuffer();
+//   const bytes = await (await fetch(leanWasmName())).arrayBuffer();   // leanWasmName(true): threaded
 
 // (module (func (result v128) v128.const 0 v128.const 0 v128.const 0
 //                             i32x4.relaxed_dot_i8x16_i7x16_add_s))
@@ -23,6 +23,8 @@ export function relaxedSimd() {
     return WebAssembly.validate(RELAXED_DOT);
 }
 
-export function leanWasmName() {
-    return relaxedSimd() ? 'lean-relaxed.wasm' : 'lean.wasm';
+export function leanWasmName(threaded = false) {
+    const relaxed = relaxedSimd();
+    if (threaded) return relaxed ? 'lean-mt-relaxed.wasm' : 'lean-mt.wasm';
+    return relaxed ? 'lean-relaxed.wasm' : 'lean.wasm';
 }

@@ -164,10 +164,16 @@ async function load(page, tag, url, backend, jspi, extra = {}) {
 
 async function modelChecks(page, t, m, b, ref, jspi) {
     if (!await load(page, t, `/models/${m}.gguf`, b, jspi)) return;
-    if (b === 'cpu') { // the CPU rung on every core (lean-mt.wasm: the page is cross-origin isolated)
+    if (b === 'cpu') { // the CPU rung on every core (the threaded build: the page is cross-origin
+        // isolated), lean-mt-relaxed.wasm where the engine validates relaxed SIMD (wasm_features.mjs)
         const { info } = await page.evaluate(() => window.leanTest.info());
         const cores = await page.evaluate(() => navigator.hardwareConcurrency);
         check(info.threads === cores, `${t}: ${info.threads} threads, ${cores} cores`, `fallback ${JSON.stringify(info.fallback)}`);
+        const relaxed = await page.evaluate(async () => (await import('/wasm_features.mjs')).relaxedSimd());
+        const [wasm, isa] = relaxed ? ['lean-mt-relaxed.wasm', 'relaxed'] : ['lean-mt.wasm', 'simd128'];
+        check(info.wasm === wasm && info.detail.startsWith(`cpu (${isa}, ${cores} threads)`),
+              `${t}: ${info.wasm}, '${info.detail}' (relaxed SIMD ${relaxed ? 'validates' : 'does not'})`,
+              `wanted ${wasm}, 'cpu (${isa}, ${cores} threads)'`);
     }
     const want = ref[`${m}/${b}`];
     let r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
@@ -387,8 +393,10 @@ async function pageCheck(browser, name, url, ref) {
         await page.waitForFunction(ready, { timeout: STEP_MS });
         error = await errorText();
         const backend = await page.$eval('#info-backend', (el) => el.textContent.trim());
-        if (!check(!error && backend === 'gpu', `${name} page: the model loads by URL, backend ${backend}`,
-                   error || `backend '${backend}'`)) return;
+        const module = await page.$eval('#info-wasm', (el) => el.textContent.trim());
+        if (!check(!error && backend === 'gpu' && /^lean(-relaxed)?\.wasm$/.test(module),
+                   `${name} page: the model loads by URL, backend ${backend}, module ${module}`,
+                   error || `backend '${backend}', module '${module}'`)) return;
         await page.$eval('#settings', (el) => { el.open = true; });
         await page.$eval('#greedy', (el) => { if (!el.checked) el.click(); });
         await page.$eval('#max-tokens', (el, n) => { el.value = String(n); el.dispatchEvent(new Event('change')); }, CHAT_N);
