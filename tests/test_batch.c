@@ -13,6 +13,7 @@
  *               it, saying so) on the Q4_0 llama, the Q8_0 qwen2 (biases; ctx[0]'s n_batch 2:
  *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
  *               every row must have gone through a batched pass (test_hooks.h counts them),
+ *               and a GPU pass of 19 rows (more than a batched matmul's workgroup takes),
  *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
  *               each context alone (and its generations, each row stepping alone inside
  *               lean_gen_next_batch one step ahead, the ids of lean_gen_next alone);
@@ -570,6 +571,44 @@ static void test_gpu_pool(const lean_model *m, int32_t V) {
     free(got), free(want), free(p);
 }
 
+/* A pass wider than a workgroup's rows (the GPU's batched matmul_vec takes 8 rows a workgroup,
+ * 4 in SWIGLU mode): W_SEQ sequences, a number of rows no workgroup count divides, at their own
+ * positions, two batched steps; every row the bits of its twin decoded alone. */
+#define W_SEQ 19
+static void test_gpu_wide(const lean_model *m, int32_t V, const char *what) {
+    lean_ctx *c[W_SEQ] = {0}, *twin[W_SEQ] = {0};
+    float *got = malloc(sizeof(float) * W_SEQ * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
+    lean_error err = {0};
+    bool ok = got && want;
+    int mismatches = 0, rows = 0;
+    for (int s = 0; ok && s < W_SEQ; s++) {
+        lean_ctx_params cp = lean_ctx_default_params();
+        cp.backend = "gpu", cp.exact = 1, cp.n_ctx = N_CTX, cp.n_batch = s == 0 ? W_SEQ : 0;
+        int32_t ids[4];
+        for (int i = 0; i < 1 + s % 4; i++) ids[i] = (int32_t)((s * 11 + i * 3 + 2) % V);
+        ok = lean_ctx_create(m, &cp, &c[s], &err) == LEAN_OK && lean_ctx_create(m, &cp, &twin[s], &err) == LEAN_OK &&
+             lean_prefill(c[s], ids, 1 + s % 4, NULL, &err) == LEAN_OK &&
+             lean_prefill(twin[s], ids, 1 + s % 4, NULL, &err) == LEAN_OK;
+    }
+    for (int k = 0; ok && k < 2; k++) {
+        int32_t ids[W_SEQ];
+        for (int s = 0; s < W_SEQ; s++) ids[s] = id_at(s, k, V);
+        ok = lean_decode_batch(c, ids, W_SEQ, got, &err) == LEAN_OK;
+        for (int s = 0; ok && s < W_SEQ; s++, rows++) {
+            ok = lean_decode(twin[s], ids[s], want, &err) == LEAN_OK;
+            mismatches += ok && memcmp(got + (size_t)s * (size_t)V, want, sizeof(float) * (size_t)V) != 0;
+        }
+    }
+    CHECK(ok, "%s, %d rows: %s", what, W_SEQ, err.msg);
+    CHECK(mismatches == 0, "%s, %d rows: %d of %d batched rows are not their twin's bits", what, W_SEQ, mismatches,
+          rows);
+    const int64_t led = c[0] ? lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[0])) : 0;
+    CHECK(!ok || led == rows, "%s, %d rows: %lld of %d rows went through a batched pass", what, W_SEQ, (long long)led,
+          rows);
+    for (int s = 0; s < W_SEQ; s++) lean_ctx_free(c[s]), lean_ctx_free(twin[s]);
+    free(got), free(want);
+}
+
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -603,6 +642,7 @@ int main(void) {
             if (run_alone(m, &rcs[i], V, alone)) run_batched(m, &rcs[i], V, alone, what);
             if (i < 2 || (f == 0 && !strcmp(rcs[i].backend, "gpu"))) test_reply(m, &rcs[i], V, what);
             if (f == 0 && (i == 0 || !strcmp(rcs[i].backend, "gpu"))) test_gen_batch(m, &rcs[i], V, what), test_gen_runahead(m, &rcs[i], V, what);
+            if (!strcmp(rcs[i].backend, "gpu")) test_gpu_wide(m, V, what);
             printf("%s: checked\n", what);
         }
         if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V);
