@@ -13,7 +13,7 @@
  *               it, saying so) on the Q4_0 llama, the Q8_0 qwen2 (biases; ctx[0]'s n_batch 2:
  *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
  *               every row must have gone through a batched pass (test_hooks.h counts them),
- *               and a GPU pass of 19 rows (more than a batched matmul's workgroup takes),
+ *               and a GPU pass of 19 rows (many pages and workgroups in z, no power of two),
  *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
  *               each context alone (and its generations, each row stepping alone inside
  *               lean_gen_next_batch one step ahead, the ids of lean_gen_next alone);
@@ -571,9 +571,9 @@ static void test_gpu_pool(const lean_model *m, int32_t V) {
     free(got), free(want), free(p);
 }
 
-/* A pass wider than a workgroup's rows (the GPU's batched matmul_vec takes 8 rows a workgroup,
- * 4 in SWIGLU mode): W_SEQ sequences, a number of rows no workgroup count divides, at their own
- * positions, two batched steps; every row the bits of its twin decoded alone. */
+/* A wide pass (the other GPU checks pass at most 5 rows): W_SEQ sequences, a row count no
+ * power of two divides, at their own positions, two batched steps; every row the bits of its
+ * twin decoded alone. */
 #define W_SEQ 19
 static void test_gpu_wide(const lean_model *m, int32_t V, const char *what) {
     lean_ctx *c[W_SEQ] = {0}, *twin[W_SEQ] = {0};

@@ -104,7 +104,7 @@ static void free_state(lean_backend_state *s) {
     gpu_op_free(&s->norm_out);
     gpu_lora_free(s->lora);
     gpu_kv_give(&s->bm->pool, s->m, &s->kv);
-    lean_gpu_buf *bufs[] = {s->step, s->step1, s->rows_n, s->ids,    s->x,    s->xn,        s->qkv, s->att,
+    lean_gpu_buf *bufs[] = {s->step, s->step1, s->ids, s->x,         s->xn,    s->qkv, s->att,
                             s->gate, s->up,    s->x_last, s->logits, s->part, s->logits_rb, s->gu};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(s);
@@ -177,7 +177,6 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
     lean_status st;
     if ((st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step", &s->step, err)) ||
         (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "step1", &s->step1, err)) ||
-        (st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "rows_n", &s->rows_n, err)) ||
         (st = lean_gpu_buf_write(s->g, s->step1, 0, (const uint32_t[4]){1, 0, 0, 0}, 16, err)) ||
         (st = gpu_new_buf(s, B, 1, "ids", &s->ids, err)) || (st = gpu_new_buf(s, B, d, "x", &s->x, err)) ||
         (st = gpu_new_buf(s, B, d, "xn", &s->xn, err)) ||
@@ -201,8 +200,8 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
  * itself from x where the row is short enough (gpu_matmul_can_norm, gpu_mm_in). */
 static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, lean_gpu_buf *norm) {
-    if (!L->norm_in_matmul) return (gpu_mm_in){.x = s->xn, .rows = s->rows_n};
-    return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps, .rows = s->rows_n};
+    if (!L->norm_in_matmul) return (gpu_mm_in){.x = s->xn};
+    return (gpu_mm_in){.x = s->xn, .raw = s->x, .norm = norm, .eps = s->m->hp.rms_eps};
 }
 
 /* QKV_ORDER[k]'s output: its columns of qkv's rows, qwen2's biases added, kv (nullable) the
@@ -282,8 +281,8 @@ static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, const gpu_layer
     }
     const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
     if (!st)
-        st = gpu_matmul_create(s->g, &W->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate, .rows = s->rows_n},
-                               &residual, &L->mm[W_DOWN], err);
+        st = gpu_matmul_create(s->g, &W->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
+                               err);
     return st;
 }
 

@@ -28,6 +28,7 @@ typedef struct gpu_batch_page {
 /* The batched decode pass's own kernels and buffers (section "batch"), made on the first
  * lean_decode_batch that a context leads (its rows: s->x, xn, qkv, gate, up's first n). */
 typedef struct gpu_batch {
+    lean_gpu_buf *step;      /* uniform {n, 0, 0, 0}: the embedding's row count */
     gpu_get_rows *embed;     /* ids -> x, n rows */
     lean_gpu_buf *drawn;     /* (rows_max) u32: a batched draw's rows' last ids, gathered (gen_next_batch) */
     gpu_get_rows *embed_drawn; /* drawn -> x, n rows */
@@ -45,9 +46,8 @@ typedef struct gpu_batch {
 /* ---- batch ----
  * lean_decode_batch's pass over n sequences, one token each (backend.h's forward_batch), led by
  * s[0]: rows 0 .. n - 1 of its x, xn, qkv, gate and up hold the n sequences' tokens, and every
- * matmul runs the one-token kernel's arithmetic over the n rows (gpu_matmul_record_rows: each
- * row's bits decode's, one dispatch a matrix for all the rows, a weight chunk loaded once for
- * several rows; the row count in the leader's rows_n uniform). A sequence's cache is its slot of the
+ * matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's bits
+ * decode's, one dispatch a matrix for all the rows). A sequence's cache is its slot of the
  * model's KV pool (kvpool.h), so per layer and per KV page the rows' caches lie in, one qkv_post
  * and one attention dispatch (and a merge past GPU_ATTN_MIN_CHUNK keys) take every row of the
  * page at its own position in its own slot (gpu_attention_rows: the positions and slots in a
@@ -79,7 +79,7 @@ void gpu_batch_free(lean_backend_state *s) {
     gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->att, b->logits, b->logits_rb, b->drawn};
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -107,10 +107,11 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
         b->rows_max = s->n_batch < GPU_KV_PAGE_SLOTS ? s->n_batch : GPU_KV_PAGE_SLOTS;
         b->wo = lean_calloc((size_t)n_layer, sizeof *b->wo);
         if (!b->wo) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's %d layers", n_layer);
-        if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, s->rows_n, s->ids, s->x, &b->embed, err);
+        if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
+        if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
         if (!st) st = gpu_new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
         if (!st)
-            st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, s->rows_n, b->drawn, s->x, &b->embed_drawn, err);
+            st = gpu_get_rows_create(s->g, &bm->tok_embd, b->rows_max, b->step, b->drawn, s->x, &b->embed_drawn, err);
         if (!st)
             st = gpu_rmsnorm_create(s->g, s->step, s->x, bm->output_norm, s->xn, m->hp.n_embd, m->hp.rms_eps, false,
                                     &b->norm_out, err);
@@ -118,8 +119,8 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
             st = gpu_new_buf(s, gpu_attention_rows_out_floats(&m->hp, b->rows_max), 1, "batch attention", &b->att, err);
         const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
         for (int32_t il = 0; !st && il < n_layer; il++)
-            st = gpu_matmul_create_rows(s->g, &bm->layers[il].w[W_O], b->rows_max,
-                                        &(gpu_mm_in){.x = b->att, .rows = s->rows_n}, &residual, &b->wo[il], err);
+            st = gpu_matmul_create_rows(s->g, &bm->layers[il].w[W_O], b->rows_max, &(gpu_mm_in){.x = b->att},
+                                        &residual, &b->wo[il], err);
         for (int32_t il = 0; !st && il < n_layer; il++)
             if (s->layers[il].kv_in_matmul) st = gpu_make_plain_qkv(s, il, err);
     }
@@ -136,8 +137,7 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
                                      &b->logits_rb, err);
         if (!st)
             st = gpu_matmul_create_rows(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n,
-                                        &(gpu_mm_in){.x = s->xn, .rows = s->rows_n}, &(gpu_mm_out){.y = b->logits},
-                                        &b->mm_out, err);
+                                        &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits}, &b->mm_out, err);
         if (!st) b->rows = n;
     }
     if (st) gpu_batch_free(s);
@@ -291,7 +291,7 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
     gpu_step_words(n, 0, step);
     /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
     if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
-    if (!st) st = lean_gpu_buf_write(s0->g, s0->rows_n, 0, step, sizeof step, err);
+    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
     if (!st) st = batch_group(s0, s, pos, n, &gr, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
@@ -351,7 +351,7 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
     batch_groups gr;
     uint32_t step[4];
     gpu_step_words(d, 0, step);
-    if (!st) st = lean_gpu_buf_write(s0->g, s0->rows_n, 0, step, sizeof step, err);
+    if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
     if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
     for (int32_t k = 0; !st && k < m; k++)
         if (r[k]->gen.masked) st = gpu_sampler_set_mask(r[k]->gen.smp, masks[k], err);

@@ -124,7 +124,6 @@ struct lean_backend_state {
     lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position: its KV page's */
     lean_gpu_buf *step;         /* uniform {n_tok, pos, 0, 0}, written per call */
     lean_gpu_buf *step1;        /* uniform {1, 0, 0, 0}: for the one-row logits matmul */
-    lean_gpu_buf *rows_n;       /* uniform {n, 0, 0, 0}: a batched pass's row count (forward_batch.c) */
     lean_gpu_buf *ids;          /* (B) u32 */
     lean_gpu_buf *x, *xn;       /* (B, n_embd) residual (Wo and Wdown add into it), normed input */
     lean_gpu_buf *qkv;          /* (B, q_dim + 2 kv_dim): q | k | v per token; q roped in place */

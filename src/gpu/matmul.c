@@ -37,10 +37,6 @@ enum { VEC_PREFETCH_CH = 8 };
 /* the logits' matrix, a row a vocabulary entry: VEC_RPW_VOCAB outputs a workgroup from
  * VEC_VOCAB_OUTS outputs on, where 2 made tens of thousands of workgroups of a few KiB each */
 enum { VEC_RPW_VOCAB = 8, VEC_VOCAB_OUTS = 16384 };
-/* the batched pass's matmul_vec (vec_rows.wgsl): ROWS_RPW outputs x TPW rows a workgroup, TPW =
- * ROWS_ACC / (ROWS_RPW NW) (8 rows; 4 in SWIGLU), so a weight chunk is loaded once per TPW rows;
- * ROWS_ACC accumulators a lane and WG x ROWS_ACC floats of reduction memory (8 KiB) */
-enum { ROWS_RPW = 2, ROWS_ACC = 16 };
 _Static_assert(VEC_RPW % 2 == 0 && VEC_RPW_SHORT % 2 == 0 && VEC_RPW_NORMED % 2 == 0,
                "the q|k|v epilogue: a workgroup holds whole RoPE pairs");
 _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.wgsl sums as rmsnorm's GPU_OP_WG lanes");
@@ -82,10 +78,8 @@ static lean_status split_groups(lean_gpu *g, uint64_t n, const char *what, uint3
 
 struct gpu_matmul {
     lean_gpu_pipeline *vec, *tiled, *combine; /* tiled: NULL when max_tok is 1; combine: unless split */
-    lean_gpu_pipeline *rows;  /* matmul_vec over TPW rows a workgroup: where in->rows and max_tok > 1 */
-    lean_gpu_bindgroup *vec_bg, *tiled_bg, *combine_bg, *rows_bg;
+    lean_gpu_bindgroup *vec_bg, *tiled_bg, *combine_bg;
     uint32_t vec_x, vec_y;   /* matmul_vec's workgroups */
-    uint32_t rows_x, rows_y, rows_tpw; /* the rows kernel's workgroups over the outputs, its TPW */
     uint32_t tile_x, tile_y; /* matmul_tiled's output tiles x splits (tokens tiles go in z) */
     uint32_t combine_x;      /* matmul_combine's workgroups over the outputs (tokens in y) */
 };
@@ -121,13 +115,12 @@ static int out_consts(const gpu_mm_out *out, uint64_t outs, uint32_t bias_at, ui
 
 /* The bindings a matmul may have, in this order (raw, norm: a normed input's; the last four:
  * the Q, K, V epilogue's). */
-enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, B_KV_STEP, B_KC, B_VC, B_TABLE, B_PART, B_ROWS, N_BINDS };
+enum { B_W, B_X, B_Y, B_STEP, B_BIAS, B_RAW, B_NORM, B_KV_STEP, B_KC, B_VC, B_TABLE, B_PART, N_BINDS };
 
 /* Binds the kernel's own (W, x, y[, step]: n_own of all, x replaced by raw when normed), then the
- * bias in BIAS mode, then (normed) the norm weight, then (kv) the epilogue's four, or (rows) the
- * rows uniform. */
+ * bias in BIAS mode, then (normed) the norm weight, then (kv) the epilogue's four. */
 static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu_bind *all, int n_own, bool normed,
-                               bool kv, bool rows, const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg,
+                               bool kv, const gpu_mm_out *out, const char *label, lean_gpu_bindgroup **bg,
                                lean_error *err) {
     lean_gpu_bind b[N_BINDS];
     memcpy(b, all, sizeof(lean_gpu_bind) * (size_t)n_own);
@@ -136,7 +129,6 @@ static lean_status bind_matmul(lean_gpu *g, lean_gpu_pipeline *p, const lean_gpu
     if (out->mode == GPU_MM_BIAS) b[n++] = all[B_BIAS];
     if (normed) b[n++] = all[B_NORM];
     if (kv) memcpy(b + n, all + B_KV_STEP, 4 * sizeof(lean_gpu_bind)), n += 4;
-    if (rows) b[n++] = all[B_ROWS];
     return lean_gpu_bindgroup_create(g, p, b, n, label, bg, err);
 }
 
@@ -178,33 +170,27 @@ bool gpu_matmul_kv_fits(lean_gpu *g, bool bias, bool normed) {
     return storage_fits(g, vec_storage_buffers(bias, normed, true));
 }
 
-/* matmul_vec for w, rpw outputs x tpw rows a workgroup: decode's one row (vec_one.wgsl), or
- * (rows) the batched pass's rows, their count read from the rows uniform (vec_rows.wgsl) */
 static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
-                                   const gpu_mm_out *out, uint32_t rpw, uint32_t tpw, bool rows,
-                                   lean_gpu_pipeline **pipe, lean_gpu_bindgroup **bg, uint32_t *nx, uint32_t *ny,
-                                   lean_error *err) {
+                                   const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
-    lean_status st = split_groups(g, lean_div_up(outs, rpw), "matmul_vec", nx, ny, err);
+    const uint32_t rpw = vec_rpw(w, outs, normed);
+    lean_status st = split_groups(g, lean_div_up(outs, rpw), "matmul_vec", &m->vec_x, &m->vec_y, err);
     const uint32_t norm_at = 3 + (out->mode == GPU_MM_BIAS);
-    lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', *nx}};
+    lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
     int n = 3 + out_consts(out, outs, 3, norm_at + normed, k + 3);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', norm_at};
     k[n++] = (lean_gpu_const){"X_VEC4", 'u', (double)((w->cols + 3) / 4)};
-    k[n++] = (lean_gpu_const){"TPW", 'u', tpw};
-    k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode) * tpw};
-    k[n++] = (lean_gpu_const){"ROWS_AT", 'u', norm_at + normed};
+    k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode)};
     k[n++] = (lean_gpu_const){"SG", 'u', lean_gpu_subgroup_size(g)};
     k[n++] = (lean_gpu_const){"NORM_LANES", 'u', GPU_OP_WG};
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(g, w->type)};
     if (st == LEAN_OK)
-        st = gpu_weight_pipeline(g, w, "matmul_vec", "words_u32", normed ? "normed" : "plain", vec_out_fn(out),
-                                 rows ? "vec_rows" : "vec_one", k, n, pipe, err);
+        st = gpu_weight_pipeline(g, w, "matmul_vec", "words_u32", normed ? "normed" : "plain", vec_out_fn(out), NULL, k, n, &m->vec,
+                           err);
     if (st == LEAN_OK)
-        st = bind_matmul(g, *pipe, binds, 3, normed, out->kv != NULL, rows, out,
-                         rows ? "matmul_vec_rows" : "matmul_vec", bg, err);
+        st = bind_matmul(g, m->vec, binds, 3, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
     return st;
 }
 
@@ -296,7 +282,7 @@ static lean_status matmul_combine_make(lean_gpu *g, const gpu_weight *w, int32_t
     memcpy(b, binds, sizeof b);
     b[0] = binds[B_PART], b[1] = binds[B_Y], b[2] = binds[B_STEP];
     lean_status st = lean_gpu_pipeline_create(g, label, src, 3, k, n, &m->combine, err);
-    if (st == LEAN_OK) st = bind_matmul(g, m->combine, b, 3, false, false, false, out, label, &m->combine_bg, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->combine, b, 3, false, false, out, label, &m->combine_bg, err);
     return st;
 }
 
@@ -323,8 +309,7 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
     if (st == LEAN_OK)
         st = gpu_weight_pipeline(g, w, i8 ? "matmul_tiled_i8" : "matmul_tiled", "words_vec4", NULL, MODE_FN[tile_out->mode], arith,
                            k, n, &m->tiled, err);
-    if (st == LEAN_OK)
-        st = bind_matmul(g, m->tiled, b, 4, false, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
+    if (st == LEAN_OK) st = bind_matmul(g, m->tiled, b, 4, false, false, tile_out, "matmul_tiled", &m->tiled_bg, err);
     if (st == LEAN_OK && split) st = matmul_combine_make(g, w, max_tok, binds, out, t.ksplit, m, err);
     return st;
 }
@@ -417,8 +402,6 @@ static lean_status matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_t
     if (st == LEAN_OK && !tiled && max_tok > 1 && (w->cols % 4 || out->kv))
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul rows: %lld columns (a multiple of 4 wanted)%s",
                        (long long)w->cols, out->kv ? ", the q|k|v epilogue" : "");
-    if (st == LEAN_OK && !tiled && max_tok > 1 && !in->rows)
-        st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul rows: no rows uniform");
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
@@ -427,8 +410,7 @@ static lean_status matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_t
         [B_Y] = {out->y, out->offset, y_floats(w, max_tok, out) * 4},
         [B_STEP] = {step, 0, 16},    [B_BIAS] = {out->bias, 0, 0},
         [B_RAW] = {in->raw, 0, raw_bytes(w, max_tok, in)}, [B_NORM] = {in->norm, 0, 0},
-        [B_PART] = {out->part, 0, gpu_matmul_part_floats(g, w->rows, w->cols, out->mode, max_tok) * 4},
-        [B_ROWS] = {in->rows, 0, 16}};
+        [B_PART] = {out->part, 0, gpu_matmul_part_floats(g, w->rows, w->cols, out->mode, max_tok) * 4}};
     const gpu_mm_kv *kv = out->kv;
     if (kv) {
         binds[B_KV_STEP] = (lean_gpu_bind){kv->step, 0, 16};
@@ -436,13 +418,7 @@ static lean_status matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_t
         binds[B_VC] = (lean_gpu_bind){kv->vc, 0, 0};
         binds[B_TABLE] = (lean_gpu_bind){kv->table, 0, 0};
     }
-    const uint32_t rpw = vec_rpw(w, (uint64_t)w->rows / rows_per_out(out->mode), in->norm != NULL);
-    st = matmul_vec_make(g, w, binds, in, out, rpw, 1, false, &m->vec, &m->vec_bg, &m->vec_x, &m->vec_y, err);
-    const bool rows = in->rows && max_tok > 1 && w->cols % 4 == 0 && !out->kv; /* the rows kernel's reach */
-    m->rows_tpw = ROWS_ACC / (ROWS_RPW * rows_per_out(out->mode));
-    if (st == LEAN_OK && rows)
-        st = matmul_vec_make(g, w, binds, in, out, ROWS_RPW, m->rows_tpw, true, &m->rows, &m->rows_bg, &m->rows_x,
-                             &m->rows_y, err);
+    st = matmul_vec_make(g, w, binds, in, out, m, err);
     if (st == LEAN_OK && tiled && max_tok > 1) st = matmul_tiled_make(g, w, max_tok, binds, out, m, err);
     if (st != LEAN_OK) {
         gpu_matmul_free(m);
@@ -465,10 +441,7 @@ lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max
 bool gpu_matmul_rows_fit(const gpu_weight *w) { return w->cols % 4 == 0; }
 
 void gpu_matmul_record_rows(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_rows) {
-    if (!m->rows) lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, 1); /* made for one row */
-    else
-        lean_gpu_dispatch(c, m->rows, m->rows_bg, m->rows_x, m->rows_y,
-                          (uint32_t)lean_div_up((uint64_t)n_rows, m->rows_tpw));
+    lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, (uint32_t)n_rows);
 }
 
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok) {
@@ -483,7 +456,6 @@ void gpu_matmul_free(gpu_matmul *m) {
     lean_gpu_bindgroup_free(m->vec_bg);
     lean_gpu_bindgroup_free(m->tiled_bg);
     lean_gpu_bindgroup_free(m->combine_bg);
-    lean_gpu_bindgroup_free(m->rows_bg);
     lean_free(m);
 }
 

@@ -27,9 +27,9 @@ uint64_t gpu_weight_row_chunks(const gpu_weight *w);
  * words ("words_u32" or "words_vec4": how W is read) + a matmul's modes where given (out: "set",
  * "add", "bias", "swiglu", "qkv", "qkv_bias" — matmul_out.wgsl and matmul_out_<out>.wgsl; in:
  * "plain" or "normed" — matmul_in.wgsl and matmul_in_<in>.wgsl after the reductions, matmul_vec
- * only) + arith (matmul_tiled's "tiled_f32" or "tiled_f16"; matmul_vec's row count, "vec_one" or
- * "vec_rows") + tiled_common.wgsl for the tiled kernels, with w's shape constants (formats.wgsl's
- * list) and n_extra kernel constants. NULL modes: not compiled in. */
+ * only) + arith (matmul_tiled's "tiled_f32" or "tiled_f16") + tiled_common.wgsl for the tiled
+ * kernels, with w's shape constants (formats.wgsl's list) and n_extra kernel constants. NULL
+ * modes: not compiled in. */
 lean_status gpu_weight_pipeline(lean_gpu *g, const gpu_weight *w, const char *kernel, const char *words,
                                 const char *in, const char *out, const char *arith, const lean_gpu_const *extra,
                                 int n_extra, lean_gpu_pipeline **res, lean_error *err);

@@ -128,7 +128,6 @@ typedef struct gpu_mm_in {
     uint64_t offset;
     lean_gpu_buf *raw, *norm; /* NULL: x is the input */
     float eps;
-    lean_gpu_buf *rows; /* uniform {n, ...}: the batched pass's row count (gpu_matmul_record_rows) */
 } gpu_mm_in;
 
 /* W x for up to max_tok tokens per call, W fixed at bind time. One gpu_matmul per
@@ -148,15 +147,12 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
 /* Records the dispatches for n_tok tokens (1 <= n_tok <= max_tok; the step uniform must say
  * the same n_tok when the command buffer runs). */
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok);
-/* The batched decode pass (lean_decode_batch): the one-token kernel's arithmetic over each of
- * n_rows rows of x into rows of y (row t at t * stride), each row's bits those of a one-token
- * call on it, several rows a workgroup so a weight chunk is loaded once for them (matmul_vec.wgsl
- * with vec_rows.wgsl). n_rows must be what in->rows says when the command buffer runs. A matmul
- * records rows where it was made with in->rows (or for one row), max_tok > 1, its weight's
- * columns a multiple of 4 (gpu_matmul_rows_fit: rows start on a vec4) and no q|k|v epilogue
- * (which writes one position). gpu_matmul_create_rows makes a matmul with the one-token kernel
- * alone, for up to max_rows rows (no step uniform; LEAN_ERR_UNSUPPORTED for those two and
- * LEAN_ERR_ARG without in->rows where max_rows > 1). */
+/* The batched decode pass (lean_decode_batch): the one-token kernel over each of n_rows rows of
+ * x into rows of y (row t at t * stride), each row's bits those of a one-token call on it.
+ * Any matmul records rows where its weight's columns are a multiple of 4
+ * (gpu_matmul_rows_fit: rows start on a vec4) and it has no q|k|v epilogue (which writes one
+ * position). gpu_matmul_create_rows makes a matmul with the one-token kernel alone, for up to
+ * max_rows rows (no step uniform; LEAN_ERR_UNSUPPORTED for those two where max_rows > 1). */
 bool gpu_matmul_rows_fit(const gpu_weight *w);
 lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, const gpu_mm_in *in,
                                    const gpu_mm_out *out, gpu_matmul **res, lean_error *err);

@@ -2,9 +2,9 @@
 // functions per mode, each in its own file compiled after this one: X itself
 // (matmul_in_plain.wgsl), or X RMS-normed by the weight NORM_W (matmul_in_normed.wgsl: the
 // layer's RMSNorm fused into decode's matmuls, so the norm costs no dispatch of its own):
-//   fn x_begin(l: u32, xr: u32, j: u32)  called once by every lane, in uniform control flow
-//   fn x4_at(xr: u32, col: u32, j: u32) -> vec4<f32>   columns col .. col + 3, col % 4 = 0
-// of the row of x that starts at vec4 xr, the workgroup's row j (matmul_vec.wgsl's TPW rows).
+//   fn x_begin(l: u32, xr: u32)          called once by every lane, in uniform control flow
+//   fn x4_at(xr: u32, col: u32) -> vec4<f32>   columns col .. col + 3, col % 4 = 0
+// of the row of x that starts at vec4 xr (matmul_vec.wgsl's batch row).
 // Columns from COLS on read as 0 (X's binding is a whole number of vec4s: gpu_matmul_create
 // rounds it up, so the last vec4 may hold another row's floats or padding).
 // Normed, every workgroup computes the row's scale itself (the row is short: n_embd) as
@@ -22,7 +22,7 @@
 
 // the row's scale, shared through workgroup memory: kept in a private variable set here and
 // read in x4_at, it read wrong on llvmpipe (Dawn over OpenGL ES; the normed input's test)
-var<workgroup> norm_scale: array<f32, TPW>; // row j's
+var<workgroup> norm_scale: f32;
 
 const NORM_VPL: u32 = (X_VEC4 + NORM_LANES - 1u) / NORM_LANES; // vec4s a lane sums
 

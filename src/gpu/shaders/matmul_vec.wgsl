@@ -17,18 +17,13 @@
 // are then added across the workgroup (wg_sums: reduce.wgsl's tree or reduce_sg.wgsl's
 // subgroups). That order depends only on WG, CH, the format and the device's reduction, never
 // on which rows share the workgroup or the mode.
-// Batched (vec_rows.wgsl, the batched decode pass): workgroup z takes rows z * TPW .. z * TPW +
-// TPW - 1 of the n_rows() rows, row t's x from vec4 t * X_VEC4 (so COLS % 4 = 0:
-// gpu_matmul_record_rows), its y at t * Y_STRIDE: each chunk of W is loaded once for TPW rows
-// (the weights, not x, are decode's bytes). Each row's sums are the one-token kernel's, op for
-// op (its own accumulators, chunk order and reduction), so its bits are a decode's. Decode
-// (vec_one.wgsl) is TPW = 1, one row.
+// Row t of a batch is workgroup z = t: x from vec4 t * X_VEC4 (so COLS % 4 = 0 where t > 0:
+// gpu_matmul_record_rows), y at t * Y_STRIDE; every row's arithmetic is the one-token kernel's.
 //
 // Constants: ROWS COLS CHUNKS BPR SCALE_BASE CH (formats.wgsl), WG (a power of two), RPW, NX,
 // NW, OUTS (= ROWS / NW), Y_COL, BIAS_AT, KV_* (matmul_out.wgsl), NORM_AT, X_VEC4,
-// NORM_LANES, EPS (matmul_in.wgsl), TPW (rows a workgroup), RED_ROWS (= RPW * NW * TPW, the
-// reduction's), PRE (1: the first chunks' loads issued before x_begin; the same sums either way),
-// ROWS_AT (vec_rows.wgsl's uniform).
+// NORM_LANES, EPS (matmul_in.wgsl), RED_ROWS (= RPW * NW, the reduction's), PRE (1: the first
+// chunks' loads issued before x_begin; the same sums either way).
 // Bindings: 0 W (formats.wgsl), 1 x: (rows, cols) f32 as vec4s, 2 y: f32, output o of row t at
 // t * Y_STRIDE + Y_COL + o;
 // then the bias (BIAS mode), the norm weight (normed input) and QKV mode's four.
@@ -36,7 +31,7 @@
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 
-const SLOTS: u32 = RPW * NW; // rows of W a workgroup
+const SLOTS: u32 = RPW * NW;
 // chunks a lane takes: a constant count, so the compiler can unroll the loop and issue several
 // chunks' loads before the first one's arrive (decode's matmuls are short: latency, not bytes)
 const CPL: u32 = (CHUNKS + WG - 1u) / WG;
@@ -44,12 +39,9 @@ const CPL: u32 = (CHUNKS + WG - 1u) / WG;
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     let o0 = (wid.y * NX + wid.x) * RPW;
-    let n = n_rows();
-    let t0 = wid.z * TPW;  // the workgroup's first row (0 in decode)
-    if (o0 >= OUTS || t0 >= n) { return; } // the whole workgroup: o0, t0 and n are uniform
-    // row j's first vec4 of x (rows past n read the last one's: their sums are not stored)
-    var xr: array<u32, TPW>;
-    for (var j = 0u; j < TPW; j++) { xr[j] = min(t0 + j, n - 1u) * X_VEC4; }
+    let t = wid.z;        // the row of a batch (0 in decode)
+    let xr = t * X_VEC4;  // its first vec4 of x
+    if (o0 >= OUTS) { return; } // the whole workgroup: o0 is uniform
     // PRE: the lane's first chunk of every row loaded (decoded, where VRAW is the decoded chunk)
     // before x_begin, so its loads are in flight while a normed input sums the row's squares (a
     // barrier the loads cannot cross)
@@ -57,32 +49,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (PRE == 1u) {
         for (var s = 0u; s < SLOTS; s++) { w0[s] = chunk_vload(row_of(o0, s), min(l, CHUNKS - 1u)); }
     }
-    for (var j = 0u; j < TPW; j++) { x_begin(l, xr[j], j); }
-    var acc: array<f32, SLOTS * TPW>; // acc[j * SLOTS + s]: row j, slot s
+    x_begin(l, xr);
+    var acc: array<f32, SLOTS>;
     for (var k = 0u; k < CPL; k++) {
         let c = l + k * WG;
         if (CHUNKS % WG != 0u && c >= CHUNKS) { break; } // folded away where every lane has CPL
-        var r: array<VRAW, SLOTS>; // the chunk of every slot's row, once for the TPW rows
+        var xs: XRUNS;
+        for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(xr, chunk_col(c, 4u * q)); }
         for (var s = 0u; s < SLOTS; s++) {
-            r[s] = w0[s];
-            if (PRE == 0u || k > 0u) { r[s] = chunk_vload(row_of(o0, s), c); }
-        }
-        for (var j = 0u; j < TPW; j++) {
-            var xs: XRUNS;
-            for (var q = 0u; q < RUNS; q++) { xs[q] = x4_at(xr[j], chunk_col(c, 4u * q), j); }
-            for (var s = 0u; s < SLOTS; s++) { acc[j * SLOTS + s] = chunk_vdot(r[s], acc[j * SLOTS + s], xs); }
+            var r = w0[s];
+            if (PRE == 0u || k > 0u) { r = chunk_vload(row_of(o0, s), c); }
+            acc[s] = chunk_vdot(r, acc[s], xs);
         }
     }
     let sum = wg_sums(acc, l);
-    // lane l stores output o0 + l % RPW of row t0 + l / RPW; b: the up row's sum in SWIGLU mode
-    // (slot + RPW), the RoPE partner's in QKV mode (slot ^ 1: RPW is even); unused otherwise
-    let j = l / RPW;
-    let sl = l % RPW;
-    if (j < TPW && t0 + j < n && o0 + sl < OUTS) {
-        let o = out_of(o0 + sl);
-        let a = j * SLOTS;
-        let b = select(sum[a + (sl + RPW) % SLOTS], sum[a + (sl ^ 1u)], KV_MODE == 1u);
-        y_out((t0 + j) * Y_STRIDE + Y_COL + o, o, sum[a + sl], b);
+    // b: the up row's sum in SWIGLU mode (slot l + RPW), the RoPE partner's in QKV mode (slot
+    // l ^ 1: RPW is even); unused otherwise
+    if (l < RPW && o0 + l < OUTS) {
+        let o = out_of(o0 + l);
+        y_out(t * Y_STRIDE + Y_COL + o, o, sum[l], select(sum[(l + RPW) % SLOTS], sum[l ^ 1u], KV_MODE == 1u));
     }
 }
 
