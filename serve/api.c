@@ -36,9 +36,30 @@ static char *dump(json_t *v) {
     return s;
 }
 
+/* s made valid UTF-8 in place, each byte of a broken, overlong, surrogate or cut sequence
+ * replaced by '?': a message may quote the request (a parse error's text, a schema's key), and
+ * json_pack refuses a string that is not UTF-8, which left the reply without a body. */
+static void utf8_repair(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        const unsigned c = p[0];
+        const int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        int ok = n > 0;
+        for (int i = 1; ok && i < n; i++) ok = (p[i] & 0xC0) == 0x80; /* stops at the NUL */
+        if (ok && n == 3) ok = !(c == 0xE0 && p[1] < 0xA0) && !(c == 0xED && p[1] >= 0xA0);
+        if (ok && n == 4) ok = !(c == 0xF0 && p[1] < 0x90) && !(c == 0xF4 && p[1] >= 0x90);
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+}
+
 static api_reply verror(int status, const char *code, const char *param, const char *fmt, va_list ap) {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    utf8_repair(msg);
     const char *type = status >= 500 ? "server_error" : "invalid_request_error";
     json_t *e = json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", msg, "type", type, "param", param, "code", code);
     return (api_reply){status, dump(e)};
