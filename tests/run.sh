@@ -272,6 +272,8 @@ run_tests() {
         # (tests/fixture.h's fixture_selected), in the programs the stage names
         if [[ " $fixture_pairs " == *" $name "* || $fixture_pairs == all ]]; then
             envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-pairs}")
+        elif [[ " $fixture_rest " == *" $name "* ]]; then
+            envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-rest}")
         fi
         run_prog "$name" env "${envs[@]}" "$@" "$prog"
         n=$((n + 1))
@@ -285,15 +287,20 @@ wasm_set=plain
 # The programs (names, or "all") that run_tests runs on half the parity fixtures, with
 # LEAN_TEST_FIXTURES=pairs (tests/fixture.h: every format still on every architecture, tied
 # and untied): set by the stages where sanitizers or emulation make the full sweep minutes
-# long; the native stage runs every fixture. LEAN_TEST_FIXTURES=all runs every one there too.
+# long; the native stage runs every fixture, but for the programs in fixture_rest, which sweep
+# the other half (asan's pairs of test_gpu_forward, on the same llvmpipe: between them, every
+# fixture). LEAN_TEST_FIXTURES=all runs every one there too.
 fixture_pairs=
+fixture_rest=
 
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
     local built=1
     build native all || built=0
     qargs=(BUILD=build)
+    fixture_rest=test_gpu_forward
     run_tests build "" $built
+    fixture_rest=
     # make install into a temporary DESTDIR, a program built against it through pkg-config
     run_prog test_install bash tests/install.sh build
     # lean serve through npm's openai client, its load test, and on the GPU (~50 s; tests/serve/run.mjs)
