@@ -84,7 +84,7 @@ typedef struct lean_gpu_options {
     uint32_t attn_ksplits;  /* attention_tiled's key splits, 1 to 8 (0: GPU_ATTN_KSPLITS) */
     bool no_subgroups;      /* reduce.wgsl's trees where the device has subgroups */
     bool no_kv_epilogue;    /* decode's qkv_post as a dispatch, as on a device without the storage
-                             * buffers for the Q, K, V matmuls to do its work (exact turns it on) */
+                             * buffers for the Q, K, V matmuls to do its work */
     bool no_resident;       /* no resident generation: the host draws (gen_begin declines) */
     uint32_t gen_pace;      /* a resident generation's depth fixed, as for a step of 25 ms / gen_pace
                              * (16: greedy blocks of 16 ids, 8 sampled steps in flight), so that
