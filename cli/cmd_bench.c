@@ -14,8 +14,8 @@
  *            BENCH_PROMPT ids; the N + 1 ids (the first from the prompt's logits) are hashed with FNV-1a 64 ("exactness hash"); every repetition must give
  *            the same ids (exit status 1 otherwise), and the hashes of one model are compared
  *            across backends and thread counts (a warning when they differ).
- *   tg N x S aggregate decode (--streams): S sequences, each prefilled alone with its own
- *            prompt (untimed; stream 0's is tg's), then N + 1 greedy draws each, the N decodes
+ *   tg N x S aggregate decode (--streams): S sequences made together (lean_ctx_params.n_seq),
+ *            each prefilled alone with its own prompt (untimed; stream 0's is tg's), then N + 1 greedy draws each, the N decodes
  *            of every step made together by lean_decode_batch; tokens/s counts all S x N
  *            decoded ids. Stream 0's ids must be tg N's (a sequence's reply does not depend
  *            on the batch) and every repetition's the same (exit status 1 otherwise).
@@ -655,14 +655,15 @@ static lean_status bench_decode(bench_run *b, lean_ctx *c, lean_sampler *smp, be
     return st;
 }
 
-/* Aggregate decode (tg N x S): S sequences, c (the measured context) as stream 0 and S - 1
- * more made like it, each prefilled alone (untimed), then R times N + 1 greedy draws a stream
- * (a generation each, its own greedy sampler), every step's draws by one lean_gen_next_batch:
- * the N decodes of a step in one pass, the draws resident on the GPU. row: the decode rows'
- * fields; alone: tg N's ids (NULL when that row did not run). */
-static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c, const lean_ctx_params *cp,
-                                 bench_row *row, const int32_t *prompt, int32_t n, int S,
-                                 const int32_t *alone, double *ms, double *scratch, lean_error *err) {
+/* Aggregate decode (tg N x S): S sequences made like the measured context (cp) and together
+ * (n_seq = S: on the GPU their KV caches lie in one page, so a step's pass runs one attention a
+ * layer), stream 0 with its prompt, each prefilled alone (untimed), then R times N + 1 greedy
+ * draws a stream (a generation each, its own greedy sampler), every step's draws by one
+ * lean_gen_next_batch: the N decodes of a step in one pass, the draws resident on the GPU.
+ * row: the decode rows' fields; alone: tg N's ids (NULL when that row did not run). */
+static lean_status bench_streams(bench_run *b, const lean_model *m, const lean_ctx_params *cp, bench_row *row,
+                                 const int32_t *prompt, int32_t n, int S, const int32_t *alone, double *ms,
+                                 double *scratch, lean_error *err) {
     const bench_args *a = b->a;
     const int32_t V = lean_model_n_vocab(m);
     const size_t n_ids = (size_t)n + 1;
@@ -680,11 +681,12 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
     row->phase = "batch", row->n_tokens = S * n, row->depth = BENCH_PROMPT, row->streams = S;
     snprintf(row->test, sizeof row->test, "tg%d x%d", n, S);
     progress(b, row->model_name, row->backend, row->threads, row->test, 0);
-    ctx[0] = c;
     memcpy(prompts, prompt, sizeof *prompts * BENCH_PROMPT);
-    for (int s = 1; s < S && st == LEAN_OK; s++) {
-        bench_ids(a->seed, STREAM_BATCH + (uint64_t)s - 1, V, prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT);
-        st = lean_ctx_create(m, cp, &ctx[s], err);
+    lean_ctx_params together = *cp;
+    together.n_seq = S;
+    for (int s = 0; s < S && st == LEAN_OK; s++) {
+        if (s) bench_ids(a->seed, STREAM_BATCH + (uint64_t)s - 1, V, prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT);
+        st = lean_ctx_create(m, &together, &ctx[s], err);
         if (st == LEAN_OK && a->lora.n) st = lean_ctx_set_loras(ctx[s], b->loras, a->lora.scale, a->lora.n, err);
     }
     lean_sampler_params greedy = lean_sampler_default_params();
@@ -699,7 +701,7 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
                 st = lean_prefill(ctx[s], prompts + (size_t)s * BENCH_PROMPT, BENCH_PROMPT, logits + (size_t)s * V, err);
         }
         int32_t *out = r ? ids : first;
-        if (r == a->reps - 1) profile_start(b, c);
+        if (r == a->reps - 1) profile_start(b, ctx[0]);
         const double t0 = now_ms();
         for (int s = 0; s < S && st == LEAN_OK; s++) st = lean_gen_begin(ctx[s], smps[s], n + 1, err);
         for (int32_t k = 0; k <= n && st == LEAN_OK; k++) {
@@ -711,7 +713,7 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
         if (r && memcmp(first, ids, sizeof *ids * (size_t)S * n_ids) != 0) row->same_ids = 0;
     }
     if (st != LEAN_OK) goto done;
-    profile_keep(b, c, row, n + 1); /* ctx[0] drives the batched passes: their dispatches are its */
+    profile_keep(b, ctx[0], row, n + 1); /* ctx[0] drives the batched passes: their dispatches are its */
     row->st = stat_of(ms, a->reps, scratch);
     row->prompt = prompt, row->n_prompt = BENCH_PROMPT;
     row->ids = first, row->n_ids = (int32_t)n_ids;
@@ -726,7 +728,7 @@ static lean_status bench_streams(bench_run *b, const lean_model *m, lean_ctx *c,
     if (!kept) snprintf(err->msg, sizeof err->msg, "out of memory keeping the decode results"), err->status = st;
     row->weight_read_bytes *= S;
 done:
-    for (int s = 1; ctx && s < S; s++) lean_ctx_free(ctx[s]);
+    for (int s = 0; ctx && s < S; s++) lean_ctx_free(ctx[s]);
     for (int s = 0; smps && s < S; s++) lean_sampler_free(smps[s]);
     free(smps);
     row->ids = row->prompt = NULL, row->streams = 0, row->alone_ids = -1;
@@ -869,7 +871,7 @@ static lean_status bench_one(bench_run *b, const char *path, const char *backend
         for (int j = tg0; j < tg0 + a->n_tg; j++)
             if (b->decode[j].n_tokens == a->tg[i]) alone = b->decode[j].ids;
         for (int k = 0; k < a->n_streams; k++)
-            if ((st = bench_streams(b, m, c, &cp, &row, prompt, a->tg[i], a->streams[k], alone, ms, scratch,
+            if ((st = bench_streams(b, m, &cp, &row, prompt, a->tg[i], a->streams[k], alone, ms, scratch,
                                     err)) != LEAN_OK)
                 goto done;
     }

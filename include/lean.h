@@ -230,6 +230,16 @@ typedef struct lean_ctx_params {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = the model's n_ctx_train capped at 4096 */
     int32_t n_batch;   /* prefill chunk in tokens; 0 = the backend's: 512 on the GPU, 64 on the CPU */
     int32_t n_threads; /* CPU threads; 0 = one per CPU this process may use (1 in wasm) */
+    /* The contexts of this n_ctx, this one among them, that the caller means to decode together
+     * (lean_decode_batch, lean_gen_next_batch), as llama.cpp's n_seq_max; 0 = 1. The GPU keeps
+     * the KV caches of a model's contexts in shared pages, and a batched pass runs one
+     * attention a layer per page its rows lie in: a context that opens a page (none of its
+     * n_ctx has a free slot) makes it of at least n_seq slots, so n_seq contexts made together
+     * lie in one page. Past 64 slots (the most a page holds, and a batched pass's rows), or past
+     * what one storage binding holds, the page is of as many as fit: more contexts lie in more
+     * pages. Unset, the page is of as many slots as the pages of its n_ctx already hold (1, 1,
+     * 2, 4, ...: a lone context allocates its own cache only). The CPU ignores it. */
+    int32_t n_seq;
     /* Which backend computes:
      *   NULL or "auto": WebGPU when a hardware GPU adapter is found and the model loads onto
      *     it, else "cpu" (no WebGPU library, a software adapter such as llvmpipe, or any

@@ -121,6 +121,7 @@ int cmd_serve(int argc, char **argv) {
     else if (!has_index(web)) return usage_error(usage_serve, "--web %s: no index.html there", web);
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_threads = (int32_t)threads;
+    cp.n_seq = (int32_t)parallel; /* the slots are decoded together: on the GPU, one KV page */
 
     /* SIGINT and SIGTERM are taken by sigwait below: blocked before any thread starts, so
      * every thread inherits the mask. A closed socket must not kill the process. */

@@ -14,6 +14,9 @@
  *               passes of 2 rows) and the Q4_K qwen3 (q/k norms: no q|k|v epilogue), where
  *               every row must have gone through a batched pass (test_hooks.h counts them),
  *               and a GPU pass of 19 rows (many pages and workgroups in z, no power of two),
+ *               and 12 GPU contexts made with lean_ctx_params.n_seq = 12 in one KV page,
+ *               their pass one attention a layer (without it: one a page; test_hooks.h),
+ *               n_seq past a page's 64 slots clamped, a negative one refused,
  *               and a batch with a LoRA adapter (the parity llama's) row by row, the bits of
  *               each context alone (and its generations, each row stepping alone inside
  *               lean_gen_next_batch one step ahead, the ids of lean_gen_next alone);
@@ -609,6 +612,92 @@ static void test_gpu_wide(const lean_model *m, int32_t V, const char *what) {
     free(got), free(want);
 }
 
+#define H_SEQ 12
+/* Makes n GPU contexts of N_CTX (n_seq as given; the first's n_batch H_SEQ: it leads one pass
+ * of them all), each prefilled with s's prompt; false (err set) on a failure. */
+static bool make_prefilled(const lean_model *m, int32_t V, int32_t n_seq, lean_ctx **c, int n, lean_error *err) {
+    bool ok = true;
+    for (int s = 0; ok && s < n; s++) {
+        lean_ctx_params cp = lean_ctx_default_params();
+        cp.backend = "gpu", cp.exact = 1, cp.n_ctx = N_CTX, cp.n_seq = n_seq, cp.n_batch = s == 0 ? H_SEQ : 0;
+        int32_t ids[3];
+        for (int i = 0; i < 1 + s % 3; i++) ids[i] = (int32_t)((s * 7 + i * 5 + 3) % V);
+        ok = lean_ctx_create(m, &cp, &c[s], err) == LEAN_OK && lean_prefill(c[s], ids, 1 + s % 3, NULL, err) == LEAN_OK;
+    }
+    return ok;
+}
+
+/* The distinct KV pages (test_hooks.h) c[0..n)'s caches lie in; *cap the slots of c[0]'s. */
+static int pages_of(lean_ctx *const *c, int n, int32_t *cap) {
+    uint64_t id[H_SEQ];
+    int d = 0;
+    for (int s = 0; s < n; s++) {
+        int32_t k;
+        const uint64_t p = lean_backend_gpu_kv_page(lean_ctx_backend_state(c[s]), &k);
+        if (s == 0) *cap = k;
+        int i = 0;
+        while (i < d && id[i] != p) i++;
+        if (i == d) id[d++] = p;
+    }
+    return d;
+}
+
+/* lean_ctx_params.n_seq (kvpool.h): a lone context's page is its own cache (1 slot); H_SEQ
+ * contexts made together without it lie in several pages (1, 1, 2, 4, ...), and a batched pass
+ * over them records one attention a layer per page; made with n_seq = H_SEQ they lie in one
+ * page of H_SEQ slots and the pass records one attention a layer, every row its twin's bits
+ * (decoded alone). A hint past the 64 slots a page holds is clamped; a negative one refused. */
+static void test_gpu_seq_hint(const lean_model *m, int32_t V) {
+    lean_model_info info;
+    lean_model_get_info(m, &info);
+    lean_ctx *plain[H_SEQ] = {0}, *hinted[H_SEQ] = {0}, *twin[H_SEQ] = {0}, *big[2] = {0};
+    float *got = malloc(sizeof(float) * H_SEQ * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
+    lean_error err = {0};
+    int32_t ids[H_SEQ], cap = 0;
+    for (int s = 0; s < H_SEQ; s++) ids[s] = id_at(s, 0, V);
+    bool ok = got && want && make_prefilled(m, V, 0, plain, 1, &err);
+    CHECK(!ok || (pages_of(plain, 1, &cap) == 1 && cap == 1), "n_seq 0: a lone context's page has %d slots, not 1",
+          cap);
+    ok = ok && make_prefilled(m, V, 0, plain + 1, H_SEQ - 1, &err); /* one set of H_SEQ with plain[0] */
+    int d = ok ? pages_of(plain, H_SEQ, &cap) : 0;
+    int64_t a0 = ok ? lean_backend_gpu_batch_attention(lean_ctx_backend_state(plain[0])) : 0;
+    ok = ok && lean_decode_batch(plain, ids, H_SEQ, got, &err) == LEAN_OK;
+    int64_t da = ok ? lean_backend_gpu_batch_attention(lean_ctx_backend_state(plain[0])) - a0 : 0;
+    CHECK(!ok || (d > 1 && da == (int64_t)d * info.n_layer),
+          "n_seq 0: %d contexts in %d pages, %lld attention records over %d layers", H_SEQ, d, (long long)da,
+          info.n_layer);
+    for (int s = 0; s < H_SEQ; s++) lean_ctx_free(plain[s]);
+
+    ok = ok && make_prefilled(m, V, H_SEQ, hinted, H_SEQ, &err) && make_prefilled(m, V, 0, twin, H_SEQ, &err);
+    d = ok ? pages_of(hinted, H_SEQ, &cap) : 0;
+    CHECK(!ok || (d == 1 && cap == H_SEQ), "n_seq %d: the contexts lie in %d pages (the first of %d slots)", H_SEQ, d,
+          cap);
+    a0 = ok ? lean_backend_gpu_batch_attention(lean_ctx_backend_state(hinted[0])) : 0;
+    ok = ok && lean_decode_batch(hinted, ids, H_SEQ, got, &err) == LEAN_OK;
+    da = ok ? lean_backend_gpu_batch_attention(lean_ctx_backend_state(hinted[0])) - a0 : 0;
+    CHECK(!ok || da == info.n_layer, "n_seq %d: %lld attention records over %d layers, not one a layer", H_SEQ,
+          (long long)da, info.n_layer);
+    int mismatches = 0;
+    for (int s = 0; ok && s < H_SEQ; s++) {
+        ok = lean_decode(twin[s], ids[s], want, &err) == LEAN_OK;
+        mismatches += ok && memcmp(got + (size_t)s * (size_t)V, want, sizeof(float) * (size_t)V) != 0;
+    }
+    CHECK(mismatches == 0, "n_seq %d: %d of %d rows are not their twin's bits", H_SEQ, mismatches, H_SEQ);
+    for (int s = 0; s < H_SEQ; s++) lean_ctx_free(hinted[s]), lean_ctx_free(twin[s]);
+
+    ok = ok && make_prefilled(m, V, 1000, big, 2, &err);
+    d = ok ? pages_of(big, 2, &cap) : 0;
+    CHECK(!ok || (d == 1 && cap == 64), "n_seq 1000: %d pages, the first of %d slots (want 1 of 64)", d, cap);
+    for (int s = 0; s < 2; s++) lean_ctx_free(big[s]);
+    CHECK(ok, "n_seq: %s", err.msg);
+    lean_ctx_params cp = lean_ctx_default_params();
+    cp.backend = "gpu", cp.n_ctx = N_CTX, cp.n_seq = -1;
+    lean_ctx *bad = NULL;
+    const lean_status st = lean_ctx_create(m, &cp, &bad, &err);
+    CHECK(st == LEAN_ERR_ARG && !bad && strstr(err.msg, "n_seq"), "n_seq -1: status %d, '%s'", (int)st, err.msg);
+    free(got), free(want);
+}
+
 int main(void) {
     static const uint32_t formats[] = {LEAN_TYPE_Q4_0, LEAN_TYPE_Q8_0, LEAN_TYPE_Q4_K, LEAN_TYPE_F16};
     static const char *archs[] = {"llama", "qwen2", "qwen3", "llama"};
@@ -645,7 +734,7 @@ int main(void) {
             if (!strcmp(rcs[i].backend, "gpu")) test_gpu_wide(m, V, what);
             printf("%s: checked\n", what);
         }
-        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V);
+        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V), test_gpu_seq_hint(m, V);
         if (f == 0) {
             char opath[512];
             lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);

@@ -25,6 +25,7 @@ typedef struct lean_backend_config {
     int32_t n_ctx;     /* KV cache length in tokens */
     int32_t n_batch;   /* the most tokens one forward call gets (1 <= n_batch <= n_ctx) */
     int32_t n_threads; /* CPU threads; 0 = one per CPU; backends without threads ignore it */
+    int32_t n_seq;     /* lean_ctx_params.n_seq (>= 0): the GPU's KV page size (gpu/kvpool.h) */
     const char *isa;   /* CPU kernel table (kernels.h): NULL = the best this CPU runs */
     bool hardware_only; /* GPU backends: fail (LEAN_ERR_UNSUPPORTED) on a software adapter */
     bool exact;         /* lean_ctx_params.exact: the GPU keeps every matmul in F32 */

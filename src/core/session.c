@@ -111,7 +111,7 @@ struct lean_ctx {
 /* ---- params ---- */
 
 lean_ctx_params lean_ctx_default_params(void) {
-    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .backend = NULL, .exact = 0, .profile = 0,
+    return (lean_ctx_params){.n_ctx = 0, .n_batch = 0, .n_threads = 0, .n_seq = 0, .backend = NULL, .exact = 0, .profile = 0,
                              .progress = NULL, .progress_user = NULL};
 }
 
@@ -127,9 +127,9 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
     if (!m || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_ctx_create: NULL argument");
     *out = NULL;
     lean_ctx_params params = p ? *p : lean_ctx_default_params();
-    if (params.n_ctx < 0 || params.n_batch < 0 || params.n_threads < 0)
-        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d), n_batch (%d) and n_threads (%d) must be >= 0",
-                         params.n_ctx, params.n_batch, params.n_threads);
+    if (params.n_ctx < 0 || params.n_batch < 0 || params.n_threads < 0 || params.n_seq < 0)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx (%d), n_batch (%d), n_threads (%d) and n_seq (%d) must be >= 0",
+                         params.n_ctx, params.n_batch, params.n_threads, params.n_seq);
     lean_backend_choice bc;
     lean_status st = lean_backend_choose(params.backend, &bc, err);
     if (st != LEAN_OK) return st;
@@ -147,7 +147,7 @@ lean_status lean_ctx_create_gpu(const lean_model *m, const lean_ctx_params *p, c
         return LEAN_FAIL(err, LEAN_ERR_ARG, "n_ctx %d is more than lean supports (%d)", n_ctx,
                          LEAN_MAX_N_CTX);
     lean_backend_config cfg = {.n_ctx = n_ctx, .n_batch = batch_of(bc.be, params.n_batch, n_ctx),
-                               .n_threads = params.n_threads, .isa = bc.isa, .hardware_only = bc.hardware_only,
+                               .n_threads = params.n_threads, .n_seq = params.n_seq, .isa = bc.isa, .hardware_only = bc.hardware_only,
                                .exact = params.exact != 0, .profile = params.profile != 0, .gpu = gpu,
                                .progress = params.progress, .progress_user = params.progress_user};
     /* the call made again after LEAN_PENDING: settle what was made (model.h; one thread in

@@ -576,7 +576,7 @@ static lean_status gpu_create_config(const lean_model *m, lean_backend_model *bm
     lean_mutex_lock(&bm->lock);
     s->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *s->layers);
     lean_status st = s->layers ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating %d gpu layers", m->hp.n_layer);
-    if (!st) st = gpu_kv_take(s->g, &bm->pool, m, n_ctx, &s->kv, err);
+    if (!st) st = gpu_kv_take(s->g, &bm->pool, m, n_ctx, cfg->n_seq, &s->kv, err);
     if (!st) s->rope_table = s->kv.page->rope;
     if (!st) st = alloc_activations(s, err);
     if (!st) st = make_ends(s, err);
@@ -967,6 +967,11 @@ static lean_status gpu_profile(lean_backend_state *s, int64_t steps, char *text,
 lean_gpu *lean_backend_gpu_device(lean_backend_state *s) { return s->g; }
 lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s) { return s->logits; }
 int64_t lean_backend_gpu_batch_rows(lean_backend_state *s) { return s->batch_rows; }
+int64_t lean_backend_gpu_batch_attention(lean_backend_state *s) { return s->batch_attn; }
+uint64_t lean_backend_gpu_kv_page(lean_backend_state *s, int32_t *cap) {
+    *cap = s->kv.page->cap;
+    return s->kv.page->id;
+}
 int32_t lean_backend_gpu_gen_ahead(lean_backend_state *s) { return s->gen.on ? s->gen.n_sub - s->gen.n_out : 0; }
 
 static void gpu_describe(const lean_backend_state *s, char *text, size_t cap) {

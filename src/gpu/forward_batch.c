@@ -53,7 +53,8 @@ typedef struct gpu_batch {
  * page at its own position in its own slot (gpu_attention_rows: the positions and slots in a
  * small uniform, batch_rows.wgsl), into the batch's att rows, and Wo reads them there. A layer
  * is then its decode dispatches over the rows plus 2 (3) a page; rows made together lie in few
- * pages (kvpool.h's growth rule: 32 contexts, 6). The logits of every row come back in one copy
+ * pages (kvpool.h's growth rule: 32 contexts, 6), in one where they were made with
+ * lean_ctx_params.n_seq (lean serve --parallel, lean bench --streams). The logits of every row come back in one copy
  * and one map. Decode's q|k|v epilogue writes one position, so the pass has Q, K, V matmuls
  * without it (gpu_make_plain_qkv) and runs qkv_post, the same expressions (matmul_out.wgsl). A model
  * whose rows do not start on a vec4 (gpu_matmul_rows_fit), or whose logits of n rows pass a
@@ -305,7 +306,7 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
         lean_gpu_copy(c, b->logits, 0, b->logits_rb, 0, bytes);
     }
     st = lean_gpu_submit_step(c, err);
-    if (!st) s0->batch_rows += n;
+    if (!st) s0->batch_rows += n, s0->batch_attn += (int64_t)gr.count * s0->m->hp.n_layer;
     if (!st && logits) st = lean_gpu_map_begin(b->logits_rb, err);
     return st || !logits ? st : batch_wait(b->logits_rb, logits, bytes, err);
 }
@@ -373,7 +374,7 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
         lean_gpu_copy(c, r[k]->ids, 0, G->slot[G->b_sub % GEN_SLOTS], 0, 4);
     }
     st = lean_gpu_submit_step(c, err);
-    if (!st) s0->batch_rows += d;
+    if (!st) s0->batch_rows += d, s0->batch_attn += d ? (int64_t)gr.count * s0->m->hp.n_layer : 0;
     const double t = gpu_now_ms();
     for (int32_t k = 0; !st && k < m; k++) { /* each row's block of one, as gen_submit_block's */
         gpu_gen *G = &r[k]->gen;

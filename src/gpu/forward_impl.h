@@ -143,6 +143,7 @@ struct lean_backend_state {
     lean_gpu_buf *gu;           /* (B, 2 n_ff) g | u of a stacked gate, up with adapters; NULL until then */
     gpu_batch *batch;           /* NULL until it leads a batched pass (forward_batch.c) */
     int64_t batch_rows;         /* the rows of the batched passes it has led (test_hooks.h) */
+    int64_t batch_attn;         /* their attention records: a layer's, one per KV page (test_hooks.h) */
 };
 
 /* ---- forward.c's calls ---- */

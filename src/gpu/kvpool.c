@@ -21,9 +21,9 @@ static void page_free(gpu_kv_page *p, int32_t n_layer) {
     lean_free(p);
 }
 
-/* A page of the growth rule's slots of n_ctx positions. */
-static lean_status page_new(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, gpu_kv_page **out,
-                            lean_error *err) {
+/* A page of the growth rule's slots of n_ctx positions, or n_seq where that is more. */
+static lean_status page_new(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, int32_t n_seq,
+                            gpu_kv_page **out, lean_error *err) {
     *out = NULL;
     const lean_hparams *hp = &m->hp;
     const uint64_t align = lean_gpu_get_info(g)->min_storage_offset_align ? lean_gpu_get_info(g)->min_storage_offset_align
@@ -36,6 +36,7 @@ static lean_status page_new(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m,
     int32_t cap = 0; /* the growth rule: the slots of n_ctx the pages have */
     for (const gpu_kv_page *p = pool->pages; p; p = p->next) cap += p->n_ctx == n_ctx ? p->cap : 0;
     const uint64_t fit = gpu_binding_max_bytes(g) / stride;
+    if (cap < n_seq) cap = n_seq;
     if (cap < 1) cap = 1;
     if (cap > GPU_KV_PAGE_SLOTS) cap = GPU_KV_PAGE_SLOTS;
     if ((uint64_t)cap > fit) cap = fit ? (int32_t)fit : 1;
@@ -69,13 +70,13 @@ static bool page_full(const gpu_kv_page *p) {
     return p->used == (p->cap == GPU_KV_PAGE_SLOTS ? ~0ull : (1ull << p->cap) - 1);
 }
 
-lean_status gpu_kv_take(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, gpu_kv_slot *out,
-                        lean_error *err) {
+lean_status gpu_kv_take(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, int32_t n_seq,
+                        gpu_kv_slot *out, lean_error *err) {
     *out = (gpu_kv_slot){0};
     const int32_t n_layer = m->hp.n_layer;
     gpu_kv_page *p = pool->pages;
     while (p && (p->n_ctx != n_ctx || page_full(p))) p = p->next;
-    lean_status st = p ? LEAN_OK : page_new(g, pool, m, n_ctx, &p, err);
+    lean_status st = p ? LEAN_OK : page_new(g, pool, m, n_ctx, n_seq, &p, err);
     if (st) return st;
     int32_t i = 0;
     while (p->used >> i & 1) i++;

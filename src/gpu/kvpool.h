@@ -8,8 +8,10 @@
  * alignment, and the RoPE table of n_ctx positions (gpu_rope_table_create) its contexts share.
  * A context takes a free slot of its n_ctx (gpu_kv_take) and binds its slot's views; the page
  * a new slot needs holds as many slots as the pages of that n_ctx already do together (1, 1, 2,
- * 4, ...: a lone context allocates what it did alone, 32 contexts made together lie in 6
- * pages), at most GPU_KV_PAGE_SLOTS and what one binding holds. A page goes with its last slot.
+ * 4, ...: a lone context allocates what it did alone), or the n_seq its context asks for
+ * (lean_ctx_params.n_seq: the contexts the caller decodes together) where that is more, so
+ * they lie in one page; at most GPU_KV_PAGE_SLOTS and what one binding holds. A page goes with
+ * its last slot.
  * Callers hold the model's lock (forward.c). */
 #ifndef LEAN_GPU_KVPOOL_H
 #define LEAN_GPU_KVPOOL_H
@@ -41,9 +43,10 @@ typedef struct gpu_kv_slot {
     lean_gpu_buf **k, **v; /* n_layer views each */
 } gpu_kv_slot;
 
-/* A free slot of n_ctx positions (a new page where none is free); out zeroed on failure. */
-lean_status gpu_kv_take(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, gpu_kv_slot *out,
-                        lean_error *err);
+/* A free slot of n_ctx positions (a new page where none is free, of at least n_seq slots
+ * within the limits); out zeroed on failure. */
+lean_status gpu_kv_take(lean_gpu *g, gpu_kv_pool *pool, const lean_model *m, int32_t n_ctx, int32_t n_seq,
+                        gpu_kv_slot *out, lean_error *err);
 /* Gives the slot back (a zeroed slot is fine); its page goes with its last slot. */
 void gpu_kv_give(gpu_kv_pool *pool, const lean_model *m, gpu_kv_slot *slot);
 /* The slot's first float in its page's buffers (a multiple of 4: slot strides are). */

@@ -14,6 +14,12 @@ lean_gpu_buf *lean_backend_gpu_logits(lean_backend_state *s);
 /* On a lean_backend_gpu state: the rows of the batched passes it has led (lean_decode_batch in
  * one pass, not row by row). */
 int64_t lean_backend_gpu_batch_rows(lean_backend_state *s);
+/* On a lean_backend_gpu state: the attention records (qkv_post, attention and, past a chunk, a
+ * merge: one a layer per KV page the rows lie in) of the batched passes it has led. */
+int64_t lean_backend_gpu_batch_attention(lean_backend_state *s);
+/* On a lean_backend_gpu state: the id of the KV page (kvpool.h) its cache lies in, and *cap its
+ * slots. */
+uint64_t lean_backend_gpu_kv_page(lean_backend_state *s, int32_t *cap);
 /* On a lean_backend_gpu state: the steps of its generation submitted past the ids handed out
  * (run ahead); 0 without a generation. */
 int32_t lean_backend_gpu_gen_ahead(lean_backend_state *s);
