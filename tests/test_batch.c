@@ -376,7 +376,8 @@ static void test_gen_runahead(const lean_model *m, const run_cfg *rc, int32_t V,
  * grammar needs one): greedy; seeded top-k; a grammar's mask (a JSON schema's, seeded); a repeat
  * penalty over a short window; the top-k row's settings with another seed. A batched draw that
  * read another row's settings, seed, window or mask would give other ids than the row alone
- * (lean_gen_next); each row stops at an end-of-generation id or MIX_IDS. */
+ * (lean_gen_next); each row stops at an end-of-generation id or MIX_IDS. Row 1 steps alone for two
+ * calls in between (its sampler's position then its own again: gpu_gen.behind). */
 #define MIX_ROWS 5
 #define MIX_IDS 12
 static lean_sampler_params mix_params(int r) {
@@ -448,8 +449,14 @@ static void test_gen_mix(const run_cfg *rc) {
     for (int k = 0; ok && k < MIX_IDS; k++) { /* every row together until it ends */
         lean_ctx *in[MIX_ROWS];
         int which[MIX_ROWS], n = 0;
-        for (int r = 0; r < MIX_ROWS; r++)
-            if (live[r]) in[n] = ctx[r], which[n++] = r;
+        for (int r = 0; ok && r < MIX_ROWS; r++) {
+            if (live[r] && r == 1 && (k == 4 || k == 5)) { /* alone between batched calls (its step queued) */
+                ok = lean_gen_next(ctx[r], &got[r][n_got[r]], &err) == LEAN_OK;
+                if (ok && lean_token_is_eog(tok, got[r][n_got[r]++])) live[r] = false, lean_gen_end(ctx[r]);
+            } else if (live[r]) {
+                in[n] = ctx[r], which[n++] = r;
+            }
+        }
         int32_t ids[MIX_ROWS];
         ok = !n || lean_gen_next_batch(in, n, ids, &err) == LEAN_OK;
         for (int i = 0; ok && i < n; i++) {
