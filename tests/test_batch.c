@@ -26,6 +26,9 @@
  *               continued by hand (its logits alone's), begun again and rejoining, one stepping
  *               alone between batched calls, one stopping at its max_ids; ids equal alone's,
  *               and every GPU row one step ahead after each call (test_hooks.h);
+ *   sampler mix lean_gen_next_batch over rows of different samplers (greedy, top-k, a grammar's
+ *               mask, a repeat penalty, top-k with another seed; one stepping alone between
+ *               calls): each row's ids are its own alone (on the GPU some rows share one draw);
  *   refusals    NULL, n < 1, a context twice, another model, another backend, another
  *               setting (exact beside not, another table; GPU contexts on two devices), a
  *               generation in progress, a full context, an id outside the vocabulary: each a
