@@ -29,6 +29,9 @@
  *               continued by hand (its logits alone's), begun again and rejoining, one stepping
  *               alone between batched calls, one stopping at its max_ids; ids equal alone's,
  *               and every GPU row one step ahead after each call (test_hooks.h);
+ *   sampler mix lean_gen_next_batch over rows of different samplers (greedy, top-k, a grammar's
+ *               mask, a repeat penalty, top-k with another seed; one stepping alone between
+ *               calls): each row's ids are its own alone (on the GPU some rows share one draw);
  *   refusals    NULL, n < 1, a context twice, another model, another backend, another
  *               setting (exact beside not, another table; GPU contexts on two devices), a
  *               generation in progress, a full context, an id outside the vocabulary: each a
@@ -36,6 +39,7 @@
  *
  * lean-test: native-only (CI time: the batched passes are C, the same in every build,
  * and each kernel's independence from the tokens alongside is test_kernels', which wasm runs) */
+#include "dev/lean_dev.h"
 #include "core/test_hooks.h"
 #include "gpu/test_hooks.h"
 #include "gpu_test.h"
@@ -372,6 +376,112 @@ static void test_gen_runahead(const lean_model *m, const run_cfg *rc, int32_t V,
         CHECK(behind == 0, "%s: %d batched rows were not one step ahead (or ran past max_ids)", what, behind);
     }
     free(want), free(logits);
+}
+
+/* lean_gen_next_batch over a mix of samplers in one batch, on a model with a tokenizer (a
+ * grammar needs one): greedy; seeded top-k; a grammar's mask (a JSON schema's, seeded); a repeat
+ * penalty over a short window; the top-k row's settings with another seed. A batched draw that
+ * read another row's settings, seed, window or mask would give other ids than the row alone
+ * (lean_gen_next); each row stops at an end-of-generation id or MIX_IDS. Row 1 steps alone for two
+ * calls in between (its sampler's position then its own again: gpu_gen.behind). */
+#define MIX_ROWS 5
+#define MIX_IDS 12
+static lean_sampler_params mix_params(int r) {
+    lean_sampler_params sp = lean_sampler_default_params();
+    sp.seed = 11 + 11 * (uint64_t)r;
+    if (r == 0) sp.greedy = 1;
+    if (r == 3) sp.repeat_penalty = 1.5, sp.repeat_last_n = 4, sp.temperature = 1.2;
+    if (r == 4) sp.seed = 101;
+    return sp;
+}
+
+/* Row r's sampler (under g when r is the masked row) and its prefilled, begun context. */
+static lean_ctx *mix_begin(const lean_model *m, const run_cfg *rc, int r, lean_grammar *g, lean_sampler **smp,
+                           lean_error *err) {
+    const int32_t V = lean_model_n_vocab(m);
+    int32_t p[MAX_PROMPT];
+    prompt_of(r, V, p);
+    const lean_sampler_params sp = mix_params(r);
+    lean_ctx *c = new_ctx(m, rc, 1, 0);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    bool ok = c && logits && lean_sampler_create(&sp, V, smp, err) == LEAN_OK &&
+              (r != 2 || (lean_grammar_reset(g, err) == LEAN_OK && lean_sampler_set_grammar(*smp, g, err) == LEAN_OK)) &&
+              lean_sampler_accept(*smp, p, prompt_len[r], err) == LEAN_OK &&
+              lean_prefill(c, p, prompt_len[r], logits, err) == LEAN_OK && lean_gen_begin(c, *smp, MIX_IDS, err) == LEAN_OK;
+    free(logits);
+    if (ok) return c;
+    lean_ctx_free(c);
+    return NULL;
+}
+
+static void test_gen_mix(const run_cfg *rc) {
+    char path[256], what[64];
+    lean_error err = {0};
+    snprintf(what, sizeof what, "sampler mix, %s", rc->backend);
+    test_tmp_path(path, sizeof path, "mix.gguf");
+    lean_gen_params gp = {.preset = "tiny-llama", .recipe = "f32", .seed = 5};
+    lean_model *m = NULL;
+    if (lean_generate_model(&gp, path, &err) != LEAN_OK || lean_model_load_file(path, &m, &err) != LEAN_OK) {
+        CHECK(0, "%s: the model: %s", what, err.msg);
+        return;
+    }
+    static const char schema[] = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"}, "
+                                 "\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"n\", \"ok\"]}";
+    const lean_tokenizer *tok = lean_model_tokenizer(m);
+    char *gbnf = NULL;
+    lean_grammar *g = NULL;
+    bool ok = lean_json_schema_to_gbnf(schema, strlen(schema), &gbnf, &err) == LEAN_OK &&
+              lean_grammar_create(gbnf, strlen(gbnf), NULL, tok, &g, &err) == LEAN_OK;
+    int32_t alone[MIX_ROWS][MIX_IDS], got[MIX_ROWS][MIX_IDS];
+    int n_alone[MIX_ROWS] = {0}, n_got[MIX_ROWS] = {0};
+    for (int r = 0; ok && r < MIX_ROWS; r++) { /* each row alone */
+        lean_sampler *smp = NULL;
+        lean_ctx *c = mix_begin(m, rc, r, g, &smp, &err);
+        ok = c != NULL;
+        while (ok && n_alone[r] < MIX_IDS) {
+            ok = lean_gen_next(c, &alone[r][n_alone[r]], &err) == LEAN_OK;
+            if (ok && lean_token_is_eog(tok, alone[r][n_alone[r]++])) break;
+        }
+        if (c) lean_gen_end(c);
+        lean_ctx_free(c);
+        lean_sampler_free(smp);
+    }
+    CHECK(ok, "%s alone: %s", what, err.msg);
+    lean_ctx *ctx[MIX_ROWS] = {0};
+    lean_sampler *smp[MIX_ROWS] = {0};
+    for (int r = 0; ok && r < MIX_ROWS; r++) ok = (ctx[r] = mix_begin(m, rc, r, g, &smp[r], &err)) != NULL;
+    bool live[MIX_ROWS];
+    for (int r = 0; r < MIX_ROWS; r++) live[r] = ok;
+    for (int k = 0; ok && k < MIX_IDS; k++) { /* every row together until it ends */
+        lean_ctx *in[MIX_ROWS];
+        int which[MIX_ROWS], n = 0;
+        for (int r = 0; ok && r < MIX_ROWS; r++) {
+            if (live[r] && r == 1 && (k == 4 || k == 5)) { /* alone between batched calls (its step queued) */
+                ok = lean_gen_next(ctx[r], &got[r][n_got[r]], &err) == LEAN_OK;
+                if (ok && lean_token_is_eog(tok, got[r][n_got[r]++])) live[r] = false, lean_gen_end(ctx[r]);
+            } else if (live[r]) {
+                in[n] = ctx[r], which[n++] = r;
+            }
+        }
+        int32_t ids[MIX_ROWS];
+        ok = !n || lean_gen_next_batch(in, n, ids, &err) == LEAN_OK;
+        for (int i = 0; ok && i < n; i++) {
+            const int r = which[i];
+            got[r][n_got[r]++] = ids[i];
+            if (n_got[r] == MIX_IDS || lean_token_is_eog(tok, ids[i])) live[r] = false, lean_gen_end(ctx[r]);
+        }
+    }
+    CHECK(ok, "%s batched: %s", what, err.msg);
+    for (int r = 0; ok && r < MIX_ROWS; r++)
+        CHECK(n_got[r] == n_alone[r] && !memcmp(alone[r], got[r], sizeof(int32_t) * (size_t)n_got[r]),
+              "%s: row %d's batched ids (%d) differ from lean_gen_next's alone (%d)", what, r, n_got[r], n_alone[r]);
+    CHECK(!ok || memcmp(alone[1], alone[4], sizeof alone[1]) || n_alone[1] != n_alone[4],
+          "%s: rows 1 and 4 (seeds apart) drew the same ids: the check cannot tell their seeds apart", what);
+    for (int r = 0; r < MIX_ROWS; r++) lean_ctx_free(ctx[r]), lean_sampler_free(smp[r]);
+    lean_grammar_free(g);
+    lean_grammar_text_free(gbnf);
+    lean_model_free(m);
+    unlink(path);
 }
 
 /* ---- refusals ---- */
@@ -734,7 +844,10 @@ int main(void) {
             if (!strcmp(rcs[i].backend, "gpu")) test_gpu_wide(m, V, what);
             printf("%s: checked\n", what);
         }
-        if (f == 0 && gpu) test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V), test_gpu_seq_hint(m, V);
+        if (f == 0 && gpu)
+            test_gpu_refusal(m), test_gpu_lora(), test_gpu_pool(m, V), test_gpu_seq_hint(m, V),
+                test_gen_mix(&rcs[n_rc - 1]);
+        if (f == 0) test_gen_mix(&rcs[0]);
         if (f == 0) {
             char opath[512];
             lean_model *other = tiny_load_all(archs[f], formats[f], 99, opath, sizeof opath);

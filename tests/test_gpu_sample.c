@@ -19,6 +19,9 @@
  *                sparse masks, half the vocabulary, one id, the ragged last word, bits past
  *                n_vocab, only non-finite logits allowed (no id), for greedy, capped, wide and
  *                penalized draws; then the mask turned off again.
+ *   rows         gpu_sampler_rows (a draw per row of one logits buffer, one dispatch a level for
+ *                all rows): each row's id is its own sampler's, each row its own setting,
+ *                seed, position and logits; penalties and the wide draw are not taken.
  *   check        gpu_sampler_check passes on this adapter (it compares with the CPU itself).
  *   errors       create/reset with bad arguments fail with a message.
  */
@@ -352,6 +355,69 @@ static void test_seeds(int32_t n_vocab) {
     free(work);
 }
 
+/* gpu_sampler_rows: n_rows rows of one logits buffer, each its own setting (those it takes: no
+ * penalty, not the wide draw), seed, position and kind of logits, one throwaway row (NULL) among
+ * them; each row's id is the one its own gpu_sampler draws (held to the CPU above). */
+static void test_rows(int32_t n_vocab, int32_t n_rows) {
+    lean_error err;
+    float *x = malloc(sizeof *x * (size_t)n_vocab * (size_t)n_rows);
+    lean_gpu_buf *logits = NULL, *out = NULL;
+    gpu_sampler_rows *rows = NULL;
+    lean_status st = x ? LEAN_OK : LEAN_ERR_NOMEM;
+    if (!st) st = lean_gpu_buf_create(G, 4 * (uint64_t)n_vocab * (uint64_t)n_rows, LEAN_GPU_STORAGE, "rows logits", &logits, &err);
+    if (!st) st = lean_gpu_buf_create(G, 4 * (uint64_t)n_rows, LEAN_GPU_STORAGE, "rows ids", &out, &err);
+    if (!st) st = gpu_sampler_rows_create(G, n_vocab, n_rows, logits, out, &rows, &err);
+    CHECK(st == LEAN_OK, "rows: making a draw of %d rows of %d ids: %s", n_rows, n_vocab, err.msg);
+    uint32_t want[64], got[64];
+    int taken = 0, mismatches = 0;
+    for (int32_t r = 0, si = 0; !st && r < n_rows; r++) {
+        float *row = x + (size_t)r * (size_t)n_vocab;
+        make_logits(row, n_vocab, r % L_KINDS);
+        if (r == n_rows / 2) { /* the throwaway row */
+            gpu_sampler_rows_set(rows, r, NULL, 0);
+            continue;
+        }
+        const setting *t = &settings[si++ % N_SETTINGS];
+        while (t->penalty != 1 || (t->temp > 0 && (t->top_k == 0 || t->top_k > SAMPLER_K_CAP))) t = &settings[si++ % N_SETTINGS];
+        const sampler_cfg cfg = cfg_of(t->temp, t->top_k, t->top_p, t->penalty, t->last_n, ((uint64_t)rnd() << 32) | rnd());
+        const uint32_t pos = rnd() % 100000;
+        rig one;
+        if (!rig_make(&one, &cfg, n_vocab)) break;
+        taken += gpu_sampler_rows_takes(one.s);
+        st = gpu_sampler_reset(one.s, pos, NULL, 0, &err);
+        if (!st && !gpu_draw(&one, row, n_vocab, &want[r])) st = LEAN_ERR_ARG;
+        gpu_sampler_rows_set(rows, r, one.s, pos);
+        rig_free(&one);
+    }
+    lean_gpu_cmd *c = NULL;
+    if (!st) st = lean_gpu_buf_write(G, logits, 0, x, 4 * (uint64_t)n_vocab * (uint64_t)n_rows, &err);
+    if (!st) st = gpu_sampler_rows_write(rows, n_rows, &err);
+    if (!st) st = lean_gpu_begin(G, &c, &err);
+    if (!st) {
+        gpu_sampler_rows_record(c, rows, n_rows);
+        st = lean_gpu_submit(c, &err);
+    }
+    if (!st) st = lean_gpu_buf_read(G, out, 0, got, 4 * (uint64_t)n_rows, &err);
+    CHECK(st == LEAN_OK, "rows: %d rows of %d ids: %s", n_rows, n_vocab, err.msg);
+    for (int32_t r = 0; !st && r < n_rows; r++) mismatches += r != n_rows / 2 && got[r] != want[r];
+    CHECK(!st && mismatches == 0 && taken == n_rows - 1,
+          "rows: %d rows of %d ids: %d ids differ from their own sampler's, %d of %d samplers taken", n_rows, n_vocab,
+          mismatches, taken, n_rows - 1);
+    const sampler_cfg pen = cfg_of(0.8, 40, 0.95, 1.3, 8, 1), wide = cfg_of(0.8, 0, 0.95, 1, 64, 1);
+    rig a, b;
+    if (!st && rig_make(&a, &pen, n_vocab)) {
+        if (rig_make(&b, &wide, n_vocab)) {
+            CHECK(!gpu_sampler_rows_takes(a.s) && !gpu_sampler_rows_takes(b.s), "rows: a penalty or the wide draw taken");
+            rig_free(&b);
+        }
+        rig_free(&a);
+    }
+    gpu_sampler_rows_free(rows);
+    lean_gpu_buf_free(logits);
+    lean_gpu_buf_free(out);
+    free(x);
+}
+
 static void test_errors(void) {
     lean_error err;
     lean_gpu_buf *logits = NULL, *out = NULL;
@@ -414,6 +480,8 @@ int main(void) {
     test_bias(1);
     test_bias(1000);
     test_bias(50257);
+    test_rows(1000, 13);
+    test_rows(151936, 5); /* 38 lists a row, two merge levels */
     test_errors();
     lean_gpu_close(G);
     return test_finish("test_gpu_sample");

@@ -778,6 +778,7 @@ static lean_status gpu_gen_begin(lean_backend_state *s, const sampler_cfg *cfg, 
     G->greedy = cfg->greedy;
     G->masked = masked; /* one step at a time: each mask follows the id drawn before */
     G->stepwise = false;
+    G->behind = false;
     G->pace = gen_pace(s, G->greedy, 1e9); /* the shallowest until a step is timed */
     G->pos0 = pos;
     G->limit = max_ids;
@@ -793,7 +794,10 @@ static lean_status gen_submit(lean_backend_state *s, int32_t i, const uint32_t *
     const int32_t j = G->n_sub;
     lean_gpu_cmd *c = NULL;
     lean_status st = G->masked ? gpu_sampler_set_mask(G->smp, mask, err) : LEAN_OK;
+    /* after batched draws (gpu_sampler_rows: no penalty, so no window to restore) */
+    if (!st && G->behind) st = gpu_sampler_reset(G->smp, (uint32_t)(G->pos0 + j), NULL, 0, err);
     if (st) return st;
+    G->behind = false;
     st = j > 0 ? begin_forward(s, 1, G->pos0 + j - 1, true, &c, err) : lean_gpu_begin(s->g, &c, err);
     if (st) return st;
     gpu_sampler_record(c, G->smp);

@@ -41,6 +41,8 @@ typedef struct gpu_batch {
     int32_t rows;            /* what mm_out and the logits hold */
     gpu_matmul *mm_out;      /* xn -> logits, rows */
     lean_gpu_buf *logits, *logits_rb; /* (rows, n_vocab); READBACK */
+    gpu_sampler_rows *draw;  /* the batched generation's draw over the rows of logits (made on its first step) */
+    lean_gpu_buf *picked;    /* (rows) u32: its ids */
 } gpu_batch;
 
 /* ---- batch ----
@@ -80,7 +82,8 @@ void gpu_batch_free(lean_backend_state *s) {
     gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
-    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn};
+    gpu_sampler_rows_free(b->draw);
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->picked};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -129,9 +132,11 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
     if (!st && b->rows < n) {
         const uint64_t n_vocab = (uint64_t)m->hp.n_vocab;
         gpu_matmul_free(b->mm_out);
+        gpu_sampler_rows_free(b->draw);
         lean_gpu_buf_free(b->logits);
         lean_gpu_buf_free(b->logits_rb);
-        b->mm_out = NULL, b->logits = b->logits_rb = NULL, b->rows = 0;
+        lean_gpu_buf_free(b->picked);
+        b->mm_out = NULL, b->draw = NULL, b->logits = b->logits_rb = b->picked = NULL, b->rows = 0;
         st = gpu_new_buf(s, (uint64_t)n, n_vocab, "batch logits", &b->logits, err);
         if (!st)
             st = lean_gpu_buf_create(s->g, 4 * (uint64_t)n * n_vocab, LEAN_GPU_READBACK, "batch logits read-back",
@@ -325,9 +330,15 @@ lean_status gpu_batch_check(const lean_backend_state *first, const lean_backend_
  * (batch_step) submits step G->n_sub of each of its rows in one pass: the rows whose last
  * drawn id is still to be decoded (every row past its first draw) go through the batched pass
  * (section "batch"), their ids gathered on the GPU from each context's id buffer, where its
- * sampler wrote them; each row's logits are copied to its context's logits, where its own
- * sampler (its settings, its penalties' history, its mask) draws, as its resident step would:
- * the ids of lean_gen_next alone. Each id is copied into its row's own read-back slot, a block
+ * draw wrote them. The draw: the decoded rows whose sampler needs no state but the position (no
+ * penalty, mask or bias, not the wide draw: gpu_sampler_rows_takes) are drawn together by the
+ * batch's draw (gpu_sampler_rows: 4 dispatches for a 152k vocabulary whatever the rows), reading
+ * the batch's logits in place, each row with its own sampler's settings, seed and position; the
+ * other rows (and every row's first draw, from its prefill's logits) have their logits copied to
+ * their context's, where their own sampler (its penalties' history, its mask, its bias) draws
+ * (2-5 dispatches a row): either way the ids of lean_gen_next alone. A row the batch drew for
+ * has its sampler's position reset before it draws alone (gpu_gen.behind). Each id is copied
+ * into its row's own read-back slot, a block
  * of one, and mapped there: a step so submitted is in the generation's own queue, which
  * gpu_gen_take, gpu_gen_next and gpu_gen_end serve and drop as they do lean_gen_next's.
  * The run-ahead: a call first submits the step of the rows with none queued (each under its
@@ -340,22 +351,54 @@ lean_status gpu_batch_check(const lean_backend_state *first, const lean_backend_
  * until it is one step ahead. Where the pass does not fit (see the batch section; more rows
  * than its rows_max) each row steps alone, one step ahead where not masked. */
 
+/* The batch's draw over its logits rows (gpu_sampler_rows), made on the first step that decodes
+ * rows (again after batch_prepare remade the logits); one a device cannot hold leaves every row
+ * to its own sampler. */
+static lean_status batch_draw_prepare(lean_backend_state *s0, lean_error *err) {
+    gpu_batch *b = s0->batch;
+    if (b->draw) return LEAN_OK;
+    lean_status st = b->picked ? LEAN_OK : gpu_new_buf(s0, (uint64_t)b->rows, 1, "batch picked ids", &b->picked, err);
+    if (!st) st = gpu_sampler_rows_create(s0->g, s0->m->hp.n_vocab, b->rows, b->logits, b->picked, &b->draw, err);
+    return st == LEAN_ERR_UNSUPPORTED ? LEAN_OK : st;
+}
+
 /* Submits step G->n_sub of each r[0..m) (the draw under masks[k] where masked) in one pass. */
 static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const *r, const uint32_t *const *masks,
                               int32_t m, lean_error *err) {
     lean_backend_state *ds[GPU_KV_PAGE_SLOTS]; /* the rows to decode, at pos */
     int32_t pos[GPU_KV_PAGE_SLOTS], d = 0;
-    for (int32_t k = 0; k < m; k++)
-        if (r[k]->gen.n_sub > 0) ds[d] = r[k], pos[d++] = r[k]->gen.pos0 + r[k]->gen.n_sub - 1;
+    int32_t at[GPU_KV_PAGE_SLOTS]; /* r[k]'s row in the batch's draw, or -1: its own sampler draws */
+    bool in_draw[GPU_KV_PAGE_SLOTS] = {0};
+    for (int32_t k = 0; k < m; k++) {
+        at[k] = -1;
+        if (r[k]->gen.n_sub > 0) at[k] = d, ds[d] = r[k], pos[d++] = r[k]->gen.pos0 + r[k]->gen.n_sub - 1;
+    }
     lean_status st = batch_prepare(s0, d > 0 ? d : 1, err);
-    const gpu_batch *b = s0->batch;
+    gpu_batch *b = s0->batch;
+    if (!st && d) st = batch_draw_prepare(s0, err);
+    bool drawing = false;
+    for (int32_t j = 0; !st && b->draw && j < d; j++) gpu_sampler_rows_set(b->draw, j, NULL, 0);
+    for (int32_t k = 0; k < m; k++) {
+        const gpu_gen *G = &r[k]->gen;
+        if (st || !b->draw || at[k] < 0 || G->masked || !gpu_sampler_rows_takes(G->smp)) {
+            at[k] = -1;
+            continue;
+        }
+        gpu_sampler_rows_set(b->draw, at[k], G->smp, (uint32_t)(G->pos0 + G->n_sub));
+        in_draw[at[k]] = drawing = true;
+    }
+    if (!st && drawing) st = gpu_sampler_rows_write(b->draw, d, err);
     batch_groups gr;
     uint32_t step[4];
     gpu_step_words(d, 0, step);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
     if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
-    for (int32_t k = 0; !st && k < m; k++)
-        if (r[k]->gen.masked) st = gpu_sampler_set_mask(r[k]->gen.smp, masks[k], err);
+    for (int32_t k = 0; !st && k < m; k++) {
+        gpu_gen *G = &r[k]->gen;
+        if (G->masked) st = gpu_sampler_set_mask(G->smp, masks[k], err);
+        if (!st && at[k] < 0 && G->behind) /* drawn by the batch before (no window to restore) */
+            st = gpu_sampler_reset(G->smp, (uint32_t)(G->pos0 + G->n_sub), NULL, 0, err), G->behind = st != LEAN_OK;
+    }
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
     if (st) return st;
@@ -366,12 +409,21 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
         for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, d, il);
         gpu_op_record(c, &b->norm_out, d);
         gpu_matmul_record_rows(c, b->mm_out, d);
-        for (int32_t j = 0; j < d; j++) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
+        for (int32_t j = 0; j < d; j++)
+            if (!in_draw[j]) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
+        if (drawing) gpu_sampler_rows_record(c, b->draw, d);
     }
     for (int32_t k = 0; k < m; k++) {
         gpu_gen *G = &r[k]->gen;
-        gpu_sampler_record(c, G->smp);
-        lean_gpu_copy(c, r[k]->ids, 0, G->slot[G->b_sub % GEN_SLOTS], 0, 4);
+        lean_gpu_buf *slot = G->slot[G->b_sub % GEN_SLOTS];
+        if (at[k] >= 0) { /* the batch's draw: its id to the context's (the next step's input) and the slot */
+            lean_gpu_copy(c, b->picked, 4 * (uint64_t)at[k], r[k]->ids, 0, 4);
+            lean_gpu_copy(c, b->picked, 4 * (uint64_t)at[k], slot, 0, 4);
+            G->behind = true;
+        } else {
+            gpu_sampler_record(c, G->smp);
+            lean_gpu_copy(c, r[k]->ids, 0, slot, 0, 4);
+        }
     }
     st = lean_gpu_submit_step(c, err);
     if (!st) s0->batch_rows += d, s0->batch_attn += d ? (int64_t)gr.count * s0->m->hp.n_layer : 0;

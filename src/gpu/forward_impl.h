@@ -41,6 +41,7 @@ typedef struct gpu_gen {
     bool on, greedy;
     bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
     bool stepwise;          /* advanced by batched steps (gen_next_batch): blocks of one, one step ahead */
+    bool behind;            /* a batched step drew for it (gpu_sampler_rows): smp's position is stale */
     int32_t pace;           /* greedy: ids per block; sampled: blocks in flight (gen_pace) */
     int32_t pos0, limit;
     int32_t n_sub;          /* steps submitted */

@@ -27,7 +27,8 @@
  *                  made with a bias, the bias (n_vocab f32, 0 where none, from bias_off; read
  *                  only with F_BIAS)
  *
- * Sections: layout · making the kernels · create, reset, record, trace · the adapter check · free
+ * Sections: layout · making the kernels · create, reset, record, trace · a draw per row · the adapter
+ * check · free
  */
 #include "gpu/sample.h"
 
@@ -111,14 +112,24 @@ typedef struct vocab_src {
     uint32_t logits_off;          /* elements from bind_off to the first logit */
 } vocab_src;
 
-/* Compiles sample_common + (loader) + kernel with consts (WG added) and binds scratch, then
- * (when n_extra >= 0) params and extra[0..n_extra) as @binding(2...): a kernel that reads only
- * scratch (a later tree level) has only binding 0 in its layout. */
-static lean_status make_kernel(gpu_sampler *s, const char *label, const char *loader, const char *name,
+/* Where a kernel is made: the device, the scratch and parameters it binds, and whether it draws
+ * for one sampler (sample_one.wgsl) or a row each (sample_rows.wgsl). */
+typedef struct kernel_env {
+    lean_gpu *g;
+    lean_gpu_buf *scratch, *params;
+    bool rows;
+} kernel_env;
+
+/* Compiles sample_one or sample_rows + sample_common + (loader) + kernel with consts (WG added)
+ * and binds scratch, then (when n_extra >= 0) params and extra[0..n_extra) as @binding(2...): a
+ * kernel that reads only scratch (a later tree level of one sampler) has only binding 0 in its
+ * layout. */
+static lean_status make_kernel(const kernel_env *e, const char *label, const char *loader, const char *name,
                                const lean_gpu_const *consts, int n_consts, const lean_gpu_bind *extra,
                                int n_extra, uint32_t groups, kernel *k, lean_error *err) {
-    const char *src[3];
+    const char *src[4];
     int n_src = 0;
+    src[n_src++] = lean_gpu_shader(e->rows ? "sample_rows" : "sample_one");
     src[n_src++] = lean_gpu_shader("sample_common");
     if (loader) src[n_src++] = lean_gpu_shader(loader);
     src[n_src++] = lean_gpu_shader(name);
@@ -127,11 +138,11 @@ static lean_status make_kernel(gpu_sampler *s, const char *label, const char *lo
     lean_gpu_const all[16]; /* the most consts a kernel gets (make_end's 13), and WG */
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
     all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
-    lean_gpu_bind binds[4] = {{s->scratch, 0, 0}, {s->params_buf, 0, 0}};
+    lean_gpu_bind binds[4] = {{e->scratch, 0, 0}, {e->params, 0, 0}};
     for (int i = 0; i < n_extra; i++) binds[2 + i] = extra[i];
     k->groups = groups;
-    lean_status st = lean_gpu_pipeline_create(s->g, label, src, n_src, all, n_consts, &k->pipe, err);
-    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(s->g, k->pipe, binds, n_extra < 0 ? 1 : 2 + n_extra, label, &k->bg, err);
+    lean_status st = lean_gpu_pipeline_create(e->g, label, src, n_src, all, n_consts, &k->pipe, err);
+    if (st == LEAN_OK) st = lean_gpu_bindgroup_create(e->g, k->pipe, binds, n_extra < 0 ? 1 : 2 + n_extra, label, &k->bg, err);
     return st;
 }
 
@@ -166,6 +177,7 @@ static int plan_tree(int32_t n_vocab, bool greedy, level_plan *lv, uint64_t *wor
 static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_plan *lv, int n_levels,
                              lean_error *err) {
     const bool greedy = s->cfg.greedy;
+    const kernel_env e = {s->g, s->scratch, s->params_buf, false};
     for (int l = 0; l < n_levels; l++) {
         char label[32];
         snprintf(label, sizeof label, "sample_%s_%d", greedy ? "argmax" : l == 0 ? "topk" : "merge", l);
@@ -177,7 +189,7 @@ static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_pla
         const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
         const char *loader = l == 0 ? "sample_vocab" : greedy ? "sample_lists" : NULL;
         const char *kern = greedy ? "sample_argmax" : l == 0 ? "sample_topk" : "sample_merge";
-        lean_status st = make_kernel(s, label, loader, kern, k, 9, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
+        lean_status st = make_kernel(&e, label, loader, kern, k, 9, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
         if (st != LEAN_OK) return st;
         s->n_levels = l + 1;
     }
@@ -193,19 +205,20 @@ static lean_status make_end(gpu_sampler *s, const vocab_src *v, lean_gpu_buf *ou
         {"N_BLOCKS", 'u', s->n_blocks},        {"WIDE_OFF", 'u', s->wide_off},      {"WSTATE_OFF", 'u', s->wstate_off},
         {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}, {"MASK_OFF", 'u', s->mask_off},
         {"BIAS_OFF", 'u', s->bias_off}};
+    const kernel_env e = {s->g, s->scratch, s->params_buf, false};
     lean_status st = LEAN_OK;
     if (s->params[4] & F_WIDE) {
         const lean_gpu_bind vocab[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
-        st = make_kernel(s, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 13, vocab, 2,
+        st = make_kernel(&e, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 13, vocab, 2,
                          lean_div_up((uint64_t)s->n_vocab, WG), &s->wprep, err);
         if (st == LEAN_OK)
-            st = make_kernel(s, "sample_wide_count", NULL, "sample_wide_count", k, 13, NULL, -1,
+            st = make_kernel(&e, "sample_wide_count", NULL, "sample_wide_count", k, 13, NULL, -1,
                              lean_div_up(s->n_blocks, WG), &s->wcount, err);
         if (st == LEAN_OK)
-            st = make_kernel(s, "sample_wide_digit", NULL, "sample_wide_digit", k, 13, NULL, 0, 1, &s->wdigit, err);
+            st = make_kernel(&e, "sample_wide_digit", NULL, "sample_wide_digit", k, 13, NULL, 0, 1, &s->wdigit, err);
     }
     const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
-    if (st == LEAN_OK) st = make_kernel(s, "sample_pick", NULL, "sample_pick", k, 13, extra, 2, 1, &s->pick, err);
+    if (st == LEAN_OK) st = make_kernel(&e, "sample_pick", NULL, "sample_pick", k, 13, extra, 2, 1, &s->pick, err);
     return st;
 }
 
@@ -428,6 +441,118 @@ lean_status gpu_sampler_read_trace(gpu_sampler *s, sample_trace *t, lean_error *
     if (st == LEAN_OK) st = lean_gpu_buf_read(s->g, s->scratch, (uint64_t)s->trace_off * 4, tr, sizeof tr, err);
     if (st == LEAN_OK) trace_of(s, list, tr, t);
     return st;
+}
+
+/* ---- a draw per row ----
+ * gpu_sampler_rows: the capped tree (sample_topk, sample_merge) and the pick made once with
+ * sample_rows.wgsl, each dispatch over every row (workgroup_id.y). A greedy row goes through the
+ * top-k tree too: its list's first entry is the argmax tree's (the same order, the same ids).
+ * Scratch: per row ROW_WORDS words (its levels' lists, then its trace); params: per row the
+ * Params of the sampler it draws for; hist: per row 4 words, [0] its draw's position. */
+struct gpu_sampler_rows {
+    lean_gpu *g;
+    int32_t rows_max;
+    lean_gpu_buf *params_buf, *scratch, *hist;
+    kernel level[MAX_LEVELS];
+    int n_levels;
+    kernel pick;
+    uint32_t *host; /* rows_max * 12 params words, then rows_max * 4 hist words: what _write uploads */
+};
+
+lean_status gpu_sampler_rows_create(lean_gpu *g, int32_t n_vocab, int32_t rows_max, lean_gpu_buf *logits,
+                                    lean_gpu_buf *out, gpu_sampler_rows **res, lean_error *err) {
+    *res = NULL;
+    level_plan lv[MAX_LEVELS];
+    uint64_t words = 0;
+    const int n_levels = n_vocab > 0 ? plan_tree(n_vocab, false, lv, &words) : 0;
+    const lean_gpu_info *info = lean_gpu_get_info(g);
+    if (rows_max < 1 || n_levels == 0 || lv[0].groups > info->max_workgroups_per_dim ||
+        (uint64_t)rows_max > info->max_workgroups_per_dim)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "a draw per row: %d rows of %d ids", rows_max, n_vocab);
+    const uint64_t row_words = words + TRACE_WORDS, scratch_bytes = 4 * row_words * (uint64_t)rows_max;
+    if (scratch_bytes > info->max_storage_binding || lean_gpu_buf_size(logits) < 4ull * (uint64_t)n_vocab * rows_max ||
+        lean_gpu_buf_size(out) < 4ull * (uint64_t)rows_max)
+        return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "a draw per row: %d rows of %d ids do not fit the buffers", rows_max,
+                         n_vocab);
+    gpu_sampler_rows *r = lean_calloc(1, sizeof *r);
+    uint32_t *host = lean_calloc((size_t)rows_max * 16, sizeof *host);
+    if (!r || !host) {
+        lean_free(r), lean_free(host);
+        return LEAN_FAIL(err, LEAN_ERR_NOMEM, "a draw per row: %d rows", rows_max);
+    }
+    r->g = g, r->rows_max = rows_max, r->host = host;
+    lean_status st = lean_gpu_buf_create(g, 48ull * (uint64_t)rows_max, LEAN_GPU_STORAGE, "sample rows params",
+                                         &r->params_buf, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_create(g, 16ull * (uint64_t)rows_max, LEAN_GPU_STORAGE, "sample rows hist", &r->hist, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_create(g, scratch_bytes, LEAN_GPU_STORAGE, "sample rows scratch", &r->scratch, err);
+    const kernel_env e = {g, r->scratch, r->params_buf, true};
+    for (int l = 0; st == LEAN_OK && l < n_levels; l++) {
+        const lean_gpu_const k[] = {
+            {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
+            {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', CHUNK}, {"FAN", 'u', FAN},
+            {"N_VOCAB", 'u', n_vocab}, {"LOGITS_OFF", 'u', 0}, {"MASK_OFF", 'u', 0}, {"BIAS_OFF", 'u', 0},
+            {"ROW_WORDS", 'u', (double)row_words}};
+        const lean_gpu_bind extra[2] = {{logits, 0, 0}, {r->hist, 0, 0}};
+        st = make_kernel(&e, l == 0 ? "sample_rows_topk" : "sample_rows_merge", l == 0 ? "sample_vocab" : NULL,
+                         l == 0 ? "sample_topk" : "sample_merge", k, 10, extra, l == 0 ? 2 : 0, lv[l].groups,
+                         &r->level[l], err);
+        if (st == LEAN_OK) r->n_levels = l + 1;
+    }
+    /* the wide draw's constants are the pick's too; rows never take it (gpu_sampler_rows_takes) */
+    const lean_gpu_const k[] = {
+        {"N_VOCAB", 'u', n_vocab},   {"LOGITS_OFF", 'u', 0}, {"FINAL_OFF", 'u', (double)lv[n_levels - 1].out_off},
+        {"TRACE_OFF", 'u', (double)words}, {"OUT_INDEX", 'u', 0}, {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
+        {"N_BLOCKS", 'u', 0},        {"WIDE_OFF", 'u', 0},   {"WSTATE_OFF", 'u', 0},
+        {"WCOUNT_OFF", 'u', 0},      {"PHASE0", 'u', 2},     {"MASK_OFF", 'u', 0},
+        {"BIAS_OFF", 'u', 0},        {"ROW_WORDS", 'u', (double)row_words}};
+    const lean_gpu_bind extra[2] = {{r->hist, 0, 0}, {out, 0, 0}};
+    if (st == LEAN_OK) st = make_kernel(&e, "sample_rows_pick", NULL, "sample_pick", k, 14, extra, 2, 1, &r->pick, err);
+    if (st != LEAN_OK) {
+        gpu_sampler_rows_free(r);
+        return st;
+    }
+    *res = r;
+    return LEAN_OK;
+}
+
+bool gpu_sampler_rows_takes(const gpu_sampler *s) {
+    return !(s->params[4] & (F_PENALTY | F_WIDE | F_MASK | F_BIAS));
+}
+
+void gpu_sampler_rows_set(gpu_sampler_rows *r, int32_t row, const gpu_sampler *s, uint32_t pos) {
+    uint32_t *w = r->host + 12 * (size_t)row;
+    if (s) {
+        memcpy(w, s->params, sizeof s->params);
+    } else { /* a row drawn by its own sampler: the cheapest draw, its id unread */
+        memset(w, 0, sizeof s->params);
+        w[3] = 1, w[4] = F_GREEDY;
+    }
+    r->host[12 * (size_t)r->rows_max + 4 * (size_t)row] = pos;
+}
+
+lean_status gpu_sampler_rows_write(gpu_sampler_rows *r, int32_t n, lean_error *err) {
+    if (n < 1 || n > r->rows_max)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "a draw per row: %d rows (at most %d)", n, r->rows_max);
+    lean_status st = lean_gpu_buf_write(r->g, r->params_buf, 0, r->host, 48ull * (uint64_t)n, err);
+    if (st == LEAN_OK) st = lean_gpu_buf_write(r->g, r->hist, 0, r->host + 12 * (size_t)r->rows_max, 16ull * (uint64_t)n, err);
+    return st;
+}
+
+void gpu_sampler_rows_record(lean_gpu_cmd *c, const gpu_sampler_rows *r, int32_t n) {
+    for (int l = 0; l < r->n_levels; l++)
+        lean_gpu_dispatch(c, r->level[l].pipe, r->level[l].bg, r->level[l].groups, (uint32_t)n, 1);
+    lean_gpu_dispatch(c, r->pick.pipe, r->pick.bg, 1, (uint32_t)n, 1);
+}
+
+void gpu_sampler_rows_free(gpu_sampler_rows *r) {
+    if (!r) return;
+    for (int l = 0; l < r->n_levels; l++) lean_gpu_bindgroup_free(r->level[l].bg);
+    lean_gpu_bindgroup_free(r->pick.bg);
+    lean_gpu_buf_free(r->params_buf);
+    lean_gpu_buf_free(r->scratch);
+    lean_gpu_buf_free(r->hist);
+    lean_free(r->host);
+    lean_free(r);
 }
 
 /* ---- the adapter check ---- */

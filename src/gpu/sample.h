@@ -58,6 +58,23 @@ bool gpu_sampler_takes_bias(const gpu_sampler *s);
  * (top_k 0 or > 64: keys and weights, 16 or 32 threshold levels of two dispatches), the pick.
  * 2-5 dispatches for a 152k vocabulary (36-70 for the wide draw); no allocation. */
 void gpu_sampler_record(lean_gpu_cmd *c, const gpu_sampler *s);
+/* A draw per row: one pass (the capped tree and the pick, each one dispatch over every row) draws
+ * for rows 0 .. n - 1 of logits (row r: n_vocab F32 from float r * n_vocab), row r with the
+ * settings and seed of the gpu_sampler given for it and at the position given, its id to u32
+ * out[r]: the id that sampler draws from those logits at that position. Only samplers
+ * gpu_sampler_rows_takes (no penalty, mask or bias, not the wide draw): their draw needs no state
+ * but the position. The samplers' own positions are not advanced (gpu_sampler_reset them before
+ * they draw again). Use: _set each row, _write (queues the rows' words), _record. */
+typedef struct gpu_sampler_rows gpu_sampler_rows;
+lean_status gpu_sampler_rows_create(lean_gpu *g, int32_t n_vocab, int32_t rows_max, lean_gpu_buf *logits,
+                                    lean_gpu_buf *out, gpu_sampler_rows **res, lean_error *err);
+bool gpu_sampler_rows_takes(const gpu_sampler *s);
+/* Row row's draw: s's, at position pos; s NULL: a throwaway draw (a row drawn elsewhere). */
+void gpu_sampler_rows_set(gpu_sampler_rows *r, int32_t row, const gpu_sampler *s, uint32_t pos);
+lean_status gpu_sampler_rows_write(gpu_sampler_rows *r, int32_t n, lean_error *err);
+/* n_levels + 1 dispatches (4 for a 152k vocabulary), whatever n. */
+void gpu_sampler_rows_record(lean_gpu_cmd *c, const gpu_sampler_rows *r, int32_t n);
+void gpu_sampler_rows_free(gpu_sampler_rows *r); /* NULL is fine */
 /* Whether this adapter's arithmetic reproduces sample_reference: a few draws over a fixed
  * 1000-id vocabulary (bias, penalty, temperature, top-p; top-k 64, and top-k 0: the wide draw) compared
  * with the CPU's, traces bit for bit (WGSL lets + and * round either way and some drivers

@@ -39,9 +39,10 @@ const F_MASK = 16u;    // a mask in the history buffer holds the draw (sample_vo
 const F_BIAS = 32u;    // a logit bias in the history buffer (sample_vocab.wgsl)
 
 // Lists of candidates, the trace and the wide draw's keys, weights and sums; layout in sample.c. Binding 0, so
-// the later tree levels, which use nothing else, need no other binding.
+// the later tree levels, which use nothing else, need no other binding. P (binding 1), and the
+// row a workgroup draws for (RB, HB, ROW), come from sample_one.wgsl (one draw) or sample_rows.wgsl
+// (a draw per row), compiled with this file.
 @group(0) @binding(0) var<storage, read_write> scratch: array<u32>;
-@group(0) @binding(1) var<uniform> P: Params;
 
 struct Entry {
     v: u32,
@@ -96,11 +97,11 @@ fn merge_into(o: Entry, lid: u32) {
 
 fn is_finite_bits(b: u32) -> bool { return (b & 0x7f800000u) != 0x7f800000u; }
 
-fn load_list_entry(off: u32, i: u32) -> Entry { return Entry(scratch[off + 2u * i], scratch[off + 2u * i + 1u]); }
+fn load_list_entry(off: u32, i: u32) -> Entry { return Entry(scratch[RB + off + 2u * i], scratch[RB + off + 2u * i + 1u]); }
 
 fn store_list_entry(off: u32, i: u32, e: Entry) {
-    scratch[off + 2u * i] = e.v;
-    scratch[off + 2u * i + 1u] = e.id;
+    scratch[RB + off + 2u * i] = e.v;
+    scratch[RB + off + 2u * i + 1u] = e.id;
 }
 
 // a * b, rounded once and never fused with what follows (see the top).

@@ -7,6 +7,7 @@
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    row_begin(wid.y);
     let first = wid.x * FAN;
     var mine: array<Entry, FAN>; // entry 63 - lid of each list (entry lid of the first)
     for (var l = 0u; l < FAN; l++) {

@@ -63,6 +63,7 @@ fn bound(base: u32, end: u32, lid: u32) -> Entry {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    row_begin(wid.y);
     let base = wid.x * CHUNK;
     let end = min(N_IN, base + CHUNK);
     best[lid] = SENTINEL;

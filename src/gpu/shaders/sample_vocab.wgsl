@@ -15,7 +15,7 @@
 fn load_entry(i: u32, end: u32) -> Entry {
     if (i >= end) { return SENTINEL; }
     if ((P.flags & F_MASK) != 0u && ((hist[MASK_OFF + (i >> 5u)] >> (i & 31u)) & 1u) == 0u) { return SENTINEL; }
-    var v = bitcast<f32>(logits[LOGITS_OFF + i]);
+    var v = bitcast<f32>(logits[LOGITS_OFF + ROW * N_VOCAB + i]);
     if ((P.flags & F_BIAS) != 0u && hist[BIAS_OFF + i] != 0u) { v = v + bitcast<f32>(hist[BIAS_OFF + i]); }
     if ((P.flags & F_PENALTY) != 0u && hist[4u + i] != 0u) {
         v = select(fmul(v, P.inv_penalty), fmul(v, P.penalty), v < 0.0);
