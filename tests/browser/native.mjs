@@ -71,27 +71,46 @@ export function chatModel(file) {
 }
 
 // bigModel: one layer of Qwen2.5-0.5B's shapes in Q8_0, random weights (`lean gen`): its
-// token_embd (151936 x 896) takes 144.6 MB, more than a 128 MiB storage binding holds.
+// token_embd (151936 x 896) takes 144.6 MB, more than a 128 MiB storage binding holds. With
+// layers 0, all of the preset's (24: a 505 MiB file).
 export const BIG_TENSOR_BYTES = (151936 * 896 / 32) * 34;
-export function bigModel(file) {
+export function bigModel(file, layers = 1) {
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    lean(['gen', '--preset', 'qwen2.5-0.5b', '--type', 'q8_0', '--layers', '1', '--seed', '1', '-o', file]);
+    lean(['gen', '--preset', 'qwen2.5-0.5b', '--type', 'q8_0', '--layers', String(layers), '--seed', '1', '-o', file]);
     return file;
 }
 
-// hugeModel: a GGUF whose one tensor (token_embd.weight, F32, 16384 x 65536: 4 GiB) is past
-// what wasm32's memory holds; its data is a hole (a sparse file: the header on disk, a few
-// KiB), which the page must refuse before reading it.
-export const HUGE_TENSOR_BYTES = 16384 * 65536 * 4;
+// hugeModel: a one-layer llama (the fixtures' layer shapes, all F32) whose token_embd.weight
+// (256 x 4194304, lean's most rows: 4 GiB, tied to the output) is past what wasm32's memory
+// holds and past any GPU's storage binding (lean's kernels index 2^32 - 4 bytes at most); its
+// data is a hole (a sparse file: the header on disk, a few KiB), which the page must refuse
+// before reading it.
+export const HUGE_TENSOR_BYTES = 256 * 4194304 * 4;
 export function hugeModel(file) {
     const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
     const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return b; };
+    const f32 = (v) => { const b = Buffer.alloc(4); b.writeFloatLE(v); return b; };
     const str = (s) => Buffer.concat([u64(Buffer.byteLength(s)), Buffer.from(s)]);
-    const head = Buffer.concat([Buffer.from('GGUF'), u32(3), u64(1), u64(1), // version, tensors, keys
-        str('general.architecture'), u32(8), str('llama'),                  // 8: a string
-        str('token_embd.weight'), u32(2), u64(16384), u64(65536), u32(0), u64(0)]); // 2 dims, F32, offset 0
+    const keys = [['general.architecture', 8, str('llama')], // 8: a string, 4: a uint32, 6: a float32
+        ...[['context_length', 256], ['embedding_length', 256], ['block_count', 1], ['feed_forward_length', 512],
+            ['attention.head_count', 4], ['attention.head_count_kv', 2], ['attention.key_length', 64],
+            ['attention.value_length', 64], ['rope.dimension_count', 64]].map(([k, v]) => [`llama.${k}`, 4, u32(v)]),
+        ['llama.attention.layer_norm_rms_epsilon', 6, f32(1e-5)]];
+    const tensors = [['token_embd.weight', [256, 4194304]], ['output_norm.weight', [256]], ['blk.0.attn_norm.weight', [256]],
+        ['blk.0.attn_q.weight', [256, 256]], ['blk.0.attn_k.weight', [256, 128]], ['blk.0.attn_v.weight', [256, 128]],
+        ['blk.0.attn_output.weight', [256, 256]], ['blk.0.ffn_norm.weight', [256]], ['blk.0.ffn_gate.weight', [256, 512]],
+        ['blk.0.ffn_up.weight', [256, 512]], ['blk.0.ffn_down.weight', [512, 256]]];
+    const align = (n) => Math.ceil(n / 32) * 32; // general.alignment's default
+    let at = 0;
+    const infos = tensors.map(([name, ne]) => {
+        const info = Buffer.concat([str(name), u32(ne.length), ...ne.map(u64), u32(0), u64(at)]); // 0: F32
+        at = align(at + ne.reduce((a, b) => a * b, 4));
+        return info;
+    });
+    const head = Buffer.concat([Buffer.from('GGUF'), u32(3), u64(tensors.length), u64(keys.length), // version, counts
+        ...keys.map(([k, type, v]) => Buffer.concat([str(k), u32(type), v])), ...infos]);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, head);
-    fs.truncateSync(file, Math.ceil(head.length / 32) * 32 + HUGE_TENSOR_BYTES); // alignment 32
+    fs.truncateSync(file, align(head.length) + at);
     return file;
 }

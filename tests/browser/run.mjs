@@ -32,8 +32,10 @@
 //   - a lost device (lean.testLoseDevice): under 'auto' the call runs on the CPU, info.fallback
 //     says why; under 'gpu', lost while ids stream, the call rejects and the next runs on a new
 //     device (lostChecks).
-//   - too little memory (a tensor past the storage binding limit, where the browser's is 128 MiB):
-//     'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit.
+//   - memory: a 505 MiB model loaded on the CPU rung raises no browser process's peak RSS
+//     to twice its file (the weights sit once: rss.mjs, onceChecks);
+//     too little GPU memory (a tensor past the storage binding limit, where the browser's is
+//     128 MiB): 'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit.
 //   - grammars and JSON schemas in generate and chat, LoRA adapters through Lean.load and
 //     setLoras, against the CLI's ids (constrained.mjs): on the GPU in Chromium (a tiny
 //     model), and, with JSPI only, on the CPU's exact path in both browsers.
@@ -42,14 +44,16 @@
 //     'threads' (testStuckThreads) goes to a new worker, then to one thread; the page then
 //     loads and runs a model (stallChecks).
 // Then the chat page (web/index.html): a 404, a file not GGUF, a model too big for wasm memory
-// (native.hugeModel) and a download cut short shown as errors; a model loaded by URL, a message
+// and for the GPU (native.hugeModel, on the CPU rung and on the GPU's) and a download cut short
+// shown as errors; a model loaded by URL, a message
 // sent, a reply shown; tokens/s shown; a second turn (lean chat's reply, the KV cache reused);
 // Regenerate, New chat and Stop (pageTurnChecks); its logit bias setting:
 // bad values shown as errors, +100 on one id gives `lean chat --logit-bias`'s reply
-// (pageBiasChecks); served without cross-origin isolation, a model dropped on it loads with its
-// progress bar rising to 1, on the CPU on one thread saying why, and replies (pageDropChecks);
+// (pageBiasChecks); served without cross-origin isolation, a model dropped on it starts
+// loading at once and loads, its progress bar rising to 1, on the CPU on one thread saying why, and
+// replies (pageDropChecks);
 // screenshots go to build/browser-artifacts/. A check a browser cannot make prints
-// "NOT MEASURED ..." (the memory group in Chromium), neither a pass nor a failure.
+// "NOT MEASURED ..." (the GPU memory check in Chromium), neither a pass nor a failure.
 // References come from the native CLI at test time (tests/browser/native.mjs). Every check
 // prints "ok ..." or "FAIL ...: why"; each browser ends with "browser_NAME: N passed, N failed"
 // (tests/run.sh sums them). A browser that does not start is a failure, not a skip.
@@ -58,6 +62,7 @@ import fs from 'node:fs';
 import { BROWSERS, launch, serve } from './harness.mjs';
 import * as native from './native.mjs';
 import { constrainedChecks, constrainedReferences } from './constrained.mjs';
+import { peakRise } from './rss.mjs';
 
 const MODELS = ['llama-q4_k', 'qwen2-q8_0'];          // build/fixtures, served at /models/
 const BACKENDS = ['gpu', 'cpu'];
@@ -72,6 +77,7 @@ const CHAT = ['Hello there', 'Tell me a story'];
 // The chat page's logit bias setting: +100 on id 300 makes it every id of a short greedy reply.
 const PAGE_BIAS = [[300, 100]], PAGE_BIAS_N = 3;
 const BIG_MODEL = 'build/browser/big-q8_0.gguf';        // served at /browser-models/; native.bigModel
+const ONCE_MODEL = 'build/browser/once-q8_0.gguf';      // native.bigModel's 24 layers (onceChecks)
 const HUGE_MODEL = 'build/browser/huge-f32.gguf';       // native.hugeModel: 4 GiB declared, a sparse file
 const ARTIFACTS = 'build/browser-artifacts';
 const STEP_MS = 600_000;  // a hang guard per browser call (a hung page fails, never waits forever)
@@ -122,7 +128,8 @@ function references() {
         }
     native.chatModel(CHAT_MODEL);
     ref.big = native.runIds(native.bigModel(BIG_MODEL), 'cpu', PROMPT, 4);
-    if (wanted('page')) native.hugeModel(HUGE_MODEL);
+    if (wanted('page') || wanted('memory')) native.hugeModel(HUGE_MODEL);
+    if (wanted('memory')) ref.once = native.runIds(native.bigModel(ONCE_MODEL, 0), 'cpu', PROMPT, 4);
     for (const b of BACKENDS) ref[`chat/${b}`] = native.chatReplies(CHAT_MODEL, b, CHAT, CHAT_N);
     if (wanted('page')) // the page's logit bias setting (pageBiasChecks), on the GPU as the page's model
         for (const [k, bias] of [['plain', []], ['biased', PAGE_BIAS]])
@@ -301,17 +308,18 @@ async function lostChecks(page, t, ref, jspi) {
 // Too little memory: a model whose token_embd is more than the device's storage binding limit
 // (Firefox's 128 MiB; native.bigModel). 'auto' (softwareGpu) passes over the GPU naming the
 // limit and runs on the CPU (lean run's ids); 'gpu' and a GPU-only load reject, naming it.
-// Chromium's limit is 1 GiB, which holds it: there nothing is measured, and the output says so
-// ('NOT MEASURED', counted apart from passes and failures, in the browser's last lines).
-async function memoryChecks(page, t, ref, jspi) {
+// Chromium's limit is 1 GiB, which holds it: there 'auto' is not measured, and the output says so
+// ('NOT MEASURED', counted apart from passes and failures, in the browser's last lines); 'gpu'
+// is, on native.hugeModel (a 4 GiB token_embd, past any binding; too big for the CPU rung).
+async function memoryChecks(page, t, ref, jspi, browser) {
+    await onceChecks(page, t, ref, jspi, browser);
     const limit = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).limits.maxStorageBufferBindingSize);
-    if (limit >= native.BIG_TENSOR_BYTES) {
-        notMeasured(`${t}: too little GPU memory: this browser's storage binding limit (${limit} bytes) holds the ` +
+    const holds = limit >= native.BIG_TENSOR_BYTES;
+    if (holds)
+        notMeasured(`${t} auto: too little GPU memory: this browser's storage binding limit (${limit} bytes) holds the ` +
                     `big model's ${native.BIG_TENSOR_BYTES}-byte token_embd (measured in Firefox, whose limit is 128 MiB)`);
-        return;
-    }
-    const url = `/browser-models/${BIG_MODEL.split('/').pop()}`, binding = /storage binding limit/;
-    if (await load(page, `${t} auto`, url, 'cpu', jspi, { backend: 'auto', softwareGpu: true, cache: false })) {
+    const url = `/browser-models/${(holds ? HUGE_MODEL : BIG_MODEL).split('/').pop()}`, binding = /storage binding limit/;
+    if (!holds && await load(page, `${t} auto`, url, 'cpu', jspi, { backend: 'auto', softwareGpu: true, cache: false })) {
         const r = await call(page, 'generate', { ids: PROMPT, maxTokens: 4 });
         const info = (await page.evaluate(() => window.leanTest.info())).info;
         check(!r.error && same(r.ids, ref.big) && info.fallback.some((f) => f.backend === 'gpu' && binding.test(f.reason)),
@@ -320,9 +328,33 @@ async function memoryChecks(page, t, ref, jspi) {
     }
     for (const extra of [{}, { gpuOnly: true }]) {
         const r = await call(page, 'load', url, 'gpu', 0, { cache: false, ...extra });
-        check(r.error && binding.test(r.error.message), `${t} gpu ${JSON.stringify(extra)}: rejected: '${r.error?.message}' (${r.secs})`,
+        check(r.error && binding.test(r.error.message), `${t} gpu ${url} ${JSON.stringify(extra)}: rejected: '${r.error?.message}' (${r.secs})`,
               r.error ? r.error.message : `loaded: ${JSON.stringify(r.info)}`);
     }
+}
+
+// The weights sit once in memory: a 505 MiB model (native.bigModel, all 24 layers) loaded on the
+// CPU rung from its URL (no Cache API) raises no browser process's peak RSS (rss.mjs: the page's
+// renderer or content process, which holds its worker and the wasm memory) to twice its file. A
+// second copy of the weights (the bytes gathered whole and then copied, or kept after the copy)
+// is twice the file by itself; once is the file in wasm memory plus what a load costs besides
+// (a new worker, its module and thread workers, and the stream's chunks not yet collected, which
+// grow with the file: 1.5 to 1.7 times the file in all in Chromium, 2.5 times with the weights
+// kept twice by hand). Then lean run's ids, so the model measured is the model that runs.
+async function onceChecks(page, t, ref, jspi, browser) {
+    const url = `/browser-models/${ONCE_MODEL.split('/').pop()}`, size = fs.statSync(ONCE_MODEL).size;
+    const pid = browser.process()?.pid;
+    if (!check(pid > 0, `${t}: the browser's process is known (${pid})`)) return;
+    const { bytes, pid: where, result: r } = await peakRise(pid, () => call(page, 'load', url, 'cpu', 0, { cache: false, nCtx: 256 }));
+    if (!check(!r.error && r.info.backend === 'cpu', `${t}: a ${size}-byte model loads on the CPU (${r.secs})`, r.error?.message ?? JSON.stringify(r.info))) return;
+    const mib = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+    check(bytes > size && bytes < 2 * size,
+          `${t}: the weights once in memory: a peak RSS rise of ${mib(bytes)} (pid ${where}) for a ${mib(size)} file (bound ${mib(2 * size)})`,
+          bytes <= size ? 'less than the file: not the process that holds the model' : 'the weights held twice');
+    const g = await call(page, 'generate', { ids: PROMPT, maxTokens: 4 });
+    check(!g.error && same(g.ids, ref.once), `${t}: that model on the CPU gives lean run's ids (${g.secs})`,
+          g.error ? g.error.message : `ids ${fmt(g.ids)}, lean run ${fmt(ref.once)}`);
+    await call(page, 'free');
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
@@ -377,6 +409,17 @@ async function pageCheck(browser, name, url, ref) {
         const huge = await page.$eval('#app', (el) => el.dataset.state);
         check(/huge-f32\.gguf/.test(error ?? '') && /keeps the model in wasm memory, which holds 4 GiB at most/.test(error ?? '') &&
               huge === 'empty', `${name} page: a model too big for wasm memory shows '${error}'`, `error ${JSON.stringify(error)}, state ${huge}`);
+        // the same on the GPU rung (streamed there, the file past wasm memory): its 4 GiB tensor is
+        // past the adapter's storage binding, which lean names after the header, before the data
+        await page.$eval('#error', (el) => { el.hidden = true; });
+        await page.select('#backend', 'gpu');
+        await picker.evaluate((el) => { el.value = ''; }); // the same file picked again fires no change
+        await picker.uploadFile(HUGE_MODEL);
+        await page.waitForFunction(ready, { timeout: STEP_MS });
+        error = await errorText();
+        const hugeGpu = await page.$eval('#app', (el) => el.dataset.state);
+        check(/huge-f32\.gguf/.test(error ?? '') && /tensor 'token_embd\.weight' .* more than this device's storage binding limit/.test(error ?? '') &&
+              hugeGpu === 'empty', `${name} page: a model too big for the GPU shows '${error}'`, `error ${JSON.stringify(error)}, state ${hugeGpu}`);
         // a download cut short (serve_web.mjs --cut: the whole Content-Length, half the bytes):
         // lean's reason shown, no model
         await page.goto(`${url}index.html?model=${encodeURIComponent(model.replace('/browser-models/', '/cut/'))}&backend=gpu`);
@@ -572,8 +615,13 @@ async function pageDropChecks(browser, name, url, ref) {
             const dt = new DataTransfer();
             dt.items.add(new File([bytes], fileName));
             document.body.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
-            return { isolated: crossOriginIsolated, sab: typeof SharedArrayBuffer !== 'undefined', size: bytes.byteLength };
+            return { isolated: crossOriginIsolated, sab: typeof SharedArrayBuffer !== 'undefined', size: bytes.byteLength,
+                     state: document.getElementById('app').dataset.state, status: document.getElementById('status').textContent };
         }, `/browser-models/${file}`, file);
+        // the drop starts the load at once (chat.js's load sets the state before it awaits):
+        // a drop ignored fails here, not after STEP_MS of waiting for a load that never began
+        if (!check(env.state === 'loading' && env.status === `Loading ${file}…`,
+                   `${name} page (not isolated): the drop starts loading ('${env.status}')`, JSON.stringify(env))) return;
         await page.waitForFunction(() => document.getElementById('app').dataset.state === 'ready' ||
                                          !document.getElementById('error').hidden, { timeout: STEP_MS });
         const got = await page.evaluate(() => ({
@@ -697,7 +745,7 @@ async function runBrowser(name, url, ref) {
                 for (const b of BACKENDS) groups.push(async (page) => modelChecks(page, `${tag} ${m} ${b}`, m, b, ref, jspi));
             for (const b of wanted('chat') ? BACKENDS : []) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi, name));
             if (wanted('lost')) groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
-            if (wanted('memory')) groups.push(async (page) => memoryChecks(page, `${tag} too big`, ref, jspi));
+            if (wanted('memory')) groups.push(async (page) => memoryChecks(page, `${tag} memory`, ref, jspi, browser));
             if (wanted('stall')) groups.push(async (page) => stallChecks(page, `${tag} stalled load`, ref, jspi));
             // the GPU rung in Chromium, with JSPI and without (SwiftShader: a load alone takes
             // tens of seconds under CI's load, so one browser's GPU; Firefox's runs the models
