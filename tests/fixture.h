@@ -251,25 +251,34 @@ static inline bool fixture_complete(const fixture *fx) {
  * untied output:
  * format i of architecture a (llama 0, qwen2 1, qwen3 2) on its tied model when i + a is odd,
  * else on its untied one; LEAN_TEST_FIXTURES=rest is the other half, which pairs them the same
- * way. tests/run.sh's stages whose instrumentation or emulation makes the sweep cost minutes
+ * way; LEAN_TEST_FIXTURES=formats visits each format once (13 of 78): format i on architecture
+ * i % 3, tied when i / 3 is odd, so every architecture still meets both outputs. tests/run.sh's stages whose instrumentation or emulation makes the sweep cost minutes
  * (asan, neon, the webgpu stage's test_exact) ask for pairs: what a fixture reaches is its
  * format's kernels, its architecture's forward and its output (tied or not), and all of it
  * still runs there; where two stages run one program on the same adapter (native and asan:
  * test_gpu_forward over llvmpipe) one takes pairs and the other rest, so every fixture runs.
  * Anything else set is a failed CHECK, not a silent full or empty sweep. */
 static inline bool fixture_selected(const fixture *fx, int format_index, int n_cases) {
-    static int mode = -1; /* 0: every fixture, 1: pairs, 2: rest */
+    static int mode = -1; /* 0: every fixture, 1: pairs, 2: rest, 3: formats */
     if (mode < 0) {
         const char *env = getenv("LEAN_TEST_FIXTURES");
-        mode = !env ? 0 : !strcmp(env, "pairs") ? 1 : !strcmp(env, "rest") ? 2 : 0;
+        mode = !env                       ? 0
+               : !strcmp(env, "pairs")   ? 1
+               : !strcmp(env, "rest")    ? 2
+               : !strcmp(env, "formats") ? 3
+                                         : 0;
         if (env && *env && !mode && strcmp(env, "all")) /* (a CHECK only here: the tallies stay as they were) */
-            CHECK(0, "LEAN_TEST_FIXTURES='%s': 'pairs', 'rest' or 'all' (the default)", env);
-        if (mode)
+            CHECK(0, "LEAN_TEST_FIXTURES='%s': 'pairs', 'rest', 'formats' or 'all' (the default)", env);
+        if (mode == 3)
+            printf("fixtures: LEAN_TEST_FIXTURES=formats: %d of %d, every format once\n", FIXTURE_N_FORMATS,
+                   6 * FIXTURE_N_FORMATS);
+        else if (mode)
             printf("fixtures: LEAN_TEST_FIXTURES=%s: %d of %d, every format on every architecture\n", env,
                    3 * FIXTURE_N_FORMATS, 6 * FIXTURE_N_FORMATS);
     }
     if (!mode || n_cases == 1) return true; /* a one-case file (the demo) is never halved */
     const int arch = !strcmp(fx->model_arch, "llama") ? 0 : !strcmp(fx->model_arch, "qwen2") ? 1 : 2;
+    if (mode == 3) return arch == format_index % 3 && fx->tied == (format_index / 3) % 2;
     return fx->tied == ((format_index + arch) % 2 == (mode == 1));
 }
 

@@ -268,13 +268,10 @@ run_tests() {
         test_gpu_* | test_exact | test_batch | test_bench)
             envs+=(LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=tests/lsan_gpu.supp}") ;;
         esac
-        # the fixture sweep's half that still pairs every format with every architecture
-        # (tests/fixture.h's fixture_selected), in the programs the stage names
-        if [[ " $fixture_pairs " == *" $name "* || $fixture_pairs == all ]]; then
-            envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-pairs}")
-        elif [[ " $fixture_rest " == *" $name "* ]]; then
-            envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-rest}")
-        fi
+        # the part of the fixture sweep the stage names for this program (fixture_sweep)
+        local w sweep=
+        for w in $fixture_sweep; do if [[ ${w%=*} == "$name" || ${w%=*} == all ]]; then sweep=${w#*=}; fi; done
+        [ -z "$sweep" ] || envs+=(LEAN_TEST_FIXTURES="${LEAN_TEST_FIXTURES:-$sweep}")
         run_prog "$name" env "${envs[@]}" "$@" "$prog"
         n=$((n + 1))
     done
@@ -284,23 +281,24 @@ run_tests() {
 # ---- the stages ----
 qargs=()
 wasm_set=plain
-# The programs (names, or "all") that run_tests runs on half the parity fixtures, with
-# LEAN_TEST_FIXTURES=pairs (tests/fixture.h: every format still on every architecture, tied
-# and untied): set by the stages where sanitizers or emulation make the full sweep minutes
-# long; the native stage runs every fixture, but for the programs in fixture_rest, which sweep
-# the other half (asan's pairs of test_gpu_forward, on the same llvmpipe: between them, every
-# fixture). LEAN_TEST_FIXTURES=all runs every one there too.
-fixture_pairs=
-fixture_rest=
+# Which part of the parity fixtures a stage's programs sweep (tests/fixture.h's
+# fixture_selected), as words PROGRAM=PART (PROGRAM all: every program). pairs: half of them,
+# every format still on every architecture, tied and untied, where sanitizers or emulation
+# make the whole sweep minutes long (asan, neon). rest: the other half (the native stage's
+# test_gpu_forward: asan sweeps pairs of it on the same llvmpipe, so between them every
+# fixture runs). formats: each format once (the webgpu stage's test_gpu_forward: wgpu runs
+# the kernels every fixture ran over llvmpipe). Unnamed programs sweep every fixture;
+# LEAN_TEST_FIXTURES=all runs every one everywhere.
+fixture_sweep=
 
 stage_native() {
     stage_begin native "$("${CC:-cc}" --version 2>/dev/null | sed -n 1p), build/"
     local built=1
     build native all || built=0
     qargs=(BUILD=build)
-    fixture_rest=test_gpu_forward
+    fixture_sweep=test_gpu_forward=rest
     run_tests build "" $built
-    fixture_rest=
+    fixture_sweep=
     # make install into a temporary DESTDIR, a program built against it through pkg-config
     run_prog test_install bash tests/install.sh build
     # lean serve through npm's openai client, its load test, and on the GPU (~50 s; tests/serve/run.mjs)
@@ -313,7 +311,7 @@ stage_asan() {
     local built=1
     build asan asan || built=0
     qargs=(BUILD=build-asan)
-    fixture_pairs=all
+    fixture_sweep=all=pairs
     # intercept_tls_get_addr=0: ASan's record of the dynamic TLS of what Dawn dlopens (its Vulkan
     # and GL drivers) can hold a bogus block, on which LeakSanitizer's exit scan crashes ("Tracer
     # caught signal 11"), or not, by the binary's layout (test_gen_mask built under /tmp/ci25 did,
@@ -324,7 +322,7 @@ stage_asan() {
     # lean serve's threads, jobs and buffers under the sanitizers (~20 s; a leak fails its exit)
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:intercept_tls_get_addr=0} \
         run_prog serve node tests/serve/run.mjs build-asan
-    fixture_pairs=
+    fixture_sweep=
     stage_end
 }
 
@@ -388,12 +386,12 @@ stage_webgpu() {
     build wasm-webgpu wasm-webgpu web build/lean || built=0
     qargs=()
     wasm_set=webgpu
-    # the wasm32 CPU tables' exact parity, and test_gpu_forward's f16 sweep: with 13 formats its
-    # whole sweep ran past the 1800 s guard on CI's 2 shared CPUs (1139 s with 11 formats)
-    fixture_pairs="test_exact test_gpu_forward"
+    # the wasm32 CPU tables' exact parity on pairs; test_gpu_forward (its F32, f16, 8-bit and
+    # exact sweeps) on each format once: on pairs it took 897 s of CI's 90 minutes
+    fixture_sweep="test_exact=pairs test_gpu_forward=formats"
     xdg=$(mktemp -d) # wgpu asks for a runtime directory, though it opens no window
     XDG_RUNTIME_DIR=$xdg run_tests build-wasm .wasm $built "$deno" run -A tests/wasm_run.mjs
-    fixture_pairs=
+    fixture_sweep=
     wasm_set=plain
     # without JSPI (the pump: LEAN_PENDING) against with it, lean.h called from JavaScript
     XDG_RUNTIME_DIR=$xdg run_prog wasm_pump "$deno" run -A tests/wasm_pump.mjs build-wasm/wasm_pump_host.wasm
