@@ -55,11 +55,11 @@
 # Exit status 1 if anything failed.
 #
 # Two lanes: after data and the builds both lanes read (build/, build-wasm*, build-web), the
-# GPU stages of the wasm32 build and fuzz (webgpu browser fuzz) run in a lane of their own beside
-# the others (native asan wasm wasm-mt neon), each lane's stages in the order given; lane B's output
-# is printed after lane A's (see "two lanes" below). Each program's tally line ends with its wall and CPU seconds. The asan and neon
-# stages and webgpu's test_exact and test_gpu_forward sweep half the parity fixtures (tests/fixture.h's
-# LEAN_TEST_FIXTURES=pairs: every format on every architecture still); native sweeps them all.
+# threaded wasm32 stage, the GPU stages of the wasm32 build and fuzz (wasm-mt webgpu browser
+# fuzz) run in a lane of their own beside the others (native asan wasm neon), each lane's stages
+# in the order given; lane B's output is printed after lane A's (see "two lanes" below). Each
+# program's tally line ends with its wall and CPU seconds. Which parity fixtures each stage's
+# programs sweep: fixture_sweep below.
 #
 # Usage: tests/run.sh [STAGE...]   (default: data native asan wasm wasm-mt webgpu browser neon fuzz ledger)
 # Environment: JOBS (parallel make jobs; default: the number of CPUs),
@@ -592,7 +592,8 @@ stage_ledger() {
 }
 
 # ---- two lanes ----
-# The GPU stages of the wasm32 build and fuzz (LANE_B: webgpu, browser, fuzz) run one after
+# The threaded wasm32 stage, the GPU stages of the wasm32 build and fuzz (LANE_B: wasm-mt,
+# webgpu, browser, fuzz) run one after
 # another in a lane of their own, beside the other stages in theirs, once data has run and everything both lanes
 # read is built: build/ (build/lean), build-wasm, build-wasm-mt and build-web, in turn, before
 # the split (PREBUILD: each stage's make; a failure there and the stages run in turn instead,
@@ -601,12 +602,12 @@ stage_ledger() {
 # build-fuzz). On CI's two CPUs a stage rarely keeps both busy (one thread most of the time:
 # Node, Deno, qemu, the sanitizers), so the lanes overlap where one stage would leave a CPU
 # idle. Lane B's output is held and printed after lane A's, whole; the sums and the ledger add
-# up as if the stages had run in turn. fuzz (~1.5 min, its own build-fuzz/) is in lane B, the
-# shorter (docs/runs/2026-12-06-ci-time.md: lane A native+asan+wasm*+neon ~75 min against lane
-# B's ~64 in the last full run). LANES=1: one after another, in the order given (data
+# up as if the stages had run in turn. fuzz (~1.5 min, its own build-fuzz/) and wasm-mt (~5
+# min) are in lane B, the shorter before them (session 27's local run: lane A
+# native+asan+wasm*+neon 80 min, lane B 70; docs/runs/2026-12-06-ci-time-3.md). LANES=1: one after another, in the order given (data
 # first, as always).
 LANES=${LANES:-2}
-LANE_B=(webgpu browser fuzz)
+LANE_B=(wasm-mt webgpu browser fuzz)
 declare -A PREBUILD=([native]="all" [wasm]="wasm wasm-relaxed" [wasm-mt]="wasm-mt wasm-mt-relaxed" [webgpu]="wasm-webgpu web build/lean"
                      [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
 
