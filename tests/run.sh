@@ -284,10 +284,10 @@ wasm_set=plain
 # Which part of the parity fixtures a stage's programs sweep (tests/fixture.h's
 # fixture_selected), as words PROGRAM=PART (PROGRAM all: every program). pairs: half of them,
 # every format still on every architecture, tied and untied, where sanitizers or emulation
-# make the whole sweep minutes long (asan, neon). rest: the other half (the native stage's
+# make the whole sweep minutes long (asan). rest: the other half (the native stage's
 # test_gpu_forward: asan sweeps pairs of it on the same llvmpipe, so between them every
 # fixture runs). formats: each format once (the webgpu stage's test_gpu_forward: wgpu runs
-# the kernels every fixture ran over llvmpipe). Unnamed programs sweep every fixture;
+# the kernels every fixture ran over llvmpipe; the neon stage, stage_neon's own setting). Unnamed programs sweep every fixture;
 # LEAN_TEST_FIXTURES=all runs every one everywhere.
 fixture_sweep=
 
@@ -473,9 +473,11 @@ stage_neon() {
                 echo "$dir/tests/$p: not built"
                 continue
             fi
-            # LEAN_TEST_GPU=0: the aarch64 builds have no WebGPU library (test_exact's GPU replies)
+            # LEAN_TEST_GPU=0: the aarch64 builds have no WebGPU library (test_exact's GPU replies);
+            # each format once (fixture_sweep's formats): the NEON kernels of every format, under
+            # qemu and both sanitizers, in whole forwards (test_cpu_backend took 555 s on pairs)
             LEAN_TEST_GPU=0 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-            LEAN_TEST_FIXTURES=${LEAN_TEST_FIXTURES:-pairs} \
+            LEAN_TEST_FIXTURES=${LEAN_TEST_FIXTURES:-formats} \
                 run_prog "$p ($dir)" qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/tests/$p"
         done
     done < <("$MAKE" -s --no-print-directory neon-builds)
