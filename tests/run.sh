@@ -284,10 +284,12 @@ wasm_set=plain
 # Which part of the parity fixtures a stage's programs sweep (tests/fixture.h's
 # fixture_selected), as words PROGRAM=PART (PROGRAM all: every program). pairs: half of them,
 # every format still on every architecture, tied and untied, where sanitizers or emulation
-# make the whole sweep minutes long (asan). rest: the other half (the native stage's
+# make the whole sweep minutes long (asan's test_gpu_forward). rest: the other half (the native stage's
 # test_gpu_forward: asan sweeps pairs of it on the same llvmpipe, so between them every
 # fixture runs). formats: each format once (the webgpu stage's test_gpu_forward: wgpu runs
-# the kernels every fixture ran over llvmpipe; the neon stage, stage_neon's own setting). Unnamed programs sweep every fixture;
+# the kernels every fixture ran over llvmpipe; asan's other programs, whose sanitizers look at
+# each format's and architecture's code, not at one more model's numbers; the neon stage,
+# stage_neon's own setting). Unnamed programs sweep every fixture;
 # LEAN_TEST_FIXTURES=all runs every one everywhere.
 fixture_sweep=
 
@@ -311,7 +313,9 @@ stage_asan() {
     local built=1
     build asan asan || built=0
     qargs=(BUILD=build-asan)
-    fixture_sweep=all=pairs
+    # each format once, but test_gpu_forward on pairs (the native stage sweeps the rest of it);
+    # the native stage runs every fixture of the others
+    fixture_sweep="all=formats test_gpu_forward=pairs"
     # intercept_tls_get_addr=0: ASan's record of the dynamic TLS of what Dawn dlopens (its Vulkan
     # and GL drivers) can hold a bogus block, on which LeakSanitizer's exit scan crashes ("Tracer
     # caught signal 11"), or not, by the binary's layout (test_gen_mask built under /tmp/ci25 did,
