@@ -55,8 +55,8 @@
 # Exit status 1 if anything failed.
 #
 # Two lanes: after data and the builds both lanes read (build/, build-wasm*, build-web), the
-# threaded wasm32 stage, the GPU stages of the wasm32 build and fuzz (wasm-mt webgpu browser
-# fuzz) run in a lane of their own beside the others (native asan wasm neon), each lane's stages
+# threaded wasm32 stage and the GPU stages of the wasm32 build (wasm-mt webgpu browser) run
+# in a lane of their own beside the others (native asan wasm neon fuzz), each lane's stages
 # in the order given; lane B's output is printed after lane A's (see "two lanes" below). Each
 # program's tally line ends with its wall and CPU seconds. Which parity fixtures each stage's
 # programs sweep: fixture_sweep below.
@@ -598,8 +598,8 @@ stage_ledger() {
 }
 
 # ---- two lanes ----
-# The threaded wasm32 stage, the GPU stages of the wasm32 build and fuzz (LANE_B: wasm-mt,
-# webgpu, browser, fuzz) run one after
+# The threaded wasm32 stage and the GPU stages of the wasm32 build (LANE_B: wasm-mt, webgpu,
+# browser) run one after
 # another in a lane of their own, beside the other stages in theirs, once data has run and everything both lanes
 # read is built: build/ (build/lean), build-wasm, build-wasm-mt and build-web, in turn, before
 # the split (PREBUILD: each stage's make; a failure there and the stages run in turn instead,
@@ -608,12 +608,11 @@ stage_ledger() {
 # build-fuzz). On CI's two CPUs a stage rarely keeps both busy (one thread most of the time:
 # Node, Deno, qemu, the sanitizers), so the lanes overlap where one stage would leave a CPU
 # idle. Lane B's output is held and printed after lane A's, whole; the sums and the ledger add
-# up as if the stages had run in turn. fuzz (~1.5 min, its own build-fuzz/) and wasm-mt (~5
-# min) are in lane B, the shorter before them (session 27's local run: lane A
-# native+asan+wasm*+neon 80 min, lane B 70; docs/runs/2026-12-06-ci-time-3.md). LANES=1: one after another, in the order given (data
+# up as if the stages had run in turn. wasm-mt (~5 min) is in lane B, fuzz (~2 min, its own
+# build-fuzz/) in lane A, to even the lanes (docs/runs/2026-12-06-ci-time-3.md). LANES=1: one after another, in the order given (data
 # first, as always).
 LANES=${LANES:-2}
-LANE_B=(wasm-mt webgpu browser fuzz)
+LANE_B=(wasm-mt webgpu browser)
 declare -A PREBUILD=([native]="all" [wasm]="wasm wasm-relaxed" [wasm-mt]="wasm-mt wasm-mt-relaxed" [webgpu]="wasm-webgpu web build/lean"
                      [browser]="web build/lean build/fixtures/.made build/vocab/.made wasm-webgpu")
 

@@ -741,9 +741,9 @@ async function runBrowser(name, url, ref) {
             // Each group on a fresh page: a page that hung (a FAIL) takes no other check with it.
             const groups = [];
             if (wanted('env')) groups.push(async (page) => envChecks(page, tag, jspi));
-            // Chromium's GPU rung without JSPI: the first model only (SwiftShader's minutes);
-            // Firefox runs every model and the chat on the GPU without JSPI
-            const slowPump = (b, m) => name === 'chromium' && !jspi && b === 'gpu' && m !== MODELS[0];
+            // Chromium's GPU rung: the first model's group only, and the chat with JSPI only
+            // (SwiftShader's minutes); Firefox runs every model and the chat on its GPU both ways
+            const slowPump = (b, m) => name === 'chromium' && b === 'gpu' && (m === 'chat' ? !jspi : m !== MODELS[0]);
             for (const m of wanted('models') ? MODELS : [])
                 for (const b of BACKENDS)
                     if (!slowPump(b, m)) groups.push(async (page) => modelChecks(page, `${tag} ${m} ${b}`, m, b, ref, jspi));
