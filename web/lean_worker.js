@@ -399,9 +399,13 @@ async function openSource(source, opts) {
 const PUSH_BYTES = 8 << 20;
 async function loadGpuOnly(src, opts, onBytes) {
     const want = opts.backend ?? 'auto';
+    // 'auto' asks gpuRefusal first, as chooseBackend does: lean's own 'auto' on a software
+    // adapter ends in the device wait failing, which says nothing of why
+    const refusal = want === 'auto' ? await gpuRefusal(opts) : '';
     const why =
         want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
         : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
+        : refusal ? `'auto' passes over the GPU: ${refusal}${opts.gpuOnly ? '' : `; at ${src.size} bytes the model does not fit in wasm memory (4 GiB) for the CPU either`}`
         : '';
     if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
     const buf = alloc(PUSH_BYTES);
