@@ -297,7 +297,7 @@ async function streamToWasm(src, onBytes) {
     for (;;) {
         const { done, value } = await readChunk(src, loaded);
         if (done) break;
-        chunks.push(value);
+        chunks.push(value.slice()); // a copy: the reader reuses its buffer
         loaded += value.length;
         onBytes(phase, loaded, 0);
     }
@@ -314,6 +314,29 @@ async function readChunk(src, loaded) {
         const of = src.size >= 0 ? ` of ${src.size}` : '';
         throw new Error(`truncated download: it stopped after ${loaded}${of} bytes (${e.message ?? e})`);
     }
+}
+
+// A reader of stream's bytes through one reused buffer (BYOB) where the stream is a byte stream
+// (fetch's and a Blob's bodies): a default reader's every chunk is a new buffer, garbage the
+// collector takes late (200 to 300 MiB of them at a 505 MiB load's peak:
+// docs/runs/2026-12-07-browser-rss.md). A value is valid until the next read.
+const READ_BYTES = 1 << 20;
+function bytesReader(stream) {
+    let reader;
+    try {
+        reader = stream.getReader({ mode: 'byob' });
+    } catch {
+        return stream.getReader(); // not a byte stream (a page's own ReadableStream)
+    }
+    let buf = new ArrayBuffer(READ_BYTES);
+    return {
+        async read() {
+            const r = await reader.read(new Uint8Array(buf));
+            if (r.done) return { done: true };
+            buf = r.value.buffer; // the same memory, handed back (the view passed was detached)
+            return r;
+        },
+    };
 }
 
 async function openCache(enabled) {
@@ -336,8 +359,8 @@ async function openSource(source, opts) {
         return { reader, size: b.length, phase: 'load', name: 'the model bytes', done: none };
     }
     if (source.blob)
-        return { reader: source.blob.stream().getReader(), size: source.blob.size, phase: 'load', name: source.blob.name || 'the file', done: none };
-    if (source.stream) return { reader: source.stream.getReader(), size: source.size ?? -1, phase: 'download', name: 'the stream', done: none };
+        return { reader: bytesReader(source.blob.stream()), size: source.blob.size, phase: 'load', name: source.blob.name || 'the file', done: none };
+    if (source.stream) return { reader: bytesReader(source.stream), size: source.size ?? -1, phase: 'download', name: 'the stream', done: none };
 
     const url = source.url;
     const cache = await openCache(opts.cache !== false && /^https?:/.test(url));
@@ -366,7 +389,7 @@ async function openSource(source, opts) {
         if (ok) await cached;
         else if (cache) await cache.delete(url).catch(() => false); // never keep a truncated file
     };
-    return { reader: resp.body.getReader(), size, phase, name: url, done };
+    return { reader: bytesReader(resp.body), size, phase, name: url, done };
 }
 
 // A model whose weights go straight from the stream to the GPU, never whole in wasm memory
@@ -376,9 +399,13 @@ async function openSource(source, opts) {
 const PUSH_BYTES = 8 << 20;
 async function loadGpuOnly(src, opts, onBytes) {
     const want = opts.backend ?? 'auto';
+    // 'auto' asks gpuRefusal first, as chooseBackend does: lean's own 'auto' on a software
+    // adapter ends in the device wait failing, which says nothing of why
+    const refusal = want === 'auto' ? await gpuRefusal(opts) : '';
     const why =
         want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
         : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
+        : refusal ? `'auto' passes over the GPU: ${refusal}${opts.gpuOnly ? '' : `; at ${src.size} bytes the model does not fit in wasm memory (4 GiB) for the CPU either`}`
         : '';
     if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
     const buf = alloc(PUSH_BYTES);

@@ -41,6 +41,14 @@ export function runIds(model, backend, prompt, n, sampling = null, exact = false
     return out.trim().split(/\s+/).filter(Boolean).map(Number);
 }
 
+// peakRss: the peak resident set of `lean ARGS`, in bytes, the model file it maps included
+// (getrusage's ru_maxrss of the child, through python3: Node reports no child's).
+export function peakRss(args) {
+    const py = 'import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, ' +
+               'stderr=subprocess.DEVNULL, check=True); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)';
+    return 1024 * Number(execFileSync('python3', ['-c', py, LEAN, ...args], { encoding: 'utf8', timeout: 600_000 }).trim());
+}
+
 // chatReplies: the replies of `lean chat` to the user messages, one conversation (each
 // reply is printed followed by a newline; a reply may hold newlines itself, so turn k's
 // reply is what the run with k messages printed after the run with k - 1 messages).

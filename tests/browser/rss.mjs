@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 
 // The pids under root (not root itself), from each /proc/PID/stat's parent pid.
-function descendants(root) {
+export function descendants(root) {
     const parent = new Map();
     for (const d of fs.readdirSync('/proc')) {
         if (!/^\d+$/.test(d)) continue;
@@ -24,7 +24,7 @@ function descendants(root) {
 }
 
 // kB of a /proc/PID/status line (VmRSS, VmHWM), or null for a process gone or kernel-less.
-function statusKb(pid, key) {
+export function statusKb(pid, key) {
     try {
         const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
         return m ? Number(m[1]) : null;
