@@ -29,7 +29,8 @@
  *               continued by hand (its logits alone's), begun again and rejoining, one stepping
  *               alone between batched calls, one stopping at its max_ids; ids equal alone's,
  *               and every GPU row one step ahead after each call, each batched step's ids
- *               read back through one map whatever its rows (test_hooks.h);
+ *               read back through one map whatever its rows (test_hooks.h); a device lost
+ *               with that read-back in flight, a clear LEAN_ERR_DEVICE;
  *   sampler mix lean_gen_next_batch over rows of different samplers (greedy, top-k, a grammar's
  *               mask, a repeat penalty, top-k with another seed; one stepping alone between
  *               calls): each row's ids are its own alone (on the GPU some rows share one draw);
@@ -697,6 +698,49 @@ static void test_gpu_pool(const lean_model *m, int32_t V) {
     free(got), free(want), free(p);
 }
 
+/* A device lost with a batched step in flight (the run-ahead: its rows' ids in one read-back the
+ * three rows hold): the next lean_gen_next_batch fails with LEAN_ERR_DEVICE, and the rows end
+ * with the leader freed first (the read-back outlives its batch; ASan sees it freed once, by the
+ * last row). Its own model: the loss ends the device of every context on it. */
+static void test_gpu_lost(void) {
+    char path[512];
+    lean_model *m = tiny_load_all("llama", LEAN_TYPE_Q4_0, 77, path, sizeof path);
+    if (!m) return;
+    const int32_t V = lean_model_n_vocab(m);
+    lean_ctx *c[3] = {0};
+    lean_sampler *smp[3] = {0};
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    lean_error err = {0};
+    bool ok = logits != NULL;
+    for (int s = 0; ok && s < 3; s++) {
+        int32_t p[MAX_PROMPT];
+        prompt_of(s, V, p);
+        const lean_sampler_params sp = gen_params(s);
+        lean_ctx_params cp = lean_ctx_default_params();
+        cp.backend = "gpu", cp.exact = 1, cp.n_ctx = N_CTX;
+        ok = lean_ctx_create(m, &cp, &c[s], &err) == LEAN_OK && lean_sampler_create(&sp, V, &smp[s], &err) == LEAN_OK &&
+             lean_prefill(c[s], p, prompt_len[s], logits, &err) == LEAN_OK &&
+             lean_gen_begin(c[s], smp[s], 0, &err) == LEAN_OK;
+    }
+    int32_t ids[3];
+    ok = ok && lean_gen_next_batch(c, 3, ids, &err) == LEAN_OK;
+    CHECK(ok, "gpu lost: before the loss: %s", err.msg);
+    if (ok) {
+        CHECK(lean_backend_gpu_gen_ahead(lean_ctx_backend_state(c[2])) == 1, "gpu lost: no step in flight");
+        lean_gpu_lose_device(lean_backend_gpu_device(lean_ctx_backend_state(c[0])));
+        const lean_status st = lean_gen_next_batch(c, 3, ids, &err);
+        CHECK(st == LEAN_ERR_DEVICE && err.msg[0], "gpu lost: status %d '%s'", st, err.msg);
+    }
+    if (c[0]) lean_gen_end(c[0]);
+    lean_ctx_free(c[0]); /* the leader: its batch goes, the step's read-back stays held */
+    if (c[1]) lean_gen_end(c[1]);
+    lean_ctx_free(c[1]), lean_ctx_free(c[2]); /* c[2] ends in its free: the last hold */
+    for (int s = 0; s < 3; s++) lean_sampler_free(smp[s]);
+    free(logits);
+    lean_model_free(m);
+    unlink(path);
+}
+
 /* A wide pass (the other GPU checks pass at most 5 rows): W_SEQ sequences, a row count no
  * power of two divides, at their own positions, two batched steps; every row the bits of its
  * twin decoded alone. */
@@ -872,5 +916,6 @@ int main(void) {
         lean_model_free(m);
         unlink(path);
     }
+    if (gpu) test_gpu_lost();
     return test_finish("test_batch");
 }
