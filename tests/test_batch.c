@@ -28,7 +28,9 @@
  *               unmasked row's next step before it waits): a generation ended mid-batch and
  *               continued by hand (its logits alone's), begun again and rejoining, one stepping
  *               alone between batched calls, one stopping at its max_ids; ids equal alone's,
- *               and every GPU row one step ahead after each call (test_hooks.h);
+ *               and every GPU row one step ahead after each call, each batched step's ids
+ *               read back through one map whatever its rows (test_hooks.h); a device lost
+ *               with that read-back in flight, a clear LEAN_ERR_DEVICE;
  *   sampler mix lean_gen_next_batch over rows of different samplers (greedy, top-k, a grammar's
  *               mask, a repeat penalty, top-k with another seed; one stepping alone between
  *               calls): each row's ids are its own alone (on the GPU some rows share one draw);
@@ -315,9 +317,10 @@ static int ra_action(int q, int k) {
 
 /* One run of the script; batched false: every RA_BATCH as lean_gen_next. ids[q][...] the ids in
  * order (n[q] of them), logits: sequence 0's after its last id decoded by hand. *behind: batched
- * GPU rows found not one step ahead. */
+ * GPU rows found not one step ahead; *maps_off: batched GPU calls whose read-back maps were not
+ * one per batched step (one for the rows with none queued, one for the run-ahead). */
 static bool ra_run(const lean_model *m, const run_cfg *rc, int32_t V, bool batched, int32_t ids[3][RA_CALLS],
-                   int n[3], float *logits, int *behind) {
+                   int n[3], float *logits, int *behind, int *maps_off) {
     static const int param[3] = {0, 1, 3};
     lean_ctx *ctx[3] = {0};
     lean_sampler *smp[3] = {0};
@@ -343,11 +346,20 @@ static bool ra_run(const lean_model *m, const run_cfg *rc, int32_t V, bool batch
                 ok = lean_gen_next(ctx[q], &ids[q][n[q]++], &err) == LEAN_OK;
             else if (act == RA_BATCH) in[b] = ctx[q], which[b++] = q;
         }
-        int32_t got[3];
+        int32_t got[3], ahead[3] = {0};
+        lean_gpu *dev = gpu && b ? lean_backend_gpu_device(lean_ctx_backend_state(in[0])) : NULL;
+        for (int i = 0; dev && i < b; i++) ahead[i] = lean_backend_gpu_gen_ahead(lean_ctx_backend_state(in[i]));
+        const uint64_t maps0 = dev ? lean_gpu_map_count(dev) : 0;
         ok = ok && (!b || lean_gen_next_batch(in, b, got, &err) == LEAN_OK);
         for (int i = 0; ok && i < b; i++) ids[which[i]][n[which[i]]++] = got[i];
-        for (int i = 0; ok && gpu && i < b; i++) /* one step ahead, none past max_ids */
-            *behind += lean_backend_gpu_gen_ahead(lean_ctx_backend_state(in[i])) != (which[i] == 2 && n[2] == RA_MAX ? 0 : 1);
+        bool first = false, after = false; /* a step for the rows with none queued; the run-ahead */
+        for (int i = 0; ok && gpu && i < b; i++) { /* one step ahead, none past max_ids */
+            const int32_t now = lean_backend_gpu_gen_ahead(lean_ctx_backend_state(in[i]));
+            *behind += now != (which[i] == 2 && n[2] == RA_MAX ? 0 : 1);
+            first |= ahead[i] == 0, after |= ahead[i] <= 1 && now == 1;
+        }
+        if (ok && dev) /* each batched step reads its rows' ids back through one map */
+            *maps_off += lean_gpu_map_count(dev) - maps0 != (uint64_t)first + after;
         if (ok && k == RA_END) { /* sequence 0 stops, continues by hand, begins again */
             lean_gen_end(ctx[0]);
             ok = lean_decode(ctx[0], ids[0][n[0] - 1], logits, &err) == LEAN_OK &&
@@ -364,16 +376,18 @@ static bool ra_run(const lean_model *m, const run_cfg *rc, int32_t V, bool batch
 
 static void test_gen_runahead(const lean_model *m, const run_cfg *rc, int32_t V, const char *what) {
     int32_t alone[3][RA_CALLS], got[3][RA_CALLS];
-    int n_alone[3] = {0}, n_got[3] = {0}, behind = 0;
+    int n_alone[3] = {0}, n_got[3] = {0}, behind = 0, maps_off = 0;
     float *want = malloc(sizeof(float) * (size_t)V), *logits = malloc(sizeof(float) * (size_t)V);
-    if (want && logits && ra_run(m, rc, V, false, alone, n_alone, want, &behind) &&
-        ra_run(m, rc, V, true, got, n_got, logits, &behind)) {
+    if (want && logits && ra_run(m, rc, V, false, alone, n_alone, want, &behind, &maps_off) &&
+        ra_run(m, rc, V, true, got, n_got, logits, &behind, &maps_off)) {
         for (int q = 0; q < 3; q++)
             CHECK(n_got[q] == n_alone[q] && !memcmp(alone[q], got[q], sizeof(int32_t) * (size_t)n_got[q]),
                   "%s: run-ahead sequence %d's ids differ from alone's", what, q);
         CHECK(!memcmp(want, logits, sizeof(float) * (size_t)V),
               "%s: the logits of the last id decoded by hand after lean_gen_end differ from alone's", what);
         CHECK(behind == 0, "%s: %d batched rows were not one step ahead (or ran past max_ids)", what, behind);
+        CHECK(maps_off == 0, "%s: %d lean_gen_next_batch calls made other than one read-back map a batched step",
+              what, maps_off);
     }
     free(want), free(logits);
 }
@@ -684,6 +698,49 @@ static void test_gpu_pool(const lean_model *m, int32_t V) {
     free(got), free(want), free(p);
 }
 
+/* A device lost with a batched step in flight (the run-ahead: its rows' ids in one read-back the
+ * three rows hold): the next lean_gen_next_batch fails with LEAN_ERR_DEVICE, and the rows end
+ * with the leader freed first (the read-back outlives its batch; ASan sees it freed once, by the
+ * last row). Its own model: the loss ends the device of every context on it. */
+static void test_gpu_lost(void) {
+    char path[512];
+    lean_model *m = tiny_load_all("llama", LEAN_TYPE_Q4_0, 77, path, sizeof path);
+    if (!m) return;
+    const int32_t V = lean_model_n_vocab(m);
+    lean_ctx *c[3] = {0};
+    lean_sampler *smp[3] = {0};
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    lean_error err = {0};
+    bool ok = logits != NULL;
+    for (int s = 0; ok && s < 3; s++) {
+        int32_t p[MAX_PROMPT];
+        prompt_of(s, V, p);
+        const lean_sampler_params sp = gen_params(s);
+        lean_ctx_params cp = lean_ctx_default_params();
+        cp.backend = "gpu", cp.exact = 1, cp.n_ctx = N_CTX;
+        ok = lean_ctx_create(m, &cp, &c[s], &err) == LEAN_OK && lean_sampler_create(&sp, V, &smp[s], &err) == LEAN_OK &&
+             lean_prefill(c[s], p, prompt_len[s], logits, &err) == LEAN_OK &&
+             lean_gen_begin(c[s], smp[s], 0, &err) == LEAN_OK;
+    }
+    int32_t ids[3];
+    ok = ok && lean_gen_next_batch(c, 3, ids, &err) == LEAN_OK;
+    CHECK(ok, "gpu lost: before the loss: %s", err.msg);
+    if (ok) {
+        CHECK(lean_backend_gpu_gen_ahead(lean_ctx_backend_state(c[2])) == 1, "gpu lost: no step in flight");
+        lean_gpu_lose_device(lean_backend_gpu_device(lean_ctx_backend_state(c[0])));
+        const lean_status st = lean_gen_next_batch(c, 3, ids, &err);
+        CHECK(st == LEAN_ERR_DEVICE && err.msg[0], "gpu lost: status %d '%s'", st, err.msg);
+    }
+    if (c[0]) lean_gen_end(c[0]);
+    lean_ctx_free(c[0]); /* the leader: its batch goes, the step's read-back stays held */
+    if (c[1]) lean_gen_end(c[1]);
+    lean_ctx_free(c[1]), lean_ctx_free(c[2]); /* c[2] ends in its free: the last hold */
+    for (int s = 0; s < 3; s++) lean_sampler_free(smp[s]);
+    free(logits);
+    lean_model_free(m);
+    unlink(path);
+}
+
 /* A wide pass (the other GPU checks pass at most 5 rows): W_SEQ sequences, a row count no
  * power of two divides, at their own positions, two batched steps; every row the bits of its
  * twin decoded alone. */
@@ -859,5 +916,6 @@ int main(void) {
         lean_model_free(m);
         unlink(path);
     }
+    if (gpu) test_gpu_lost();
     return test_finish("test_batch");
 }

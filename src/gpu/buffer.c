@@ -126,6 +126,10 @@ uint64_t lean_gpu_write_pending_peak(lean_gpu *g, bool reset) {
     return peak;
 }
 
+uint64_t lean_gpu_map_count(const lean_gpu *g) {
+    return g->maps;
+}
+
 /* [offset, offset + size) inside b, or LEAN_ERR_ARG naming what is wrong. */
 static lean_status check_range(const lean_gpu_buf *b, uint64_t offset, uint64_t size, const char *what,
                                lean_error *err) {
@@ -268,6 +272,7 @@ lean_status lean_gpu_map_begin(lean_gpu_buf *b, lean_error *err) {
         return LEAN_FAIL(err, LEAN_ERR_ARG, "map of buffer '%s': %s", b->label,
                          b->map ? "a map is already in flight" : "not a READBACK buffer");
     b->map = map_start(b->g, b->buf, 0, b->size, b->label);
+    b->g->maps += b->map != NULL;
     return b->map ? LEAN_OK : LEAN_FAIL(err, LEAN_ERR_NOMEM, "map of buffer '%s': out of memory", b->label);
 }
 

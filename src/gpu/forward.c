@@ -829,9 +829,11 @@ lean_status gpu_gen_take(lean_backend_state *s, int32_t *id, lean_error *err) {
     gpu_gen *G = &s->gen;
     if (G->n_out == G->n_read) {
         const int k = G->b_read % GEN_SLOTS;
-        lean_status st = lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)G->slot_n[k] * 4, err);
+        lean_status st = G->shared[k] ? gpu_step_ids_take(G->shared[k], G->shared_row[k], G->ready, err)
+                                      : lean_gpu_map_take(G->slot[k], G->ready, (uint64_t)G->slot_n[k] * 4, err);
         if (st == LEAN_PENDING) return st; /* pump mode: every step stays submitted, the map in flight */
         G->mapping[k] = false;
+        if (G->shared[k]) gpu_step_ids_release(G->shared[k]), G->shared[k] = NULL;
         if (st) return st;
         /* the block ran from its submit or the last take, whichever came later, until now */
         const double t = gpu_now_ms(), t0 = G->slot_t0_ms[k] > G->taken_ms ? G->slot_t0_ms[k] : G->taken_ms;
@@ -865,9 +867,12 @@ static void gpu_gen_end(lean_backend_state *s) {
     gpu_gen *G = &s->gen;
     if (s->logits_wait) lean_gpu_map_drop(s->logits_rb);
     s->logits_wait = false;
-    for (int k = 0; k < GEN_SLOTS; k++)
+    for (int k = 0; k < GEN_SLOTS; k++) {
         if (G->mapping[k]) lean_gpu_map_drop(G->slot[k]);
+        if (G->shared[k]) gpu_step_ids_release(G->shared[k]);
+    }
     memset(G->mapping, 0, sizeof G->mapping);
+    memset(G->shared, 0, sizeof G->shared);
     G->on = false;
 }
 

@@ -17,6 +17,20 @@
 
 /* ---- state ---- */
 
+/* A batched step's ids (forward_impl.h): rb's row k the id of the step's row k, mapped once
+ * for all of them. The batch keeps a ring of these (gpu_batch.reads) and reuses one no row holds
+ * (a row holds it from its step's submit until it takes its id or ends); a row may outlive its
+ * batch (the leader freed first), so the last of the batch and the rows frees it. */
+struct gpu_step_ids {
+    lean_gpu_buf *rb;       /* READBACK, GPU_KV_PAGE_SLOTS u32 */
+    int32_t holds;          /* rows yet to take their id or end */
+    int32_t n;              /* the step's rows */
+    bool kept;              /* in its batch's ring */
+    bool mapping;           /* the map in flight */
+    lean_status failed;     /* the map's take, where it failed (the rows after then fail alike) */
+    int32_t ids[GPU_KV_PAGE_SLOTS];
+};
+
 /* The batched pass's kernels over one KV page (section "batch"), made by the leader the first
  * time its rows lie there. */
 typedef struct gpu_batch_page {
@@ -43,6 +57,8 @@ typedef struct gpu_batch {
     lean_gpu_buf *logits, *logits_rb; /* (rows, n_vocab); READBACK */
     gpu_sampler_rows *draw;  /* the batched generation's draw over the rows of logits (made on its first step) */
     lean_gpu_buf *picked;    /* (rows) u32: its ids */
+    gpu_step_ids **reads;    /* n_reads: the batched steps' read-backs (section "generation, batched") */
+    int32_t n_reads;
 } gpu_batch;
 
 /* ---- batch ----
@@ -70,6 +86,12 @@ static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
     *p = (gpu_batch_page){0};
 }
 
+static void step_ids_free(gpu_step_ids *p) {
+    if (p->mapping) lean_gpu_map_drop(p->rb);
+    lean_gpu_buf_free(p->rb);
+    lean_free(p);
+}
+
 void gpu_batch_free(lean_backend_state *s) {
     gpu_batch *b = s->batch;
     if (!b) return;
@@ -83,6 +105,11 @@ void gpu_batch_free(lean_backend_state *s) {
     gpu_op_free(&b->norm_out);
     gpu_matmul_free(b->mm_out);
     gpu_sampler_rows_free(b->draw);
+    for (int32_t i = 0; i < b->n_reads; i++) { /* those rows still hold go with the last of them */
+        b->reads[i]->kept = false;
+        if (!b->reads[i]->holds) step_ids_free(b->reads[i]);
+    }
+    lean_free(b->reads);
     lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->picked};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
@@ -338,9 +365,10 @@ lean_status gpu_batch_check(const lean_backend_state *first, const lean_backend_
  * their context's, where their own sampler (its penalties' history, its mask, its bias) draws
  * (2-5 dispatches a row): either way the ids of lean_gen_next alone. A row the batch drew for
  * has its sampler's position reset before it draws alone (gpu_gen.behind). Each id is copied
- * into its row's own read-back slot, a block
- * of one, and mapped there: a step so submitted is in the generation's own queue, which
- * gpu_gen_take, gpu_gen_next and gpu_gen_end serve and drop as they do lean_gen_next's.
+ * into the step's read-back (gpu_step_ids: one buffer, one map for all its rows), and each row
+ * queues a block of one read from there: a step so submitted is in the generation's own queue,
+ * which gpu_gen_take, gpu_gen_next and gpu_gen_end serve and drop as they do lean_gen_next's
+ * (the first row to take maps the step's ids for all; the last to end unread drops the map).
  * The run-ahead: a call first submits the step of the rows with none queued (each under its
  * mask), then, before it waits, the step after of the rows not masked (nothing the caller
  * decides changes their next draw), and then takes each row's oldest id. In steady state the
@@ -360,6 +388,49 @@ static lean_status batch_draw_prepare(lean_backend_state *s0, lean_error *err) {
     lean_status st = b->picked ? LEAN_OK : gpu_new_buf(s0, (uint64_t)b->rows, 1, "batch picked ids", &b->picked, err);
     if (!st) st = gpu_sampler_rows_create(s0->g, s0->m->hp.n_vocab, b->rows, b->logits, b->picked, &b->draw, err);
     return st == LEAN_ERR_UNSUPPORTED ? LEAN_OK : st;
+}
+
+lean_status gpu_step_ids_take(gpu_step_ids *p, int32_t row, int32_t *id, lean_error *err) {
+    if (p->mapping) {
+        const lean_status st = lean_gpu_map_take(p->rb, p->ids, 4 * (uint64_t)p->n, err);
+        if (st == LEAN_PENDING) return st;
+        p->mapping = false;
+        p->failed = st;
+        if (st) return st;
+    }
+    if (p->failed) return LEAN_FAIL(err, p->failed, "gpu: the read-back of a batched step's ids failed");
+    *id = p->ids[row];
+    return LEAN_OK;
+}
+
+void gpu_step_ids_release(gpu_step_ids *p) {
+    if (--p->holds > 0) return;
+    if (!p->kept) {
+        step_ids_free(p);
+        return;
+    }
+    if (p->mapping) lean_gpu_map_drop(p->rb); /* every row ended before it was taken */
+    p->mapping = false;
+}
+
+/* *out = a read-back of the batch's ring no row holds, or a new one added to it. */
+static lean_status batch_step_ids(lean_backend_state *s0, gpu_step_ids **out, lean_error *err) {
+    gpu_batch *b = s0->batch;
+    for (int32_t i = 0; i < b->n_reads; i++)
+        if (!b->reads[i]->holds) return *out = b->reads[i], LEAN_OK;
+    gpu_step_ids **grown = lean_realloc(b->reads, sizeof *grown * (size_t)(b->n_reads + 1));
+    if (!grown) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: a batched step's read-back");
+    b->reads = grown;
+    gpu_step_ids *p = lean_calloc(1, sizeof *p);
+    if (!p) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: a batched step's read-back");
+    lean_status st = lean_gpu_buf_create(s0->g, 4 * GPU_KV_PAGE_SLOTS, LEAN_GPU_READBACK, "batch step ids", &p->rb, err);
+    if (st) {
+        lean_free(p);
+        return st;
+    }
+    p->kept = true;
+    b->reads[b->n_reads++] = *out = p;
+    return LEAN_OK;
 }
 
 /* Submits step G->n_sub of each r[0..m) (the draw under masks[k] where masked) in one pass. */
@@ -399,6 +470,8 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
         if (!st && at[k] < 0 && G->behind) /* drawn by the batch before (no window to restore) */
             st = gpu_sampler_reset(G->smp, (uint32_t)(G->pos0 + G->n_sub), NULL, 0, err), G->behind = st != LEAN_OK;
     }
+    gpu_step_ids *ids = NULL; /* the rows' ids, row k at k */
+    if (!st) st = batch_step_ids(s0, &ids, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
     if (st) return st;
@@ -415,30 +488,30 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
     }
     for (int32_t k = 0; k < m; k++) {
         gpu_gen *G = &r[k]->gen;
-        lean_gpu_buf *slot = G->slot[G->b_sub % GEN_SLOTS];
-        if (at[k] >= 0) { /* the batch's draw: its id to the context's (the next step's input) and the slot */
+        if (at[k] >= 0) { /* the batch's draw: its id to the context's (the next step's input) and the step's */
             lean_gpu_copy(c, b->picked, 4 * (uint64_t)at[k], r[k]->ids, 0, 4);
-            lean_gpu_copy(c, b->picked, 4 * (uint64_t)at[k], slot, 0, 4);
+            lean_gpu_copy(c, b->picked, 4 * (uint64_t)at[k], ids->rb, 4 * (uint64_t)k, 4);
             G->behind = true;
         } else {
             gpu_sampler_record(c, G->smp);
-            lean_gpu_copy(c, r[k]->ids, 0, slot, 0, 4);
+            lean_gpu_copy(c, r[k]->ids, 0, ids->rb, 4 * (uint64_t)k, 4);
         }
     }
     st = lean_gpu_submit_step(c, err);
     if (!st) s0->batch_rows += d, s0->batch_attn += d ? (int64_t)gr.count * s0->m->hp.n_layer : 0;
+    if (!st) st = lean_gpu_map_begin(ids->rb, err);
+    if (st) return st; /* only lean_gen_end follows a failure */
+    *ids = (gpu_step_ids){.rb = ids->rb, .holds = m, .n = m, .kept = true, .mapping = true};
     const double t = gpu_now_ms();
-    for (int32_t k = 0; !st && k < m; k++) { /* each row's block of one, as gen_submit_block's */
+    for (int32_t k = 0; k < m; k++) { /* each row's block of one, as gen_submit_block's, read from ids */
         gpu_gen *G = &r[k]->gen;
         const int i = G->b_sub % GEN_SLOTS;
-        st = lean_gpu_map_begin(G->slot[i], err);
-        if (st) return st; /* only lean_gen_end follows a failure */
-        G->mapping[i] = true;
+        G->shared[i] = ids, G->shared_row[i] = k;
         G->slot_n[i] = 1;
         G->slot_t0_ms[i] = t;
         G->b_sub++, G->n_sub++;
     }
-    return st;
+    return LEAN_OK;
 }
 
 lean_status gpu_gen_next_batch(lean_backend_state *const *s, const uint32_t *const *masks, int32_t n,

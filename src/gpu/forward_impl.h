@@ -27,10 +27,15 @@
 #define GEN_SLOTS 8           /* max(GEN_GREEDY_FLIGHT, GEN_SAMPLED_FLIGHT) */
 #define GEN_AHEAD_MS 25.0     /* the GPU time one greedy block (sampled: the flight) aims at */
 
+/* A batched step's ids read back (forward_batch.c): one READBACK buffer and one map for every
+ * row of the step, a u32 a row; each row's queue holds it until that row takes its id or ends. */
+typedef struct gpu_step_ids gpu_step_ids;
+
 /* A resident generation: steps 0 .. limit - 1; step j draws the id for position pos0 + j
  * (after decoding step j - 1's id at pos0 + j - 1, for j > 0). Steps go in blocks, block b
  * into slot b % GEN_SLOTS; a slot is mapped once its block's last step is submitted and is not
- * written again until it has been taken. Block sizes follow the measured step time (gen_pace). */
+ * written again until it has been taken. A batched step's block of one is read from the step's
+ * shared read-back (shared[b % GEN_SLOTS], at its row) instead of the slot. Block sizes follow the measured step time (gen_pace). */
 typedef struct gpu_gen {
     gpu_sampler *smp;       /* made for cfg; kept across generations with the same settings */
     sampler_cfg cfg;
@@ -38,6 +43,8 @@ typedef struct gpu_gen {
     bool mapping[GEN_SLOTS];
     int32_t slot_n[GEN_SLOTS];     /* ids in the slot's block */
     double slot_t0_ms[GEN_SLOTS];  /* when its block's first step was submitted */
+    gpu_step_ids *shared[GEN_SLOTS]; /* a batched step's read-back the block's id lies in, or NULL */
+    int32_t shared_row[GEN_SLOTS];   /* its row there */
     bool on, greedy;
     bool masked;            /* each draw under a mask gen_next gives (backend.h): one step at a time */
     bool stepwise;          /* advanced by batched steps (gen_next_batch): blocks of one, one step ahead */
@@ -165,6 +172,13 @@ lean_status gpu_gen_take(lean_backend_state *s, int32_t *id, lean_error *err);
 lean_status gpu_gen_next(lean_backend_state *s, const uint32_t *mask, int32_t *id, lean_error *err);
 
 /* ---- forward_batch.c's calls ---- */
+
+/* *id = row's id of the batched step p (the step's one map taken by the first row to ask);
+ * LEAN_PENDING in pump mode. */
+lean_status gpu_step_ids_take(gpu_step_ids *p, int32_t row, int32_t *id, lean_error *err);
+/* A row done with p (its id taken, or its generation ended): the last one drops a map still in
+ * flight, and frees p if its batch has gone. */
+void gpu_step_ids_release(gpu_step_ids *p);
 
 /* Frees s's batched pass's kernels (a no-op when it never led one). */
 void gpu_batch_free(lean_backend_state *s);

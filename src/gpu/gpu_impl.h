@@ -90,6 +90,7 @@ struct lean_gpu {
     /* bytes queued by QueueWriteBuffer since the last submit (buffer.c keeps it at most
      * WRITE_PENDING_MAX), and the most it has been since open (test_hooks.h) */
     uint64_t write_pending, write_pending_peak;
+    uint64_t maps;         /* lean_gpu_map_begin calls since open (test_hooks.h) */
     /* Pump mode (a JavaScript host without JSPI, web.c): a wait never blocks; an unanswered
      * one is LEAN_PENDING. Error scopes and queue-done checks go to `later` instead of being
      * waited for; a wait first needs those asked for before it answered (gpu_wait), so no

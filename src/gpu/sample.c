@@ -112,31 +112,36 @@ typedef struct vocab_src {
     uint32_t logits_off;          /* elements from bind_off to the first logit */
 } vocab_src;
 
-/* Where a kernel is made: the device, the scratch and parameters it binds, and whether it draws
- * for one sampler (sample_one.wgsl) or a row each (sample_rows.wgsl). */
+/* Where a draw's kernels are made, for one sampler (gpu_sampler) or a row each
+ * (gpu_sampler_rows): the device, the buffers they bind, the vocabulary and the words of hist
+ * its mask and bias lie at, and row_words: 0 for one sampler (sample_one.wgsl), else the scratch
+ * words of a row (sample_rows.wgsl, its ROW_WORDS). */
 typedef struct kernel_env {
     lean_gpu *g;
-    lean_gpu_buf *scratch, *params;
-    bool rows;
+    lean_gpu_buf *scratch, *params, *hist;
+    int32_t n_vocab;
+    uint32_t mask_off, bias_off;
+    uint64_t row_words;
 } kernel_env;
 
-/* Compiles sample_one or sample_rows + sample_common + (loader) + kernel with consts (WG added)
- * and binds scratch, then (when n_extra >= 0) params and extra[0..n_extra) as @binding(2...): a
- * kernel that reads only scratch (a later tree level of one sampler) has only binding 0 in its
- * layout. */
+/* Compiles sample_one or sample_rows + sample_common + (loader) + kernel with consts (WG and, for
+ * rows, ROW_WORDS added) and binds scratch, then (when n_extra >= 0) params and extra[0..n_extra)
+ * as @binding(2...): a kernel that reads only scratch (a later tree level of one sampler) has only
+ * binding 0 in its layout. */
 static lean_status make_kernel(const kernel_env *e, const char *label, const char *loader, const char *name,
                                const lean_gpu_const *consts, int n_consts, const lean_gpu_bind *extra,
                                int n_extra, uint32_t groups, kernel *k, lean_error *err) {
     const char *src[4];
     int n_src = 0;
-    src[n_src++] = lean_gpu_shader(e->rows ? "sample_rows" : "sample_one");
+    src[n_src++] = lean_gpu_shader(e->row_words ? "sample_rows" : "sample_one");
     src[n_src++] = lean_gpu_shader("sample_common");
     if (loader) src[n_src++] = lean_gpu_shader(loader);
     src[n_src++] = lean_gpu_shader(name);
     for (int i = 0; i < n_src; i++)
         if (!src[i]) return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "sampling shaders for '%s' are not in this build", label);
-    lean_gpu_const all[16]; /* the most consts a kernel gets (make_end's 13), and WG */
+    lean_gpu_const all[16]; /* the most consts a kernel gets (end_consts' 13), ROW_WORDS and WG */
     for (int i = 0; i < n_consts; i++) all[i] = consts[i];
+    if (e->row_words) all[n_consts++] = (lean_gpu_const){"ROW_WORDS", 'u', (double)e->row_words};
     all[n_consts++] = (lean_gpu_const){"WG", 'u', WG};
     lean_gpu_bind binds[4] = {{e->scratch, 0, 0}, {e->params, 0, 0}};
     for (int i = 0; i < n_extra; i++) binds[2 + i] = extra[i];
@@ -174,51 +179,64 @@ static int plan_tree(int32_t n_vocab, bool greedy, level_plan *lv, uint64_t *wor
     return 0;
 }
 
-static lean_status make_tree(gpu_sampler *s, const vocab_src *v, const level_plan *lv, int n_levels,
-                             lean_error *err) {
-    const bool greedy = s->cfg.greedy;
-    const kernel_env e = {s->g, s->scratch, s->params_buf, false};
+/* The tree's levels lv[0 .. n_levels) into level[], *made of them made (the top-k tree, or the
+ * argmax tree when greedy: rows take only the top-k one). */
+static lean_status make_levels(const kernel_env *e, const vocab_src *v, bool greedy, const level_plan *lv,
+                               int n_levels, kernel *level, int *made, lean_error *err) {
     for (int l = 0; l < n_levels; l++) {
         char label[32];
-        snprintf(label, sizeof label, "sample_%s_%d", greedy ? "argmax" : l == 0 ? "topk" : "merge", l);
+        snprintf(label, sizeof label, "sample_%s%s_%d", e->row_words ? "rows_" : "",
+                 greedy ? "argmax" : l == 0 ? "topk" : "merge", l);
         const lean_gpu_const k[] = {
             {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
             {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', greedy ? GREEDY_CHUNK : CHUNK}, {"FAN", 'u', FAN},
-            {"N_VOCAB", 'u', s->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}, {"MASK_OFF", 'u', s->mask_off},
-            {"BIAS_OFF", 'u', s->bias_off}};
-        const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
+            {"N_VOCAB", 'u', e->n_vocab}, {"LOGITS_OFF", 'u', v->logits_off}, {"MASK_OFF", 'u', e->mask_off},
+            {"BIAS_OFF", 'u', e->bias_off}};
+        const lean_gpu_bind extra[2] = {{v->logits, v->bind_off, v->bind_size}, {e->hist, 0, 0}};
         const char *loader = l == 0 ? "sample_vocab" : greedy ? "sample_lists" : NULL;
         const char *kern = greedy ? "sample_argmax" : l == 0 ? "sample_topk" : "sample_merge";
-        lean_status st = make_kernel(&e, label, loader, kern, k, 9, extra, l == 0 ? 2 : -1, lv[l].groups, &s->level[l], err);
+        /* a later level of one sampler reads only scratch; a row's reads its params too */
+        const int n_extra = l == 0 ? 2 : e->row_words ? 0 : -1;
+        lean_status st = make_kernel(e, label, loader, kern, k, 9, extra, n_extra, lv[l].groups, &level[l], err);
         if (st != LEAN_OK) return st;
-        s->n_levels = l + 1;
+        *made = l + 1;
     }
-    s->final_off = (uint32_t)lv[n_levels - 1].out_off;
     return LEAN_OK;
 }
 
+/* The constants of the pick and the wide draw's kernels: the tree's last list at final_off, the
+ * trace at trace_off, the id to out[out_index]; wide: the sampler whose wide draw they are, or
+ * NULL (rows never take it: gpu_sampler_rows_takes). */
+static void end_consts(const kernel_env *e, const vocab_src *v, uint32_t final_off, uint32_t trace_off,
+                       uint32_t out_index, const gpu_sampler *wide, lean_gpu_const k[13]) {
+    const lean_gpu_const all[13] = {
+        {"N_VOCAB", 'u', e->n_vocab},          {"LOGITS_OFF", 'u', v->logits_off},  {"FINAL_OFF", 'u', final_off},
+        {"TRACE_OFF", 'u', trace_off},         {"OUT_INDEX", 'u', out_index},       {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
+        {"N_BLOCKS", 'u', wide ? wide->n_blocks : 0},     {"WIDE_OFF", 'u', wide ? wide->wide_off : 0},
+        {"WSTATE_OFF", 'u', wide ? wide->wstate_off : 0}, {"WCOUNT_OFF", 'u', wide ? wide->wcount_off : 0},
+        {"PHASE0", 'u', wide && wide->wide_phases == 2 ? 1 : 2}, {"MASK_OFF", 'u', e->mask_off},
+        {"BIAS_OFF", 'u', e->bias_off}};
+    memcpy(k, all, sizeof all);
+}
+
 /* The wide draw's kernels (when cfg asks for it) and the pick. */
-static lean_status make_end(gpu_sampler *s, const vocab_src *v, lean_gpu_buf *out, uint32_t out_index, lean_error *err) {
-    const lean_gpu_const k[] = {
-        {"N_VOCAB", 'u', s->n_vocab},          {"LOGITS_OFF", 'u', v->logits_off},  {"FINAL_OFF", 'u', s->final_off},
-        {"TRACE_OFF", 'u', s->trace_off},      {"OUT_INDEX", 'u', out_index},       {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
-        {"N_BLOCKS", 'u', s->n_blocks},        {"WIDE_OFF", 'u', s->wide_off},      {"WSTATE_OFF", 'u', s->wstate_off},
-        {"WCOUNT_OFF", 'u', s->wcount_off},    {"PHASE0", 'u', s->wide_phases == 2 ? 1 : 2}, {"MASK_OFF", 'u', s->mask_off},
-        {"BIAS_OFF", 'u', s->bias_off}};
-    const kernel_env e = {s->g, s->scratch, s->params_buf, false};
+static lean_status make_end(gpu_sampler *s, const kernel_env *e, const vocab_src *v, lean_gpu_buf *out,
+                            uint32_t out_index, lean_error *err) {
+    lean_gpu_const k[13];
+    end_consts(e, v, s->final_off, s->trace_off, out_index, s, k);
     lean_status st = LEAN_OK;
     if (s->params[4] & F_WIDE) {
         const lean_gpu_bind vocab[2] = {{v->logits, v->bind_off, v->bind_size}, {s->hist, 0, 0}};
-        st = make_kernel(&e, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 13, vocab, 2,
+        st = make_kernel(e, "sample_wide_prep", "sample_vocab", "sample_wide_prep", k, 13, vocab, 2,
                          lean_div_up((uint64_t)s->n_vocab, WG), &s->wprep, err);
         if (st == LEAN_OK)
-            st = make_kernel(&e, "sample_wide_count", NULL, "sample_wide_count", k, 13, NULL, -1,
+            st = make_kernel(e, "sample_wide_count", NULL, "sample_wide_count", k, 13, NULL, -1,
                              lean_div_up(s->n_blocks, WG), &s->wcount, err);
         if (st == LEAN_OK)
-            st = make_kernel(&e, "sample_wide_digit", NULL, "sample_wide_digit", k, 13, NULL, 0, 1, &s->wdigit, err);
+            st = make_kernel(e, "sample_wide_digit", NULL, "sample_wide_digit", k, 13, NULL, 0, 1, &s->wdigit, err);
     }
     const lean_gpu_bind extra[2] = {{s->hist, 0, 0}, {out, 0, 0}};
-    if (st == LEAN_OK) st = make_kernel(&e, "sample_pick", NULL, "sample_pick", k, 13, extra, 2, 1, &s->pick, err);
+    if (st == LEAN_OK) st = make_kernel(e, "sample_pick", NULL, "sample_pick", k, 13, extra, 2, 1, &s->pick, err);
     return st;
 }
 
@@ -309,8 +327,10 @@ lean_status gpu_sampler_create(lean_gpu *g, const sampler_cfg *cfg, int32_t n_vo
         st = lean_gpu_buf_create(g, s->hist_words * 4, LEAN_GPU_STORAGE, "sample history", &s->hist, err);
     if (st == LEAN_OK)
         st = lean_gpu_buf_create(g, scratch_words * 4, LEAN_GPU_STORAGE, "sample scratch", &s->scratch, err);
-    if (st == LEAN_OK) st = make_tree(s, &v, lv, n_levels, err);
-    if (st == LEAN_OK) st = make_end(s, &v, out, out_index, err);
+    const kernel_env e = {g, s->scratch, s->params_buf, s->hist, n_vocab, s->mask_off, s->bias_off, 0};
+    if (st == LEAN_OK) st = make_levels(&e, &v, cfg->greedy, lv, n_levels, s->level, &s->n_levels, err);
+    s->final_off = (uint32_t)lv[n_levels - 1].out_off;
+    if (st == LEAN_OK) st = make_end(s, &e, &v, out, out_index, err);
     if (st == LEAN_OK) st = gpu_sampler_set_bias(s, cfg->bias, cfg->n_bias, err);
     if (st != LEAN_OK) goto fail;
     *res = s;
@@ -485,28 +505,13 @@ lean_status gpu_sampler_rows_create(lean_gpu *g, int32_t n_vocab, int32_t rows_m
                                          &r->params_buf, err);
     if (st == LEAN_OK) st = lean_gpu_buf_create(g, 16ull * (uint64_t)rows_max, LEAN_GPU_STORAGE, "sample rows hist", &r->hist, err);
     if (st == LEAN_OK) st = lean_gpu_buf_create(g, scratch_bytes, LEAN_GPU_STORAGE, "sample rows scratch", &r->scratch, err);
-    const kernel_env e = {g, r->scratch, r->params_buf, true};
-    for (int l = 0; st == LEAN_OK && l < n_levels; l++) {
-        const lean_gpu_const k[] = {
-            {"N_IN", 'u', (double)lv[l].n_in}, {"OUT_OFF", 'u', (double)lv[l].out_off},
-            {"IN_OFF", 'u', (double)lv[l].in_off}, {"CHUNK", 'u', CHUNK}, {"FAN", 'u', FAN},
-            {"N_VOCAB", 'u', n_vocab}, {"LOGITS_OFF", 'u', 0}, {"MASK_OFF", 'u', 0}, {"BIAS_OFF", 'u', 0},
-            {"ROW_WORDS", 'u', (double)row_words}};
-        const lean_gpu_bind extra[2] = {{logits, 0, 0}, {r->hist, 0, 0}};
-        st = make_kernel(&e, l == 0 ? "sample_rows_topk" : "sample_rows_merge", l == 0 ? "sample_vocab" : NULL,
-                         l == 0 ? "sample_topk" : "sample_merge", k, 10, extra, l == 0 ? 2 : 0, lv[l].groups,
-                         &r->level[l], err);
-        if (st == LEAN_OK) r->n_levels = l + 1;
-    }
-    /* the wide draw's constants are the pick's too; rows never take it (gpu_sampler_rows_takes) */
-    const lean_gpu_const k[] = {
-        {"N_VOCAB", 'u', n_vocab},   {"LOGITS_OFF", 'u', 0}, {"FINAL_OFF", 'u', (double)lv[n_levels - 1].out_off},
-        {"TRACE_OFF", 'u', (double)words}, {"OUT_INDEX", 'u', 0}, {"SUM_BLOCK", 'u', SAMPLER_SUM_BLOCK},
-        {"N_BLOCKS", 'u', 0},        {"WIDE_OFF", 'u', 0},   {"WSTATE_OFF", 'u', 0},
-        {"WCOUNT_OFF", 'u', 0},      {"PHASE0", 'u', 2},     {"MASK_OFF", 'u', 0},
-        {"BIAS_OFF", 'u', 0},        {"ROW_WORDS", 'u', (double)row_words}};
+    const kernel_env e = {g, r->scratch, r->params_buf, r->hist, n_vocab, 0, 0, row_words};
+    const vocab_src v = {logits, 0, 0, 0};
+    if (st == LEAN_OK) st = make_levels(&e, &v, false, lv, n_levels, r->level, &r->n_levels, err);
+    lean_gpu_const k[13];
+    end_consts(&e, &v, (uint32_t)lv[n_levels - 1].out_off, (uint32_t)words, 0, NULL, k);
     const lean_gpu_bind extra[2] = {{r->hist, 0, 0}, {out, 0, 0}};
-    if (st == LEAN_OK) st = make_kernel(&e, "sample_rows_pick", NULL, "sample_pick", k, 14, extra, 2, 1, &r->pick, err);
+    if (st == LEAN_OK) st = make_kernel(&e, "sample_rows_pick", NULL, "sample_pick", k, 13, extra, 2, 1, &r->pick, err);
     if (st != LEAN_OK) {
         gpu_sampler_rows_free(r);
         return st;

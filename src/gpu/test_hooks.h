@@ -28,6 +28,9 @@ int32_t lean_backend_gpu_gen_ahead(lean_backend_state *s);
  * keeps it at most 8 MiB) since g was opened or the last reset; reset starts counting afresh. */
 uint64_t lean_gpu_write_pending_peak(lean_gpu *g, bool reset);
 
+/* The read-back maps begun on g (lean_gpu_map_begin) since it was opened. */
+uint64_t lean_gpu_map_count(const lean_gpu *g);
+
 /* Destroys the device now, as a driver reset would; every later call fails with
  * LEAN_ERR_DEVICE. */
 void lean_gpu_lose_device(lean_gpu *g);
