@@ -885,6 +885,7 @@ async function generateOnce(o, reqId) {
             decodeTokensPerSecond: nDec ? nDec / Math.max((t2 - t1) / 1e3, 1e-9) : 0,
             stop,
             gpuStepsUnread: stepsUnread(),
+            wasmBytes: memory.buffer.byteLength,
         },
     };
 }
@@ -990,6 +991,7 @@ async function chatOnce(o, reqId) {
             decodeTokensPerSecond: nDec ? nDec / Math.max((t2 - t1) / 1e3, 1e-9) : 0,
             stop: STOPS[st[5]] ?? String(st[5]),
             gpuStepsUnread: stepsUnread(),
+            wasmBytes: memory.buffer.byteLength,
         },
     };
 }

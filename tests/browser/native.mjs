@@ -122,3 +122,13 @@ export function hugeModel(file) {
     fs.truncateSync(file, align(head.length) + at);
     return file;
 }
+
+// over4gModel: SmolLM2-1.7B's shapes (2048 wide, feed-forward 8192, 49152 tokens, tied) in Q8_0
+// with 62 layers, random weights (`lean gen`): a 4.5 GB file, past wasm32's 4 GiB, whose largest
+// tensor (token_embd, OVER4G_TENSOR_BYTES: 102 MiB) fits a 128 MiB storage binding (over4g.mjs).
+export const OVER4G_TENSOR_BYTES = (49152 * 2048 / 32) * 34;
+export function over4gModel(file) {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    lean(['gen', '--preset', 'smollm2-1.7b', '--type', 'q8_0', '--layers', '62', '--seed', '1', '-o', file]);
+    return file;
+}

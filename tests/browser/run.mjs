@@ -37,7 +37,8 @@
 //     too little GPU memory (a tensor past the storage binding limit, where the browser's is
 //     128 MiB): 'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit;
 //     where the binding holds that (Chromium), 'auto' on native.hugeModel rejects naming the
-//     limit and wasm memory.
+//     limit and wasm memory. (A model over 4 GiB loading and running on the GPU rung:
+//     over4g.mjs, a separate command, minutes long.)
 //   - grammars and JSON schemas in generate and chat, LoRA adapters through Lean.load and
 //     setLoras, against the CLI's ids (constrained.mjs): on the GPU in Chromium (a tiny
 //     model), and, with JSPI only, on the CPU's exact path in both browsers.
