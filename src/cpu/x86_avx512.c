@@ -295,27 +295,6 @@ AVX512_INLINE void legacy_tile16(int f, int TT, int64_t cols, const uint8_t *w, 
     for (int j = 0; j < TT; j++) _mm512_mask_storeu_ps(y + (int64_t)(t + j) * ldy + r, keep, acc[j]);
 }
 
-/* One token, rows r .. r + 31 of an R16 matrix: legacy_tile16's arithmetic for two groups, read
- * in step, i.e. two streams from memory where a group at a time is one (why: docs/runs/
- * 2026-12-06-cpu-decode-q4.md). */
-AVX512_INLINE void legacy_pair16(int f, int64_t cols, const uint8_t *w, size_t wrb, int64_t r, const uint8_t *x,
-                                 float *y) {
-    __m512 acc0[8], acc1[8];
-    acc0[0] = _mm512_setzero_ps(), acc1[0] = _mm512_setzero_ps();
-    const uint8_t *g0 = w + (size_t)r * wrb, *g1 = g0 + 16 * wrb;
-    prefetch_start(g0);
-    prefetch_start(g1);
-    for (int64_t b = 0; b < cols / 32; b++) {
-        rtile u0, u1;
-        legacy_load16(f, g0, b, &u0);
-        legacy_load16(f, g1, b, &u1);
-        legacy_block16(f, 1, &u0, x, 0, 0, b, acc0);
-        legacy_block16(f, 1, &u1, x, 0, 0, b, acc1);
-    }
-    _mm512_storeu_ps(y + r, acc0[0]);
-    _mm512_storeu_ps(y + r + 16, acc1[0]);
-}
-
 /* packed: w in the R16 layout, r0 a multiple of 16; its blocks load as cheaply from there as
  * from a stack cache, so it makes none. */
 AVX512_INLINE void matmul_legacy_any(int f, bool packed, int64_t cols, const uint8_t *w, size_t w_row_bytes, int64_t r0,
@@ -325,11 +304,6 @@ AVX512_INLINE void matmul_legacy_any(int f, bool packed, int64_t cols, const uin
     const bool cache = !packed && n_tok > 8 && nb <= CACHE_BLOCKS;
     rtile U[CACHE_BLOCKS];
     for (int64_t r = r0; r < r1; r += 16) {
-        if (packed && n_tok == 1 && r + 32 <= r1) { /* decode: two groups in step */
-            legacy_pair16(f, cols, w, w_row_bytes, r, x, y);
-            r += 16;
-            continue;
-        }
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
         if (cache)
             for (int64_t b = 0; b < nb; b++) legacy_unpack16(f, w, w_row_bytes, r, nr, b, &U[b]);
