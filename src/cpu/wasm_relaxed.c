@@ -79,16 +79,14 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* The block dots of 4 rows (block pointers blk), for legacy_rows4 */
-INLINE void legacy_dot4(int f, const uint8_t *const blk[4], const lean_q8_32 *a, v128_t s[4]) {
-    for (int k = 0; k < 4; k++) {
-        v128_t q[4];
-        legacy_q7(f, blk[k], q);
-        s[k] = legacy_dot(f, q, a->qs);
-    }
+/* For legacy_tile4: a block's quants (legacy_q7), and the block dots of 4 rows' with a */
+INLINE void legacy_prep(int f, const uint8_t *blk, v128_t q[4]) { legacy_q7(f, blk, q); }
+
+INLINE void legacy_dot4(int f, const v128_t q[4][4], const lean_q8_32 *a, v128_t s[4]) {
+    for (int k = 0; k < 4; k++) s[k] = legacy_dot(f, q[k], a->qs);
 }
 
-LEGACY_ROWS4_FAMILY(legacy_offset(f))
+LEGACY_TILE4_FAMILY(legacy_offset(f))
 
 /* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K (lean_q8_k activations) ----
  * A super-block's 256 raw quants in element order (16 vectors), each sub-block's scale as an
@@ -177,7 +175,7 @@ INLINE void k_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* One token, rows r .. r + 3, as legacy_rows4: lean_k_step in lanes, one row a lane */
+/* One token, rows r .. r + 3, as legacy_tile4: lean_k_step in lanes, one row a lane */
 INLINE void k_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const void *x, float *y) {
     const lean_q8_k *a = x;
     v128_t sum = wasm_f32x4_splat(0.0f);
@@ -206,11 +204,11 @@ INLINE void k_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const voi
 
 /* ---- table ---- */
 
-ROWS4_FORMAT(q4_0, legacy, L_Q4_0)
-ROWS4_FORMAT(q4_1, legacy, L_Q4_1)
-ROWS4_FORMAT(q5_0, legacy, L_Q5_0)
-ROWS4_FORMAT(q5_1, legacy, L_Q5_1)
-ROWS4_FORMAT(q8_0, legacy, L_Q8_0)
+TILE4_FORMAT(q4_0, legacy, L_Q4_0)
+TILE4_FORMAT(q4_1, legacy, L_Q4_1)
+TILE4_FORMAT(q5_0, legacy, L_Q5_0)
+TILE4_FORMAT(q5_1, legacy, L_Q5_1)
+TILE4_FORMAT(q8_0, legacy, L_Q8_0)
 ROWS4_FORMAT(q4_k, k, K_Q4)
 ROWS4_FORMAT(q5_k, k, K_Q5)
 ROWS4_FORMAT(q6_k, k, K_Q6)
