@@ -596,8 +596,9 @@ static void test_select(void) {
     if (relaxed && simd128 && lean_kernels_select("relaxed", &k) == 0) { /* its gaps come from simd128 */
         CHECK(k.matmul[LEAN_TYPE_F32] == simd128->matmul[LEAN_TYPE_F32] && k.attn_accum == simd128->attn_accum,
               "relaxed's gaps are not filled from simd128");
-        CHECK(k.matmul[LEAN_TYPE_Q8_0] == relaxed->matmul[LEAN_TYPE_Q8_0] && relaxed->matmul[LEAN_TYPE_Q8_0],
-              "relaxed has its own Q8_0 kernel");
+        CHECK(k.matmul[LEAN_TYPE_Q4_0] == relaxed->matmul[LEAN_TYPE_Q4_0] && relaxed->matmul[LEAN_TYPE_Q4_0],
+              "relaxed has its own Q4_0 kernel");
+        CHECK(k.matmul[LEAN_TYPE_Q8_0] == simd128->matmul[LEAN_TYPE_Q8_0], "relaxed's Q8_0 is simd128's");
     }
     const char *names[] = {"generic", "avx2", "avx512", "neon", "relaxed", "simd128"};
     for (int i = 0; i < 6; i++) {

@@ -12,7 +12,7 @@
  *   wasm_simd128.c     wasm simd128 (wasm32, chosen at compile time: the wasm build passes
  *                      -msimd128, as wasm has no run-time feature test)
  *   wasm_relaxed.c     wasm relaxed SIMD's integer dot product for the quantized formats but
- *                      Q3_K (the relaxed build, -mrelaxed-simd; its other entries are simd128's)
+ *                      Q8_0, Q3_K (the relaxed build, -mrelaxed-simd; its other entries are simd128's)
  * The 128-bit tables compute every output in the generic table's order of float operations
  * (the integer sums, exact, in any order), so they give its bits (same_as_generic, tested).
  * A file implements the signatures below for the formats it has; a NULL entry is filled from

@@ -110,7 +110,7 @@ void lean_matmul_tiles(lean_tile_fn tile, LEAN_MATMUL_ARGS);
  * and attn_scores, attn_accum. Every format's entry is then lean_matmul_tiles over
  * tile_<format>, except where LEGACY or KQUANT (the macros that make the legacy and the
  * K-quant formats' entries: TILED_QFORMAT, or one with its arguments that defines the same
- * names, as wasm_shared.h's ROWS4_FORMAT) put another path first. Its entries give the generic
+ * names, as wasm_shared.h's TILE4_FORMAT) put another path first. Its entries give the generic
  * table's bits (the files' contract, memcmp-tested in test_kernels.c); the rest (exp_sum, SwiGLU, the activation
  * quantizer) lean_kernels_select takes from the generic table. */
 #define TILED_FORMAT(fmt, family, which)                                                             \

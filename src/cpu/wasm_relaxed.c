@@ -16,10 +16,11 @@
  * and Q2_K are in [0, 63] (wasm_shared.h) and the activations in [-127, 127], so every pair sum is below
  * 2 * 127 * 63 < 2^15: exact everywhere, the integer block sums are those of simd128, and the
  * float step (kernels_shared.h) is the generic one: the generic table's bits (same_as_generic,
- * tested). Q8_0's weights are signed (-128 included), so they are split into two such operands:
- * w = (w & 0x7f) - 128 [w < 0] (two's complement), two dots of 7-bit operands (the second's
- * lanes 0 or 1). relaxed_madd may or may not fuse (engine by engine), which would change bits
- * between browsers: not used, so the float formats stay simd128's.
+ * tested). Q8_0's weights are signed (-128 included): split into two such operands, w = (w &
+ * 0x7f) - 128 [w < 0], they took four dots a block where simd128's int16 dot takes two, and were
+ * slower than simd128 (docs/runs/2026-12-07-wasm-prefill.md): Q8_0 is simd128's. relaxed_madd
+ * may or may not fuse (engine by engine), which would change bits between browsers: not used,
+ * so the float formats stay simd128's.
  *
  * The integer sums: isum = sum (q - z) a = sum q a - z s (legacy: s the block's activation sum,
  * lean_q8_32.s); K-quants sum q a per sub-block, times its scale (int32 lanes); Q6_K subtracts
@@ -39,27 +40,12 @@ INLINE v128_t rdot(const int8_t *a, v128_t q, v128_t acc) {
     return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_v128_load(a), q, acc);
 }
 
-/* ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (lean_q8_32 activations) ---- */
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1 (lean_q8_32 activations; Q8_0 is simd128's) ---- */
 
-/* A block's weights as 7-bit lanes, elements 0..15 -> q[0], 16..31 -> q[1]: the raw quants;
- * Q8_0's signed ones (-128 included) split as w = (w & 0x7f) - 128 [w < 0], the signs in q[2],
- * q[3] (made once per block, shared by a tile's tokens). */
-INLINE void legacy_q7(int f, const uint8_t *blk, v128_t q[4]) {
-    if (f != L_Q8_0) {
-        legacy_raw(f, blk, &q[0], &q[1]);
-        return;
-    }
-    const v128_t lo = wasm_v128_load(blk + 2), hi = wasm_v128_load(blk + 18), low7 = wasm_i8x16_splat(0x7f);
-    q[0] = wasm_v128_and(lo, low7), q[1] = wasm_v128_and(hi, low7);
-    q[2] = wasm_v128_and(wasm_u16x8_shr(lo, 7), wasm_i8x16_splat(1)), q[3] = wasm_v128_and(wasm_u16x8_shr(hi, 7), wasm_i8x16_splat(1));
-}
-
-/* legacy_q7's q . the activations a (elements 0..15), a + 16, as 4 lanes not yet added (the
- * raw quants' sum, the offset not taken out; Q8_0: sum (w & 0x7f) a - 128 sum [w < 0] a) */
-INLINE v128_t legacy_dot(int f, const v128_t q[4], const int8_t *a) {
-    const v128_t pos = rdot(a + 16, q[1], rdot(a, q[0], wasm_i32x4_splat(0)));
-    if (f != L_Q8_0) return pos;
-    return wasm_i32x4_sub(pos, wasm_i32x4_shl(rdot(a + 16, q[3], rdot(a, q[2], wasm_i32x4_splat(0))), 7));
+/* A block's raw quants (legacy_raw: elements 0..15 -> q[0], 16..31 -> q[1]) . the activations
+ * a (elements 0..15), a + 16, as 4 lanes not yet added (the offset not taken out) */
+INLINE v128_t legacy_dot(const v128_t q[2], const int8_t *a) {
+    return rdot(a + 16, q[1], rdot(a, q[0], wasm_i32x4_splat(0)));
 }
 
 INLINE void legacy_tile(int f, TILE_ARGS) {
@@ -68,27 +54,26 @@ INLINE void legacy_tile(int f, TILE_ARGS) {
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / 32; b++) {
         const uint8_t *blk = w + (size_t)b * legacy_bytes[f];
-        v128_t q[4];
-        legacy_q7(f, blk, q);
+        v128_t q[2];
+        legacy_raw(f, blk, &q[0], &q[1]);
         const float d = f16(blk), m = has_min ? f16(blk + 2) : 0.0f;
         for (int j = 0; j < nt; j++) {
             const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;
-            sum[j] = lean_legacy_step(sum[j], d, m, has_min, a, hsum_i32(legacy_dot(f, q, a->qs)) - z * a->s);
+            sum[j] = lean_legacy_step(sum[j], d, m, has_min, a, hsum_i32(legacy_dot(q, a->qs)) - z * a->s);
         }
     }
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* The block dots of 4 rows (block pointers blk), for legacy_rows4 */
-INLINE void legacy_dot4(int f, const uint8_t *const blk[4], const lean_q8_32 *a, v128_t s[4]) {
-    for (int k = 0; k < 4; k++) {
-        v128_t q[4];
-        legacy_q7(f, blk[k], q);
-        s[k] = legacy_dot(f, q, a->qs);
-    }
+/* For legacy_tile4: a block's raw quants (q[0], q[1]), and the block dots of 4 rows' with a */
+INLINE void legacy_prep(int f, const uint8_t *blk, v128_t q[4]) { legacy_raw(f, blk, &q[0], &q[1]); }
+
+INLINE void legacy_dot4(int f, const v128_t q[4][4], const lean_q8_32 *a, v128_t s[4]) {
+    (void)f;
+    for (int k = 0; k < 4; k++) s[k] = legacy_dot(q[k], a->qs);
 }
 
-LEGACY_ROWS4_FAMILY(legacy_offset(f))
+LEGACY_TILE4_FAMILY(legacy_offset(f))
 
 /* ---- Q4_K, Q5_K, Q6_K, Q2_K, Q3_K (lean_q8_k activations) ----
  * A super-block's 256 raw quants in element order (16 vectors), each sub-block's scale as an
@@ -177,7 +162,7 @@ INLINE void k_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* One token, rows r .. r + 3, as legacy_rows4: lean_k_step in lanes, one row a lane */
+/* One token, rows r .. r + 3, as legacy_tile4: lean_k_step in lanes, one row a lane */
 INLINE void k_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const void *x, float *y) {
     const lean_q8_k *a = x;
     v128_t sum = wasm_f32x4_splat(0.0f);
@@ -206,11 +191,10 @@ INLINE void k_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const voi
 
 /* ---- table ---- */
 
-ROWS4_FORMAT(q4_0, legacy, L_Q4_0)
-ROWS4_FORMAT(q4_1, legacy, L_Q4_1)
-ROWS4_FORMAT(q5_0, legacy, L_Q5_0)
-ROWS4_FORMAT(q5_1, legacy, L_Q5_1)
-ROWS4_FORMAT(q8_0, legacy, L_Q8_0)
+TILE4_FORMAT(q4_0, legacy, L_Q4_0)
+TILE4_FORMAT(q4_1, legacy, L_Q4_1)
+TILE4_FORMAT(q5_0, legacy, L_Q5_0)
+TILE4_FORMAT(q5_1, legacy, L_Q5_1)
 ROWS4_FORMAT(q4_k, k, K_Q4)
 ROWS4_FORMAT(q5_k, k, K_Q5)
 ROWS4_FORMAT(q6_k, k, K_Q6)
@@ -220,7 +204,7 @@ static const lean_kernels table = {
     .name = "relaxed",
     .same_as_generic = true,
     .matmul = {[LEAN_TYPE_Q4_0] = matmul_q4_0, [LEAN_TYPE_Q4_1] = matmul_q4_1, [LEAN_TYPE_Q5_0] = matmul_q5_0,
-               [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q8_0] = matmul_q8_0, [LEAN_TYPE_Q4_K] = matmul_q4_k,
+               [LEAN_TYPE_Q5_1] = matmul_q5_1, [LEAN_TYPE_Q4_K] = matmul_q4_k,
                [LEAN_TYPE_Q5_K] = matmul_q5_k, [LEAN_TYPE_Q6_K] = matmul_q6_k, [LEAN_TYPE_Q2_K] = matmul_q2_k},
 };
 

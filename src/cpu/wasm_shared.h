@@ -105,36 +105,69 @@ INLINE void legacy_raw(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
 /* The offset a legacy format's raw quants carry (z: weight = (q - z) d). */
 INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0; }
 
-/* One token (a decode step's matvec), rows r .. r + 3 of a legacy format -> y[0..3]: the four
- * rows' integer block sums reduced together (hsum4_i32) and lean_legacy_step's float operations
- * done in lanes, one row a lane, block by block: each row's operations in its order, so its
- * bits. Needs the file's
- *   legacy_dot4(f, blk, a, s)  the block dots of the rows whose blocks are at blk[0..3] with
- *                              the activation block a, as 4 vectors of lanes not yet added
+/* Rows r .. r + 3 of a legacy format x NT tokens (token j's activation row at x + j xrb) ->
+ * y[j ldy + 0..3]: each block's quants prepared once for the NT tokens, the four rows' integer
+ * block sums reduced together (hsum4_i32) and lean_legacy_step's float operations done in
+ * lanes, one row a lane, block by block: each output's operations in its order, so its bits.
+ * A decode step (NT 1) and a prefill (NT up to LEAN_TILE_TOKENS, where one row a tile took a
+ * horizontal sum and a scalar step per block and token) both go here. Needs the file's
+ *   legacy_prep(f, blk, q)     a block's quants as its dot takes them (4 vectors)
+ *   legacy_dot4(f, q, a, s)    the block dots of 4 rows' prepared quants q[0..3] with the
+ *                              activation block a, as 4 vectors of lanes not yet added
  * and Z, the offset (an expression in f) its sums still carry, taken out as Z s. */
-#define LEGACY_ROWS4_FAMILY(Z)                                                                        \
-    INLINE void legacy_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const void *x, float *y) {       \
-        const lean_q8_32 *a = x;                                                                     \
+#define LEGACY_TILE4_FAMILY(Z)                                                                        \
+    INLINE void legacy_tile4_n(int f, int NT, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x,     \
+                               size_t xrb, float *y, int64_t ldy) {                                  \
         const bool has_min = f == L_Q4_1 || f == L_Q5_1;                                             \
-        v128_t sum = wasm_f32x4_splat(0.0f);                                                         \
-        for (int64_t b = 0; b < cols / 32; b++, a++) {                                               \
+        v128_t sum[LEAN_TILE_TOKENS];                                                                \
+        for (int j = 0; j < NT; j++) sum[j] = wasm_f32x4_splat(0.0f);                                \
+        for (int64_t b = 0; b < cols / 32; b++) {                                                    \
             const uint8_t *blk[4];                                                                   \
-            for (int k = 0; k < 4; k++) blk[k] = w + k * wrb + (size_t)b * legacy_bytes[f];          \
-            v128_t s[4];                                                                             \
-            legacy_dot4(f, blk, a, s);                                                               \
-            const v128_t is = wasm_i32x4_sub(hsum4_i32(s), wasm_i32x4_splat((Z) * a->s));            \
-            v128_t t = wasm_f32x4_mul(wasm_f32x4_mul(f16x4_at(blk), wasm_f32x4_splat(a->d)),         \
-                                      wasm_f32x4_convert_i32x4(is));                                 \
-            if (has_min) {                                                                           \
-                const uint8_t *mp[4] = {blk[0] + 2, blk[1] + 2, blk[2] + 2, blk[3] + 2};             \
-                t = wasm_f32x4_add(t, wasm_f32x4_mul(f16x4_at(mp), wasm_f32x4_splat(a->d * (float)a->s))); \
+            v128_t q[4][4];                                                                          \
+            for (int k = 0; k < 4; k++) {                                                            \
+                blk[k] = w + k * wrb + (size_t)b * legacy_bytes[f];                                  \
+                legacy_prep(f, blk[k], q[k]);                                                        \
             }                                                                                        \
-            sum = wasm_f32x4_add(sum, t);                                                            \
+            const uint8_t *mp[4] = {blk[0] + 2, blk[1] + 2, blk[2] + 2, blk[3] + 2};                 \
+            const v128_t dw = f16x4_at(blk), mw = has_min ? f16x4_at(mp) : wasm_f32x4_splat(0.0f);   \
+            for (int j = 0; j < NT; j++) {                                                           \
+                const lean_q8_32 *a = (const lean_q8_32 *)(x + (size_t)j * xrb) + b;                 \
+                v128_t s[4];                                                                         \
+                legacy_dot4(f, (const v128_t(*)[4])q, a, s);                                         \
+                const v128_t is = wasm_i32x4_sub(hsum4_i32(s), wasm_i32x4_splat((Z) * a->s));        \
+                v128_t t = wasm_f32x4_mul(wasm_f32x4_mul(dw, wasm_f32x4_splat(a->d)), wasm_f32x4_convert_i32x4(is)); \
+                if (has_min) t = wasm_f32x4_add(t, wasm_f32x4_mul(mw, wasm_f32x4_splat(a->d * (float)a->s))); \
+                sum[j] = wasm_f32x4_add(sum[j], t);                                                  \
+            }                                                                                        \
         }                                                                                            \
-        wasm_v128_store(y, sum);                                                                     \
+        for (int j = 0; j < NT; j++) wasm_v128_store(y + j * ldy, sum[j]);                           \
+    }                                                                                                \
+    /* NT a constant (the switch), so that sum[] are wasm locals, not linear memory */               \
+    INLINE void legacy_tile4(int f, int32_t nt, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x,    \
+                             size_t xrb, float *y, int64_t ldy) {                                    \
+        switch (nt) {                                                                                \
+        case 1: legacy_tile4_n(f, 1, cols, w, wrb, x, xrb, y, ldy); break;                           \
+        case 2: legacy_tile4_n(f, 2, cols, w, wrb, x, xrb, y, ldy); break;                           \
+        case 3: legacy_tile4_n(f, 3, cols, w, wrb, x, xrb, y, ldy); break;                           \
+        default: legacy_tile4_n(f, 4, cols, w, wrb, x, xrb, y, ldy); break;                          \
+        }                                                                                            \
     }
 
-/* A quantized format's tile_<fmt> and matmul_<fmt> (TILED_TABLE's LEGACY and KQUANT):
+/* A legacy format's tile_<fmt> and matmul_<fmt> (TILED_TABLE's LEGACY): rows four at a time
+ * against every tile of tokens (legacy_tile4), the rows left over through legacy_tile. */
+#define TILE4_FORMAT(fmt, family, which)                                                             \
+    static void tile_##fmt(TILE_ARGS) { family##_tile(which, TILE_PASS); }                          \
+    static void matmul_##fmt(LEAN_MATMUL_ARGS) {                                                     \
+        for (; r0 + 4 <= r1; r0 += 4)                                                                \
+            for (int32_t t = 0; t < n_tok; t += LEAN_TILE_TOKENS)                                    \
+                family##_tile4(which, n_tok - t < LEAN_TILE_TOKENS ? n_tok - t : LEAN_TILE_TOKENS, cols, \
+                               (const uint8_t *)w + (size_t)r0 * w_row_bytes, w_row_bytes,           \
+                               (const uint8_t *)x + (size_t)t * x_row_bytes, x_row_bytes,            \
+                               y + (int64_t)t * y_row_elems + r0, y_row_elems);                      \
+        lean_matmul_tiles(tile_##fmt, MATMUL_PASS);                                                  \
+    }
+
+/* A K-quant format's tile_<fmt> and matmul_<fmt> (wasm_relaxed.c's K-quant entries):
  * one token four rows at a time (family_rows4), the rows left over and every tile of tokens
  * through family_tile. */
 #define ROWS4_FORMAT(fmt, family, which)                                                             \

@@ -189,19 +189,17 @@ INLINE v128_t block_dot(int f, const v128_t *q, const int8_t *a) {
     return dot16(q, x);
 }
 
-/* The block dots of 4 rows (block pointers blk), for legacy_rows4: the activations widened
- * once for the four */
-INLINE void legacy_dot4(int f, const uint8_t *const blk[4], const lean_q8_32 *a, v128_t s[4]) {
+/* For legacy_tile4: a block's quants (legacy_q16), and the block dots of 4 rows' with a, the
+ * activations widened once for the four */
+INLINE void legacy_prep(int f, const uint8_t *blk, v128_t q[4]) { legacy_q16(f, blk, q); }
+
+INLINE void legacy_dot4(int f, const v128_t q[4][4], const lean_q8_32 *a, v128_t s[4]) {
     v128_t x[4];
     legacy_a16(f, a->qs, x);
-    for (int k = 0; k < 4; k++) {
-        v128_t q[4];
-        legacy_q16(f, blk[k], q);
-        s[k] = dot16(q, x);
-    }
+    for (int k = 0; k < 4; k++) s[k] = dot16(q[k], x);
 }
 
-LEGACY_ROWS4_FAMILY(f == L_Q4_0 ? 8 : 0)
+LEGACY_TILE4_FAMILY(f == L_Q4_0 ? 8 : 0)
 
 /* Blocks 4 at a time: their integer sums reduced together and lean_legacy_step's float
  * operations done in lanes, one block a lane, the same operations in the same order; only the
@@ -460,7 +458,7 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
 
 /* ---- table ---- */
 
-TILED_TABLE("simd128", lean_kernels_simd128, ROWS4_FORMAT, TILED_QFORMAT)
+TILED_TABLE("simd128", lean_kernels_simd128, TILE4_FORMAT, TILED_QFORMAT)
 
 #else /* not wasm32 with simd128 */
 
