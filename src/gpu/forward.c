@@ -571,7 +571,8 @@ static lean_status gpu_create_config(const lean_model *m, lean_backend_model *bm
                          n_ctx, n_batch);
     lean_backend_state *s = lean_calloc(1, sizeof *s);
     if (!s) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "allocating the gpu state");
-    *s = (lean_backend_state){.bm = bm, .m = m, .g = bm->g, .n_ctx = n_ctx, .n_batch = n_batch};
+    *s = (lean_backend_state){.bm = bm, .m = m, .g = bm->g, .n_ctx = n_ctx, .n_batch = n_batch,
+                                .exact = cfg->exact};
     atomic_fetch_add(&bm->refs, 1);
     lean_mutex_lock(&bm->lock);
     s->layers = lean_calloc((size_t)m->hp.n_layer, sizeof *s->layers);

@@ -79,6 +79,16 @@ typedef struct gpu_batch {
  * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after
  * another instead (batch_each). */
 
+/* A pass of at least this many rows, off the exact path, runs the FFN's matmuls (gate, up,
+ * down: those with prefill's tiled kernel) through that kernel, which reads each weight once for
+ * all the rows where matmul_vec reads it once a row. Its sums run in another order than
+ * decode's, so those rows' logits are close to, not the bits of, the sequence decoded alone;
+ * they do not depend on the other rows (a function of the shape, not of the row count or
+ * place: matmul.c's tile_ksplit). Fewer rows stay on matmul_vec, faster there; the exact path
+ * keeps decode's bits at any count. docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
+enum { BATCH_TILED_ROWS = 16 };
+static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
+
 static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
     for (int32_t il = 0; p->layers && il < n_layer; il++) gpu_attention_rows_free(&p->layers[il]);
     lean_free(p->layers);
@@ -260,6 +270,8 @@ static lean_status batch_group(lean_backend_state *lead, lean_backend_state *con
 static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, const batch_groups *gr, int32_t n,
                                int32_t il) {
     const gpu_layer *L = &s0->layers[il];
+    const bool tiled = batch_tiled(s0, n); /* then the FFN's matmuls read xn, which a normed matmul_vec skips */
+    void (*ffn)(lean_gpu_cmd *, const gpu_matmul *, int32_t) = tiled ? gpu_matmul_record : gpu_matmul_record_rows;
     if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_attn, n);
     for (int k = 0; k < 4; k++) {
         const gpu_matmul *mm = L->kv_in_matmul ? L->lora_mm[QKV_ORDER[k]] : L->mm[QKV_ORDER[k]];
@@ -268,15 +280,15 @@ static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, co
     for (int32_t g = 0; g < gr->count; g++)
         gpu_attention_rows_record(c, &gr->page[g]->layers[il], gr->n[g], gr->max_pos[g]);
     gpu_matmul_record_rows(c, s0->batch->wo[il], n);
-    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_ffn, n);
+    if (!L->norm_in_matmul || tiled) gpu_op_record(c, &L->norm_ffn, n);
     if (L->mm[W_GATE_UP]) {
-        gpu_matmul_record_rows(c, L->mm[W_GATE_UP], n);
+        ffn(c, L->mm[W_GATE_UP], n);
     } else {
-        gpu_matmul_record_rows(c, L->mm[W_GATE], n);
-        gpu_matmul_record_rows(c, L->mm[W_UP], n);
+        ffn(c, L->mm[W_GATE], n);
+        ffn(c, L->mm[W_UP], n);
         gpu_op_record(c, &L->swiglu, n);
     }
-    gpu_matmul_record_rows(c, L->mm[W_DOWN], n);
+    ffn(c, L->mm[W_DOWN], n);
 }
 
 /* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
@@ -325,6 +337,8 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
     /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
     if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
+    /* the tiled kernels read the leader's step uniform (its next forward writes it again) */
+    if (!st && batch_tiled(s0, n)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
     if (!st) st = batch_group(s0, s, pos, n, &gr, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
@@ -463,6 +477,7 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
     uint32_t step[4];
     gpu_step_words(d, 0, step);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
+    if (!st && batch_tiled(s0, d)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
     if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
     for (int32_t k = 0; !st && k < m; k++) {
         gpu_gen *G = &r[k]->gen;

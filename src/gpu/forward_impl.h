@@ -127,6 +127,7 @@ struct lean_backend_state {
     const lean_model *m;
     lean_gpu *g;                /* bm->g */
     int32_t n_ctx, n_batch;
+    bool exact;                 /* lean_ctx_params.exact: a batched pass keeps each row's decode bits */
     gpu_layer *layers;          /* n_layer */
     gpu_kv_slot kv;             /* its KV cache: a slot of the model's pool (kvpool.h) */
     lean_gpu_buf *rope_table;   /* (n_ctx, head_dim): cos, sin of every position: its KV page's */
