@@ -1042,6 +1042,22 @@ static void test_greedy(void) {
     for (int i = 0; i < 300; i++) logits[i] = i % 2 ? NAN : -INFINITY;
     CHECK(s && lean_sampler_sample(s, logits, 0, NULL, &id, NULL) != LEAN_OK, "greedy with no finite logit drew an id");
     lean_sampler_free(s);
+    /* One largest logit at every id (every lane of the unmasked scan, and the ids past its
+     * last whole group of 8), beside a NaN and an inf. */
+    const int32_t sizes[3] = {8, 13, 299};
+    for (int k = 0; k < 3; k++) {
+        s = NULL;
+        lean_sampler_create(&p, sizes[k], &s, NULL);
+        for (int32_t at = 0; s && at < sizes[k]; at++) {
+            for (int32_t i = 0; i < sizes[k]; i++) logits[i] = (float)((i * 7) % 5) - 3.0f;
+            logits[(at + 1) % sizes[k]] = NAN, logits[(at + 2) % sizes[k]] = INFINITY;
+            logits[at] = 4.0f;
+            id = -1;
+            lean_sampler_sample(s, logits, 0, NULL, &id, NULL);
+            CHECK(id == at, "greedy over %d ids, the largest at %d: %d", sizes[k], at, id);
+        }
+        lean_sampler_free(s);
+    }
 }
 
 static void test_penalty(void) {

@@ -10,7 +10,9 @@
  *   Wq Wk Wv                    rows of one of the three   q, the K and V cache rows
  *   bias, q/k norm, RoPE        a token                    q, K
  *   attention                   (head, token tile)         att
- *                               (KV head, row) batched
+ *                               (KV head, row) batched:    q, K, V, att
+ *                               that head's bias ... RoPE
+ *                               first (no region of its own)
  *   quantize                    a token                    the activations of Wo
  *   Wo, x += .                  rows                       x
  *   norm + quantize             a token                    xn, the activations of Wgate/Wup
@@ -449,30 +451,39 @@ static void norm_heads(float *x, int32_t n_heads, const lean_tensor *w, const le
     }
 }
 
-static void qk_token(lean_backend_state *s, int32_t t, const void *varg) {
-    const qk_arg *a = varg;
+/* Bias, q/k norm and RoPE of token t's KV heads [g0, g1) and the query heads that share them;
+ * in a batched pass, those keys and values copied to the row's cache. Each element's arithmetic
+ * is the same whichever heads go together. */
+static void qk_heads(lean_backend_state *s, int32_t t, const qk_arg *a, int32_t g0, int32_t g1) {
     const lean_hparams *hp = &s->m->hp;
     const lean_layer *L = &s->m->layers[a->il];
-    const int32_t q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), half = hp->head_dim / 2;
-    float *qt = s->q + (int64_t)t * q_dim, *kt = a->k + (int64_t)t * kv_dim, *vt = a->v + (int64_t)t * kv_dim;
+    const int32_t q_dim = lean_q_dim(hp), kv_dim = lean_kv_dim(hp), half = hp->head_dim / 2, hd = hp->head_dim;
+    const int32_t group = hp->n_head / hp->n_head_kv, nq = (g1 - g0) * group, nk = g1 - g0;
+    const int64_t qo = (int64_t)g0 * group * hd, ko = (int64_t)g0 * hd;
+    float *qt = s->q + (int64_t)t * q_dim + qo, *kt = a->k + (int64_t)t * kv_dim + ko,
+          *vt = a->v + (int64_t)t * kv_dim + ko;
     if (L->bq.data) { /* qwen2 */
-        ref_add_bias(qt, f32(&L->bq), 1, q_dim);
-        ref_add_bias(kt, f32(&L->bk), 1, kv_dim);
-        ref_add_bias(vt, f32(&L->bv), 1, kv_dim);
+        ref_add_bias(qt, f32(&L->bq) + qo, 1, nq * hd);
+        ref_add_bias(kt, f32(&L->bk) + ko, 1, nk * hd);
+        ref_add_bias(vt, f32(&L->bv) + ko, 1, nk * hd);
     }
     if (L->q_norm.data) { /* qwen3 */
-        norm_heads(qt, hp->n_head, &L->q_norm, hp);
-        norm_heads(kt, hp->n_head_kv, &L->k_norm, hp);
+        norm_heads(qt, nq, &L->q_norm, hp);
+        norm_heads(kt, nk, &L->k_norm, hp);
     }
     const float *c = s->rope_cos + (int64_t)t * half, *sn = s->rope_sin + (int64_t)t * half;
-    ref_rope(qt, hp->n_head, hp->head_dim, hp->rope_style, c, sn);
-    ref_rope(kt, hp->n_head_kv, hp->head_dim, hp->rope_style, c, sn);
+    ref_rope(qt, nq, hd, hp->rope_style, c, sn);
+    ref_rope(kt, nk, hd, hp->rope_style, c, sn);
     if (a->rows) { /* to the row's own cache, layer il, at its position */
         const lean_backend_state *q = a->rows->seq[t];
-        const int64_t at = ((int64_t)a->il * q->n_ctx + a->rows->pos[t]) * kv_dim;
-        memcpy(q->k_cache + at, kt, sizeof(float) * (size_t)kv_dim);
-        memcpy(q->v_cache + at, vt, sizeof(float) * (size_t)kv_dim);
+        const int64_t at = ((int64_t)a->il * q->n_ctx + a->rows->pos[t]) * kv_dim + ko;
+        memcpy(q->k_cache + at, kt, sizeof(float) * (size_t)(nk * hd));
+        memcpy(q->v_cache + at, vt, sizeof(float) * (size_t)(nk * hd));
     }
+}
+
+static void qk_token(lean_backend_state *s, int32_t t, const void *varg) {
+    qk_heads(s, t, varg, 0, s->m->hp.n_head_kv);
 }
 
 /* -- attention -- */
@@ -482,6 +493,7 @@ typedef struct attn_job {
     const float *kc, *vc; /* (n_ctx, kv_dim) this layer's cache (a forward call's) */
     int32_t il, n, pos;
     const batch_rows *rows; /* non-NULL: a batched pass, each row over its own cache */
+    const qk_arg *qk;       /* a batched pass: a chunk's heads' bias, norm and RoPE come first */
 } attn_job;
 
 /* Queries of heads [h0, h1) (one head, or the heads that share one KV head) for tokens
@@ -533,7 +545,9 @@ static void attend_tile(lean_backend_state *s, const float *kc, const float *vc,
 
 /* Chunk c: head c / n_tiles, token tile c % n_tiles; in a batched pass, KV head c / n and its
  * group of query heads, row c % n over its own sequence's cache (the row's keys read once for
- * the group: a forward call's decode keeps a chunk per head, to share one token among threads). */
+ * the group: a forward call's decode keeps a chunk per head, to share one token among threads),
+ * after those heads' bias, norm and RoPE and the new key and value put in the cache: a row's
+ * attention of one KV head needs no other head's, so that takes no region of its own. */
 static void attn_chunk(void *vj, int64_t c, int32_t ith) {
     const attn_job *j = vj;
     float *tmp = j->s->attn_tmp + (int64_t)ith * attn_tmp_elems(&j->s->m->hp);
@@ -541,6 +555,7 @@ static void attn_chunk(void *vj, int64_t c, int32_t ith) {
         const int32_t group = j->s->m->hp.n_head / j->s->m->hp.n_head_kv;
         const int32_t g = (int32_t)(c / j->n), t = (int32_t)(c % j->n);
         const lean_backend_state *q = j->rows->seq[t];
+        qk_heads(j->s, t, j->qk, g, g + 1);
         const int64_t layer = (int64_t)j->il * q->n_ctx * lean_kv_dim(&q->m->hp);
         attend_tile(j->s, q->k_cache + layer, q->v_cache + layer, j->rows->pos[t], g * group, (g + 1) * group, t, t + 1,
                     tmp);
@@ -586,9 +601,9 @@ static void attention(lean_backend_state *s, int32_t il, int32_t n, int32_t pos,
                             {&L->wv, v, kv_dim, lora_site(il, LORA_WV), NULL}}};
     run_group(&g, &in);
     qk_arg qa = {.il = il, .k = k, .v = v, .rows = rows};
-    for_tokens(s, n, qk_token, &qa);
+    if (!rows) for_tokens(s, n, qk_token, &qa); /* a batched pass: in attn_chunk, one region less */
 
-    attn_job aj = {.s = s, .kc = kc, .vc = vc, .il = il, .n = n, .pos = pos, .rows = rows};
+    attn_job aj = {.s = s, .kc = kc, .vc = vc, .il = il, .n = n, .pos = pos, .rows = rows, .qk = &qa};
     const int64_t n_chunks = rows ? (int64_t)hp->n_head_kv * n : (int64_t)hp->n_head * ((n + ATTN_TQ - 1) / ATTN_TQ);
     lean_pool_run(s->pool, n_chunks, attn_chunk, &aj);
 
