@@ -441,39 +441,51 @@ async function openSource(source, opts) {
         () => navigator.storage?.persist?.().catch(() => false),
         () => undefined, // a full quota: the model still loads, only uncached
     );
-    let cached = Promise.resolve(), fill = null;
+    let cached = Promise.resolve(), reader = bytesReader(resp.body);
     if (cache && phase === 'download') {
-        if (opts.gpuOnly || size > MEMORY_MODEL_MAX) {
-            // the weights go to the GPU: a second reader of the same body fills the cache
-            // as the bytes arrive, buffering what it has not taken yet (a tee)
-            cached = put(resp.clone());
-        } else {
-            // the file will sit whole in wasm memory: the cache is filled from there after the
-            // load, 1 MiB at a time as cache.put pulls (a tee held up to the whole file again:
-            // docs/runs/2026-12-07-browser-unknown-size.md). A file of unknown size that its
-            // header then puts past wasm memory goes to the GPU uncached.
-            fill = (ptr, n) => put(new Response(wasmBytes(ptr, n), { headers: {
-                'Content-Type': resp.headers.get('content-type') ?? 'application/octet-stream', 'Content-Length': String(n) } }));
-        }
+        const tee = pacedTee(reader);
+        reader = tee.reader;
+        const headers = { 'Content-Type': resp.headers.get('content-type') ?? 'application/octet-stream' };
+        if (size >= 0) headers['Content-Length'] = String(size);
+        cached = put(new Response(tee.body, { headers })).finally(tee.release);
     }
     const done = async (ok) => {
         if (ok) await cached;
         else if (cache) await cache.delete(url).catch(() => false); // never keep a truncated file
     };
-    return { reader: bytesReader(resp.body), size, phase, name: url, done, fill };
+    return { reader, size, phase, name: url, done };
 }
 
-// n bytes of wasm memory at ptr as a stream of 1 MiB copies, made as the reader pulls
-function wasmBytes(ptr, n) {
-    let at = 0;
-    return new ReadableStream({
-        pull(c) {
-            if (at >= n) return c.close();
-            const k = Math.min(READ_BYTES, n - at);
-            c.enqueue(u8(ptr + at, k).slice());
-            at += k;
+// The body read once for the worker and for cache.put: each chunk read is queued, copied, for
+// the cache, and the next read waits while TEE_CHUNKS are queued. A tee (resp.clone()) buffers
+// all its slow side has not taken, up to the whole file again (Chromium: a 898 MiB peak rise
+// for a 505 MiB model, docs/runs/2026-12-07-browser-unknown-size.md); here the cache's pace
+// holds the load back instead. release(): the cache side is gone (put settled): read freely.
+const TEE_CHUNKS = 8;
+function pacedTee(inner) {
+    let ctl, wake = null, gone = false;
+    const body = new ReadableStream({
+        start(c) { ctl = c; },
+        pull() { wake?.(); },
+        cancel() { gone = true; wake?.(); },
+    }, { highWaterMark: TEE_CHUNKS });
+    const release = () => { gone = true; wake?.(); };
+    const reader = {
+        async read() {
+            while (!gone && ctl.desiredSize <= 0) await new Promise((r) => { wake = r; });
+            wake = null;
+            let r;
+            try {
+                r = await inner.read();
+            } catch (e) {
+                if (!gone) ctl.error(e);
+                throw e;
+            }
+            if (!gone) r.done ? ctl.close() : ctl.enqueue(r.value.slice());
+            return r;
         },
-    }, { highWaterMark: 0 });
+    };
+    return { body, reader, release };
 }
 
 // A model whose weights go straight from the stream to the GPU, never whole in wasm memory
@@ -819,7 +831,6 @@ async function load({ source, opts }) {
             post({ id: current, type: 'progress', phase: 'load', loaded: size, total: size });
         }
         stage('store');
-        if (src.fill && state.bytes) await src.fill(state.bytes, src.size);
         await src.done(true);
     } catch (e) {
         await src.done(false);
