@@ -368,9 +368,10 @@ const LOAD_MARGIN = 96 * 2 ** 20;
 // Content-Length, and gzip-encoded; and on a first load with the Cache API on (the body teed
 // into cache.put as the worker reads it). Then bodies of unknown size that are not a model: a
 // file that is not GGUF, and a model cut short, each rejected naming why.
-// A gzip body costs Chromium's renderer 110 to 240 MiB more outside wasm memory (its heap, grown
-// while it decodes; docs/runs/2026-12-07-browser-unknown-size.md): GZIP_MARGIN on top, still
-// well short of a second copy of the weights (505 MiB).
+// A gzip body costs Chromium's renderer more outside wasm memory (a heap mapping that grew to
+// ~150 MiB while it decoded; peak rises 722 to 782 MiB, Firefox's 564 to 571:
+// docs/runs/2026-12-07-browser-unknown-size.md): GZIP_MARGIN on top, still well short of a
+// second copy of the weights (505 MiB; the old gathering path rose 1108 to 1123 MiB).
 const GZIP_MARGIN = 256 * 2 ** 20;
 const ONCE_LOADS = [['/browser-models', { cache: false }], ['/chunked', { cache: false }], ['/gzip', { cache: false }],
                     ['/browser-models', { cache: true }]];
