@@ -250,7 +250,8 @@ static void test_size_from_prefix(void) {
 
     uint64_t lo, hi;
     lean_error e = {0};
-    CHECK(lean_gguf_size("PK\3\4 not a model", 18, &lo, &hi, &e) == LEAN_ERR_FORMAT && strstr(e.msg, "not a GGUF"),
+    static const char zip[] = "PK\3\4 not a model";
+    CHECK(lean_gguf_size(zip, sizeof zip - 1, &lo, &hi, &e) == LEAN_ERR_FORMAT && strstr(e.msg, "not a GGUF"),
           "not GGUF: %s", e.msg);
     bytes v = {0};
     b_head(&v, 0, 1);
