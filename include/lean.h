@@ -204,6 +204,15 @@ LEAN_API lean_status lean_model_loader_begin(uint64_t file_size, const lean_mode
 LEAN_API lean_status lean_model_loader_push(lean_model_loader *l, const void *bytes, size_t n, lean_error *err);
 LEAN_API lean_status lean_model_loader_end(lean_model_loader *l, lean_model **out, lean_error *err);
 LEAN_API void lean_model_loader_free(lean_model_loader *l);
+/* A GGUF file's size from its first n bytes, for a stream whose length is not known up front (no
+ * Content-Length, a gzip body): the header says where the data starts and where each tensor
+ * ends. LEAN_OK with *size_min = *size_max = 0: the header goes on past these n bytes (err says
+ * what it wants there); call again with more. Else the file is *size_min bytes (its last
+ * tensor's end) to *size_max (that padded to general.alignment, as llama.cpp writes it). The
+ * header's checks, statuses and messages are lean_model_load_file's (a file that is not GGUF,
+ * a hostile header); it allocates what the header takes, within GGUF_MAX_HEADER_BYTES. */
+LEAN_API lean_status lean_gguf_size(const void *prefix, size_t n, uint64_t *size_min, uint64_t *size_max,
+                                    lean_error *err);
 LEAN_API void lean_model_free(lean_model *m);
 
 typedef struct lean_model_info {

@@ -5,9 +5,11 @@
 // mapping, so what is not in it is the rest: the worker, the module, the stream's buffers).
 // docs/runs/2026-12-07-browser-rss.md.
 //
-//   node scripts/rss_trace.mjs MODEL.gguf [chromium|firefox] [--no-jspi]
+//   node scripts/rss_trace.mjs MODEL.gguf [chromium|firefox] [--no-jspi] [--chunked|--gzip|--cache]
 //
-// Needs build-web/ (make web). The model is served from its folder; loaded with cache: false.
+// Needs build-web/ (make web). The model is served from its folder; loaded with cache: false,
+// or with the cache on (--cache, a first load: the entry deleted before); --chunked and --gzip
+// serve it without a Content-Length (serve_web.mjs's modes of those names).
 import fs from 'node:fs';
 import path from 'node:path';
 import { launch, serve } from '../tests/browser/harness.mjs';
@@ -17,7 +19,8 @@ const args = process.argv.slice(2);
 const model = args.find((a) => a.endsWith('.gguf'));
 const name = args.find((a) => a === 'chromium' || a === 'firefox') ?? 'chromium';
 const jspi = !args.includes('--no-jspi');
-if (!model) { console.error('usage: node scripts/rss_trace.mjs MODEL.gguf [chromium|firefox] [--no-jspi]'); process.exit(2); }
+const mode = args.find((a) => a === '--chunked' || a === '--gzip'), cache = args.includes('--cache');
+if (!model) { console.error('usage: node scripts/rss_trace.mjs MODEL.gguf [chromium|firefox] [--no-jspi] [--chunked|--gzip|--cache]'); process.exit(2); }
 
 const MiB = (kb) => `${(kb / 1024).toFixed(0)}M`;
 // the largest mappings by resident size: "ADDRESS RSS/SIZE NAME"
@@ -34,7 +37,8 @@ function topMappings(pid, n) {
     return maps.sort((a, b) => b.rss - a.rss).slice(0, n).map((m) => `${m.at} ${MiB(m.rss)}/${MiB(m.kb)} ${m.name}`);
 }
 
-const server = await serve([`/trace=${path.dirname(path.resolve(model))}`]);
+const dir = path.dirname(path.resolve(model));
+const server = await serve(mode ? [] : [`/trace=${dir}`], [], [], mode ? [mode, `/trace=${dir}`] : []);
 const browser = await launch(name, 600_000);
 try {
     const page = await browser.newPage();
@@ -57,7 +61,8 @@ try {
     };
     const tick = setInterval(() => line(false), 100);
     const url = `/trace/${path.basename(model)}`;
-    const r = await page.evaluate((u) => window.leanTest.load(u, 'cpu', 0, { cache: false, nCtx: 256 }), url);
+    if (cache) await page.evaluate((u) => caches.open('lean-models-v1').then((c) => c.delete(new URL(u, location.href).href)), url);
+    const r = await page.evaluate((u, cache) => window.leanTest.load(u, 'cpu', 0, { cache, nCtx: 256 }), url, cache);
     clearInterval(tick);
     console.log(r.error ? `load failed: ${r.error.message}` : `loaded: ${r.info.detail}, ${r.info.wasm}, jspi ${r.info.jspi}`);
     line(true);

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // serve_web.mjs — a static file server for the browser build (build-web/), for development
-// and the browser tests. No dependencies: Node's http, fs and path only.
+// and the browser tests. No dependencies: Node's http, fs, path and zlib only.
 //
 //   node scripts/serve_web.mjs [--root DIR] [--port N] [--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]...
-//                              [--plain /PREFIX=DIR]... [--quiet]
+//                              [--plain /PREFIX=DIR]... [--chunked /PREFIX=DIR]... [--gzip /PREFIX=DIR]...
+//                              [--chunked-cut /PREFIX=DIR]... [--gzip-cut /PREFIX=DIR]... [--quiet]
 //
 //   --root DIR            the folder served at / (default build-web)
 //   --port N              the port (default 8080; 0 = any free port)
@@ -16,6 +17,12 @@
 //   --plain /PREFIX=DIR   as --mount, but without the cross-origin isolation headers below: a
 //                         page served there has no SharedArrayBuffer (the browser tests' page
 //                         on the single-threaded CPU rung, e.g. --plain /plain=build-web)
+//   --chunked /PREFIX=DIR as --mount, but without a Content-Length (chunked transfer): a body
+//                         whose size the browser learns only at its end
+//   --gzip /PREFIX=DIR    as --chunked, the body gzip-encoded (Content-Encoding: gzip)
+//   --chunked-cut /PREFIX=DIR, --gzip-cut /PREFIX=DIR  as --chunked and --gzip, but half the
+//                         file's bytes, ended as if whole (a download of unknown size cut short)
+//                         (these four ignore Range: the whole file, 200)
 //   --quiet               no line per request
 //
 // Prints "serving ROOT at http://127.0.0.1:PORT/" once listening (the tests read the URL
@@ -34,6 +41,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 
 const MIME = {
     '.html': 'text/html; charset=utf-8',
@@ -57,7 +65,8 @@ const MIME = {
 function usage(msg) {
     if (msg) {
         process.stderr.write(`serve_web: ${msg}\nusage: node scripts/serve_web.mjs [--root DIR] [--port N] ` +
-                             '[--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--plain /PREFIX=DIR]... [--quiet]\n');
+                             '[--host H] [--mount /PREFIX=DIR]... [--cut /PREFIX=DIR]... [--plain /PREFIX=DIR]... [--chunked /PREFIX=DIR]... ' +
+                             '[--gzip /PREFIX=DIR]... [--chunked-cut /PREFIX=DIR]... [--gzip-cut /PREFIX=DIR]... [--quiet]\n');
         process.exit(2);
     }
     const self = fs.readFileSync(new URL(import.meta.url), 'utf8').split('\n');
@@ -65,6 +74,8 @@ function usage(msg) {
     process.stdout.write(doc.map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n');
     process.exit(0);
 }
+
+const UNSIZED = ['--chunked', '--gzip', '--chunked-cut', '--gzip-cut']; // bodies without a Content-Length
 
 function parseArgs(argv) {
     const o = { root: 'build-web', port: 8080, host: '127.0.0.1', mounts: [], quiet: false };
@@ -76,10 +87,11 @@ function parseArgs(argv) {
             o.port = Number(val());
             if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) usage('--port: 0..65535');
         } else if (a === '--host') o.host = val();
-        else if (a === '--mount' || a === '--cut' || a === '--plain') {
+        else if (['--mount', '--cut', '--plain', ...UNSIZED].includes(a)) {
             const m = /^(\/[^=]*)=(.+)$/.exec(val());
             if (!m) usage(`${a} takes /PREFIX=DIR`);
-            o.mounts.push({ prefix: m[1].replace(/\/+$/, ''), dir: m[2], cut: a === '--cut', plain: a === '--plain' });
+            o.mounts.push({ prefix: m[1].replace(/\/+$/, ''), dir: m[2], cut: a === '--cut', plain: a === '--plain',
+                            unsized: UNSIZED.includes(a) ? a.slice(2) : null });
         } else if (a === '--quiet') o.quiet = true;
         else if (a === '-h' || a === '--help') usage();
         else usage(`unknown argument '${a}'`);
@@ -87,11 +99,11 @@ function parseArgs(argv) {
     return o;
 }
 
-// resolve(mounts, urlPath): { file, cut, plain }, the file a URL path names and whether its
-// mount is --cut or --plain, or null when it lies outside every served folder. Mounts are sorted longest prefix
+// resolve(mounts, urlPath): { file, cut, plain, unsized }, the file a URL path names and whether its
+// mount is --cut or --plain (unsized: 'chunked', 'gzip', 'chunked-cut', 'gzip-cut' or null), or null when it lies outside every served folder. Mounts are sorted longest prefix
 // first; the root is the mount ''.
 function resolve(mounts, urlPath) {
-    for (const { prefix, dir, cut, plain } of mounts) {
+    for (const { prefix, dir, cut, plain, unsized } of mounts) {
         if (urlPath !== prefix && !urlPath.startsWith(prefix + '/')) continue;
         const rel = urlPath.slice(prefix.length) || '/';
         const file = path.resolve(dir, '.' + rel);
@@ -100,7 +112,7 @@ function resolve(mounts, urlPath) {
         try { real = fs.realpathSync(file); } catch { return null; }
         const base = fs.realpathSync(dir);
         if (real !== base && !real.startsWith(base + path.sep)) return null;
-        return { file: real, cut: Boolean(cut), plain: Boolean(plain) };
+        return { file: real, cut: Boolean(cut), plain: Boolean(plain), unsized: unsized ?? null };
     }
     return null;
 }
@@ -171,6 +183,18 @@ const server = http.createServer((req, res) => {
     if (!st || !st.isFile()) return text(404, `not found: ${urlPath}\n`);
 
     const type = MIME[path.extname(file).toLowerCase()] || 'application/octet-stream';
+    if (found.unsized) { // no Content-Length: Node sends the body chunked
+        const gzip = found.unsized.startsWith('gzip');
+        res.writeHead(200, { ...isolation, 'Content-Type': type, ...(gzip ? { 'Content-Encoding': 'gzip' } : {}) });
+        if (!opts.quiet) console.log(`200 ${req.method} ${req.url} (${found.unsized})`);
+        if (req.method === 'HEAD') return res.end();
+        const end = found.unsized.endsWith('-cut') ? Math.floor(st.size / 2) - 1 : st.size - 1;
+        const stream = fs.createReadStream(file, { start: 0, end: Math.max(end, 0) });
+        stream.on('error', () => res.destroy());
+        if (gzip) stream.pipe(zlib.createGzip({ level: 1 })).pipe(res);
+        else stream.pipe(res);
+        return;
+    }
     const r = range(req.headers.range, st.size);
     if (r === 'bad') return done(416, { 'Content-Range': `bytes */${st.size}`, 'Content-Length': 0 }, '');
     const start = r ? r.start : 0, end = r ? r.end : st.size - 1;

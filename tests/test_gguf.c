@@ -225,6 +225,49 @@ static void test_exact_layout(void) {
     free(x.p);
 }
 
+/* lean_gguf_size on every prefix of the hand-built file above: "need more" (0, 0) until the
+ * header's last byte, then the last tensor's end (164) and that padded (192), the same for
+ * every longer prefix; a file that is not GGUF and a bad version fail as gguf_read does; a
+ * string whose length runs past the prefix asks for more rather than failing. */
+static void test_size_from_prefix(void) {
+    gguf_writer *w = gguf_writer_new();
+    gguf_w_u32(w, "a", 7);
+    float t[2] = {1.0f, 2.0f}, u = -3.0f;
+    gguf_w_tensor(w, "t", LEAN_TYPE_F32, 1, (int64_t[]){2}, t, 8);
+    gguf_w_tensor(w, "u", LEAN_TYPE_F32, 1, (int64_t[]){1}, &u, 4);
+    bytes x = writer_bytes(w);
+    size_t header_end = 0; /* the shortest prefix that sizes the file */
+    for (size_t n = 0; n <= x.n; n++) {
+        uint64_t lo = 1, hi = 1;
+        lean_error e = {0};
+        lean_status st = lean_gguf_size(x.p, n, &lo, &hi, &e);
+        CHECK(st == LEAN_OK, "prefix %zu: %s", n, e.msg);
+        if (lo && !header_end) header_end = n;
+        CHECK(header_end ? lo == 164 && hi == 192 : lo == 0 && hi == 0 && e.msg[0],
+              "prefix %zu: %" PRIu64 "..%" PRIu64 " (sized from %zu)", n, lo, hi, header_end);
+    }
+    CHECK(header_end > 24 && header_end <= 128, "sized from %zu bytes (data at 128)", header_end);
+
+    uint64_t lo, hi;
+    lean_error e = {0};
+    static const char zip[] = "PK\3\4 not a model";
+    CHECK(lean_gguf_size(zip, sizeof zip - 1, &lo, &hi, &e) == LEAN_ERR_FORMAT && strstr(e.msg, "not a GGUF"),
+          "not GGUF: %s", e.msg);
+    bytes v = {0};
+    b_head(&v, 0, 1);
+    memcpy(v.p + 4, "\7\0\0\0", 4); /* version 7 */
+    CHECK(lean_gguf_size(v.p, v.n, &lo, &hi, &e) == LEAN_ERR_UNSUPPORTED, "version 7: %s", e.msg);
+    bytes h = {0}; /* one key whose name claims 2^40 bytes: more bytes never end it (the caller's cap does) */
+    b_head(&h, 0, 1);
+    b_u64(&h, 1ull << 40);
+    b_put(&h, "abcdefgh", 8);
+    CHECK(lean_gguf_size(h.p, h.n, &lo, &hi, &e) == LEAN_OK && lo == 0 && hi == 0 && strstr(e.msg, "length"),
+          "a 2^40-byte key name: %" PRIu64 " %s", lo, e.msg);
+    free(x.p);
+    free(v.p);
+    free(h.p);
+}
+
 /* ====================================================================== 3. round trip */
 
 /* The keys of the round-trip file, in order: what the reader must give back. */
@@ -1363,6 +1406,7 @@ int main(void) {
     }
 #endif
     test_exact_layout();
+    test_size_from_prefix();
     test_roundtrip();
     test_file_paths();
     test_stream();

@@ -87,6 +87,16 @@ int EXPORT(lw_loader_push)(lean_model_loader *l, const void *bytes, size_t n) {
 /* frees l, but when it answers LEAN_PENDING */
 int EXPORT(lw_loader_end)(lean_model_loader *l, lean_model **out) { return lean_model_loader_end(l, out, &last_err); }
 void EXPORT(lw_loader_free)(lean_model_loader *l) { lean_model_loader_free(l); }
+/* A model of unknown size (no Content-Length, gzip): the file's size from its first n bytes
+ * (lean_gguf_size). out: 2 doubles, the least and most bytes (exact below 2^53); 0, 0 when
+ * the header goes on past n bytes (lw_error_msg says what it wants). */
+int EXPORT(lw_gguf_size)(const void *prefix, size_t n, double *out) {
+    uint64_t lo, hi;
+    lean_status st = lean_gguf_size(prefix, n, &lo, &hi, &last_err);
+    out[0] = (double)lo;
+    out[1] = (double)hi;
+    return st;
+}
 
 /* Appends s as a JSON string. */
 static size_t json_str(char *buf, size_t cap, size_t n, const char *s) {

@@ -269,42 +269,102 @@ const stage = (name) => post({ id: current, type: 'stage', stage: name });
 // cache and activations); a larger one streams to the GPU instead (loadGpuOnly).
 const MEMORY_MODEL_MAX = 3.5 * 2 ** 30;
 
-// Copies the source's chunks into a wasm buffer of its size (known up front), so the bytes are
-// written once; returns the buffer. With the size unknown (-1) the chunks are gathered first and
-// copied once at the end.
+// Copies the source's chunks into a wasm buffer of its size, so the bytes are written once;
+// returns the buffer. A size its GGUF header gave (sizeFromHeader) may be followed by padding up
+// to src.sizeMax: checked, not kept.
 async function streamToWasm(src, onBytes) {
-    const { reader, size, phase } = src;
+    const { size, phase } = src, max = src.sizeMax ?? size;
+    const p = alloc(size);
     let loaded = 0;
-    if (size >= 0) {
-        const p = alloc(size);
-        try {
-            for (;;) {
-                const { done, value } = await readChunk(src, loaded);
-                if (done) break;
-                if (loaded + value.length > size) throw new Error(`the download is longer than its announced ${size} bytes`);
-                u8(p + loaded, value.length).set(value);
-                loaded += value.length;
-                onBytes(phase, loaded, size);
-            }
-            if (loaded !== size) throw new Error(`truncated download: ${loaded} of ${size} bytes arrived`);
-        } catch (e) {
-            ex.lw_free(p);
-            throw e;
+    try {
+        for (;;) {
+            const { done, value } = await readChunk(src, loaded);
+            if (done) break;
+            if (loaded + value.length > max) throw new Error(`the download is longer than ${said(src, max)}`);
+            if (loaded < size) u8(p + loaded, Math.min(value.length, size - loaded)).set(value.subarray(0, size - loaded));
+            loaded += value.length;
+            onBytes(phase, Math.min(loaded, size), size);
         }
-        return { ptr: p, size };
+        if (loaded < size) throw new Error(`truncated download: ${loaded} of ${said(src, size)} arrived`);
+    } catch (e) {
+        ex.lw_free(p);
+        throw e;
     }
-    const chunks = [];
-    for (;;) {
-        const { done, value } = await readChunk(src, loaded);
-        if (done) break;
-        chunks.push(value.slice()); // a copy: the reader reuses its buffer
-        loaded += value.length;
-        onBytes(phase, loaded, 0);
+    return { ptr: p, size };
+}
+
+// "N bytes", and whose word it is when the file's own header gave it
+const said = (src, n) => `${src.sizeMax === undefined ? 'its announced ' : ''}${n} bytes${src.sizeMax === undefined ? '' : ' (the size its GGUF header gives)'}`;
+
+// A source of unknown size (-1: no Content-Length, a gzip body, a stream without options.size)
+// is sized by its own GGUF header (lw_gguf_size, lean's reader and its checks): the first bytes
+// gather in wasm memory until the header is whole (tried at 64 KiB, then each time they double),
+// at most HEADER_MAX. Then src.size is the last tensor's end, src.sizeMax that padded, and
+// src.reader gives the gathered bytes again (1 MiB views, made as read: the memory may grow
+// between reads), then the rest of the stream: read once, never held twice.
+const HEADER_MAX = 64 << 20;
+async function sizeFromHeader(src, onBytes) {
+    const out = alloc(16);
+    let cap = 1 << 20, n = 0, head = alloc(cap), tryAt = 64 << 10, rest = null, ended = false;
+    try {
+        for (;;) {
+            if (!rest) {
+                const r = await readChunk(src, n);
+                ended = r.done;
+                rest = ended ? null : r.value;
+            }
+            if (rest) { // as much of the chunk as the head takes; the rest waits (a page's chunk may be huge)
+                if (n === cap) {
+                    const bigger = alloc(Math.min(cap * 2, HEADER_MAX));
+                    u8(bigger, n).set(u8(head, n));
+                    ex.lw_free(head);
+                    head = bigger;
+                    cap = Math.min(cap * 2, HEADER_MAX);
+                }
+                const take = Math.min(rest.length, cap - n);
+                u8(head + n, take).set(rest.subarray(0, take));
+                n += take;
+                rest = take < rest.length ? rest.subarray(take) : null;
+                onBytes(src.phase, n, 0);
+            }
+            if (!ended && n < tryAt && n < cap) continue;
+            const st = ex.lw_gguf_size(head, n, out);
+            if (st !== 0) throw failure(st);
+            const [lo, hi] = new Float64Array(memory.buffer, out, 2);
+            if (lo > 0) {
+                src.size = lo;
+                src.sizeMax = hi;
+                break;
+            }
+            if (ended) throw new Error(`truncated download: it ended after ${n} bytes, inside its GGUF header (${cstr(ex.lw_error_msg())})`);
+            if (n >= HEADER_MAX) throw new Error(`its size is unknown and its GGUF header does not end within its first ${HEADER_MAX} bytes (${cstr(ex.lw_error_msg())})`);
+            tryAt = n * 2;
+        }
+    } catch (e) {
+        ex.lw_free(head);
+        throw e;
+    } finally {
+        ex.lw_free(out);
     }
-    const p = alloc(loaded);
-    let off = 0;
-    for (const c of chunks) u8(p + off, c.length).set(c), (off += c.length);
-    return { ptr: p, size: loaded };
+    const inner = src.reader;
+    let at = 0;
+    src.dropHead = () => { if (head) ex.lw_free(head); head = 0; };
+    src.reader = {
+        async read() {
+            if (head && at < n) {
+                const k = Math.min(READ_BYTES, n - at);
+                at += k;
+                return { done: false, value: u8(head + at - k, k) };
+            }
+            src.dropHead();
+            if (rest) {
+                const v = rest;
+                rest = null;
+                return { done: false, value: v };
+            }
+            return ended ? { done: true } : inner.read();
+        },
+    };
 }
 
 async function readChunk(src, loaded) {
@@ -377,19 +437,55 @@ async function openSource(source, opts) {
     // Content-Length is the body's size unless the body is encoded (gzip: its compressed size)
     const len = resp.headers.get('content-length');
     const size = len !== null && !resp.headers.get('content-encoding') ? Number(len) : -1;
-    let cached = Promise.resolve();
+    const put = (r) => cache.put(url, r).then(
+        () => navigator.storage?.persist?.().catch(() => false),
+        () => undefined, // a full quota: the model still loads, only uncached
+    );
+    let cached = Promise.resolve(), reader = bytesReader(resp.body);
     if (cache && phase === 'download') {
-        // a second reader of the same body fills the cache as the bytes arrive
-        cached = cache.put(url, resp.clone()).then(
-            () => navigator.storage?.persist?.().catch(() => false),
-            () => undefined, // a full quota: the model still loads, only uncached
-        );
+        const tee = pacedTee(reader);
+        reader = tee.reader;
+        const headers = { 'Content-Type': resp.headers.get('content-type') ?? 'application/octet-stream' };
+        if (size >= 0) headers['Content-Length'] = String(size);
+        cached = put(new Response(tee.body, { headers })).finally(tee.release);
     }
     const done = async (ok) => {
         if (ok) await cached;
         else if (cache) await cache.delete(url).catch(() => false); // never keep a truncated file
     };
-    return { reader: bytesReader(resp.body), size, phase, name: url, done };
+    return { reader, size, phase, name: url, done };
+}
+
+// The body read once for the worker and for cache.put: each chunk read is queued, copied, for
+// the cache, and the next read waits while TEE_CHUNKS are queued. A tee (resp.clone()) buffers
+// all its slow side has not taken, up to the whole file again (Chromium: a 898 MiB peak rise
+// for a 505 MiB model, docs/runs/2026-12-07-browser-unknown-size.md); here the cache's pace
+// holds the load back instead. release(): the cache side is gone (put settled): read freely.
+const TEE_CHUNKS = 8;
+function pacedTee(inner) {
+    let ctl, wake = null, gone = false;
+    const body = new ReadableStream({
+        start(c) { ctl = c; },
+        pull() { wake?.(); },
+        cancel() { gone = true; wake?.(); },
+    }, { highWaterMark: TEE_CHUNKS });
+    const release = () => { gone = true; wake?.(); };
+    const reader = {
+        async read() {
+            while (!gone && ctl.desiredSize <= 0) await new Promise((r) => { wake = r; });
+            wake = null;
+            let r;
+            try {
+                r = await inner.read();
+            } catch (e) {
+                if (!gone) ctl.error(e);
+                throw e;
+            }
+            if (!gone) r.done ? ctl.close() : ctl.enqueue(r.value.slice());
+            return r;
+        },
+    };
+    return { body, reader, release };
 }
 
 // A model whose weights go straight from the stream to the GPU, never whole in wasm memory
@@ -404,10 +500,9 @@ async function loadGpuOnly(src, opts, onBytes) {
     const refusal = want === 'auto' ? await gpuRefusal(opts) : '';
     const why =
         want === 'cpu' ? "the CPU rung keeps the model in wasm memory, which holds 4 GiB at most: use backend 'gpu' or 'auto'"
-        : src.size < 0 ? 'its size is unknown (no Content-Length, or a ReadableStream without options.size)'
         : refusal ? `'auto' passes over the GPU: ${refusal}${opts.gpuOnly ? '' : `; at ${src.size} bytes the model does not fit in wasm memory (4 GiB) for the CPU either`}`
         : '';
-    if (why) throw new Error(`${src.name}: ${src.size >= 0 ? src.size + ' bytes' : 'a model'} streamed to the GPU: ${why}`);
+    if (why) throw new Error(`${src.name}: ${src.size} bytes streamed to the GPU: ${why}`);
     const buf = alloc(PUSH_BYTES);
     let loader = 0;
     try {
@@ -417,16 +512,20 @@ async function loadGpuOnly(src, opts, onBytes) {
             await call('lw_loader_begin', src.size, name, opts.exact ? 1 : 0, out);
             return i32(out, 1)[0];
         });
+        // the file's src.size bytes pushed; padding after them (src.sizeMax) checked, not pushed
+        const max = src.sizeMax ?? src.size;
         for (let loaded = 0; ; ) {
             const { done, value } = await readChunk(src, loaded);
             if (done) break;
-            for (let at = 0; at < value.length; at += PUSH_BYTES) {
-                const part = value.subarray(at, at + PUSH_BYTES);
+            if (loaded + value.length > max) throw new Error(`the download is longer than ${said(src, max)}`);
+            const mine = value.subarray(0, Math.max(0, src.size - loaded));
+            for (let at = 0; at < mine.length; at += PUSH_BYTES) {
+                const part = mine.subarray(at, at + PUSH_BYTES);
                 u8(buf, part.length).set(part);
                 await call('lw_loader_push', loader, buf, part.length);
             }
             loaded += value.length;
-            onBytes(src.phase, loaded, src.size);
+            onBytes(src.phase, Math.min(loaded, src.size), src.size);
         }
         const l = loader;
         loader = 0; // end frees it, failing or not
@@ -718,6 +817,7 @@ async function load({ source, opts }) {
     stage('open');
     const src = await openSource(source, opts);
     try {
+        if (src.size < 0) await sizeFromHeader(src, onBytes);
         if (opts.gpuOnly || src.size > MEMORY_MODEL_MAX) {
             await loadGpuOnly(src, opts, onBytes);
         } else {
@@ -734,6 +834,7 @@ async function load({ source, opts }) {
         await src.done(true);
     } catch (e) {
         await src.done(false);
+        src.dropHead?.();
         if (state.bytes) ex.lw_free(state.bytes);
         state.bytes = 0;
         throw src.name.includes('://') && !e.message.includes(src.name) ? new Error(`${src.name}: ${e.message}`) : e;

@@ -41,6 +41,7 @@ typedef struct cursor {
     size_t buf_len;     /* valid bytes in buf */
     uint64_t n_values;  /* array values read so far, against GGUF_MAX_VALUES */
     uint64_t mem_bytes; /* allocated so far (charge), against GGUF_MAX_HEADER_BYTES */
+    bool past_end;      /* a length or count ran past file_size (gguf_size: more bytes may fit it) */
     lean_error *err;
     char where[160];    /* what is being read, for messages: "key 'general.name'" */
     uint8_t buf[CUR_BUF_BYTES];
@@ -48,9 +49,16 @@ typedef struct cursor {
 
 static uint64_t cur_left(const cursor *c) { return c->file_size - c->pos; }
 
+/* Whether n more bytes fit before file_size; when not, noted (gguf_size: need more bytes). */
+static bool cur_fits(cursor *c, uint64_t n) {
+    if (n <= cur_left(c)) return true;
+    c->past_end = true;
+    return false;
+}
+
 /* The file must still hold n bytes at pos. */
 static lean_status cur_need(cursor *c, uint64_t n, const char *what) {
-    if (n <= cur_left(c)) return LEAN_OK;
+    if (cur_fits(c, n)) return LEAN_OK;
     return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
                      "truncated: %s: %s at offset %" U64 " needs %" U64 " bytes, the file has %" U64
                      " bytes",
@@ -181,7 +189,7 @@ static lean_status rd_string(cursor *c, gguf_string *s, const char *what) {
     uint64_t at = c->pos;
     lean_status st = cur_uint(c, 8, &len, what);
     if (st != LEAN_OK) return st;
-    if (len > cur_left(c) || len >= SIZE_MAX)
+    if (!cur_fits(c, len) || len >= SIZE_MAX)
         return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
                          "%s: %s at offset %" U64 " has length %" U64 ", but only %" U64
                          " bytes remain in the file",
@@ -251,7 +259,7 @@ static lean_status rd_array(cursor *c, gguf_value *v, unsigned depth) {
         return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
                          "%s: array at offset %" U64 " nests deeper than %d levels", c->where, at,
                          GGUF_MAX_DEPTH);
-    if (!lean_mul_u64(count, vtype_min_bytes(et), &need) || need > cur_left(c))
+    if (!lean_mul_u64(count, vtype_min_bytes(et), &need) || !cur_fits(c, need))
         return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
                          "%s: array at offset %" U64 " has %" U64 " elements of type %s, which cannot "
                          "fit in the %" U64 " bytes left in the file",
@@ -371,7 +379,7 @@ static lean_status rd_preamble(cursor *c, gguf_file *f) {
     if (st == LEAN_OK) st = cur_uint(c, 8, &n_kv, "n_kv");
     if (st != LEAN_OK) return st;
     if (!lean_mul_u64(n_kv, 13, &kv_min) || !lean_mul_u64(n_t, 32, &t_min) ||
-        !lean_add_u64(kv_min, t_min, &need) || need > cur_left(c))
+        !lean_add_u64(kv_min, t_min, &need) || !cur_fits(c, need))
         return LEAN_FAIL(c->err, LEAN_ERR_FORMAT,
                          "header at offset 8 claims %" U64 " tensors and %" U64 " keys, which cannot "
                          "fit in the %" U64 " bytes left in the file",
@@ -580,33 +588,70 @@ static lean_status read_all(cursor *c, gguf_file *f) {
     return check_data_ranges(c, f);
 }
 
-lean_status gguf_read(lean_read_fn read, void *user, uint64_t file_size, gguf_file **out,
-                      lean_error *err) {
-    if (!read || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf_read: read and out must not be NULL");
+/* A cursor over read() up to file_size, or NULL (out of memory; err set). */
+static cursor *cur_open(lean_read_fn read, void *user, uint64_t file_size, lean_error *err) {
     cursor *c = lean_malloc(sizeof *c);
-    gguf_file *f = lean_calloc(1, sizeof *f);
-    lean_status st;
-    if (!c || !f) {
-        st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory starting to read a GGUF header");
-        goto done;
+    if (!c) {
+        LEAN_FAIL(err, LEAN_ERR_NOMEM, "out of memory starting to read a GGUF header");
+        return NULL;
     }
     memset(c, 0, offsetof(cursor, buf));
     c->read = read;
     c->user = user;
     c->file_size = file_size;
     c->err = err;
-    f->file_size = file_size;
+    return c;
+}
+
+/* The header through c; tensor data is checked against data_limit (the file's size). */
+static lean_status read_file(cursor *c, uint64_t data_limit, gguf_file **out) {
+    gguf_file *f = lean_calloc(1, sizeof *f);
+    if (!f) return LEAN_FAIL(c->err, LEAN_ERR_NOMEM, "out of memory starting to read a GGUF header");
+    f->file_size = data_limit;
     strcpy(c->where, "header");
-    st = charge(c, 1, sizeof *c, "the reader");
+    lean_status st = charge(c, 1, sizeof *c, "the reader");
     if (st == LEAN_OK) st = charge(c, 1, sizeof *f, "the file");
     if (st == LEAN_OK) st = read_all(c, f);
-done:
+    if (st == LEAN_OK) *out = f;
+    else gguf_free(f);
+    return st;
+}
+
+lean_status gguf_read(lean_read_fn read, void *user, uint64_t file_size, gguf_file **out,
+                      lean_error *err) {
+    if (!read || !out) return LEAN_FAIL(err, LEAN_ERR_ARG, "gguf_read: read and out must not be NULL");
+    cursor *c = cur_open(read, user, file_size, err);
+    if (!c) return LEAN_ERR_NOMEM;
+    lean_status st = read_file(c, file_size, out);
     lean_free(c);
-    if (st == LEAN_OK) {
-        *out = f;
-    } else {
-        gguf_free(f);
+    return st;
+}
+
+/* The prefix as a file of n bytes: a read past it is a header that goes on (past_end). Tensor
+ * data may lie anywhere (UINT64_MAX): the size is what the header says it is. */
+lean_status lean_gguf_size(const void *prefix, size_t n, uint64_t *size_min, uint64_t *size_max, lean_error *err) {
+    if ((!prefix && n) || !size_min || !size_max)
+        return LEAN_FAIL(err, LEAN_ERR_ARG, "lean_gguf_size: prefix, size_min and size_max must not be NULL");
+    *size_min = *size_max = 0;
+    lean_mapped_file mem = {(void *)prefix, n};
+    cursor *c = cur_open(lean_read_mapped, &mem, n, err);
+    if (!c) return LEAN_ERR_NOMEM;
+    gguf_file *f = NULL;
+    lean_status st = read_file(c, UINT64_MAX, &f);
+    if (st == LEAN_ERR_FORMAT && c->past_end) {
+        st = LEAN_OK; /* err keeps the reason: what the header wants past these n bytes */
+    } else if (st == LEAN_OK) {
+        uint64_t end = f->n_tensors ? 0 : c->pos; /* a file of no tensors ends at its header */
+        for (uint64_t i = 0; i < f->n_tensors; i++) { /* read_file checked these sums */
+            uint64_t e = f->data_offset + f->tensors[i].offset + f->tensors[i].n_bytes;
+            if (e > end) end = e;
+        }
+        uint64_t pad = (f->alignment - end % f->alignment) % f->alignment;
+        *size_min = end;
+        if (!lean_add_u64(end, pad, size_max)) *size_max = end; /* padding past 2^64: none */
     }
+    gguf_free(f);
+    lean_free(c);
     return st;
 }
 

@@ -24,14 +24,16 @@ export function launch(name, protocolTimeout) {
     return puppeteer.launch({ ...BROWSERS[name], protocolTimeout });
 }
 
-// serve(mounts, cuts, plains): scripts/serve_web.mjs on a free port with build-web/ at /,
+// serve(mounts, cuts, plains, more): scripts/serve_web.mjs on a free port with build-web/ at /,
 // tests/browser/ at /test/, the given '/PREFIX=DIR' mounts, --cut mounts (each download cut
-// short) and --plain mounts (no cross-origin isolation); resolves to { url, close() }.
-export function serve(mounts = [], cuts = [], plains = []) {
+// short), --plain mounts (no cross-origin isolation) and more of its arguments as they are
+// (['--chunked', '/PREFIX=DIR', ...]); resolves to { url, close() }.
+export function serve(mounts = [], cuts = [], plains = [], more = []) {
     const args = ['scripts/serve_web.mjs', '--root', 'build-web', '--port', '0', '--quiet', '--mount', '/test=tests/browser'];
     for (const m of mounts) args.push('--mount', m);
     for (const m of cuts) args.push('--cut', m);
     for (const m of plains) args.push('--plain', m);
+    args.push(...more);
     const srv = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     return new Promise((resolve, reject) => {
         srv.on('exit', (code) => reject(new Error(`serve_web.mjs exited ${code}`)));

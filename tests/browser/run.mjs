@@ -33,7 +33,7 @@
 //     says why; under 'gpu', lost while ids stream, the call rejects and the next runs on a new
 //     device (lostChecks).
 //   - memory: a 505 MiB model loaded on the CPU rung raises no browser process's peak RSS
-//     past lean run's peak on it plus 96 MiB (the weights sit once: rss.mjs, onceChecks);
+//     past lean run's peak on it plus 96 MiB (the weights sit once: rss.mjs, onceCheck);
 //     too little GPU memory (a tensor past the storage binding limit, where the browser's is
 //     128 MiB): 'auto' runs on the CPU saying why; 'gpu' and GPU-only loads reject naming the limit;
 //     where the binding holds that (Chromium), 'auto' on native.hugeModel rejects naming the
@@ -80,7 +80,7 @@ const CHAT = ['Hello there', 'Tell me a story'];
 // The chat page's logit bias setting: +100 on id 300 makes it every id of a short greedy reply.
 const PAGE_BIAS = [[300, 100]], PAGE_BIAS_N = 3;
 const BIG_MODEL = 'build/browser/big-q8_0.gguf';        // served at /browser-models/; native.bigModel
-const ONCE_MODEL = 'build/browser/once-q8_0.gguf';      // native.bigModel's 24 layers (onceChecks)
+const ONCE_MODEL = 'build/browser/once-q8_0.gguf';      // native.bigModel's 24 layers (onceCheck)
 const HUGE_MODEL = 'build/browser/huge-f32.gguf';       // native.hugeModel: 4 GiB declared, a sparse file
 // the end of the error for a model past wasm memory whose GPU load failed under 'auto'
 const WASM_TOO = /at \d+ bytes the model does not fit in wasm memory \(4 GiB\) for the CPU either/;
@@ -136,7 +136,7 @@ function references() {
     if (wanted('page') || wanted('memory')) native.hugeModel(HUGE_MODEL);
     if (wanted('memory')) {
         ref.once = native.runIds(native.bigModel(ONCE_MODEL, 0), 'cpu', PROMPT, 4);
-        // the engine's own peak on that model, onceChecks' budget: cpu-generic, which keeps no
+        // the engine's own peak on that model, onceCheck' budget: cpu-generic, which keeps no
         // repacked copy of the weights (the wasm kernels keep none; x86's may)
         ref.onceRss = native.peakRss(['run', '-m', ONCE_MODEL, '--ids', PROMPT.join(','), '-n', '4', '--ctx', '256',
                                       '--backend', 'cpu-generic', '-q', '--greedy']);
@@ -207,10 +207,13 @@ async function modelChecks(page, t, m, b, ref, jspi) {
     if (b !== 'gpu' || m !== MODELS[0]) return;
     // the GPU-only load (weights streamed to the GPU through lean_model_loader; without JSPI its
     // waits go through the pump): the same ids
-    if (!await load(page, `${t} gpuOnly`, `/models/${m}.gguf`, b, jspi, { gpuOnly: true, cache: false })) return;
-    r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
-    check(!r.error && same(r.ids, want.greedy), `${t} gpuOnly: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
-          r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
+    // and again from a gzip body (its size unknown up front: read from its GGUF header)
+    for (const url of [`/models/${m}.gguf`, `/gzip-models/${m}.gguf`]) {
+        if (!await load(page, `${t} gpuOnly`, url, b, jspi, { gpuOnly: true, cache: false })) return;
+        r = await call(page, 'generate', { ids: PROMPT, maxTokens: N });
+        check(!r.error && same(r.ids, want.greedy), `${t} gpuOnly ${url}: greedy ids ${r.error ? '' : native.fnv1a64(r.ids)} (${r.secs})`,
+              r.error ? r.error.message : `got ${fmt(r.ids)}, lean run ${fmt(want.greedy)}`);
+    }
 }
 
 // generate's logitBias (on the CPU on the exact path, as the references): OpenAI's object
@@ -324,7 +327,7 @@ async function lostChecks(page, t, ref, jspi) {
 // is, on native.hugeModel (a 4 GiB token_embd, past any binding; too big for the CPU rung), and
 // so is 'auto' there: no rung holds it, the error names the binding and wasm memory.
 async function memoryChecks(page, t, ref, jspi, browser) {
-    await onceChecks(page, t, ref, jspi, browser);
+    await unsizedChecks(page, t);
     const limit = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).limits.maxStorageBufferBindingSize);
     const holds = limit >= native.BIG_TENSOR_BYTES;
     if (holds)
@@ -360,22 +363,58 @@ async function memoryChecks(page, t, ref, jspi, browser) {
 // bytes gathered whole and then copied, or kept after the copy) is the file again, 505 MiB. Then
 // lean run's ids, so the model measured is the model that runs.
 const LOAD_MARGIN = 96 * 2 ** 20;
-async function onceChecks(page, t, ref, jspi, browser) {
-    const url = `/browser-models/${ONCE_MODEL.split('/').pop()}`, size = fs.statSync(ONCE_MODEL).size;
+// The same bound on the loads whose size is not known up front (the file's size read from its
+// GGUF header, then one buffer: web/lean_worker.js sizeFromHeader): the body chunked without a
+// Content-Length, and gzip-encoded; and on a first load with the Cache API on (the body teed
+// into cache.put as the worker reads it). Then bodies of unknown size that are not a model: a
+// file that is not GGUF, and a model cut short, each rejected naming why.
+// A gzip body costs Chromium's renderer more outside wasm memory (a heap mapping that grew to
+// ~150 MiB while it decoded; peak rises 722 to 782 MiB, Firefox's 564 to 571:
+// docs/runs/2026-12-07-browser-unknown-size.md): GZIP_MARGIN on top, still well short of a
+// second copy of the weights (505 MiB; the old gathering path rose 1108 to 1123 MiB).
+const GZIP_MARGIN = 256 * 2 ** 20;
+const ONCE_LOADS = [['/browser-models', { cache: false }], ['/chunked', { cache: false }], ['/gzip', { cache: false }],
+                    ['/browser-models', { cache: true }]];
+async function onceCheck(page, t, ref, browser, [dir, extra]) {
+    const name = ONCE_MODEL.split('/').pop(), size = fs.statSync(ONCE_MODEL).size;
     const pid = browser.process()?.pid;
     if (!check(pid > 0, `${t}: the browser's process is known (${pid})`)) return;
-    const { bytes, pid: where, result: r } = await peakRise(pid, () => call(page, 'load', url, 'cpu', 0, { cache: false, nCtx: 256 }));
-    if (!check(!r.error && r.info.backend === 'cpu', `${t}: a ${size}-byte model loads on the CPU (${r.secs})`, r.error?.message ?? JSON.stringify(r.info))) return;
+    const url = `${dir}/${name}`, tag = `${t} ${url} ${JSON.stringify(extra)}`;
+    const uncache = () => page.evaluate((u) => caches.open('lean-models-v1').then((c) => c.delete(new URL(u, location.href).href)), url);
+    if (extra.cache) await uncache(); // a first load: the cache fills while the worker reads
+    const { bytes, pid: where, result: r } = await peakRise(pid, () => call(page, 'load', url, 'cpu', 0, { nCtx: 256, ...extra }));
+    if (!check(!r.error && r.info.backend === 'cpu', `${tag}: a ${size}-byte model loads on the CPU (${r.secs})`, r.error?.message ?? JSON.stringify(r.info))) return;
     const mib = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
-    const bound = ref.onceRss + LOAD_MARGIN;
+    const gzip = dir === '/gzip' ? GZIP_MARGIN : 0, bound = ref.onceRss + LOAD_MARGIN + gzip;
     check(bytes > size && bytes < bound,
-          `${t}: the weights once in memory: a peak RSS rise of ${mib(bytes)} (pid ${where}) for a ${mib(size)} file ` +
-          `(bound ${mib(bound)}: lean run's peak ${mib(ref.onceRss)} and ${mib(LOAD_MARGIN)})`,
+          `${tag}: the weights once in memory: a peak RSS rise of ${mib(bytes)} (pid ${where}) for a ${mib(size)} file ` +
+          `(bound ${mib(bound)}: lean run's peak ${mib(ref.onceRss)} and ${mib(LOAD_MARGIN)}${gzip ? ` and gzip's ${mib(gzip)}` : ''})`,
           bytes <= size ? 'less than the file: not the process that holds the model' : 'more than the weights once');
     const g = await call(page, 'generate', { ids: PROMPT, maxTokens: 4 });
-    check(!g.error && same(g.ids, ref.once), `${t}: that model on the CPU gives lean run's ids (${g.secs})`,
+    check(!g.error && same(g.ids, ref.once), `${tag}: that model on the CPU gives lean run's ids (${g.secs})`,
           g.error ? g.error.message : `ids ${fmt(g.ids)}, lean run ${fmt(ref.once)}`);
     await call(page, 'free');
+    if (extra.cache) { // the cache holds the file as it was: loaded from there, the same ids
+        const c = await call(page, 'load', url, 'cpu', 0, { nCtx: 256, ...extra });
+        const h = c.error ? c : await call(page, 'generate', { ids: PROMPT, maxTokens: 4 });
+        check(!h.error && r.cached && c.phases.includes('cache') && same(h.ids, ref.once),
+              `${tag}: cached by the first load, loaded again from the cache: lean run's ids (${c.secs})`,
+              h.error ? h.error.message : `cached ${r.cached}, phases ${c.phases}, ids ${fmt(h.ids)}, lean run ${fmt(ref.once)}`);
+        await call(page, 'free');
+        await uncache();
+    }
+}
+
+async function unsizedChecks(page, t) {
+    const chat = CHAT_MODEL.split('/').pop();
+    for (const [url, why] of [['/chunked-test/page.html', /bad magic .* not a GGUF file/],
+                              [`/chunked-cut/${chat}`, /truncated download: \d+ of \d+ bytes \(the size its GGUF header gives\) arrived/],
+                              [`/gzip-cut/${chat}`, /truncated download: \d+ of \d+ bytes \(the size its GGUF header gives\) arrived/]]) {
+        const r = await call(page, 'load', url, 'cpu', 0, { cache: false });
+        check(r.error && why.test(r.error.message) && r.error.message.includes(url), `${t} ${url}, its size unknown: rejected: '${r.error?.message}' (${r.secs})`,
+              r.error ? r.error.message : `loaded: ${JSON.stringify(r.info)}`);
+        if (!r.error) await call(page, 'free');
+    }
 }
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
@@ -783,7 +822,11 @@ async function runBrowser(name, url, ref) {
             for (const b of wanted('chat') ? BACKENDS : [])
                 if (!slowPump(b, 'chat')) groups.push(async (page) => chatChecks(page, `${tag} chat ${b}`, b, ref, jspi, name));
             if (wanted('lost')) groups.push(async (page) => lostChecks(page, `${tag} lost device`, ref, jspi));
-            if (wanted('memory')) groups.push(async (page) => memoryChecks(page, `${tag} memory`, ref, jspi, browser));
+            if (wanted('memory')) {
+                // each load measured on its own fresh page: a page's wasm memory, once grown, stays
+                for (const l of ONCE_LOADS) groups.push(async (page) => onceCheck(page, `${tag} memory`, ref, browser, l));
+                groups.push(async (page) => memoryChecks(page, `${tag} memory`, ref, jspi, browser));
+            }
             if (wanted('stall')) groups.push(async (page) => stallChecks(page, `${tag} stalled load`, ref, jspi));
             // the GPU rung in Chromium, with JSPI and without (SwiftShader: a load alone takes
             // tens of seconds under CI's load, so one browser's GPU; Firefox's runs the models
@@ -820,7 +863,10 @@ try {
     if (!fs.existsSync('build-web/lean.js')) throw new Error('build-web/lean.js is missing: run make web');
     const ref = references();
     server = await serve(['/models=build/fixtures', '/browser-models=build/browser', '/lora=build/lora'],
-                         ['/cut=build/browser'], ['/plain=build-web']);
+                         ['/cut=build/browser'], ['/plain=build-web'],
+                         ['--chunked', '/chunked=build/browser', '--gzip', '/gzip=build/browser', '--gzip', '/gzip-models=build/fixtures',
+                          '--chunked', '/chunked-test=tests/browser', '--chunked-cut', '/chunked-cut=build/browser',
+                          '--gzip-cut', '/gzip-cut=build/browser']);
     console.log(`serving build-web at ${server.url}`);
     for (const name of names) await runBrowser(name, server.url, ref);
 } catch (e) {
