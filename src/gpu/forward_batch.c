@@ -86,7 +86,7 @@ typedef struct gpu_batch {
  * they do not depend on the other rows (a function of the shape, not of the row count or
  * place: matmul.c's tile_ksplit). Fewer rows stay on matmul_vec, faster there; the exact path
  * keeps decode's bits at any count. docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
-enum { BATCH_TILED_ROWS = 16 };
+enum { BATCH_TILED_ROWS = 12 };
 static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
 
 static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
