@@ -83,9 +83,9 @@ typedef struct gpu_batch {
  * down: those with prefill's tiled kernel) through that kernel, which reads each weight once for
  * all the rows where matmul_vec reads it once a row. Its sums run in another order than
  * decode's, so those rows' logits are close to, not the bits of, the sequence decoded alone;
- * they do not depend on the other rows (a function of the shape, not of the row count or
- * place: matmul.c's tile_ksplit). Fewer rows stay on matmul_vec, faster there; the exact path
- * keeps decode's bits at any count. docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
+ * a row's result depends on whether its pass has this many rows, not on which rows share it or
+ * where it sits (the kernel's order is a function of the shape: matmul.c's tile_ksplit). Fewer
+ * rows stay on matmul_vec, faster there; the exact path keeps decode's bits at any count. docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
 enum { BATCH_TILED_ROWS = 12 };
 static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
 
