@@ -171,8 +171,8 @@ INLINE void k_tile(int f, TILE_ARGS) {
 }
 
 /* Rows r .. r + 3 x NT tokens -> y[j ldy + 0..3] (TILE4_FORMAT's k_tile4), as legacy_tile4:
- * each row's super-block unpacked once and dotted with the NT tokens while it is fresh (for
- * one token it never leaves registers: the decode step), then the four rows' sums reduced
+ * each row's super-block unpacked once and dotted with the NT tokens while it is fresh (the
+ * decode step was slower with the four rows unpacked first), then the four rows' sums reduced
  * together and lean_k_step in lanes (k_step4) */
 INLINE void k_tile4_n(int f, int NT, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x, size_t xrb,
                       float *y, int64_t ldy) {
