@@ -23,7 +23,8 @@
  * so the float formats stay simd128's.
  *
  * The integer sums: isum = sum (q - z) a = sum q a - z s (legacy: s the block's activation sum,
- * lean_q8_32.s); K-quants sum q a per sub-block, times its scale (int32 lanes); Q6_K subtracts
+ * lean_q8_32.s); K-quants sum q a per sub-block as int16 pairs (i16x8.relaxed_dot, the same
+ * pmaddubsw), times its scale by i32x4.dot_i16x8 (int32 lanes); Q6_K subtracts
  * 32 sum sc[s] bsums[s]. Q3_K is simd128's: this table's own was slower
  * (docs/runs/2026-12-06-q23-simd.md). Magnitudes as in wasm_simd128.c (|sum| < 2^28 a super-block).
  *
@@ -82,7 +83,7 @@ LEGACY_TILE4_FAMILY(legacy_offset(f))
 
 typedef struct kblock {
     v128_t q[16];
-    v128_t sc[16];   /* Q4_K / Q5_K: sub-block s / 2's scale in sc[s]; the others: sub-block s's */
+    v128_t sc[16];   /* Q4_K / Q5_K: sub-block s / 2's scale in sc[s]; the others: sub-block s's; int16 */
     v128_t m16[2];   /* Q4_K / Q5_K: the mins, each twice; Q2_K: the mins; Q6_K: the scales; int16 */
     float d, dmin;
 } kblock;
@@ -96,7 +97,7 @@ INLINE void k45_unpack(int f, const uint8_t *b, kblock *u) {
     int16_t mins[16];
     for (int j = 0; j < 8; j++) {
         mins[2 * j] = mins[2 * j + 1] = m[j];
-        u->sc[2 * j] = u->sc[2 * j + 1] = wasm_i32x4_splat(sc[j]);
+        u->sc[2 * j] = u->sc[2 * j + 1] = wasm_i16x8_splat(sc[j]);
     }
     u->m16[0] = wasm_v128_load(mins), u->m16[1] = wasm_v128_load(mins + 8);
 }
@@ -111,30 +112,37 @@ INLINE void k6_unpack(const uint8_t *b, kblock *u) {
             for (int k = 0; k < 4; k++) u->q[8 * h + 2 * k + g] = e[k]; /* sub-block 8 h + 2 k + g */
         }
     int16_t s16[16];
-    for (int s = 0; s < 16; s++) s16[s] = sc[s], u->sc[s] = wasm_i32x4_splat(sc[s]);
+    for (int s = 0; s < 16; s++) s16[s] = sc[s], u->sc[s] = wasm_i16x8_splat(sc[s]);
     u->m16[0] = wasm_v128_load(s16), u->m16[1] = wasm_v128_load(s16 + 8);
 }
 
 /* Q2_K (layout: wasm_shared.h, k23_raw) */
 INLINE void k2_unpack(const uint8_t *b, kblock *u) {
-    for (int s = 0; s < 16; s++) u->sc[s] = wasm_i32x4_splat(k23_scale(K_Q2, b, s));
+    for (int s = 0; s < 16; s++) u->sc[s] = wasm_i16x8_splat((int16_t)k23_scale(K_Q2, b, s));
     for (int c = 0; c < 8; c++) u->q[2 * c] = k23_raw(K_Q2, b, c, 0), u->q[2 * c + 1] = k23_raw(K_Q2, b, c, 1);
     u->d = f16(b + 80), u->dmin = f16(b + 82);
     q2_mins16(b, u->m16);
 }
 
+/* sum a[i] q[i] over 16 lanes as 8 int16 pair sums (a int8 activations, q raw quants in
+ * [0, 63]): each within 2 * 127 * 63 < 2^15, and Q4_K / Q5_K's two added (q < 32) within
+ * 4 * 127 * 31 < 2^15: exact, no saturation */
+INLINE v128_t rdot16(const int8_t *a, v128_t q) { return wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(a), q); }
+
 /* A super-block's sum q sc . a (int32 lanes, not yet added) and its side sum (Q4_K / Q5_K / Q2_K:
- * the mins . bsums; Q6_K: sc . bsums). Q4_K / Q5_K: the two halves of a sub-block share a
- * scale, so their dots are chained and multiplied once. */
+ * the mins . bsums; Q6_K: sc . bsums). The int16 pair sums times the scale by i32x4.dot_i16x8
+ * (one multiply-add, where an int32 multiply is two); Q4_K / Q5_K: the two halves of a
+ * sub-block share a scale, so their pairs are added first. */
 INLINE void k_dot(int f, const kblock *u, const lean_q8_k *a, v128_t *acc, v128_t *side) {
-    const v128_t zero = wasm_i32x4_splat(0);
-    v128_t s = zero;
+    v128_t s = wasm_i32x4_splat(0);
     if (f != K_Q4 && f != K_Q5)
         for (int k = 0; k < 16; k++) /* 16 elements a sub-block */
-            s = wasm_i32x4_add(s, wasm_i32x4_mul(rdot(a->qs + 16 * k, u->q[k], zero), u->sc[k]));
+            s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(rdot16(a->qs + 16 * k, u->q[k]), u->sc[k]));
     else
         for (int k = 0; k < 16; k += 2) /* 32 */
-            s = wasm_i32x4_add(s, wasm_i32x4_mul(rdot(a->qs + 16 * k + 16, u->q[k + 1], rdot(a->qs + 16 * k, u->q[k], zero)), u->sc[k]));
+            s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(wasm_i16x8_add(rdot16(a->qs + 16 * k, u->q[k]),
+                                                                      rdot16(a->qs + 16 * k + 16, u->q[k + 1])),
+                                                       u->sc[k]));
     const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
     *acc = s;
     *side = wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1));
@@ -162,32 +170,35 @@ INLINE void k_tile(int f, TILE_ARGS) {
     for (int j = 0; j < nt; j++) y[j * ldy] = sum[j];
 }
 
-/* One token, rows r .. r + 3, as legacy_tile4: lean_k_step in lanes, one row a lane */
-INLINE void k_rows4(int f, int64_t cols, const uint8_t *w, size_t wrb, const void *x, float *y) {
-    const lean_q8_k *a = x;
-    v128_t sum = wasm_f32x4_splat(0.0f);
-    for (int64_t b = 0; b < cols / LEAN_QK_K; b++, a++) {
-        v128_t acc[4], side[4];
+/* Rows r .. r + 3 x NT tokens -> y[j ldy + 0..3] (TILE4_FORMAT's k_tile4), as legacy_tile4:
+ * each row's super-block unpacked once and dotted with the NT tokens while it is fresh (the
+ * decode step was slower with the four rows unpacked first), then the four rows' sums reduced
+ * together and lean_k_step in lanes (k_step4) */
+INLINE void k_tile4_n(int f, int NT, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x, size_t xrb,
+                      float *y, int64_t ldy) {
+    v128_t sum[LEAN_TILE_TOKENS];
+    for (int j = 0; j < NT; j++) sum[j] = wasm_f32x4_splat(0.0f);
+    for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
+        v128_t acc[LEAN_TILE_TOKENS][4], side[LEAN_TILE_TOKENS][4];
         float d[4], dmin[4];
         for (int k = 0; k < 4; k++) {
             kblock u;
             k_unpack(f, w + k * wrb + (size_t)b * kblock_bytes[f], &u);
-            k_dot(f, &u, a, &acc[k], &side[k]);
+            for (int j = 0; j < NT; j++)
+                k_dot(f, &u, (const lean_q8_k *)(x + (size_t)j * xrb) + b, &acc[j][k], &side[j][k]);
             d[k] = u.d, dmin[k] = u.dmin;
         }
-        const v128_t sv = hsum4_i32(side), dx = wasm_f32x4_splat(a->d);
-        const v128_t dv = wasm_f32x4_mul(wasm_f32x4_make(d[0], d[1], d[2], d[3]), dx);
-        if (f == K_Q6) {
-            const v128_t isum = wasm_i32x4_sub(hsum4_i32(acc), wasm_i32x4_shl(sv, 5));
-            sum = wasm_f32x4_add(sum, wasm_f32x4_mul(dv, wasm_f32x4_convert_i32x4(isum)));
-        } else {
-            const v128_t dm = wasm_f32x4_mul(wasm_f32x4_make(dmin[0], dmin[1], dmin[2], dmin[3]), dx);
-            sum = wasm_f32x4_add(sum, wasm_f32x4_sub(wasm_f32x4_mul(dv, wasm_f32x4_convert_i32x4(hsum4_i32(acc))),
-                                                     wasm_f32x4_mul(dm, wasm_f32x4_convert_i32x4(sv))));
+        const v128_t dw = wasm_f32x4_make(d[0], d[1], d[2], d[3]), mw = wasm_f32x4_make(dmin[0], dmin[1], dmin[2], dmin[3]);
+        for (int j = 0; j < NT; j++) {
+            const v128_t ms = hsum4_i32(side[j]);
+            const v128_t is = f == K_Q6 ? wasm_i32x4_sub(hsum4_i32(acc[j]), wasm_i32x4_shl(ms, 5)) : hsum4_i32(acc[j]);
+            sum[j] = k_step4(f, sum[j], dw, mw, ((const lean_q8_k *)(x + (size_t)j * xrb) + b)->d, is, ms);
         }
     }
-    wasm_v128_store(y, sum);
+    for (int j = 0; j < NT; j++) wasm_v128_store(y + j * ldy, sum[j]);
 }
+
+TILE4_BY_NT(k)
 
 /* ---- table ---- */
 
@@ -195,10 +206,10 @@ TILE4_FORMAT(q4_0, legacy, L_Q4_0)
 TILE4_FORMAT(q4_1, legacy, L_Q4_1)
 TILE4_FORMAT(q5_0, legacy, L_Q5_0)
 TILE4_FORMAT(q5_1, legacy, L_Q5_1)
-ROWS4_FORMAT(q4_k, k, K_Q4)
-ROWS4_FORMAT(q5_k, k, K_Q5)
-ROWS4_FORMAT(q6_k, k, K_Q6)
-ROWS4_FORMAT(q2_k, k, K_Q2)
+TILE4_FORMAT(q4_k, k, K_Q4)
+TILE4_FORMAT(q5_k, k, K_Q5)
+TILE4_FORMAT(q6_k, k, K_Q6)
+TILE4_FORMAT(q2_k, k, K_Q2)
 
 static const lean_kernels table = {
     .name = "relaxed",

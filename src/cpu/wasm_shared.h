@@ -105,6 +105,19 @@ INLINE void legacy_raw(int f, const uint8_t *b, v128_t *lo, v128_t *hi) {
 /* The offset a legacy format's raw quants carry (z: weight = (q - z) d). */
 INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0; }
 
+/* family_tile4(f, nt, ...) over family_tile4_n with the tile's token count as the constant NT
+ * (1 .. LEAN_TILE_TOKENS), so that its sum[] are wasm locals, not linear memory */
+#define TILE4_BY_NT(family)                                                                          \
+    INLINE void family##_tile4(int f, int32_t nt, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x,  \
+                               size_t xrb, float *y, int64_t ldy) {                                  \
+        switch (nt) {                                                                                \
+        case 1: family##_tile4_n(f, 1, cols, w, wrb, x, xrb, y, ldy); break;                         \
+        case 2: family##_tile4_n(f, 2, cols, w, wrb, x, xrb, y, ldy); break;                         \
+        case 3: family##_tile4_n(f, 3, cols, w, wrb, x, xrb, y, ldy); break;                         \
+        default: family##_tile4_n(f, 4, cols, w, wrb, x, xrb, y, ldy); break;                        \
+        }                                                                                            \
+    }
+
 /* Rows r .. r + 3 of a legacy format x NT tokens (token j's activation row at x + j xrb) ->
  * y[j ldy + 0..3]: each block's quants prepared once for the NT tokens, the four rows' integer
  * block sums reduced together (hsum4_i32) and lean_legacy_step's float operations done in
@@ -142,19 +155,11 @@ INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
         }                                                                                            \
         for (int j = 0; j < NT; j++) wasm_v128_store(y + j * ldy, sum[j]);                           \
     }                                                                                                \
-    /* NT a constant (the switch), so that sum[] are wasm locals, not linear memory */               \
-    INLINE void legacy_tile4(int f, int32_t nt, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x,    \
-                             size_t xrb, float *y, int64_t ldy) {                                    \
-        switch (nt) {                                                                                \
-        case 1: legacy_tile4_n(f, 1, cols, w, wrb, x, xrb, y, ldy); break;                           \
-        case 2: legacy_tile4_n(f, 2, cols, w, wrb, x, xrb, y, ldy); break;                           \
-        case 3: legacy_tile4_n(f, 3, cols, w, wrb, x, xrb, y, ldy); break;                           \
-        default: legacy_tile4_n(f, 4, cols, w, wrb, x, xrb, y, ldy); break;                          \
-        }                                                                                            \
-    }
+    TILE4_BY_NT(legacy)
 
-/* A legacy format's tile_<fmt> and matmul_<fmt> (TILED_TABLE's LEGACY): rows four at a time
- * against every tile of tokens (legacy_tile4), the rows left over through legacy_tile. */
+/* A quantized format's tile_<fmt> and matmul_<fmt> (TILED_TABLE's LEGACY and KQUANT): rows
+ * four at a time against every tile of tokens (family_tile4), the rows left over through
+ * family_tile. */
 #define TILE4_FORMAT(fmt, family, which)                                                             \
     static void tile_##fmt(TILE_ARGS) { family##_tile(which, TILE_PASS); }                          \
     static void matmul_##fmt(LEAN_MATMUL_ARGS) {                                                     \
@@ -164,18 +169,6 @@ INLINE int legacy_offset(int f) { return f == L_Q4_0 ? 8 : f == L_Q5_0 ? 16 : 0;
                                (const uint8_t *)w + (size_t)r0 * w_row_bytes, w_row_bytes,           \
                                (const uint8_t *)x + (size_t)t * x_row_bytes, x_row_bytes,            \
                                y + (int64_t)t * y_row_elems + r0, y_row_elems);                      \
-        lean_matmul_tiles(tile_##fmt, MATMUL_PASS);                                                  \
-    }
-
-/* A K-quant format's tile_<fmt> and matmul_<fmt> (wasm_relaxed.c's K-quant entries):
- * one token four rows at a time (family_rows4), the rows left over and every tile of tokens
- * through family_tile. */
-#define ROWS4_FORMAT(fmt, family, which)                                                             \
-    static void tile_##fmt(TILE_ARGS) { family##_tile(which, TILE_PASS); }                          \
-    static void matmul_##fmt(LEAN_MATMUL_ARGS) {                                                     \
-        if (n_tok == 1)                                                                              \
-            for (; r0 + 4 <= r1; r0 += 4)                                                            \
-                family##_rows4(which, cols, (const uint8_t *)w + (size_t)r0 * w_row_bytes, w_row_bytes, x, y + r0); \
         lean_matmul_tiles(tile_##fmt, MATMUL_PASS);                                                  \
     }
 
@@ -245,5 +238,14 @@ INLINE void q2_mins16(const uint8_t *b, v128_t m[2]) {
 
 /* sub-block s's scale: Q2_K the scale byte's low nibble, Q3_K get_scale_q3_k (formats_layout.h) */
 INLINE int k23_scale(int f, const uint8_t *b, int s) { return f == K_Q2 ? b[s] & 0x0f : get_scale_q3_k(s, b + 96); }
+
+/* sum + 4 rows' super-blocks (lanes) with a token's (d_x): lean_k_step's operations, a row a
+ * lane (dw, mw: the rows' d and dmin; is, ms: their isum and msum) */
+INLINE v128_t k_step4(int f, v128_t sum, v128_t dw, v128_t mw, float d_x, v128_t is, v128_t ms) {
+    const v128_t dx = wasm_f32x4_splat(d_x);
+    v128_t t = wasm_f32x4_mul(wasm_f32x4_mul(dw, dx), wasm_f32x4_convert_i32x4(is));
+    if (k_has_min(f)) t = wasm_f32x4_sub(t, wasm_f32x4_mul(wasm_f32x4_mul(mw, dx), wasm_f32x4_convert_i32x4(ms)));
+    return wasm_f32x4_add(sum, t);
+}
 
 #endif

@@ -18,8 +18,9 @@
  * (libm's expf, from the generic table) and the activation quantizer (quant_act.c's, also
  * generic's) — lean_kernels_select fills them.
  *
- * Integer block sums: the weights are unpacked once per row and tile of tokens into int16
- * lanes in element order, the format's offset subtracted (Q4_0 q - 8, Q5_0 q - 16, Q6_K q - 32)
+ * Integer block sums: the weights are unpacked once per row (K-quants: four rows, k_tile4) and
+ * tile of tokens into int16 lanes in element order, the format's offset subtracted (Q4_0 q - 8,
+ * Q5_0 q - 16, Q6_K q - 32)
  * and, for the K-quants, the sub-block scale multiplied in (|q sc| <= 31 * 63 (Q5_K),
  * 32 * 128 (Q6_K), 4 * 32 (Q3_K): int16); each token's int8 activations are widened to int16 and
  * i32x4.dot_i16x8_s sums the products in pairs into 4 int32 lanes (|sum| < 2^27 per
@@ -322,16 +323,19 @@ INLINE int32_t k_msum(const kblock *u, const lean_q8_k *a) {
     return hsum_i32(wasm_i32x4_add(wasm_i32x4_dot_i16x8(u->m16[0], bs0), wasm_i32x4_dot_i16x8(u->m16[1], bs1)));
 }
 
+INLINE void k_unpack(int f, const uint8_t *blk, kblock *u) {
+    if (f == K_Q6) k6_unpack(blk, u);
+    else if (f == K_Q2 || f == K_Q3) k23_unpack(f, blk, u);
+    else k45_unpack(f, blk, u);
+}
+
 /* NT a constant, as legacy_tile_n */
 INLINE void k_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_t *x, size_t xrb, float *y,
                      int64_t ldy) {
     float sum[LEAN_TILE_TOKENS] = {0};
     for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
         kblock u;
-        const uint8_t *blk = w + (size_t)b * kblock_bytes[f];
-        if (f == K_Q6) k6_unpack(blk, &u);
-        else if (f == K_Q2 || f == K_Q3) k23_unpack(f, blk, &u);
-        else k45_unpack(f, blk, &u);
+        k_unpack(f, w + (size_t)b * kblock_bytes[f], &u);
         for (int j = 0; j < NT; j++) {
             const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
             const int32_t isum = dot_q_a(u.q, a->qs, 16);
@@ -343,6 +347,45 @@ INLINE void k_tile_n(int f, int NT, int64_t cols, const uint8_t *w, const uint8_
 }
 
 INLINE void k_tile(int f, TILE_ARGS) { BY_NT(k_tile_n); }
+
+/* Rows r .. r + 3 x NT tokens -> y[j ldy + 0..3] (TILE4_FORMAT's k_tile4), as legacy_tile4:
+ * the four rows' super-blocks unpacked once for the NT tokens, each token's activations
+ * widened once for the four rows, their sums reduced together and lean_k_step in lanes
+ * (k_step4) */
+INLINE void k_tile4_n(int f, int NT, int64_t cols, const uint8_t *w, size_t wrb, const uint8_t *x, size_t xrb,
+                      float *y, int64_t ldy) {
+    v128_t sum[LEAN_TILE_TOKENS];
+    for (int j = 0; j < NT; j++) sum[j] = wasm_f32x4_splat(0.0f);
+    for (int64_t b = 0; b < cols / LEAN_QK_K; b++) {
+        kblock u[4];
+        for (int k = 0; k < 4; k++) k_unpack(f, w + k * wrb + (size_t)b * kblock_bytes[f], &u[k]);
+        const v128_t dw = wasm_f32x4_make(u[0].d, u[1].d, u[2].d, u[3].d);
+        const v128_t mw = wasm_f32x4_make(u[0].dmin, u[1].dmin, u[2].dmin, u[3].dmin);
+        for (int j = 0; j < NT; j++) {
+            const lean_q8_k *a = (const lean_q8_k *)(x + (size_t)j * xrb) + b;
+            v128_t s[4], m[4];
+            for (int k = 0; k < 4; k++) s[k] = wasm_i32x4_splat(0);
+            for (int c = 0; c < 16; c++) {
+                v128_t xa[2];
+                widen(xa, wasm_v128_load(a->qs + 16 * c));
+                for (int k = 0; k < 4; k++)
+                    s[k] = wasm_i32x4_add(s[k], wasm_i32x4_add(wasm_i32x4_dot_i16x8(u[k].q[2 * c], xa[0]),
+                                                               wasm_i32x4_dot_i16x8(u[k].q[2 * c + 1], xa[1])));
+            }
+            v128_t ms = wasm_i32x4_splat(0);
+            if (k_has_min(f)) {
+                const v128_t bs0 = wasm_v128_load(a->bsums), bs1 = wasm_v128_load(a->bsums + 8);
+                for (int k = 0; k < 4; k++)
+                    m[k] = wasm_i32x4_add(wasm_i32x4_dot_i16x8(u[k].m16[0], bs0), wasm_i32x4_dot_i16x8(u[k].m16[1], bs1));
+                ms = hsum4_i32(m);
+            }
+            sum[j] = k_step4(f, sum[j], dw, mw, a->d, hsum4_i32(s), ms);
+        }
+    }
+    for (int j = 0; j < NT; j++) wasm_v128_store(y + j * ldy, sum[j]);
+}
+
+TILE4_BY_NT(k)
 
 /* ---- exact: F32 activations (kernels.h "exact") ----
  * The generic exact kernel's operations in its order, so its bits: each weight is the
@@ -458,7 +501,7 @@ static void attn_accum(float *o, float c, const float *v, int64_t v_row_elems, c
 
 /* ---- table ---- */
 
-TILED_TABLE("simd128", lean_kernels_simd128, TILE4_FORMAT, TILED_QFORMAT)
+TILED_TABLE("simd128", lean_kernels_simd128, TILE4_FORMAT, TILE4_FORMAT)
 
 #else /* not wasm32 with simd128 */
 
