@@ -85,7 +85,8 @@ typedef struct gpu_batch {
  * decode's, so those rows' logits are close to, not the bits of, the sequence decoded alone;
  * a row's result depends on whether its pass has this many rows, not on which rows share it or
  * where it sits (the kernel's order is a function of the shape: matmul.c's tile_ksplit). Fewer
- * rows stay on matmul_vec, faster there; the exact path keeps decode's bits at any count. docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
+ * rows stay on matmul_vec, faster there; the exact path keeps decode's bits at any count.
+ * docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
 enum { BATCH_TILED_ROWS = 12 };
 static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
 
