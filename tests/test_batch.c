@@ -743,12 +743,14 @@ static void test_gpu_lost(void) {
 }
 
 /* A wide pass (the other GPU checks pass at most 5 rows): W_SEQ sequences, a row count no
- * power of two divides, at their own positions, two batched steps. Exact: every row the bits of
- * its twin decoded alone. Otherwise the pass is past BATCH_TILED_ROWS (forward_batch.c), so its
- * FFN runs prefill's tiled kernel: every row the bits of its twin in a pass of the same
+ * power of two divides, at their own positions, then the first W_NARROW of them a step further.
+ * Exact: every row the bits of its twin decoded alone. Otherwise the first pass is past
+ * BATCH_TILED_ROWS and the second past BATCH_TILED_LOGITS only (forward_batch.c), so their
+ * matmuls run prefill's tiled kernel: every row the bits of its twin in a pass of the same
  * sequences in the reverse order (a row does not depend on its place or neighbours), and close
  * to the sequence decoded alone (solo). */
 #define W_SEQ 19
+#define W_NARROW 6
 static void test_gpu_wide(const lean_model *m, int32_t V, bool exact, const char *run) {
     char what[160];
     snprintf(what, sizeof what, "%s, the pass %s", run, exact ? "exact" : "off the exact path");
@@ -771,20 +773,20 @@ static void test_gpu_wide(const lean_model *m, int32_t V, bool exact, const char
             ok = lean_ctx_create(m, &cp, &solo[s], &err) == LEAN_OK &&
                  lean_prefill(solo[s], ids, 1 + s % 4, NULL, &err) == LEAN_OK;
     }
-    for (int s = 0; s < W_SEQ; s++) rev[s] = twin[W_SEQ - 1 - s];
     for (int k = 0; ok && k < 2; k++) {
+        const int n = k == 0 ? W_SEQ : W_NARROW;
         int32_t ids[W_SEQ], rids[W_SEQ];
-        for (int s = 0; s < W_SEQ; s++) ids[s] = id_at(s, k, V), rids[W_SEQ - 1 - s] = ids[s];
-        ok = lean_decode_batch(c, ids, W_SEQ, got, &err) == LEAN_OK;
-        if (ok && !exact) ok = lean_decode_batch(rev, rids, W_SEQ, want, &err) == LEAN_OK;
-        for (int s = 0; ok && s < W_SEQ; s++, rows++) {
+        for (int s = 0; s < n; s++) ids[s] = id_at(s, k, V), rids[n - 1 - s] = ids[s], rev[s] = twin[n - 1 - s];
+        ok = lean_decode_batch(c, ids, n, got, &err) == LEAN_OK;
+        if (ok && !exact) ok = lean_decode_batch(rev, rids, n, want, &err) == LEAN_OK;
+        for (int s = 0; ok && s < n; s++, rows++) {
             const float *row = got + (size_t)s * (size_t)V;
             if (exact) {
                 ok = lean_decode(twin[s], ids[s], want, &err) == LEAN_OK;
                 mismatches += ok && memcmp(row, want, sizeof(float) * (size_t)V) != 0;
                 continue;
             }
-            mismatches += memcmp(row, want + (size_t)(W_SEQ - 1 - s) * (size_t)V, sizeof(float) * (size_t)V) != 0;
+            mismatches += memcmp(row, want + (size_t)(n - 1 - s) * (size_t)V, sizeof(float) * (size_t)V) != 0;
             ok = lean_decode(solo[s], ids[s], sl, &err) == LEAN_OK;
             double big = 0, diff = 0;
             for (int32_t v = 0; ok && v < V; v++) {
@@ -794,15 +796,15 @@ static void test_gpu_wide(const lean_model *m, int32_t V, bool exact, const char
             if (ok && big > 0 && diff / big > worst) worst = diff / big;
         }
     }
-    CHECK(ok, "%s, %d rows: %s", what, W_SEQ, err.msg);
-    CHECK(mismatches == 0, "%s, %d rows: %d of %d batched rows are not their twin's bits%s", what, W_SEQ, mismatches,
+    CHECK(ok, "%s, %d then %d rows: %s", what, W_SEQ, W_NARROW, err.msg);
+    CHECK(mismatches == 0, "%s, %d then %d rows: %d of %d batched rows are not their twin's bits%s", what, W_SEQ, W_NARROW, mismatches,
           rows, exact ? " (decoded alone)" : " (the same sequences batched in the reverse order)");
     /* the 8-bit prefill's bound against the F32 path (test_gpu_forward): 6% of the largest logit */
-    CHECK(exact || worst <= 0.06, "%s, %d rows: a batched row's logits are %.3g of the largest off the sequence "
-          "decoded alone", what, W_SEQ, worst);
-    if (!exact) printf("%s, %d rows: batched rows within %.3g of the largest logit of alone's\n", what, W_SEQ, worst);
+    CHECK(exact || worst <= 0.06, "%s, %d then %d rows: a batched row's logits are %.3g of the largest off the sequence "
+          "decoded alone", what, W_SEQ, W_NARROW, worst);
+    if (!exact) printf("%s, %d then %d rows: batched rows within %.3g of the largest logit of alone's\n", what, W_SEQ, W_NARROW, worst);
     const int64_t led = c[0] ? lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[0])) : 0;
-    CHECK(!ok || led == rows, "%s, %d rows: %lld of %d rows went through a batched pass", what, W_SEQ, (long long)led,
+    CHECK(!ok || led == rows, "%s, %d then %d rows: %lld of %d rows went through a batched pass", what, W_SEQ, W_NARROW, (long long)led,
           rows);
     for (int s = 0; s < W_SEQ; s++) lean_ctx_free(c[s]), lean_ctx_free(twin[s]), lean_ctx_free(solo[s]);
     free(got), free(want), free(sl);

@@ -79,16 +79,22 @@ typedef struct gpu_batch {
  * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after
  * another instead (batch_each). */
 
-/* A pass of at least this many rows, off the exact path, runs the FFN's matmuls (gate, up,
- * down: those with prefill's tiled kernel) through that kernel, which reads each weight once for
- * all the rows where matmul_vec reads it once a row. Its sums run in another order than
- * decode's, so those rows' logits are close to, not the bits of, the sequence decoded alone;
- * a row's result depends on whether its pass has this many rows, not on which rows share it or
- * where it sits (the kernel's order is a function of the shape: matmul.c's tile_ksplit). Fewer
- * rows stay on matmul_vec, faster there; the exact path keeps decode's bits at any count.
- * docs/runs/2026-12-07-gpu-batch-tiled.md measured both. */
-enum { BATCH_TILED_ROWS = 12 };
+/* A pass of at least BATCH_TILED_ROWS rows, off the exact path, runs the FFN's matmuls (gate,
+ * up, down: those with prefill's tiled kernel) through that kernel, and one of at least
+ * BATCH_TILED_LOGITS rows the logits' (the pass's own, made with a tiled pipeline for its rows):
+ * the kernel reads each weight once for all the rows where matmul_vec reads it once a row. Its
+ * sums run in another order than decode's, so those rows' logits are close to, not the bits of,
+ * the sequence decoded alone; a row's result depends on how many rows its pass has, not on which
+ * rows share it or where it sits (the kernel's order is a function of the shape: matmul.c's
+ * tile_ksplit). Fewer rows stay on matmul_vec, faster there, and so do Q, K, V and Wo at any
+ * count (tiled, they were slower); the exact path keeps decode's bits at any count.
+ * docs/runs/2026-12-07-gpu-batch-tiled.md and docs/runs/2026-12-07-gpu-batch-logits.md measured
+ * them. */
+enum { BATCH_TILED_ROWS = 12, BATCH_TILED_LOGITS = 4 };
 static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
+static bool batch_tiled_logits(const lean_backend_state *s0, int32_t n) {
+    return !s0->exact && n >= BATCH_TILED_LOGITS;
+}
 
 static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
     for (int32_t il = 0; p->layers && il < n_layer; il++) gpu_attention_rows_free(&p->layers[il]);
@@ -180,8 +186,9 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
             st = lean_gpu_buf_create(s->g, 4 * (uint64_t)n * n_vocab, LEAN_GPU_READBACK, "batch logits read-back",
                                      &b->logits_rb, err);
         if (!st)
-            st = gpu_matmul_create_rows(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n,
-                                        &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits}, &b->mm_out, err);
+            st = gpu_matmul_create(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n, s->step,
+                                   &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits, .part = s->part},
+                                   &b->mm_out, err);
         if (!st) b->rows = n;
     }
     if (st) gpu_batch_free(s);
@@ -339,7 +346,7 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
     if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
     /* the tiled kernels read the leader's step uniform (its next forward writes it again) */
-    if (!st && batch_tiled(s0, n)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
+    if (!st && batch_tiled_logits(s0, n)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
     if (!st) st = batch_group(s0, s, pos, n, &gr, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
@@ -349,7 +356,8 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
     const uint64_t bytes = (uint64_t)n * (uint64_t)s0->m->hp.n_vocab * 4;
     if (logits) {
         gpu_op_record(c, &b->norm_out, n);
-        gpu_matmul_record_rows(c, b->mm_out, n);
+        if (batch_tiled_logits(s0, n)) gpu_matmul_record(c, b->mm_out, n);
+        else gpu_matmul_record_rows(c, b->mm_out, n);
         lean_gpu_copy(c, b->logits, 0, b->logits_rb, 0, bytes);
     }
     st = lean_gpu_submit_step(c, err);
@@ -478,7 +486,7 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
     uint32_t step[4];
     gpu_step_words(d, 0, step);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    if (!st && batch_tiled(s0, d)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
+    if (!st && batch_tiled_logits(s0, d)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
     if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
     for (int32_t k = 0; !st && k < m; k++) {
         gpu_gen *G = &r[k]->gen;
@@ -497,7 +505,8 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
         gpu_get_rows_record(c, b->embed_drawn, d);
         for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, d, il);
         gpu_op_record(c, &b->norm_out, d);
-        gpu_matmul_record_rows(c, b->mm_out, d);
+        if (batch_tiled_logits(s0, d)) gpu_matmul_record(c, b->mm_out, d);
+        else gpu_matmul_record_rows(c, b->mm_out, d);
         for (int32_t j = 0; j < d; j++)
             if (!in_draw[j]) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
         if (drawing) gpu_sampler_rows_record(c, b->draw, d);
