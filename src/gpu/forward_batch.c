@@ -90,7 +90,7 @@ typedef struct gpu_batch {
  * count (tiled, they were slower); the exact path keeps decode's bits at any count.
  * docs/runs/2026-12-07-gpu-batch-tiled.md and docs/runs/2026-12-07-gpu-batch-logits.md measured
  * them. */
-enum { BATCH_TILED_ROWS = 12, BATCH_TILED_LOGITS = 4 };
+enum { BATCH_TILED_ROWS = 12, BATCH_TILED_LOGITS = 2 };
 static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
 static bool batch_tiled_logits(const lean_backend_state *s0, int32_t n) {
     return !s0->exact && n >= BATCH_TILED_LOGITS;
