@@ -425,7 +425,7 @@ async function unsizedChecks(page, t) {
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
 // the demo model offered first; a missing model's 404, a picked file that is not GGUF and a
-// download cut short shown in the page; the chat model by URL on the GPU, one greedy message
+// download cut short (sized, and chunked with no Content-Length) shown in the page; the chat model by URL on the GPU, one greedy message
 // sent with Enter, the reply shown, a screenshot; the reply equals lean chat's, as the API's
 // does; at a phone's width the page fits, no sideways scrolling; then pageTurnChecks and
 // pageBiasChecks.
@@ -498,16 +498,19 @@ async function pageCheck(browser, name, url, ref) {
         check(/huge-f32\.gguf/.test(error ?? '') && /'auto' passes over the GPU: the only adapter is a software one|storage binding limit/.test(error ?? '') &&
               WASM_TOO.test(error ?? '') && hugeAuto === 'empty', `${name} page: a model too big for both under 'auto' shows '${error}'`,
               `error ${JSON.stringify(error)}, state ${hugeAuto}`);
-        // a download cut short (serve_web.mjs --cut: the whole Content-Length, half the bytes):
-        // lean's reason shown, no model
-        await page.goto(`${url}index.html?model=${encodeURIComponent(model.replace('/browser-models/', '/cut/'))}&backend=gpu`);
-        await page.waitForSelector('#load');
-        await page.click('#load');
-        await page.waitForFunction(ready, { timeout: STEP_MS });
-        error = await errorText();
-        const cut = await page.$eval('#app', (el) => el.dataset.state);
-        check(/truncated download/.test(error ?? '') && cut === 'empty', `${name} page: a download cut short shows '${error}'`,
-              `error ${JSON.stringify(error)}, state ${cut}`);
+        // a download cut short (serve_web.mjs --cut: the whole Content-Length, half the bytes;
+        // --chunked-cut: no Content-Length, the size then the GGUF header's): lean's reason
+        // shown, no model
+        for (const [mount, how] of [['/cut/', 'sized'], ['/chunked-cut/', 'chunked, its size unknown']]) {
+            await page.goto(`${url}index.html?model=${encodeURIComponent(model.replace('/browser-models/', mount))}&backend=gpu`);
+            await page.waitForSelector('#load');
+            await page.click('#load');
+            await page.waitForFunction(ready, { timeout: STEP_MS });
+            error = await errorText();
+            const cut = await page.$eval('#app', (el) => el.dataset.state);
+            check(/truncated download/.test(error ?? '') && cut === 'empty', `${name} page: a download cut short (${how}) shows '${error}'`,
+                  `error ${JSON.stringify(error)}, state ${cut}`);
+        }
         await page.goto(`${url}index.html?model=${encodeURIComponent(model)}&backend=gpu`);
         await page.waitForSelector('#load');
         await page.click('#load');
