@@ -776,7 +776,8 @@ static void test_gpu_wide(const lean_model *m, int32_t V, bool exact, const char
     for (int k = 0; ok && k < 2; k++) {
         const int n = k == 0 ? W_SEQ : W_NARROW;
         int32_t ids[W_SEQ], rids[W_SEQ];
-        for (int s = 0; s < n; s++) ids[s] = id_at(s, k, V), rids[n - 1 - s] = ids[s], rev[s] = twin[n - 1 - s];
+        for (int s = 0; s < n; s++)
+            ids[s] = id_at(s, k, V), rids[n - 1 - s] = ids[s], rev[s] = twin[n - 1 - s];
         ok = lean_decode_batch(c, ids, n, got, &err) == LEAN_OK;
         if (ok && !exact) ok = lean_decode_batch(rev, rids, n, want, &err) == LEAN_OK;
         for (int s = 0; ok && s < n; s++, rows++) {
@@ -797,15 +798,17 @@ static void test_gpu_wide(const lean_model *m, int32_t V, bool exact, const char
         }
     }
     CHECK(ok, "%s, %d then %d rows: %s", what, W_SEQ, W_NARROW, err.msg);
-    CHECK(mismatches == 0, "%s, %d then %d rows: %d of %d batched rows are not their twin's bits%s", what, W_SEQ, W_NARROW, mismatches,
-          rows, exact ? " (decoded alone)" : " (the same sequences batched in the reverse order)");
+    CHECK(mismatches == 0, "%s, %d then %d rows: %d of %d batched rows are not their twin's bits%s", what, W_SEQ,
+          W_NARROW, mismatches, rows, exact ? " (decoded alone)" : " (the same sequences batched in the reverse order)");
     /* the 8-bit prefill's bound against the F32 path (test_gpu_forward): 6% of the largest logit */
     CHECK(exact || worst <= 0.06, "%s, %d then %d rows: a batched row's logits are %.3g of the largest off the sequence "
           "decoded alone", what, W_SEQ, W_NARROW, worst);
-    if (!exact) printf("%s, %d then %d rows: batched rows within %.3g of the largest logit of alone's\n", what, W_SEQ, W_NARROW, worst);
+    if (!exact)
+        printf("%s, %d then %d rows: batched rows within %.3g of the largest logit of alone's\n", what, W_SEQ, W_NARROW,
+               worst);
     const int64_t led = c[0] ? lean_backend_gpu_batch_rows(lean_ctx_backend_state(c[0])) : 0;
-    CHECK(!ok || led == rows, "%s, %d then %d rows: %lld of %d rows went through a batched pass", what, W_SEQ, W_NARROW, (long long)led,
-          rows);
+    CHECK(!ok || led == rows, "%s, %d then %d rows: %lld of %d rows went through a batched pass", what, W_SEQ,
+          W_NARROW, (long long)led, rows);
     for (int s = 0; s < W_SEQ; s++) lean_ctx_free(c[s]), lean_ctx_free(twin[s]), lean_ctx_free(solo[s]);
     free(got), free(want), free(sl);
 }

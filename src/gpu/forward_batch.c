@@ -95,6 +95,14 @@ static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->e
 static bool batch_tiled_logits(const lean_backend_state *s0, int32_t n) {
     return !s0->exact && n >= BATCH_TILED_LOGITS;
 }
+/* so a pass writes the leader's step uniform (which the tiled kernels read) where its logits are tiled */
+_Static_assert(BATCH_TILED_LOGITS <= BATCH_TILED_ROWS, "a pass tiling its FFN tiles its logits");
+
+/* The pass's logits over its n rows (xn -> b->logits). */
+static void batch_logits_record(lean_gpu_cmd *c, const lean_backend_state *s0, int32_t n) {
+    if (batch_tiled_logits(s0, n)) gpu_matmul_record(c, s0->batch->mm_out, n);
+    else gpu_matmul_record_rows(c, s0->batch->mm_out, n);
+}
 
 static void batch_page_free(gpu_batch_page *p, int32_t n_layer) {
     for (int32_t il = 0; p->layers && il < n_layer; il++) gpu_attention_rows_free(&p->layers[il]);
@@ -356,8 +364,7 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
     const uint64_t bytes = (uint64_t)n * (uint64_t)s0->m->hp.n_vocab * 4;
     if (logits) {
         gpu_op_record(c, &b->norm_out, n);
-        if (batch_tiled_logits(s0, n)) gpu_matmul_record(c, b->mm_out, n);
-        else gpu_matmul_record_rows(c, b->mm_out, n);
+        batch_logits_record(c, s0, n);
         lean_gpu_copy(c, b->logits, 0, b->logits_rb, 0, bytes);
     }
     st = lean_gpu_submit_step(c, err);
@@ -505,8 +512,7 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
         gpu_get_rows_record(c, b->embed_drawn, d);
         for (int32_t il = 0; il < s0->m->hp.n_layer; il++) record_batch_layer(c, s0, &gr, d, il);
         gpu_op_record(c, &b->norm_out, d);
-        if (batch_tiled_logits(s0, d)) gpu_matmul_record(c, b->mm_out, d);
-        else gpu_matmul_record_rows(c, b->mm_out, d);
+        batch_logits_record(c, s0, d);
         for (int32_t j = 0; j < d; j++)
             if (!in_draw[j]) lean_gpu_copy(c, b->logits, (uint64_t)j * row_bytes, ds[j]->logits, 0, row_bytes);
         if (drawing) gpu_sampler_rows_record(c, b->draw, d);

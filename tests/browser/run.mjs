@@ -425,10 +425,10 @@ async function unsizedChecks(page, t) {
 
 // The chat page, through its own controls (the ids chat.js lists as the tests' contract):
 // the demo model offered first; a missing model's 404, a picked file that is not GGUF and a
-// download cut short (sized, and chunked with no Content-Length) shown in the page; the chat model by URL on the GPU, one greedy message
-// sent with Enter, the reply shown, a screenshot; the reply equals lean chat's, as the API's
-// does; at a phone's width the page fits, no sideways scrolling; then pageTurnChecks and
-// pageBiasChecks.
+// download cut short (sized, and chunked with no Content-Length) shown in the page; the chat
+// model by URL on the GPU, one greedy message sent with Enter, the reply shown, a screenshot;
+// the reply equals lean chat's, as the API's does; at a phone's width the page fits, no
+// sideways scrolling; then pageTurnChecks and pageBiasChecks.
 async function pageCheck(browser, name, url, ref) {
     const page = await browser.newPage();
     const model = `/browser-models/${CHAT_MODEL.split('/').pop()}`;
