@@ -226,8 +226,36 @@ lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *er
         const int i = QKV_ORDER[k];
         const gpu_mm_out out = qkv_out(s, W, k, NULL);
         const int32_t rows = gpu_matmul_rows_fit(&W->w[i]) ? s->n_batch : 1;
-        if (L->mm[i] && !L->lora_mm[i]) st = gpu_matmul_create_rows(s->g, &W->w[i], rows, &in, &out, &L->lora_mm[i], err);
+        if (L->mm[i] && !L->lora_mm[i])
+            st = gpu_matmul_create_rows(s->g, &W->w[i], rows, NULL, &in, &out, &L->lora_mm[i], err);
     }
+    return st;
+}
+
+lean_status gpu_make_batch_matmuls(lean_backend_state *s, int32_t il, int32_t rows, lean_gpu_buf *uniform,
+                                   lean_gpu_buf *att, gpu_matmul **mm, lean_error *err) {
+    const gpu_layer_weights *W = &s->bm->layers[il];
+    const gpu_mm_in xn = {.x = s->xn};
+    lean_status st = LEAN_OK;
+    for (int k = 0; !st && k < 4; k++) {
+        const int i = QKV_ORDER[k];
+        const gpu_mm_out out = qkv_out(s, W, k, NULL);
+        if (W->w[i].buf) st = gpu_matmul_create_rows(s->g, &W->w[i], rows, uniform, &xn, &out, &mm[i], err);
+    }
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
+    if (!st) st = gpu_matmul_create_rows(s->g, &W->w[W_O], rows, uniform, &(gpu_mm_in){.x = att}, &residual, &mm[W_O], err);
+    if (!st && W->w[W_GATE_UP].buf) {
+        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
+        st = gpu_matmul_create_rows(s->g, &W->w[W_GATE_UP], rows, uniform, &xn, &out, &mm[W_GATE_UP], err);
+    } else if (!st) {
+        st = gpu_matmul_create_rows(s->g, &W->w[W_GATE], rows, uniform, &xn, &(gpu_mm_out){.y = s->gate}, &mm[W_GATE],
+                                    err);
+        if (!st)
+            st = gpu_matmul_create_rows(s->g, &W->w[W_UP], rows, uniform, &xn, &(gpu_mm_out){.y = s->up}, &mm[W_UP], err);
+    }
+    if (!st)
+        st = gpu_matmul_create_rows(s->g, &W->w[W_DOWN], rows, uniform, &(gpu_mm_in){.x = s->gate}, &residual,
+                                    &mm[W_DOWN], err);
     return st;
 }
 

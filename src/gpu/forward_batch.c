@@ -49,7 +49,7 @@ typedef struct gpu_batch {
     gpu_op norm_out;         /* x -> xn, every row: the final norm */
     int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
     lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
-    gpu_matmul **wo;         /* n_layer: x += Wo att over the rows of att */
+    gpu_matmul **mm;         /* n_layer x N_MATRICES: the layers' matrices over the rows (gpu_make_batch_matmuls) */
     gpu_batch_page *pages;   /* n_pages, one per KV page its rows have lain in (live ones) */
     int32_t n_pages;
     int32_t rows;            /* what mm_out and the logits hold */
@@ -64,8 +64,10 @@ typedef struct gpu_batch {
 /* ---- batch ----
  * lean_decode_batch's pass over n sequences, one token each (backend.h's forward_batch), led by
  * s[0]: rows 0 .. n - 1 of its x, xn, qkv, gate and up hold the n sequences' tokens, and every
- * matmul runs the one-token kernel over the n rows (gpu_matmul_record_rows: each row's bits
- * decode's, one dispatch a matrix for all the rows). A sequence's cache is its slot of the
+ * matmul runs the one-token kernel over the n rows (the pass's own matmuls,
+ * gpu_make_batch_matmuls: one dispatch a matrix for all the rows, each weight chunk loaded once
+ * for several rows, each row's bits decode's). Their inputs are plain, so the pass runs the two
+ * RMSNorms as dispatches (decode fuses them into its matmuls: the same bits). A sequence's cache is its slot of the
  * model's KV pool (kvpool.h), so per layer and per KV page the rows' caches lie in, one qkv_post
  * and one attention dispatch (and a merge past GPU_ATTN_MIN_CHUNK keys) take every row of the
  * page at its own position in its own slot (gpu_attention_rows: the positions and slots in a
@@ -73,8 +75,8 @@ typedef struct gpu_batch {
  * is then its decode dispatches over the rows plus 2 (3) a page; rows made together lie in few
  * pages (kvpool.h's growth rule: 32 contexts, 6), in one where they were made with
  * lean_ctx_params.n_seq (lean serve --parallel, lean bench --streams). The logits of every row come back in one copy
- * and one map. Decode's q|k|v epilogue writes one position, so the pass has Q, K, V matmuls
- * without it (gpu_make_plain_qkv) and runs qkv_post, the same expressions (matmul_out.wgsl). A model
+ * and one map. Decode's q|k|v epilogue writes one position, so the pass's Q, K, V matmuls have
+ * none, and it runs qkv_post, the same expressions (matmul_out.wgsl). A model
  * whose rows do not start on a vec4 (gpu_matmul_rows_fit), or whose logits of n rows pass a
  * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after
  * another instead (batch_each). */
@@ -123,8 +125,8 @@ void gpu_batch_free(lean_backend_state *s) {
     const int32_t n_layer = s->m->hp.n_layer;
     for (int32_t i = 0; i < b->n_pages; i++) batch_page_free(&b->pages[i], n_layer);
     lean_free(b->pages);
-    for (int32_t il = 0; b->wo && il < n_layer; il++) gpu_matmul_free(b->wo[il]);
-    lean_free(b->wo);
+    for (int32_t i = 0; b->mm && i < n_layer * N_MATRICES; i++) gpu_matmul_free(b->mm[i]);
+    lean_free(b->mm);
     gpu_get_rows_free(b->embed);
     gpu_get_rows_free(b->embed_drawn);
     gpu_op_free(&b->norm_out);
@@ -161,8 +163,8 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
         gpu_batch *b = s->batch = lean_calloc(1, sizeof *b);
         if (!b) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's kernels");
         b->rows_max = s->n_batch < GPU_KV_PAGE_SLOTS ? s->n_batch : GPU_KV_PAGE_SLOTS;
-        b->wo = lean_calloc((size_t)n_layer, sizeof *b->wo);
-        if (!b->wo) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's %d layers", n_layer);
+        b->mm = lean_calloc((size_t)n_layer * N_MATRICES, sizeof *b->mm);
+        if (!b->mm) st = LEAN_FAIL(err, LEAN_ERR_NOMEM, "gpu: the batched pass's %d layers", n_layer);
         if (!st) st = lean_gpu_buf_create(s->g, 16, LEAN_GPU_UNIFORM, "batch step", &b->step, err);
         if (!st) st = gpu_get_rows_create(s->g, &bm->tok_embd, s->n_batch, b->step, s->ids, s->x, &b->embed, err);
         if (!st) st = gpu_new_buf(s, (uint64_t)b->rows_max, 1, "batch drawn ids", &b->drawn, err);
@@ -173,12 +175,8 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
                                     &b->norm_out, err);
         if (!st)
             st = gpu_new_buf(s, gpu_attention_rows_out_floats(&m->hp, b->rows_max), 1, "batch attention", &b->att, err);
-        const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
         for (int32_t il = 0; !st && il < n_layer; il++)
-            st = gpu_matmul_create_rows(s->g, &bm->layers[il].w[W_O], b->rows_max, &(gpu_mm_in){.x = b->att},
-                                        &residual, &b->wo[il], err);
-        for (int32_t il = 0; !st && il < n_layer; il++)
-            if (s->layers[il].kv_in_matmul) st = gpu_make_plain_qkv(s, il, err);
+            st = gpu_make_batch_matmuls(s, il, b->rows_max, b->step, b->att, &b->mm[il * N_MATRICES], err);
     }
     gpu_batch *b = s->batch;
     if (!st && b->rows < n) {
@@ -286,25 +284,26 @@ static lean_status batch_group(lean_backend_state *lead, lean_backend_state *con
 static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, const batch_groups *gr, int32_t n,
                                int32_t il) {
     const gpu_layer *L = &s0->layers[il];
-    const bool tiled = batch_tiled(s0, n); /* then the FFN's matmuls read xn, which a normed matmul_vec skips */
-    void (*ffn)(lean_gpu_cmd *, const gpu_matmul *, int32_t) = tiled ? gpu_matmul_record : gpu_matmul_record_rows;
-    if (!L->norm_in_matmul) gpu_op_record(c, &L->norm_attn, n);
-    for (int k = 0; k < 4; k++) {
-        const gpu_matmul *mm = L->kv_in_matmul ? L->lora_mm[QKV_ORDER[k]] : L->mm[QKV_ORDER[k]];
-        if (mm) gpu_matmul_record_rows(c, mm, n);
-    }
+    gpu_matmul *const *mm = &s0->batch->mm[il * N_MATRICES];
+    gpu_op_record(c, &L->norm_attn, n);
+    for (int k = 0; k < 4; k++)
+        if (mm[QKV_ORDER[k]]) gpu_matmul_record_rows(c, mm[QKV_ORDER[k]], n);
     for (int32_t g = 0; g < gr->count; g++)
         gpu_attention_rows_record(c, &gr->page[g]->layers[il], gr->n[g], gr->max_pos[g]);
-    gpu_matmul_record_rows(c, s0->batch->wo[il], n);
-    if (!L->norm_in_matmul || tiled) gpu_op_record(c, &L->norm_ffn, n);
-    if (L->mm[W_GATE_UP]) {
-        ffn(c, L->mm[W_GATE_UP], n);
+    gpu_matmul_record_rows(c, mm[W_O], n);
+    gpu_op_record(c, &L->norm_ffn, n);
+    /* tiled: prefill's matmuls, whose tiled kernel reads xn */
+    const bool tiled = batch_tiled(s0, n);
+    gpu_matmul *const *ffn = tiled ? L->mm : mm;
+    void (*record)(lean_gpu_cmd *, const gpu_matmul *, int32_t) = tiled ? gpu_matmul_record : gpu_matmul_record_rows;
+    if (ffn[W_GATE_UP]) {
+        record(c, ffn[W_GATE_UP], n);
     } else {
-        ffn(c, L->mm[W_GATE], n);
-        ffn(c, L->mm[W_UP], n);
+        record(c, ffn[W_GATE], n);
+        record(c, ffn[W_UP], n);
         gpu_op_record(c, &L->swiglu, n);
     }
-    ffn(c, L->mm[W_DOWN], n);
+    record(c, ffn[W_DOWN], n);
 }
 
 /* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */

@@ -112,8 +112,8 @@ typedef struct gpu_layer {
     bool kv_in_matmul;   /* decode's Q, K, V matmuls do qkv_post's work (gpu_mm_kv) */
     /* What adapters on the layer need where an epilogue would read the product before they add
      * to it (forward.c's section "LoRA"; made on the first set that needs them): at QKV_ORDER's indices,
-     * decode's matmuls without the q|k|v epilogue (kv_in_matmul; gpu_make_plain_qkv, also the
-     * batched pass's), qkv_post after them; at
+     * decode's matmuls without the q|k|v epilogue (kv_in_matmul; gpu_make_plain_qkv), qkv_post
+     * after them; at
      * W_GATE_UP, the stack as a plain matmul into gu, swiglu_rows after it. */
     gpu_matmul *lora_mm[N_MATRICES];
     gpu_op swiglu_rows;
@@ -162,6 +162,12 @@ lean_status gpu_new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const cha
                         lean_error *err);
 /* Layer il's Q, K, V matmuls without decode's q|k|v epilogue (into lora_mm, made once). */
 lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *err);
+/* Layer il's matrices over up to rows rows of a batch (gpu_matmul_create_rows, uniform its rows
+ * uniform) into mm[N_MATRICES]: Q, K, V from xn into qkv's rows (no epilogue), Wo from att,
+ * gate, up from xn (into gate, up; or the stack's SwiGLU into gate), down from gate; Wo and down
+ * added to x. Every input plain: the pass runs the norms. */
+lean_status gpu_make_batch_matmuls(lean_backend_state *s, int32_t il, int32_t rows, lean_gpu_buf *uniform,
+                                   lean_gpu_buf *att, gpu_matmul **mm, lean_error *err);
 /* n tokens at pos through s's own forward pass (backend.h's forward); LEAN_PENDING in pump mode. */
 lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
                         lean_error *err);

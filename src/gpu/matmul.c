@@ -27,6 +27,9 @@
  * decode), but VEC_RPW_SHORT where a lane has at most VEC_SHORT_CPL chunks of a row: with
  * little work a workgroup, more rows share its start and its reduction. */
 enum { VEC_WG = 128, VEC_RPW = 2, VEC_RPW_SHORT = 4, VEC_SHORT_CPL = 1 };
+/* the rows of a batch a matmul_vec workgroup takes where the matmul has a rows uniform
+ * (gpu_matmul_create_rows): each weight chunk loaded once for them */
+enum { VEC_TPW = 4 };
 /* a normed matmul_vec whose lanes take several chunks: 4 outputs share a workgroup's norm */
 enum { VEC_RPW_NORMED = 4 };
 /* Prefetch (vec_prefetch): a normed matmul_vec decodes its lanes' first chunk of every row
@@ -80,6 +83,7 @@ struct gpu_matmul {
     lean_gpu_pipeline *vec, *tiled, *combine; /* tiled: NULL when max_tok is 1; combine: unless split */
     lean_gpu_bindgroup *vec_bg, *tiled_bg, *combine_bg;
     uint32_t vec_x, vec_y;   /* matmul_vec's workgroups */
+    uint32_t vec_tpw;        /* the rows of a batch a matmul_vec workgroup takes */
     uint32_t tile_x, tile_y; /* matmul_tiled's output tiles x splits (tokens tiles go in z) */
     uint32_t combine_x;      /* matmul_combine's workgroups over the outputs (tokens in y) */
 };
@@ -170,15 +174,18 @@ bool gpu_matmul_kv_fits(lean_gpu *g, bool bias, bool normed) {
     return storage_fits(g, vec_storage_buffers(bias, normed, true));
 }
 
+/* rows: the matmul has a rows uniform (binds[B_STEP]; then plain, no epilogue: matmul_create),
+ * so a workgroup takes VEC_TPW rows of a batch */
 static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_gpu_bind *binds, const gpu_mm_in *in,
-                                   const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
+                                   const gpu_mm_out *out, bool rows, gpu_matmul *m, lean_error *err) {
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
     const bool normed = in->norm != NULL;
-    const uint32_t rpw = vec_rpw(w, outs, normed);
+    const uint32_t rpw = vec_rpw(w, outs, normed), own = 3 + rows; /* W, x, y[, the rows uniform] */
+    m->vec_tpw = rows ? VEC_TPW : 1;
     lean_status st = split_groups(g, lean_div_up(outs, rpw), "matmul_vec", &m->vec_x, &m->vec_y, err);
-    const uint32_t norm_at = 3 + (out->mode == GPU_MM_BIAS);
-    lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}};
-    int n = 3 + out_consts(out, outs, 3, norm_at + normed, k + 3);
+    const uint32_t norm_at = own + (out->mode == GPU_MM_BIAS);
+    lean_gpu_const k[24] = {{"WG", 'u', VEC_WG}, {"RPW", 'u', rpw}, {"NX", 'u', m->vec_x}, {"TPW", 'u', m->vec_tpw}};
+    int n = 4 + out_consts(out, outs, own, norm_at + normed, k + 4);
     k[n++] = (lean_gpu_const){"NORM_AT", 'u', norm_at};
     k[n++] = (lean_gpu_const){"X_VEC4", 'u', (double)((w->cols + 3) / 4)};
     k[n++] = (lean_gpu_const){"RED_ROWS", 'u', rpw * rows_per_out(out->mode)};
@@ -187,10 +194,10 @@ static lean_status matmul_vec_make(lean_gpu *g, const gpu_weight *w, const lean_
     k[n++] = (lean_gpu_const){"EPS", 'f', in->eps};
     k[n++] = (lean_gpu_const){"PRE", 'u', normed && vec_prefetch(g, w->type)};
     if (st == LEAN_OK)
-        st = gpu_weight_pipeline(g, w, "matmul_vec", "words_u32", normed ? "normed" : "plain", vec_out_fn(out), NULL, k, n, &m->vec,
-                           err);
+        st = gpu_weight_pipeline(g, w, "matmul_vec", "words_u32", normed ? "normed" : "plain", vec_out_fn(out),
+                                 rows ? "vec_rows" : "vec_each", k, n, &m->vec, err);
     if (st == LEAN_OK)
-        st = bind_matmul(g, m->vec, binds, 3, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
+        st = bind_matmul(g, m->vec, binds, (int)own, normed, out->kv != NULL, out, "matmul_vec", &m->vec_bg, err);
     return st;
 }
 
@@ -402,6 +409,9 @@ static lean_status matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_t
     if (st == LEAN_OK && !tiled && max_tok > 1 && (w->cols % 4 || out->kv))
         st = LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED, "matmul rows: %lld columns (a multiple of 4 wanted)%s",
                        (long long)w->cols, out->kv ? ", the q|k|v epilogue" : "");
+    const bool rows = !tiled && step != NULL; /* a workgroup takes several rows */
+    if (st == LEAN_OK && rows && (in->norm || out->kv))
+        st = LEAN_FAIL(err, LEAN_ERR_ARG, "matmul rows with a rows uniform: a normed input or the q|k|v epilogue");
     if (st != LEAN_OK) return st;
     gpu_matmul *m = lean_calloc(1, sizeof *m);
     if (!m) return LEAN_FAIL(err, LEAN_ERR_NOMEM, "no memory for a matmul");
@@ -418,7 +428,7 @@ static lean_status matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_t
         binds[B_VC] = (lean_gpu_bind){kv->vc, 0, 0};
         binds[B_TABLE] = (lean_gpu_bind){kv->table, 0, 0};
     }
-    st = matmul_vec_make(g, w, binds, in, out, m, err);
+    st = matmul_vec_make(g, w, binds, in, out, rows, m, err);
     if (st == LEAN_OK && tiled && max_tok > 1) st = matmul_tiled_make(g, w, max_tok, binds, out, m, err);
     if (st != LEAN_OK) {
         gpu_matmul_free(m);
@@ -433,15 +443,15 @@ lean_status gpu_matmul_create(lean_gpu *g, const gpu_weight *w, int32_t max_tok,
     return matmul_create(g, w, max_tok, step, in, out, true, res, err);
 }
 
-lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, const gpu_mm_in *in,
-                                   const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
-    return matmul_create(g, w, max_rows, NULL, in, out, false, res, err);
+lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, lean_gpu_buf *rows,
+                                   const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err) {
+    return matmul_create(g, w, max_rows, rows, in, out, false, res, err);
 }
 
 bool gpu_matmul_rows_fit(const gpu_weight *w) { return w->cols % 4 == 0; }
 
 void gpu_matmul_record_rows(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_rows) {
-    lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, (uint32_t)n_rows);
+    lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, (uint32_t)n_rows / m->vec_tpw + (n_rows % m->vec_tpw > 0));
 }
 
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok) {

@@ -152,10 +152,13 @@ void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok);
  * Any matmul records rows where its weight's columns are a multiple of 4
  * (gpu_matmul_rows_fit: rows start on a vec4) and it has no q|k|v epilogue (which writes one
  * position). gpu_matmul_create_rows makes a matmul with the one-token kernel alone, for up to
- * max_rows rows (no step uniform; LEAN_ERR_UNSUPPORTED for those two where max_rows > 1). */
+ * max_rows rows (LEAN_ERR_UNSUPPORTED for those two where max_rows > 1). With a rows uniform
+ * (16 bytes, its first u32 the n_rows of each record, as step.wgsl's n_tok), a workgroup takes
+ * several rows, each weight loaded once for them, the bits the same; it takes a plain input and
+ * no epilogue (else LEAN_ERR_ARG). rows NULL: a workgroup a row. */
 bool gpu_matmul_rows_fit(const gpu_weight *w);
-lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, const gpu_mm_in *in,
-                                   const gpu_mm_out *out, gpu_matmul **res, lean_error *err);
+lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max_rows, lean_gpu_buf *rows,
+                                   const gpu_mm_in *in, const gpu_mm_out *out, gpu_matmul **res, lean_error *err);
 void gpu_matmul_record_rows(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_rows);
 void gpu_matmul_free(gpu_matmul *m);
 
