@@ -67,19 +67,19 @@ typedef struct gpu_batch {
  * matmul runs the one-token kernel over the n rows (the pass's own matmuls,
  * gpu_make_batch_matmuls: one dispatch a matrix for all the rows, each weight chunk loaded once
  * for several rows, each row's bits decode's). Their inputs are plain, so the pass runs the two
- * RMSNorms as dispatches (decode fuses them into its matmuls: the same bits). A sequence's cache is its slot of the
- * model's KV pool (kvpool.h), so per layer and per KV page the rows' caches lie in, one qkv_post
- * and one attention dispatch (and a merge past GPU_ATTN_MIN_CHUNK keys) take every row of the
- * page at its own position in its own slot (gpu_attention_rows: the positions and slots in a
- * small uniform, batch_rows.wgsl), into the batch's att rows, and Wo reads them there. A layer
- * is then its decode dispatches over the rows plus 2 (3) a page; rows made together lie in few
- * pages (kvpool.h's growth rule: 32 contexts, 6), in one where they were made with
- * lean_ctx_params.n_seq (lean serve --parallel, lean bench --streams). The logits of every row come back in one copy
- * and one map. Decode's q|k|v epilogue writes one position, so the pass's Q, K, V matmuls have
- * none, and it runs qkv_post, the same expressions (matmul_out.wgsl). A model
+ * RMSNorms as dispatches (decode fuses them into its matmuls: the same bits). A sequence's cache
+ * is its slot of the model's KV pool (kvpool.h), so per layer and per KV page the rows' caches lie
+ * in, one qkv_post and one attention dispatch (and a merge past GPU_ATTN_MIN_CHUNK keys) take
+ * every row of the page at its own position in its own slot (gpu_attention_rows: the positions and
+ * slots in a small uniform, batch_rows.wgsl), into the batch's att rows, and Wo reads them there.
+ * A layer is then its decode dispatches over the rows plus 2 (3) a page; rows made together lie in
+ * few pages (kvpool.h's growth rule: 32 contexts, 6), in one where they were made with
+ * lean_ctx_params.n_seq (lean serve --parallel, lean bench --streams). The logits of every row
+ * come back in one copy and one map. Decode's q|k|v epilogue writes one position, so the pass's Q,
+ * K, V matmuls have none, and it runs qkv_post, the same expressions (matmul_out.wgsl). A model
  * whose rows do not start on a vec4 (gpu_matmul_rows_fit), or whose logits of n rows pass a
- * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after
- * another instead (batch_each). */
+ * binding, and a batch with LoRA adapters on any of its contexts decode the rows one after another
+ * instead (batch_each). */
 
 /* A pass of at least BATCH_TILED_ROWS rows, off the exact path, runs the FFN's matmuls (gate,
  * up, down: those with prefill's tiled kernel) through that kernel, and one of at least

@@ -451,7 +451,7 @@ lean_status gpu_matmul_create_rows(lean_gpu *g, const gpu_weight *w, int32_t max
 bool gpu_matmul_rows_fit(const gpu_weight *w) { return w->cols % 4 == 0; }
 
 void gpu_matmul_record_rows(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_rows) {
-    lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, (uint32_t)n_rows / m->vec_tpw + (n_rows % m->vec_tpw > 0));
+    lean_gpu_dispatch(c, m->vec, m->vec_bg, m->vec_x, m->vec_y, (uint32_t)lean_div_up((uint64_t)n_rows, m->vec_tpw));
 }
 
 void gpu_matmul_record(lean_gpu_cmd *c, const gpu_matmul *m, int32_t n_tok) {
