@@ -96,6 +96,7 @@ mode=${1:-tests}; shift || true
 case "$mode" in
 tests)
     python3 scripts/make_fixtures.py models build/fixtures >/dev/null || exit 1
+    python3 scripts/make_lora.py adapters build/lora >/dev/null || exit 1 # test_batch, test_gpu_lora
     names=${*:-$(ls tests/test_gpu_*.c | sed 's|tests/\(.*\)\.c|\1|')}
     tests=$(for n in $names; do echo build-dev/tests/$n; done)
     make -j16 BUILD=build-dev $tests >>/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }

@@ -205,18 +205,48 @@ static gpu_mm_in normed_input(const lean_backend_state *s, const gpu_layer *L, l
 }
 
 /* QKV_ORDER[k]'s output: its columns of qkv's rows, qwen2's biases added, kv (nullable) the
- * q|k|v epilogue. */
-static gpu_mm_out qkv_out(const lean_backend_state *s, const gpu_layer_weights *W, int k, const gpu_mm_kv *kv) {
+ * q|k|v epilogue, part (nullable) the tiled kernel's split sums. */
+static gpu_mm_out qkv_out(const lean_backend_state *s, const gpu_layer_weights *W, int k, const gpu_mm_kv *kv,
+                          lean_gpu_buf *part) {
     const int32_t qd = lean_q_dim(&s->m->hp), kvd = lean_kv_dim(&s->m->hp);
     const uint32_t col[] = {0, 0, (uint32_t)qd, (uint32_t)(qd + kvd)}; /* QKV_ORDER's */
     return (gpu_mm_out){.y = s->qkv, .col = col[k], .stride = (uint32_t)(qd + 2 * kvd),
-                        .mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET, .bias = W->bqkv, .kv = kv, .part = s->part};
+                        .mode = W->bqkv ? GPU_MM_BIAS : GPU_MM_SET, .bias = W->bqkv, .kv = kv, .part = part};
+}
+
+/* One of a layer's matmuls: weight w[i] from in into out. */
+typedef struct layer_mm {
+    int i;
+    gpu_mm_in in;
+    gpu_mm_out out;
+} layer_mm;
+
+/* Layer W's matmuls, for decode's kernels and the batched pass's alike: Q, K, V from in_attn
+ * into qkv's columns (one matmul when stacked; kv: the q|k|v epilogue or NULL), Wo from att,
+ * gate and up from in_ffn (one SwiGLU matmul into gate when stacked, else into gate and up for
+ * the SwiGLU op), down from gate; Wo and down added to x. Returns how many, at most N_MATRICES. */
+static int layer_matmuls(const lean_backend_state *s, const gpu_layer_weights *W, gpu_mm_in in_attn,
+                         const gpu_mm_kv *kv, lean_gpu_buf *att, gpu_mm_in in_ffn, lean_gpu_buf *part,
+                         layer_mm mm[N_MATRICES]) {
+    int n = 0;
+    for (int k = 0; k < 4; k++)
+        if (W->w[QKV_ORDER[k]].buf) mm[n++] = (layer_mm){QKV_ORDER[k], in_attn, qkv_out(s, W, k, kv, part)};
+    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = part};
+    mm[n++] = (layer_mm){W_O, {.x = att}, residual};
+    if (W->w[W_GATE_UP].buf) {
+        mm[n++] = (layer_mm){W_GATE_UP, in_ffn, {.y = s->gate, .mode = GPU_MM_SWIGLU, .part = part}};
+    } else {
+        mm[n++] = (layer_mm){W_GATE, in_ffn, {.y = s->gate, .part = part}};
+        mm[n++] = (layer_mm){W_UP, in_ffn, {.y = s->up, .part = part}};
+    }
+    mm[n++] = (layer_mm){W_DOWN, {.x = s->gate}, residual};
+    return n;
 }
 
 /* Layer il's Q, K, V matmuls without decode's q|k|v epilogue (lora_mm at QKV_ORDER's indices,
  * where the layer has it: kv_in_matmul), made once: decode's kernel, over up to n_batch rows
  * where they take rows (gpu_matmul_rows_fit), for adapters (section "LoRA": the terms are added
- * before qkv_post) and the batched pass (forward_batch.c: it writes several positions). */
+ * before qkv_post). */
 lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *err) {
     gpu_layer *L = &s->layers[il];
     const gpu_layer_weights *W = &s->bm->layers[il];
@@ -224,7 +254,7 @@ lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *er
     lean_status st = LEAN_OK;
     for (int k = 0; !st && k < 4; k++) {
         const int i = QKV_ORDER[k];
-        const gpu_mm_out out = qkv_out(s, W, k, NULL);
+        const gpu_mm_out out = qkv_out(s, W, k, NULL, s->part);
         const int32_t rows = gpu_matmul_rows_fit(&W->w[i]) ? s->n_batch : 1;
         if (L->mm[i] && !L->lora_mm[i])
             st = gpu_matmul_create_rows(s->g, &W->w[i], rows, NULL, &in, &out, &L->lora_mm[i], err);
@@ -236,81 +266,46 @@ lean_status gpu_make_batch_matmuls(lean_backend_state *s, int32_t il, int32_t ro
                                    lean_gpu_buf *att, gpu_matmul **mm, lean_error *err) {
     const gpu_layer_weights *W = &s->bm->layers[il];
     const gpu_mm_in xn = {.x = s->xn};
+    layer_mm list[N_MATRICES];
+    const int n = layer_matmuls(s, W, xn, NULL, att, xn, NULL, list);
     lean_status st = LEAN_OK;
-    for (int k = 0; !st && k < 4; k++) {
-        const int i = QKV_ORDER[k];
-        const gpu_mm_out out = qkv_out(s, W, k, NULL);
-        if (W->w[i].buf) st = gpu_matmul_create_rows(s->g, &W->w[i], rows, uniform, &xn, &out, &mm[i], err);
-    }
-    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD};
-    if (!st) st = gpu_matmul_create_rows(s->g, &W->w[W_O], rows, uniform, &(gpu_mm_in){.x = att}, &residual, &mm[W_O], err);
-    if (!st && W->w[W_GATE_UP].buf) {
-        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU};
-        st = gpu_matmul_create_rows(s->g, &W->w[W_GATE_UP], rows, uniform, &xn, &out, &mm[W_GATE_UP], err);
-    } else if (!st) {
-        st = gpu_matmul_create_rows(s->g, &W->w[W_GATE], rows, uniform, &xn, &(gpu_mm_out){.y = s->gate}, &mm[W_GATE],
+    for (int j = 0; !st && j < n; j++)
+        st = gpu_matmul_create_rows(s->g, &W->w[list[j].i], rows, uniform, &list[j].in, &list[j].out, &mm[list[j].i],
                                     err);
-        if (!st)
-            st = gpu_matmul_create_rows(s->g, &W->w[W_UP], rows, uniform, &xn, &(gpu_mm_out){.y = s->up}, &mm[W_UP], err);
-    }
-    if (!st)
-        st = gpu_matmul_create_rows(s->g, &W->w[W_DOWN], rows, uniform, &(gpu_mm_in){.x = s->gate}, &residual,
-                                    &mm[W_DOWN], err);
     return st;
 }
 
-/* The attention half's kernels of a layer (see the list at the top) over its weights W: Q, K
- * and V into qkv's rows, as one matmul when stacked, else three writing their columns. */
-static lean_status make_attention(lean_backend_state *s, gpu_layer *L, const gpu_layer_weights *W, lean_error *err) {
+/* A context's: layer il's KV cache and kernels (see the list at the top): the two RMSNorms
+ * (which decode's matmuls also fuse where the row is short enough: normed_input), the layer's
+ * matmuls, qkv_post, the attention, and the SwiGLU op where gate and up are apart. */
+static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
+    gpu_layer *L = &s->layers[il];
+    const gpu_layer_weights *W = &s->bm->layers[il];
     const lean_hparams *hp = &s->m->hp;
     const int32_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), B = s->n_batch;
-    const uint32_t row = (uint32_t)(qd + 2 * kvd);
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, W->attn_norm, s->xn, d, hp->rms_eps, false,
-                                        &L->norm_attn, err);
-    const gpu_mm_in in = normed_input(s, L, W->attn_norm);
+    L->norm_in_matmul = gpu_matmul_can_norm(s->g, d);
+    L->k_cache = s->kv.k[il];
+    L->v_cache = s->kv.v[il];
     const gpu_mm_kv kv = {.step = s->step, .kc = L->k_cache, .vc = L->v_cache, .table = s->rope_table,
                           .q_dim = qd, .kv_dim = kvd, .head_dim = hp->head_dim,
                           .neox = hp->rope_style == LEAN_ROPE_NEOX};
     L->kv_in_matmul = !W->qk_norm && gpu_matmul_kv_fits(s->g, W->bqkv != NULL, L->norm_in_matmul) &&
                       !lean_gpu_options_of(s->g)->no_kv_epilogue;
-    for (int k = 0; !st && k < 4; k++) {
-        const int i = QKV_ORDER[k];
-        const gpu_mm_out out = qkv_out(s, W, k, L->kv_in_matmul ? &kv : NULL);
-        if (W->w[i].buf) st = gpu_matmul_create(s->g, &W->w[i], B, s->step, &in, &out, &L->mm[i], err);
-    }
+    layer_mm list[N_MATRICES];
+    const int n = layer_matmuls(s, W, normed_input(s, L, W->attn_norm), L->kv_in_matmul ? &kv : NULL, s->att,
+                                normed_input(s, L, W->ffn_norm), s->part, list);
+    lean_status st = LEAN_OK;
+    for (int j = 0; !st && j < n; j++)
+        st = gpu_matmul_create(s->g, &W->w[list[j].i], B, s->step, &list[j].in, &list[j].out, &L->mm[list[j].i], err);
+    if (!st) st = gpu_rmsnorm_create(s->g, s->step, s->x, W->attn_norm, s->xn, d, hp->rms_eps, false, &L->norm_attn, err);
+    if (!st) st = gpu_rmsnorm_create(s->g, s->step, s->x, W->ffn_norm, s->xn, d, hp->rms_eps, false, &L->norm_ffn, err);
     if (!st)
         st = gpu_qkv_post_create(s->g, hp, s->step, s->qkv, L->k_cache, L->v_cache, s->rope_table, W->qk_norm,
                                  &L->qkv_post, err);
     if (!st)
-        st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, (int32_t)row, L->k_cache, L->v_cache, s->att,
+        st = gpu_attention_create(s->g, hp, B, s->step, s->qkv, qd + 2 * kvd, L->k_cache, L->v_cache, s->att,
                                   &L->attn, err);
-    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
-    if (!st)
-        st = gpu_matmul_create(s->g, &W->w[W_O], B, s->step, &(gpu_mm_in){.x = s->att}, &residual, &L->mm[W_O], err);
-    return st;
-}
-
-/* The feed-forward half's kernels: gate and up as one SWIGLU matmul when stacked, else two
- * matmuls and the SwiGLU op. */
-static lean_status make_ffn(lean_backend_state *s, gpu_layer *L, const gpu_layer_weights *W, lean_error *err) {
-    const lean_hparams *hp = &s->m->hp;
-    const int32_t B = s->n_batch;
-    lean_status st = gpu_rmsnorm_create(s->g, s->step, s->x, W->ffn_norm, s->xn, hp->n_embd, hp->rms_eps, false,
-                                        &L->norm_ffn, err);
-    const gpu_mm_in in = normed_input(s, L, W->ffn_norm);
-    if (!st && W->w[W_GATE_UP].buf) {
-        const gpu_mm_out out = {.y = s->gate, .mode = GPU_MM_SWIGLU, .part = s->part};
-        st = gpu_matmul_create(s->g, &W->w[W_GATE_UP], B, s->step, &in, &out, &L->mm[W_GATE_UP], err);
-    } else if (!st) {
-        const gpu_mm_out gate = {.y = s->gate, .part = s->part}, up = {.y = s->up, .part = s->part};
-        st = gpu_matmul_create(s->g, &W->w[W_GATE], B, s->step, &in, &gate, &L->mm[W_GATE], err);
-        if (!st) st = gpu_matmul_create(s->g, &W->w[W_UP], B, s->step, &in, &up, &L->mm[W_UP], err);
-        if (!st) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
-    }
-    const gpu_mm_out residual = {.y = s->x, .mode = GPU_MM_ADD, .part = s->part};
-    if (!st)
-        st = gpu_matmul_create(s->g, &W->w[W_DOWN], B, s->step, &(gpu_mm_in){.x = s->gate}, &residual, &L->mm[W_DOWN],
-                               err);
+    if (!st && !W->w[W_GATE_UP].buf) st = gpu_swiglu_create(s->g, s->gate, s->up, hp->n_ff, &L->swiglu, err);
     return st;
 }
 
@@ -459,18 +454,6 @@ static lean_status upload_weights(lean_backend_model *bm, const lean_backend_con
     for (int j = 0; p.jobs && j < p.n_jobs; j++) gpu_weight_fill_cancel(p.jobs[j].fill); /* those left on a failure */
     lean_free(p.jobs);
     gpu_repack_free(p.repack);
-    return st;
-}
-
-/* A context's: layer il's KV cache and kernels. */
-static lean_status make_layer(lean_backend_state *s, int32_t il, lean_error *err) {
-    gpu_layer *L = &s->layers[il];
-    const gpu_layer_weights *W = &s->bm->layers[il];
-    L->norm_in_matmul = gpu_matmul_can_norm(s->g, s->m->hp.n_embd);
-    L->k_cache = s->kv.k[il];
-    L->v_cache = s->kv.v[il];
-    lean_status st = make_attention(s, L, W, err);
-    if (!st) st = make_ffn(s, L, W, err);
     return st;
 }
 
