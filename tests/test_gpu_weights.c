@@ -664,11 +664,15 @@ static void test_errors(lean_gpu_buf *step) {
     lean_gpu_buf_free(xb);
     lean_gpu_buf_free(yb);
     matrix_free(&m);
-    /* a part buffer too small for the column split (64 x 512: 2 parts of 2 steps, 4 tokens) */
+    /* a part buffer too small for the column split (64 x 512 over 4 tokens: 4 parts of 1 step,
+     * fewer tokens than a prefill chunk; over a chunk of 512, 2 parts of 2 steps) */
     matrix_make(&m, LEAN_TYPE_Q4_0, 64, 512);
     const uint64_t part = gpu_matmul_part_floats(G, 64, 512, GPU_MM_SET, 4);
-    CHECK(lean_gpu_options_of(G)->tile_ksplit || part == 2 * 4 * 64, "part floats of a 64 x 512 matrix: %llu",
+    CHECK(lean_gpu_options_of(G)->tile_ksplit || part == 4 * 4 * 64, "part floats of a 64 x 512 matrix: %llu",
           (unsigned long long)part);
+    CHECK(lean_gpu_options_of(G)->tile_ksplit || gpu_matmul_part_floats(G, 64, 512, GPU_MM_SET, 512) == 2 * 512 * 64,
+          "part floats of a 64 x 512 matrix over 512 tokens: %llu",
+          (unsigned long long)gpu_matmul_part_floats(G, 64, 512, GPU_MM_SET, 512));
     xb = buf_new(4 * 512 * 4, LEAN_GPU_STORAGE), yb = buf_new(4 * 64 * 4, LEAN_GPU_STORAGE);
     lean_gpu_buf *pb = buf_new(part * 4 - 16, LEAN_GPU_STORAGE);
     if (gpu_weight_upload(G, &m.t, &gw, &err) == LEAN_OK) {

@@ -49,6 +49,7 @@ typedef struct gpu_batch {
     gpu_op norm_out;         /* x -> xn, every row: the final norm */
     int32_t rows_max;        /* the most rows a pass: min(n_batch, GPU_KV_PAGE_SLOTS) */
     lean_gpu_buf *att;       /* the rows' attention (gpu_attention_rows_out_floats) */
+    lean_gpu_buf *part;      /* the tiled FFN's split sums for rows_max tokens (NULL: unsplit) */
     gpu_matmul **mm;         /* n_layer x N_MATRICES: the layers' matrices over the rows (gpu_make_batch_matmuls) */
     gpu_batch_page *pages;   /* n_pages, one per KV page its rows have lain in (live ones) */
     int32_t n_pages;
@@ -82,23 +83,21 @@ typedef struct gpu_batch {
  * instead (batch_each). */
 
 /* A pass of at least BATCH_TILED_ROWS rows, off the exact path, runs the FFN's matmuls (gate,
- * up, down: those with prefill's tiled kernel) through that kernel, and one of at least
- * BATCH_TILED_LOGITS rows the logits' (the pass's own, made with a tiled pipeline for its rows):
- * the kernel reads each weight once for all the rows where matmul_vec reads it once a row. Its
- * sums run in another order than decode's, so those rows' logits are close to, not the bits of,
- * the sequence decoded alone; a row's result depends on how many rows its pass has, not on which
- * rows share it or where it sits (the kernel's order is a function of the shape: matmul.c's
- * tile_ksplit). Fewer rows stay on matmul_vec, faster there, and so do Q, K, V and Wo at any
- * count (tiled, they were slower); the exact path keeps decode's bits at any count.
- * docs/runs/2026-12-07-gpu-batch-tiled.md and docs/runs/2026-12-07-gpu-batch-logits.md measured
- * them. */
+ * up, down) through prefill's tiled kernel, and one of at least BATCH_TILED_LOGITS rows the
+ * logits': the kernel reads each weight once for all the rows where matmul_vec reads it once for
+ * TPW rows. Both are the pass's own, reading its step uniform; the FFN's are made for rows_max
+ * tokens, so the kernel splits them over K for that few (matmul.c's tile_ksplit). Its sums run in another order than decode's, so those rows' logits are close to,
+ * not the bits of, the sequence decoded alone; a row's result depends on how many rows its pass
+ * has, not on which rows share it or where it sits (the kernel's order is a function of the
+ * shape and the count it was made for). Fewer rows stay on matmul_vec, faster there, and so do Q,
+ * K, V and Wo at any count (tiled, they were slower); the exact path keeps decode's bits at any
+ * count. docs/runs/2026-12-07-gpu-batch-tiled.md, 2026-12-07-gpu-batch-logits.md and
+ * 2026-12-07-gpu-batch-split.md measured them. */
 enum { BATCH_TILED_ROWS = 12, BATCH_TILED_LOGITS = 2 };
 static bool batch_tiled(const lean_backend_state *s0, int32_t n) { return !s0->exact && n >= BATCH_TILED_ROWS; }
 static bool batch_tiled_logits(const lean_backend_state *s0, int32_t n) {
     return !s0->exact && n >= BATCH_TILED_LOGITS;
 }
-/* so a pass writes the leader's step uniform (which the tiled kernels read) where its logits are tiled */
-_Static_assert(BATCH_TILED_LOGITS <= BATCH_TILED_ROWS, "a pass tiling its FFN tiles its logits");
 
 /* The pass's logits over its n rows (xn -> b->logits). */
 static void batch_logits_record(lean_gpu_cmd *c, const lean_backend_state *s0, int32_t n) {
@@ -137,7 +136,7 @@ void gpu_batch_free(lean_backend_state *s) {
         if (!b->reads[i]->holds) step_ids_free(b->reads[i]);
     }
     lean_free(b->reads);
-    lean_gpu_buf *bufs[] = {b->step, b->att, b->logits, b->logits_rb, b->drawn, b->picked};
+    lean_gpu_buf *bufs[] = {b->step, b->att, b->part, b->logits, b->logits_rb, b->drawn, b->picked};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) lean_gpu_buf_free(bufs[i]);
     lean_free(b);
     s->batch = NULL;
@@ -175,8 +174,12 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
                                     &b->norm_out, err);
         if (!st)
             st = gpu_new_buf(s, gpu_attention_rows_out_floats(&m->hp, b->rows_max), 1, "batch attention", &b->att, err);
+        /* no split where the parts would pass what one binding holds (as alloc_activations) */
+        const uint64_t part = gpu_part_floats(s->g, &m->hp, b->rows_max);
+        if (!st && part && part * 4 <= gpu_binding_max_bytes(s->g))
+            st = gpu_new_buf(s, part, 1, "batch matmul parts", &b->part, err);
         for (int32_t il = 0; !st && il < n_layer; il++)
-            st = gpu_make_batch_matmuls(s, il, b->rows_max, b->step, b->att, &b->mm[il * N_MATRICES], err);
+            st = gpu_make_batch_matmuls(s, il, b->rows_max, b->step, b->att, b->part, &b->mm[il * N_MATRICES], err);
     }
     gpu_batch *b = s->batch;
     if (!st && b->rows < n) {
@@ -191,10 +194,10 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
         if (!st)
             st = lean_gpu_buf_create(s->g, 4 * (uint64_t)n * n_vocab, LEAN_GPU_READBACK, "batch logits read-back",
                                      &b->logits_rb, err);
+        /* unsplit: made for n rows, the most so far, a split would depend on the passes before */
         if (!st)
-            st = gpu_matmul_create(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n, s->step,
-                                   &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits, .part = s->part},
-                                   &b->mm_out, err);
+            st = gpu_matmul_create(s->g, m->tied_output ? &bm->tok_embd : &bm->output, n, b->step,
+                                   &(gpu_mm_in){.x = s->xn}, &(gpu_mm_out){.y = b->logits}, &b->mm_out, err);
         if (!st) b->rows = n;
     }
     if (st) gpu_batch_free(s);
@@ -292,18 +295,16 @@ static void record_batch_layer(lean_gpu_cmd *c, const lean_backend_state *s0, co
         gpu_attention_rows_record(c, &gr->page[g]->layers[il], gr->n[g], gr->max_pos[g]);
     gpu_matmul_record_rows(c, mm[W_O], n);
     gpu_op_record(c, &L->norm_ffn, n);
-    /* tiled: prefill's matmuls, whose tiled kernel reads xn */
-    const bool tiled = batch_tiled(s0, n);
-    gpu_matmul *const *ffn = tiled ? L->mm : mm;
-    void (*record)(lean_gpu_cmd *, const gpu_matmul *, int32_t) = tiled ? gpu_matmul_record : gpu_matmul_record_rows;
-    if (ffn[W_GATE_UP]) {
-        record(c, ffn[W_GATE_UP], n);
+    void (*record)(lean_gpu_cmd *, const gpu_matmul *, int32_t) =
+        batch_tiled(s0, n) ? gpu_matmul_record : gpu_matmul_record_rows;
+    if (mm[W_GATE_UP]) {
+        record(c, mm[W_GATE_UP], n);
     } else {
-        record(c, ffn[W_GATE], n);
-        record(c, ffn[W_UP], n);
+        record(c, mm[W_GATE], n);
+        record(c, mm[W_UP], n);
         gpu_op_record(c, &L->swiglu, n);
     }
-    record(c, ffn[W_DOWN], n);
+    record(c, mm[W_DOWN], n);
 }
 
 /* A read-back left pending (pump mode) is dropped: lean_decode_batch never returns LEAN_PENDING. */
@@ -352,8 +353,6 @@ lean_status gpu_forward_batch(lean_backend_state *const *s, const int32_t *ids, 
     /* ids are >= 0 (lean_ctx checks them), so their int32 bits are the u32 the kernels read */
     if (!st) st = lean_gpu_buf_write(s0->g, s0->ids, 0, ids, (uint64_t)n * 4, err);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    /* the tiled kernels read the leader's step uniform (its next forward writes it again) */
-    if (!st && batch_tiled_logits(s0, n)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
     if (!st) st = batch_group(s0, s, pos, n, &gr, err);
     lean_gpu_cmd *c = NULL;
     if (!st) st = lean_gpu_begin(s0->g, &c, err);
@@ -492,7 +491,6 @@ static lean_status batch_step(lean_backend_state *s0, lean_backend_state *const 
     uint32_t step[4];
     gpu_step_words(d, 0, step);
     if (!st) st = lean_gpu_buf_write(s0->g, b->step, 0, step, sizeof step, err);
-    if (!st && batch_tiled_logits(s0, d)) st = lean_gpu_buf_write(s0->g, s0->step, 0, step, sizeof step, err);
     if (!st && d) st = batch_group(s0, ds, pos, d, &gr, err);
     for (int32_t k = 0; !st && k < m; k++) {
         gpu_gen *G = &r[k]->gen;

@@ -54,12 +54,14 @@ _Static_assert(VEC_WG >= GPU_OP_WG && (VEC_WG & (VEC_WG - 1)) == 0, "matmul_in.w
 enum { TILE_GR = 64, TILE_GT = 2, TILE_TR = 2, TILE_TT = 16, TILE_KSTEP = 128 };
 enum { TILE_WIDE_GR = 128, TILE_WIDE_MIN = 2048, TILE_WIDE_TR = 4 };
 enum { TILE_T = TILE_GT * TILE_TT }; /* tokens a tile, both shapes (the wide one has GT = 1) */
-/* A matrix whose output tiles give a TILE_SPLIT_TOK-token prefill fewer than TILE_SPLIT_WG
- * workgroups is split over its columns into enough parts to reach it, each of at least
- * TILE_SPLIT_MIN_STEPS 128-column steps (matmul_tiled.wgsl's KSPLIT; the partial sums are
- * added by matmul_combine.wgsl, COMBINE_WG outputs x COMBINE_CT tokens a workgroup): a few
- * output tiles leave most of a large GPU's multiprocessors idle. The rule reads the matrix's
- * shape alone, so the bits never depend on n_tok. */
+/* A matrix whose output tiles give max_tok tokens (at most TILE_SPLIT_TOK: a prefill chunk)
+ * fewer than TILE_SPLIT_WG workgroups is split over its columns into enough parts to reach it,
+ * each of at least TILE_SPLIT_MIN_STEPS 128-column steps, or of one step where max_tok is less
+ * than TILE_SPLIT_TOK (the batched pass's few rows: docs/runs/2026-12-07-gpu-batch-split.md)
+ * (matmul_tiled.wgsl's KSPLIT; the partial sums are added by matmul_combine.wgsl, COMBINE_WG
+ * outputs x COMBINE_CT tokens a workgroup): a few output tiles leave most of a large GPU's
+ * multiprocessors idle. The rule reads the matrix's shape and max_tok, fixed when the matmul is
+ * made, so the bits never depend on n_tok. */
 enum { TILE_SPLIT_WG = 1024, TILE_SPLIT_TOK = 512, TILE_SPLIT_MIN_STEPS = 2 };
 enum { COMBINE_WG = 64, COMBINE_CT = 8 };
 
@@ -243,29 +245,32 @@ typedef struct tile_shape {
 
 /* The split by TILE_SPLIT_WG, or the options' tile_ksplit parts (at most one a step), which the
  * tests use to split every matrix. */
-static uint64_t tile_ksplit(lean_gpu *g, uint64_t tiles_o, uint64_t steps) {
+static uint64_t tile_ksplit(lean_gpu *g, uint64_t tiles_o, uint64_t steps, int32_t max_tok) {
     const uint64_t forced = lean_gpu_options_of(g)->tile_ksplit;
     if (forced > 0) return forced < steps ? forced : steps;
-    const uint64_t wgs = tiles_o * (TILE_SPLIT_TOK / TILE_T), most = steps / TILE_SPLIT_MIN_STEPS;
+    const bool few = max_tok < TILE_SPLIT_TOK;
+    const uint64_t wgs = tiles_o * lean_div_up(few ? (uint64_t)max_tok : TILE_SPLIT_TOK, TILE_T);
+    const uint64_t most = few ? steps : steps / TILE_SPLIT_MIN_STEPS;
     const uint64_t k = wgs >= TILE_SPLIT_WG ? 1 : lean_div_up(TILE_SPLIT_WG, wgs);
     return k < most ? k : most ? most : 1;
 }
 
 /* split: whether the matmul has a part buffer (gpu_mm_out) */
-static tile_shape tile_shape_of(lean_gpu *g, int64_t rows, int64_t cols, gpu_mm_mode mode, bool split) {
+static tile_shape tile_shape_of(lean_gpu *g, int64_t rows, int64_t cols, gpu_mm_mode mode, bool split,
+                                int32_t max_tok) {
     const uint64_t outs = (uint64_t)rows / rows_per_out(mode), steps = lean_div_up((uint64_t)cols, TILE_KSTEP);
     tile_shape t = {.gr = TILE_GR, .gt = TILE_GT, .opt = TILE_TR};
     t.wide = tile_wide(g, outs, (uint64_t)cols);
     if (t.wide) t.gr = TILE_WIDE_GR, t.gt = 1, t.opt = mode == GPU_MM_SWIGLU ? TILE_TR : TILE_WIDE_TR;
     t.tiles_o = lean_div_up(outs, (uint64_t)t.gr * t.opt);
-    t.sps = lean_div_up(steps, split ? tile_ksplit(g, t.tiles_o, steps) : 1);
+    t.sps = lean_div_up(steps, split ? tile_ksplit(g, t.tiles_o, steps, max_tok) : 1);
     t.ksplit = lean_div_up(steps, t.sps); /* no part left empty */
     return t;
 }
 
 uint64_t gpu_matmul_part_floats(lean_gpu *g, int64_t rows, int64_t cols, gpu_mm_mode mode, int32_t max_tok) {
     if (max_tok < 2 || rows < 1 || cols < 1) return 0;
-    const tile_shape t = tile_shape_of(g, rows, cols, mode, true);
+    const tile_shape t = tile_shape_of(g, rows, cols, mode, true, max_tok);
     return t.ksplit > 1 ? t.ksplit * (uint64_t)max_tok * (uint64_t)rows : 0;
 }
 
@@ -297,7 +302,7 @@ static lean_status matmul_tiled_make(lean_gpu *g, const gpu_weight *w, int32_t m
                                      const gpu_mm_out *out, gpu_matmul *m, lean_error *err) {
     /* a tile is GR x t.opt outputs; an invocation's t.opt outputs take TR = t.opt x NW rows */
     const uint64_t outs = (uint64_t)w->rows / rows_per_out(out->mode);
-    const tile_shape t = tile_shape_of(g, w->rows, w->cols, out->mode, out->part != NULL);
+    const tile_shape t = tile_shape_of(g, w->rows, w->cols, out->mode, out->part != NULL, max_tok);
     const bool split = t.ksplit > 1;
     lean_status st = split_groups(g, t.tiles_o * t.ksplit, "matmul_tiled", &m->tile_x, &m->tile_y, err);
     lean_gpu_const k[24] = {{"GR", 'u', t.gr},          {"GT", 'u', t.gt},   {"TR", 'u', (double)(t.opt * rows_per_out(out->mode))},
