@@ -224,7 +224,8 @@ typedef struct layer_mm {
 /* Layer W's matmuls, for decode's kernels and the batched pass's alike: Q, K, V from in_attn
  * into qkv's columns (one matmul when stacked; kv: the q|k|v epilogue or NULL), Wo from att,
  * gate and up from in_ffn (one SwiGLU matmul into gate when stacked, else into gate and up for
- * the SwiGLU op), down from gate; Wo and down added to x. Returns how many, at most N_MATRICES. */
+ * the SwiGLU op), down from gate; Wo and down added to x; part (nullable): every output's split
+ * sums for the tiled kernel. Returns how many, at most N_MATRICES. */
 static int layer_matmuls(const lean_backend_state *s, const gpu_layer_weights *W, gpu_mm_in in_attn,
                          const gpu_mm_kv *kv, lean_gpu_buf *att, gpu_mm_in in_ffn, lean_gpu_buf *part,
                          layer_mm mm[N_MATRICES]) {
@@ -269,7 +270,7 @@ lean_status gpu_make_batch_matmuls(lean_backend_state *s, int32_t il, int32_t ro
     layer_mm list[N_MATRICES];
     const int n = layer_matmuls(s, W, xn, NULL, att, xn, part, list);
     lean_status st = LEAN_OK;
-    for (int j = 0; !st && j < n; j++) {
+    for (int j = 0; !st && j < n; j++) { /* the FFN's also tiled: the pass takes it from 12 rows */
         const int i = list[j].i;
         if (i == W_GATE_UP || i == W_GATE || i == W_UP || i == W_DOWN)
             st = gpu_matmul_create(s->g, &W->w[i], rows, uniform, &list[j].in, &list[j].out, &mm[i], err);
