@@ -863,7 +863,8 @@ LEAN_API void lean_gen_end(lean_ctx *c);
  * alone with lean_gen_next (it is then served its queued step first, and runs one step ahead
  * there too), and lean_gen_end drops the step in flight (its cache row lies past lean_ctx_pos).
  * A masked generation (a grammar, lean_gen_begin_masked) runs no step ahead: its next mask may
- * depend on the id just drawn.
+ * depend on the id just drawn. One generation alone (n = 1) on the device steps as
+ * lean_gen_next does, through decode's kernels (faster than a batched pass of one row).
  *
  *     for (;;) {                                       // active[0..n): contexts in generation
  *         lean_gen_next_batch(active, n, next, &err);  // next[i]: active[i]'s id

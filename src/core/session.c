@@ -598,6 +598,16 @@ static lean_status gen_batch_resident(lean_ctx *const *ctx, int32_t n, int32_t *
     return st;
 }
 
+/* Resident, one generation alone: lean_gen_next's step (decode's kernels, which fuse the norms and
+ * the q|k|v epilogue that a batched pass of one row runs as dispatches of their own; the same
+ * ids), never LEAN_PENDING (lean.h). */
+static lean_status gen_one_resident(lean_ctx *c, int32_t *id, lean_error *err) {
+    lean_status st = lean_gen_next(c, id, err);
+    if (st != LEAN_PENDING) return st;
+    return LEAN_FAIL(err, LEAN_ERR_UNSUPPORTED,
+                     "lean_gen_next_batch cannot wait for the GPU in this host (no JSPI): use lean_gen_next");
+}
+
 /* On the host: the last ids handed out decoded together (lean_decode_batch's passes), then
  * each row's draw from its logits: a decoded row's in the pass's buffer when the backend has
  * batched passes (not copied to c->logits: a generation's next step writes them again), else
@@ -637,7 +647,8 @@ lean_status lean_gen_next_batch_masked(lean_ctx *const *ctx, int32_t n, const le
     if (st == LEAN_OK) st = check_masks(ctx, n, masks, err);
     if (st != LEAN_OK) return st;
     for (int32_t i = 0; masks && i < n; i++) ctx[i]->gen.mask = masks[i]; /* read during the call only */
-    st = ctx[0]->gen.resident ? gen_batch_resident(ctx, n, ids, err) : gen_batch_host(ctx, n, ids, err);
+    if (!ctx[0]->gen.resident) st = gen_batch_host(ctx, n, ids, err);
+    else st = n == 1 ? gen_one_resident(ctx[0], ids, err) : gen_batch_resident(ctx, n, ids, err);
     for (int32_t i = 0; masks && i < n; i++) ctx[i]->gen.mask = NULL;
     return st;
 }
