@@ -157,7 +157,7 @@ static void uploaded(upload_progress *up, const lean_tensor *const *ts, int n) {
 
 /* The F32s the part buffer needs: the most any of a layer's matmuls takes, for each shape they
  * may have (Q, K, V and gate, up stacked or apart, by their files' formats). */
-uint64_t gpu_part_floats(lean_gpu *g, const lean_hparams *hp, int32_t B) {
+static uint64_t part_floats(lean_gpu *g, const lean_hparams *hp, int32_t B) {
     const int64_t d = hp->n_embd, qd = lean_q_dim(hp), kvd = lean_kv_dim(hp), ff = hp->n_ff;
     const struct { int64_t rows, cols; gpu_mm_mode mode; } mats[] = {
         {qd + 2 * kvd, d, GPU_MM_SET}, {qd + kvd, d, GPU_MM_SET}, {qd, d, GPU_MM_SET}, {kvd, d, GPU_MM_SET},
@@ -188,13 +188,15 @@ static lean_status alloc_activations(lean_backend_state *s, lean_error *err) {
         (st = lean_gpu_buf_create(s->g, 4ull * (uint64_t)hp->n_vocab, LEAN_GPU_READBACK, "logits read-back",
                                   &s->logits_rb, err)))
         return st;
-    /* no split where the parts would pass what one binding holds (a large n_batch on a device
-     * of WebGPU's default 128 MiB): the prefill then runs unsplit, its sums rounded otherwise */
-    const uint64_t part = gpu_part_floats(s->g, hp, s->n_batch);
-    if (part && part * 4 <= gpu_binding_max_bytes(s->g) &&
-        (st = gpu_new_buf(s, part, 1, "matmul parts", &s->part, err)))
-        return st;
-    return LEAN_OK;
+    return gpu_new_part(s, s->n_batch, "matmul parts", &s->part, err);
+}
+
+lean_status gpu_new_part(lean_backend_state *s, int32_t B, const char *name, lean_gpu_buf **out, lean_error *err) {
+    /* none where the parts would pass what one binding holds (a large n_batch on a device of
+     * WebGPU's default 128 MiB): the matmuls then run unsplit, their sums rounded otherwise */
+    const uint64_t part = part_floats(s->g, &s->m->hp, B);
+    if (!part || part * 4 > gpu_binding_max_bytes(s->g)) return LEAN_OK;
+    return gpu_new_buf(s, part, 1, name, out, err);
 }
 
 /* The input of a matmul after the RMSNorm by weight `norm`: xn, which decode's kernel makes
@@ -264,15 +266,16 @@ lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *er
 }
 
 lean_status gpu_make_batch_matmuls(lean_backend_state *s, int32_t il, int32_t rows, lean_gpu_buf *uniform,
-                                   lean_gpu_buf *att, lean_gpu_buf *part, gpu_matmul **mm, lean_error *err) {
+                                   lean_gpu_buf *att, bool tiled_ffn, lean_gpu_buf *part, gpu_matmul **mm,
+                                   lean_error *err) {
     const gpu_layer_weights *W = &s->bm->layers[il];
     const gpu_mm_in xn = {.x = s->xn};
     layer_mm list[N_MATRICES];
     const int n = layer_matmuls(s, W, xn, NULL, att, xn, part, list);
     lean_status st = LEAN_OK;
-    for (int j = 0; !st && j < n; j++) { /* the FFN's also tiled: the pass takes it from 12 rows */
+    for (int j = 0; !st && j < n; j++) {
         const int i = list[j].i;
-        if (i == W_GATE_UP || i == W_GATE || i == W_UP || i == W_DOWN)
+        if (tiled_ffn && (i == W_GATE_UP || i == W_GATE || i == W_UP || i == W_DOWN))
             st = gpu_matmul_create(s->g, &W->w[i], rows, uniform, &list[j].in, &list[j].out, &mm[i], err);
         else
             st = gpu_matmul_create_rows(s->g, &W->w[i], rows, uniform, &list[j].in, &list[j].out, &mm[i], err);

@@ -86,8 +86,9 @@ typedef struct gpu_batch {
  * up, down) through prefill's tiled kernel, and one of at least BATCH_TILED_LOGITS rows the
  * logits': the kernel reads each weight once for all the rows where matmul_vec reads it once for
  * TPW rows. Both are the pass's own, reading its step uniform; the FFN's are made for rows_max
- * tokens, so the kernel splits them over K for that few (matmul.c's tile_ksplit). Its sums run in another order than decode's, so those rows' logits are close to,
- * not the bits of, the sequence decoded alone; a row's result depends on how many rows its pass
+ * tokens, so the kernel splits them over K for that few (matmul.c's tile_ksplit). Its sums run
+ * in another order than decode's, so those rows' logits are close to, not the bits of, the
+ * sequence decoded alone; a row's result depends on how many rows its pass
  * has, not on which rows share it or where it sits (the kernel's order is a function of the
  * shape and the count it was made for). Fewer rows stay on matmul_vec, faster there, and so do Q,
  * K, V and Wo at any count (tiled, they were slower); the exact path keeps decode's bits at any
@@ -174,12 +175,12 @@ static lean_status batch_prepare(lean_backend_state *s, int32_t n, lean_error *e
                                     &b->norm_out, err);
         if (!st)
             st = gpu_new_buf(s, gpu_attention_rows_out_floats(&m->hp, b->rows_max), 1, "batch attention", &b->att, err);
-        /* no split where the parts would pass what one binding holds (as alloc_activations) */
-        const uint64_t part = gpu_part_floats(s->g, &m->hp, b->rows_max);
-        if (!st && part && part * 4 <= gpu_binding_max_bytes(s->g))
-            st = gpu_new_buf(s, part, 1, "batch matmul parts", &b->part, err);
+        /* the FFN's tiled kernel only where a pass of this context can take it */
+        const bool tiled_ffn = batch_tiled(s, b->rows_max);
+        if (!st && tiled_ffn) st = gpu_new_part(s, b->rows_max, "batch matmul parts", &b->part, err);
         for (int32_t il = 0; !st && il < n_layer; il++)
-            st = gpu_make_batch_matmuls(s, il, b->rows_max, b->step, b->att, b->part, &b->mm[il * N_MATRICES], err);
+            st = gpu_make_batch_matmuls(s, il, b->rows_max, b->step, b->att, tiled_ffn, b->part,
+                                        &b->mm[il * N_MATRICES], err);
     }
     gpu_batch *b = s->batch;
     if (!st && b->rows < n) {

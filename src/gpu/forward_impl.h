@@ -162,15 +162,17 @@ lean_status gpu_new_buf(lean_backend_state *s, uint64_t a, uint64_t b, const cha
                         lean_error *err);
 /* Layer il's Q, K, V matmuls without decode's q|k|v epilogue (into lora_mm, made once). */
 lean_status gpu_make_plain_qkv(lean_backend_state *s, int32_t il, lean_error *err);
-/* The F32s a part buffer (gpu_mm_out.part) needs for any of a layer's matmuls over B tokens. */
-uint64_t gpu_part_floats(lean_gpu *g, const lean_hparams *hp, int32_t B);
+/* *out: a part buffer (gpu_mm_out.part) for any of a layer's matmuls made for B tokens, left
+ * NULL where they take no split or the parts would pass one binding (they then run unsplit). */
+lean_status gpu_new_part(lean_backend_state *s, int32_t B, const char *name, lean_gpu_buf **out, lean_error *err);
 /* Layer il's matrices over up to rows rows of a batch (gpu_matmul_create_rows, uniform its rows
  * uniform) into mm[N_MATRICES]: Q, K, V from xn into qkv's rows (no epilogue), Wo from att,
  * gate, up from xn (into gate, up; or the stack's SwiGLU into gate), down from gate; Wo and down
- * added to x. Every input plain: the pass runs the norms. The FFN's also have the tiled kernel
- * (gpu_matmul_create for rows tokens), split over part (nullable: unsplit). */
+ * added to x. Every input plain: the pass runs the norms. tiled_ffn: the FFN's also have the
+ * tiled kernel (gpu_matmul_create for rows tokens), split over part (nullable: unsplit). */
 lean_status gpu_make_batch_matmuls(lean_backend_state *s, int32_t il, int32_t rows, lean_gpu_buf *uniform,
-                                   lean_gpu_buf *att, lean_gpu_buf *part, gpu_matmul **mm, lean_error *err);
+                                   lean_gpu_buf *att, bool tiled_ffn, lean_gpu_buf *part, gpu_matmul **mm,
+                                   lean_error *err);
 /* n tokens at pos through s's own forward pass (backend.h's forward); LEAN_PENDING in pump mode. */
 lean_status gpu_forward(lean_backend_state *s, const int32_t *ids, int32_t n, int32_t pos, float *logits,
                         lean_error *err);
