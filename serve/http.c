@@ -3,8 +3,8 @@
  * A thread per connection (MHD_USE_THREAD_PER_CONNECTION): a request's body is gathered (at
  * most srv->max_body_bytes: more is 413; a connection silent for srv->timeout_s is closed by
  * libmicrohttpd, with no reply: it calls no handler first; a body still arriving, trickled,
- * srv->timeout_s after its headers is closed at its next piece, also with no reply:
- * libmicrohttpd 0.9.75 refuses a response queued while a body is half read), then routed:
+ * srv->timeout_s after its headers is answered 408 at its next piece and closed: late_body),
+ * then routed:
  *
  *   POST /v1/chat/completions, /v1/completions (also without /v1)  a job for the engine
  *   GET  /v1/models (also /models), /health                        api.c
@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +61,27 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, api_reply a) {
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)a.status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+/* 408 for a body not whole srv->timeout_s after its headers, at its next piece. libmicrohttpd
+ * 0.9.75 takes no response while a body is half read (MHD_queue_response answers MHD_NO), so
+ * the reply is written to the socket here, where libmicrohttpd has sent nothing and reads no
+ * more (the handler is running), and the connection is then closed (MHD_NO). */
+static enum MHD_Result late_body(struct MHD_Connection *c, unsigned timeout_s) {
+    api_reply a = api_error(408, "request_timeout", NULL, "the request body was not whole %u s after its headers",
+                            timeout_s);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char head[192];
+    const int n = a.body ? snprintf(head, sizeof head,
+                                    "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+                                    "Access-Control-Allow-Origin: *\r\nContent-Length: %zu\r\n"
+                                    "Connection: close\r\n\r\n",
+                                    strlen(a.body))
+                         : -1;
+    if (ci && n > 0 && (size_t)n < sizeof head && send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL) == n)
+        (void)!send(ci->connect_fd, a.body, strlen(a.body), MSG_NOSIGNAL);
+    free(a.body);
+    return MHD_NO;
 }
 
 /* ---- request bodies ---- */
@@ -319,9 +341,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     if (*upload_size) {
-        /* A trickle keeps libmicrohttpd's idle timer from ever firing: past the deadline the
-         * connection is closed (MHD_queue_response would refuse a 408 here: MHD_NO mid-body). */
-        if (conn_age_s(k) >= (long long)h->srv->timeout_s) return MHD_NO;
+        /* a trickle keeps libmicrohttpd's idle timer from ever firing */
+        if (conn_age_s(k) >= (long long)h->srv->timeout_s) return late_body(c, h->srv->timeout_s);
         if (body_append(k, upload, *upload_size, h->srv->max_body_bytes) != 0) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;

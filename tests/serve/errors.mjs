@@ -9,9 +9,9 @@
 //   - a client that sends its headers and half its body, then stalls: other requests are
 //     served meanwhile, no slot is taken, and the connection is closed after --timeout (no
 //     reply: libmicrohttpd's idle timeout calls no handler that could make one);
-//   - one that trickles its body a byte every 400 ms (never silent for --timeout): closed at its
-//     first byte past --timeout, before its body's end, with no reply (libmicrohttpd 0.9.75
-//     refuses a 408 queued mid-body), and a request is served after it;
+//   - one that trickles its body a byte every 400 ms (never silent for --timeout): answered 408
+//     request_timeout as an OpenAI error object at its first byte past --timeout, before its
+//     body's end, and closed; a request is served after it;
 //   - a body over --max-body sent chunked (no Content-Length to refuse it by): 413 as JSON; one
 //     announced past it by a client waiting for "100 Continue": 413 before any of it is sent.
 // The long streams are completions of up to the whole context with the end-of-generation ids
@@ -159,15 +159,19 @@ export async function errorTests({ lean, model, check: report }) {
               JSON.stringify(stall.data()));
         stall.destroy();
 
-        // ---- a sender that trickles its body, never silent for --timeout: closed at the deadline ----
+        // ---- a sender that trickles its body, never silent for --timeout: 408 at the deadline ----
         const trickle = rawPost(url, '/v1/completions', short, { bodyBytes: 20 });
         const rest = trickle.rest();
         let sent = 0;
         while (sent < rest.length &&
                await Promise.race([trickle.closed.then(() => false), new Promise((r) => setTimeout(() => r(true), 400))]))
             trickle.write(rest[sent++]);
-        check(sent < rest.length && trickle.data() === '',
-              'errors: a body trickled a byte every 400 ms: closed past --timeout before its end, no reply',
+        const [head, body] = trickle.data().split('\r\n\r\n');
+        let late = null;
+        try { late = JSON.parse(body); } catch { /* late stays null: the check fails */ }
+        check(sent < rest.length && /^HTTP\/1\.1 408 /.test(head) && /\r\ncontent-type: application\/json\r\n/i.test(head + '\r\n') &&
+              isErrorObject(late, 'request_timeout'),
+              'errors: a body trickled a byte every 400 ms: 408 request_timeout past --timeout, before its end',
               JSON.stringify([sent, rest.length, trickle.data()]));
         trickle.destroy();
         const servedAfter = await post('/v1/completions', short);
