@@ -45,8 +45,9 @@ struct serve_http {
 
 /* ---- replies ---- */
 
+#define ALLOW_ORIGIN "*" /* every reply's Access-Control-Allow-Origin (late_body's too) */
 static void cors(struct MHD_Response *r) {
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", ALLOW_ORIGIN);
 }
 
 /* Queues a JSON reply and frees its body. */
@@ -71,15 +72,15 @@ static enum MHD_Result late_body(struct MHD_Connection *c, unsigned timeout_s) {
     api_reply a = api_error(408, "request_timeout", NULL, "the request body was not whole %u s after its headers",
                             timeout_s);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const size_t len = a.body ? strlen(a.body) : 0;
     char head[192];
-    const int n = a.body ? snprintf(head, sizeof head,
-                                    "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
-                                    "Access-Control-Allow-Origin: *\r\nContent-Length: %zu\r\n"
-                                    "Connection: close\r\n\r\n",
-                                    strlen(a.body))
-                         : -1;
-    if (ci && n > 0 && (size_t)n < sizeof head && send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL) == n)
-        (void)!send(ci->connect_fd, a.body, strlen(a.body), MSG_NOSIGNAL);
+    const int n = snprintf(head, sizeof head,
+                           "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+                           "Access-Control-Allow-Origin: " ALLOW_ORIGIN "\r\nContent-Length: %zu\r\n"
+                           "Connection: close\r\n\r\n",
+                           len);
+    if (ci && a.body && n > 0 && (size_t)n < sizeof head && send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL) == n)
+        (void)!send(ci->connect_fd, a.body, len, MSG_NOSIGNAL);
     free(a.body);
     return MHD_NO;
 }
